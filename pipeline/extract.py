@@ -1,0 +1,382 @@
+"""Extraction: MIMIC-III source -> de-identified, time-bagged token sequences (Parquet).
+
+Flow (see README "Data flow"):
+  1. source SQL (DuckDB over CSV, or PostgreSQL): classify admissions, build the cohort,
+     select each event table's events before the prediction time (sql/, in build order);
+  2. local DuckDB + pyarrow: pseudonymize, split by patient, fit bins and vocabulary on the
+     training split, tokenize, bag by hour/day, write one Parquet file per split;
+  3. accounting: for every table, rows read = used + quarantined + outside the window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline import deid, io, sqlgen, tokens
+from pipeline.schema import EVENT_TABLES
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "val", "test")
+FEATURE_VERSION = 1
+
+
+class SplitMode(str, Enum):
+    random = "random"  # 80/10/10 by patient
+    era = "era"  # carevue-era stays in train/val, metavision-era stays in test
+
+
+@dataclass
+class ExtractConfig:
+    prediction_hours: float = 24.0  # prediction time T = ADMITTIME + this many hours
+    lookback_days: float = 30.0  # history used: events in [T - lookback, T)
+    hourly_hours: float | None = None  # last N hours before T in hourly bags (None: prediction_hours)
+    n_bins: int = 5  # quantile bins per numeric item (fitted on train)
+    min_patients: int = 5  # tokens in fewer training patients collapse to per-source OOV
+    max_text_values: int = 50  # items with more distinct text values are free text: item token only
+    text_max_len: int = 40  # text values are truncated to this many characters
+    split: SplitMode = SplitMode.random  # how admissions are split (always by patient)
+    split_seed: int = 0  # seed of the deterministic patient hash
+    train_fraction: float = 0.8  # fraction of patients in train (random split)
+    val_fraction: float = 0.1  # fraction of patients in val (random split)
+    memory_limit: str = "4GB"  # DuckDB memory limit (spills to disk beyond it)
+    threads: int | None = None  # DuckDB threads (None: all cores)
+
+    @property
+    def hourly(self) -> float:
+        return self.prediction_hours if self.hourly_hours is None else self.hourly_hours
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["split"] = self.split.value
+        return d
+
+
+@dataclass
+class ExtractResult:
+    out_dir: Path
+    manifest: dict
+    link_file: Path
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def open_source(source: str | Path, con, schema: str = "mimiciii"):
+    text = str(source)
+    if text.startswith(("postgresql://", "postgres://")) or " dbname=" in f" {text}":
+        from pipeline.pgsource import PostgresSource
+
+        return PostgresSource(text, con, schema=schema)
+    from pipeline.sources import CsvSource
+
+    return CsvSource(Path(text), con)
+
+
+def _connect(cfg: ExtractConfig, tmp_dir: Path):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{cfg.memory_limit}'")
+    con.execute(f"SET temp_directory = '{tmp_dir.as_posix()}'")
+    con.execute("SET preserve_insertion_order = false")
+    if cfg.threads:
+        con.execute(f"SET threads = {int(cfg.threads)}")
+    return con
+
+
+def _unit_hash(seed: int, subject_id: int) -> float:
+    digest = hashlib.sha256(f"split:{seed}:{subject_id}".encode()).hexdigest()
+    return int(digest[:15], 16) / 16**15
+
+
+def assign_splits(cohort: pd.DataFrame, cfg: ExtractConfig) -> pd.Series:
+    """Split label per admission; every patient lands in exactly one split.
+
+    era mode: a patient with any metavision stay goes to test, where only the metavision
+    stays are kept ('excluded' marks the others); everyone else splits 8:1 into train/val.
+    """
+    u = cohort["subject_id"].map(lambda s: _unit_hash(cfg.split_seed, int(s)))
+    if cfg.split is SplitMode.random:
+        cut1, cut2 = cfg.train_fraction, cfg.train_fraction + cfg.val_fraction
+        return pd.Series(["train" if x < cut1 else "val" if x < cut2 else "test" for x in u], index=cohort.index)
+    mv = cohort["icu_system"].eq("metavision")
+    mv_patient = cohort["subject_id"].isin(cohort.loc[mv, "subject_id"])
+    out = pd.Series(["train" if x < 8 / 9 else "val" for x in u], index=cohort.index)
+    out[mv_patient & mv] = "test"
+    out[mv_patient & ~mv] = "excluded"
+    return out
+
+
+def context_tokens(cohort: pd.DataFrame) -> pd.DataFrame:
+    """Raw context tokens per admission (age decade, gender, admission type and location)."""
+    age = cohort["age"].astype(float)
+    decade = (age // 10 * 10).clip(lower=10).astype(int)
+    age_tok = ["age:90+" if a >= 90 else ("age:18-29" if d < 30 else f"age:{d}-{d + 9}") for a, d in zip(age, decade)]
+    return pd.DataFrame(
+        {
+            "age": age_tok,
+            "gender": "gender:" + cohort["gender"].fillna("<missing>").astype(str),
+            "admission_type": "admission_type:" + cohort["admission_type"].fillna("<missing>").astype(str),
+            "admission_location": "admission_location:" + cohort["admission_location"].fillna("<missing>").astype(str),
+        },
+        index=cohort.index,
+    )
+
+
+CONTEXT_FIELDS = ("age", "gender", "admission_type", "admission_location")
+
+
+def fit_context(ctx: pd.DataFrame, subjects: pd.Series, train: pd.Series, min_patients: int) -> list[str]:
+    vocab = [tokens.PAD] + [f"{f}:<other>" for f in CONTEXT_FIELDS]
+    for f in CONTEXT_FIELDS:
+        counts = pd.DataFrame({"tok": ctx.loc[train, f], "s": subjects[train]}).groupby("tok")["s"].nunique()
+        vocab += sorted(t for t, n in counts.items() if n >= min_patients)
+    return vocab
+
+
+def encode_context(ctx: pd.DataFrame, vocab: list[str]) -> list[list[int]]:
+    index = {t: i for i, t in enumerate(vocab)}
+    cols = []
+    for f in CONTEXT_FIELDS:
+        other = index[f"{f}:<other>"]
+        cols.append([index.get(t, other) for t in ctx[f]])
+    return [list(row) for row in zip(*cols)]
+
+
+def extract(
+    source: str | Path,
+    out_dir: Path | str,
+    config: ExtractConfig | None = None,
+    *,
+    vocab: tokens.Vocab | None = None,
+    schema: str = "mimiciii",
+    cohort_filter: str = "TRUE",
+) -> ExtractResult:
+    """Run the extraction; see the module docstring. With `vocab` given (scoring), nothing is
+    refitted and every admission goes to one file, `cohort.parquet`."""
+    cfg = config or ExtractConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / ".tmp"
+    tmp.mkdir(exist_ok=True)
+    started = time.perf_counter()
+    con = _connect(cfg, tmp)
+    src = open_source(source, con, schema=schema)
+    try:
+        result = _run(src, con, out, cfg, vocab, cohort_filter)
+    finally:
+        src.close()
+        con.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("extract finished in %.1f s", time.perf_counter() - started)
+    return result
+
+
+def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, cohort_filter: str) -> ExtractResult:
+    rel = src.relations()
+    params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days))
+    src.materialize(sqlgen.render(sqlgen.ADMISSIONS_CLASSIFIED, **rel, **params), "admissions_classified", "ADMISSIONS")
+    src.materialize(
+        sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
+    )
+    src.materialize("SELECT DISTINCT subject_id, dob_epoch FROM cohort", "cohort_subjects", "cohort subjects")
+    cohort = src.fetch_arrow("SELECT * FROM cohort ORDER BY hadm_id", "cohort").to_pandas()
+    accounting, quarantine = _table_accounting(src)
+
+    scoring = vocab is not None
+    key = deid.load_key()
+    cohort["key"] = deid.pseudonyms(key, cohort["hadm_id"].astype("int64"))
+    cohort["split"] = "cohort" if scoring else assign_splits(cohort, cfg)
+    excluded_era = int((cohort["split"] == "excluded").sum())
+    cohort = cohort[cohort["split"] != "excluded"].sort_values("key").reset_index(drop=True)
+    cohort["adm_idx"] = range(len(cohort))
+    con.register("adm_arrow", pa.Table.from_pandas(cohort[["hadm_id", "subject_id", "adm_idx", "split"]]))
+    con.execute("CREATE OR REPLACE TEMP TABLE adm AS SELECT * FROM adm_arrow")
+    con.unregister("adm_arrow")
+
+    present = [t for t in EVENT_TABLES if t in src.tables]
+    for table in present:
+        src.into_local(sqlgen.events_sql(table, rel), f"ev_{table}", src.tables[table].location)
+        accounting[table], quarantine[table] = _event_accounting(src, con, table)
+    union = " UNION ALL ".join(
+        f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
+    ) or "SELECT NULL::BIGINT AS hadm_id, NULL AS source, NULL AS item, NULL::DOUBLE AS valuenum, NULL AS valuetext, NULL::DOUBLE AS t_hours WHERE FALSE"
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE events AS
+        SELECT a.adm_idx, a.split, a.subject_id AS subject_key, e.source, e.item, e.valuenum, e.valuetext, e.t_hours
+        FROM ({union}) e JOIN adm a ON a.hadm_id = e.hadm_id"""
+    )
+    for table in present:
+        con.execute(f"DROP TABLE ev_{table}")
+
+    ctx = context_tokens(cohort)
+    if vocab is None:
+        vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len)
+        vocab.context = fit_context(ctx, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
+    tokens.register(con, vocab)
+    tokens.tokenize(con, vocab, cfg.text_max_len)
+    bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly).to_pandas()
+    features = _assemble(cohort, ctx, vocab, bags)
+
+    files = _write_outputs(out, features, vocab, quarantine, scoring)
+    link = deid.write_link_file(out / "_private" / "link.csv", cohort["key"].tolist(), cohort["hadm_id"].astype("int64").tolist())
+    manifest = _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, cohort_filter != "TRUE")
+    io.write_json(out / "manifest.json", manifest)
+    files["manifest"] = out / "manifest.json"
+    return ExtractResult(out, manifest, link, files)
+
+
+def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pd.DataFrame) -> pd.DataFrame:
+    frame = cohort[["adm_idx", "key", "split", "label", "age", "gender", "admission_type", "admission_location", "icu_system"]].copy()
+    frame["context"] = encode_context(ctx, vocab.context)
+    frame = frame.merge(bags, on="adm_idx", how="left")
+    empty = frame["n_events"].isna()
+    frame.loc[empty, "n_events"] = 0
+    frame["bag_hours"] = [[] if e else list(v) for e, v in zip(empty, frame["bag_hours"])]
+    frame["bags"] = [[] if e else [list(b) for b in v] for e, v in zip(empty, frame["bags"])]
+    return frame.sort_values("key").reset_index(drop=True)
+
+
+FEATURE_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("label", pa.int8()),
+        ("age", pa.float32()),
+        ("gender", pa.string()),
+        ("admission_type", pa.string()),
+        ("admission_location", pa.string()),
+        ("icu_system", pa.string()),
+        ("context", pa.list_(pa.int32())),
+        ("bag_hours", pa.list_(pa.float32())),
+        ("bags", pa.list_(pa.list_(pa.int32()))),
+        ("n_events", pa.int32()),
+    ]
+)
+
+
+def write_parquet(table: pa.Table, path: Path) -> Path:
+    with io.atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", row_group_size=8192)
+    return path
+
+
+def _write_outputs(out: Path, features: pd.DataFrame, vocab: tokens.Vocab, quarantine: dict, scoring: bool) -> dict:
+    files: dict[str, Path] = {}
+    names = ["cohort"] if scoring else list(SPLITS)
+    for split in names:
+        part = features[features["split"] == split]
+        cols = {f.name: part[f.name].tolist() for f in FEATURE_SCHEMA}
+        files[split] = write_parquet(pa.table(cols, schema=FEATURE_SCHEMA), out / f"{split}.parquet")
+    if not scoring:
+        files["vocab"] = io.write_json(out / "vocab.json", vocab.to_json())
+    qschema = pa.schema([("table", pa.string()), ("row_id", pa.int64()), ("line", pa.int64()), ("reason", pa.string())])
+    for table, rows in sorted(quarantine.items()):
+        frame = pd.DataFrame(rows, columns=["row_id", "line", "reason"]) if rows else pd.DataFrame(columns=["row_id", "line", "reason"])
+        frame.insert(0, "table", table.upper())
+        files[f"quarantine/{table}"] = write_parquet(
+            pa.Table.from_pandas(frame, schema=qschema, preserve_index=False), out / "quarantine" / f"{table}.parquet"
+        )
+    return files
+
+
+def _table_accounting(src) -> tuple[dict, dict]:
+    """Accounting and quarantine for ADMISSIONS, PATIENTS and ICUSTAYS."""
+    acc, quar = {}, {}
+    read, rejects = src.count_rows("admissions")
+    rows = src.fetch_arrow(
+        "SELECT exclusion, count(*) AS n FROM admissions_classified GROUP BY exclusion", "ADMISSIONS"
+    ).to_pylist()
+    by = {r["exclusion"]: int(r["n"]) for r in rows}
+    q_rows = src.fetch_arrow(
+        "SELECT row_id, exclusion FROM admissions_classified WHERE exclusion LIKE 'quarantine:%' ORDER BY row_id",
+        "ADMISSIONS",
+    ).to_pylist()
+    quar["admissions"] = [(r["row_id"], None, r["exclusion"].removeprefix("quarantine:")) for r in q_rows] + [
+        (None, line, why) for line, why in rejects
+    ]
+    used = by.get(None, 0)
+    quarantined = len(quar["admissions"])
+    acc["admissions"] = {
+        "rows_read": read + len(rejects),
+        "used": used,
+        "quarantined": quarantined,
+        "outside_window": read + len(rejects) - used - quarantined,
+        "excluded_by": {k: v for k, v in sorted(by.items(), key=lambda kv: str(kv[0])) if k and not k.startswith("quarantine:")},
+    }
+    for table, used_sql in (
+        ("patients", "SELECT count(*) FROM {rel} p WHERE p._error IS NULL AND p.subject_id IN (SELECT subject_id FROM cohort)"),
+        ("icustays", "SELECT count(*) FROM {rel} i WHERE i._error IS NULL AND i.hadm_id IN (SELECT hadm_id FROM cohort)"),
+    ):
+        if table not in src.tables:
+            continue
+        rel = src.relation(table)
+        read, rejects = src.count_rows(table)
+        used = int(src.fetch_arrow(used_sql.format(rel=rel), table.upper()).column(0)[0].as_py())
+        bad = src.fetch_arrow(f"SELECT row_id, _error FROM {rel} WHERE _error IS NOT NULL ORDER BY row_id", table.upper()).to_pylist()
+        quar[table] = [(r["row_id"], None, r["_error"]) for r in bad] + [(None, line, why) for line, why in rejects]
+        acc[table] = {
+            "rows_read": read + len(rejects),
+            "used": used,
+            "quarantined": len(quar[table]),
+            "outside_window": read + len(rejects) - used - len(quar[table]),
+        }
+    return acc, quar
+
+
+def _event_accounting(src, con, table: str) -> tuple[dict, list]:
+    read, rejects = src.count_rows(table)
+    used, quarantined_n = con.sql(
+        f"SELECT count(DISTINCT row_id) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL) FROM ev_{table}"
+    ).fetchall()[0]
+    q_rows = con.sql(f"SELECT row_id, reason FROM ev_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()
+    quarantine = [(r, None, why) for r, why in q_rows] + [(None, line, why) for line, why in rejects]
+    total = read + len(rejects)
+    acc = {
+        "rows_read": total,
+        "used": int(used),
+        "quarantined": len(quarantine),
+        "outside_window": total - int(used) - len(quarantine),
+        "events_used": int(con.sql(f"SELECT count(*) FROM ev_{table} WHERE reason IS NULL").fetchall()[0][0]),
+    }
+    reasons: dict[str, int] = {}
+    for _, _, why in quarantine:
+        reasons[why] = reasons.get(why, 0) + 1
+    acc["quarantine_reasons"] = dict(sorted(reasons.items()))
+    if acc["outside_window"] < 0:
+        raise RuntimeError(f"{table}: accounting does not add up ({acc})")
+    return acc, quarantine
+
+
+def _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, filtered) -> dict:
+    splits = {}
+    for split in sorted(cohort["split"].unique()):
+        part = cohort[cohort["split"] == split]
+        n, pos = len(part), int(part["label"].sum())
+        splits[split] = {"admissions": n, "patients": int(part["subject_id"].nunique()), "positives": pos, "label_rate": round(pos / n, 6) if n else None}
+    hashes = {name: io.sha256_file(path) for name, path in sorted(files.items())}
+    return {
+        "feature_version": FEATURE_VERSION,
+        "source": {"kind": src.kind, "location": src.description, "tables": {t: i.location for t, i in sorted(src.tables.items())}},
+        "config": cfg.to_json(),
+        "cohort_filter_applied": filtered,
+        "tables": accounting,
+        "cohort": {
+            "admissions": int(len(cohort)),
+            "positives": int(cohort["label"].sum()),
+            "label_rate": round(float(cohort["label"].mean()), 6) if len(cohort) else None,
+            "excluded_era_overlap": excluded_era,
+            "icu_system": {k: int(v) for k, v in sorted(cohort["icu_system"].value_counts().items())},
+        },
+        "splits": splits,
+        "vocab": {"tokens": len(vocab.tokens), "context": len(vocab.context), "binned_items": len(vocab.bins), "text_items": len(vocab.text_items)},
+        "sha256": hashes,
+    }

@@ -1,0 +1,192 @@
+"""MIMIC-III sources: a directory of CSV / CSV.gz files (read by embedded DuckDB) or a
+PostgreSQL database (mimic-code's `mimiciii` schema, see `pipeline.pgsource`).
+
+A source exposes each table as a SQL relation in the DuckDB dialect with the lowercase
+columns of `pipeline.schema` plus `_error` (NULL, or why the row cannot be used, such as an
+unparseable timestamp). Layout is detected, not configured: `TABLE.csv` or `TABLE.csv.gz`,
+UPPERCASE or lowercase file names and headers.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io as _io
+import logging
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.schema import FLOAT, INT, TABLES, TEXT, TS, TableSpec
+
+log = logging.getLogger(__name__)
+
+# Explicit CSV dialect: MIMIC-III exports are RFC 4180 (auto-detection can guess wrong).
+CSV_OPTIONS = "header=true, all_varchar=true, delim=',', quote='\"', escape='\"', store_rejects=true"
+
+
+class SourceError(RuntimeError):
+    """A problem with the input data that stops the run (names the file/table/column)."""
+
+
+@dataclass
+class TableInfo:
+    name: str  # lowercase table name
+    location: str  # file path or schema.table (never a password)
+    columns: dict[str, str] = field(default_factory=dict)  # lowercase -> name as stored
+    missing_optional: list[str] = field(default_factory=list)
+
+
+def empty_relation(spec: TableSpec) -> str:
+    """A relation with the table's columns and no rows (for a missing optional table)."""
+    cols = ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in spec.columns.items())
+    return f"(SELECT {cols}, CAST(NULL AS VARCHAR) AS _error WHERE 1 = 0)"
+
+
+def _read_header(path: Path) -> list[str]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rb") as fh:
+            line = fh.readline(1 << 16)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise SourceError(f"{path}: cannot read the header ({exc})") from None
+    if not line.strip():
+        raise SourceError(f"{path}: empty file (no header line)")
+    try:
+        text = line.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{path}: header is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    return next(csv.reader(_io.StringIO(text)))
+
+
+def find_tables(directory: Path) -> dict[str, Path]:
+    """Map lowercase table names to their file (`.csv.gz` preferred over `.csv`)."""
+    if not directory.is_dir():
+        raise SourceError(f"source directory {directory} does not exist")
+    found: dict[str, Path] = {}
+    for path in sorted(directory.iterdir()):
+        lower = path.name.lower()
+        for suffix in (".csv.gz", ".csv"):
+            if lower.endswith(suffix) and path.is_file():
+                name = lower[: -len(suffix)]
+                if name in found and found[name].name.lower().endswith(".csv.gz"):
+                    log.warning("%s: both %s and %s exist; reading %s", name, found[name].name, path.name, found[name].name)
+                    continue
+                found[name] = path
+                break
+    return found
+
+
+def _typed(col: str, typ: str) -> tuple[str, str | None]:
+    """(typed expression, error check) for a raw VARCHAR CSV column."""
+    q = f'"{col}"'
+    if typ == TEXT:
+        return q, None
+    cast = f"TRY_CAST({q} AS {typ})"
+    check = f"WHEN {q} IS NOT NULL AND {cast} IS NULL THEN 'unparseable {col.upper()}'"
+    if typ == FLOAT:
+        check += f" WHEN {cast} IS NOT NULL AND NOT isfinite({cast}) THEN 'non-finite {col.upper()}'"
+    return cast, check
+
+
+class CsvSource:
+    """MIMIC-III as a directory of CSV files, exposed as DuckDB views on `con`."""
+
+    kind = "csv"
+
+    def __init__(self, directory: Path | str, con) -> None:
+        self.directory = Path(directory)
+        self.con = con
+        self.description = f"csv:{self.directory.resolve()}"
+        self.tables: dict[str, TableInfo] = {}
+        files = find_tables(self.directory)
+        for name, spec in TABLES.items():
+            if name not in files:
+                if spec.required:
+                    raise SourceError(
+                        f"required table {name.upper()} not found in {self.directory} "
+                        f"(expected {name.upper()}.csv or {name.upper()}.csv.gz)"
+                    )
+                log.warning("optional table %s not found in %s: its events are skipped", name.upper(), self.directory)
+                continue
+            self.tables[name] = self._register(spec, files[name])
+
+    def _register(self, spec: TableSpec, path: Path) -> TableInfo:
+        header = _read_header(path)
+        by_lower = {h.strip().lower(): h for h in header}
+        info = TableInfo(spec.name, str(path))
+        select, checks = [], []
+        for col, typ in spec.columns.items():
+            if col not in by_lower:
+                if col in spec.optional_columns:
+                    info.missing_optional.append(col)
+                    select.append(f"CAST(NULL AS {typ}) AS {col}")
+                    continue
+                raise SourceError(f"{path}: table {spec.name.upper()} has no column {col.upper()} (required)")
+            info.columns[col] = by_lower[col]
+            expr, check = _typed(by_lower[col], typ)
+            select.append(f"{expr} AS {col}")
+            if check:
+                checks.append(check)
+        error = f"CASE {' '.join(checks)} END" if checks else "CAST(NULL AS VARCHAR)"
+        path_sql = str(path).replace("'", "''")
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP VIEW src_{spec.name} AS SELECT {', '.join(select)}, {error} AS _error "
+            f"FROM read_csv('{path_sql}', {CSV_OPTIONS}, "
+            f"rejects_table='rej_{spec.name}', rejects_scan='rejscan_{spec.name}')"
+        )
+        return info
+
+    def relation(self, name: str) -> str:
+        if name in self.tables:
+            return f"src_{name}"
+        return empty_relation(TABLES[name])
+
+    def relations(self) -> dict[str, str]:
+        return {name: self.relation(name) for name in TABLES}
+
+    def execute(self, sql: str, what: str) -> None:
+        """Run a statement in the source (DuckDB dialect); errors name `what`."""
+        try:
+            self.con.execute(sql)
+        except Exception as exc:  # duckdb raises several classes; all become one clear error
+            raise SourceError(f"{what}: {_short(exc)}") from None
+
+    def materialize(self, sql: str, table: str, what: str) -> None:
+        """Create temp table `table` in the source from a query (DuckDB dialect)."""
+        self.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}", what)
+
+    def into_local(self, sql: str, table: str, what: str) -> None:
+        """Materialize the query result as table `table` in the local DuckDB (same connection)."""
+        self.materialize(sql, table, what)
+
+    def fetch_arrow(self, sql: str, what: str):
+        """Run a query in the source and return a pyarrow Table."""
+        try:
+            return self.con.sql(sql).to_arrow_table()
+        except Exception as exc:
+            raise SourceError(f"{what}: {_short(exc)}") from None
+
+    def count_rows(self, name: str) -> tuple[int, list[tuple[int, str]]]:
+        """Rows read from a table: (parsed rows, [(line, reason)] of rejected CSV lines)."""
+        info = self.tables[name]
+        try:
+            n = self.con.sql(f"SELECT count(*) FROM src_{name}").fetchall()[0][0]
+            rejects = self.con.sql(
+                f"SELECT line, error_type || ': ' || error_message FROM rej_{name} ORDER BY line"
+            ).fetchall()
+        except Exception as exc:
+            raise SourceError(f"{info.location}: {_short(exc)}") from None
+        return int(n), [(int(line), str(msg).splitlines()[0][:200]) for line, msg in rejects]
+
+    def close(self) -> None:
+        pass
+
+
+def _short(exc: Exception) -> str:
+    """The first informative lines of a database error (no stack, no data dump)."""
+    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+    return " ".join(lines[:2])[:500]
+
+
+__all__ = ["CsvSource", "SourceError", "TableInfo", "find_tables", "empty_relation", "INT", "TS"]

@@ -1,0 +1,80 @@
+"""The SQL in `sql/`: loading, parameter rendering and dialect generation.
+
+DuckDB is the canonical dialect. PostgreSQL SQL is generated from the same files with
+sqlglot, never kept by hand. Files are rendered with `string.Template` placeholders
+(`${name}`); table placeholders are replaced by the source's relation for that table.
+
+Build order (explicit, as in mimic-code):
+  01_admissions_classified -> 02_cohort -> 1x_events_<table> wrapped in 20_events_window
+"""
+
+from __future__ import annotations
+
+import functools
+from enum import Enum
+from pathlib import Path
+from string import Template
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+
+ADMISSIONS_CLASSIFIED = "01_admissions_classified"
+COHORT = "02_cohort"
+EVENTS_WINDOW = "20_events_window"
+EVENT_SQL = {
+    "chartevents": "10_events_chartevents",
+    "labevents": "11_events_labevents",
+    "inputevents_cv": "12_events_inputevents_cv",
+    "inputevents_mv": "13_events_inputevents_mv",
+    "outputevents": "14_events_outputevents",
+    "prescriptions": "15_events_prescriptions",
+    "procedureevents_mv": "16_events_procedureevents_mv",
+    "microbiologyevents": "17_events_microbiologyevents",
+    "datetimeevents": "18_events_datetimeevents",
+}
+BUILD_ORDER = [ADMISSIONS_CLASSIFIED, COHORT, *EVENT_SQL.values(), EVENTS_WINDOW]
+# Labs link to the cohort by patient (history before the admission counts).
+LINK_KEY = {"labevents": "subject_id"}
+
+
+class Dialect(str, Enum):
+    duckdb = "duckdb"
+    postgres = "postgres"
+
+
+@functools.cache
+def load(name: str) -> str:
+    path = SQL_DIR / f"{name}.sql"
+    if not path.exists():
+        raise FileNotFoundError(f"SQL file {path} not found")
+    return path.read_text(encoding="utf-8")
+
+
+def render(name: str, **params: object) -> str:
+    """Substitute `${param}` placeholders; a missing parameter is an error."""
+    try:
+        return Template(load(name)).substitute({k: str(v) for k, v in params.items()})
+    except KeyError as exc:
+        raise KeyError(f"sql/{name}.sql needs parameter {exc.args[0]!r}") from None
+
+
+def strip_comments(sql: str) -> str:
+    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+
+
+def to_dialect(sql: str, dialect: Dialect | str) -> str:
+    """Return `sql` (DuckDB dialect) in the target dialect."""
+    dialect = Dialect(dialect)
+    if dialect is Dialect.duckdb:
+        return sql
+    import sqlglot
+
+    out = sqlglot.transpile(strip_comments(sql), read="duckdb", write=dialect.value)
+    if len(out) != 1:
+        raise ValueError(f"expected one SQL statement, got {len(out)}")
+    return out[0]
+
+
+def events_sql(table: str, relations: dict[str, str]) -> str:
+    """The windowed events query for one event table (DuckDB dialect)."""
+    inner = render(EVENT_SQL[table], **relations)
+    return render(EVENTS_WINDOW, events=strip_comments(inner), link_key=LINK_KEY.get(table, "hadm_id"))

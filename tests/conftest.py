@@ -1,0 +1,37 @@
+"""Shared fixtures: the MIMIC-III demo, a fixed de-identification key, extracted features."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Tests never touch a real key file: a fixed test key (never a production secret).
+os.environ.setdefault("MIMIC_DEID_KEY", "test-only-deid-key")
+os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{ROOT / '.pytest_cache' / 'mlflow-tests.db'}")
+
+
+def demo_path() -> Path:
+    env = os.environ.get("MIMIC_DEMO_DIR")
+    candidates = [Path(env)] if env else []
+    candidates += [ROOT.parent / "shared" / "mimic-iii-demo", ROOT / "shared" / "mimic-iii-demo"]
+    for cand in candidates:
+        if (cand / "ADMISSIONS.csv.gz").exists():
+            return cand
+    raise FileNotFoundError(f"MIMIC-III demo not found in {[str(c) for c in candidates]}; set MIMIC_DEMO_DIR")
+
+
+@pytest.fixture(scope="session")
+def demo_dir() -> Path:
+    return demo_path()
+
+
+@pytest.fixture(scope="session")
+def demo_features(demo_dir, tmp_path_factory):
+    """The demo extracted once per session with the default configuration."""
+    from pipeline.extract import extract
+
+    out = tmp_path_factory.mktemp("demo_features")
+    return extract(demo_dir, out)

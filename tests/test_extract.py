@@ -1,0 +1,156 @@
+"""Extraction on the real MIMIC-III demo: cohort, accounting, determinism, layouts, no leaks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.extract import ExtractConfig, SplitMode, extract
+from pipeline.sources import SourceError
+
+FEATURE_FILES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
+
+
+def read_features(out: Path) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(out / f"{s}.parquet").assign(split=s) for s in ("train", "val", "test")])
+
+
+def test_demo_cohort_and_label_rate(demo_features):
+    m = demo_features.manifest
+    # Measured on MIMIC-III Demo v1.4 (README "Demo"): 117 of 129 admissions, 31 deaths after 24 h.
+    assert m["cohort"]["admissions"] == 117
+    assert m["cohort"]["positives"] == 31
+    excluded = m["tables"]["admissions"]["excluded_by"]
+    assert excluded == {"died before prediction time": 9, "discharged before prediction time": 2, "under 18": 1}
+    assert sum(s["admissions"] for s in m["splits"].values()) == 117
+
+
+def test_accounting_adds_up_for_every_table(demo_features):
+    tables = demo_features.manifest["tables"]
+    assert set(tables) >= {"admissions", "patients", "icustays", "chartevents", "labevents", "prescriptions"}
+    for name, acc in tables.items():
+        assert acc["rows_read"] == acc["used"] + acc["quarantined"] + acc["outside_window"], name
+        assert min(acc["used"], acc["quarantined"], acc["outside_window"]) >= 0, name
+    assert tables["chartevents"]["rows_read"] == 758_355
+    assert tables["chartevents"]["quarantine_reasons"]["ERROR flag set"] > 0
+    quarantine = pd.read_parquet(demo_features.out_dir / "quarantine" / "chartevents.parquet")
+    assert len(quarantine) == tables["chartevents"]["quarantined"]
+    assert quarantine["row_id"].notna().all()
+
+
+def test_splits_are_by_patient(demo_features):
+    link = pd.read_csv(demo_features.link_file)
+    feats = read_features(demo_features.out_dir).merge(link, on="key")
+    adm = pd.read_csv(Path(demo_features.manifest["source"]["tables"]["admissions"]), usecols=["subject_id", "hadm_id"])
+    feats = feats.merge(adm, on="hadm_id")
+    assert feats.groupby("subject_id")["split"].nunique().max() == 1
+    assert len(feats) == 117
+
+
+def test_feature_format(demo_features):
+    out = demo_features.out_dir
+    vocab = json.loads((out / "vocab.json").read_text())
+    for split in ("train", "val", "test"):
+        table = pq.read_table(out / f"{split}.parquet")
+        assert table.column_names == [
+            "key", "label", "age", "gender", "admission_type", "admission_location",
+            "icu_system", "context", "bag_hours", "bags", "n_events",
+        ]
+        frame = table.to_pandas()
+        assert frame["key"].str.fullmatch(r"[0-9a-f]{32}").all()
+        assert (frame["age"] <= 90).all() and (frame["age"] >= 18).all()
+        for hours, bags in zip(frame["bag_hours"], frame["bags"]):
+            assert len(hours) == len(bags)
+            assert list(hours) == sorted(hours) and (len(hours) == 0 or hours[-1] < 24)
+            for bag in bags:
+                assert len(bag) > 0 and list(bag) == sorted(set(bag))
+                assert 0 < min(bag) and max(bag) < len(vocab["tokens"])
+    assert vocab["tokens"][0] == "<pad>" and vocab["context"][0] == "<pad>"
+
+
+def test_extract_is_byte_identical(demo_dir, demo_features, tmp_path):
+    again = extract(demo_dir, tmp_path / "again")
+    for name in FEATURE_FILES + ["manifest.json"]:
+        assert (demo_features.out_dir / name).read_bytes() == (again.out_dir / name).read_bytes(), name
+
+
+def test_era_split_puts_metavision_in_test(demo_dir, tmp_path):
+    res = extract(demo_dir, tmp_path / "era", ExtractConfig(split=SplitMode.era))
+    feats = read_features(res.out_dir)
+    assert set(feats.loc[feats["split"] == "test", "icu_system"]) == {"metavision"}
+    assert "metavision" not in set(feats.loc[feats["split"] != "test", "icu_system"])
+
+
+def _copy_tables(src: Path, dst: Path, tables: list[str], upper_headers: bool, gz: bool) -> None:
+    dst.mkdir(parents=True)
+    for t in tables:
+        with gzip.open(src / f"{t}.csv.gz", "rt", encoding="utf-8") as fh:
+            header = fh.readline()
+            body = fh.read()
+        if upper_headers:
+            header = header.upper()
+        target = dst / (f"{t}.csv.gz" if gz else f"{t.lower()}.csv")
+        opener = gzip.open if gz else open
+        with opener(target, "wt", encoding="utf-8") as out:
+            out.write(header + body)
+
+
+@pytest.mark.parametrize("upper_headers,gz", [(True, True), (True, False), (False, False)])
+def test_layouts_are_detected(demo_dir, demo_features, tmp_path, upper_headers, gz):
+    tables = ["PATIENTS", "ADMISSIONS", "ICUSTAYS", "LABEVENTS", "PRESCRIPTIONS"]
+    src = tmp_path / "src"
+    _copy_tables(demo_dir, src, tables, upper_headers, gz)
+    res = extract(src, tmp_path / "out")
+    assert res.manifest["cohort"]["admissions"] == 117
+    assert res.manifest["tables"]["labevents"] == demo_features.manifest["tables"]["labevents"]
+
+
+def test_missing_required_table_is_one_clear_error(demo_dir, tmp_path):
+    src = tmp_path / "src"
+    _copy_tables(demo_dir, src, ["ADMISSIONS"], upper_headers=False, gz=True)
+    with pytest.raises(SourceError, match="required table PATIENTS not found"):
+        extract(src, tmp_path / "out")
+
+
+def test_missing_optional_table_warns_and_goes_on(demo_dir, tmp_path, caplog):
+    src = tmp_path / "src"
+    _copy_tables(demo_dir, src, ["PATIENTS", "ADMISSIONS"], upper_headers=False, gz=True)
+    res = extract(src, tmp_path / "out")
+    assert "CHARTEVENTS not found" in caplog.text
+    assert res.manifest["cohort"]["admissions"] == 117
+    assert set(res.manifest["tables"]) == {"admissions", "patients"}
+
+
+def test_missing_required_column_names_it(demo_dir, tmp_path):
+    src = tmp_path / "src"
+    _copy_tables(demo_dir, src, ["PATIENTS", "ADMISSIONS"], upper_headers=False, gz=True)
+    frame = pd.read_csv(src / "ADMISSIONS.csv.gz").drop(columns=["admittime"])
+    frame.to_csv(src / "ADMISSIONS.csv.gz", index=False)
+    with pytest.raises(SourceError, match="ADMISSIONS.csv.gz: table ADMISSIONS has no column ADMITTIME"):
+        extract(src, tmp_path / "out")
+
+
+def test_cli_extract_on_demo(demo_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    import cli
+
+    result = CliRunner().invoke(cli.app, ["extract", "--source", str(demo_dir), "--out", str(tmp_path / "f")])
+    assert result.exit_code == 0, result.output
+    assert "train" in result.output and (tmp_path / "f" / "train.parquet").exists()
+    bad = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path / "nope"), "--out", str(tmp_path / "g")])
+    assert bad.exit_code == 2 and "does not exist" in bad.output
+
+
+def test_output_files_are_not_left_half_written(demo_features):
+    leftovers = [p for p in demo_features.out_dir.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
+    assert leftovers == []
+    link_mode = demo_features.link_file.stat().st_mode & 0o777
+    assert link_mode == 0o600
+    shutil.disk_usage(demo_features.out_dir)  # directory still readable
