@@ -95,5 +95,24 @@ def extract(
     typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))
 
 
+@app.command("load-postgres")
+def load_postgres(
+    source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz)."),
+    dsn: str = typer.Option(..., envvar="MIMIC_PG_DSN", help="PostgreSQL DSN (password better in PGPASSWORD or ~/.pgpass)."),
+    schema: str = typer.Option("mimiciii", help="Target schema (mimic-code layout)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Load a MIMIC-III CSV directory into PostgreSQL with mimic-code's table definitions."""
+    _setup_logging(verbose)
+    from pipeline.pgload import PgLoadError, load_mimic_csv
+
+    try:
+        counts = load_mimic_csv(dsn, source, schema=schema)
+    except PgLoadError as exc:
+        _fail(str(exc))
+    for table, n in counts.items():
+        typer.echo(f"{schema}.{table}: {n} rows")
+
+
 if __name__ == "__main__":
     app()

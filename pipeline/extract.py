@@ -321,7 +321,7 @@ def _table_accounting(src) -> tuple[dict, dict]:
         rel = src.relation(table)
         read, rejects = src.count_rows(table)
         used = int(src.fetch_arrow(used_sql.format(rel=rel), table.upper()).column(0)[0].as_py())
-        bad = src.fetch_arrow(f"SELECT row_id, _error FROM {rel} WHERE _error IS NOT NULL ORDER BY row_id", table.upper()).to_pylist()
+        bad = src.fetch_arrow(f"SELECT q.row_id, q._error FROM {rel} q WHERE q._error IS NOT NULL ORDER BY q.row_id", table.upper()).to_pylist()
         quar[table] = [(r["row_id"], None, r["_error"]) for r in bad] + [(None, line, why) for line, why in rejects]
         acc[table] = {
             "rows_read": read + len(rejects),
