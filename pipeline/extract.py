@@ -191,6 +191,14 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     src.materialize("SELECT DISTINCT subject_id, dob_epoch FROM cohort", "cohort_subjects", "cohort subjects")
     cohort = src.fetch_arrow("SELECT * FROM cohort ORDER BY hadm_id", "cohort").to_pandas()
     accounting, quarantine = _table_accounting(src)
+    if cohort.empty:
+        from pipeline.sources import SourceError
+
+        raise SourceError(
+            f"the cohort is empty: of {accounting['admissions']['rows_read']} ADMISSIONS rows, "
+            f"{accounting['admissions']['quarantined']} were quarantined and the others excluded "
+            f"({accounting['admissions']['excluded_by']})"
+        )
 
     scoring = vocab is not None
     key = deid.load_key()
@@ -205,8 +213,9 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
 
     present = [t for t in EVENT_TABLES if t in src.tables]
     for table in present:
+        counted = _start_count(src, table)
         src.into_local(sqlgen.events_sql(table, rel), f"ev_{table}", src.tables[table].location)
-        accounting[table], quarantine[table] = _event_accounting(src, con, table)
+        accounting[table], quarantine[table] = _event_accounting(con, table, counted.result())
     union = " UNION ALL ".join(
         f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
     ) or "SELECT NULL::BIGINT AS hadm_id, NULL AS source, NULL AS item, NULL::DOUBLE AS valuenum, NULL AS valuetext, NULL::DOUBLE AS t_hours WHERE FALSE"
@@ -332,8 +341,29 @@ def _table_accounting(src) -> tuple[dict, dict]:
     return acc, quar
 
 
-def _event_accounting(src, con, table: str) -> tuple[dict, list]:
-    read, rejects = src.count_rows(table)
+class _Done:
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+def _start_count(src, table: str):
+    """Count the table's rows, overlapped with the events scan when the source allows it
+    (a gzip CSV is decompressed by one thread: the second core does the count)."""
+    if not getattr(src, "parallel_count", False):
+        return _Done(src.count_rows(table))
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(src.count_rows, table)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _event_accounting(con, table: str, counted: tuple[int, list]) -> tuple[dict, list]:
+    read, rejects = counted
     used, quarantined_n = con.sql(
         f"SELECT count(DISTINCT row_id) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL) FROM ev_{table}"
     ).fetchall()[0]

@@ -22,11 +22,17 @@ from pipeline.schema import FLOAT, INT, TABLES, TEXT, TS, TableSpec
 log = logging.getLogger(__name__)
 
 # Explicit CSV dialect: MIMIC-III exports are RFC 4180 (auto-detection can guess wrong).
-CSV_OPTIONS = "header=true, all_varchar=true, delim=',', quote='\"', escape='\"', store_rejects=true"
+# No sniffing (a truncated or malformed file must not break detection): the header is read
+# by us and every column is declared VARCHAR, then typed with TRY_CAST in the view.
+CSV_OPTIONS = "header=true, auto_detect=false, delim=',', quote='\"', escape='\"', store_rejects=true"
 
 
 class SourceError(RuntimeError):
     """A problem with the input data that stops the run (names the file/table/column)."""
+
+
+class EmptyTable(SourceError):
+    """A table file with no header line (zero bytes)."""
 
 
 @dataclass
@@ -51,7 +57,7 @@ def _read_header(path: Path) -> list[str]:
     except (OSError, EOFError, zlib.error) as exc:
         raise SourceError(f"{path}: cannot read the header ({exc})") from None
     if not line.strip():
-        raise SourceError(f"{path}: empty file (no header line)")
+        raise EmptyTable(f"{path}: empty file (no header line)")
     try:
         text = line.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -109,7 +115,12 @@ class CsvSource:
                     )
                 log.warning("optional table %s not found in %s: its events are skipped", name.upper(), self.directory)
                 continue
-            self.tables[name] = self._register(spec, files[name])
+            try:
+                self.tables[name] = self._register(spec, files[name])
+            except EmptyTable as exc:
+                if spec.required:
+                    raise SourceError(str(exc)) from None
+                log.warning("%s: its events are skipped", exc)
 
     def _register(self, spec: TableSpec, path: Path) -> TableInfo:
         header = _read_header(path)
@@ -130,11 +141,15 @@ class CsvSource:
                 checks.append(check)
         error = f"CASE {' '.join(checks)} END" if checks else "CAST(NULL AS VARCHAR)"
         path_sql = str(path).replace("'", "''")
-        self.con.execute(
-            f"CREATE OR REPLACE TEMP VIEW src_{spec.name} AS SELECT {', '.join(select)}, {error} AS _error "
-            f"FROM read_csv('{path_sql}', {CSV_OPTIONS}, "
-            f"rejects_table='rej_{spec.name}', rejects_scan='rejscan_{spec.name}')"
-        )
+        declared = ", ".join(f"'{h.replace(chr(39), chr(39) * 2)}': 'VARCHAR'" for h in header)
+        try:
+            self.con.execute(
+                f"CREATE OR REPLACE VIEW src_{spec.name} AS SELECT {', '.join(select)}, {error} AS _error "
+                f"FROM read_csv('{path_sql}', {CSV_OPTIONS}, columns={{{declared}}}, "
+                f"rejects_table='rej_{spec.name}', rejects_scan='rejscan_{spec.name}')"
+            )
+        except Exception as exc:
+            raise SourceError(f"{path}: {_short(exc)}") from None
         return info
 
     def relation(self, name: str) -> str:
@@ -167,16 +182,26 @@ class CsvSource:
         except Exception as exc:
             raise SourceError(f"{what}: {_short(exc)}") from None
 
+    # count_rows runs on its own cursor, so extract can overlap it with the events scan.
+    parallel_count = True
+
     def count_rows(self, name: str) -> tuple[int, list[tuple[int, str]]]:
-        """Rows read from a table: (parsed rows, [(line, reason)] of rejected CSV lines)."""
+        """Rows read from a table: (parsed rows, [(line, reason)] of rejected CSV lines).
+
+        Every column of the view is evaluated, so the same lines are rejected as in the
+        events scan (a bare count(*) skips validation of unprojected columns)."""
         info = self.tables[name]
+        cols = ", ".join([*TABLES[name].columns, "_error"])
+        cur = self.con.cursor()
         try:
-            n = self.con.sql(f"SELECT count(*) FROM src_{name}").fetchall()[0][0]
-            rejects = self.con.sql(
-                f"SELECT line, error_type || ': ' || error_message FROM rej_{name} ORDER BY line"
+            n = cur.sql(f"SELECT count(hash({cols})) FROM src_{name}").fetchall()[0][0]
+            rejects = cur.sql(
+                f"SELECT line, min(error_type || ': ' || error_message) FROM rej_{name} GROUP BY line ORDER BY line"
             ).fetchall()
         except Exception as exc:
             raise SourceError(f"{info.location}: {_short(exc)}") from None
+        finally:
+            cur.close()
         return int(n), [(int(line), str(msg).splitlines()[0][:200]) for line, msg in rejects]
 
     def close(self) -> None:

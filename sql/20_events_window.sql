@@ -5,6 +5,8 @@
 -- after it, or older than the lookback. An event's value is dropped (token without value)
 -- when the value is only known at or after the prediction time (value_epoch).
 -- Events link to the cohort by ${link_key} (labs by SUBJECT_ID: history counts).
+-- Impossible rows are quarantined: an event before the patient's birth, or more than 24 h
+-- after the discharge of the cohort admission its HADM_ID names.
 WITH ev AS (
 ${events}
 ),
@@ -12,10 +14,14 @@ checked AS (
   SELECT ev.*,
          CASE
            WHEN ev.reason IS NOT NULL THEN ev.reason
+           WHEN ev.row_id IS NULL THEN 'missing ROW_ID'
            WHEN s.dob_epoch IS NOT NULL AND ev.event_epoch < s.dob_epoch THEN 'event before date of birth'
+           WHEN d.disch_epoch IS NOT NULL AND ev.event_epoch > d.disch_epoch + 86400.0
+             THEN 'event more than 24 h after discharge'
          END AS why
   FROM ev
   LEFT JOIN cohort_subjects s ON s.subject_id = ev.subject_id
+  LEFT JOIN cohort d ON d.hadm_id = ev.hadm_id
 )
 SELECT checked.row_id, c.hadm_id, checked.source, checked.item,
        CASE WHEN checked.value_epoch IS NULL OR checked.value_epoch < c.pred_epoch
