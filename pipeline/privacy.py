@@ -21,7 +21,8 @@ DATE = re.compile(r"\b(1[89]|2[0-3])\d{2}[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3
 NUMBER = re.compile(r"(?<![\w.])\d{4,9}(?![\w.])")
 TOKEN = re.compile(r"^(chart|lab|input|output|rx|proc|micro|dtevent):[^:]*(:|$)")
 # Integer columns that are counts or vocabulary ids by construction.
-COUNT_COLUMNS = {"label", "n_events", "context", "bags", "line", "positives", "n", "refer"}
+COUNT_COLUMNS = {"label", "n_events", "context", "bags", "line", "row_id", "positives", "n", "refer"}
+# (row_id: the ROW_ID of a quarantined source row, a table row number, not a patient identifier)
 SKIP_DIRS = {"_private"}
 TEXT_SUFFIXES = {".json", ".csv", ".txt", ".log", ".md", ".yaml", ".yml", ".html"}
 
