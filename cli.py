@@ -50,8 +50,13 @@ def synth(
     from pipeline import synth as synth_mod
 
     cfg = synth_mod.SynthConfig(density=density)
-    summary = synth_mod.generate(out, patients=patients, seed=seed, config=cfg)
-    typer.echo(summary.describe() if hasattr(summary, "describe") else str(summary))
+    s = synth_mod.generate(out, patients=patients, seed=seed, config=cfg)
+    typer.echo(
+        f"synthetic MIMIC-III written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
+        f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', 0):,} CHARTEVENTS rows"
+    )
+    typer.echo(f"  cohort admissions {s.cohort_admissions}, base rate {s.base_rate:.4f}, mean true risk {s.mean_true_risk:.4f}")
+    typer.echo(f"  true risk per admission (never read by extract): {s.paths.get('truth')}")
 
 
 @app.command()
@@ -112,6 +117,69 @@ def load_postgres(
         _fail(str(exc))
     for table, n in counts.items():
         typer.echo(f"{schema}.{table}: {n} rows")
+
+
+@app.command()
+def train(
+    data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
+    model: str = typer.Option("rank1", help="deterministic | bayes-emb | bayes-full | batchensemble | rank1 | deep-ensemble."),
+    out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without tracking runs/train/<model>-s<seed>)."),
+    preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps); flags below override it."),
+    seed: Optional[int] = typer.Option(None, help="Run seed [0]."),
+    max_steps: Optional[int] = typer.Option(None, help="Optimizer steps [2000]."),
+    batch_size: Optional[int] = typer.Option(None, help="Rows per step after tiling by K (distinct admissions = batch/K) [64]."),
+    lr: Optional[float] = typer.Option(None, help="Adam learning rate [3e-4]."),
+    clip: Optional[float] = typer.Option(None, help="Global gradient-norm clip, 0 = off [7.3]."),
+    nll: Optional[str] = typer.Option(None, help="Training NLL: average | mixture [average]."),
+    anneal_steps: Optional[int] = typer.Option(None, help="KL weight min(1, step/anneal_steps) [1000]."),
+    l2: Optional[float] = typer.Option(None, help="L2 factor on deterministic weights [1e-4]."),
+    eval_every: Optional[int] = typer.Option(None, help="Validate and checkpoint every N steps [200]."),
+    eval_samples: Optional[int] = typer.Option(None, help="Samples per component in periodic validation [2]."),
+    score_samples: Optional[int] = typer.Option(None, help="Samples per component for the final metrics, refer threshold and pyfunc [25]."),
+    refer_fraction: Optional[float] = typer.Option(None, help="Fraction of validation referred by the MI threshold [0.1]."),
+    max_bags: Optional[int] = typer.Option(None, help="Keep only the most recent N bags per admission [all]."),
+    max_tokens: Optional[int] = typer.Option(None, help="Keep at most N tokens per bag [all]."),
+    log_every: Optional[int] = typer.Option(None, help="Log training loss/NLL/KL every N steps [10]."),
+    threads: Optional[int] = typer.Option(None, help="Torch intra-op threads [torch default]."),
+    components: Optional[int] = typer.Option(None, help="Mixture components / ensemble members K [4]."),
+    prior: Optional[str] = typer.Option(None, help="Rank-1 prior: gaussian | cauchy [gaussian]."),
+    prior_stddev: Optional[float] = typer.Option(None, help="Rank-1 prior stddev (scale for cauchy) [0.1]."),
+    hidden: Optional[int] = typer.Option(None, help="LSTM units [64; paper 256]."),
+    embed_dim: Optional[int] = typer.Option(None, help="Token and context embedding size [32]."),
+    layers: Optional[int] = typer.Option(None, help="Stacked LSTM layers [1]."),
+    dense: Optional[int] = typer.Option(None, help="Dense layer units [128]."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pt (same settings; max-steps may grow)."),
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment [mimic-mortality]."),
+    run_name: Optional[str] = typer.Option(None, help="MLflow run name."),
+    tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow (MLFLOW_TRACKING_URI, default sqlite:///mlflow.db)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar (shown only on a terminal)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
+    _setup_logging(verbose)
+    from pipeline.data import FeatureError
+    from pipeline.train import Preset, TrainConfig, TrainingDiverged, train as run_train
+
+    settings = dict(seed=seed, max_steps=max_steps, batch_size=batch_size, lr=lr, clip=clip, nll=nll,
+                    anneal_steps=anneal_steps, l2=l2, eval_every=eval_every, eval_samples=eval_samples,
+                    score_samples=score_samples, refer_fraction=refer_fraction, max_bags=max_bags,
+                    max_tokens=max_tokens, log_every=log_every, threads=threads)
+    model_settings = dict(components=components, prior=prior, prior_stddev=prior_stddev, lstm_hidden=hidden,
+                          embedding_dim=embed_dim, lstm_layers=layers, dense_units=dense)
+    try:
+        cfg = TrainConfig.from_preset(
+            Preset(preset), progress=progress, **{k: v for k, v in settings.items() if v is not None},
+            model={k: v for k, v in model_settings.items() if v is not None},
+        )
+        result = run_train(data, model, cfg, out_dir=out, resume=resume, tracking=tracking,
+                           experiment=experiment, run_name=run_name)
+    except (FeatureError, FileNotFoundError, FileExistsError, ValueError, TrainingDiverged) as exc:
+        _fail(str(exc))
+    if result.refer_threshold is None:  # ranks > 0 of a distributed run
+        return
+    typer.echo(f"steps={result.steps} best_step={result.best_step} best_val_nll={result.best_val_nll:.6f} "
+               f"refer_threshold={result.refer_threshold:.6g} checkpoint={result.best_checkpoint}")
+    typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
 
 
 if __name__ == "__main__":
