@@ -10,6 +10,7 @@ Flow (see README "Data flow"):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import shutil
@@ -70,6 +71,14 @@ class ExtractResult:
     files: dict[str, Path] = field(default_factory=dict)
 
 
+@contextlib.contextmanager
+def _stage(name: str):
+    """Log the wall time of one extraction stage (INFO; `cli.py extract -v` shows it)."""
+    t0 = time.perf_counter()
+    yield
+    log.info("%-28s %7.2f s", name, time.perf_counter() - t0)
+
+
 def open_source(source: str | Path, con, schema: str = "mimiciii"):
     text = str(source)
     if text.startswith(("postgresql://", "postgres://")) or " dbname=" in f" {text}":
@@ -88,6 +97,10 @@ def _connect(cfg: ExtractConfig, tmp_dir: Path):
     con.execute(f"SET memory_limit = '{cfg.memory_limit}'")
     con.execute(f"SET temp_directory = '{tmp_dir.as_posix()}'")
     con.execute("SET preserve_insertion_order = false")
+    # Every join in sql/ and tokens.py is written big-side LEFT, small-side RIGHT (the build
+    # side). DuckDB cannot estimate a CSV scan's size and would otherwise flip the build side
+    # onto the event scan: 4x the memory (out of memory at MIMIC scale) and slower.
+    con.execute("SET disabled_optimizers = 'build_side_probe_side'")
     if cfg.threads:
         con.execute(f"SET threads = {int(cfg.threads)}")
     return con
@@ -213,30 +226,36 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
 
     present = [t for t in EVENT_TABLES if t in src.tables]
     for table in present:
-        counted = _start_count(src, table)
-        src.into_local(sqlgen.events_sql(table, rel), f"ev_{table}", src.tables[table].location)
-        accounting[table], quarantine[table] = _event_accounting(con, table, counted.result())
+        with _stage(f"events {table}"):
+            counted = _start_count(src, table)
+            src.into_local(sqlgen.events_sql(table, rel), f"ev_{table}", src.tables[table].location)
+            accounting[table], quarantine[table] = _event_accounting(con, table, counted.result())
     union = " UNION ALL ".join(
         f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
     ) or "SELECT NULL::BIGINT AS hadm_id, NULL AS source, NULL AS item, NULL::DOUBLE AS valuenum, NULL AS valuetext, NULL::DOUBLE AS t_hours WHERE FALSE"
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE events AS
-        SELECT a.adm_idx, a.split, a.subject_id AS subject_key, e.source, e.item, e.valuenum, e.valuetext, e.t_hours
-        FROM ({union}) e JOIN adm a ON a.hadm_id = e.hadm_id"""
-    )
+    with _stage("union events"):
+        con.execute(
+            f"""CREATE OR REPLACE TEMP TABLE events AS
+            SELECT a.adm_idx, a.split, a.subject_id AS subject_key, e.source, e.item, e.valuenum, e.valuetext, e.t_hours
+            FROM ({union}) e JOIN adm a ON a.hadm_id = e.hadm_id"""
+        )
     for table in present:
         con.execute(f"DROP TABLE ev_{table}")
 
     ctx = context_tokens(cohort)
     if vocab is None:
-        vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len)
-        vocab.context = fit_context(ctx, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
-    tokens.register(con, vocab)
-    tokens.tokenize(con, vocab, cfg.text_max_len)
-    bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly).to_pandas()
-    features = _assemble(cohort, ctx, vocab, bags)
-
-    files = _write_outputs(out, features, vocab, quarantine, scoring)
+        with _stage("fit vocabulary"):
+            vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len)
+            vocab.context = fit_context(ctx, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
+    with _stage("tokenize"):
+        tokens.register(con, vocab)
+        tokens.tokenize(con, vocab, cfg.text_max_len)
+    with _stage("bag"):
+        bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly).to_pandas()
+    with _stage("assemble"):
+        features = _assemble(cohort, ctx, vocab, bags)
+    with _stage("write"):
+        files = _write_outputs(out, features, vocab, quarantine, scoring)
     link = deid.write_link_file(out / "_private" / "link.csv", cohort["key"].tolist(), cohort["hadm_id"].astype("int64").tolist())
     manifest = _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, cohort_filter != "TRUE")
     io.write_json(out / "manifest.json", manifest)

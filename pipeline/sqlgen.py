@@ -5,7 +5,8 @@ sqlglot, never kept by hand. Files are rendered with `string.Template` placehold
 (`${name}`); table placeholders are replaced by the source's relation for that table.
 
 Build order (explicit, as in mimic-code):
-  01_admissions_classified -> 02_cohort -> 1x_events_<table> wrapped in 20_events_window
+  01_admissions_classified -> 02_cohort -> 1x_events_<table> wrapped in
+  20_events_window_hadm (tables linked by HADM_ID) or 21_events_window_subject (labs)
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 
 ADMISSIONS_CLASSIFIED = "01_admissions_classified"
 COHORT = "02_cohort"
-EVENTS_WINDOW = "20_events_window"
+EVENTS_WINDOW_HADM = "20_events_window_hadm"
+EVENTS_WINDOW_SUBJECT = "21_events_window_subject"
 EVENT_SQL = {
     "chartevents": "10_events_chartevents",
     "labevents": "11_events_labevents",
@@ -31,7 +33,7 @@ EVENT_SQL = {
     "microbiologyevents": "17_events_microbiologyevents",
     "datetimeevents": "18_events_datetimeevents",
 }
-BUILD_ORDER = [ADMISSIONS_CLASSIFIED, COHORT, *EVENT_SQL.values(), EVENTS_WINDOW]
+BUILD_ORDER = [ADMISSIONS_CLASSIFIED, COHORT, *EVENT_SQL.values(), EVENTS_WINDOW_HADM, EVENTS_WINDOW_SUBJECT]
 # Labs link to the cohort by patient (history before the admission counts).
 LINK_KEY = {"labevents": "subject_id"}
 
@@ -76,5 +78,8 @@ def to_dialect(sql: str, dialect: Dialect | str) -> str:
 
 def events_sql(table: str, relations: dict[str, str]) -> str:
     """The windowed events query for one event table (DuckDB dialect)."""
-    inner = render(EVENT_SQL[table], **relations)
-    return render(EVENTS_WINDOW, events=strip_comments(inner), link_key=LINK_KEY.get(table, "hadm_id"))
+    inner = strip_comments(render(EVENT_SQL[table], **relations))
+    key = LINK_KEY.get(table, "hadm_id")
+    if key == "hadm_id":
+        return render(EVENTS_WINDOW_HADM, events=inner)
+    return render(EVENTS_WINDOW_SUBJECT, events=inner, link_key=key)

@@ -1,4 +1,5 @@
--- Concept: one table's events joined to the cohort, before the prediction time.
+-- Concept: one SUBJECT_ID-linked table's events (labs) joined to the cohort, before the
+-- prediction time. An event can serve several admissions of the patient (history).
 -- Returns used events (reason NULL; one row per admission and event) and quarantined
 -- rows (reason set; one row per source row). Rows not returned are outside the window:
 -- not of a cohort admission, at or after the prediction time, recorded (STORETIME) at or
