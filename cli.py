@@ -126,14 +126,14 @@ def train(
     out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without tracking runs/train/<model>-s<seed>)."),
     preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps); flags below override it."),
     seed: Optional[int] = typer.Option(None, help="Run seed [0]."),
-    max_steps: Optional[int] = typer.Option(None, help="Optimizer steps [2000]."),
+    max_steps: Optional[int] = typer.Option(None, help="Optimizer steps [4000]."),
     batch_size: Optional[int] = typer.Option(None, help="Rows per step after tiling by K (distinct admissions = batch/K) [64]."),
     lr: Optional[float] = typer.Option(None, help="Adam learning rate [3e-4]."),
     clip: Optional[float] = typer.Option(None, help="Global gradient-norm clip, 0 = off [7.3]."),
     nll: Optional[str] = typer.Option(None, help="Training NLL: average | mixture [average]."),
     anneal_steps: Optional[int] = typer.Option(None, help="KL weight min(1, step/anneal_steps) [1000]."),
     l2: Optional[float] = typer.Option(None, help="L2 factor on deterministic weights [1e-4]."),
-    eval_every: Optional[int] = typer.Option(None, help="Validate and checkpoint every N steps [200]."),
+    eval_every: Optional[int] = typer.Option(None, help="Validate and checkpoint every N steps [250]."),
     eval_samples: Optional[int] = typer.Option(None, help="Samples per component in periodic validation [2]."),
     score_samples: Optional[int] = typer.Option(None, help="Samples per component for the final metrics, refer threshold and pyfunc [25]."),
     refer_fraction: Optional[float] = typer.Option(None, help="Fraction of validation referred by the MI threshold [0.1]."),
@@ -158,7 +158,7 @@ def train(
     """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
     _setup_logging(verbose)
     from pipeline.data import FeatureError
-    from pipeline.train import Preset, TrainConfig, TrainingDiverged, train as run_train
+    from pipeline.train import TrainConfig, TrainingDiverged, train as run_train
 
     settings = dict(seed=seed, max_steps=max_steps, batch_size=batch_size, lr=lr, clip=clip, nll=nll,
                     anneal_steps=anneal_steps, l2=l2, eval_every=eval_every, eval_samples=eval_samples,
@@ -168,7 +168,7 @@ def train(
                           embedding_dim=embed_dim, lstm_layers=layers, dense_units=dense)
     try:
         cfg = TrainConfig.from_preset(
-            Preset(preset), progress=progress, **{k: v for k, v in settings.items() if v is not None},
+            preset, progress=progress, **{k: v for k, v in settings.items() if v is not None},
             model={k: v for k, v in model_settings.items() if v is not None},
         )
         result = run_train(data, model, cfg, out_dir=out, resume=resume, tracking=tracking,

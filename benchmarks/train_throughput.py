@@ -1,0 +1,118 @@
+"""Training throughput (admissions/s) at the default sizes: deterministic vs rank-1, one process.
+
+    .venv/bin/python benchmarks/train_throughput.py [--data FEATURES_DIR] [--steps 40] [--threads 1]
+
+Without ``--data`` it writes random features shaped like the default synthetic benchmark
+(2,000 admissions, about 23 bags of about 31 tokens, 833 tokens) to a temporary directory.
+Each measured step is the real training step (collate, forward, NLL + KL + L2, backward,
+clipping, Adam). The two models run in alternating blocks so that load from other processes
+hits both alike; the figure per model is the median over its blocks. "admissions/s" counts
+distinct admissions (batch_size / K per step); "rows/s" counts tiled rows (batch_size per step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline import data, io  # noqa: E402
+from pipeline.extract import FEATURE_SCHEMA, write_parquet  # noqa: E402
+
+KINDS = ("deterministic", "rank1")
+
+
+def random_features(out: Path, n: int = 2000, n_tokens: int = 833, seed: int = 0) -> Path:
+    """train.parquet and vocab.json with the default synthetic benchmark's shape."""
+    rng = np.random.default_rng(seed)
+    t = np.clip(rng.normal(23, 3, n).round().astype(int), 2, 38)  # bags per admission
+    bags = [[sorted(set(rng.integers(1, n_tokens, size=int(np.clip(rng.normal(31, 9), 1, 91))).tolist()))
+             for _ in range(k)] for k in t]
+    cols = {
+        "key": [f"{i:032x}" for i in range(n)], "label": (rng.random(n) < 0.1).astype(int).tolist(),
+        "age": rng.uniform(20, 90, n).tolist(), "gender": ["M"] * n, "admission_type": ["EMERGENCY"] * n,
+        "admission_location": ["X"] * n, "icu_system": ["carevue"] * n,
+        "context": rng.integers(1, 23, size=(n, 4)).tolist(),
+        "bag_hours": [[float(h) for h in range(-k + 1, 1)] for k in t], "bags": bags,
+        "n_events": [sum(len(b) for b in bs) for bs in bags],
+    }
+    write_parquet(pa.table(cols, schema=FEATURE_SCHEMA), out / "train.parquet")
+    io.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"t{i}" for i in range(1, n_tokens)],
+                                       "context": ["<pad>"] + [f"c{i}" for i in range(1, 23)], "bins": {}})
+    return out
+
+
+def setup(kind: str, features: Path, fs: data.FeatureSet):
+    import torch
+
+    from pipeline import train as tr
+    from pipeline.models import build_model
+
+    vocab = io.read_json(features / "vocab.json")
+    cfg = tr.TrainConfig(progress=False)
+    torch.manual_seed(0)
+    model = build_model(kind, tr.model_config(cfg.model, {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}))
+    objective = tr.Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    distinct = cfg.batch_size // model.components
+    sampler = data.TrainSampler(len(fs), distinct, seed=0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    state = {"step": 0}
+
+    def run(steps: int) -> float:
+        """Seconds for ``steps`` training steps."""
+        start = time.perf_counter()
+        for _ in range(steps):
+            batch = data.collate(fs, sampler.indices(state["step"]), cfg.max_bags, cfg.max_tokens)
+            tr.train_step(objective, optimizer, params, batch, 1.0, cfg.clip)
+            state["step"] += 1
+        return time.perf_counter() - start
+
+    return run, distinct, cfg.batch_size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, help="features directory (default: random features, benchmark shape)")
+    ap.add_argument("--steps", type=int, default=40, help="measured steps per model (split into blocks)")
+    ap.add_argument("--blocks", type=int, default=4, help="alternating blocks per model")
+    ap.add_argument("--warmup", type=int, default=3, help="unmeasured steps per model first")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    args = ap.parse_args()
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        features = args.data or random_features(Path(tmp))
+        fs = data.load_split(features / "train.parquet")
+        runners = {k: setup(k, features, fs) for k in KINDS}
+        for run, _, _ in runners.values():
+            run(args.warmup)
+        per_block = max(1, args.steps // args.blocks)
+        secs: dict[str, list[float]] = {k: [] for k in KINDS}
+        for _ in range(args.blocks):
+            for k in KINDS:
+                secs[k].append(runners[k][0](per_block) / per_block)
+    print(f"features: {'random (benchmark shape)' if args.data is None else args.data}, admissions={len(fs)}, "
+          f"torch threads={torch.get_num_threads()}, {args.blocks} blocks x {per_block} steps per model")
+    rate = {}
+    for k in KINDS:
+        step = statistics.median(secs[k])
+        _, distinct, rows = runners[k]
+        rate[k] = distinct / step
+        print(f"{k:14s} step={step * 1000:8.1f} ms  admissions/s={rate[k]:8.1f}  rows/s={rows / step:8.1f}  "
+              f"(distinct per step={distinct})")
+    print(f"ratio rank1/deterministic (admissions/s): {rate['rank1'] / rate['deterministic']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

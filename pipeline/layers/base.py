@@ -1,0 +1,91 @@
+"""Shared base of the Bayesian layer family: sampling modes, KL and L2 collection."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Iterator
+
+import torch
+from torch import Tensor, nn
+
+
+class Sampling(str, Enum):
+    """How weight samples are drawn for a leading size S·K·B.
+
+    ``per_example``: an independent draw for every row (fixed over its time steps), the
+    paper's choice for training. ``per_member``: one draw per block of B rows (each of the
+    S·K blocks), materialised once so fused kernels apply; used in evaluation.
+    """
+
+    PER_EXAMPLE = "per_example"
+    PER_MEMBER = "per_member"
+
+
+class BayesianLayer(nn.Module):
+    """Base of every layer with a variational posterior.
+
+    Attributes ``sampling`` (a ``Sampling``) and ``use_mean`` (posterior means instead of
+    draws, for tests and deterministic evaluation) are set per layer or by ``set_sampling``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sampling = Sampling.PER_EXAMPLE
+        self.use_mean = False
+
+    def kl(self) -> Tensor:
+        """KL(q || p) of this layer's own variational parameters (a scalar)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement kl()")
+
+    def l2_weights(self) -> Iterator[Tensor]:
+        """Deterministic weight tensors that an L2 penalty applies to (none by default)."""
+        return iter(())
+
+
+def set_sampling(module: nn.Module, mode: str | None = None, use_mean: bool | None = None) -> None:
+    """Set the sampling mode and/or mean-only flag on every Bayesian layer of ``module``."""
+    new_mode = Sampling(mode) if mode is not None else None
+    for layer in module.modules():
+        if isinstance(layer, BayesianLayer):
+            if new_mode is not None:
+                layer.sampling = new_mode
+            if use_mean is not None:
+                layer.use_mean = bool(use_mean)
+
+
+def kl_divergence(module: nn.Module) -> Tensor:
+    """Sum of ``kl()`` over every Bayesian layer in ``module`` (0 when there is none)."""
+    terms = [m.kl() for m in module.modules() if isinstance(m, BayesianLayer)]
+    if not terms:
+        return _zero(module)
+    return torch.stack([t.reshape(()) for t in terms]).sum()
+
+
+def l2_penalty(module: nn.Module) -> Tensor:
+    """Sum of squares of every deterministic weight matrix / kernel / embedding table.
+
+    Biases, rank-1 factors and variational parameters are excluded. Plain torch layers
+    (Linear, Conv2d, Embedding, EmbeddingBag, LSTM) count their weight tensors.
+    """
+    total = _zero(module)
+    for m in module.modules():
+        for w in _l2_tensors(m):
+            total = total + w.pow(2).sum()
+    return total
+
+
+def _l2_tensors(m: nn.Module) -> Iterator[Tensor]:
+    if isinstance(m, BayesianLayer):
+        yield from m.l2_weights()
+    elif isinstance(m, (nn.Linear, nn.Conv2d, nn.Embedding, nn.EmbeddingBag)):
+        yield m.weight
+    elif isinstance(m, nn.LSTM):
+        for name, p in m.named_parameters(recurse=False):
+            if name.startswith("weight_"):
+                yield p
+
+
+def _zero(module: nn.Module) -> Tensor:
+    p = next(module.parameters(), None)
+    return torch.zeros((), dtype=p.dtype if p is not None else torch.float32,
+                       device=p.device if p is not None else None)

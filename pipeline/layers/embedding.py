@@ -1,0 +1,146 @@
+"""Embeddings of the family: variational (Gaussian posterior per row) and deterministic.
+
+Id 0 is padding: it embeds to zero and is excluded from bag means. Inputs have leading
+size N = S·B. ``per_example`` sampling gives every row one draw per distinct token, shared by
+all its occurrences (fixed across the time steps of a sequence); ``per_member`` gives one
+draw of the table per block of B rows. Only the tokens actually used are sampled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from .base import BayesianLayer, Sampling
+from .members import block_size
+from .priors import inverse_softplus, kl_normal_normal
+
+
+class BagMode(str, Enum):
+    """Reduction of a bag's token embeddings (padding excluded)."""
+
+    MEAN = "mean"
+    SUM = "sum"
+
+
+@dataclass
+class EmbeddingConfig:
+    """Prior and initialisation of a variational embedding table."""
+
+    prior_stddev: float = 1.0  # stddev of the zero-mean Gaussian prior on every entry
+    init_mean_stddev: float = 1.0  # stddev of the N(0, ·) initial posterior means (as nn.Embedding)
+    init_stddev: float = 1e-3  # initial posterior stddev (through softplus)
+
+    def __post_init__(self) -> None:
+        for name in ("prior_stddev", "init_mean_stddev", "init_stddev"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"EmbeddingConfig.{name} must be > 0, got {getattr(self, name)}")
+
+
+class EmbeddingBayes(BayesianLayer):
+    """Variational lookup: ids (N, *) -> (N, *, D)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, config: EmbeddingConfig | None = None) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.config = config if config is not None else EmbeddingConfig()
+        self.mean = nn.Parameter(torch.empty(num_embeddings, embedding_dim))
+        self.rho = nn.Parameter(torch.empty(num_embeddings, embedding_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.mean.normal_(0.0, self.config.init_mean_stddev)
+            self.mean[0].zero_()
+            self.rho.fill_(inverse_softplus(self.config.init_stddev))
+
+    def forward(self, ids: Tensor, samples: int = 1) -> Tensor:
+        check_ids(ids, self.num_embeddings)
+        out = F.embedding(ids, self.mean, padding_idx=0)  # (N, *, D)
+        if not self.use_mean:
+            table, index = self._noise(ids, samples)
+            out = out + F.embedding(index, table, padding_idx=0)
+        return out * (ids != 0).unsqueeze(-1).to(out.dtype)  # padding embeds to zero
+
+    def _noise(self, ids: Tensor, samples: int) -> tuple[Tensor, Tensor]:
+        """Noise rows for the used (group, token) pairs and an index into them (0 = padding)."""
+        n = ids.shape[0]
+        if self.sampling == Sampling.PER_MEMBER:
+            group = torch.arange(n, device=ids.device) // block_size(n, samples, 1)
+        else:
+            group = torch.arange(n, device=ids.device)
+        shape = (n,) + (1,) * (ids.dim() - 1)
+        keys = group.view(shape) * self.num_embeddings + ids  # (N, *) one key per (group, token)
+        keys = torch.where(ids == 0, torch.zeros_like(keys), keys + 1)  # 0 = padding
+        uniq, index = torch.unique(keys, return_inverse=True)  # uniq sorted: padding first
+        tokens = (uniq - 1).remainder(self.num_embeddings)  # (U,)
+        eps = torch.randn(uniq.shape[0], self.embedding_dim, dtype=self.mean.dtype, device=ids.device)
+        table = F.softplus(self.rho).index_select(0, tokens) * eps  # (U, D)
+        if uniq.numel() and int(uniq[0]) == 0:
+            return table * (uniq != 0).unsqueeze(1).to(table.dtype), index  # padding row -> 0
+        # no padding present: shift by one so that index 0 stays the (absent) padding row
+        return torch.cat([table.new_zeros(1, self.embedding_dim), table]), index + 1
+
+    def kl(self) -> Tensor:
+        """KL over every row except padding row 0."""
+        return kl_normal_normal(self.mean[1:], F.softplus(self.rho[1:]), 0.0, self.config.prior_stddev).sum()
+
+
+class EmbeddingBagBayes(EmbeddingBayes):
+    """Variational bag embedding: ids (N, *, L) -> (N, *, D), mean or sum over non-padding ids.
+
+    An all-padding bag embeds to zero.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, mode: str = "mean",
+                 config: EmbeddingConfig | None = None) -> None:
+        super().__init__(num_embeddings, embedding_dim, config)
+        self.mode = BagMode(mode)
+
+    def forward(self, ids: Tensor, samples: int = 1) -> Tensor:
+        check_ids(ids, self.num_embeddings)
+        lead, length = ids.shape[:-1], ids.shape[-1]
+        bags = math.prod(lead)
+        out = bag(ids.reshape(bags, length), self.mean, self.mode)  # (N·P, D), P = bags per row
+        if not self.use_mean and ids.numel():
+            table, index = self._noise(ids, samples)
+            out = out + bag(index.reshape(bags, length), table, self.mode)
+        return out.view(*lead, self.embedding_dim)
+
+
+class EmbeddingBagDeterministic(nn.Module):
+    """Deterministic bag embedding with the family's ``forward(ids, samples)``."""
+
+    components = 1
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, mode: str = "mean") -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.mode = BagMode(mode)
+        self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=0)
+
+    def forward(self, ids: Tensor, samples: int = 1) -> Tensor:  # noqa: ARG002
+        check_ids(ids, self.num_embeddings)
+        lead, length = ids.shape[:-1], ids.shape[-1]
+        out = bag(ids.reshape(math.prod(lead), length), self.embedding.weight, self.mode)  # (N·P, D)
+        return out.view(*lead, self.embedding_dim)
+
+
+def bag(ids: Tensor, weight: Tensor, mode: BagMode) -> Tensor:
+    """Padding-aware bag reduction of ids (M, L) over ``weight`` -> (M, D); empty bags -> 0."""
+    if ids.shape[1] == 0 or ids.shape[0] == 0:
+        return weight.new_zeros(ids.shape[0], weight.shape[1])
+    return F.embedding_bag(ids, weight, mode=BagMode(mode).value, padding_idx=0)
+
+
+def check_ids(ids: Tensor, num_embeddings: int) -> None:
+    """Clear error for ids outside [0, num_embeddings)."""
+    if ids.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"embedding ids must be int32/int64, got {ids.dtype}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_embeddings):
+        raise ValueError(f"embedding ids must lie in [0, {num_embeddings}), got [{int(ids.min())}, {int(ids.max())}]")

@@ -1,0 +1,159 @@
+"""Rank-1 factor parameter sets (K components per vector), their sampling and KL.
+
+Every rank-1 weight is ``W ∘ (r sᵀ)`` (multiplicative, the default) or ``W + r sᵀ``
+(additive); W is deterministic and the K components each own a distribution over r and s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from .base import Sampling
+from .members import block_rows, block_size
+from .priors import PosteriorKind, PriorKind, inverse_softplus, kl_elementwise, standard_noise
+
+
+class Perturbation(str, Enum):
+    """How the rank-1 factors act on W."""
+
+    MULTIPLICATIVE = "multiplicative"  # W ∘ (r sᵀ)
+    ADDITIVE = "additive"  # W + r sᵀ
+
+
+class FactorInit(str, Enum):
+    """Initialisation of the factor means."""
+
+    RANDOM_SIGN = "random_sign"  # ±1 with P(+1) = random_sign_prob (multiplicative only)
+    NORMAL = "normal"  # N(prior_mean, init_mean_stddev)
+
+
+@dataclass
+class Rank1Config:
+    """Priors, posteriors and initialisation of the rank-1 factors of one layer."""
+
+    prior: PriorKind = PriorKind.GAUSSIAN  # prior family on r and s: gaussian | cauchy
+    posterior: PosteriorKind | None = None  # None = normal for gaussian, cauchy for cauchy; delta = BatchEnsemble
+    prior_mean: float | None = None  # prior location; None = 1 (multiplicative) or 0 (additive)
+    prior_scale: float = 0.1  # prior stddev (gaussian) or scale (cauchy)
+    init: FactorInit | None = None  # mean init; None = random_sign (multiplicative) / normal (additive)
+    random_sign_prob: float = 0.5  # P(mean = +1) under random-sign init
+    init_mean_stddev: float = 0.5  # stddev of the normal mean init around prior_mean
+    init_stddev: float = 1e-3  # initial posterior scale (through softplus)
+    perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # multiplicative | additive
+    kl_samples: int = 1  # Monte Carlo draws for KL terms without a closed form
+
+    def __post_init__(self) -> None:
+        self.prior = PriorKind(self.prior)
+        self.perturbation = Perturbation(self.perturbation)
+        if self.posterior is None:
+            self.posterior = PosteriorKind.NORMAL if self.prior == PriorKind.GAUSSIAN else PosteriorKind.CAUCHY
+        self.posterior = PosteriorKind(self.posterior)
+        additive = self.perturbation == Perturbation.ADDITIVE
+        if self.prior_mean is None:
+            self.prior_mean = 0.0 if additive else 1.0
+        if self.init is None:
+            self.init = FactorInit.NORMAL if additive else FactorInit.RANDOM_SIGN
+        self.init = FactorInit(self.init)
+        if self.init == FactorInit.RANDOM_SIGN and additive:
+            raise ValueError("Rank1Config: random_sign init is for multiplicative factors; use init='normal'")
+        if not 0.0 <= self.random_sign_prob <= 1.0:
+            raise ValueError(f"Rank1Config.random_sign_prob must be in [0, 1], got {self.random_sign_prob}")
+        for name in ("prior_scale", "init_stddev"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Rank1Config.{name} must be > 0, got {getattr(self, name)}")
+        if self.kl_samples < 1:
+            raise ValueError(f"Rank1Config.kl_samples must be >= 1, got {self.kl_samples}")
+
+
+@dataclass
+class Draw:
+    """Sampled values of one factor vector for a leading size N = G·B (G = S·K blocks)."""
+
+    value: Tensor  # (N, n) one draw per row, or (G, n) one draw per block
+    per_block: bool  # True when value holds one row per block
+
+    def rows(self, n_rows: int) -> Tensor:
+        """Per-row values (N, n)."""
+        return block_rows(self.value, n_rows) if self.per_block else self.value
+
+    def blocks(self) -> Tensor:
+        """Per-block values (G, n); only for per-member / mean draws."""
+        if not self.per_block:
+            raise ValueError("this draw has one value per example; per-member code needs per-block draws")
+        return self.value
+
+
+class Rank1Vector(nn.Module):
+    """K distributions over one factor vector of length n (rows of ``mean``/``rho``: components)."""
+
+    def __init__(self, components: int, size: int, config: Rank1Config) -> None:
+        super().__init__()
+        self.components, self.size, self.config = components, size, config
+        self.mean = nn.Parameter(torch.empty(components, size))
+        delta = config.posterior == PosteriorKind.DELTA
+        self.rho = None if delta else nn.Parameter(torch.empty(components, size))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        cfg = self.config
+        with torch.no_grad():
+            if cfg.init == FactorInit.RANDOM_SIGN:
+                signs = torch.rand(self.components, self.size) < cfg.random_sign_prob
+                self.mean.copy_(torch.where(signs, 1.0, -1.0))
+            else:
+                self.mean.normal_(cfg.prior_mean, cfg.init_mean_stddev)
+            if self.rho is not None:
+                self.rho.fill_(inverse_softplus(cfg.init_stddev))
+
+    @property
+    def stochastic(self) -> bool:
+        return self.rho is not None
+
+    def scale(self) -> Tensor:
+        """Posterior scale (K, n)."""
+        if self.rho is None:
+            raise ValueError("a delta (point-mass) factor has no scale")
+        return F.softplus(self.rho)
+
+    def draw(self, rows: int, samples: int, sampling: Sampling, use_mean: bool) -> Draw:
+        """Sample for a leading size rows = samples·K·B (per row or per block)."""
+        k, n = self.components, self.size
+        b = block_size(rows, samples, k)
+        if use_mean or self.rho is None:
+            # (K, n) -> (S·K, n): the mean of component j % K for block j
+            return Draw(self.mean.repeat(samples, 1), per_block=True)
+        kind = self.config.posterior.value
+        if Sampling(sampling) == Sampling.PER_MEMBER:
+            eps = standard_noise(kind, (samples, k, n), self.mean)  # (S, K, n)
+            value = self.mean + self.scale() * eps  # (S, K, n)
+            return Draw(value.reshape(samples * k, n), per_block=True)
+        eps = standard_noise(kind, (samples, k, b, n), self.mean)  # (S, K, B, n)
+        value = self.mean.view(1, k, 1, n) + self.scale().view(1, k, 1, n) * eps
+        return Draw(value.reshape(rows, n), per_block=False)
+
+    def kl(self) -> Tensor:
+        """KL summed over the K components and n entries (0 for delta factors)."""
+        if self.rho is None:
+            return self.mean.new_zeros(())
+        cfg = self.config
+        terms = kl_elementwise(cfg.posterior.value, self.mean, self.scale(), cfg.prior.value,
+                               cfg.prior_mean, cfg.prior_scale, cfg.kl_samples)
+        return terms.sum()
+
+
+def materialize(weight: Tensor, r: Tensor, s: Tensor, perturbation: Perturbation) -> Tensor:
+    """Per-block weights: W (m, d, *k) with r (G, m), s (G, d) -> (G, m, d, *k).
+
+    Trailing kernel dims (convolutions) are broadcast.
+    """
+    extra = (1,) * (weight.dim() - 2)
+    r_ = r.view(r.shape[0], r.shape[1], 1, *extra)  # (G, m, 1, 1...)
+    s_ = s.view(s.shape[0], 1, s.shape[1], *extra)  # (G, 1, d, 1...)
+    if Perturbation(perturbation) == Perturbation.ADDITIVE:
+        return weight.unsqueeze(0) + r_ * s_
+    return weight.unsqueeze(0) * (r_ * s_)

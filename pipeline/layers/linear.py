@@ -1,0 +1,90 @@
+"""Dense layers of the family: rank-1, BatchEnsemble and a plain deterministic member.
+
+Inputs have leading size S·K·B (see ``members``); extra middle dims are allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from .base import BayesianLayer
+from .factors import Draw, Perturbation, Rank1Config, Rank1Vector
+from .members import component_rows
+from .priors import PosteriorKind
+
+
+class LinearRank1(BayesianLayer):
+    """y = ((x ∘ s) Wᵀ) ∘ r + b_k  (multiplicative) or x Wᵀ + (x·s) r + b_k  (additive).
+
+    W (out, in) is deterministic; each of the K components owns distributions over
+    r (out,) and s (in,) and a bias b_k (out,).
+    """
+
+    def __init__(self, in_features: int, out_features: int, components: int = 4,
+                 bias: bool = True, config: Rank1Config | None = None) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.components = in_features, out_features, components
+        self.config = config if config is not None else Rank1Config()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        self.bias = nn.Parameter(torch.empty(components, out_features)) if bias else None
+        self.r = Rank1Vector(components, out_features, self.config)
+        self.s = Rank1Vector(components, in_features, self.config)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))  # as nn.Linear
+        if self.bias is not None:
+            bound = 1.0 / math.sqrt(self.in_features)
+            nn.init.uniform_(self.bias, -bound, bound)
+
+    def draw(self, rows: int, samples: int = 1) -> dict[str, Draw]:
+        """Factor draws for a leading size rows = samples·K·B."""
+        return {name: vec.draw(rows, samples, self.sampling, self.use_mean)
+                for name, vec in (("r", self.r), ("s", self.s))}
+
+    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
+        return self.forward_with(x, self.draw(x.shape[0], samples), samples)
+
+    def forward_with(self, x: Tensor, draws: dict[str, Draw], samples: int = 1) -> Tensor:
+        """Apply given factor draws: x (N, *, in) -> (N, *, out)."""
+        n = x.shape[0]
+        mid = (1,) * (x.dim() - 2)
+        s = draws["s"].rows(n).view(n, *mid, self.in_features)  # (N, 1.., in)
+        r = draws["r"].rows(n).view(n, *mid, self.out_features)  # (N, 1.., out)
+        if self.config.perturbation == Perturbation.ADDITIVE:
+            y = F.linear(x, self.weight) + (x * s).sum(-1, keepdim=True) * r
+        else:
+            y = F.linear(x * s, self.weight) * r
+        if self.bias is not None:
+            y = y + component_rows(self.bias, n, samples).view(n, *mid, self.out_features)
+        return y
+
+    def kl(self) -> Tensor:
+        return self.r.kl() + self.s.kl()
+
+    def l2_weights(self) -> Iterator[Tensor]:
+        yield self.weight
+
+
+class LinearBatchEnsemble(LinearRank1):
+    """BatchEnsemble dense layer: rank-1 layer with point-mass (delta) factors, no KL."""
+
+    def __init__(self, in_features: int, out_features: int, components: int = 4,
+                 bias: bool = True, config: Rank1Config | None = None) -> None:
+        cfg = config if config is not None else Rank1Config()
+        cfg = Rank1Config(**{**vars(cfg), "posterior": PosteriorKind.DELTA})
+        super().__init__(in_features, out_features, components, bias, cfg)
+
+
+class LinearDeterministic(nn.Linear):
+    """Plain dense layer with the family's ``forward(x, samples)`` signature."""
+
+    components = 1
+
+    def forward(self, x: Tensor, samples: int = 1) -> Tensor:  # noqa: ARG002 (uniform signature)
+        return super().forward(x)

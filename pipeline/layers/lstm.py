@@ -1,0 +1,166 @@
+"""Multi-layer LSTMs of the family: rank-1, BatchEnsemble and a plain deterministic member.
+
+All take x (N, T, D) batch-first with ``lengths`` (N,) and return
+``(out (N, T, H), (h_n (L, N, H), c_n (L, N, H)))`` like ``nn.LSTM`` on packed input.
+For the rank-1 LSTM the input and recurrent kernels of every layer are ``W ∘ (r sᵀ)`` with
+their own factors; each component has one bias (the role of b_ih + b_hh).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import torch
+from torch import Tensor, nn
+
+from .base import BayesianLayer, Sampling
+from .factors import Draw, Perturbation, Rank1Config, Rank1Vector, materialize
+from .members import component_rows
+from .priors import PosteriorKind
+from .recurrence import (check_sequence, final_states, fused_lstm, gate_permutation, rank1_recurrence,
+                         run_recurrence, step_mask)
+
+State = tuple[Tensor, Tensor]
+
+
+class LSTMRank1(BayesianLayer):
+    """Rank-1 Bayesian LSTM with K mixture components over a leading size S·K·B.
+
+    ``per_example`` sampling runs a Python recurrence with one factor draw per row (input
+    projection for all steps in one matmul); ``per_member`` materialises one weight set per
+    block and runs PyTorch's fused kernel per block.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 components: int = 4, config: Rank1Config | None = None) -> None:
+        super().__init__()
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.num_layers, self.components = num_layers, components
+        self.config = config if config is not None else Rank1Config()
+        h4 = 4 * hidden_size
+        sizes = [input_size] + [hidden_size] * (num_layers - 1)
+        self.weight_ih = nn.ParameterList([nn.Parameter(torch.empty(h4, d)) for d in sizes])
+        self.weight_hh = nn.ParameterList([nn.Parameter(torch.empty(h4, hidden_size)) for _ in sizes])
+        self.bias = nn.ParameterList([nn.Parameter(torch.empty(components, h4)) for _ in sizes])
+        self.factors = nn.ModuleList(
+            nn.ModuleDict({
+                "r_ih": Rank1Vector(components, h4, self.config),
+                "s_ih": Rank1Vector(components, d, self.config),
+                "r_hh": Rank1Vector(components, h4, self.config),
+                "s_hh": Rank1Vector(components, hidden_size, self.config),
+            })
+            for d in sizes
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size)  # as nn.LSTM
+        for p in [*self.weight_ih, *self.weight_hh, *self.bias]:
+            nn.init.uniform_(p, -bound, bound)
+
+    def draw(self, rows: int, samples: int = 1) -> list[dict[str, Draw]]:
+        """Factor draws per layer for a leading size rows = samples·K·B."""
+        return [{name: vec.draw(rows, samples, self.sampling, self.use_mean) for name, vec in f.items()}
+                for f in self.factors]
+
+    def forward(self, x: Tensor, lengths: Tensor, samples: int = 1) -> tuple[Tensor, State]:
+        return self.forward_with(x, lengths, self.draw(x.shape[0], samples), samples)
+
+    def forward_with(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]],
+                     samples: int = 1) -> tuple[Tensor, State]:
+        """Run with given factor draws (per-block draws are required for ``per_member``)."""
+        lengths = check_sequence(x, lengths, self.input_size)
+        if self.sampling == Sampling.PER_MEMBER:
+            return self._per_member(x, lengths, draws)
+        return self._per_example(x, lengths, draws, samples)
+
+    def block_weights(self, draws: list[dict[str, Draw]]) -> list[list[Tensor]]:
+        """Materialised fused-kernel weights per block: [w_ih, w_hh, b_ih, b_hh] per layer."""
+        per_layer = []
+        for l, d in enumerate(draws):
+            pert = self.config.perturbation
+            w_ih = materialize(self.weight_ih[l], d["r_ih"].blocks(), d["s_ih"].blocks(), pert)
+            w_hh = materialize(self.weight_hh[l], d["r_hh"].blocks(), d["s_hh"].blocks(), pert)
+            per_layer.append((w_ih, w_hh, self.bias[l]))  # (G, 4H, D), (G, 4H, H), (K, 4H)
+        blocks = per_layer[0][0].shape[0]
+        zero = self.bias[0].new_zeros(4 * self.hidden_size)
+        return [[t for w_ih, w_hh, b in per_layer for t in (w_ih[j], w_hh[j], b[j % self.components], zero)]
+                for j in range(blocks)]
+
+    def _per_member(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]]) -> tuple[Tensor, State]:
+        weights = self.block_weights(draws)
+        if x.shape[0] % len(weights):
+            raise ValueError(f"LSTMRank1: {x.shape[0]} rows do not split into {len(weights)} sample/member blocks")
+        b = x.shape[0] // len(weights)
+        outs, hs, cs = [], [], []
+        for j, flat in enumerate(weights):
+            rows = slice(j * b, (j + 1) * b)
+            out, h_n, c_n = fused_lstm(x[rows], lengths[rows], flat, self.num_layers, self.hidden_size,
+                                       self.training)
+            outs.append(out)
+            hs.append(h_n)
+            cs.append(c_n)
+        return torch.cat(outs), (torch.cat(hs, 1), torch.cat(cs, 1))  # (N, T, H), (L, N, H) x2
+
+    def _per_example(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]],
+                     samples: int) -> tuple[Tensor, State]:
+        n, t_len, _ = x.shape
+        perm = gate_permutation(self.hidden_size, x.device)
+        additive = self.config.perturbation == Perturbation.ADDITIVE
+        inp = x.transpose(0, 1)  # (T, N, D) time-major
+        h_last, c_last = [], []
+        for l, d in enumerate(draws):
+            s_ih, s_hh = d["s_ih"].rows(n), d["s_hh"].rows(n)  # (N, D), (N, H)
+            r_ih = d["r_ih"].rows(n).index_select(1, perm)  # (N, 4H) in (i, f, o, g) order
+            r_hh = d["r_hh"].rows(n).index_select(1, perm)  # (N, 4H)
+            w_ih = self.weight_ih[l].index_select(0, perm)  # (4H, D)
+            w_hh_t = self.weight_hh[l].index_select(0, perm).t()  # (H, 4H)
+            bias = component_rows(self.bias[l].index_select(1, perm), n, samples)  # (N, 4H)
+            if additive:
+                xp = inp @ w_ih.t() + (inp * s_ih).sum(-1, keepdim=True) * r_ih + bias  # (T, N, 4H)
+
+                def step(xt: Tensor, h: Tensor, s=s_hh, r=r_hh, w=w_hh_t) -> Tensor:
+                    return xt + h @ w + (h * s).sum(-1, keepdim=True) * r
+                hs, cs = run_recurrence(xp, step)  # (T, N, H) each
+            else:
+                xp = torch.addcmul(bias, (inp * s_ih) @ w_ih.t(), r_ih)  # (T, N, 4H)
+                hs, cs = rank1_recurrence(xp, s_hh, r_hh, w_hh_t)  # (T, N, H) each
+            h_n, c_n = final_states(hs, cs, lengths)
+            h_last.append(h_n)
+            c_last.append(c_n)
+            inp = hs
+        out = inp.transpose(0, 1) * step_mask(lengths, t_len, x.dtype)  # (N, T, H)
+        return out, (torch.stack(h_last), torch.stack(c_last))
+
+    def kl(self) -> Tensor:
+        return torch.stack([v.kl() for f in self.factors for v in f.values()]).sum()
+
+    def l2_weights(self) -> Iterator[Tensor]:
+        yield from self.weight_ih
+        yield from self.weight_hh
+
+
+class LSTMBatchEnsemble(LSTMRank1):
+    """BatchEnsemble LSTM: rank-1 LSTM with point-mass (delta) factors, no KL."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 components: int = 4, config: Rank1Config | None = None) -> None:
+        cfg = config if config is not None else Rank1Config()
+        cfg = Rank1Config(**{**vars(cfg), "posterior": PosteriorKind.DELTA})
+        super().__init__(input_size, hidden_size, num_layers, components, cfg)
+
+
+class LSTMDeterministic(nn.LSTM):
+    """Plain batch-first ``nn.LSTM`` with the family's ``forward(x, lengths, samples)``."""
+
+    components = 1
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1) -> None:
+        super().__init__(input_size, hidden_size, num_layers, batch_first=True)
+
+    def forward(self, x: Tensor, lengths: Tensor, samples: int = 1) -> tuple[Tensor, State]:  # noqa: ARG002
+        lengths = check_sequence(x, lengths, self.input_size)
+        out, h_n, c_n = fused_lstm(x, lengths, self._flat_weights, self.num_layers, self.hidden_size,
+                                   self.training)
+        return out, (h_n, c_n)

@@ -1,0 +1,216 @@
+"""In-hospital mortality models over bagged event sequences (Dusenberry et al. 2019/2020).
+
+bags (B, T, L) -> bag embeddings (mean of token embeddings) [+ time feature]
+-> LSTM over real bags (an admission with zero bags gets a zero final state)
+-> concat with the context embedding (mean of context token embeddings)
+-> dense (relu6) -> one logit.
+
+Every model returns logits (S·K, B) (see ``pipeline.layers.members``), exposes ``kl()``,
+``l2_penalty()`` and ``components``; none computes metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from pipeline.layers import (EmbeddingBagBayes, EmbeddingBagDeterministic, EmbeddingConfig, LinearBatchEnsemble,
+                             LinearDeterministic, LinearMeanField, LinearRank1, LSTMBatchEnsemble,
+                             LSTMDeterministic, LSTMMeanField, LSTMRank1, MeanFieldConfig, Rank1Config,
+                             expand_members, kl_divergence, l2_penalty, set_sampling, tile_members)
+from pipeline.layers.base import Sampling
+from pipeline.layers.embedding import BagMode
+from pipeline.layers.factors import FactorInit, Perturbation
+from pipeline.layers.priors import PriorKind
+
+
+class ModelKind(str, Enum):
+    """Model variants (names as used on the command line)."""
+
+    DETERMINISTIC = "deterministic"
+    BAYES_EMB = "bayes-emb"  # variational embeddings only
+    BAYES_FULL = "bayes-full"  # mean-field over every weight, LSTM included
+    BATCHENSEMBLE = "batchensemble"
+    RANK1 = "rank1"  # rank-1 LSTM + dense, variational embeddings
+    DEEP_ENSEMBLE = "deep-ensemble"  # K independently initialised deterministic models
+
+
+@dataclass
+class MortalityConfig:
+    """Architecture and Bayesian settings of the mortality models."""
+
+    token_vocab: int  # len(vocab.json["tokens"]) (id 0 = padding)
+    context_vocab: int  # len(vocab.json["context"]) (id 0 = padding)
+    embedding_dim: int = 32  # token and context embedding size
+    bag_mode: BagMode = BagMode.MEAN  # reduction of a bag's token embeddings: mean | sum
+    time_feature: bool = True  # append sign(h)·log1p(|h|) of the bag start hour to each bag
+    lstm_hidden: int = 64  # LSTM units (small for 2-core CPU training; paper scale: 256)
+    lstm_layers: int = 1  # stacked LSTM layers
+    dense_units: int = 128  # hidden dense layer width (relu6)
+    components: int = 4  # K mixture components / ensemble members (rank1, batchensemble, deep-ensemble)
+    prior: PriorKind = PriorKind.GAUSSIAN  # rank-1 factor prior: gaussian | cauchy (posterior of the same family)
+    prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at 1
+    init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter
+    factor_init: FactorInit | None = None  # rank-1 mean init: random_sign | normal (None: random_sign if multiplicative)
+    random_sign_prob: float = 0.5  # P(+1) for random-sign factor init
+    sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training) | per_member (evaluation)
+    perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # rank-1 factors: multiplicative | additive
+    embedding_prior_stddev: float = 1.0  # N(0, ·) prior on variational embedding entries
+    weight_prior_stddev: float = 1.0  # N(0, ·) prior on mean-field weights (bayes-full)
+    kl_samples: int = 1  # MC draws for KL terms without closed form
+    dropout: float = 0.0  # dropout on the dense layer's output (training only)
+
+    def __post_init__(self) -> None:
+        self.bag_mode = BagMode(self.bag_mode)
+        self.prior = PriorKind(self.prior)
+        self.sampling = Sampling(self.sampling)
+        self.perturbation = Perturbation(self.perturbation)
+        self.factor_init = None if self.factor_init is None else FactorInit(self.factor_init)
+        for name in ("token_vocab", "context_vocab", "embedding_dim", "lstm_hidden", "lstm_layers",
+                     "dense_units", "components"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"MortalityConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"MortalityConfig.dropout must be in [0, 1), got {self.dropout}")
+
+    def rank1(self) -> Rank1Config:
+        """Factor configuration shared by the rank-1 / BatchEnsemble layers."""
+        return Rank1Config(prior=self.prior, prior_scale=self.prior_stddev, init=self.factor_init,
+                           random_sign_prob=self.random_sign_prob, init_stddev=self.init_stddev,
+                           perturbation=self.perturbation, kl_samples=self.kl_samples)
+
+
+class MortalityNet(nn.Module):
+    """One mortality model of a given kind (every kind except deep-ensemble)."""
+
+    def __init__(self, kind: str, cfg: MortalityConfig) -> None:
+        super().__init__()
+        self.kind, self.cfg = ModelKind(kind), cfg
+        if self.kind == ModelKind.DEEP_ENSEMBLE:
+            raise ValueError("use DeepEnsemble (build_model('deep-ensemble', cfg)) for deep ensembles")
+        mixture = self.kind in (ModelKind.RANK1, ModelKind.BATCHENSEMBLE)
+        self.components = cfg.components if mixture else 1
+        self.stochastic = self.kind in (ModelKind.BAYES_EMB, ModelKind.BAYES_FULL, ModelKind.RANK1)
+        self.bayes_embeddings = self.stochastic
+        dim, lstm_in = cfg.embedding_dim, cfg.embedding_dim + int(cfg.time_feature)
+        dense_in = cfg.lstm_hidden + cfg.embedding_dim
+        if self.bayes_embeddings:
+            ecfg = EmbeddingConfig(prior_stddev=cfg.embedding_prior_stddev, init_stddev=cfg.init_stddev)
+            self.bag_embedding = EmbeddingBagBayes(cfg.token_vocab, dim, cfg.bag_mode, ecfg)
+            self.context_embedding = EmbeddingBagBayes(cfg.context_vocab, dim, BagMode.MEAN, ecfg)
+        else:
+            self.bag_embedding = EmbeddingBagDeterministic(cfg.token_vocab, dim, cfg.bag_mode)
+            self.context_embedding = EmbeddingBagDeterministic(cfg.context_vocab, dim, BagMode.MEAN)
+        k, h, u = self.components, cfg.lstm_hidden, cfg.dense_units
+        if self.kind in (ModelKind.RANK1, ModelKind.BATCHENSEMBLE):
+            lstm_cls, dense_cls = ((LSTMRank1, LinearRank1) if self.kind == ModelKind.RANK1
+                                   else (LSTMBatchEnsemble, LinearBatchEnsemble))
+            rcfg = cfg.rank1()
+            self.lstm = lstm_cls(lstm_in, h, cfg.lstm_layers, components=k, config=rcfg)
+            self.dense = dense_cls(dense_in, u, components=k, config=rcfg)
+            self.output = dense_cls(u, 1, components=k, config=rcfg)
+        elif self.kind == ModelKind.BAYES_FULL:
+            mcfg = MeanFieldConfig(prior_stddev=cfg.weight_prior_stddev, init_stddev=cfg.init_stddev)
+            self.lstm = LSTMMeanField(lstm_in, h, cfg.lstm_layers, config=mcfg)
+            self.dense = LinearMeanField(dense_in, u, config=mcfg)
+            self.output = LinearMeanField(u, 1, config=mcfg)
+        else:
+            self.lstm = LSTMDeterministic(lstm_in, h, cfg.lstm_layers)
+            self.dense = LinearDeterministic(dense_in, u)
+            self.output = LinearDeterministic(u, 1)
+        self.dropout = nn.Dropout(cfg.dropout)
+        set_sampling(self, cfg.sampling)
+
+    def forward(self, batch: dict[str, Tensor], samples: int = 1) -> Tensor:
+        """Logits (S·K, B) for a batch dict (see DESIGN.md)."""
+        tokens, mask, hours, context = check_batch(batch, self.cfg)
+        if samples < 1:
+            raise ValueError(f"samples must be >= 1, got {samples}")
+        b, k = tokens.shape[0], self.components
+        s_run = samples if self.stochastic else 1  # deterministic weights: compute once
+        s_emb = s_run if self.bayes_embeddings else 1
+        lengths = mask.sum(1)  # (B,)
+        bags = self.bag_embedding(tile_members(tokens, s_emb), samples=s_emb)  # (S_e·B, T, D)
+        ctx = self.context_embedding(tile_members(context, s_emb), samples=s_emb)  # (S_e·B, D)
+        if self.cfg.time_feature:
+            t = torch.sign(hours) * torch.log1p(hours.abs()) * mask  # (B, T)
+            bags = torch.cat([bags, tile_members(t, s_emb).unsqueeze(2).to(bags.dtype)], 2)  # (S_e·B, T, D+1)
+        x = expand_members(bags, s_run, k, b)  # (S·K·B, T, D')
+        _, (h_n, _) = self.lstm(x, tile_members(lengths, s_run * k), samples=s_run)  # h_n (L, S·K·B, H)
+        z = torch.cat([h_n[-1], expand_members(ctx, s_run, k, b)], 1)  # (S·K·B, H + D)
+        z = self.dropout(F.relu6(self.dense(z, samples=s_run)))  # (S·K·B, U)
+        logits = self.output(z, samples=s_run).view(s_run * k, b)  # (S·K·B, 1) -> (S·K, B)
+        return logits if s_run == samples else logits.repeat(samples, 1)
+
+    def kl(self) -> Tensor:
+        return kl_divergence(self)
+
+    def l2_penalty(self) -> Tensor:
+        return l2_penalty(self)
+
+
+class DeepEnsemble(nn.Module):
+    """K independently initialised deterministic models; logits (S·K, B).
+
+    Trained jointly with the average of the members' NLLs the members stay independent
+    (each gradient only involves its own member).
+    """
+
+    def __init__(self, cfg: MortalityConfig) -> None:
+        super().__init__()
+        self.cfg, self.kind, self.components = cfg, ModelKind.DEEP_ENSEMBLE, cfg.components
+        self.members = nn.ModuleList(MortalityNet(ModelKind.DETERMINISTIC, cfg) for _ in range(cfg.components))
+
+    def forward(self, batch: dict[str, Tensor], samples: int = 1) -> Tensor:
+        """Logits (S·K, B); deterministic members, so the S samples are copies."""
+        if samples < 1:
+            raise ValueError(f"samples must be >= 1, got {samples}")
+        logits = torch.cat([m(batch, samples=1) for m in self.members])  # (K, B)
+        return logits.repeat(samples, 1)  # (S·K, B)
+
+    def kl(self) -> Tensor:
+        return kl_divergence(self)
+
+    def l2_penalty(self) -> Tensor:
+        return l2_penalty(self)
+
+
+def build_model(kind: str, cfg: MortalityConfig) -> nn.Module:
+    """A mortality model of the given kind (``ModelKind`` value)."""
+    try:
+        kind = ModelKind(kind)
+    except ValueError:
+        raise ValueError(f"unknown model kind {kind!r}; choose from {[k.value for k in ModelKind]}") from None
+    return DeepEnsemble(cfg) if kind == ModelKind.DEEP_ENSEMBLE else MortalityNet(kind, cfg)
+
+
+def check_batch(batch: dict[str, Tensor], cfg: MortalityConfig) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Validated (tokens, mask, hours, context) of a batch dict; errors name the key."""
+    for key in ("tokens", "mask", "context") + (("hours",) if cfg.time_feature else ()):
+        if key not in batch:
+            raise ValueError(f"batch is missing {key!r} (have {sorted(batch)})")
+    tokens, mask, context = batch["tokens"], batch["mask"], batch["context"]
+    if tokens.dim() != 3:
+        raise ValueError(f"batch['tokens'] must be (B, T, L), got {tuple(tokens.shape)}")
+    b, t = tokens.shape[:2]
+    if tuple(mask.shape) != (b, t):
+        raise ValueError(f"batch['mask'] must be ({b}, {t}), got {tuple(mask.shape)}")
+    if context.dim() != 2 or context.shape[0] != b:
+        raise ValueError(f"batch['context'] must be ({b}, C), got {tuple(context.shape)}")
+    hours = batch.get("hours")
+    if hours is None:
+        hours = torch.zeros(b, t, device=tokens.device)
+    elif tuple(hours.shape) != (b, t):
+        raise ValueError(f"batch['hours'] must be ({b}, {t}), got {tuple(hours.shape)}")
+    mask = mask.bool()
+    lengths = mask.sum(1)
+    if not torch.equal(mask, torch.arange(t, device=mask.device).unsqueeze(0) < lengths.unsqueeze(1)):
+        raise ValueError("batch['mask'] must be left-aligned (real bags first, then padding)")
+    for key, ids, vocab in (("tokens", tokens, cfg.token_vocab), ("context", context, cfg.context_vocab)):
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+            raise ValueError(f"batch[{key!r}] ids must lie in [0, {vocab}), got [{int(ids.min())}, {int(ids.max())}]")
+    return tokens, mask, hours, context

@@ -1,0 +1,141 @@
+"""Prediction with uncertainty: logits of every weight draw -> per-admission risk table.
+
+``predict_logits`` runs the model in evaluation mode with per-member sampling: each of the
+S·K weight draws is one block applied to the whole batch (DESIGN.md ensemble convention), so
+there is never a loop over admissions. ``risk_table`` turns the (S, K, N) logits into the
+published columns; the metrics themselves come from ``pipeline.metrics``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from pipeline import metrics
+
+MI_FLOOR = 1e-9  # nats; MI below this is rounding noise of identical draws (e.g. a deterministic model)
+RISK_COLUMNS = ("key", "risk_mean", "risk_sd", "risk_p05", "risk_p95", "mutual_info", "refer", "n_events", "no_events")
+
+
+def components_of(model) -> int:
+    """K of a model (``model.components``; 1 when absent); unwraps DistributedDataParallel."""
+    inner = getattr(model, "module", model)
+    return int(getattr(inner, "components", 1))
+
+
+@contextlib.contextmanager
+def evaluation_mode(model) -> Iterator[None]:
+    """``model.eval()`` with per-member sampling; restores the previous state on exit."""
+    from pipeline.layers import BayesianLayer, Sampling
+
+    layers = [m for m in model.modules() if isinstance(m, BayesianLayer)]
+    saved = [(m.sampling, m.use_mean) for m in layers]
+    was_training = model.training
+    model.eval()
+    for m in layers:
+        m.sampling = Sampling.PER_MEMBER
+    try:
+        yield
+    finally:
+        for m, (mode, mean) in zip(layers, saved):
+            m.sampling, m.use_mean = mode, mean
+        model.train(was_training)
+
+
+def predict_logits(model, batches: Iterable[dict], samples: int) -> np.ndarray:
+    """Logits of every draw for every admission, (S, K, N) float32, d = s·K + k.
+
+    ``batches`` are DESIGN.md batch dicts; the model returns (S·K, B) per batch.
+    """
+    import torch
+
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    inner = getattr(model, "module", model)
+    k = components_of(inner)
+    parts = []
+    with evaluation_mode(inner), torch.no_grad():
+        for batch in batches:
+            b = batch["label"].shape[0]
+            out = inner(batch, samples=samples)  # (S·K, B)
+            if tuple(out.shape) != (samples * k, b):
+                raise RuntimeError(f"model returned logits of shape {tuple(out.shape)}, expected ({samples * k}, {b})")
+            parts.append(out.reshape(samples, k, b).float().numpy())  # (S·K, B) -> (S, K, B)
+    if not parts:
+        return np.zeros((samples, k, 0), dtype=np.float32)
+    return np.concatenate(parts, axis=2)  # (S, K, N)
+
+
+def refer_threshold(mutual_info, fraction: float) -> float:
+    """MI threshold that refers about the ``fraction`` most uncertain admissions.
+
+    Admissions with MI strictly above the (1 - fraction) quantile are referred, so ties at
+    the threshold are never referred. The threshold is at least ``MI_FLOOR``: a model whose
+    draws agree (deterministic: MI = 0 up to rounding) refers nobody.
+    """
+    mi = np.asarray(mutual_info, dtype=np.float64)
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"refer fraction must lie in [0, 1), got {fraction}")
+    if mi.size == 0:
+        raise ValueError("refer_threshold: no admissions")
+    q = mi.max() if fraction == 0.0 else np.quantile(mi, 1.0 - fraction)
+    return float(max(q, MI_FLOOR))
+
+
+def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None) -> pd.DataFrame:
+    """Per-admission risk summary from (S, K, N) (or (D, N)) logits.
+
+    Columns: ``key``; ``risk_mean`` (predictive probability of death), ``risk_sd``,
+    ``risk_p05``/``risk_p95`` (5th/95th percentile of p over the draws), ``mutual_info``
+    (nats), ``refer`` (mutual_info > refer_threshold), ``n_events`` (passthrough, -1 when not
+    given) and ``no_events`` (the admission had zero bags: the model saw only its context).
+    """
+    x = metrics.as_draws(logits)  # (D, N)
+    n = x.shape[1]
+    keys = np.asarray(keys).astype(str)
+    if keys.shape != (n,):
+        raise ValueError(f"risk_table: {keys.shape[0]} keys for {n} admissions")
+    p = metrics.sigmoid(x)  # (D, N)
+    mi = metrics.mutual_information(x)
+    events = np.full(n, -1, dtype=np.int64) if n_events is None else np.asarray(n_events, dtype=np.int64)
+    if n_bags is not None:
+        empty = np.asarray(n_bags) == 0
+    elif n_events is not None:
+        empty = events == 0
+    else:
+        empty = np.zeros(n, dtype=bool)
+    lo, hi = np.percentile(p, [5.0, 95.0], axis=0)
+    return pd.DataFrame(
+        {
+            "key": keys,
+            "risk_mean": metrics.predictive(x),
+            "risk_sd": metrics.predictive_sd(x),
+            "risk_p05": lo,
+            "risk_p95": hi,
+            "mutual_info": mi,
+            "refer": mi > float(refer_threshold),
+            "n_events": events,
+            "no_events": empty.astype(bool),
+        },
+        columns=list(RISK_COLUMNS),
+    )
+
+
+def score_features(model, fs, samples: int, refer: float, batch_size: int = 256,
+                   max_bags: int | None = None, max_tokens: int | None = None) -> pd.DataFrame:
+    """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K)."""
+    from pipeline import data
+
+    batches = data.iter_batches(fs, batch_size, max_bags, max_tokens)
+    logits = predict_logits(model, batches, samples)  # (S, K, N)
+    if logits.shape[2] == 0:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _EMPTY_TYPES.items()})
+    return risk_table(logits, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags)
+
+
+_EMPTY_TYPES = {"key": "str", "risk_mean": "float64", "risk_sd": "float64", "risk_p05": "float64",
+                "risk_p95": "float64", "mutual_info": "float64", "refer": "bool", "n_events": "int64",
+                "no_events": "bool"}

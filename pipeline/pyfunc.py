@@ -1,0 +1,118 @@
+"""The trained model as an MLflow pyfunc: features DataFrame in, risk table out.
+
+``log_model`` stores the best checkpoint, ``vocab.json`` and ``model_info.json`` as
+artifacts, a copy of the ``pipeline`` package's sources as ``code_paths`` (so the model loads
+where the repository is absent) and a signature: input = the features table columns,
+output = ``pipeline.predict.RISK_COLUMNS``, params = ``samples`` and ``batch_size``.
+
+    mlflow.pyfunc.load_model("runs:/<run_id>/model").predict(features_df, params={"samples": 25})
+
+This module imports mlflow at import time; the CLI never imports it at startup.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+import mlflow.pyfunc
+
+ARTIFACT_PATH = "model"  # name of the logged model inside the run
+DEFAULT_SAMPLES = 25  # Monte Carlo samples per component when neither params nor model_info give one
+DEFAULT_BATCH = 256  # admissions per forward pass
+
+
+class MortalityRiskModel(mlflow.pyfunc.PythonModel):
+    """Loads the checkpoint once; ``predict`` returns the risk table of a features DataFrame."""
+
+    def load_context(self, context) -> None:
+        import torch
+
+        from pipeline import io
+        from pipeline.train import load_model
+
+        torch.set_grad_enabled(False)
+        self.model, self.info = load_model(context.artifacts["checkpoint"])
+        self.vocab_sizes = io.read_json(context.artifacts["model_info"])["vocab_sizes"]
+
+    def predict(self, context, model_input, params=None):
+        """Risk table (one row per input row, same order) of a pandas features DataFrame."""
+        import torch
+
+        from pipeline import data, predict
+
+        params = dict(params or {})
+        samples = int(params.get("samples") or self.info.get("score_samples") or DEFAULT_SAMPLES)
+        batch = int(params.get("batch_size") or DEFAULT_BATCH)
+        fs = data.from_pandas(model_input, source="pyfunc input")
+        fs.check_vocab(self.vocab_sizes["tokens"], self.vocab_sizes["context"])
+        seed = params.get("seed")
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(int(seed))
+            return predict.score_features(self.model, fs, samples, self.info["refer_threshold"], batch,
+                                          self.info.get("max_bags"), self.info.get("max_tokens"))
+
+
+def signature(default_samples: int = DEFAULT_SAMPLES):
+    """Input = features columns, output = risk-table columns, params = samples / batch_size / seed."""
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import AnyType, Array, ColSpec, ParamSchema, ParamSpec, Schema
+
+    inputs = Schema([
+        ColSpec("string", "key"),
+        ColSpec(Array("long"), "context"),
+        ColSpec(Array("double"), "bag_hours"),  # float32 or python floats both convert safely
+        ColSpec(AnyType(), "bags"),  # list<list<int>>, ragged: MLflow cannot enforce nested ragged arrays
+        ColSpec("long", "n_events"),
+    ])
+    outputs = Schema([
+        ColSpec("string", "key"),
+        *(ColSpec("double", c) for c in ("risk_mean", "risk_sd", "risk_p05", "risk_p95", "mutual_info")),
+        ColSpec("boolean", "refer"),
+        ColSpec("long", "n_events"),
+        ColSpec("boolean", "no_events"),
+    ])
+    params = ParamSchema([
+        ParamSpec("samples", "long", int(default_samples)),
+        ParamSpec("batch_size", "long", DEFAULT_BATCH),
+        ParamSpec("seed", "long", 0),
+    ])
+    return ModelSignature(inputs=inputs, outputs=outputs, params=params)
+
+
+def requirements() -> list[str]:
+    """Pinned pip requirements of the loaded model (no inference subprocess)."""
+    from importlib.metadata import version
+
+    pins = [f"{name}=={version(name).split('+')[0]}" for name in ("torch", "numpy", "pandas", "pyarrow", "mlflow")]
+    return pins
+
+
+def code_copy(dest: Path) -> Path:
+    """Copy the ``pipeline`` package's ``.py`` files (no caches) to ``dest/pipeline``."""
+    src = Path(__file__).resolve().parent
+    out = dest / "pipeline"
+    shutil.copytree(src, out, ignore=lambda d, names: [n for n in names if n == "__pycache__" or
+                                                       (Path(d, n).is_file() and not n.endswith(".py"))])
+    return out
+
+
+def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str,
+              default_samples: int = DEFAULT_SAMPLES):
+    """Log the pyfunc into the active MLflow run under ``ARTIFACT_PATH``; returns ModelInfo."""
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        # MLflow's advice to add predict() type hints / an input example: the signature is explicit
+        # and an input example would copy admissions into the model directory.
+        warnings.simplefilter("ignore", UserWarning)
+        code = code_copy(Path(tmp))
+        return mlflow.pyfunc.log_model(
+            name=ARTIFACT_PATH,
+            python_model=MortalityRiskModel(),
+            artifacts={"checkpoint": str(checkpoint), "vocab": str(vocab), "model_info": str(model_info)},
+            code_paths=[str(code)],
+            signature=signature(default_samples),
+            pip_requirements=requirements(),
+        )

@@ -1,0 +1,207 @@
+"""pipeline.data: loading, padding, caps, zero-bag admissions, sampling, chunked reads, errors.
+
+``write_features`` (used by the other training tests too) writes small random features in
+the extract Parquet format with a learnable signal: admissions whose bags contain the
+"danger" token 5 die far more often.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import data, io
+from pipeline.extract import FEATURE_SCHEMA, write_parquet
+
+N_TOKENS, N_CONTEXT, DANGER = 40, 9, 5
+
+
+def _rows(n: int, rng: np.random.Generator, zero_bag_every: int = 7) -> dict:
+    rows = {f.name: [] for f in FEATURE_SCHEMA}
+    for i in range(n):
+        t = 0 if zero_bag_every and i % zero_bag_every == 3 else int(rng.integers(1, 7))
+        bags = [sorted(set(rng.integers(1, N_TOKENS, size=int(rng.integers(1, 6))).tolist())) for _ in range(t)]
+        danger = any(DANGER in b for b in bags)
+        p = 0.85 if danger else 0.1
+        rows["key"].append(f"{i:032x}")
+        rows["label"].append(int(rng.random() < p))
+        rows["age"].append(float(rng.uniform(20, 90)))
+        for col in ("gender", "admission_type", "admission_location"):
+            rows[col].append("X")
+        rows["icu_system"].append("carevue")
+        rows["context"].append(rng.integers(1, N_CONTEXT, size=4).tolist())
+        rows["bag_hours"].append([float(h) for h in sorted(rng.choice(np.arange(-48, 24), size=t, replace=False))])
+        rows["bags"].append(bags)
+        rows["n_events"].append(sum(len(b) for b in bags))
+    return rows
+
+
+def write_features(out, n_train: int = 96, n_val: int = 32, n_test: int = 16, seed: int = 0):
+    """Random features directory (train/val/test.parquet, vocab.json, manifest.json)."""
+    rng = np.random.default_rng(seed)
+    for split, n in (("train", n_train), ("val", n_val), ("test", n_test)):
+        write_parquet(pa.table(_rows(n, rng), schema=FEATURE_SCHEMA), out / f"{split}.parquet")
+    io.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"chart:{i}" for i in range(1, N_TOKENS)],
+                                       "context": ["<pad>"] + [f"ctx:{i}" for i in range(1, N_CONTEXT)], "bins": {}})
+    io.write_json(out / "manifest.json", {"feature_version": 1, "splits": {"train": {"admissions": n_train}}})
+    return out
+
+
+def _table(rows: list[dict]) -> pa.Table:
+    cols = {f.name: [r.get(f.name, d) for r in rows] for f, d in zip(FEATURE_SCHEMA, _DEFAULTS)}
+    return pa.table(cols, schema=FEATURE_SCHEMA)
+
+
+_DEFAULTS = ["k", 0, 50.0, "M", "EMERGENCY", "EMERGENCY ROOM ADMIT", "carevue", [1, 2], [], [], 0]
+
+HAND = [
+    {"key": "a", "label": 1, "context": [1, 2, 3], "bag_hours": [-24.0, 1.0, 2.0], "bags": [[1, 4], [2, 3, 5, 7, 9], [6]], "n_events": 8},
+    {"key": "b", "label": 0, "context": [4], "bag_hours": [], "bags": [], "n_events": 0},
+    {"key": "c", "label": 0, "context": [2, 5], "bag_hours": [3.0], "bags": [[8]], "n_events": 1},
+]
+
+
+@pytest.fixture
+def hand(tmp_path):
+    path = write_parquet(_table(HAND), tmp_path / "train.parquet")
+    return data.load_split(path)
+
+
+def test_collate_pads_and_aligns(hand):
+    b = data.collate(hand, [0, 1, 2])
+    assert b["tokens"].shape == (3, 3, 5) and b["tokens"].dtype.is_floating_point is False
+    assert b["tokens"][0].tolist() == [[1, 4, 0, 0, 0], [2, 3, 5, 7, 9], [6, 0, 0, 0, 0]]
+    assert b["tokens"][1].abs().sum() == 0  # zero-bag admission: all padding
+    assert b["tokens"][2].tolist() == [[8, 0, 0, 0, 0], [0] * 5, [0] * 5]
+    assert b["mask"].tolist() == [[True, True, True], [False] * 3, [True, False, False]]
+    assert b["hours"].tolist() == [[-24.0, 1.0, 2.0], [0.0] * 3, [3.0, 0.0, 0.0]]
+    assert b["context"].tolist() == [[1, 2, 3], [4, 0, 0], [2, 5, 0]]
+    assert b["label"].tolist() == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("order", [[1], [1, 1], [2, 0], [0, 2, 1]])
+def test_collate_any_order_and_zero_bags(hand, order):
+    b = data.collate(hand, order)
+    n_bags = [len(HAND[i]["bags"]) for i in order]
+    assert b["tokens"].shape[:2] == (len(order), max(n_bags))
+    assert b["tokens"].shape[2] >= 1  # L >= 1 even when no admission has a bag
+    assert b["mask"].sum(1).tolist() == n_bags
+    assert [HAND[i]["key"] for i in order] == [hand.keys[i] for i in order]
+
+
+@pytest.mark.parametrize("max_bags, expected_hours", [(1, [2.0]), (2, [1.0, 2.0]), (5, [-24.0, 1.0, 2.0])])
+def test_max_bags_keeps_most_recent(hand, max_bags, expected_hours):
+    b = data.collate(hand, [0], max_bags=max_bags)
+    assert b["hours"][0].tolist() == expected_hours
+    assert b["mask"][0].all()
+
+
+@pytest.mark.parametrize("max_tokens, expected", [(1, [2]), (2, [2, 5]), (3, [2, 3, 7]), (5, [2, 3, 5, 7, 9])])
+def test_max_tokens_evenly_spaced(hand, max_tokens, expected):
+    b = data.collate(hand, [0], max_tokens=max_tokens)
+    assert b["tokens"].shape[2] == min(max_tokens, 5)
+    assert [t for t in b["tokens"][0, 1].tolist() if t] == expected
+    assert [t for t in b["tokens"][0, 2].tolist() if t] == [6]  # short bags untouched
+
+
+def test_from_pandas_and_chunks_match_full_load(tmp_path):
+    write_features(tmp_path, n_train=50)
+    path = tmp_path / "train.parquet"
+    full = data.load_split(path)
+    same = data.from_pandas(pq.read_table(path).to_pandas())
+    for name in ("tokens", "token_offsets", "bag_offsets", "bag_hours", "context", "label", "n_events", "keys"):
+        assert np.array_equal(getattr(full, name), getattr(same, name)), name
+    for chunk in (1, 7, 50, 64):
+        parts = list(data.iter_parquet(path, chunk_rows=chunk))
+        assert [len(p) for p in parts][:-1] == [chunk] * (len(parts) - 1)
+        assert np.array_equal(np.concatenate([p.keys for p in parts]), full.keys)
+        assert np.array_equal(np.concatenate([p.tokens for p in parts]), full.tokens)
+
+
+def test_sampler_is_pure_covers_epochs_and_shards():
+    s = data.TrainSampler(n=10, size=4, seed=3)
+    again = data.TrainSampler(n=10, size=4, seed=3)
+    steps = [s.indices(i) for i in range(5)]  # 20 positions = exactly 2 epochs
+    assert all(np.array_equal(a, again.indices(i)) for i, a in enumerate(steps))
+    stream = np.concatenate(steps)
+    assert sorted(stream[:10]) == list(range(10)) and sorted(stream[10:]) == list(range(10))
+    assert not np.array_equal(stream[:10], stream[10:])  # a new permutation per epoch
+    assert not np.array_equal(data.TrainSampler(10, 4, seed=4).indices(0), steps[0])
+    shards = [s.indices(3, rank=r, world=2) for r in range(2)]
+    assert np.array_equal(np.concatenate(shards), steps[3])
+    with pytest.raises(ValueError, match="do not split over 3"):
+        s.indices(0, rank=0, world=3)
+
+
+def test_small_split_keeps_batch_size():
+    s = data.TrainSampler(n=3, size=8, seed=0)
+    idx = s.indices(0)
+    assert idx.shape == (8,) and set(idx) == {0, 1, 2}
+
+
+def _write(tmp_path, rows, name="bad.parquet"):
+    return write_parquet(_table(rows), tmp_path / name)
+
+
+@pytest.mark.parametrize(
+    "mutate, pattern",
+    [
+        (lambda r: r.update(label=3), r"column 'label' row 1 = 3\.0"),
+        (lambda r: r.update(bag_hours=[1.0, 2.0]), r"row 1: 'bags' and 'bag_hours' have different lengths"),
+        (lambda r: r.update(bags=[[1], None], bag_hours=[0.0, 1.0]), r"column 'bags' row 1 holds a null bag"),
+        (lambda r: r.update(bag_hours=[float("nan"), 1.0], bags=[[1], [2]]), r"column 'bag_hours' row 1"),
+    ],
+)
+def test_bad_rows_are_named(tmp_path, mutate, pattern):
+    rows = [dict(HAND[0]), dict(HAND[2])]
+    mutate(rows[1])
+    path = _write(tmp_path, rows)
+    with pytest.raises(data.FeatureError, match=pattern) as exc:
+        data.load_split(path)
+    assert "bad.parquet" in str(exc.value)
+
+
+def test_vocab_check_names_column_and_row(hand):
+    hand.check_vocab(10, 6)
+    with pytest.raises(data.FeatureError, match=r"column 'bags' row 0: id 9 outside the vocabulary \[0, 9\)"):
+        hand.check_vocab(9, 6)
+    with pytest.raises(data.FeatureError, match=r"column 'context' row 2: id 5 outside"):
+        hand.check_vocab(10, 5)
+
+
+def test_missing_file_column_and_label(tmp_path):
+    with pytest.raises(data.FeatureError, match="features file not found"):
+        data.load_split(tmp_path / "nope.parquet")
+    pq.write_table(_table(HAND).drop(["bags"]), tmp_path / "nobags.parquet")
+    with pytest.raises(data.FeatureError, match=r"nobags.parquet: missing column\(s\) \['bags'\]"):
+        data.load_split(tmp_path / "nobags.parquet")
+    unlabeled = data.from_pandas(pq.read_table(_write(tmp_path, HAND)).to_pandas().drop(columns=["label"]))
+    assert np.isnan(unlabeled.label).all() and not unlabeled.has_labels
+    with pytest.raises(data.FeatureError, match="column 'label' row 0 is missing"):
+        unlabeled.require_labels()
+
+
+def test_demo_features_batch_through_every_model(demo_features):
+    """Real demo features, a zero-bag admission added, through every model kind (tiny sizes)."""
+    import torch
+
+    from pipeline.models import MortalityConfig, build_model
+
+    fs = data.load_split(demo_features.out_dir / "train.parquet")
+    vocab = io.read_json(demo_features.out_dir / "vocab.json")
+    fs.check_vocab(len(vocab["tokens"]), len(vocab["context"]))
+    batch = data.collate(fs, np.arange(6), max_bags=8, max_tokens=16)
+    assert batch["tokens"].shape[1] <= 8 and batch["tokens"].shape[2] <= 16
+    empty = data.from_pandas(pq.read_table(demo_features.out_dir / "val.parquet").to_pandas().head(2)
+                             .assign(bags=[[], []], bag_hours=[[], []], n_events=[0, 0]))
+    zero = data.collate(empty, [0, 1])
+    assert zero["tokens"].shape == (2, 0, 1)
+    cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]), embedding_dim=4, lstm_hidden=4,
+                          dense_units=4, components=2)
+    for kind in ("deterministic", "rank1", "deep-ensemble"):
+        model = build_model(kind, cfg)
+        for b in (batch, zero):
+            out = model(b, samples=3)
+            assert out.shape == (3 * model.components, b["label"].shape[0]) and torch.isfinite(out).all()

@@ -1,0 +1,122 @@
+"""pipeline.predict: (S, K, N) logits with per-member draws, risk table, refer threshold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline import data, metrics, predict
+from pipeline.layers import Sampling
+from pipeline.models import MortalityConfig, build_model
+from test_data import N_CONTEXT, N_TOKENS, write_features
+
+TINY = dict(embedding_dim=6, lstm_hidden=6, dense_units=6, components=3)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread: on a small shared CPU, OpenMP thread syncs dominate these tiny models."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def val(tmp_path_factory):
+    out = write_features(tmp_path_factory.mktemp("feats"), n_train=8, n_val=21, n_test=4)
+    return data.load_split(out / "val.parquet")
+
+
+def _model(kind: str, seed: int = 0):
+    torch.manual_seed(seed)
+    return build_model(kind, MortalityConfig(N_TOKENS, N_CONTEXT, **TINY))
+
+
+@pytest.mark.parametrize("kind, k", [("deterministic", 1), ("bayes-emb", 1), ("rank1", 3), ("batchensemble", 3),
+                                     ("deep-ensemble", 3)])
+def test_predict_logits_shape_and_state_restored(val, kind, k):
+    model = _model(kind)
+    model.train()
+    logits = predict.predict_logits(model, data.iter_batches(val, 8), samples=4)
+    assert logits.shape == (4, k, len(val)) and np.isfinite(logits).all()
+    assert model.training  # evaluation mode is undone afterwards
+    layers = [m for m in model.modules() if hasattr(m, "sampling")]
+    assert all(m.sampling == Sampling.PER_EXAMPLE for m in layers)
+
+
+def test_predict_logits_one_draw_per_member_block(val):
+    """Per-member sampling: every draw is one weight set for the whole batch.
+
+    With one batch holding the same admission twice, both copies get identical logits in
+    every draw (per-example sampling would give them different noise).
+    """
+    model = _model("rank1")
+    batch = data.collate(val, [0, 0, 5])
+    logits = predict.predict_logits(model, [batch], samples=5)  # (5, 3, 3)
+    assert np.array_equal(logits[:, :, 0], logits[:, :, 1])
+    assert np.unique(logits[:, :, 0]).size == 15  # 15 distinct draws
+
+
+@pytest.mark.parametrize("kind", ["deterministic", "deep-ensemble"])
+def test_deterministic_logits_do_not_depend_on_batching(val, kind):
+    model = _model(kind)
+    a = predict.predict_logits(model, data.iter_batches(val, 5), samples=2)
+    b = predict.predict_logits(model, data.iter_batches(val, 64), samples=2)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert np.array_equal(a[0], a[1])  # no weight noise: samples repeat
+
+
+def test_risk_table_columns_and_values():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 2, size=(5, 4, 6))  # (S, K, N)
+    n_bags = np.array([3, 0, 1, 0, 2, 5])
+    table = predict.risk_table(logits, [f"k{i}" for i in range(6)], refer_threshold=0.05,
+                               n_events=n_bags * 10, n_bags=n_bags)
+    assert list(table.columns) == list(predict.RISK_COLUMNS)
+    p = 1 / (1 + np.exp(-logits.reshape(20, 6)))
+    np.testing.assert_allclose(table["risk_mean"], p.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(table["risk_sd"], p.std(0), rtol=1e-9)
+    np.testing.assert_allclose(table["risk_p05"], np.percentile(p, 5, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(table["risk_p95"], np.percentile(p, 95, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(table["mutual_info"], metrics.mutual_information(logits), rtol=1e-12)
+    assert table["refer"].tolist() == (table["mutual_info"] > 0.05).tolist()
+    assert table["no_events"].tolist() == [False, True, False, True, False, False]
+    assert table["n_events"].tolist() == (n_bags * 10).tolist()
+    assert (table["risk_p05"] <= table["risk_mean"]).all() and (table["risk_mean"] <= table["risk_p95"]).all()
+
+
+def test_risk_table_key_mismatch():
+    with pytest.raises(ValueError, match="2 keys for 3 admissions"):
+        predict.risk_table(np.zeros((2, 3)), ["a", "b"], 0.1)
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.1, 0.25, 0.5])
+def test_refer_threshold_refers_the_fraction(fraction):
+    mi = np.random.default_rng(1).gamma(2.0, 0.01, size=1000)
+    thr = predict.refer_threshold(mi, fraction)
+    assert (mi > thr).mean() == pytest.approx(fraction, abs=0.002)
+
+
+def test_refer_threshold_ties_and_bounds():
+    assert not (np.zeros(50) > predict.refer_threshold(np.zeros(50), 0.1)).any()  # deterministic: nobody
+    noise = np.random.default_rng(0).uniform(0, 1e-15, 50)  # rounding noise of identical draws
+    assert predict.refer_threshold(noise, 0.1) == predict.MI_FLOOR and not (noise > predict.MI_FLOOR).any()
+    mi = np.arange(10.0)
+    assert not (mi > predict.refer_threshold(mi, 0.0)).any()
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="refer fraction"):
+            predict.refer_threshold(mi, bad)
+
+
+def test_score_features_zero_bag_rows(val):
+    model = _model("rank1")
+    table = predict.score_features(model, val, samples=3, refer=0.0, batch_size=4)
+    assert len(table) == len(val) and list(table["key"]) == list(val.keys)
+    assert table["no_events"].tolist() == (val.n_bags == 0).tolist() and table["no_events"].any()
+    assert table[["risk_mean", "risk_sd", "mutual_info"]].notna().all().all()
+    assert (table["risk_sd"] > 0).all()  # rank-1 draws differ
+    assert table["refer"].tolist() == (table["mutual_info"] > 0.0).tolist()

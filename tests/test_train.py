@@ -1,0 +1,226 @@
+"""pipeline.train: loss terms, learning, exact resume, NaN guard, torchrun data parallel."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from pipeline import data, metrics, predict, train as tr
+from pipeline.models import build_model
+from test_data import write_features
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"embedding_dim": 8, "lstm_hidden": 8, "dense_units": 8, "components": 2}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread: on a small shared CPU, OpenMP thread syncs dominate these tiny models."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _cfg(**kw) -> tr.TrainConfig:
+    base = dict(max_steps=12, eval_every=4, eval_samples=2, score_samples=3, lr=1e-2, progress=False,
+                anneal_steps=10, model=dict(TINY))
+    return tr.TrainConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def feats(tmp_path_factory):
+    return write_features(tmp_path_factory.mktemp("feats"), n_train=96, n_val=48, n_test=8)
+
+
+class _Fixed(nn.Module):
+    """Stub with the model interface returning fixed logits (S·K, B)."""
+
+    components = 2
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.logits = nn.Parameter(logits.clone())
+
+    def forward(self, batch, samples=1):
+        return self.logits
+
+    def kl(self):
+        return torch.tensor(30.0)
+
+    def l2_penalty(self):
+        return (self.logits ** 2).sum()
+
+
+@pytest.mark.parametrize("mode", ["average", "mixture"])
+def test_objective_terms(mode):
+    logits = torch.tensor([[2.0, -1.0, 0.5], [-3.0, 0.2, 1.5]])  # (K=2, B=3)
+    y = torch.tensor([1.0, 0.0, 1.0])
+    obj = tr.Objective(_Fixed(logits), mode, n_train=10, l2=0.01, samples=1)
+    out = obj({"label": y}, kl_weight=0.5)
+    if mode == "average":
+        expected = float(np.mean(metrics.draw_nll(logits.numpy(), y.numpy())))
+    else:
+        expected = metrics.mixture_nll(logits.numpy(), y.numpy())
+    assert out["nll"].item() == pytest.approx(expected, rel=1e-6)
+    total = expected + 0.5 * 30.0 / 10 + 0.01 * float((logits ** 2).sum())
+    assert out["loss"].item() == pytest.approx(total, rel=1e-6)
+
+
+@pytest.mark.parametrize("step, anneal, w", [(1, 10, 0.1), (5, 10, 0.5), (10, 10, 1.0), (50, 10, 1.0), (3, 0, 1.0)])
+def test_kl_weight(step, anneal, w):
+    assert tr.kl_weight(step, anneal) == pytest.approx(w)
+
+
+def test_presets_and_config_errors():
+    paper = tr.TrainConfig.from_preset("paper", seed=3, model={"components": 2})
+    assert paper.model == {"lstm_hidden": 256, "embedding_dim": 32, "components": 2} and paper.seed == 3
+    assert paper.max_steps > tr.TrainConfig().max_steps
+    with pytest.raises(ValueError, match="mixture2"):
+        tr.TrainConfig(nll="mixture2")
+    with pytest.raises(ValueError, match="refer_fraction"):
+        tr.TrainConfig(refer_fraction=1.0)
+    with pytest.raises(ValueError, match=r"unknown model setting\(s\) \['hiden'\]"):
+        tr.model_config({"hiden": 3}, {"tokens": 5, "context": 5})
+
+
+def _initial_val_nll(feats: Path, kind: str, cfg: tr.TrainConfig) -> float:
+    val = data.load_split(feats / "val.parquet")
+    torch.manual_seed(cfg.seed)
+    model = build_model(kind, tr.model_config(cfg.model, {"tokens": 40, "context": 9}))
+    return metrics.mixture_nll(tr.validate(model, val, cfg, cfg.eval_samples), val.label)
+
+
+@pytest.mark.parametrize("kind", ["deterministic", "bayes-emb", "bayes-full", "batchensemble", "rank1", "deep-ensemble"])
+def test_training_reduces_validation_nll(feats, tmp_path, kind):
+    cfg = _cfg(max_steps=40, eval_every=20)
+    before = _initial_val_nll(feats, kind, cfg)
+    res = tr.train(feats, kind, cfg, out_dir=tmp_path, tracking=False)
+    assert res.steps == 40 and res.best_step in (20, 40)
+    assert res.best_val_nll < before - 0.05, (before, res.best_val_nll)
+    assert res.refer_threshold is not None and math.isfinite(res.refer_threshold)
+    if kind == "deterministic":  # identical draws: MI is 0 up to rounding, nobody is referred
+        assert res.refer_threshold == predict.MI_FLOOR
+    model, info = tr.load_model(res.best_checkpoint)
+    assert info["refer_threshold"] == res.refer_threshold and info["step"] == res.best_step
+    assert (tmp_path / "model_info.json").exists() and (tmp_path / "last.pt").exists()
+
+
+@pytest.mark.parametrize("kind, nll", [("deterministic", "average"), ("rank1", "average"), ("rank1", "mixture")])
+def test_resume_equals_uninterrupted(feats, tmp_path, kind, nll):
+    full = tr.train(feats, kind, _cfg(max_steps=8, nll=nll), out_dir=tmp_path / "full", tracking=False)
+    tr.train(feats, kind, _cfg(max_steps=4, nll=nll), out_dir=tmp_path / "split", tracking=False)
+    resumed = tr.train(feats, kind, _cfg(max_steps=8, nll=nll), out_dir=tmp_path / "split", resume=True,
+                       tracking=False)
+    assert resumed.final_val_nll == full.final_val_nll
+    assert resumed.best_val_nll == full.best_val_nll and resumed.best_step == full.best_step
+    assert resumed.refer_threshold == full.refer_threshold
+    a, b = (tr.read_checkpoint(r.last_checkpoint) for r in (full, resumed))
+    assert a["step"] == b["step"] == 8
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    assert torch.equal(a["rng"][0]["torch"], b["rng"][0]["torch"])
+
+
+def test_run_keeps_redacted_copies_of_vocab_and_manifest(tmp_path):
+    feats = write_features(tmp_path / "feats", n_train=16, n_val=8, n_test=2)
+    manifest = {"source": {"location": "postgresql://me:hunter2@db/mimic"}, "splits": {}}
+    (feats / "manifest.json").write_text(json.dumps(manifest))
+    tr.train(feats, "deterministic", _cfg(max_steps=2, eval_every=2), out_dir=tmp_path / "out", tracking=False)
+    copied = (tmp_path / "out" / "manifest.json").read_text()
+    assert "hunter2" not in copied and "postgresql://me:***@db/mimic" in copied
+    assert (tmp_path / "out" / "vocab.json").read_bytes() == (feats / "vocab.json").read_bytes()
+
+
+def test_resume_refuses_changed_settings(feats, tmp_path):
+    tr.train(feats, "deterministic", _cfg(max_steps=4), out_dir=tmp_path, tracking=False)
+    with pytest.raises(FileExistsError, match="last.pt exists; pass resume=True"):
+        tr.train(feats, "deterministic", _cfg(max_steps=8), out_dir=tmp_path, tracking=False)
+    with pytest.raises(ValueError, match=r"differ from the checkpoint's \(\['lr'\]\)"):
+        tr.train(feats, "deterministic", _cfg(max_steps=8, lr=1e-3), out_dir=tmp_path, resume=True, tracking=False)
+    with pytest.raises(ValueError, match="other settings"):
+        tr.train(feats, "rank1", _cfg(max_steps=8), out_dir=tmp_path, resume=True, tracking=False)
+    with pytest.raises(ValueError, match="already at step 4"):
+        tr.train(feats, "deterministic", _cfg(max_steps=4), out_dir=tmp_path, resume=True, tracking=False)
+    with pytest.raises(ValueError, match="resume needs the output directory"):
+        tr.train(feats, "deterministic", _cfg(max_steps=8), resume=True, tracking=False)
+
+
+def test_nan_guard_stops_and_keeps_last_good_checkpoint(feats, tmp_path, monkeypatch):
+    calls = {"n": 0}
+    forward = tr.Objective.forward
+
+    def poisoned(self, batch, kl_weight):
+        calls["n"] += 1
+        out = forward(self, batch, kl_weight)
+        if calls["n"] == 7:  # step 7: the loss turns NaN
+            out["loss"] = out["loss"] * float("nan")
+        return out
+
+    monkeypatch.setattr(tr.Objective, "forward", poisoned)
+    with pytest.raises(tr.TrainingDiverged, match=r"at step 7 .*last good checkpoint is .*last.pt \(step 4\)"):
+        tr.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, tracking=False)
+    last = tr.read_checkpoint(tmp_path / "last.pt")
+    assert last["step"] == 4
+    assert all(torch.isfinite(t).all() for t in last["model"].values())
+    assert tr.read_checkpoint(tmp_path / "best.pt")["step"] == 4
+    monkeypatch.setattr(tr.Objective, "forward", forward)
+    res = tr.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, resume=True, tracking=False)
+    assert res.steps == 12 and math.isfinite(res.final_val_nll)
+
+
+def test_nan_in_validation_stops_with_the_step(feats, tmp_path, monkeypatch):
+    validate = tr.validate
+
+    def poisoned(model, val, cfg, samples):
+        logits = validate(model, val, cfg, samples)
+        if poisoned.calls == 1:  # second evaluation (step 8)
+            logits[0, 0, 3] = np.nan
+        poisoned.calls += 1
+        return logits
+
+    poisoned.calls = 0
+    monkeypatch.setattr(tr, "validate", poisoned)
+    with pytest.raises(tr.TrainingDiverged, match=r"validation logits at step 8; .*last.pt \(step 4\)"):
+        tr.train(feats, "deterministic", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, tracking=False)
+    assert tr.read_checkpoint(tmp_path / "last.pt")["step"] == 4
+
+
+def _torchrun(feats: Path, out: Path, kind: str, steps: int) -> None:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(ROOT / "cli.py"), "train", "--data", str(feats), "--model", kind, "--out", str(out),
+           "--max-steps", str(steps), "--eval-every", str(steps), "--lr", "0.01", "--seed", "0",
+           "--anneal-steps", "10", "--score-samples", "3", "--no-tracking", "--no-progress",
+           "--hidden", "8", "--embed-dim", "8", "--dense", "8", "--components", "2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, cwd=out.parent, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_match_one(feats, tmp_path):
+    """2-process DDP (gloo) vs one process on the same global batches."""
+    det = tr.train(feats, "deterministic", _cfg(max_steps=6, eval_every=6), out_dir=tmp_path / "det1", tracking=False)
+    _torchrun(feats, tmp_path / "det2", "deterministic", 6)
+    one, two = tr.read_checkpoint(det.last_checkpoint), tr.read_checkpoint(tmp_path / "det2" / "last.pt")
+    assert len(two["rng"]) == 2 and not torch.equal(two["rng"][0]["torch"], two["rng"][1]["torch"])
+    for name, tensor in one["model"].items():
+        torch.testing.assert_close(two["model"][name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+
+    r1 = tr.train(feats, "rank1", _cfg(max_steps=30, eval_every=30), out_dir=tmp_path / "r1", tracking=False)
+    _torchrun(feats, tmp_path / "r2", "rank1", 30)
+    two = tr.read_checkpoint(tmp_path / "r2" / "last.pt")
+    before = _initial_val_nll(feats, "rank1", _cfg())
+    assert two["val_nll"] < before - 0.05  # the 2-process run learns ...
+    assert abs(two["val_nll"] - r1.final_val_nll) < 0.1, (two["val_nll"], r1.final_val_nll)  # ... as much as one
