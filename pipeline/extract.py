@@ -229,7 +229,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         with _stage(f"events {table}"):
             counted = _start_count(src, table)
             src.into_local(sqlgen.events_sql(table, rel), f"ev_{table}", src.tables[table].location)
-            accounting[table], quarantine[table] = _event_accounting(con, table, counted.result())
+            accounting[table], quarantine[table] = _event_accounting(src, con, table, counted.result())
     union = " UNION ALL ".join(
         f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
     ) or "SELECT NULL::BIGINT AS hadm_id, NULL AS source, NULL AS item, NULL::DOUBLE AS valuenum, NULL AS valuetext, NULL::DOUBLE AS t_hours WHERE FALSE"
@@ -319,7 +319,7 @@ def _write_outputs(out: Path, features: pd.DataFrame, vocab: tokens.Vocab, quara
 def _table_accounting(src) -> tuple[dict, dict]:
     """Accounting and quarantine for ADMISSIONS, PATIENTS and ICUSTAYS."""
     acc, quar = {}, {}
-    read, rejects = src.count_rows("admissions")
+    read, rejects = _rows_read(src, "admissions", src.count_rows("admissions"))
     rows = src.fetch_arrow(
         "SELECT exclusion, count(*) AS n FROM admissions_classified GROUP BY exclusion", "ADMISSIONS"
     ).to_pylist()
@@ -334,10 +334,10 @@ def _table_accounting(src) -> tuple[dict, dict]:
     used = by.get(None, 0)
     quarantined = len(quar["admissions"])
     acc["admissions"] = {
-        "rows_read": read + len(rejects),
+        "rows_read": read,
         "used": used,
         "quarantined": quarantined,
-        "outside_window": read + len(rejects) - used - quarantined,
+        "outside_window": read - used - quarantined,
         "excluded_by": {k: v for k, v in sorted(by.items(), key=lambda kv: str(kv[0])) if k and not k.startswith("quarantine:")},
     }
     for table, used_sql in (
@@ -347,15 +347,15 @@ def _table_accounting(src) -> tuple[dict, dict]:
         if table not in src.tables:
             continue
         rel = src.relation(table)
-        read, rejects = src.count_rows(table)
+        read, rejects = _rows_read(src, table, src.count_rows(table))
         used = int(src.fetch_arrow(used_sql.format(rel=rel), table.upper()).column(0)[0].as_py())
         bad = src.fetch_arrow(f"SELECT q.row_id, q._error FROM {rel} q WHERE q._error IS NOT NULL ORDER BY q.row_id", table.upper()).to_pylist()
         quar[table] = [(r["row_id"], None, r["_error"]) for r in bad] + [(None, line, why) for line, why in rejects]
         acc[table] = {
-            "rows_read": read + len(rejects),
+            "rows_read": read,
             "used": used,
             "quarantined": len(quar[table]),
-            "outside_window": read + len(rejects) - used - len(quar[table]),
+            "outside_window": read - used - len(quar[table]),
         }
     return acc, quar
 
@@ -381,14 +381,21 @@ def _start_count(src, table: str):
     return future
 
 
-def _event_accounting(con, table: str, counted: tuple[int, list]) -> tuple[dict, list]:
-    read, rejects = counted
+def _rows_read(src, table: str, counted: tuple[int, list]) -> tuple[int, list]:
+    """(rows read, rejected lines): bare count + malformed lines; every rejected line."""
+    from pipeline.sources import merge_rejects
+
+    n, malformed = counted
+    return n + len(malformed), merge_rejects(malformed, src.scan_rejects(table))
+
+
+def _event_accounting(src, con, table: str, counted: tuple[int, list]) -> tuple[dict, list]:
+    total, rejects = _rows_read(src, table, counted)
     used, quarantined_n = con.sql(
         f"SELECT count(DISTINCT row_id) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL) FROM ev_{table}"
     ).fetchall()[0]
     q_rows = con.sql(f"SELECT row_id, reason FROM ev_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()
     quarantine = [(r, None, why) for r, why in q_rows] + [(None, line, why) for line, why in rejects]
-    total = read + len(rejects)
     acc = {
         "rows_read": total,
         "used": int(used),

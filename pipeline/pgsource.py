@@ -151,6 +151,9 @@ class PostgresSource:
             raise SourceError(f"{self.schema}.{name} (PostgreSQL): {_short(exc)}") from None
         return int(n), []
 
+    def scan_rejects(self, name: str) -> list[tuple[int, str]]:
+        return []  # typed tables: nothing to reject while scanning
+
     def close(self) -> None:
         self.conn.close()
 

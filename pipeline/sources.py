@@ -186,26 +186,50 @@ class CsvSource:
     parallel_count = True
 
     def count_rows(self, name: str) -> tuple[int, list[tuple[int, str]]]:
-        """Rows read from a table: (parsed rows, [(line, reason)] of rejected CSV lines).
+        """Rows of a table as a bare count(*): (rows, [(line, reason)] of malformed lines).
 
-        Every column of the view is evaluated, so the same lines are rejected as in the
-        events scan (a bare count(*) skips validation of unprojected columns)."""
+        count(*) parses the CSV structure but converts no column, so lines with too many
+        or too few fields are rejected here and not counted, while a line whose only fault
+        is invalid UTF-8 in a column is counted here and rejected by the events scan
+        (`scan_rejects`). rows read = count + malformed lines."""
         info = self.tables[name]
-        cols = ", ".join([*TABLES[name].columns, "_error"])
         cur = self.con.cursor()
         try:
-            n = cur.sql(f"SELECT count(hash({cols})) FROM src_{name}").fetchall()[0][0]
-            rejects = cur.sql(
-                f"SELECT line, min(error_type || ': ' || error_message) FROM rej_{name} GROUP BY line ORDER BY line"
-            ).fetchall()
+            n = cur.sql(f"SELECT count(*) FROM src_{name}").fetchall()[0][0]
+            rejects = _rejects(cur, name)
         except Exception as exc:
             raise SourceError(f"{info.location}: {_short(exc)}") from None
         finally:
             cur.close()
-        return int(n), [(int(line), str(msg).splitlines()[0][:200]) for line, msg in rejects]
+        return int(n), rejects
+
+    def scan_rejects(self, name: str) -> list[tuple[int, str]]:
+        """Lines rejected by the scans of this table on the main connection so far."""
+        return _rejects(self.con, name)
 
     def close(self) -> None:
         pass
+
+
+def _rejects(con, name: str) -> list[tuple[int, str]]:
+    """Distinct rejected lines recorded by DuckDB's store_rejects for table `name`."""
+    exists = con.sql(
+        f"SELECT count(*) FROM duckdb_tables() WHERE table_name = 'rej_{name}' AND temporary"
+    ).fetchall()[0][0]
+    if not exists:
+        return []
+    rows = con.sql(
+        f"SELECT line, min(error_type || ': ' || error_message) FROM rej_{name} GROUP BY line ORDER BY line"
+    ).fetchall()
+    return [(int(line), str(msg).splitlines()[0][:200]) for line, msg in rows]
+
+
+def merge_rejects(*lists: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    merged: dict[int, str] = {}
+    for rejects in lists:
+        for line, why in rejects:
+            merged.setdefault(line, why)
+    return sorted(merged.items())
 
 
 def _short(exc: Exception) -> str:

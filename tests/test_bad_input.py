@@ -178,3 +178,19 @@ def test_admission_with_no_events_is_kept(src, tmp_path):
     assert len(feats) == 117
     assert (feats["n_events"] == 0).all() and feats["bags"].map(len).eq(0).all()
     _assert_accounting(res.manifest)
+
+
+def test_malformed_csv_lines_are_quarantined(src, tmp_path):
+    with gzip.open(src / "PRESCRIPTIONS.csv.gz", "rb") as fh:
+        lines = fh.read().split(b"\n")
+    lines[3] = lines[3] + b",extra,fields"  # too many columns
+    lines[8] = b"1,2,3"  # too few columns
+    with gzip.open(src / "PRESCRIPTIONS.csv.gz", "wb") as fh:
+        fh.write(b"\n".join(lines))
+    res = extract(src, tmp_path / "o")
+    q = _quarantine(res, "prescriptions")
+    bad = q[q["line"].notna()].sort_values("line")
+    assert list(bad["line"].astype(int)) == [4, 9]
+    assert "TOO MANY COLUMNS" in bad["reason"].iloc[0] and "MISSING COLUMNS" in bad["reason"].iloc[1]
+    assert res.manifest["tables"]["prescriptions"]["rows_read"] == 10_398
+    _assert_accounting(res.manifest)
