@@ -71,7 +71,7 @@ def extract(
     bins: int = typer.Option(5, help="Quantile bins per numeric item."),
     split: SplitChoice = typer.Option(SplitChoice.random, help="random: 80/10/10 by patient; era: carevue train/val, metavision test."),
     split_seed: int = typer.Option(0, help="Seed of the patient split."),
-    memory_limit: str = typer.Option("4GB", help="DuckDB memory limit."),
+    memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""

@@ -50,7 +50,7 @@ class ExtractConfig:
     split_seed: int = 0  # seed of the deterministic patient hash
     train_fraction: float = 0.8  # fraction of patients in train (random split)
     val_fraction: float = 0.1  # fraction of patients in val (random split)
-    memory_limit: str = "4GB"  # DuckDB memory limit (spills to disk beyond it)
+    memory_limit: str = "3GB"  # DuckDB memory limit (spills to disk beyond it; the process stays under ~4 GB)
     threads: int | None = None  # DuckDB threads (None: all cores)
 
     @property
@@ -250,8 +250,10 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     with _stage("tokenize"):
         tokens.register(con, vocab)
         tokens.tokenize(con, vocab, cfg.text_max_len)
+        con.execute("DROP TABLE events")
     with _stage("bag"):
         bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly).to_pandas()
+        con.execute("DROP TABLE tokenized")
     with _stage("assemble"):
         features = _assemble(cohort, ctx, vocab, bags)
     with _stage("write"):

@@ -67,10 +67,9 @@ def fit(con, n_bins: int, min_patients: int, max_text_values: int, text_max_len:
     ).fetchall()
     vocab = Vocab([PAD] + [oov(s) for s in SOURCES], [PAD], bins, [r[0] for r in text_rows])
     register(con, vocab)
-    tokenize(con, vocab, text_max_len, use_vocab=False)
     kept = con.sql(
         f"""
-        SELECT token FROM tokenized WHERE split = 'train'
+        SELECT token FROM ({token_sql(text_max_len, "e.split = 'train'")})
         GROUP BY token HAVING count(DISTINCT subject_key) >= {min_patients} ORDER BY token
         """
     ).fetchall()
@@ -94,36 +93,36 @@ def register(con, vocab: Vocab) -> None:
         con.unregister(f"{name}_arrow")
 
 
-def tokenize(con, vocab: Vocab, text_max_len: int, use_vocab: bool = True) -> None:
-    """events -> tokenized(adm_idx, split, subject_key, t_hours, token[, tid])."""
+def token_sql(text_max_len: int, where: str = "TRUE") -> str:
+    """SELECT of events with their token string (bins and categorical items registered)."""
     bin_expr = "len(list_filter(b.cuts, lambda c: c <= e.valuenum))"
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE tokenized AS
-        SELECT e.adm_idx, e.split, e.subject_key, e.t_hours,
+    return f"""
+        SELECT e.adm_idx, e.split, e.subject_key, e.t_hours, e.source,
                CASE
                  WHEN e.valuenum IS NOT NULL AND b.key IS NOT NULL
                    THEN e.source || ':' || e.item || ':q' || CAST({bin_expr} AS VARCHAR)
                  WHEN e.valuenum IS NULL AND e.valuetext IS NOT NULL AND ti.key IS NOT NULL
                    THEN e.source || ':' || e.item || ':t:' || {text_expr('e.valuetext', text_max_len)}
                  ELSE e.source || ':' || e.item
-               END AS token,
-               e.source
+               END AS token
         FROM events e
         LEFT JOIN bins_t b ON b.key = e.source || ':' || e.item
         LEFT JOIN text_items_t ti ON ti.key = e.source || ':' || e.item
+        WHERE {where}
+    """
+
+
+def tokenize(con, vocab: Vocab, text_max_len: int) -> None:
+    """events -> tokenized(adm_idx, t_hours, tid): token ids, OOV per source."""
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE tokenized AS
+        SELECT t.adm_idx, t.t_hours, COALESCE(v.tid, o.tid) AS tid
+        FROM ({token_sql(text_max_len)}) t
+        LEFT JOIN vocab_t v ON v.token = t.token
+        LEFT JOIN vocab_t o ON o.token = t.source || ':<oov>'
         """
     )
-    if use_vocab:
-        con.execute(
-            """
-            CREATE OR REPLACE TEMP TABLE tokenized AS
-            SELECT t.*, COALESCE(v.tid, o.tid) AS tid
-            FROM tokenized t
-            LEFT JOIN vocab_t v ON v.token = t.token
-            LEFT JOIN vocab_t o ON o.token = t.source || ':<oov>'
-            """
-        )
 
 
 def bag(con, prediction_hours: float, hourly_hours: float) -> pa.Table:
