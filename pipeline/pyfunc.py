@@ -28,13 +28,12 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
     """Loads the checkpoint once; ``predict`` returns the risk table of a features DataFrame."""
 
     def load_context(self, context) -> None:
-        import torch
 
         from pipeline import io
         from pipeline.train import load_model
 
-        torch.set_grad_enabled(False)
         self.model, self.info = load_model(context.artifacts["checkpoint"])
+        self.model.requires_grad_(False)  # inference only; no global autograd switch (the host process may train)
         self.vocab_sizes = io.read_json(context.artifacts["model_info"])["vocab_sizes"]
 
     def predict(self, context, model_input, params=None):

@@ -35,3 +35,16 @@ def demo_features(demo_dir, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("demo_features")
     return extract(demo_dir, out)
+
+
+@pytest.fixture(scope="session")
+def synth_features(tmp_path_factory):
+    """A small synthetic MIMIC-III (2,500 patients, thinned events) and its features.
+
+    Returns (root, ExtractResult): tables in root/mimic (truth in root/mimic/_truth)."""
+    from pipeline.extract import extract
+    from pipeline.synth import SynthConfig, generate
+
+    root = tmp_path_factory.mktemp("synth")
+    generate(root / "mimic", patients=2500, seed=7, config=SynthConfig(density=0.05))
+    return root, extract(root / "mimic", root / "features")

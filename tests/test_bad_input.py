@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 import cli
 from pipeline.extract import extract
-from pipeline.sources import SourceError
 
 BASE = ["PATIENTS", "ADMISSIONS", "ICUSTAYS", "PRESCRIPTIONS", "MICROBIOLOGYEVENTS", "DATETIMEEVENTS"]
 

@@ -5,22 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
-from sklearn.feature_extraction.text import CountVectorizer  # noqa: F401  (sklearn present)
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score
 
-from pipeline.extract import extract
 from pipeline.privacy import raw_ids_of, scan
-from pipeline.synth import SynthConfig, generate
-
-
-@pytest.fixture(scope="module")
-def synth_features(tmp_path_factory):
-    root = tmp_path_factory.mktemp("synth")
-    generate(root / "mimic", patients=2500, seed=7, config=SynthConfig(density=0.05))
-    res = extract(root / "mimic", root / "features")
-    return root, res
 
 
 def _bag_of_tokens(frame: pd.DataFrame, vocab_size: int) -> np.ndarray:
