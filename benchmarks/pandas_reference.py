@@ -26,10 +26,10 @@ EVENTS = {
 
 
 def _read(path: Path, cols: list[str], times: list[str]) -> pd.DataFrame:
-    header = pd.read_csv(path, nrows=0).columns
-    lower = {c.lower(): c for c in header}
-    frame = pd.read_csv(path, usecols=[lower[c] for c in cols if c in lower], low_memory=False)
+    """Whole table, as mimic3-benchmarks' dataframe_from_csv reads it, then the columns used."""
+    frame = pd.read_csv(path, low_memory=False)
     frame.columns = [c.lower() for c in frame.columns]
+    frame = frame[[c for c in cols if c in frame.columns]]
     for t in times:
         if t in frame:
             # second resolution: ages near 300 years overflow nanoseconds

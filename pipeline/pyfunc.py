@@ -28,7 +28,6 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
     """Loads the checkpoint once; ``predict`` returns the risk table of a features DataFrame."""
 
     def load_context(self, context) -> None:
-
         from pipeline import io
         from pipeline.train import load_model
 
