@@ -1,17 +1,29 @@
-"""Rank-1 LSTM cost against nn.LSTM, measured in one process (ratios only).
+"""Rank-1 LSTM cost against nn.LSTM, measured in one process (ratios only), and the
+parameter overhead of the rank-1 factors.
 
-Run:  .venv/bin/python benchmarks/rank1_lstm.py [--batch 64] [--steps 48] [--hidden 64] [--reps 7]
+Run:  .venv/bin/python benchmarks/rank1_lstm.py [--batch 64] [--steps 48] [--hidden 64] [--reps 15] [--threads 1]
 
-Times forward + backward of a K = 4 rank-1 LSTM on a member-major tiled batch (K·B rows)
-against ``nn.LSTM`` on the same (K·B, T, D) input, for both sampling modes, interleaving
-the candidates and reporting best-of-rounds ratios. Also prints the parameter
-overhead of the rank-1 factors over the deterministic LSTM + dense layers.
+Timing: forward + backward of a K = 4 rank-1 LSTM on a member-major tiled batch (K·B rows)
+against ``nn.LSTM`` on the same (K·B, T, D) input, for both sampling modes. Candidates run
+interleaved round by round; each ratio is best-of-rounds time / best-of-rounds nn.LSTM time
+(the minimum is the run least disturbed by other processes). Equal lengths: loss on the
+outputs. Variable lengths: loss on h_n; the reference is nn.LSTM on packed input (exact h_n and
+c_n); the ``padded ref`` row instead compares with nn.LSTM run over all T steps with h_n
+gathered from the outputs (exact h_n, but no c_n).
+
+Every measurement runs under two allocator settings. ``default``: glibc's malloc returns
+large freed blocks to the OS, so big per-call buffers are page-faulted in again on every call
+(oneDNN's LSTM workspace is hit hardest). ``keep``: mallopt keeps freed memory in the heap,
+so nobody pays page faults; this is the conservative figure for the rank-1 layer.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -25,59 +37,129 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.layers import LSTMRank1, set_sampling  # noqa: E402
 from pipeline.models import MortalityConfig, build_model  # noqa: E402
 
+EMBEDDINGS = ("bag_embedding", "context_embedding")
 
-def fwd_bwd(run) -> float:
+
+def fwd_bwd(run) -> tuple[float, int]:
+    """Seconds and minor page faults of one forward + backward."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start = time.perf_counter()
-    out = run()
-    out.square().mean().backward()
-    return time.perf_counter() - start
+    run().square().mean().backward()
+    elapsed = time.perf_counter() - start
+    return elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
-def time_ratios(n: int, t_len: int, d: int, hidden: int, k: int, reps: int, variable: bool) -> dict[str, float]:
-    """Best-of-rounds time of each candidate / best-of-rounds nn.LSTM time (rounds interleaved).
-
-    The minimum is the run least disturbed by other processes on a shared machine.
-    """
+def candidates(n: int, t_len: int, d: int, hidden: int, k: int, variable: bool) -> dict:
+    """Closures returning the tensor the loss is taken on, for each candidate."""
     x = torch.randn(n, t_len, d, requires_grad=True)
-    lengths = torch.randint(1, t_len + 1, (n,)) if variable else torch.full((n,), t_len)
+    lengths = torch.randint(1, t_len + 1, (n // k,)) if variable else torch.full((n // k,), t_len)
     lengths[0] = t_len
+    lengths = lengths.repeat(k)  # tiled: every member block holds the same admissions
     base = nn.LSTM(d, hidden, batch_first=True)
     rank1 = LSTMRank1(d, hidden, 1, components=k)
-
-    def run_base():
-        if not variable:
-            return base(x)[0]
-        return base(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))[1][0]
+    rows = torch.arange(n)
 
     def run_rank1(mode):
         def run():
             set_sampling(rank1, mode)
             out, (h_n, _) = rank1(x, lengths)
-            return out if not variable else h_n
+            return h_n if variable else out
         return run
 
-    runs = {"nn.LSTM": run_base, "per_example": run_rank1("per_example"), "per_member": run_rank1("per_member")}
+    if not variable:
+        runs = {"nn.LSTM": lambda: base(x)[0]}
+    else:
+        runs = {"nn.LSTM": lambda: base(pack_padded_sequence(x, lengths, batch_first=True,
+                                                              enforce_sorted=False))[1][0],
+                "padded ref": lambda: base(x)[0][rows, lengths - 1]}
+    return runs | {"per_example": run_rank1("per_example"), "per_member": run_rank1("per_member")}
+
+
+def measure(runs: dict, reps: int) -> dict[str, tuple[float, float]]:
+    """Best-of-rounds milliseconds and mean page faults per call, rounds interleaved."""
     for run in runs.values():  # warm-up
         fwd_bwd(run)
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(reps):  # interleaved rounds
+    faults: dict[str, list[int]] = {name: [] for name in runs}
+    for _ in range(reps):
         for name, run in runs.items():
-            times[name].append(fwd_bwd(run))
-    best = {name: min(v) for name, v in times.items()}
-    return {name: best[name] / best["nn.LSTM"] for name in runs} | {"base_ms": 1e3 * best["nn.LSTM"]}
+            seconds, pages = fwd_bwd(run)
+            times[name].append(seconds)
+            faults[name].append(pages)
+    return {name: (1e3 * min(times[name]), sum(faults[name]) / reps) for name in runs}
 
 
-def count(module: nn.Module, skip: tuple[str, ...]) -> int:
-    return sum(p.numel() for name, p in module.named_parameters() if not name.startswith(skip))
+def keep_freed_memory() -> bool:
+    """Tell glibc's malloc to keep freed memory (no trimming, no per-block mmap)."""
+    path = ctypes.util.find_library("c")
+    if path is None:
+        return False
+    libc = ctypes.CDLL(path)
+    if not hasattr(libc, "mallopt"):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from <malloc.h>
+    return bool(libc.mallopt(m_mmap_threshold, 1 << 30)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
 
 
-def param_overhead(hidden: int, k: int, kind: str) -> tuple[int, int, float]:
-    """Extra parameters of ``kind`` over the deterministic LSTM + dense layers (embeddings excluded)."""
-    cfg = MortalityConfig(token_vocab=100, context_vocab=10, lstm_hidden=hidden, components=k)
-    skip = ("bag_embedding", "context_embedding")
-    det = count(build_model("deterministic", cfg), skip)
-    other = count(build_model(kind, cfg), skip)
-    return det, other - det, (other - det) / det
+def timing_table(args: argparse.Namespace) -> None:
+    k, n = args.components, args.components * args.batch
+    print("forward+backward time / nn.LSTM time on the same tiled batch "
+          f"(best of {args.reps} interleaved rounds; faults = minor page faults per call)")
+    print(f"{'malloc':<8} {'lengths':<10} {'ref':<11} {'ref ms':>7} {'per_example':>12} {'per_member':>11}   "
+          f"{'faults ref / per_example / per_member':<38}")
+    for regime in ("default", "keep"):
+        if regime == "keep" and not keep_freed_memory():
+            print("keep     (mallopt unavailable: not glibc)")
+            break
+        for variable in (False, True):
+            torch.manual_seed(0)
+            runs = candidates(n, args.steps, args.input, args.hidden, k, variable)
+            res = measure(runs, args.reps)
+            refs = ("nn.LSTM", "padded ref") if variable else ("nn.LSTM",)
+            for ref in refs:
+                label = ("variable" if variable else "equal") if ref == "nn.LSTM" else ""
+                name = ("packed" if variable else "padded") if ref == "nn.LSTM" else "padded, h_n"
+                ms = res[ref][0]
+                print(f"{regime:<8} {label:<10} {name:<11} {ms:>7.1f} {res['per_example'][0] / ms:>12.2f} "
+                      f"{res['per_member'][0] / ms:>11.2f}   "
+                      f"{res[ref][1]:>6.0f} / {res['per_example'][1]:>6.0f} / {res['per_member'][1]:>6.0f}")
+
+
+def grouped_counts(model: nn.Module) -> dict[str, int]:
+    """Parameters of a mortality model by group, embeddings excluded."""
+    groups = {"lstm weights": 0, "lstm bias": 0, "lstm factors": 0, "dense+out weights": 0, "dense+out bias": 0,
+              "dense+out factors": 0}
+    for name, p in model.named_parameters():
+        if name.startswith(EMBEDDINGS):
+            continue
+        part = "lstm" if name.startswith("lstm.") else "dense+out"
+        leaf = name.split(".")
+        if "factors" in leaf or "r" in leaf or "s" in leaf:
+            kind = "factors"
+        elif any(x.startswith("bias") for x in leaf):
+            kind = "bias"
+        else:
+            kind = "weights"
+        groups[f"{part} {kind}"] += p.numel()
+    return groups
+
+
+def param_table(hidden: int, k: int) -> None:
+    print(f"\nparameter overhead at K = {k} over the deterministic LSTM + dense layers (embeddings excluded);"
+          "\n'1-bias' also drops nn.LSTM's redundant second bias (b_hh) from the deterministic count")
+    print(f"{'H':>4} {'E':>4} {'model':<14} {'deterministic':>13} {'extra':>7} {'overhead':>9} {'1-bias':>7}   "
+          "extra by group, % of deterministic")
+    for h, e in sorted({(hidden, 32), (256, 32), (256, 128)}):
+        cfg = MortalityConfig(token_vocab=100, context_vocab=10, lstm_hidden=h, embedding_dim=e, components=k)
+        det = grouped_counts(build_model("deterministic", cfg))
+        det_total, b_hh = sum(det.values()), 4 * h * cfg.lstm_layers
+        for kind in ("rank1", "batchensemble"):
+            other = grouped_counts(build_model(kind, cfg))
+            extra = sum(other.values()) - det_total
+            parts = ", ".join(f"{g} {100 * (other[g] - det[g]) / det_total:+.2f}"
+                              for g in other if other[g] != det[g])
+            print(f"{h:>4} {e:>4} {kind:<14} {det_total:>13,} {extra:>7,} {100 * extra / det_total:>8.2f}% "
+                  f"{100 * (extra + b_hh) / (det_total - b_hh):>6.2f}%   {parts}")
 
 
 def main() -> None:
@@ -88,27 +170,17 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64, help="LSTM hidden size H")
     parser.add_argument("--components", type=int, default=4, help="K")
     parser.add_argument("--reps", type=int, default=15, help="timed rounds")
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--params-only", action="store_true", help="print only the parameter table")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    k, n = args.components, args.components * args.batch
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, rows K*B = {k}*{args.batch} = {n}, "
-          f"T = {args.steps}, D = {args.input}, H = {args.hidden}, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print("\nforward+backward time / nn.LSTM time on the same tiled batch (best of interleaved rounds)")
-    print(f"{'lengths':<10} {'nn.LSTM ms':>11} {'per_example':>12} {'per_member':>12}")
-    for variable in (False, True):
-        r = time_ratios(n, args.steps, args.input, args.hidden, k, args.reps, variable)
-        print(f"{'variable' if variable else 'equal':<10} {r['base_ms']:>11.1f} {r['per_example']:>12.2f} "
-              f"{r['per_member']:>12.2f}")
-    print(f"\nparameter overhead over deterministic LSTM + dense layers at K = {k} (embeddings excluded)")
-    print(f"{'H':>5} {'model':<14} {'deterministic':>14} {'extra':>8} {'overhead':>9}")
-    for hidden in sorted({args.hidden, 256}):
-        for kind in ("rank1", "batchensemble"):
-            det, extra, frac = param_overhead(hidden, k, kind)
-            print(f"{hidden:>5} {kind:<14} {det:>14,} {extra:>8,} {100 * frac:>8.2f}%")
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"rows K*B = {args.components}*{args.batch} = {args.components * args.batch}, T = {args.steps}, "
+          f"D = {args.input}, H = {args.hidden}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n")
+    if not args.params_only:
+        timing_table(args)
+    param_table(args.hidden, args.components)
 
 
 if __name__ == "__main__":

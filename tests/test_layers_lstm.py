@@ -90,7 +90,8 @@ def test_rank1_k1_unit_factors_equals_nn_lstm(num_layers, full, sampling, use_me
 @pytest.mark.parametrize("perturbation", ["multiplicative", "additive"])
 @pytest.mark.parametrize("sampling", ["per_example", "per_member"])
 @pytest.mark.parametrize("samples", [1, 2])
-def test_batchensemble_member_equals_nn_lstm_with_materialised_weights(perturbation, sampling, samples):
+@pytest.mark.parametrize("full", [True, False])
+def test_batchensemble_member_equals_nn_lstm_with_materialised_weights(perturbation, sampling, samples, full):
     k, b = 3, 4
     lstm = LSTMBatchEnsemble(D, H, 2, components=k, config=Rank1Config(perturbation=perturbation, init="normal"))
     with torch.no_grad():
@@ -98,7 +99,7 @@ def test_batchensemble_member_equals_nn_lstm_with_materialised_weights(perturbat
             if isinstance(m, Rank1Vector):
                 m.mean.normal_(m.config.prior_mean, 0.5)
     set_sampling(lstm, sampling)
-    x, lengths = sequences(b, 6, full=False)
+    x, lengths = sequences(b, 6, full=full)
     out, (h, c) = lstm(tile_members(x, samples * k), tile_members(lengths, samples * k), samples=samples)
     for j in range(samples * k):
         comp = j % k
@@ -114,11 +115,14 @@ def test_batchensemble_member_equals_nn_lstm_with_materialised_weights(perturbat
 
 
 @pytest.mark.parametrize("perturbation", ["multiplicative", "additive"])
-def test_rank1_same_draws_agree_across_paths_and_match_member_loop(perturbation):
+@pytest.mark.parametrize("full", [True, False])
+def test_rank1_same_draws_agree_across_paths_and_match_member_loop(perturbation, full):
+    """Equal lengths: fused kernel per block vs per-row recurrence; variable lengths: the
+    per-member route (recurrence on block draws, or packed kernel when additive) vs per-row."""
     k, s, b = 2, 2, 3
     cfg = Rank1Config(perturbation=perturbation, init_stddev=0.2, init="normal")
     lstm = LSTMRank1(D, H, 2, components=k, config=cfg)
-    x, lengths = sequences(b, 5, full=False)
+    x, lengths = sequences(b, 5, full=full)
     xt, lt = tile_members(x, s * k), tile_members(lengths, s * k)
     set_sampling(lstm, "per_member")
     draws = lstm.draw(xt.shape[0], s)
@@ -133,9 +137,10 @@ def test_rank1_same_draws_agree_across_paths_and_match_member_loop(perturbation)
         assert_same((fused[0][rows], (fused[1][0][:, rows], fused[1][1][:, rows])), reference(x, lengths, layers))
 
 
-def test_rank1_gradients_agree_across_paths():
+@pytest.mark.parametrize("full", [True, False])
+def test_rank1_gradients_agree_across_paths(full):
     lstm = LSTMRank1(D, H, 2, components=2, config=Rank1Config(init_stddev=0.2))
-    x, lengths = sequences(3, 5, full=False)
+    x, lengths = sequences(3, 5, full=full)
     xt, lt = tile_members(x, 2), tile_members(lengths, 2)
     set_sampling(lstm, "per_member")
     draws = lstm.draw(6, 1)
@@ -238,20 +243,133 @@ def test_deterministic_lstm_matches_nn_lstm_and_checks_input():
         layer(torch.zeros(5, 6, 4), lengths)
 
 
-@pytest.mark.parametrize("grad_outputs", ["hidden", "both"])
-def test_rank1_recurrence_gradcheck_against_autograd_loop(grad_outputs):
-    from pipeline.layers.recurrence import rank1_recurrence, run_recurrence
+def recurrence_args(lengths, h, dtype, scale=1.0):
+    """Random packed inputs (xw, r_in, bias, s, r, w_t) and batch_sizes for ``rank1_recurrence``.
 
-    t, n, h = 4, 3, 2
-    xp = torch.randn(t, n, 4 * h, dtype=torch.double, requires_grad=True)
-    s = torch.randn(n, h, dtype=torch.double, requires_grad=True)
-    r = torch.randn(n, 4 * h, dtype=torch.double, requires_grad=True)
-    w_t = torch.randn(h, 4 * h, dtype=torch.double, requires_grad=True)
+    ``lengths`` are non-increasing (rows sorted), as ``Packing`` arranges them.
+    """
+    n, t = len(lengths), max(lengths)
+    batch_sizes = [sum(1 for k in lengths if k > step) for step in range(t)]
+    shapes = [(sum(batch_sizes), 4 * h), (n, 4 * h), (n, 4 * h), (n, h), (n, 4 * h), (h, 4 * h)]
+    return tuple((scale * torch.randn(sh, dtype=dtype)).requires_grad_() for sh in shapes), batch_sizes
 
-    def fn(*args):
-        hs, cs = rank1_recurrence(*args)
-        return (hs, cs) if grad_outputs == "both" else hs
-    assert torch.autograd.gradcheck(fn, (xp, s, r, w_t))
-    hs, cs = rank1_recurrence(xp, s, r, w_t)
-    ref_h, ref_c = run_recurrence(xp, lambda xt, hh: torch.addcmul(xt, (hh * s) @ w_t, r))
+
+def autograd_reference(args, batch_sizes):
+    """The same recurrence through autograd on padded steps, with torch.tanh / torch.sigmoid.
+
+    Returns packed (P, H) hidden and cell states, like ``rank1_recurrence``.
+    """
+    from pipeline.layers.recurrence import run_recurrence
+
+    xw, r_in, bias, s, r, w_t = args
+    n, t = r_in.shape[0], len(batch_sizes)
+    steps = torch.zeros(t, n, xw.shape[1], dtype=xw.dtype)
+    steps = steps.index_put(packed_index(batch_sizes), xw)  # (T, N, 4H), zero after a row ends
+    xp = torch.addcmul(bias, steps, r_in)
+    hs, cs = run_recurrence(xp, lambda xt, hh: torch.addcmul(xt, (hh * s) @ w_t, r))
+    index = packed_index(batch_sizes)
+    return hs[index], cs[index]
+
+
+def packed_index(batch_sizes):
+    """(step, row) of every packed position."""
+    t_idx = torch.cat([torch.full((b,), step) for step, b in enumerate(batch_sizes)])
+    rows = torch.cat([torch.arange(b) for b in batch_sizes])
+    return t_idx, rows
+
+
+LENGTHS = {"single step": [1, 1, 1], "equal": [4, 4, 4], "variable": [4, 3, 3, 1]}
+
+
+@pytest.mark.parametrize("grad_outputs", ["hidden", "cell", "both"])
+@pytest.mark.parametrize("lengths", LENGTHS.values(), ids=LENGTHS.keys())
+def test_rank1_recurrence_gradcheck_against_autograd_loop(grad_outputs, lengths):
+    from pipeline.layers.recurrence import rank1_recurrence
+
+    args, batch_sizes = recurrence_args(lengths, 2, torch.double)
+
+    def fn(*a):
+        hs, cs = rank1_recurrence(*a, batch_sizes=batch_sizes)
+        return {"hidden": hs, "cell": cs, "both": (hs, cs)}[grad_outputs]
+    assert torch.autograd.gradcheck(fn, args)
+    hs, cs = rank1_recurrence(*args, batch_sizes=batch_sizes)
+    ref_h, ref_c = autograd_reference(args, batch_sizes)
     assert torch.allclose(hs, ref_h) and torch.allclose(cs, ref_c)
+
+
+@pytest.mark.parametrize("scale", [0.3, 3.0])
+@pytest.mark.parametrize("lengths", [[6, 6, 6, 6, 6], [6, 5, 5, 2, 1]], ids=["equal", "variable"])
+def test_rank1_recurrence_float32_matches_torch_tanh_and_autograd_gradients(scale, lengths):
+    """The sigmoid-based tanh stays within float32 tolerance, saturated gates included."""
+    from pipeline.layers.recurrence import rank1_recurrence
+
+    args, batch_sizes = recurrence_args(lengths, 4, torch.float32, scale)
+    hs, cs = rank1_recurrence(*args, batch_sizes=batch_sizes)
+    ref_h, ref_c = autograd_reference(args, batch_sizes)
+    assert torch.allclose(hs, ref_h, atol=1e-5) and torch.allclose(cs, ref_c, atol=1e-5, rtol=1e-5)
+    weights = torch.randn_like(hs)
+    grads = torch.autograd.grad((hs * weights).sum() + cs.sum(), args)
+    ref_grads = torch.autograd.grad((ref_h * weights).sum() + ref_c.sum(), args)
+    for got, ref in zip(grads, ref_grads):
+        assert torch.allclose(got, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_rank1_recurrence_rejects_inconsistent_batch_sizes():
+    from pipeline.layers.recurrence import rank1_recurrence
+
+    args, _ = recurrence_args([3, 2], 2, torch.float32)
+    for bad in ([2, 2, 2], [1, 2, 2], [3, 2]):  # wrong total, increasing, more than N rows
+        with pytest.raises(ValueError, match="batch_sizes"):
+            rank1_recurrence(*args, batch_sizes=bad)
+
+
+@pytest.mark.parametrize("sampling", ["per_example", "per_member"])
+def test_rank1_variable_length_gradients_match_nn_lstm(sampling):
+    """Unit factors, K = 1: gradients wrt input, kernels and bias equal packed nn.LSTM's."""
+    lstm = LSTMRank1(D, H, 2, components=1)
+    with torch.no_grad():
+        for m in lstm.modules():
+            if isinstance(m, Rank1Vector):
+                m.mean.fill_(1.0)
+                m.rho.fill_(-math.inf)
+    set_sampling(lstm, sampling)
+    x, lengths = sequences(5, 6, full=False)
+    lengths[2] = 0
+    real = lengths > 0
+    x_ref = x.clone().requires_grad_()
+    x.requires_grad_()
+    out, (h, c) = lstm(x, lengths)
+    weights = torch.randn_like(out)
+    (out * weights).sum().add(h.pow(2).sum() + c.sum()).backward()
+    ref = nn.LSTM(D, H, 2, batch_first=True)
+    with torch.no_grad():
+        for l in range(2):
+            getattr(ref, f"weight_ih_l{l}").copy_(lstm.weight_ih[l])
+            getattr(ref, f"weight_hh_l{l}").copy_(lstm.weight_hh[l])
+            getattr(ref, f"bias_ih_l{l}").copy_(lstm.bias[l][0])
+            getattr(ref, f"bias_hh_l{l}").zero_()
+    packed = pack_padded_sequence(x_ref[real], lengths[real], batch_first=True, enforce_sorted=False)
+    o, (h_r, c_r) = ref(packed)
+    o = pad_packed_sequence(o, batch_first=True, total_length=6)[0]
+    ((o * weights[real]).sum() + h_r.pow(2).sum() + c_r.sum()).backward()
+    assert torch.allclose(x.grad, x_ref.grad, atol=1e-5)
+    for l in range(2):
+        assert torch.allclose(lstm.weight_ih[l].grad, getattr(ref, f"weight_ih_l{l}").grad, atol=1e-5)
+        assert torch.allclose(lstm.weight_hh[l].grad, getattr(ref, f"weight_hh_l{l}").grad, atol=1e-5)
+        assert torch.allclose(lstm.bias[l].grad[0], getattr(ref, f"bias_ih_l{l}").grad, atol=1e-5)
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_rank1_per_example_layer_gradcheck_wrt_input(full):
+    """Whole two-layer path (packing, recurrence, final states) in float64, zero-length row included."""
+    lstm = LSTMRank1(D, H, 2, components=2, config=Rank1Config(init_stddev=0.3)).double()
+    x, lengths = sequences(4, 4, full=full)
+    if not full:
+        lengths[2] = 0
+    draws = lstm.draw(4, 1)
+    draws = [{k: type(v)(v.value.detach(), v.per_block) for k, v in d.items()} for d in draws]
+
+    def fn(inp):
+        out, (h, c) = lstm.forward_with(inp, lengths, draws, 1)
+        return out, h, c
+    assert torch.autograd.gradcheck(fn, (x.double().requires_grad_(),))

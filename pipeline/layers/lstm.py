@@ -9,7 +9,7 @@ their own factors; each component has one bias (the role of b_ih + b_hh).
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from .base import BayesianLayer, Sampling
 from .factors import Draw, Perturbation, Rank1Config, Rank1Vector, materialize
 from .members import component_rows
+from .packing import Packing
 from .priors import PosteriorKind
 from .recurrence import (check_sequence, final_states, fused_lstm, gate_permutation, rank1_recurrence,
                          run_recurrence, step_mask)
@@ -27,9 +28,11 @@ State = tuple[Tensor, Tensor]
 class LSTMRank1(BayesianLayer):
     """Rank-1 Bayesian LSTM with K mixture components over a leading size S·K·B.
 
-    ``per_example`` sampling runs a Python recurrence with one factor draw per row (input
-    projection for all steps in one matmul); ``per_member`` materialises one weight set per
-    block and runs PyTorch's fused kernel per block.
+    ``per_example`` sampling draws factors per row and runs a fused-by-hand recurrence
+    (``rank1_recurrence``; input projection for all steps in one matmul). ``per_member``
+    draws once per block: with equal lengths it materialises each block's weights and runs
+    PyTorch's fused kernel per block; with variable lengths (where PyTorch's packed kernel
+    is its slow native path) it runs the same recurrence as ``per_example`` on the block draws.
     """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
@@ -71,9 +74,13 @@ class LSTMRank1(BayesianLayer):
                      samples: int = 1) -> tuple[Tensor, State]:
         """Run with given factor draws (per-block draws are required for ``per_member``)."""
         lengths = check_sequence(x, lengths, self.input_size)
-        if self.sampling == Sampling.PER_MEMBER:
+        if self.sampling == Sampling.PER_MEMBER and (bool((lengths == x.shape[1]).all()) or self.additive):
             return self._per_member(x, lengths, draws)
         return self._per_example(x, lengths, draws, samples)
+
+    @property
+    def additive(self) -> bool:
+        return self.config.perturbation == Perturbation.ADDITIVE
 
     def block_weights(self, draws: list[dict[str, Draw]]) -> list[list[Tensor]]:
         """Materialised fused-kernel weights per block: [w_ih, w_hh, b_ih, b_hh] per layer."""
@@ -89,6 +96,7 @@ class LSTMRank1(BayesianLayer):
                 for j in range(blocks)]
 
     def _per_member(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]]) -> tuple[Tensor, State]:
+        """PyTorch's fused kernel per block of rows, with that block's materialised weights."""
         weights = self.block_weights(draws)
         if x.shape[0] % len(weights):
             raise ValueError(f"LSTMRank1: {x.shape[0]} rows do not split into {len(weights)} sample/member blocks")
@@ -103,29 +111,53 @@ class LSTMRank1(BayesianLayer):
             cs.append(c_n)
         return torch.cat(outs), (torch.cat(hs, 1), torch.cat(cs, 1))  # (N, T, H), (L, N, H) x2
 
+    def _row_factors(self, d: dict[str, Draw], n: int, layer: int, samples: int,
+                     sort: Callable[[Tensor], Tensor] = lambda rows: rows) -> dict[str, Tensor]:
+        """Per-row factors and bias of one layer (rows reordered by ``sort``) and its kernels,
+        gates in (i, f, o, g) order."""
+        perm = gate_permutation(self.hidden_size, self.bias[layer].device)
+        rows = {
+            "s_ih": d["s_ih"].rows(n), "s_hh": d["s_hh"].rows(n),  # (N, D), (N, H)
+            "r_ih": d["r_ih"].rows(n).index_select(1, perm), "r_hh": d["r_hh"].rows(n).index_select(1, perm),
+            "bias": component_rows(self.bias[layer].index_select(1, perm), n, samples),  # (N, 4H)
+        }
+        return {k: sort(v) for k, v in rows.items()} | {
+            "w_ih": self.weight_ih[layer].index_select(0, perm),  # (4H, D)
+            "w_hh_t": self.weight_hh[layer].index_select(0, perm).t(),  # (H, 4H)
+        }
+
     def _per_example(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]],
                      samples: int) -> tuple[Tensor, State]:
+        """Per-row factors; multiplicative: ``rank1_recurrence`` over the real steps only."""
+        if self.additive:
+            return self._per_example_additive(x, lengths, draws, samples)
         n, t_len, _ = x.shape
-        perm = gate_permutation(self.hidden_size, x.device)
-        additive = self.config.perturbation == Perturbation.ADDITIVE
+        pk = Packing.build(lengths, t_len)  # rows sorted by length, only real steps computed
+        inp = pk.pack(x)  # (P, D) packed time-major
+        h_last, c_last = [], []
+        for l, d in enumerate(draws):
+            f = self._row_factors(d, n, l, samples, pk.sort)
+            xw = pk.scale(inp, f["s_ih"]) @ f["w_ih"].t()  # (P, D) -> (P, 4H)
+            hs, cs = rank1_recurrence(xw, f["r_ih"], f["bias"], f["s_hh"], f["r_hh"], f["w_hh_t"],
+                                      pk.batch_sizes)  # (P, H) each
+            h_last.append(pk.final(hs))
+            c_last.append(pk.final(cs))
+            inp = hs
+        return pk.unpack(inp), (torch.stack(h_last), torch.stack(c_last))  # (N, T, H), (L, N, H) x2
+
+    def _per_example_additive(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]],
+                              samples: int) -> tuple[Tensor, State]:
+        """Additive perturbation: autograd recurrence over all T steps (rows padded)."""
+        n, t_len, _ = x.shape
         inp = x.transpose(0, 1)  # (T, N, D) time-major
         h_last, c_last = [], []
         for l, d in enumerate(draws):
-            s_ih, s_hh = d["s_ih"].rows(n), d["s_hh"].rows(n)  # (N, D), (N, H)
-            r_ih = d["r_ih"].rows(n).index_select(1, perm)  # (N, 4H) in (i, f, o, g) order
-            r_hh = d["r_hh"].rows(n).index_select(1, perm)  # (N, 4H)
-            w_ih = self.weight_ih[l].index_select(0, perm)  # (4H, D)
-            w_hh_t = self.weight_hh[l].index_select(0, perm).t()  # (H, 4H)
-            bias = component_rows(self.bias[l].index_select(1, perm), n, samples)  # (N, 4H)
-            if additive:
-                xp = inp @ w_ih.t() + (inp * s_ih).sum(-1, keepdim=True) * r_ih + bias  # (T, N, 4H)
+            f = self._row_factors(d, n, l, samples)
+            xp = inp @ f["w_ih"].t() + (inp * f["s_ih"]).sum(-1, keepdim=True) * f["r_ih"] + f["bias"]  # (T, N, 4H)
 
-                def step(xt: Tensor, h: Tensor, s=s_hh, r=r_hh, w=w_hh_t) -> Tensor:
-                    return xt + h @ w + (h * s).sum(-1, keepdim=True) * r
-                hs, cs = run_recurrence(xp, step)  # (T, N, H) each
-            else:
-                xp = torch.addcmul(bias, (inp * s_ih) @ w_ih.t(), r_ih)  # (T, N, 4H)
-                hs, cs = rank1_recurrence(xp, s_hh, r_hh, w_hh_t)  # (T, N, H) each
+            def step(xt: Tensor, h: Tensor, s=f["s_hh"], r=f["r_hh"], w=f["w_hh_t"]) -> Tensor:
+                return xt + h @ w + (h * s).sum(-1, keepdim=True) * r
+            hs, cs = run_recurrence(xp, step)  # (T, N, H) each
             h_n, c_n = final_states(hs, cs, lengths)
             h_last.append(h_n)
             c_last.append(c_n)

@@ -1,4 +1,5 @@
-"""LSTM building blocks shared by the family: a per-row recurrence and the fused kernel.
+"""LSTM building blocks shared by the family: an autograd per-row recurrence, the
+fused-by-hand rank-1 recurrence (packed layout, see ``packing``) and PyTorch's fused kernel.
 
 Sequences are padded and left-aligned with ``lengths`` (N,) real steps per row; a row of
 length 0 yields zero outputs and zero final states. Outputs at padded steps are zero and
@@ -7,6 +8,7 @@ never influence real steps (the recurrence is causal).
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Callable
 
 import torch
@@ -59,95 +61,141 @@ def run_recurrence(xp: Tensor, step: Step) -> tuple[Tensor, Tensor]:
     return torch.stack(hs), torch.stack(cs)  # (T, N, H) each
 
 
-class _Rank1Recurrence(torch.autograd.Function):
-    """Fused-by-hand LSTM recurrence with per-row rank-1 factors on the recurrent kernel.
+def _head(x: Tensor, rows: int) -> Tensor:
+    """The first ``rows`` rows of x (x itself when it has exactly that many)."""
+    return x if x.shape[0] == rows else x[:rows]
 
-    gates_t = xp_t + ((h_{t-1} ∘ s) Wᵀ) ∘ r, gate order (i, f, o, g). The backward pass runs
-    one loop without autograd bookkeeping and forms the gradients of Wᵀ, r and s with one
-    batched op each instead of accumulating them step by step.
+
+class _Rank1Recurrence(torch.autograd.Function):
+    """Fused-by-hand LSTM recurrence with per-row rank-1 factors on both kernels, packed layout.
+
+    gates_t = xw_t ∘ r_in + bias + ((h_{t-1} ∘ s) Wᵀ) ∘ r, gate order (i, f, o, g), where
+    xw = (x ∘ s_in) W_inᵀ is precomputed for all steps by the caller. Step t covers the first
+    ``batch_sizes[t]`` rows (see ``packing``). Forward and backward run one loop each without
+    autograd bookkeeping, over per-step views made once; gradients of the factors, the bias and
+    Wᵀ are accumulated in place step by step. tanh is computed as 2·sigmoid(2x) - 1 (torch.tanh
+    is several times slower than torch.sigmoid on CPU; absolute error ~1e-7 in float32), so one
+    sigmoid covers all four gates.
     """
 
     @staticmethod
-    def forward(ctx, xp: Tensor, s: Tensor, r: Tensor, w_t: Tensor) -> tuple[Tensor, Tensor]:
-        t_len, n, four_h = xp.shape
+    def forward(ctx, xw: Tensor, r_in: Tensor, bias: Tensor, s: Tensor, r: Tensor, w_t: Tensor,
+                batch_sizes: list[int]) -> tuple[Tensor, Tensor]:
+        packed, four_h = xw.shape
         hid = four_h // 4
-        proj = xp.new_zeros(t_len, n, four_h)  # (h_{t-1} ∘ s) Wᵀ; zero at t = 0
-        act = xp.new_empty(t_len, n, four_h)  # post-activation gates (sigmoid i, f, o; tanh g)
-        cs, tcs = xp.new_empty(t_len, n, hid), xp.new_empty(t_len, n, hid)  # c_t, tanh(c_t)
-        hs, hss = xp.new_empty(t_len, n, hid), xp.new_empty(t_len, n, hid)  # h_t, h_t ∘ s
-        for t in range(t_len):
-            a = act[t]
+        one, two = xw.new_ones(()), xw.new_full((), 2.0)  # 0-dim: no scalar wrapping per op
+        proj = xw.new_empty(packed, four_h)  # (h_{t-1} ∘ s) Wᵀ; unused at t = 0
+        act = xw.new_empty(packed, four_h)  # post-activation gates (sigmoid i, f, o; tanh g)
+        cs, tcs = xw.new_empty(packed, hid), xw.new_empty(packed, hid)  # c_t, tanh(c_t)
+        hs, hss = xw.new_empty(packed, hid), xw.new_empty(packed, hid)  # h_t, h_t ∘ s
+        xw_, proj_, act_ = xw.split(batch_sizes), proj.split(batch_sizes), act.split(batch_sizes)  # per step
+        i_, f_, o_, g_ = (v.split(batch_sizes) for v in act.split(hid, 1))  # per-step gate views
+        cs_, tcs_, hs_, hss_ = (v.split(batch_sizes) for v in (cs, tcs, hs, hss))
+        heads = {m: [_head(v, m) for v in (bias, r_in, r, s)] for m in set(batch_sizes)}
+        for t, m in enumerate(batch_sizes):
+            b_m, r_in_m, r_m, s_m = heads[m]
+            a, g, c, tc = act_[t], g_[t], cs_[t], tcs_[t]
+            torch.addcmul(b_m, xw_[t], r_in_m, out=a)
+            if t > 0:  # zero initial state: no recurrent term at t = 0
+                a.addcmul_(torch.mm(_head(hss_[t - 1], m), w_t, out=proj_[t]), r_m)
+            g.mul_(two)  # tanh(g) = 2·sigmoid(2g) - 1
+            a.sigmoid_()
+            g.mul_(two).sub_(one)
             if t == 0:
-                a.copy_(xp[0])
+                torch.mul(i_[0], g, out=c)
             else:
-                torch.addcmul(xp[t], torch.mm(hss[t - 1], w_t, out=proj[t]), r, out=a)
-            a[:, :3 * hid].sigmoid_()
-            a[:, 3 * hid:].tanh_()
-            i, f, o, g = a.split(hid, 1)
-            if t == 0:
-                torch.mul(i, g, out=cs[0])
-            else:
-                torch.mul(f, cs[t - 1], out=cs[t]).addcmul_(i, g)
-            torch.mul(o, torch.tanh(cs[t], out=tcs[t]), out=hs[t])
-            torch.mul(hs[t], s, out=hss[t])
-        ctx.save_for_backward(s, r, w_t, proj, act, cs, tcs, hs, hss)
+                torch.mul(f_[t], _head(cs_[t - 1], m), out=c).addcmul_(i_[t], g)
+            torch.mul(c, two, out=tc).sigmoid_().mul_(two).sub_(one)  # tanh(c_t)
+            torch.mul(o_[t], tc, out=hs_[t])
+            torch.mul(hs_[t], s_m, out=hss_[t])
+        ctx.batch_sizes = batch_sizes
+        ctx.save_for_backward(xw, r_in, s, r, w_t, proj, act, cs, tcs, hs, hss)
         ctx.set_materialize_grads(False)
         return hs, cs
 
     @staticmethod
-    def backward(ctx, d_hs: Tensor | None, d_cs: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        s, r, w_t, proj, act, cs, tcs, hs, hss = ctx.saved_tensors
-        t_len, n, four_h = act.shape
+    def backward(ctx, d_hs: Tensor | None, d_cs: Tensor | None) -> tuple[Tensor | None, ...]:
+        xw, r_in, s, r, w_t, proj, act, cs, tcs, hs, hss = ctx.saved_tensors
+        bs = ctx.batch_sizes
+        n, four_h = r_in.shape
         hid = four_h // 4
         w = w_t.t()  # (4H, H)
-        d_act = act.new_empty(t_len, n, four_h)  # gradient of the pre-activation gates
-        d_proj = act.new_zeros(t_len, n, four_h)  # gradient of (h ∘ s) Wᵀ
-        d_hss = act.new_zeros(t_len, n, hid)  # gradient of h_{t-1} ∘ s, stored at step t
-        d_post = act.new_empty(n, 3 * hid)  # gradient of sigmoid outputs (i, f, o)
-        dh_next = dc_next = None
-        for t in range(t_len - 1, -1, -1):
-            a = act[t]
-            i, f, o, g = a.split(hid, 1)
-            dh = d_hs[t] if d_hs is not None else None
-            if dh_next is not None:
-                dh = dh_next if dh is None else dh + dh_next
-            if dh is None:
-                dh = torch.zeros_like(i)
-            dc = torch.ops.aten.tanh_backward(dh * o, tcs[t])
-            if dc_next is not None:
-                dc = dc + dc_next
-            if d_cs is not None:
-                dc = dc + d_cs[t]
-            torch.mul(dc, g, out=d_post[:, :hid])
+        d_xw = act.new_empty(act.shape)
+        d_r_in, d_bias, d_r = (act.new_zeros(n, four_h) for _ in range(3))
+        d_s, d_w_t = act.new_zeros(n, hid), act.new_zeros(hid, four_h)
+        da = act.new_empty(n, four_h)  # gradient of the pre-activation gates at step t
+        d_proj = act.new_empty(n, four_h)  # gradient of (h_{t-1} ∘ s) Wᵀ
+        d_hss = act.new_empty(n, hid)  # gradient of h_{t-1} ∘ s
+        # gradients carried to step t - 1; rows that end at step t - 1 start from zero
+        dh_carry, dc_carry = act.new_zeros(n, hid), act.new_zeros(n, hid)
+        xw_, proj_, d_xw_ = xw.split(bs), proj.split(bs), d_xw.split(bs)
+        sig_ = act[:, :3 * hid].split(bs)
+        i_, f_, o_, g_ = (v.split(bs) for v in act.split(hid, 1))
+        cs_, tcs_, hs_, hss_ = (v.split(bs) for v in (cs, tcs, hs, hss))
+        d_hs_ = d_hs.split(bs) if d_hs is not None else None
+        d_cs_ = d_cs.split(bs) if d_cs is not None else None
+        heads = {}
+        for m in set(bs):
+            da_m = _head(da, m)
+            heads[m] = [da_m, da_m[:, :3 * hid], *da_m.split(hid, 1)] + [
+                _head(v, m) for v in (d_proj, d_hss, dh_carry, dc_carry, d_r_in, d_bias, d_r, d_s, r_in, r, s)]
+        for t in range(len(bs) - 1, -1, -1):
+            m = bs[t]
+            (da_m, d_sig, d_i, d_f, d_o, d_g, d_proj_m, d_hss_m, dh_m, dc_m, d_r_in_m, d_bias_m, d_r_m, d_s_m,
+             r_in_m, r_m, s_m) = heads[m]
+            dh = dh_m if d_hs_ is None else dh_m + d_hs_[t]
+            dc = torch.ops.aten.tanh_backward(dh * o_[t], tcs_[t])
+            if t < len(bs) - 1:
+                dc.add_(dc_m)
+            if d_cs_ is not None:
+                dc.add_(d_cs_[t])
+            # gradients of the sigmoid outputs (i, f, o), turned into pre-activation gradients in place
+            torch.mul(dc, g_[t], out=d_i)
             if t > 0:
-                torch.mul(dc, cs[t - 1], out=d_post[:, hid:2 * hid])
+                torch.mul(dc, _head(cs_[t - 1], m), out=d_f)
             else:
-                d_post[:, hid:2 * hid].zero_()
-            torch.mul(dh, tcs[t], out=d_post[:, 2 * hid:])
-            da = d_act[t]
-            torch.ops.aten.sigmoid_backward.grad_input(d_post, a[:, :3 * hid], grad_input=da[:, :3 * hid])
-            torch.ops.aten.tanh_backward.grad_input(dc * i, g, grad_input=da[:, 3 * hid:])
-            dc_next = dc * f
+                d_f.zero_()
+            torch.mul(dh, tcs_[t], out=d_o)
+            torch.ops.aten.sigmoid_backward.grad_input(d_sig, sig_[t], grad_input=d_sig)
+            torch.ops.aten.tanh_backward.grad_input(dc * i_[t], g_[t], grad_input=d_g)
+            torch.mul(da_m, r_in_m, out=d_xw_[t])
+            d_r_in_m.addcmul_(da_m, xw_[t])
+            d_bias_m.add_(da_m)
             if t > 0:
-                torch.mm(torch.mul(da, r, out=d_proj[t]), w, out=d_hss[t])
-                dh_next = d_hss[t] * s
-        d_r = (d_act * proj).sum(0)  # (N, 4H)
-        d_w_t = hss[:-1].reshape(-1, hid).t() @ d_proj[1:].reshape(-1, four_h)  # (H, 4H)
-        d_s = (d_hss[1:] * hs[:-1]).sum(0)  # (N, H)
-        return d_act, d_s, d_r, d_w_t
+                torch.mul(dc, f_[t], out=dc_m)
+                torch.mul(da_m, r_m, out=d_proj_m)
+                d_r_m.addcmul_(da_m, proj_[t])
+                h_prev = _head(hss_[t - 1], m)
+                d_w_t.addmm_(h_prev.t(), d_proj_m)
+                torch.mm(d_proj_m, w, out=d_hss_m)
+                d_s_m.addcmul_(d_hss_m, _head(hs_[t - 1], m))
+                torch.mul(d_hss_m, s_m, out=dh_m)
+        return d_xw, d_r_in, d_bias, d_s, d_r, d_w_t, None
 
 
-def rank1_recurrence(xp: Tensor, s: Tensor, r: Tensor, w_t: Tensor) -> tuple[Tensor, Tensor]:
-    """Multiplicative rank-1 recurrence over xp (T, N, 4H) in (i, f, o, g) order.
+def rank1_recurrence(xw: Tensor, r_in: Tensor, bias: Tensor, s: Tensor, r: Tensor, w_t: Tensor,
+                     batch_sizes: list[int] | None = None) -> tuple[Tensor, Tensor]:
+    """Multiplicative rank-1 LSTM recurrence in (i, f, o, g) gate order, from zero state.
 
-    s (N, H) and r (N, 4H) are per-row factors, w_t (H, 4H) the permuted, transposed W_hh.
-    Returns hidden and cell states (T, N, H) each; same result as ``run_recurrence`` with the
-    step ``xp_t + ((h ∘ s) Wᵀ) ∘ r``.
+    Packed layout (``packing``): xw (P, 4H) is the input projection (x ∘ s_in) W_inᵀ of every
+    real step, time-major, step t holding ``batch_sizes[t]`` rows (non-increasing, the first
+    rows of the batch). Per-row tensors cover the N rows: r_in (N, 4H) the input kernel's
+    output factor, bias (N, 4H), s (N, H) and r (N, 4H) the factors of the recurrent kernel;
+    w_t (H, 4H) is the permuted, transposed W_hh. ``batch_sizes=None`` means all N rows at
+    every step (xw (T·N, 4H)). Returns hidden and cell states (P, H) each; same result as
+    ``run_recurrence`` with ``xp = xw ∘ r_in + bias`` and the step ``xp_t + ((h ∘ s) Wᵀ) ∘ r``.
     """
-    if xp.shape[0] == 0:
-        empty = xp.new_zeros(0, xp.shape[1], xp.shape[2] // 4)
+    n = r_in.shape[0]
+    if batch_sizes is None:
+        batch_sizes = [n] * (xw.shape[0] // n) if n else []
+    if sum(batch_sizes) != xw.shape[0] or any(b > n for b in batch_sizes[:1]) or any(
+            b2 > b1 for b1, b2 in pairwise(batch_sizes)):
+        raise ValueError(f"rank1_recurrence: batch_sizes must be non-increasing, at most N={n}, and sum "
+                         f"to xw rows {xw.shape[0]}; got {batch_sizes}")
+    if not batch_sizes:
+        empty = xw.new_zeros(0, xw.shape[1] // 4)
         return empty, empty
-    return _Rank1Recurrence.apply(xp, s, r, w_t.contiguous())
+    return _Rank1Recurrence.apply(xw.contiguous(), r_in, bias, s, r, w_t.contiguous(), list(batch_sizes))
 
 
 def final_states(hs: Tensor, cs: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
