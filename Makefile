@@ -1,30 +1,45 @@
 # Setup is automatic: every target creates .venv from pyproject.toml when it is missing.
+SHELL   := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 PY      ?= python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 OUT     ?= runs/main
 PATIENTS ?= 2000
+DENSITY ?= 1.0
 SEED    ?= 0
 
-.PHONY: setup main test bench clean
+.PHONY: setup main test bench-extract bench-models clean
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[postgres,dev]'
+	$(VPY) -m pip install -q -e '.[postgres,spark,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-## main: the whole job on the embedded default (DuckDB + synthetic MIMIC-III)
+## main: the whole job on the embedded default (DuckDB + synthetic MIMIC-III):
+## synth -> extract -> train rank-1 -> evaluate (25 samples) -> metric table
 main: $(STAMP)
-	$(VPY) cli.py synth --out $(OUT)/mimic --patients $(PATIENTS) --seed $(SEED)
+	mkdir -p $(OUT)
+	$(VPY) cli.py synth --out $(OUT)/mimic --patients $(PATIENTS) --seed $(SEED) --density $(DENSITY)
 	$(VPY) cli.py extract --source $(OUT)/mimic --out $(OUT)/features
+	$(VPY) cli.py train --data $(OUT)/features --model rank1 --seed $(SEED) --threads 1 --no-progress | tee $(OUT)/train.log
+	$(VPY) cli.py evaluate --run "$$(sed -n 's/^run_id: //p' $(OUT)/train.log)" --split val --split test --samples 25 --threads 1
 
 ## test: the whole test suite (what CI runs)
 test: $(STAMP)
 	$(VPY) -m pytest -q
+
+## bench-extract: extraction at 1%, 3%, 10% of MIMIC-III's patients (benchmarks/extract.py)
+bench-extract: $(STAMP)
+	$(VPY) benchmarks/extract.py
+
+## bench-models: every model variant x 3 seeds x (random, era) splits -> compare table
+bench-models: $(STAMP)
+	$(VPY) cli.py benchmark-models --synth runs/bench/mimic --out runs/bench --seeds 0 --seeds 1 --seeds 2
 
 clean:
 	rm -rf runs .pytest_cache

@@ -182,5 +182,159 @@ def train(
     typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
 
 
+class EvalSplit(str, Enum):
+    val = "val"
+    test = "test"
+
+
+@app.command()
+def evaluate(
+    run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
+    split: list[EvalSplit] = typer.Option([EvalSplit.test], help="Split(s) to evaluate: val | test (repeatable)."),
+    samples: int = typer.Option(25, min=1, help="Monte Carlo samples per mixture component (S·K draws in all)."),
+    data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the run was trained on)."),
+    truth: Optional[Path] = typer.Option(None, help="True risk CSV (HADM_ID, TRUE_RISK) (default: SOURCE/_truth/truth.csv.gz when present)."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Metrics JSON (one split only) (default: OUT/<split>/metrics.json)."),
+    out: Optional[Path] = typer.Option(None, help="Directory for JSON and plots (default: runs/eval/<run id>)."),
+    batch_size: int = typer.Option(256, min=1, help="Admissions per forward pass."),
+    bootstrap: int = typer.Option(1000, min=0, help="Bootstrap resamples for the 95% intervals."),
+    seed: int = typer.Option(0, help="Seed of the weight draws and the bootstrap."),
+    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
+    log_run: bool = typer.Option(True, "--log/--no-log", help="Log metrics and plots to the MLflow run."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Evaluate a trained run: NLL, AUC-PR, AUC-ROC, ECE, Brier, uncertainty, 95% CIs, plots."""
+    _setup_logging(verbose)
+    from pipeline.data import FeatureError
+    from pipeline.deid import DeidError
+    from pipeline.evaluate import EvalConfig, EvalError, evaluate_run, format_table
+
+    if json_path is not None and len(split) > 1:
+        _fail("--json names one file: give a single --split")
+    cfg = EvalConfig(samples=samples, batch_size=batch_size, n_bootstrap=bootstrap, seed=seed, threads=threads,
+                     log_to_run=log_run)
+    for s in dict.fromkeys(split):
+        try:
+            result = evaluate_run(run, s.value, cfg, data=data, truth=truth, json_path=json_path,
+                                  out_dir=(out / s.value) if out else None)
+        except (EvalError, FeatureError, DeidError, FileNotFoundError) as exc:
+            _fail(str(exc))
+        typer.echo(format_table(result.report))
+        typer.echo(f"metrics: {result.json_path}")
+
+
+def _spread(values: list, extras: list[str], accept) -> list:
+    """Values of a repeatable option plus the bare words after it (``--runs A B`` = ``--runs A --runs B``)."""
+    taken = [accept(w) for w in extras if accept(w) is not None]
+    return list(values or []) + taken
+
+
+def _int_or_none(word: str):
+    return int(word) if word.lstrip("-").isdigit() else None
+
+
+_EXTRA = {"allow_extra_args": True}
+
+
+@app.command(context_settings=_EXTRA)
+def compare(
+    ctx: typer.Context,
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared (default: mimic-mortality)."),
+    runs: Optional[list[str]] = typer.Option(None, "--runs", help="Run ids to compare (repeatable; instead of --experiment)."),
+    out: Path = typer.Option(Path("runs/compare"), help="Directory for compare.md and compare.csv."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Models x (val, test) x (NLL, AUC-PR, ECE): mean ± sd over seeds, with the true-risk reference."""
+    _setup_logging(verbose)
+    from pipeline.compare import CompareError, compare as run_compare, to_markdown
+    from pipeline.evaluate import RUN_ID
+
+    bad = [w for w in ctx.args if not RUN_ID.match(w)]
+    if bad:
+        _fail(f"unexpected argument(s) {bad}; run ids are 32 hex digits")
+    runs = _spread(runs, ctx.args, lambda w: w)
+    try:
+        summary, files = run_compare(experiment, runs or None, out)
+    except CompareError as exc:
+        _fail(str(exc))
+    typer.echo(to_markdown(summary))
+    typer.echo("tables: " + ", ".join(str(f) for f in files))
+
+
+@app.command()
+def score(
+    model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
+    out: Path = typer.Option(..., help="Scores Parquet file (one row per admission)."),
+    data: Optional[Path] = typer.Option(None, help="Features Parquet file or directory (written by `extract`)."),
+    source: Optional[str] = typer.Option(None, help="MIMIC-III CSV directory or postgresql:// DSN (extracted with the training vocabulary)."),
+    cohort: Optional[Path] = typer.Option(None, help="With --source: HADM_IDs (one per line) or a SQL condition on the cohort columns."),
+    schema: str = typer.Option("mimiciii", help="PostgreSQL schema of --source."),
+    samples: int = typer.Option(25, min=1, help="Monte Carlo samples per mixture component."),
+    batch_size: int = typer.Option(256, min=1, help="Admissions per forward pass."),
+    chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory)."),
+    seed: int = typer.Option(0, help="Seed of the weight draws."),
+    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
+    _setup_logging(verbose)
+    from pipeline.data import FeatureError
+    from pipeline.deid import DeidError
+    from pipeline.evaluate import EvalError
+    from pipeline.score import ScoreConfig, ScoreError, score as run_score
+    from pipeline.sources import SourceError
+
+    cfg = ScoreConfig(samples=samples, batch_size=batch_size, chunk_rows=chunk_rows, seed=seed, threads=threads)
+    try:
+        s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema)
+    except (ScoreError, FeatureError, EvalError, SourceError, DeidError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
+               f"{s.no_events} without events, {s.samples}x{s.components} draws")
+
+
+@app.command("benchmark-models", context_settings=_EXTRA)
+def benchmark_models(
+    ctx: typer.Context,
+    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC-III directory (generated when missing)."),
+    out: Path = typer.Option(..., help="Output directory (features, work dirs, compare.md/csv)."),
+    seeds: list[int] = typer.Option([0, 1, 2], help="Training seeds (repeatable)."),
+    models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: all 7)."),
+    splits: list[str] = typer.Option(["random", "era"], help="Feature split modes (repeatable)."),
+    max_steps: int = typer.Option(1000, min=1, help="Training steps per run (about 1 minute per run with --jobs 2 on 2 cores)."),
+    eval_every: int = typer.Option(250, min=1, help="Periodic validation interval."),
+    samples: int = typer.Option(25, min=1, help="Evaluation samples per component."),
+    jobs: int = typer.Option(2, min=1, help="Parallel training subprocesses (one torch thread each)."),
+    patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
+    experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
+    _setup_logging(verbose)
+    from pipeline.compare import VARIANTS, CompareError, GridConfig, run_grid
+
+    modes = ("random", "era")
+    bad = [w for w in ctx.args if _int_or_none(w) is None and w not in VARIANTS and w not in modes]
+    if bad:
+        _fail(f"unexpected argument(s) {bad}")
+    given = {n for n in ("seeds", "splits") if ctx.get_parameter_source(n).name != "DEFAULT"}
+    seeds = _spread(seeds if "seeds" in given else [], ctx.args, _int_or_none) if any(
+        _int_or_none(w) is not None for w in ctx.args) else seeds
+    models = _spread(models, ctx.args, lambda w: w if w in VARIANTS else None)
+    splits = _spread(splits if "splits" in given else [], ctx.args, lambda w: w if w in modes else None) if any(
+        w in modes for w in ctx.args) else splits
+    cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or VARIANTS), split_modes=tuple(splits),
+                     max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
+                     patients=patients, experiment=experiment)
+    try:
+        result = run_grid(synth_dir, out, cfg)
+    except CompareError as exc:
+        _fail(str(exc))
+    typer.echo((out / "compare.md").read_text())
+    stages = ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_s.items())
+    typer.echo(f"{len(result.run_ids)} runs in {result.wall_s:.0f} s ({stages}); tables: "
+               + ", ".join(str(t) for t in result.tables))
+
+
 if __name__ == "__main__":
     app()

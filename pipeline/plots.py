@@ -1,17 +1,18 @@
 """Evaluation plots written as PNG files (matplotlib Agg canvas, imported lazily).
 
-Every function draws one figure, writes it atomically (temporary file in the target folder,
-then ``os.replace``) and returns the path. No pyplot global state is used.
+Every function draws one figure, writes it atomically (``pipeline.io.atomic_path``:
+temporary file in the target folder, then ``os.replace``) and returns the path. No pyplot
+global state is used.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from pipeline import io
 from pipeline.metrics import EceMode, ReferralCurve, Reliability, check_labels, precision_recall_points
 
 
@@ -25,18 +26,11 @@ def _figure(width: float = 5.0, height: float = 4.0):
 
 
 def _save(fig, path: str | os.PathLike) -> Path:
-    """Write ``fig`` as PNG to ``path`` atomically; return the path."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    """Write ``fig`` as PNG to ``path`` atomically (``io.atomic_path``); return the path."""
+    with io.atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
             fig.savefig(fh, format="png")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return Path(path)
 
 
 def plot_reliability(rel: Reliability, path: str | os.PathLike, title: str = "Reliability diagram") -> Path:

@@ -379,6 +379,8 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
             tracker.log_params({"model_kind": model_kind, "model": config_dict(mcfg), "train": train_params,
                                 "n_train": len(train_fs), "n_val": len(val_fs), "world_size": d.world,
                                 "distinct_per_step": distinct, "features": features.name})
+            tracker.set_tag("features_dir", str(features.resolve()))  # evaluate finds the features here
+            tracker.set_tag("split_mode", _split_mode(features))  # random | era: compare groups by it
         else:
             tracker.set_tag("resumed_from_step", str(state["step"]))
         ddp = _wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples), d)
@@ -411,6 +413,13 @@ def _load_inputs(features: Path) -> tuple[dict, data.FeatureSet, data.FeatureSet
     for fs in splits:
         fs.check_vocab(sizes["tokens"], sizes["context"])
     return sizes, splits[0], splits[1]
+
+
+def _split_mode(features: Path) -> str:
+    """``random`` / ``era`` (the extraction's split), ``unknown`` without a manifest."""
+    manifest = features / "manifest.json"
+    cfg = (io.read_json(manifest).get("config") or {}) if manifest.exists() else {}
+    return str(cfg.get("split") or "unknown")
 
 
 def _copy_inputs(features: Path, out: Path) -> None:

@@ -1,0 +1,245 @@
+"""Batch scoring of a census: features (or a MIMIC-III source) -> one risk row per admission.
+
+Input is a features Parquet file / directory written by ``cli.py extract``, or a MIMIC-III
+source extracted on the fly with the training vocabulary and bins (nothing refitted; the
+de-identification key must be the training one for keys to match). A cohort file restricts
+the source: a list of HADM_IDs (one per line, optional header) or a SQL condition on the
+columns of ``sql/02_cohort.sql``. Features stream through in chunks (``data.iter_parquet``),
+so memory is bounded by ``chunk_rows`` and ``batch_size``·S·K, and the output Parquet
+(``predict.RISK_COLUMNS``) is written atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline import io
+from pipeline.predict import RISK_COLUMNS
+
+log = logging.getLogger(__name__)
+
+SPLIT_FILES = ("cohort", "train", "val", "test")  # files scored in a features directory (cohort alone if present)
+OUTPUT_SCHEMA = pa.schema([("key", pa.string()), *((c, pa.float64()) for c in RISK_COLUMNS[1:6]),
+                           ("refer", pa.bool_()), ("n_events", pa.int64()), ("no_events", pa.bool_())])
+COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epoch", "disch_epoch",
+                  "window_start_epoch", "age", "gender", "admission_type", "admission_location", "icu_system",
+                  "label")  # columns a cohort condition may use (sql/02_cohort.sql)
+_INT = re.compile(r"^\s*\d+\s*$")
+
+
+class ScoreError(ValueError):
+    """Bad scoring input; the message names the file (and column or line)."""
+
+
+@dataclass
+class ScoreConfig:
+    """Settings of one scoring run."""
+
+    samples: int | None = 25  # Monte Carlo samples per component (None: the model's score_samples)
+    batch_size: int = 256  # admissions per forward pass (memory grows with batch_size·S·K)
+    chunk_rows: int = 4096  # admissions read from Parquet at a time
+    seed: int = 0  # torch seed of the weight draws (same seed, same rows -> same scores)
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "chunk_rows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ScoreConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.samples is not None and self.samples < 1:
+            raise ValueError(f"ScoreConfig.samples must be >= 1, got {self.samples}")
+
+
+@dataclass
+class ScoreSummary:
+    """What a scoring run wrote."""
+
+    out: Path  # the scores Parquet file
+    admissions: int  # rows written
+    referred: int  # rows with refer = True
+    no_events: int  # rows whose admission had no events (scored on context alone)
+    samples: int  # samples per component used
+    components: int  # K of the model
+    inputs: list[Path] = field(default_factory=list)  # feature files scored
+
+
+# ---------------------------------------------------------------------------- inputs
+
+
+def read_cohort_file(path: Path | str) -> str:
+    """SQL condition for ``extract(cohort_filter=...)`` from a cohort file.
+
+    A file whose non-blank lines are all integers (a first non-numeric line is a header) is a
+    HADM_ID list -> ``hadm_id IN (...)``; anything else is taken as a SQL condition on the
+    cohort columns. ``#`` comment lines are ignored in both forms.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ScoreError(f"{path}: cohort file not found")
+    lines = [(i + 1, ln.strip()) for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines())]
+    lines = [(i, ln) for i, ln in lines if ln and not ln.startswith("#")]
+    if not lines:
+        raise ScoreError(f"{path}: empty cohort file (expected HADM_IDs, one per line, or a SQL condition)")
+    body = lines[1:] if not _INT.match(lines[0][1]) and len(lines) > 1 and _INT.match(lines[1][1]) else lines
+    if all(_INT.match(ln) for _, ln in body):
+        ids = sorted({int(ln) for _, ln in body})
+        return f"hadm_id IN ({', '.join(str(i) for i in ids)})"
+    numeric = sum(bool(_INT.match(ln)) for _, ln in body)
+    if numeric > len(body) / 2:  # mostly ids: a typo, not a condition
+        i, bad = next((i, ln) for i, ln in body if not _INT.match(ln))
+        raise ScoreError(f"{path}: line {i}: {bad[:40]!r} is not a HADM_ID (expected one integer per line)")
+    condition = " ".join(ln for _, ln in lines)
+    if ";" in condition:
+        raise ScoreError(f"{path}: a cohort condition is one SQL expression (no ';'); columns: {list(COHORT_COLUMNS)}")
+    return condition
+
+
+def feature_files(data: Path | str) -> list[Path]:
+    """The Parquet file itself, or a directory's ``cohort.parquet`` (else its train/val/test files)."""
+    path = Path(data)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise ScoreError(f"{path}: no such features file or directory")
+    if (path / "cohort.parquet").exists():
+        return [path / "cohort.parquet"]
+    files = [path / f"{s}.parquet" for s in SPLIT_FILES[1:] if (path / f"{s}.parquet").exists()]
+    if not files:
+        raise ScoreError(f"{path}: no cohort.parquet or train/val/test.parquet in this directory")
+    return files
+
+
+def check_schema(path: Path) -> None:
+    """Raise ``ScoreError`` naming the file and column unless it is a readable features file."""
+    import pyarrow.parquet as pq
+
+    from pipeline.data import REQUIRED
+
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ScoreError(f"{path}: not a readable Parquet file ({exc})") from None
+    missing = [c for c in REQUIRED if c not in schema.names]
+    if missing:
+        raise ScoreError(f"{path}: missing column(s) {missing}; expected the features written by `cli.py extract`")
+    checks = {"key": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+              "n_events": pa.types.is_integer,
+              "context": lambda t: _is_list_of(t, pa.types.is_integer),
+              "bag_hours": lambda t: _is_list_of(t, lambda v: pa.types.is_floating(v) or pa.types.is_integer(v)),
+              "bags": lambda t: _is_list_of(t, lambda v: _is_list_of(v, pa.types.is_integer))}
+    for name, ok in checks.items():
+        typ = schema.field(name).type
+        if not ok(typ):
+            raise ScoreError(f"{path}: column {name!r} has type {typ}, expected {_EXPECTED[name]}")
+
+
+_EXPECTED = {"key": "string", "n_events": "integer", "context": "list<int32>", "bag_hours": "list<float>",
+             "bags": "list<list<int32>>"}
+
+
+def _is_list_of(typ, inner) -> bool:
+    return (pa.types.is_list(typ) or pa.types.is_large_list(typ)) and inner(typ.value_type)
+
+
+def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Path, cohort_filter: str = "TRUE",
+                   schema: str = "mimiciii") -> Path:
+    """Extract ``source`` with the training configuration and vocabulary; returns ``cohort.parquet``."""
+    from pipeline.extract import ExtractConfig, SplitMode, extract
+    from pipeline.tokens import Vocab
+
+    saved = dict((manifest or {}).get("config") or {})
+    if not saved:
+        raise ScoreError("the model's run has no features/manifest.json with the extraction settings; "
+                         "extract the census with `cli.py extract` and score it with --data")
+    known = {f.name for f in fields(ExtractConfig)}
+    if set(saved) - known:
+        log.warning("extraction settings %s of the training run are unknown to this version; ignored",
+                    sorted(set(saved) - known))
+    cfg = ExtractConfig(**{k: v for k, v in saved.items() if k in known})
+    cfg.split = SplitMode(cfg.split)
+    result = extract(source, out_dir, cfg, vocab=Vocab.from_json(vocab), schema=schema, cohort_filter=cohort_filter)
+    return result.files["cohort"]
+
+
+# ---------------------------------------------------------------------------- scoring
+
+
+def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> ScoreSummary:
+    """Score Parquet feature ``files`` with a loaded ``RunModel`` chunk by chunk into ``out``."""
+    import pyarrow.parquet as pq
+    import torch
+
+    from pipeline import predict
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    samples = int(cfg.samples or run.info.get("score_samples") or 25)
+    refer = run.info.get("refer_threshold")
+    if refer is None:
+        raise ScoreError("the model has no refer threshold (best.pt of an unfinished training run)")
+    sizes = (len(run.vocab["tokens"]), len(run.vocab["context"]))
+    for f in files:
+        check_schema(f)
+        _check_vocab_file(f, run.vocab)
+    total = referred = empty = 0
+    out = Path(out)
+    with io.atomic_path(out) as tmp, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        with pq.ParquetWriter(tmp, OUTPUT_SCHEMA, compression="zstd") as writer:
+            for f in files:
+                for fs in _chunks(f, cfg.chunk_rows):
+                    fs.check_vocab(*sizes)
+                    table = predict.score_features(run.model, fs, samples, refer, cfg.batch_size,
+                                                   run.info.get("max_bags"), run.info.get("max_tokens"))
+                    writer.write_table(pa.Table.from_pandas(table, schema=OUTPUT_SCHEMA, preserve_index=False))
+                    total += len(table)
+                    referred += int(table["refer"].sum())
+                    empty += int(table["no_events"].sum())
+    return ScoreSummary(out, total, referred, empty, samples, predict.components_of(run.model), list(files))
+
+
+def _chunks(path: Path, chunk_rows: int):
+    """``data.iter_parquet`` with Arrow read errors turned into ``ScoreError`` naming the file."""
+    from pipeline import data
+
+    it = data.iter_parquet(path, chunk_rows)
+    while True:
+        try:
+            fs = next(it)
+        except StopIteration:
+            return
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ScoreError(f"{path}: cannot read the Parquet data ({exc})") from None
+        yield fs
+
+
+def _check_vocab_file(path: Path, vocab: dict) -> None:
+    """A vocab.json next to the features must be the model's (else ids mean other tokens)."""
+    vf = path.parent / "vocab.json"
+    if vf.exists() and io.read_json(vf) != vocab:
+        raise ScoreError(f"{path}: the features were extracted with {vf}, which is not the model's vocabulary; "
+                         "re-extract with --source (the training vocabulary) instead")
+
+
+def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, source: str | None = None,
+          cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii") -> ScoreSummary:
+    """Score ``data`` (features) or ``source`` (MIMIC-III, optionally restricted by ``cohort``) into ``out``."""
+    from pipeline.evaluate import load_run_model
+
+    cfg = cfg or ScoreConfig()
+    if (data is None) == (source is None):
+        raise ScoreError("give exactly one of --data (features) or --source (MIMIC-III)")
+    if cohort is not None and source is None:
+        raise ScoreError("--cohort restricts a --source extraction; with --data, filter the features instead")
+    with tempfile.TemporaryDirectory(prefix="score-") as tmp:
+        run = load_run_model(model_uri, Path(tmp) / "model")
+        if data is not None:
+            return score_files(run, feature_files(data), out, cfg)
+        condition = read_cohort_file(cohort) if cohort is not None else "TRUE"
+        path = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema)
+        return score_files(run, [path], out, cfg)

@@ -1,0 +1,171 @@
+"""pipeline.compare: mean ± sd over seeds per model and split mode, the true-risk row,
+Markdown/CSV tables, collecting evaluated runs from MLflow, and a tiny benchmark grid."""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import math
+import uuid
+
+import numpy as np
+import pytest
+
+from pipeline import compare as cp, io
+from test_evaluate import _tracking  # noqa: F401  (this session's own tracking store)
+
+ROOT = cp.ROOT
+
+
+def _row(model, mode, seed, base, truth=0.30):
+    """A collected row whose metrics are ``base`` + small seed offsets."""
+    r = {"run_id": f"{model}-{mode}-{seed}", "model": model, "split_mode": mode, "seed": seed}
+    for i, split in enumerate(cp.SPLITS):
+        for j, m in enumerate(cp.TABLE_METRICS):
+            r[f"{split}_{m}"] = base + 0.01 * seed + 0.1 * i + j
+            r[f"{split}_true_{m}"] = truth + 0.1 * i + j
+            r[f"{split}_{m}_gap"] = r[f"{split}_{m}"] - r[f"{split}_true_{m}"]
+    return r
+
+
+ROWS = ([_row("rank1-cauchy", "random", s, 0.4) for s in (0, 1, 2)]
+        + [_row("deterministic", "random", s, 0.5) for s in (0, 1)]
+        + [_row("rank1-gaussian", "era", 0, 0.6, truth=0.35)])
+
+
+def test_summarize_means_sds_and_order():
+    summary = cp.summarize(ROWS)
+    labels = [(r["split_mode"], r["model"]) for r in summary]
+    assert labels == [("era", "rank1-gaussian"), ("era", cp.TRUE_RISK), ("random", "deterministic"),
+                      ("random", "rank1-cauchy"), ("random", cp.TRUE_RISK)]
+    r1 = summary[3]
+    vals = [ROWS[s]["test_nll"] for s in range(3)]
+    assert r1["seeds"] == 3 and r1["test_nll_mean"] == pytest.approx(np.mean(vals))
+    assert r1["test_nll_sd"] == pytest.approx(np.std(vals, ddof=1))
+    assert r1["test_nll_gap_mean"] == pytest.approx(np.mean([ROWS[s]["test_nll_gap"] for s in range(3)]))
+    single = summary[0]
+    assert single["seeds"] == 1 and math.isnan(single["val_ece_sd"])
+    truth = summary[4]
+    assert truth["test_nll_mean"] == pytest.approx(0.30 + 0.1) and truth["test_nll_gap_mean"] == 0.0
+    assert summary[1]["val_auc_pr_mean"] == pytest.approx(0.35 + 1)
+
+
+def test_summary_without_truth_has_no_reference_row():
+    rows = [{k: (None if "true" in k or k.endswith("_gap") else v) for k, v in _row("deterministic", "random", 0,
+                                                                                    0.5).items()}]
+    summary = cp.summarize(rows)
+    assert [r["model"] for r in summary] == ["deterministic"] and math.isnan(summary[0]["test_nll_gap_mean"])
+
+
+def test_markdown_and_csv_tables(tmp_path):
+    summary = cp.summarize(ROWS)
+    md = cp.to_markdown(summary)
+    lines = md.splitlines()
+    assert lines[0].startswith("| split | model | seeds | val nll | val auc-pr | val ece | test nll")
+    rank1 = next(ln for ln in lines if "rank1-cauchy" in ln)
+    assert f"{np.mean([ROWS[s]['val_nll'] for s in range(3)]):.4f} ± " in rank1
+    assert "| era | rank1-gaussian | 1 | 0.6000 |" in md  # one seed: the value alone
+    md_path, csv_path = cp.write_tables(summary, tmp_path / "out")
+    assert md_path.read_text() == md and not list((tmp_path / "out").glob(".*.tmp"))
+    table = list(csv.DictReader(_io.StringIO(csv_path.read_text())))
+    assert len(table) == len(summary) and table[3]["model"] == "rank1-cauchy"
+    assert float(table[3]["test_ece_mean"]) == pytest.approx(summary[3]["test_ece_mean"], rel=1e-5)
+    assert table[0]["val_nll_sd"] == ""  # n/a written as an empty cell
+
+
+@pytest.mark.parametrize("kind, prior, label", [("rank1", "cauchy", "rank1-cauchy"), ("rank1", None, "rank1-gaussian"),
+                                                ("deep-ensemble", "gaussian", "deep-ensemble")])
+def test_model_label(kind, prior, label):
+    assert cp.model_label(kind, prior) == label
+
+
+# ---------------------------------------------------------------------------- collecting from MLflow
+
+
+def _fake_run(client, exp_id, tmp_path, kind, prior, seed, mode, nll, splits=cp.SPLITS):
+    run = client.create_run(exp_id)
+    rid = run.info.run_id
+    client.log_param(rid, "train.seed", str(seed))
+    for split in splits:
+        d = tmp_path / rid / split
+        io.write_json(d / "metrics.json", {"model_kind": kind, "prior": prior, "split_mode": mode, "nll": nll,
+                                           "auc_pr": 0.5, "ece": 0.1, "true_risk": {"nll": 0.2, "auc_pr": 0.6,
+                                                                                    "ece": 0.01},
+                                           "nll_gap": nll - 0.2, "auc_pr_gap": -0.1, "ece_gap": 0.09})
+        client.log_artifact(rid, str(d / "metrics.json"), f"eval/{split}")
+    client.set_terminated(rid)
+    return rid
+
+
+def test_collect_reads_evaluated_runs_of_an_experiment(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from pipeline.tracking import experiment_id, tracking_uri
+
+    name = f"compare-test-{uuid.uuid4().hex[:8]}"
+    client = MlflowClient(tracking_uri())
+    exp = experiment_id(name)
+    ids = [_fake_run(client, exp, tmp_path, "rank1", "cauchy", s, "era", 0.3 + 0.1 * s) for s in (0, 1)]
+    _fake_run(client, exp, tmp_path, "deterministic", "gaussian", 0, "era", 0.5, splits=())  # not evaluated
+    rows = cp.collect(experiment=name)
+    assert sorted(r["run_id"] for r in rows) == sorted(ids)
+    assert {(r["model"], r["split_mode"]) for r in rows} == {("rank1-cauchy", "era")}
+    assert sorted(r["test_nll"] for r in rows) == pytest.approx([0.3, 0.4])
+    assert rows[0]["test_true_nll"] == 0.2
+    summary, files = cp.compare(run_ids=ids, out_dir=tmp_path / "tables")
+    assert summary[0]["test_nll_mean"] == pytest.approx(0.35) and [f.name for f in files] == ["compare.md",
+                                                                                              "compare.csv"]
+    with pytest.raises(cp.CompareError, match="not found"):
+        cp.collect(experiment=f"{name}-missing")
+
+
+def test_cli_benchmark_models_reads_space_separated_lists(monkeypatch):
+    from typer.testing import CliRunner
+
+    import cli
+
+    seen = {}
+
+    def fake_grid(synth, out, cfg):
+        seen["cfg"] = cfg
+        raise cp.CompareError("stopped by the test")
+
+    monkeypatch.setattr(cp, "run_grid", fake_grid)
+    res = CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--seeds", "0", "1", "2",
+                                       "--models", "rank1-cauchy", "deterministic", "--splits", "era", "--jobs", "2"])
+    assert res.exit_code == 2 and "stopped by the test" in res.output
+    cfg = seen["cfg"]
+    assert (cfg.seeds, cfg.variants, cfg.split_modes, cfg.jobs) == ((0, 1, 2), ("rank1-cauchy", "deterministic"),
+                                                                    ("era",), 2)
+    res = CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--seeds", "1", "bogus"])
+    assert res.exit_code == 2 and "unexpected argument(s) ['bogus']" in res.output
+
+
+# ---------------------------------------------------------------------------- the grid
+
+
+@pytest.mark.slow
+def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
+    """2 models x 2 seeds, tiny steps, on the era (distribution-shift) split: subprocess jobs, tables.
+
+    (The random split runs the same code path; both modes are grouped in test_summarize_*.)
+    """
+    name = f"grid-test-{uuid.uuid4().hex[:8]}"
+    cfg = cp.GridConfig(seeds=(0, 1), variants=("deterministic", "rank1-cauchy"), split_modes=("era",),
+                        max_steps=6, eval_every=3,
+                        samples=2, jobs=2, patients=400, density=0.05, experiment=name, timeout_s=600,
+                        train_overrides={"score_samples": 2, "batch_size": 16},
+                        model_overrides={"lstm_hidden": 8, "embedding_dim": 8, "dense_units": 8, "components": 2})
+    result = cp.run_grid(tmp_path / "mimic", tmp_path / "out", cfg)
+    assert len(result.run_ids) == 4 and len(set(result.run_ids)) == 4
+    md = (tmp_path / "out" / "compare.md").read_text()
+    for model in ("deterministic", "rank1-cauchy", cp.TRUE_RISK):
+        assert f"| era | {model} |" in md, model
+    assert not (tmp_path / "out" / "features-random").exists()
+    rows = list(csv.DictReader(open(tmp_path / "out" / "compare.csv")))
+    fitted = [r for r in rows if r["model"] != cp.TRUE_RISK]
+    assert all(r["seeds"] == "2" and float(r["test_nll_sd"]) >= 0 for r in fitted)
+    for r in rows:
+        assert all(math.isfinite(float(r[f"{s}_{m}_mean"])) for s in cp.SPLITS for m in ("nll", "ece"))
+    assert set(result.stage_s) == {"data", "train+evaluate", "compare"} and result.wall_s > 0
+    assert (tmp_path / "mimic" / "ADMISSIONS.csv.gz").exists()  # generated once, cached for the next call

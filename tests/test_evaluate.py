@@ -1,0 +1,341 @@
+"""pipeline.evaluate: mixture NLL against a loop, vectorised == sequential weight draws,
+`cli.py evaluate` end to end on the demo (JSON keys, plots, MLflow metrics, privacy), the
+true-risk reference on synthetic data, and clear errors.
+
+``trained_run`` (one tiny training per features directory and model kind, cached in the
+session's temporary folder) is shared with test_score.py and test_serve.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pipeline import data, evaluate as ev, io, metrics, predict, privacy
+from pipeline.layers import embedding as emb_mod, factors as factors_mod, meanfield as mf_mod
+from pipeline.models import MortalityConfig, build_model
+from test_data import N_CONTEXT, N_TOKENS, write_features
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"embedding_dim": 8, "lstm_hidden": 16, "dense_units": 16, "components": 3}
+JSON_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives", "samples", "components")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread: on a small shared CPU, OpenMP thread syncs dominate these tiny models."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _tracking(tmp_path_factory):
+    """This session's own sqlite tracking store (no lock contention with other test sessions), for
+    the environment (pipeline.tracking, subprocesses) and for mlflow's fluent API alike; the
+    working directory moves to the session folder, so artifacts (./mlruns) land there too."""
+    import mlflow
+
+    work = tmp_path_factory.getbasetemp() / "tracking"
+    work.mkdir(exist_ok=True)
+    uri = f"sqlite:///{work / 'mlflow.db'}"
+    previous = mlflow.get_tracking_uri()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        mlflow.set_tracking_uri(uri)
+        yield uri
+        mlflow.set_tracking_uri(previous)
+
+
+def trained_run(tmp_path_factory, features_dir: Path, kind: str = "rank1", steps: int = 20) -> str:
+    """Run id of a tiny training on ``features_dir`` (trained once per session, tracked in MLflow)."""
+    from pipeline.train import TrainConfig, train
+
+    cache = tmp_path_factory.getbasetemp() / "trained_runs" / f"{features_dir.name}-{kind}-{steps}"
+    if (cache / "run_id").exists():
+        return (cache / "run_id").read_text().strip()
+    cfg = TrainConfig(max_steps=steps, eval_every=10, eval_samples=2, score_samples=4, lr=1e-2, progress=False,
+                      threads=1, model=dict(TINY))
+    result = train(features_dir, kind, cfg, out_dir=cache / "ckpt", experiment="evaluate-tests",
+                   run_name=f"{kind}-{features_dir.name}")
+    io.write_text(cache / "run_id", result.run_id)
+    return result.run_id
+
+
+# ---------------------------------------------------------------------------- mixture NLL
+
+
+def _loop_nll(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Mixture NLL with explicit loops over admissions and draws (log-sum-exp by hand)."""
+    s, k, n = logits.shape
+    total = 0.0
+    for i in range(n):
+        lls = []
+        for a in range(s):
+            for b in range(k):
+                x = float(logits[a, b, i])
+                # log sigmoid(x) = -log(1 + e^-x), written stably for either sign
+                lp = -math.log1p(math.exp(-x)) if x >= 0 else x - math.log1p(math.exp(x))
+                ln = -math.log1p(math.exp(x)) if x <= 0 else -x - math.log1p(math.exp(-x))
+                lls.append(lp if labels[i] == 1 else ln)
+        m = max(lls)
+        total += -(m + math.log(sum(math.exp(v - m) for v in lls)) - math.log(len(lls)))
+    return total / n
+
+
+@pytest.mark.parametrize("s, k, n, scale", [(1, 1, 30, 1.0), (5, 4, 40, 3.0), (25, 2, 12, 40.0), (3, 3, 9, 0.01)])
+def test_mixture_nll_matches_loop(s, k, n, scale):
+    rng = np.random.default_rng(s * 100 + k)
+    logits = rng.normal(0.0, scale, size=(s, k, n)) + rng.normal(0.0, scale, size=(1, 1, n))
+    labels = (rng.random(n) < 0.4).astype(float)
+    labels[:2] = (0.0, 1.0)
+    report = ev.report_of(logits, labels, n_bootstrap=0)
+    assert report["nll"] == pytest.approx(_loop_nll(logits, labels), rel=1e-10, abs=1e-12)
+    members = [_loop_nll(logits[:, j : j + 1, :], labels) for j in range(k)]
+    assert report["member_nll"] == pytest.approx(members, rel=1e-10, abs=1e-12)
+    assert (report["samples"], report["components"], report["n"]) == (s, k, n)
+    assert report["referral"]["fractions"][0] == 0.0 and report["referral"]["nll"][0] == pytest.approx(report["nll"])
+
+
+# ---------------------------------------------------------------------------- vectorised == sequential
+
+
+class NoiseReplay:
+    """Record the noise of one S-sample forward, then replay sample s in a 1-sample forward.
+
+    Patches the three noise sources of the Bayesian layers (rank-1 factors, variational
+    embeddings, mean-field weights), so both runs use exactly the same weight draws.
+    """
+
+    def __init__(self, monkeypatch) -> None:
+        self.mode, self.sample, self.calls, self.records = "record", 0, 0, []
+        real_noise, real_emb = factors_mod.standard_noise, emb_mod.EmbeddingBayes._noise
+        real_w = mf_mod.GaussianWeight.sample
+        replay = self
+
+        def noise(kind, shape, like):  # per-member factor noise (S, K, n)
+            if replay.mode == "record":
+                replay.records.append(real_noise(kind, shape, like))
+                return replay.records[-1]
+            return replay._next()[replay.sample : replay.sample + 1]
+
+        def weight(self, draws):  # mean-field weights (S, *shape)
+            if replay.mode == "record":
+                out = real_w(self, draws)
+                replay.records.append(out)
+                return out
+            return replay._next()[replay.sample : replay.sample + 1]
+
+        def emb(self, ids, samples):  # (group = sample, token) -> noise row
+            if replay.mode == "record":
+                table, index = real_emb(self, ids, samples)
+                rows = torch.arange(ids.shape[0]).view(-1, *([1] * (ids.dim() - 1))).expand_as(ids)
+                group = rows // (ids.shape[0] // samples)
+                rec = {(int(g), int(t)): table[int(j)] for g, t, j in
+                       zip(group[ids != 0], ids[ids != 0], index[ids != 0])}
+                replay.records.append(rec)
+                return table, index
+            rec = replay._next()
+            keys = torch.where(ids == 0, torch.zeros_like(ids), ids + 1)
+            uniq, index = torch.unique(keys, return_inverse=True)
+            table = torch.stack([torch.zeros(self.embedding_dim) if int(u) == 0 else rec[(replay.sample, int(u) - 1)]
+                                 for u in uniq])
+            if int(uniq[0]) == 0:
+                return table, index
+            return torch.cat([torch.zeros(1, self.embedding_dim), table]), index + 1
+
+        monkeypatch.setattr(factors_mod, "standard_noise", noise)
+        monkeypatch.setattr(emb_mod.EmbeddingBayes, "_noise", emb)
+        monkeypatch.setattr(mf_mod.GaussianWeight, "sample", weight)
+
+    def _next(self):
+        out = self.records[self.calls]
+        self.calls += 1
+        return out
+
+    def replay(self, sample: int) -> None:
+        self.mode, self.sample, self.calls = "replay", sample, 0
+
+
+@pytest.fixture(scope="module")
+def small_val(tmp_path_factory):
+    out = write_features(tmp_path_factory.mktemp("feats"), n_train=8, n_val=13, n_test=4)
+    return data.load_split(out / "val.parquet")
+
+
+@pytest.mark.parametrize("kind, prior", [("rank1", "gaussian"), ("rank1", "cauchy"), ("bayes-full", "gaussian"),
+                                         ("bayes-emb", "gaussian")])
+def test_vectorised_draws_equal_sequential_draws(small_val, monkeypatch, kind, prior):
+    """S·K draws in one forward == the same draws applied one sample at a time."""
+    torch.manual_seed(0)
+    model = build_model(kind, MortalityConfig(N_TOKENS, N_CONTEXT, prior=prior, **TINY))
+    s = 5
+    batch = data.collate(small_val, np.arange(len(small_val)))
+    replay = NoiseReplay(monkeypatch)
+    torch.manual_seed(123)
+    together = predict.predict_logits(model, [batch], samples=s)  # (S, K, N), recorded
+    assert replay.records, "no noise was drawn"
+    one_by_one = []
+    for a in range(s):
+        replay.replay(a)
+        one_by_one.append(predict.predict_logits(model, [batch], samples=1)[0])  # (K, N)
+        assert replay.calls == len(replay.records)  # every recorded draw was used once
+    np.testing.assert_allclose(together, np.stack(one_by_one), rtol=1e-5, atol=1e-6)
+    assert np.ptp(together, axis=0).max() > 1e-4  # the samples really differ
+
+
+def test_sample_logits_is_seeded_and_batched_over_draws(small_val):
+    """sample_logits == one seeded forward of the whole batch; a different seed differs; RNG untouched."""
+    torch.manual_seed(0)
+    model = build_model("rank1", MortalityConfig(N_TOKENS, N_CONTEXT, **TINY))
+    n = len(small_val)
+    state = torch.get_rng_state()
+    a = ev.sample_logits(model, small_val, samples=4, batch_size=n, seed=7)
+    assert torch.equal(state, torch.get_rng_state())
+    torch.manual_seed(7)
+    direct = predict.predict_logits(model, [data.collate(small_val, np.arange(n))], samples=4)
+    np.testing.assert_array_equal(a, direct)
+    assert a.shape == (4, 3, n)
+    assert not np.allclose(a, ev.sample_logits(model, small_val, samples=4, batch_size=n, seed=8))
+
+
+# ---------------------------------------------------------------------------- end to end on the demo
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, demo_features):
+    return trained_run(tmp_path_factory, demo_features.out_dir)
+
+
+def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from pipeline.tracking import tracking_uri
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, str(ROOT / "cli.py"), "evaluate", "--run", demo_run, "--split", "val", "--split", "test",
+           "--samples", "6", "--bootstrap", "50", "--threads", "1", "--out", str(tmp_path / "eval")]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "auc_pr" in proc.stdout and "test: n=" in proc.stdout and "val: n=" in proc.stdout
+    for split in ("val", "test"):
+        report = json.loads((tmp_path / "eval" / split / "metrics.json").read_text())
+        for key in JSON_KEYS:
+            assert key in report, key
+        n = demo_features.manifest["splits"][split]["admissions"]
+        assert (report["n"], report["samples"], report["components"]) == (n, 6, TINY["components"])
+        assert report["positives"] == demo_features.manifest["splits"][split]["positives"]
+        assert len(report["nll_ci"]) == 2 and report["nll_ci"][0] <= report["nll"] <= report["nll_ci"][1]
+        assert report["truth"] is False and "true_risk" not in report
+        for png in ev.PLOTS:
+            assert (tmp_path / "eval" / split / png).read_bytes()[:4] == b"\x89PNG"
+    run = MlflowClient(tracking_uri()).get_run(demo_run)
+    test_report = json.loads((tmp_path / "eval" / "test" / "metrics.json").read_text())
+    assert run.data.metrics["test_nll"] == pytest.approx(test_report["nll"])
+    assert run.data.metrics["test_auc_pr"] == pytest.approx(test_report["auc_pr"])
+    assert run.data.tags["eval_test_samples"] == "6" and run.data.tags["split_mode"] == "random"
+    logged = {a.path for a in MlflowClient(tracking_uri()).list_artifacts(demo_run, "eval/test")}
+    assert logged == {f"eval/test/{f}" for f in ("metrics.json", *ev.PLOTS)}
+    # privacy: no raw identifier or date in the JSON, the file names or the printed table
+    findings = privacy.scan([tmp_path / "eval"], privacy.raw_ids_of(demo_dir))
+    assert not findings, [str(f) for f in findings]
+    raw = privacy.raw_ids_of(demo_dir)
+    for name in [p.name for p in (tmp_path / "eval").rglob("*")] + proc.stdout.split():
+        assert privacy.check_string(name, raw) is None, name
+
+
+def test_evaluate_run_returns_consistent_logits(demo_run, tmp_path):
+    res = ev.evaluate_run(demo_run, "val", ev.EvalConfig(samples=3, n_bootstrap=0, log_to_run=False),
+                          out_dir=tmp_path)
+    assert res.logits.shape == (3, TINY["components"], res.report["n"])
+    assert res.report["nll"] == pytest.approx(metrics.mixture_nll(res.logits, res.labels))
+    assert res.report["auc_pr"] == pytest.approx(metrics.average_precision(res.labels, metrics.predictive(res.logits)))
+    assert res.json_path == tmp_path / "metrics.json" and res.report["nll_ci"] == [None, None]
+
+
+# ---------------------------------------------------------------------------- synthetic: true risk
+
+
+@pytest.fixture(scope="module")
+def small_synth(tmp_path_factory):
+    from pipeline.extract import extract
+    from pipeline.synth import SynthConfig, generate
+
+    root = tmp_path_factory.mktemp("synth")
+    generate(root / "mimic", patients=500, seed=11, config=SynthConfig(density=0.05))
+    return root, extract(root / "mimic", root / "features")
+
+
+def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, tmp_path):
+    root, res = small_synth
+    run_id = trained_run(tmp_path_factory, res.out_dir, kind="deterministic")
+    out = ev.evaluate_run(run_id, "test", ev.EvalConfig(samples=2, n_bootstrap=20, log_to_run=True), out_dir=tmp_path)
+    report = out.report
+    frame = pd.read_parquet(res.out_dir / "test.parquet", columns=["key", "label"])
+    truth = pd.read_csv(root / "mimic" / "_truth" / "truth.csv.gz").rename(columns=str.lower)
+    joined = frame.merge(pd.read_csv(res.link_file), on="key").merge(truth, on="hadm_id")
+    assert len(joined) == report["n"] and report["truth"] is True
+    r, y = joined["true_risk"].to_numpy(), joined["label"].to_numpy()
+    true_nll = float(-np.mean(np.where(y == 1, np.log(r), np.log1p(-r))))
+    assert report["true_risk"]["nll"] == pytest.approx(true_nll, rel=1e-9)
+    assert report["nll_gap"] == pytest.approx(report["nll"] - true_nll, rel=1e-9)
+    assert report["true_risk"]["auc_pr"] == pytest.approx(metrics.average_precision(y, r))
+    from mlflow.tracking import MlflowClient
+
+    from pipeline.tracking import tracking_uri
+
+    logged = MlflowClient(tracking_uri()).get_run(run_id).data.metrics
+    assert logged["test_true_nll"] == pytest.approx(true_nll) and "test_nll_gap" in logged
+    assert "true risk" in ev.format_table(report)
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def test_features_from_another_vocabulary_are_refused(demo_run, tmp_path):
+    other = write_features(tmp_path / "other")
+    with pytest.raises(ev.EvalError, match=r"vocab.json: differs from the vocabulary run"):
+        ev.evaluate_run(demo_run, "test", ev.EvalConfig(samples=1, n_bootstrap=0, log_to_run=False), data=other,
+                        out_dir=tmp_path / "o")
+
+
+@pytest.mark.parametrize("uri, message", [
+    ("0123456789abcdef0123456789abcdef", "not found in the tracking store"),
+    ("runs:/nothex/model", "neither a run id"),
+    ("/no/such/model", "neither a run id"),
+])
+def test_unknown_runs_give_clear_errors(uri, message):
+    with pytest.raises(ev.EvalError, match=message):
+        ev.load_run_model(uri)
+
+
+def test_truth_without_some_admissions_is_an_error(small_synth, tmp_path):
+    root, res = small_synth
+    keys = pd.read_parquet(res.out_dir / "test.parquet", columns=["key"])["key"]
+    truth = pd.read_csv(root / "mimic" / "_truth" / "truth.csv.gz")
+    link = pd.read_csv(res.link_file)
+    dropped = link.loc[link["key"] == keys.iloc[3], "hadm_id"].iloc[0]
+    truth[truth["HADM_ID"] != dropped].to_csv(tmp_path / "truth.csv.gz", index=False)
+    with pytest.raises(ev.EvalError, match=r"no TRUE_RISK for 1 admission\(s\) \(first: features row 3\)"):
+        ev.load_true_risk(tmp_path / "truth.csv.gz", res.link_file, keys)
+    truth.drop(columns=["TRUE_RISK"]).to_csv(tmp_path / "bad.csv.gz", index=False)
+    with pytest.raises(ev.EvalError, match=r"bad.csv.gz: missing column TRUE_RISK"):
+        ev.load_true_risk(tmp_path / "bad.csv.gz", res.link_file, keys)
+
+
+def test_cli_evaluate_reports_errors_without_traceback(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, str(ROOT / "cli.py"), "evaluate", "--run", "0" * 32, "--split", "test"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "error: run 000" in proc.stderr and "Traceback" not in proc.stderr

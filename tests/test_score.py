@@ -1,0 +1,244 @@
+"""pipeline.score: batch scoring of features and of a MIMIC-III source with the training
+vocabulary, cohort files, chunked streaming, no-event admissions and clear input errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from pipeline import privacy, score as sc
+from pipeline.data import FeatureError
+from pipeline.evaluate import load_run_model
+from pipeline.predict import RISK_COLUMNS
+from test_evaluate import _tracking, trained_run  # noqa: F401  (_tracking: this session's own tracking store)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread: on a small shared CPU, OpenMP thread syncs dominate these tiny models."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, demo_features):
+    return trained_run(tmp_path_factory, demo_features.out_dir)
+
+
+@pytest.fixture(scope="module")
+def run_model(demo_run, tmp_path_factory):
+    return load_run_model(demo_run, tmp_path_factory.mktemp("model"))
+
+
+def _cfg(**kw) -> sc.ScoreConfig:
+    return sc.ScoreConfig(**{"samples": 3, "batch_size": 8, "chunk_rows": 4096, "threads": 1, **kw})
+
+
+def _hadm_ids(features_dir: Path, split: str) -> list[int]:
+    keys = pd.read_parquet(features_dir / f"{split}.parquet", columns=["key"])
+    link = pd.read_csv(features_dir / "_private" / "link.csv")
+    return keys.merge(link, on="key")["hadm_id"].astype(int).tolist()
+
+
+# ---------------------------------------------------------------------------- features in
+
+
+def test_score_demo_features(demo_run, demo_features, demo_dir, tmp_path):
+    src = demo_features.out_dir / "test.parquet"
+    s = sc.score(f"runs:/{demo_run}/model", tmp_path / "scores.parquet", data=src, cfg=_cfg())
+    out = pd.read_parquet(s.out)
+    frame = pd.read_parquet(src, columns=["key", "n_events"])
+    assert list(out.columns) == list(RISK_COLUMNS) and s.admissions == len(out) == len(frame)
+    assert out["key"].tolist() == frame["key"].tolist()
+    assert ((out["risk_mean"] > 0) & (out["risk_mean"] < 1)).all() and (out["risk_sd"] >= 0).all()
+    assert (out["risk_p05"] <= out["risk_mean"] + 1e-12).all() and (out["risk_mean"] <= out["risk_p95"] + 1e-12).all()
+    assert s.referred == int(out["refer"].sum()) and (s.samples, s.components) == (3, 3)
+    assert not privacy.scan([s.out], privacy.raw_ids_of(demo_dir))
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic: no temporary file left
+
+
+def test_score_synthetic_features_directory(tmp_path_factory, tmp_path):
+    from pipeline.extract import extract
+    from pipeline.synth import SynthConfig, generate
+
+    root = tmp_path_factory.mktemp("synth_score")
+    generate(root / "mimic", patients=300, seed=5, config=SynthConfig(density=0.05))
+    res = extract(root / "mimic", root / "features")
+    run_id = trained_run(tmp_path_factory, res.out_dir, kind="batchensemble", steps=10)
+    s = sc.score(run_id, tmp_path / "s.parquet", data=res.out_dir, cfg=_cfg(samples=2))
+    out = pd.read_parquet(s.out)
+    assert [p.name for p in s.inputs] == ["train.parquet", "val.parquet", "test.parquet"]
+    assert len(out) == res.manifest["cohort"]["admissions"] and out["key"].is_unique
+    empty = pd.concat([pd.read_parquet(res.out_dir / f"{x}.parquet", columns=["key", "bags"]) for x in
+                       ("train", "val", "test")])
+    expected = empty.set_index("key")["bags"].map(len).eq(0)
+    assert out.set_index("key")["no_events"].equals(expected.reindex(out["key"]).rename("no_events"))
+
+
+def test_model_uri_forms_give_the_same_scores(demo_run, demo_features, tmp_path):
+    """runs:/<id>/model, the bare run id and a downloaded model directory score alike."""
+    import mlflow
+
+    local = mlflow.artifacts.download_artifacts(f"runs:/{demo_run}/model", dst_path=str(tmp_path / "m"))
+    src = demo_features.out_dir / "val.parquet"
+    outs = [pd.read_parquet(sc.score(uri, tmp_path / f"{i}.parquet", data=src, cfg=_cfg()).out)
+            for i, uri in enumerate((f"runs:/{demo_run}/model", demo_run, local))]
+    pd.testing.assert_frame_equal(outs[0], outs[1])
+    pd.testing.assert_frame_equal(outs[0], outs[2])
+    with pytest.raises(sc.ScoreError, match="no features/manifest.json"):  # a bare model has no extraction settings
+        sc.score(local, tmp_path / "x.parquet", source=str(tmp_path), cfg=_cfg())
+
+
+def test_chunked_streaming_equals_one_chunk(run_model, demo_features, tmp_path):
+    """Chunks that are whole batches give exactly the scores of one pass (same seed, same batches)."""
+    src = demo_features.out_dir / "train.parquet"
+    one = sc.score_files(run_model, [src], tmp_path / "one.parquet", _cfg(chunk_rows=4096))
+    many = sc.score_files(run_model, [src], tmp_path / "many.parquet", _cfg(chunk_rows=16))
+    assert pq.ParquetFile(many.out).num_row_groups > 1
+    pd.testing.assert_frame_equal(pd.read_parquet(one.out), pd.read_parquet(many.out))
+    other = sc.score_files(run_model, [src], tmp_path / "other.parquet", _cfg(seed=1))
+    assert not np.allclose(pd.read_parquet(other.out)["risk_mean"], pd.read_parquet(one.out)["risk_mean"])
+
+
+def test_admission_without_events_is_scored_and_flagged(run_model, demo_features, tmp_path):
+    table = pq.read_table(demo_features.out_dir / "val.parquet").to_pandas().head(6)
+    table.at[2, "bags"], table.at[2, "bag_hours"], table.at[2, "n_events"] = [], [], 0
+    src = tmp_path / "census.parquet"
+    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), src)
+    out = pd.read_parquet(sc.score_files(run_model, [src], tmp_path / "s.parquet", _cfg()).out)
+    assert out["no_events"].tolist() == [False, False, True, False, False, False]
+    assert np.isfinite(out.loc[2, ["risk_mean", "risk_sd", "mutual_info"]].astype(float)).all()
+    assert 0 < out.loc[2, "risk_mean"] < 1 and out.loc[2, "n_events"] == 0
+
+
+# ---------------------------------------------------------------------------- source in
+
+
+def test_source_scoring_equals_features_scoring(demo_run, demo_features, demo_dir, tmp_path):
+    ids = _hadm_ids(demo_features.out_dir, "test")
+    (tmp_path / "cohort.txt").write_text("HADM_ID\n" + "\n".join(map(str, ids[::-1])) + "\n")
+    a = sc.score(demo_run, tmp_path / "a.parquet", data=demo_features.out_dir / "test.parquet", cfg=_cfg())
+    b = sc.score(demo_run, tmp_path / "b.parquet", source=str(demo_dir), cohort=tmp_path / "cohort.txt", cfg=_cfg())
+    pd.testing.assert_frame_equal(pd.read_parquet(a.out), pd.read_parquet(b.out))
+    assert not privacy.scan([b.out], privacy.raw_ids_of(demo_dir))
+
+
+def test_source_scoring_with_a_sql_condition(demo_run, demo_features, demo_dir, tmp_path):
+    (tmp_path / "cohort.sql").write_text("-- not used\nicu_system = 'metavision'\n  AND age >= 18\n".replace("--", "#"))
+    s = sc.score(demo_run, tmp_path / "s.parquet", source=str(demo_dir), cohort=tmp_path / "cohort.sql", cfg=_cfg())
+    expected = pd.concat([pd.read_parquet(demo_features.out_dir / f"{x}.parquet", columns=["key", "icu_system"])
+                          for x in ("train", "val", "test")])
+    keys = set(expected.loc[expected["icu_system"] == "metavision", "key"])
+    assert set(pd.read_parquet(s.out)["key"]) == keys and len(keys) > 0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("hadm_id\n3\n1\n2\n", "hadm_id IN (1, 2, 3)"),
+    ("7\n\n5\n", "hadm_id IN (5, 7)"),
+    ("# census of today\nHADM_ID\n42\n", "hadm_id IN (42)"),
+    ("icu_system = 'carevue'\nAND age > 60\n", "icu_system = 'carevue' AND age > 60"),
+])
+def test_read_cohort_file(tmp_path, text, expected):
+    (tmp_path / "c.txt").write_text(text)
+    assert sc.read_cohort_file(tmp_path / "c.txt") == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty cohort file"),
+    ("hadm_id\n1\n2\n3x\n4\n", r"line 4: '3x' is not a HADM_ID"),
+    ("age > 1; DROP TABLE x", "no ';'"),
+])
+def test_read_cohort_file_errors(tmp_path, text, message):
+    (tmp_path / "c.txt").write_text(text)
+    with pytest.raises(sc.ScoreError, match=message):
+        sc.read_cohort_file(tmp_path / "c.txt")
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+def _features(demo_features, n: int = 4) -> pd.DataFrame:
+    return pq.read_table(demo_features.out_dir / "val.parquet").to_pandas().head(n)
+
+
+def test_corrupt_parquet_names_the_file(run_model, demo_features, tmp_path):
+    good = (demo_features.out_dir / "val.parquet").read_bytes()
+    bad = tmp_path / "corrupt.parquet"
+    bad.write_bytes(good[: len(good) // 2])
+    with pytest.raises(sc.ScoreError, match=r"corrupt.parquet: not a readable Parquet file"):
+        sc.score_files(run_model, [bad], tmp_path / "s.parquet", _cfg())
+    assert not (tmp_path / "s.parquet").exists()
+
+
+def test_corrupt_data_pages_name_the_file(run_model, demo_features, tmp_path):
+    src = tmp_path / "pages.parquet"
+    pq.write_table(pa.Table.from_pandas(_features(demo_features, 20), preserve_index=False), src, compression="none")
+    raw = bytearray(src.read_bytes())
+    mid = len(raw) // 3
+    raw[mid : mid + 64] = b"\xff" * 64  # inside the column chunks, footer intact
+    src.write_bytes(bytes(raw))
+    with pytest.raises(sc.ScoreError, match=r"pages.parquet: cannot read the Parquet data"):
+        sc.score_files(run_model, [src], tmp_path / "s.parquet", _cfg())
+    assert not (tmp_path / "s.parquet").exists()
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda f: f.drop(columns=["bags"]), r"missing column\(s\) \['bags'\]"),
+    (lambda f: f.assign(n_events=f["n_events"].astype(str)),
+     r"column 'n_events' has type (large_)?string, expected integer"),
+    (lambda f: f.assign(bags=f["bags"].map(str)),
+     r"column 'bags' has type (large_)?string, expected list<list<int32>>"),
+    (lambda f: f.assign(key=range(len(f))), r"column 'key' has type int64, expected string"),
+])
+def test_schema_mismatch_names_file_and_column(run_model, demo_features, tmp_path, change, message):
+    src = tmp_path / "census.parquet"
+    pq.write_table(pa.Table.from_pandas(change(_features(demo_features)), preserve_index=False), src)
+    with pytest.raises(sc.ScoreError, match=r"census.parquet: " + message):
+        sc.score_files(run_model, [src], tmp_path / "s.parquet", _cfg())
+
+
+def test_out_of_vocabulary_ids_name_the_row(run_model, demo_features, tmp_path):
+    frame = _features(demo_features)
+    frame.at[1, "bags"], frame.at[1, "bag_hours"] = [[1, 10**6]], [0.0]
+    src = tmp_path / "census.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), src)
+    with pytest.raises(FeatureError, match=r"census.parquet: column 'bags' row 1: id 1000000 outside the vocabulary"):
+        sc.score_files(run_model, [src], tmp_path / "s.parquet", _cfg())
+
+
+def test_features_of_another_extraction_are_refused(run_model, tmp_path):
+    from test_data import write_features
+
+    other = write_features(tmp_path / "other")
+    with pytest.raises(sc.ScoreError, match=r"not the model's vocabulary"):
+        sc.score_files(run_model, sc.feature_files(other), tmp_path / "s.parquet", _cfg())
+
+
+def test_cli_score_errors_without_traceback(demo_run, demo_features, tmp_path):
+    bad = tmp_path / "census.parquet"
+    pq.write_table(pa.Table.from_pandas(_features(demo_features).drop(columns=["context"]), preserve_index=False), bad)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cli = [sys.executable, str(ROOT / "cli.py"), "score", "--model", f"runs:/{demo_run}/model", "--samples", "2",
+           "--threads", "1"]
+    proc = subprocess.run(cli + ["--data", str(bad), "--out", str(tmp_path / "s.parquet")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"error: {bad}: missing column(s) ['context']" in proc.stderr.replace("\n", ""), proc.stderr
+    good = subprocess.run(cli + ["--data", str(demo_features.out_dir / "test.parquet"), "--out",
+                                 str(tmp_path / "ok.parquet")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert good.returncode == 0, good.stderr[-2000:]
+    assert "scores written to" in good.stdout and len(pd.read_parquet(tmp_path / "ok.parquet")) > 0
