@@ -252,7 +252,10 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
 def _job(features: Path, variant: str, mode: str, seed: int, cfg: GridConfig, work: Path) -> str:
     """``run_job`` in a subprocess (one torch thread; a crash stays in its job)."""
     spec = {"features": str(features), "variant": variant, "mode": mode, "seed": seed, "config": asdict(cfg)}
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    from pipeline.tracking import tracking_uri
+
+    # the job's cwd is its work dir: pin the parent's store (the default one is cwd-relative)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MLFLOW_TRACKING_URI": tracking_uri()}
     proc = subprocess.run([sys.executable, "-m", "pipeline.compare", json.dumps(spec)], cwd=work, env=env,
                           capture_output=True, text=True, timeout=cfg.timeout_s)
     m = re.search(r"^run_id: ([0-9a-f]{32})$", proc.stdout, re.MULTILINE)
@@ -284,11 +287,11 @@ def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None 
     unknown = sorted(set(cfg.variants) - set(VARIANTS))
     if unknown:
         raise CompareError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # jobs run with their own working directory
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    feats = prepare_features(Path(synth_dir), out, cfg)
+    feats = prepare_features(Path(synth_dir).resolve(), out, cfg)
     t1 = time.perf_counter()
     grid = [(v, mode, s) for mode in cfg.split_modes for v in cfg.variants for s in cfg.seeds]
     from pipeline.tracking import experiment_id
