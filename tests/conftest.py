@@ -48,3 +48,12 @@ def synth_features(tmp_path_factory):
     root = tmp_path_factory.mktemp("synth")
     generate(root / "mimic", patients=2500, seed=7, config=SynthConfig(density=0.05))
     return root, extract(root / "mimic", root / "features")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """The test models are tiny: one intra-op thread avoids OpenMP sync stalls on a small shared CPU."""
+    import torch
+
+    torch.set_num_threads(1)
+    yield

@@ -31,15 +31,6 @@ JSON_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives", "samp
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on a small shared CPU, OpenMP thread syncs dominate these tiny models."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(autouse=True, scope="module")
 def _tracking(tmp_path_factory):
     """This session's own sqlite tracking store (no lock contention with other test sessions), for
     the environment (pipeline.tracking, subprocesses) and for mlflow's fluent API alike; the

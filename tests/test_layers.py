@@ -23,15 +23,6 @@ def _seed():
     torch.manual_seed(0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP sync stalls on a shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def unit_factors(layer: nn.Module, zero_scale: bool) -> None:
     """Set every rank-1 factor to mean 1 and (optionally) exactly zero posterior scale."""
     with torch.no_grad():

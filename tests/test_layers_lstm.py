@@ -21,15 +21,6 @@ def _seed():
     torch.manual_seed(0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP sync stalls on a shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def reference(x, lengths, layers):
     """nn.LSTM with given per-layer (w_ih, w_hh, bias) on packed input; zeros for length-0 rows."""
     lstm = nn.LSTM(D, H, len(layers), batch_first=True)

@@ -20,15 +20,6 @@ def _seed():
     torch.manual_seed(0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP sync stalls on a shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def tiny_cfg(**kw) -> MortalityConfig:
     base = dict(token_vocab=30, context_vocab=9, embedding_dim=8, lstm_hidden=12, dense_units=16, components=3)
     return MortalityConfig(**{**base, **kw})

@@ -14,17 +14,6 @@ from test_data import N_CONTEXT, N_TOKENS, write_features
 TINY = dict(embedding_dim=6, lstm_hidden=6, dense_units=6, components=3)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on a small shared CPU, OpenMP thread syncs dominate these tiny models."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def val(tmp_path_factory):
     out = write_features(tmp_path_factory.mktemp("feats"), n_train=8, n_val=21, n_test=4)

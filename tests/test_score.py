@@ -13,7 +13,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import torch
 
 from pipeline import privacy, score as sc
 from pipeline.data import FeatureError
@@ -22,15 +21,6 @@ from pipeline.predict import RISK_COLUMNS
 from test_evaluate import _tracking, trained_run  # noqa: F401  (_tracking: this session's own tracking store)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on a small shared CPU, OpenMP thread syncs dominate these tiny models."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -22,17 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = {"embedding_dim": 8, "lstm_hidden": 8, "dense_units": 8, "components": 2}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on a small shared CPU, OpenMP thread syncs dominate these tiny models."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _cfg(**kw) -> tr.TrainConfig:
     base = dict(max_steps=12, eval_every=4, eval_samples=2, score_samples=3, lr=1e-2, progress=False,
                 anneal_steps=10, model=dict(TINY))
