@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=25, help="samples per mixture component (rank-1)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--blocks", type=int, default=3, help="alternating timed blocks per model")
-    ap.add_argument("--batch-size", type=int, default=256, help="admissions per forward pass")
+    ap.add_argument("--batch-size", type=int, default=64, help="admissions per forward pass")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples in the metrics")
     args = ap.parse_args()
     import torch

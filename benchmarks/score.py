@@ -119,7 +119,7 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=1000, help="a smaller cohort, for the peak-RSS comparison")
     ap.add_argument("--samples", type=int, default=25, help="samples per component")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    ap.add_argument("--batch-size", type=int, default=256, help="admissions per forward pass")
+    ap.add_argument("--batch-size", type=int, default=64, help="admissions per forward pass")
     ap.add_argument("--target", type=int, default=58_976, help="cohort size to extrapolate to")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
