@@ -11,9 +11,7 @@ an unquoted empty field is NULL, a quoted empty field is the empty string.
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import logging
 import re
 import time
@@ -173,23 +171,14 @@ class PgLoadError(ValueError):
 
 
 def find_table_files(source_dir: Path) -> dict[str, Path]:
-    """Map lowercase table name -> its `TABLE.csv` or `TABLE.csv.gz` file (any name case)."""
-    source_dir = Path(source_dir)
-    if not source_dir.is_dir():
-        raise PgLoadError(f"MIMIC-III source directory {source_dir} does not exist")
-    found: dict[str, Path] = {}
-    for path in sorted(source_dir.iterdir()):
-        name = path.name.lower()
-        for suffix in (".csv.gz", ".csv"):
-            if name.endswith(suffix) and path.is_file():
-                table = name[: -len(suffix)]
-                if table in found:
-                    raise PgLoadError(
-                        f"{source_dir}: table {table} has two files, {found[table].name} and {path.name}"
-                    )
-                found[table] = path
-                break
-    return found
+    """Map lowercase table name -> its `TABLE.csv` or `TABLE.csv.gz` file; two files for one
+    table are an error (the loader must not guess which one the site meant)."""
+    from pipeline.sources import SourceError, find_tables
+
+    try:
+        return find_tables(Path(source_dir), strict=True)
+    except SourceError as exc:
+        raise PgLoadError(str(exc)) from None
 
 
 def _open_bytes(path: Path) -> IO[bytes]:
@@ -198,11 +187,12 @@ def _open_bytes(path: Path) -> IO[bytes]:
 
 def read_header(path: Path) -> list[str]:
     """Lowercased column names from the first CSV line (quoted or not, either case)."""
-    with _open_bytes(path) as fh:
-        first = fh.readline().decode("utf-8-sig")
-    if not first.strip():
-        raise PgLoadError(f"{path}: empty file, expected a CSV header line")
-    return [c.strip().lower() for c in next(csv.reader(io.StringIO(first)))]
+    from pipeline.sources import SourceError, read_header as raw_header
+
+    try:
+        return [c.strip().lower() for c in raw_header(path)]
+    except SourceError as exc:
+        raise PgLoadError(str(exc)) from None
 
 
 def _check_header(path: Path, table: str, header: list[str]) -> None:

@@ -49,7 +49,8 @@ def empty_relation(spec: TableSpec) -> str:
     return f"(SELECT {cols}, CAST(NULL AS VARCHAR) AS _error WHERE 1 = 0)"
 
 
-def _read_header(path: Path) -> list[str]:
+def read_header(path: Path) -> list[str]:
+    """Column names of a CSV/CSV.gz file's first line, as written (BOM and quoting handled)."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rb") as fh:
@@ -65,21 +66,28 @@ def _read_header(path: Path) -> list[str]:
     return next(csv.reader(_io.StringIO(text)))
 
 
-def find_tables(directory: Path) -> dict[str, Path]:
-    """Map lowercase table names to their file (`.csv.gz` preferred over `.csv`)."""
+def find_tables(directory: Path, strict: bool = False) -> dict[str, Path]:
+    """Map lowercase table names to their `TABLE.csv[.gz]` file (any name case).
+
+    When a table has both files, `.csv.gz` is read with a warning, or with `strict` it is an error."""
+    directory = Path(directory)
     if not directory.is_dir():
         raise SourceError(f"source directory {directory} does not exist")
     found: dict[str, Path] = {}
     for path in sorted(directory.iterdir()):
         lower = path.name.lower()
-        for suffix in (".csv.gz", ".csv"):
-            if lower.endswith(suffix) and path.is_file():
-                name = lower[: -len(suffix)]
-                if name in found and found[name].name.lower().endswith(".csv.gz"):
-                    log.warning("%s: both %s and %s exist; reading %s", name, found[name].name, path.name, found[name].name)
-                    continue
-                found[name] = path
-                break
+        suffix = next((x for x in (".csv.gz", ".csv") if lower.endswith(x)), None)
+        if suffix is None or not path.is_file():
+            continue
+        name = lower[: -len(suffix)]
+        if name in found:
+            if strict:
+                raise SourceError(f"{directory}: table {name} has two files, {found[name].name} and {path.name}")
+            gz, other = (found[name], path) if found[name].name.lower().endswith(".gz") else (path, found[name])
+            log.warning("%s: both %s and %s exist; reading %s", name, gz.name, other.name, gz.name)
+            found[name] = gz
+            continue
+        found[name] = path
     return found
 
 
@@ -123,7 +131,7 @@ class CsvSource:
                 log.warning("%s: its events are skipped", exc)
 
     def _register(self, spec: TableSpec, path: Path) -> TableInfo:
-        header = _read_header(path)
+        header = read_header(path)
         by_lower = {h.strip().lower(): h for h in header}
         info = TableInfo(spec.name, str(path))
         select, checks = [], []
