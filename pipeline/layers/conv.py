@@ -7,20 +7,18 @@ Factor s scales input channels, r scales output channels, so W'[o, i] = W[o, i] 
 from __future__ import annotations
 
 import math
-from typing import Iterator
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.nn.modules.utils import _pair
 
-from .base import BayesianLayer
-from .factors import Draw, Perturbation, Rank1Config, Rank1Vector
+from .factors import Draw, Perturbation, Rank1Config, Rank1Layer, Rank1Vector
 from .members import component_rows
 from .priors import PosteriorKind
 
 
-class Conv2dRank1(BayesianLayer):
+class Conv2dRank1(Rank1Layer):
     """Rank-1 Bayesian Conv2d; input (S·K·B, C_in, H, W) -> (S·K·B, C_out, H', W')."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
@@ -45,14 +43,6 @@ class Conv2dRank1(BayesianLayer):
             bound = 1.0 / math.sqrt(fan_in)
             nn.init.uniform_(self.bias, -bound, bound)
 
-    def draw(self, rows: int, samples: int = 1) -> dict[str, Draw]:
-        """Factor draws for a leading size rows = samples·K·B."""
-        return {name: vec.draw(rows, samples, self.sampling, self.use_mean)
-                for name, vec in (("r", self.r), ("s", self.s))}
-
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
-        return self.forward_with(x, self.draw(x.shape[0], samples), samples)
-
     def forward_with(self, x: Tensor, draws: dict[str, Draw], samples: int = 1) -> Tensor:
         """Apply given factor draws: x (N, C_in, H, W) -> (N, C_out, H', W')."""
         if x.dim() != 4 or x.shape[1] != self.in_channels:
@@ -71,12 +61,6 @@ class Conv2dRank1(BayesianLayer):
         if self.bias is not None:
             y = y + component_rows(self.bias, n, samples).view(n, self.out_channels, 1, 1)
         return y
-
-    def kl(self) -> Tensor:
-        return self.r.kl() + self.s.kl()
-
-    def l2_weights(self) -> Iterator[Tensor]:
-        yield self.weight
 
 
 class Conv2dBatchEnsemble(Conv2dRank1):

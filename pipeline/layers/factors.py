@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .base import Sampling
+from .base import BayesianLayer, Sampling
 from .members import block_rows, block_size
 from .priors import PosteriorKind, PriorKind, inverse_softplus, kl_elementwise, standard_noise
 
@@ -157,3 +157,26 @@ def materialize(weight: Tensor, r: Tensor, s: Tensor, perturbation: Perturbation
     if Perturbation(perturbation) == Perturbation.ADDITIVE:
         return weight.unsqueeze(0) + r_ * s_
     return weight.unsqueeze(0) * (r_ * s_)
+
+
+class Rank1Layer(BayesianLayer):
+    """A layer W∘(r sᵀ) with one output factor ``r``, one input factor ``s`` and a
+    deterministic ``weight``; subclasses define ``forward_with(x, draws, samples)``."""
+
+    r: Rank1Vector
+    s: Rank1Vector
+    weight: nn.Parameter
+
+    def draw(self, rows: int, samples: int = 1) -> dict[str, Draw]:
+        """Factor draws for a leading size rows = samples·K·B."""
+        return {name: vec.draw(rows, samples, self.sampling, self.use_mean)
+                for name, vec in (("r", self.r), ("s", self.s))}
+
+    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
+        return self.forward_with(x, self.draw(x.shape[0], samples), samples)
+
+    def kl(self) -> Tensor:
+        return self.r.kl() + self.s.kl()
+
+    def l2_weights(self):
+        yield self.weight

@@ -6,19 +6,17 @@ Inputs have leading size S·K·B (see ``members``); extra middle dims are allowe
 from __future__ import annotations
 
 import math
-from typing import Iterator
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .base import BayesianLayer
-from .factors import Draw, Perturbation, Rank1Config, Rank1Vector
+from .factors import Draw, Perturbation, Rank1Config, Rank1Layer, Rank1Vector
 from .members import component_rows
 from .priors import PosteriorKind
 
 
-class LinearRank1(BayesianLayer):
+class LinearRank1(Rank1Layer):
     """y = ((x ∘ s) Wᵀ) ∘ r + b_k  (multiplicative) or x Wᵀ + (x·s) r + b_k  (additive).
 
     W (out, in) is deterministic; each of the K components owns distributions over
@@ -42,14 +40,6 @@ class LinearRank1(BayesianLayer):
             bound = 1.0 / math.sqrt(self.in_features)
             nn.init.uniform_(self.bias, -bound, bound)
 
-    def draw(self, rows: int, samples: int = 1) -> dict[str, Draw]:
-        """Factor draws for a leading size rows = samples·K·B."""
-        return {name: vec.draw(rows, samples, self.sampling, self.use_mean)
-                for name, vec in (("r", self.r), ("s", self.s))}
-
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
-        return self.forward_with(x, self.draw(x.shape[0], samples), samples)
-
     def forward_with(self, x: Tensor, draws: dict[str, Draw], samples: int = 1) -> Tensor:
         """Apply given factor draws: x (N, *, in) -> (N, *, out)."""
         n = x.shape[0]
@@ -63,12 +53,6 @@ class LinearRank1(BayesianLayer):
         if self.bias is not None:
             y = y + component_rows(self.bias, n, samples).view(n, *mid, self.out_features)
         return y
-
-    def kl(self) -> Tensor:
-        return self.r.kl() + self.s.kl()
-
-    def l2_weights(self) -> Iterator[Tensor]:
-        yield self.weight
 
 
 class LinearBatchEnsemble(LinearRank1):
