@@ -72,6 +72,7 @@ def extract(
     split: SplitChoice = typer.Option(SplitChoice.random, help="random: 80/10/10 by patient; era: carevue train/val, metavision test."),
     split_seed: int = typer.Option(0, help="Seed of the patient split."),
     memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
+    verify_counts: bool = typer.Option(False, help="Also count every event table with a second scan and stop if it disagrees with the single-pass count (slower)."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
@@ -88,6 +89,7 @@ def extract(
         split=SplitMode(split.value),
         split_seed=split_seed,
         memory_limit=memory_limit,
+        verify_counts=verify_counts,
     )
     try:
         result = run_extract(source, out, cfg, schema=schema)

@@ -7,9 +7,12 @@
 2. Runs `cli.py extract` on each scale in a child process: wall time, peak RSS (wait4),
    event rows read per second; fits the growth exponent of time in rows (log-log slope) and
    extrapolates to the full release (~394M event rows).
-3. Baselines, same run: a plain-pandas implementation of the same cohort and event logic
-   (benchmarks/pandas_reference.py) at the smallest scale, and the floor (one DuckDB scan
-   that parses and aggregates CHARTEVENTS) at the largest scale.
+3. Baselines, same run: two implementations of the same cohort and event logic at the
+   smallest scale, plain pandas (benchmarks/pandas_reference.py: whole-table read_csv and
+   merges) and the mimic3-benchmarks pattern (benchmarks/mimic3_benchmarks_reference.py:
+   row-by-row event pass into per-subject files, then pandas per subject), which must agree
+   on the events used; and the floor (one DuckDB scan that parses and aggregates
+   CHARTEVENTS) at the largest scale.
 """
 
 from __future__ import annotations
@@ -116,12 +119,22 @@ def main() -> None:
 
     if not args.no_pandas:
         small = rows[0]
-        code = ("import sys, json; sys.path.insert(0, '.'); from pathlib import Path; "
-                "from benchmarks.pandas_reference import run; print(json.dumps(run(Path(sys.argv[1]))))")
-        pwall, prss, pout = run_child([PY, "-c", code, small["src"]], env)
-        result["pandas_reference"] = {"scale": small["scale"], "wall_s": pwall, "events_used": json.loads(pout.strip().splitlines()[-1])}
-        result["speedup_vs_pandas"] = pwall / small["wall_s"]
-        print(f"pandas reference at {small['scale']:.2%}: {pwall:.1f} s -> DuckDB extract is {pwall / small['wall_s']:.1f}x faster")
+        for key, module, label in (
+            ("pandas_reference", "pandas_reference", "pandas reference (whole-table read_csv + merges)"),
+            ("mimic3_benchmarks_reference", "mimic3_benchmarks_reference",
+             "mimic3-benchmarks pattern (row-by-row event pass, per-subject files, pandas per subject)"),
+        ):
+            code = ("import sys, json; sys.path.insert(0, '.'); from pathlib import Path; "
+                    f"from benchmarks.{module} import run; print(json.dumps(run(Path(sys.argv[1]))))")
+            pwall, prss, pout = run_child([PY, "-c", code, small["src"]], env)
+            result[key] = {"scale": small["scale"], "wall_s": pwall, "peak_rss_mb": prss,
+                           "events_used": json.loads(pout.strip().splitlines()[-1])}
+            speedup = "speedup_vs_pandas" if key == "pandas_reference" else "speedup_vs_mimic3_benchmarks"
+            result[speedup] = pwall / small["wall_s"]
+            print(f"{label} at {small['scale']:.2%}: {pwall:.1f} s -> DuckDB extract is "
+                  f"{pwall / small['wall_s']:.1f}x faster", flush=True)
+        if result["pandas_reference"]["events_used"] != result["mimic3_benchmarks_reference"]["events_used"]:
+            raise RuntimeError("the two reference implementations disagree on the events used")
 
     floor_code = (
         "import duckdb, sys, time; from pipeline.sources import find_tables; from pathlib import Path; "

@@ -52,6 +52,7 @@ class ExtractConfig:
     val_fraction: float = 0.1  # fraction of patients in val (random split)
     memory_limit: str = "3GB"  # DuckDB memory limit (spills to disk beyond it; the process stays under ~4 GB)
     threads: int | None = None  # DuckDB threads (None: all cores)
+    verify_counts: bool = False  # also count each event table with a second scan and check the two agree
 
     @property
     def hourly(self) -> float:
@@ -227,9 +228,8 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     present = [t for t in EVENT_TABLES if t in src.tables]
     for table in present:
         with _stage(f"events {table}"):
-            counted = _start_count(src, table)
-            src.into_local(sqlgen.events_sql(table, rel), f"ev_{table}", src.tables[table].location)
-            accounting[table], quarantine[table] = _event_accounting(src, con, table, counted.result())
+            counted = _scan_events(src, table, sqlgen.events_sql(table, rel), cfg.verify_counts)
+            accounting[table], quarantine[table] = _event_accounting(src, con, table, counted)
     union = " UNION ALL ".join(
         f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
     ) or "SELECT NULL::BIGINT AS hadm_id, NULL AS source, NULL AS item, NULL::DOUBLE AS valuenum, NULL AS valuetext, NULL::DOUBLE AS t_hours WHERE FALSE"
@@ -362,25 +362,26 @@ def _table_accounting(src) -> tuple[dict, dict]:
     return acc, quar
 
 
-class _Done:
-    def __init__(self, value) -> None:
-        self.value = value
+def _scan_events(src, table: str, sql: str, verify: bool) -> tuple[int, list]:
+    """Materialize ``ev_<table>`` and count the table's rows: (rows, rejected lines).
 
-    def result(self):
-        return self.value
-
-
-def _start_count(src, table: str):
-    """Count the table's rows, overlapped with the events scan when the source allows it
-    (a gzip CSV is decompressed by one thread: the second core does the count)."""
-    if not getattr(src, "parallel_count", False):
-        return _Done(src.count_rows(table))
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(src.count_rows, table)
-    pool.shutdown(wait=False)
-    return future
+    A CSV source counts in the same scan (the profiler's rows parsed, plus the lines it
+    rejected); otherwise, or when the plan hides the count, a bare count(*) runs after it.
+    ``verify`` runs the bare count as well and stops if the two disagree."""
+    what = src.tables[table].location
+    scanned = src.into_local_counted(sql, f"ev_{table}", what)
+    if scanned is None:
+        return src.count_rows(table)
+    counted = (scanned, src.scan_rejects(table))
+    if verify:
+        n, malformed = src.count_rows(table)
+        bare = n + len(malformed)
+        if bare != scanned + len(counted[1]):
+            raise RuntimeError(
+                f"{what}: the events scan parsed {scanned} rows and rejected {len(counted[1])} lines, "
+                f"but a separate count finds {bare} rows"
+            )
+    return counted
 
 
 def _rows_read(src, table: str, counted: tuple[int, list]) -> tuple[int, list]:

@@ -144,6 +144,10 @@ class PostgresSource:
                 self.local.execute(f"INSERT INTO {table} SELECT * FROM pg_chunk")
             self.local.unregister("pg_chunk")
 
+    def into_local_counted(self, sql: str, table: str, what: str) -> None:
+        """``into_local``; the server counts separately (``count_rows``), so None."""
+        self.into_local(sql, table, what)
+
     def count_rows(self, name: str) -> tuple[int, list[tuple[int, str]]]:
         try:
             n = self.conn.execute(f"SELECT count(*) FROM {self.schema}.{name}").fetchone()[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io as _io
+import json
 import logging
 import zlib
 from dataclasses import dataclass, field
@@ -183,15 +184,32 @@ class CsvSource:
         """Materialize the query result as table `table` in the local DuckDB (same connection)."""
         self.materialize(sql, table, what)
 
+    def into_local_counted(self, sql: str, table: str, what: str) -> int | None:
+        """``into_local``, returning the rows that the query's one CSV scan parsed.
+
+        DuckDB's profiler reports each operator's rows; the READ_CSV scan's ``rows_scanned``
+        is every row parsed from the file (rejected lines excluded: ``scan_rejects`` lists
+        them), so the accounting needs no second pass over the file. None when the plan
+        does not hold exactly one CSV scan (the caller then counts with ``count_rows``)."""
+        self.execute("SET profiling_coverage = 'ALL'", what)
+        self.execute("SET enable_profiling = 'no_output'", what)
+        try:
+            self.materialize(sql, table, what)
+            profile = json.loads(self.con.get_profiling_information(format="json"))
+        finally:
+            self.con.execute("RESET enable_profiling")
+            self.con.execute("RESET profiling_coverage")
+        scans = [op for op in _operators(profile.get("operator", [])) if op.get("name") == "READ_CSV"]
+        if len(scans) != 1 or "rows_scanned" not in scans[0]:
+            return None
+        return int(scans[0]["rows_scanned"])
+
     def fetch_arrow(self, sql: str, what: str):
         """Run a query in the source and return a pyarrow Table."""
         try:
             return self.con.sql(sql).to_arrow_table()
         except Exception as exc:
             raise SourceError(f"{what}: {_short(exc)}") from None
-
-    # count_rows runs on its own cursor, so extract can overlap it with the events scan.
-    parallel_count = True
 
     def count_rows(self, name: str) -> tuple[int, list[tuple[int, str]]]:
         """Rows of a table as a bare count(*): (rows, [(line, reason)] of malformed lines).
@@ -217,6 +235,13 @@ class CsvSource:
 
     def close(self) -> None:
         pass
+
+
+def _operators(nodes: list[dict]):
+    """Every operator of a DuckDB JSON profile tree, depth first."""
+    for node in nodes:
+        yield node
+        yield from _operators(node.get("children", []))
 
 
 def _rejects(con, name: str) -> list[tuple[int, str]]:

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-from pipeline.extract import extract
+from pipeline.extract import ExtractConfig, extract
 
 BASE = ["PATIENTS", "ADMISSIONS", "ICUSTAYS", "PRESCRIPTIONS", "MICROBIOLOGYEVENTS", "DATETIMEEVENTS"]
 
@@ -75,7 +75,7 @@ def test_non_utf8_bytes_are_quarantined(src, tmp_path):
     data = rx.to_csv(index=False).encode().replace(b"BADBYTES1", b"B\xff\xfeD").replace(b"BADBYTES2", b"D\xff\xfeG")
     with gzip.open(src / "PRESCRIPTIONS.csv.gz", "wb") as fh:
         fh.write(data)
-    res = extract(src, tmp_path / "o")
+    res = extract(src, tmp_path / "o", ExtractConfig(verify_counts=True))
     q = _quarantine(res, "prescriptions")
     bad = q[q["line"].notna()]
     assert len(bad) == 1 and "INVALID ENCODING" in bad["reason"].iloc[0]
@@ -186,7 +186,7 @@ def test_malformed_csv_lines_are_quarantined(src, tmp_path):
     lines[8] = b"1,2,3"  # too few columns
     with gzip.open(src / "PRESCRIPTIONS.csv.gz", "wb") as fh:
         fh.write(b"\n".join(lines))
-    res = extract(src, tmp_path / "o")
+    res = extract(src, tmp_path / "o", ExtractConfig(verify_counts=True))  # single pass == second scan
     q = _quarantine(res, "prescriptions")
     bad = q[q["line"].notna()].sort_values("line")
     assert list(bad["line"].astype(int)) == [4, 9]
