@@ -73,6 +73,7 @@ def extract(
     split_seed: int = typer.Option(0, help="Seed of the patient split."),
     memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
     verify_counts: bool = typer.Option(False, help="Also count every event table with a second scan and stop if it disagrees with the single-pass count (slower)."),
+    scan_workers: int = typer.Option(2, min=1, help="Event tables scanned at once (CSV sources)."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
@@ -90,6 +91,7 @@ def extract(
         split_seed=split_seed,
         memory_limit=memory_limit,
         verify_counts=verify_counts,
+        scan_workers=scan_workers,
     )
     try:
         result = run_extract(source, out, cfg, schema=schema)

@@ -53,6 +53,7 @@ class ExtractConfig:
     memory_limit: str = "3GB"  # DuckDB memory limit (spills to disk beyond it; the process stays under ~4 GB)
     threads: int | None = None  # DuckDB threads (None: all cores)
     verify_counts: bool = False  # also count each event table with a second scan and check the two agree
+    scan_workers: int = 2  # event tables scanned at once (CSV sources; 1: one after another)
 
     @property
     def hourly(self) -> float:
@@ -225,10 +226,9 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     con.execute("CREATE OR REPLACE TEMP TABLE adm AS SELECT * FROM adm_arrow")
     con.unregister("adm_arrow")
 
-    present = [t for t in EVENT_TABLES if t in src.tables]
-    for table in present:
-        with _stage(f"events {table}"):
-            counted = _scan_events(src, table, sqlgen.events_sql(table, rel), cfg.verify_counts)
+    present = [t for t in EVENT_TABLES if t in src.tables]  # largest first
+    with _stage("events (all tables)"):
+        for table, counted in _scan_all_events(src, present, rel, cfg.verify_counts, cfg.scan_workers):
             accounting[table], quarantine[table] = _event_accounting(src, con, table, counted)
     union = " UNION ALL ".join(
         f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
@@ -362,6 +362,26 @@ def _table_accounting(src) -> tuple[dict, dict]:
     return acc, quar
 
 
+def _scan_all_events(src, tables: list[str], rel: dict, verify: bool, workers: int):
+    """Yield (table, (rows read, rejected lines)) after materializing each ``ev_<table>``;
+    ``workers`` scans at a time where the source allows it, started in the order given."""
+    jobs = [(t, sqlgen.events_sql(t, rel)) for t in tables]
+    if workers <= 1 or not getattr(src, "concurrent_scans", False):
+        for table, sql in jobs:
+            yield table, _scan_events(src, table, sql, verify)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [(table, pool.submit(_scan_events, src, table, sql, verify)) for table, sql in jobs]
+        try:
+            for table, future in futures:
+                yield table, future.result()
+        finally:
+            for _, future in futures:
+                future.cancel()
+
+
 def _scan_events(src, table: str, sql: str, verify: bool) -> tuple[int, list]:
     """Materialize ``ev_<table>`` and count the table's rows: (rows, rejected lines).
 
@@ -369,18 +389,18 @@ def _scan_events(src, table: str, sql: str, verify: bool) -> tuple[int, list]:
     rejected); otherwise, or when the plan hides the count, a bare count(*) runs after it.
     ``verify`` runs the bare count as well and stops if the two disagree."""
     what = src.tables[table].location
-    scanned = src.into_local_counted(sql, f"ev_{table}", what)
-    if scanned is None:
-        return src.count_rows(table)
-    counted = (scanned, src.scan_rejects(table))
-    if verify:
+    started = time.perf_counter()
+    counted = src.into_local_counted(sql, f"ev_{table}", what, table)
+    if counted is None:
+        counted = src.count_rows(table)
+    elif verify:
         n, malformed = src.count_rows(table)
-        bare = n + len(malformed)
-        if bare != scanned + len(counted[1]):
+        if n + len(malformed) != counted[0] + len(counted[1]):
             raise RuntimeError(
-                f"{what}: the events scan parsed {scanned} rows and rejected {len(counted[1])} lines, "
-                f"but a separate count finds {bare} rows"
+                f"{what}: the events scan parsed {counted[0]} rows and rejected {len(counted[1])} lines, "
+                f"but a separate count finds {n + len(malformed)} rows"
             )
+    log.info("  events %-23s %6.2f s", table, time.perf_counter() - started)
     return counted
 
 

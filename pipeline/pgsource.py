@@ -144,7 +144,9 @@ class PostgresSource:
                 self.local.execute(f"INSERT INTO {table} SELECT * FROM pg_chunk")
             self.local.unregister("pg_chunk")
 
-    def into_local_counted(self, sql: str, table: str, what: str) -> None:
+    concurrent_scans = False  # one psycopg connection
+
+    def into_local_counted(self, sql: str, table: str, what: str, name: str) -> None:  # noqa: ARG002
         """``into_local``; the server counts separately (``count_rows``), so None."""
         self.into_local(sql, table, what)
 

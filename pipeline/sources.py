@@ -177,32 +177,41 @@ class CsvSource:
             raise SourceError(f"{what}: {_short(exc)}") from None
 
     def materialize(self, sql: str, table: str, what: str) -> None:
-        """Create temp table `table` in the source from a query (DuckDB dialect)."""
-        self.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}", what)
+        """Create table `table` from a query (DuckDB dialect). Not TEMP: the in-memory
+        database's tables are seen by every cursor, so event scans can run side by side."""
+        self.execute(f"CREATE OR REPLACE TABLE {table} AS {sql}", what)
 
     def into_local(self, sql: str, table: str, what: str) -> None:
-        """Materialize the query result as table `table` in the local DuckDB (same connection)."""
+        """Materialize the query result as table `table` in the local DuckDB (same database)."""
         self.materialize(sql, table, what)
 
-    def into_local_counted(self, sql: str, table: str, what: str) -> int | None:
-        """``into_local``, returning the rows that the query's one CSV scan parsed.
+    # Event scans may run concurrently, each on its own cursor (a gzip CSV is read by one
+    # thread: two files in flight keep both cores busy).
+    concurrent_scans = True
+
+    def into_local_counted(self, sql: str, table: str, what: str, name: str) -> tuple[int, list] | None:
+        """``into_local`` on a cursor of its own, returning (rows parsed, rejected lines) of
+        source table `name`, read by the query's one CSV scan.
 
         DuckDB's profiler reports each operator's rows; the READ_CSV scan's ``rows_scanned``
-        is every row parsed from the file (rejected lines excluded: ``scan_rejects`` lists
-        them), so the accounting needs no second pass over the file. None when the plan
-        does not hold exactly one CSV scan (the caller then counts with ``count_rows``)."""
-        self.execute("SET profiling_coverage = 'ALL'", what)
-        self.execute("SET enable_profiling = 'no_output'", what)
+        is every row parsed from the file (rejected lines excluded: they come back as the
+        second item), so the accounting needs no second pass over the file. None when the
+        plan does not hold exactly one CSV scan (the caller then counts with ``count_rows``)."""
+        cur = self.con.cursor()
         try:
-            self.materialize(sql, table, what)
-            profile = json.loads(self.con.get_profiling_information(format="json"))
+            cur.execute("SET profiling_coverage = 'ALL'")
+            cur.execute("SET enable_profiling = 'no_output'")
+            cur.execute(f"CREATE OR REPLACE TABLE {table} AS {sql}")
+            profile = json.loads(cur.get_profiling_information(format="json"))
+            rejects = _rejects(cur, name)
+        except Exception as exc:  # duckdb raises several classes; all become one clear error
+            raise SourceError(f"{what}: {_short(exc)}") from None
         finally:
-            self.con.execute("RESET enable_profiling")
-            self.con.execute("RESET profiling_coverage")
+            cur.close()
         scans = [op for op in _operators(profile.get("operator", [])) if op.get("name") == "READ_CSV"]
         if len(scans) != 1 or "rows_scanned" not in scans[0]:
             return None
-        return int(scans[0]["rows_scanned"])
+        return int(scans[0]["rows_scanned"]), rejects
 
     def fetch_arrow(self, sql: str, what: str):
         """Run a query in the source and return a pyarrow Table."""

@@ -178,3 +178,12 @@ def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
 
     res = extract(demo_dir, tmp_path / "o", ExtractConfig(verify_counts=True))
     assert res.manifest["tables"]["chartevents"]["rows_read"] == 758_355
+
+
+def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tmp_path):
+    from pipeline.extract import ExtractConfig, extract
+
+    res = extract(demo_dir, tmp_path / "seq", ExtractConfig(scan_workers=1))
+    for split in ("train", "val", "test"):
+        assert (res.out_dir / f"{split}.parquet").read_bytes() == (demo_features.out_dir / f"{split}.parquet").read_bytes()
+    assert res.manifest["tables"] == demo_features.manifest["tables"]
