@@ -17,10 +17,9 @@ import gzip
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from benchmarks.pandas_reference import EVENTS, cohort
+from benchmarks.pandas_reference import EVENTS, cohort, in_window
 from pipeline.sources import find_tables
 
 
@@ -55,7 +54,7 @@ def break_up_by_subject(path: Path, subjects: set[str], out_dir: Path, table: st
 
 def subject_events(sdir: Path, table: str, coh: pd.DataFrame) -> int:
     """Per-subject pass: read the subject's events with pandas, keep those in the window."""
-    tcol, scol, _vcol, key, errcol = EVENTS[table]
+    tcol, scol = EVENTS[table][:2]
     path = sdir / f"{table}.csv"
     if not path.exists():
         return 0
@@ -63,15 +62,7 @@ def subject_events(sdir: Path, table: str, coh: pd.DataFrame) -> int:
     for t in [tcol] + ([scol] if scol else []):
         if t in ev:
             ev[t] = pd.to_datetime(ev[t], errors="coerce").astype("datetime64[s]")
-    if errcol and errcol in ev:
-        ev = ev[ev[errcol].fillna(0) != 1]
-    if "statusdescription" in ev:
-        ev = ev[ev["statusdescription"] != "Rewritten"]
-    ev = ev.dropna(subset=[tcol, key])
-    m = ev.merge(coh, on=key, how="inner", suffixes=("", "_c"))
-    known = m[scol].fillna(m[tcol]) if scol and scol in m else m[tcol]
-    ok = (m[tcol] < m["pred"]) & (m[tcol] >= m["start"]) & (known < m["pred"]) & (m[tcol] >= m["dob"])
-    return int(np.count_nonzero(ok))
+    return in_window(ev, coh, table)
 
 
 def run(src: Path) -> dict[str, int]:

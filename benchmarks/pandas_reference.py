@@ -67,16 +67,22 @@ def events_used(src: Path, coh: pd.DataFrame) -> dict[str, int]:
         if table.endswith("_mv"):
             cols.append("statusdescription")
         ev = _read(files[table], cols, [tcol] + ([scol] if scol else []))
-        if errcol and errcol in ev:
-            ev = ev[ev[errcol].fillna(0) != 1]
-        if "statusdescription" in ev:
-            ev = ev[ev["statusdescription"] != "Rewritten"]
-        ev = ev.dropna(subset=[tcol, key])
-        m = ev.merge(coh, on=key, how="inner", suffixes=("", "_c"))
-        known = m[scol].fillna(m[tcol]) if scol and scol in m else m[tcol]
-        ok = (m[tcol] < m["pred"]) & (m[tcol] >= m["start"]) & (known < m["pred"]) & (m[tcol] >= m["dob"])
-        used[table] = int(np.count_nonzero(ok))
+        used[table] = in_window(ev, coh, table)
     return used
+
+
+def in_window(ev: pd.DataFrame, coh: pd.DataFrame, table: str) -> int:
+    """Events of `table` (times parsed) that fall in a cohort admission's window."""
+    tcol, scol, _vcol, key, errcol = EVENTS[table]
+    if errcol and errcol in ev:
+        ev = ev[ev[errcol].fillna(0) != 1]
+    if "statusdescription" in ev:
+        ev = ev[ev["statusdescription"] != "Rewritten"]
+    ev = ev.dropna(subset=[tcol, key])
+    m = ev.merge(coh, on=key, how="inner", suffixes=("", "_c"))
+    known = m[scol].fillna(m[tcol]) if scol and scol in m else m[tcol]
+    ok = (m[tcol] < m["pred"]) & (m[tcol] >= m["start"]) & (known < m["pred"]) & (m[tcol] >= m["dob"])
+    return int(np.count_nonzero(ok))
 
 
 def run(src: Path) -> dict[str, int]:
