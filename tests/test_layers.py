@@ -94,9 +94,19 @@ def test_factor_draw_layout_and_moments(posterior):
 
 
 def test_random_sign_init_probability():
-    vec = Rank1Vector(4, 5000, Rank1Config(random_sign_prob=0.8))
+    vec = Rank1Vector(4, 5000, Rank1Config(init="random_sign", random_sign_prob=0.8))
     assert set(vec.mean.unique().tolist()) == {-1.0, 1.0}
     assert abs((vec.mean > 0).float().mean().item() - 0.8) < 0.02
+
+
+def test_default_init_starts_variational_factors_near_the_prior():
+    """Variational factors start at N(prior mean, 0.5): no factor pays the KL of a -1 start
+    under an N(1, 0.1) prior. BatchEnsemble (delta, no KL) keeps random signs."""
+    vec = Rank1Vector(4, 5000, Rank1Config())
+    assert vec.config.init == "normal"
+    assert abs(vec.mean.mean().item() - 1.0) < 0.02 and abs(vec.mean.std().item() - 0.5) < 0.02
+    be = Rank1Vector(4, 5000, Rank1Config(posterior="delta"))
+    assert set(be.mean.unique().tolist()) == {-1.0, 1.0}
 
 
 def test_config_errors_are_clear():
