@@ -1,0 +1,181 @@
+"""Paired comparison of two model variants of a benchmark grid on the same admissions.
+
+    .venv/bin/python benchmarks/paired_compare.py --bench runs/bench [--a rank1-gaussian] [--b deterministic]
+        [--modes random --modes era] [--splits val --splits test] [--samples 25] [--batch-size 128]
+        [--bootstrap 2000] [--cache DIR] [--json PATH]
+
+Reads the grid's run directories (``BENCH/work/runs/train/<run id>``: best.pt, model_info.json,
+manifest.json, vocab.json) and its features (``BENCH/features-<mode>``), draws the per-admission
+logits of every run (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples``
+per component, ``--batch-size`` admissions per draw block, so the NLL equals the grid's
+metrics.json) and caches them as ``.npz``. For each split mode, split and seed it prints A's and
+B's mixture NLL and ECE, the paired difference A - B with a percentile bootstrap 95% interval
+over admissions (one resample of admissions shared by A and B), and the references: the true
+risk's NLL (synthetic data) and the NLL of a constant prediction at the training label rate.
+``pooled`` averages the per-seed differences, each bootstrap replicate resampling the same
+admissions for every seed, so its interval reflects admission sampling, not seed noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline import data, io, metrics
+from pipeline.compare import model_label
+
+PAIRED = ("nll", "ece")  # metrics compared
+TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
+
+
+def find_runs(work: Path) -> list[dict]:
+    """Run directories of a grid's work dir: run id, model label, split mode, seed."""
+    runs = []
+    for info_file in sorted((work / "runs" / "train").glob("*/model_info.json")):
+        d = info_file.parent
+        info = io.read_json(info_file)
+        manifest = io.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
+        runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]),
+                     "model": model_label(info["model_kind"], info["model_config"].get("prior")),
+                     "split_mode": str((manifest.get("config") or {}).get("split") or "unknown")})
+    return runs
+
+
+def run_logits(run: dict, fs: data.FeatureSet, split: str, samples: int, batch_size: int,
+               cache: Path | None) -> np.ndarray:
+    """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, samples, batch size)."""
+    path = cache / f"{run['run_id']}-{split}-s{samples}-b{batch_size}.npz" if cache else None
+    if path is not None and path.exists():
+        return np.load(path)["logits"]
+    from pipeline.evaluate import sample_logits
+    from pipeline.train import load_model
+
+    model, info = load_model(run["dir"] / "best.pt")
+    logits = sample_logits(model, fs, samples, batch_size, 0, info.get("max_bags"), info.get("max_tokens"))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path, logits=logits)
+    return logits
+
+
+def replicates(labels: np.ndarray, logits: np.ndarray, idx: np.ndarray) -> dict[str, np.ndarray]:
+    """Point NLL / ECE and their bootstrap replicates (B,) over the resamples ``idx`` (B, N)."""
+    p, nll = metrics.predictive(logits), metrics.mixture_nll_per_example(logits, labels)  # (N,), (N,)
+    reps = metrics.bootstrap_replicates(labels, p, nll, idx)
+    return {"nll": float(nll.mean()), "ece": metrics.ece(labels, p), "nll_reps": reps["nll"], "ece_reps": reps["ece"]}
+
+
+def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed: int = 0) -> dict:
+    """A - B per metric: mean over the paired seeds of the point difference and its 95% bootstrap interval.
+
+    ``logits_a[i]`` and ``logits_b[i]`` are the (S, K, N) (or (D, N)) logits of pair i on the same
+    N admissions; every pair uses the same admission resamples, so the interval of the mean over
+    pairs reflects admission sampling only.
+    """
+    y = metrics.check_labels(labels)
+    if not logits_a or len(logits_a) != len(logits_b):
+        raise ValueError(f"paired: need the same number (>= 1) of A and B runs, got {len(logits_a)} and {len(logits_b)}")
+    idx = metrics.bootstrap_indices(y.shape[0], n_bootstrap, seed)  # (B, N)
+    ra = [replicates(y, x, idx) for x in logits_a]
+    rb = [replicates(y, x, idx) for x in logits_b]
+    out = {"pairs": len(ra), "n": int(y.shape[0]), "positives": int(y.sum())}
+    for m in PAIRED:
+        a, b = np.mean([r[m] for r in ra]), np.mean([r[m] for r in rb])
+        diff_reps = np.mean([x[f"{m}_reps"] - z[f"{m}_reps"] for x, z in zip(ra, rb)], axis=0)  # (B,)
+        lo, hi = metrics.percentile_interval(diff_reps)
+        out.update({f"{m}_a": float(a), f"{m}_b": float(b), f"{m}_diff": float(a - b), f"{m}_diff_ci": [lo, hi],
+                    f"{m}_p_a_better": float((diff_reps < 0).mean())})
+    return out
+
+
+def references(labels, true_risk, train_rate: float) -> dict:
+    """NLL of the true risk (None without it) and of the constant training label rate."""
+    y = metrics.check_labels(labels)
+    const = float(metrics.nll_from_probs(y, np.full(y.shape[0], train_rate)).mean())
+    true = None if true_risk is None else float(metrics.nll_from_probs(y, true_risk).mean())
+    return {"true_nll": true, "const_nll": const}
+
+
+def _features(bench: Path, mode: str, split: str):
+    from pipeline.evaluate import find_truth, load_true_risk
+
+    fdir = bench / f"features-{mode}"
+    fs = data.load_split(fdir / f"{split}.parquet")
+    truth = find_truth(fdir)
+    risk = load_true_risk(truth, fdir / "_private" / "link.csv", fs.keys) if truth else None
+    rate = float(data.load_split(fdir / "train.parquet").label.mean())
+    return fdir, fs, risk, rate
+
+
+def _logits(label: str, run: dict | None, fs, risk, split: str, args, cache: Path) -> np.ndarray:
+    """A run's logits, or the true risk's as one draw (1, N) for the ``truth`` pseudo-model."""
+    if label == TRUTH:
+        r = np.clip(risk, 1e-12, 1 - 1e-12)
+        return np.log(r / (1 - r))[None, :]  # (1, N)
+    return run_logits(run, fs, split, args.samples, args.batch_size, cache)
+
+
+def _fmt(x) -> str:
+    return "   n/a" if x is None else f"{x:.4f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
+    ap.add_argument("--a", default="rank1-gaussian", help="model label A (compare.py labels)")
+    ap.add_argument("--b", default="deterministic", help=f"model label B ({TRUTH!r}: the true risk)")
+    ap.add_argument("--modes", action="append", help="split modes [random, era]")
+    ap.add_argument("--splits", action="append", help="splits [val, test]")
+    ap.add_argument("--samples", type=int, default=25, help="samples per mixture component")
+    ap.add_argument("--batch-size", type=int, default=128, help="admissions per draw block (grid: 128)")
+    ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of admissions")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")
+    ap.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    cache = args.cache or args.bench / "paired-cache"
+    runs = find_runs(args.bench / "work")
+    results = []
+    print(f"A = {args.a}, B = {args.b}; diff = A - B (negative: A better); 95% paired bootstrap over admissions "
+          f"({args.bootstrap} resamples); P(A<B) = share of resamples where A is better")
+    for mode in args.modes or ["random", "era"]:
+        for split in args.splits or ["val", "test"]:
+            fdir, fs, risk, rate = _features(args.bench, mode, split)
+            ra = {r["seed"]: r for r in runs if r["model"] == args.a and r["split_mode"] == mode}
+            rb = {r["seed"]: r for r in runs if r["model"] == args.b and r["split_mode"] == mode}
+            seeds = sorted(set(ra or rb) & set(rb or ra))
+            if not seeds or (TRUTH in (args.a, args.b) and risk is None):
+                continue
+            ref = references(fs.label, risk, rate)
+            print(f"\n[{mode} / {split}] n={len(fs)} deaths={int(fs.label.sum())} true-risk nll={_fmt(ref['true_nll'])} "
+                  f"constant nll={_fmt(ref['const_nll'])} (train rate {rate:.4f})")
+            print(f"{'seed':>6s} {'nll A':>7s} {'nll B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
+                  f"{'ece A':>7s} {'ece B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}")
+            la = {s: _logits(args.a, ra.get(s), fs, risk, split, args, cache) for s in seeds}
+            lb = {s: _logits(args.b, rb.get(s), fs, risk, split, args, cache) for s in seeds}
+            rows = [(str(s), paired(fs.label, [la[s]], [lb[s]], args.bootstrap)) for s in seeds]
+            rows.append(("pooled", paired(fs.label, [la[s] for s in seeds], [lb[s] for s in seeds], args.bootstrap)))
+            for name, r in rows:
+                cells = []
+                for m in PAIRED:
+                    lo, hi = r[f"{m}_diff_ci"]
+                    cells.append(f"{r[f'{m}_a']:7.4f} {r[f'{m}_b']:7.4f} {r[f'{m}_diff']:+8.4f} "
+                                 f"[{lo:+.4f}, {hi:+.4f}] {r[f'{m}_p_a_better']:6.3f}")
+                print(f"{name:>6s} " + "   ".join(cells))
+                results.append({"split_mode": mode, "split": split, "seed": name, "a": args.a, "b": args.b,
+                                "features": str(fdir), **ref, **r})
+    if args.json:
+        io.write_text(args.json, json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""benchmarks/paired_compare.py: paired differences and their bootstrap intervals."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import paired_compare as pc
+
+
+def _cohort(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    risk = 1 / (1 + np.exp(-rng.normal(-2.5, 1.5, n)))  # (N,)
+    return (rng.random(n) < risk).astype(np.float32), risk
+
+
+def _logit(p) -> np.ndarray:
+    p = np.asarray(p, dtype=np.float64)
+    return np.log(p / (1 - p))
+
+
+def test_identical_models_differ_by_zero():
+    y, risk = _cohort(300)
+    x = _logit(risk)[None, None, :] + np.random.default_rng(1).normal(0, 0.3, (5, 2, 300))  # (S, K, N)
+    r = pc.paired(y, [x], [x.copy()], n_bootstrap=200)
+    for m in pc.PAIRED:
+        assert r[f"{m}_diff"] == 0.0 and r[f"{m}_diff_ci"] == [0.0, 0.0]
+
+
+def test_difference_is_the_mixture_nll_difference_and_the_truth_wins():
+    y, risk = _cohort(4000)
+    truth = _logit(risk)[None, :]  # (1, N)
+    draws = _logit(risk)[None, :] + np.random.default_rng(2).normal(0, 1.0, (8, 4000))  # (D, N) noisy draws
+    r = pc.paired(y, [truth], [draws], n_bootstrap=300)
+    p = 1 / (1 + np.exp(-draws))  # (D, N)
+    mixture = -np.log(np.where(y == 1, p, 1 - p).mean(0)).mean()  # -log mean_d p_d(y), averaged
+    direct = -np.log(np.where(y == 1, risk, 1 - risk)).mean()
+    assert r["nll_b"] == pytest.approx(mixture, rel=1e-9)
+    assert r["nll_diff"] == pytest.approx(direct - mixture, rel=1e-9)
+    lo, hi = r["nll_diff_ci"]
+    assert lo <= r["nll_diff"] <= hi < 0  # the true risk is better, and resolvably so at n = 4000
+    assert r["nll_p_a_better"] == 1.0
+
+
+def test_pooled_is_the_mean_of_the_pairs():
+    y, risk = _cohort(500, seed=3)
+    rng = np.random.default_rng(4)
+    a = [_logit(risk)[None, :] + rng.normal(0, s, (4, 500)) for s in (0.2, 0.6)]
+    b = [_logit(risk)[None, :] + rng.normal(0, s, (4, 500)) for s in (0.4, 0.8)]
+    pooled = pc.paired(y, a, b, n_bootstrap=100)
+    single = [pc.paired(y, [x], [z], n_bootstrap=100) for x, z in zip(a, b)]
+    for m in pc.PAIRED:
+        assert pooled[f"{m}_diff"] == pytest.approx(np.mean([s[f"{m}_diff"] for s in single]))
+    with pytest.raises(ValueError, match="same number"):
+        pc.paired(y, a, b[:1])
+
+
+def test_references_constant_and_truth():
+    y = np.array([0, 0, 0, 1], dtype=np.float32)
+    ref = pc.references(y, np.array([0.1, 0.2, 0.1, 0.5]), train_rate=0.25)
+    assert ref["const_nll"] == pytest.approx(-(3 * np.log(0.75) + np.log(0.25)) / 4)
+    assert ref["true_nll"] == pytest.approx(-(np.log(0.9) * 2 + np.log(0.8) + np.log(0.5)) / 4)
+    assert pc.references(y, None, 0.25)["true_nll"] is None
