@@ -234,14 +234,14 @@ def test_deterministic_lstm_matches_nn_lstm_and_checks_input():
         layer(torch.zeros(5, 6, 4), lengths)
 
 
-def recurrence_args(lengths, h, dtype, scale=1.0):
-    """Random packed inputs (xw, r_in, bias, s, r, w_t) and batch_sizes for ``rank1_recurrence``.
+def recurrence_args(lengths, h, dtype, scale=1.0, d=3):
+    """Random packed inputs (x, w_in_t, r_in, bias, s, r, w_t) and batch_sizes for ``rank1_recurrence``.
 
     ``lengths`` are non-increasing (rows sorted), as ``Packing`` arranges them.
     """
     n, t = len(lengths), max(lengths)
     batch_sizes = [sum(1 for k in lengths if k > step) for step in range(t)]
-    shapes = [(sum(batch_sizes), 4 * h), (n, 4 * h), (n, 4 * h), (n, h), (n, 4 * h), (h, 4 * h)]
+    shapes = [(sum(batch_sizes), d), (d, 4 * h), (n, 4 * h), (n, 4 * h), (n, h), (n, 4 * h), (h, 4 * h)]
     return tuple((scale * torch.randn(sh, dtype=dtype)).requires_grad_() for sh in shapes), batch_sizes
 
 
@@ -252,8 +252,9 @@ def autograd_reference(args, batch_sizes):
     """
     from pipeline.layers.recurrence import run_recurrence
 
-    xw, r_in, bias, s, r, w_t = args
+    x, w_in_t, r_in, bias, s, r, w_t = args
     n, t = r_in.shape[0], len(batch_sizes)
+    xw = x @ w_in_t  # (P, 4H)
     steps = torch.zeros(t, n, xw.shape[1], dtype=xw.dtype)
     steps = steps.index_put(packed_index(batch_sizes), xw)  # (T, N, 4H), zero after a row ends
     xp = torch.addcmul(bias, steps, r_in)
@@ -303,6 +304,22 @@ def test_rank1_recurrence_float32_matches_torch_tanh_and_autograd_gradients(scal
     ref_grads = torch.autograd.grad((ref_h * weights).sum() + ref_c.sum(), args)
     for got, ref in zip(grads, ref_grads):
         assert torch.allclose(got, ref, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("lengths", LENGTHS.values(), ids=LENGTHS.keys())
+def test_rank1_recurrence_without_input_gradient(lengths):
+    """An input that needs no gradient skips its product; the other gradients are unchanged."""
+    from pipeline.layers.recurrence import rank1_recurrence
+
+    args, batch_sizes = recurrence_args(lengths, 2, torch.double)
+    args = (args[0].detach(), *args[1:])
+    hs, cs = rank1_recurrence(*args, batch_sizes=batch_sizes)
+    ref_h, ref_c = autograd_reference(args, batch_sizes)
+    weights = torch.randn_like(hs)
+    grads = torch.autograd.grad((hs * weights).sum() + cs.sum(), args[1:], allow_unused=True)
+    ref_grads = torch.autograd.grad((ref_h * weights).sum() + ref_c.sum(), args[1:], allow_unused=True)
+    for got, ref in zip(grads, ref_grads):
+        assert torch.allclose(got, torch.zeros_like(got) if ref is None else ref)
 
 
 def test_rank1_recurrence_rejects_inconsistent_batch_sizes():

@@ -9,7 +9,7 @@ their own factors; each component has one bias (the role of b_ih + b_hh).
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -29,7 +29,7 @@ class LSTMRank1(BayesianLayer):
     """Rank-1 Bayesian LSTM with K mixture components over a leading size S·K·B.
 
     ``per_example`` sampling draws factors per row and runs a fused-by-hand recurrence
-    (``rank1_recurrence``; input projection for all steps in one matmul). ``per_member``
+    (``rank1_recurrence``, input projection included). ``per_member``
     draws once per block: with equal lengths it materialises each block's weights and runs
     PyTorch's fused kernel per block; with variable lengths (where PyTorch's packed kernel
     is its slow native path) it runs the same recurrence as ``per_example`` on the block draws.
@@ -137,9 +137,8 @@ class LSTMRank1(BayesianLayer):
         h_last, c_last = [], []
         for l, d in enumerate(draws):
             f = self._row_factors(d, n, l, samples, pk.sort)
-            xw = pk.scale(inp, f["s_ih"]) @ f["w_ih"].t()  # (P, D) -> (P, 4H)
-            hs, cs = rank1_recurrence(xw, f["r_ih"], f["bias"], f["s_hh"], f["r_hh"], f["w_hh_t"],
-                                      pk.batch_sizes)  # (P, H) each
+            hs, cs = rank1_recurrence(pk.scale(inp, f["s_ih"]), f["w_ih"].t(), f["r_ih"], f["bias"], f["s_hh"],
+                                      f["r_hh"], f["w_hh_t"], pk.batch_sizes)  # (P, D) -> (P, H) each
             h_last.append(pk.final(hs))
             c_last.append(pk.final(cs))
             inp = hs

@@ -8,8 +8,8 @@ never influence real steps (the recurrence is causal).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
-from typing import Callable
 
 import torch
 from torch import Tensor
@@ -67,86 +67,104 @@ def _head(x: Tensor, rows: int) -> Tensor:
 
 
 class _Rank1Recurrence(torch.autograd.Function):
-    """Fused-by-hand LSTM recurrence with per-row rank-1 factors on both kernels, packed layout.
+    """Fused-by-hand LSTM with per-row rank-1 factors on both kernels, packed layout.
 
-    gates_t = xw_t ∘ r_in + bias + ((h_{t-1} ∘ s) Wᵀ) ∘ r, gate order (i, f, o, g), where
-    xw = (x ∘ s_in) W_inᵀ is precomputed for all steps by the caller. Step t covers the first
-    ``batch_sizes[t]`` rows (see ``packing``). Forward and backward run one loop each without
-    autograd bookkeeping, over per-step views made once; gradients of the factors, the bias and
-    Wᵀ are accumulated in place step by step. tanh is computed as 2·sigmoid(2x) - 1 (torch.tanh
-    is several times slower than torch.sigmoid on CPU; absolute error ~1e-7 in float32), so one
-    sigmoid covers all four gates.
+    gates_t = (x_t W_inᵀ) ∘ r_in + bias + ((h_{t-1} ∘ s) Wᵀ) ∘ r, gate order (i, f, o, g), where
+    x is the scaled input x ∘ s_in. Step t covers the first ``batch_sizes[t]`` rows (see
+    ``packing``). Forward and backward run one loop each without autograd bookkeeping, over
+    per-step views made once; all gradients are accumulated in place step by step. On CPU the
+    loop is bound by memory traffic and per-op overhead more than by flops, so:
+
+    - the input projection and its gradients (input and W_in) are per-step products whose
+      (rows, 4H) operands stay in cache; one product over all steps writes and re-reads a
+      (P, 4H) tensor and is slower for a small inner dimension D;
+    - x W_inᵀ and (h ∘ s) Wᵀ, kept only for the gradients of r_in and r, share one (P, 2, 4H)
+      buffer, so one op accumulates both; h ∘ s is not kept (recomputed in the backward);
+    - tanh is computed as 2·sigmoid(2x) - 1 (torch.tanh is several times slower than
+      torch.sigmoid on CPU; absolute error ~1e-7 in float32), the factor 2 of the g gate folded
+      into its columns of r_in, bias and r once, so one sigmoid covers all four gates.
     """
 
     @staticmethod
-    def forward(ctx, xw: Tensor, r_in: Tensor, bias: Tensor, s: Tensor, r: Tensor, w_t: Tensor,
+    def forward(ctx, x: Tensor, w_in_t: Tensor, r_in: Tensor, bias: Tensor, s: Tensor, r: Tensor, w_t: Tensor,
                 batch_sizes: list[int]) -> tuple[Tensor, Tensor]:
-        packed, four_h = xw.shape
+        packed, four_h = x.shape[0], w_t.shape[1]
         hid = four_h // 4
-        one, two = xw.new_ones(()), xw.new_full((), 2.0)  # 0-dim: no scalar wrapping per op
-        proj = xw.new_empty(packed, four_h)  # (h_{t-1} ∘ s) Wᵀ; unused at t = 0
-        act = xw.new_empty(packed, four_h)  # post-activation gates (sigmoid i, f, o; tanh g)
-        cs, tcs = xw.new_empty(packed, hid), xw.new_empty(packed, hid)  # c_t, tanh(c_t)
-        hs, hss = xw.new_empty(packed, hid), xw.new_empty(packed, hid)  # h_t, h_t ∘ s
-        xw_, proj_, act_ = xw.split(batch_sizes), proj.split(batch_sizes), act.split(batch_sizes)  # per step
+        dbl = x.new_ones(four_h)
+        dbl[3 * hid:] = 2.0  # (4H,) 2 on the g gate's columns
+        r_in2, bias2, r2 = r_in * dbl, bias * dbl, r * dbl  # g pre-activation doubled
+        m_one, two = x.new_full((), -1.0), x.new_full((), 2.0)  # 0-dim: no scalar wrapping per op
+        xp = x.new_empty(packed, 2, four_h)  # x_t W_inᵀ and (h_{t-1} ∘ s) Wᵀ (zero at t = 0)
+        xw, proj = xp.unbind(1)  # (P, 4H) views
+        proj[:batch_sizes[0]].zero_()
+        act = x.new_empty(packed, four_h)  # post-activation gates (sigmoid i, f, o; tanh g)
+        cs, tcs = x.new_empty(packed, hid), x.new_empty(packed, hid)  # c_t, tanh(c_t)
+        hs, hss = x.new_empty(packed, hid), x.new_empty(2, batch_sizes[0], hid)  # h_t; h_t ∘ s of steps t, t - 1
+        x_, xw_, proj_, act_ = (v.split(batch_sizes) for v in (x, xw, proj, act))  # per step
         i_, f_, o_, g_ = (v.split(batch_sizes) for v in act.split(hid, 1))  # per-step gate views
-        cs_, tcs_, hs_, hss_ = (v.split(batch_sizes) for v in (cs, tcs, hs, hss))
-        heads = {m: [_head(v, m) for v in (bias, r_in, r, s)] for m in set(batch_sizes)}
+        cs_, tcs_, hs_ = (v.split(batch_sizes) for v in (cs, tcs, hs))
+        hss_ = [_head(hss[t % 2], m) for t, m in enumerate(batch_sizes)]
+        heads = {m: [_head(v, m) for v in (bias2, r_in2, r2, s)] for m in set(batch_sizes)}
         for t, m in enumerate(batch_sizes):
             b_m, r_in_m, r_m, s_m = heads[m]
             a, g, c, tc = act_[t], g_[t], cs_[t], tcs_[t]
-            torch.addcmul(b_m, xw_[t], r_in_m, out=a)
+            torch.addcmul(b_m, torch.mm(x_[t], w_in_t, out=xw_[t]), r_in_m, out=a)
             if t > 0:  # zero initial state: no recurrent term at t = 0
                 a.addcmul_(torch.mm(_head(hss_[t - 1], m), w_t, out=proj_[t]), r_m)
-            g.mul_(two)  # tanh(g) = 2·sigmoid(2g) - 1
             a.sigmoid_()
-            g.mul_(two).sub_(one)
+            torch.add(m_one, g, alpha=2, out=g)  # tanh(g) = 2·sigmoid(2g) - 1
             if t == 0:
                 torch.mul(i_[0], g, out=c)
             else:
                 torch.mul(f_[t], _head(cs_[t - 1], m), out=c).addcmul_(i_[t], g)
-            torch.mul(c, two, out=tc).sigmoid_().mul_(two).sub_(one)  # tanh(c_t)
+            torch.add(m_one, torch.mul(c, two, out=tc).sigmoid_(), alpha=2, out=tc)  # tanh(c_t)
             torch.mul(o_[t], tc, out=hs_[t])
             torch.mul(hs_[t], s_m, out=hss_[t])
         ctx.batch_sizes = batch_sizes
-        ctx.save_for_backward(xw, r_in, s, r, w_t, proj, act, cs, tcs, hs, hss)
+        ctx.save_for_backward(x, w_in_t, r_in, s, r, w_t, xp, act, cs, tcs, hs)
         ctx.set_materialize_grads(False)
         return hs, cs
 
     @staticmethod
     def backward(ctx, d_hs: Tensor | None, d_cs: Tensor | None) -> tuple[Tensor | None, ...]:
-        xw, r_in, s, r, w_t, proj, act, cs, tcs, hs, hss = ctx.saved_tensors
+        x, w_in_t, r_in, s, r, w_t, xp, act, cs, tcs, hs = ctx.saved_tensors
         bs = ctx.batch_sizes
         n, four_h = r_in.shape
         hid = four_h // 4
-        w = w_t.t()  # (4H, H)
-        d_xw = act.new_empty(act.shape)
-        d_r_in, d_bias, d_r = (act.new_zeros(n, four_h) for _ in range(3))
-        d_s, d_w_t = act.new_zeros(n, hid), act.new_zeros(hid, four_h)
+        w, w_in = w_t.t(), w_in_t.t()  # (4H, H), (4H, D)
+        d_x = x.new_empty(x.shape) if ctx.needs_input_grad[0] else None
+        d_rr, d_bias = act.new_zeros(n, 2, four_h), act.new_zeros(n, four_h)  # d_rr: gradients of r_in, r
+        d_s, d_w_t, d_w_in_t = act.new_zeros(n, hid), act.new_zeros(hid, four_h), act.new_zeros(w_in_t.shape)
         da = act.new_empty(n, four_h)  # gradient of the pre-activation gates at step t
-        d_proj = act.new_empty(n, four_h)  # gradient of (h_{t-1} ∘ s) Wᵀ
+        rr = torch.stack([r_in, r], 1)  # (N, 2, 4H)
+        d_xp = act.new_empty(n, 2, four_h)  # gradients of x_t W_inᵀ and (h_{t-1} ∘ s) Wᵀ at step t
         d_hss = act.new_empty(n, hid)  # gradient of h_{t-1} ∘ s
+        hss = act.new_empty(n, hid)  # h_{t-1} ∘ s
+        d_tc = act.new_empty(n, hid)  # gradient of tanh(c_t), then its part of the gradient of c_t
         # gradients carried to step t - 1; rows that end at step t - 1 start from zero
         dh_carry, dc_carry = act.new_zeros(n, hid), act.new_zeros(n, hid)
-        xw_, proj_, d_xw_ = xw.split(bs), proj.split(bs), d_xw.split(bs)
+        x_, xp_ = x.split(bs), xp.split(bs)
+        d_x_ = d_x.split(bs) if d_x is not None else None
         sig_ = act[:, :3 * hid].split(bs)
         i_, f_, o_, g_ = (v.split(bs) for v in act.split(hid, 1))
-        cs_, tcs_, hs_, hss_ = (v.split(bs) for v in (cs, tcs, hs, hss))
+        cs_, tcs_, hs_ = (v.split(bs) for v in (cs, tcs, hs))
         d_hs_ = d_hs.split(bs) if d_hs is not None else None
         d_cs_ = d_cs.split(bs) if d_cs is not None else None
         heads = {}
         for m in set(bs):
             da_m = _head(da, m)
-            heads[m] = [da_m, da_m[:, :3 * hid], *da_m.split(hid, 1)] + [
-                _head(v, m) for v in (d_proj, d_hss, dh_carry, dc_carry, d_r_in, d_bias, d_r, d_s, r_in, r, s)]
+            d_xp_m = _head(d_xp, m)
+            # da (N, 4H), da as (N, 1, 4H), its sigmoid gates and each gate; d_xp and its two (N, 4H) halves
+            heads[m] = [da_m, da_m.unsqueeze(1), da_m[:, :3 * hid], *da_m.split(hid, 1), d_xp_m, *d_xp_m.unbind(1)] + [
+                _head(v, m) for v in (d_hss, d_tc, dh_carry, dc_carry, d_rr, d_bias, d_s, rr, s)]
         for t in range(len(bs) - 1, -1, -1):
             m = bs[t]
-            (da_m, d_sig, d_i, d_f, d_o, d_g, d_proj_m, d_hss_m, dh_m, dc_m, d_r_in_m, d_bias_m, d_r_m, d_s_m,
-             r_in_m, r_m, s_m) = heads[m]
-            dh = dh_m if d_hs_ is None else dh_m + d_hs_[t]
-            dc = torch.ops.aten.tanh_backward(dh * o_[t], tcs_[t])
-            if t < len(bs) - 1:
-                dc.add_(dc_m)
+            (da_m, da_m1, d_sig, d_i, d_f, d_o, d_g, d_xp_m, d_xw_m, d_proj_m, d_hss_m, d_tc_m, dh, dc, d_rr_m,
+             d_bias_m, d_s_m, rr_m, s_m) = heads[m]
+            if d_hs_ is not None:
+                dh.add_(d_hs_[t])
+            torch.mul(dh, o_[t], out=d_tc_m)
+            dc.add_(torch.ops.aten.tanh_backward.grad_input(d_tc_m, tcs_[t], grad_input=d_tc_m))
             if d_cs_ is not None:
                 dc.add_(d_cs_[t])
             # gradients of the sigmoid outputs (i, f, o), turned into pre-activation gradients in place
@@ -157,45 +175,47 @@ class _Rank1Recurrence(torch.autograd.Function):
                 d_f.zero_()
             torch.mul(dh, tcs_[t], out=d_o)
             torch.ops.aten.sigmoid_backward.grad_input(d_sig, sig_[t], grad_input=d_sig)
-            torch.ops.aten.tanh_backward.grad_input(dc * i_[t], g_[t], grad_input=d_g)
-            torch.mul(da_m, r_in_m, out=d_xw_[t])
-            d_r_in_m.addcmul_(da_m, xw_[t])
+            torch.ops.aten.tanh_backward.grad_input(torch.mul(dc, i_[t], out=d_g), g_[t], grad_input=d_g)
+            d_rr_m.addcmul_(da_m1, xp_[t])
             d_bias_m.add_(da_m)
+            torch.mul(da_m1, rr_m, out=d_xp_m)
+            d_w_in_t.addmm_(x_[t].t(), d_xw_m)
+            if d_x_ is not None:
+                torch.mm(d_xw_m, w_in, out=d_x_[t])
             if t > 0:
-                torch.mul(dc, f_[t], out=dc_m)
-                torch.mul(da_m, r_m, out=d_proj_m)
-                d_r_m.addcmul_(da_m, proj_[t])
-                h_prev = _head(hss_[t - 1], m)
-                d_w_t.addmm_(h_prev.t(), d_proj_m)
+                dc.mul_(f_[t])
+                h_prev = _head(hs_[t - 1], m)
+                d_w_t.addmm_(torch.mul(h_prev, s_m, out=_head(hss, m)).t(), d_proj_m)
                 torch.mm(d_proj_m, w, out=d_hss_m)
-                d_s_m.addcmul_(d_hss_m, _head(hs_[t - 1], m))
-                torch.mul(d_hss_m, s_m, out=dh_m)
-        return d_xw, d_r_in, d_bias, d_s, d_r, d_w_t, None
+                d_s_m.addcmul_(d_hss_m, h_prev)
+                torch.mul(d_hss_m, s_m, out=dh)
+        return d_x, d_w_in_t, d_rr[:, 0], d_bias, d_s, d_rr[:, 1], d_w_t, None
 
 
-def rank1_recurrence(xw: Tensor, r_in: Tensor, bias: Tensor, s: Tensor, r: Tensor, w_t: Tensor,
+def rank1_recurrence(x: Tensor, w_in_t: Tensor, r_in: Tensor, bias: Tensor, s: Tensor, r: Tensor, w_t: Tensor,
                      batch_sizes: list[int] | None = None) -> tuple[Tensor, Tensor]:
-    """Multiplicative rank-1 LSTM recurrence in (i, f, o, g) gate order, from zero state.
+    """Multiplicative rank-1 LSTM in (i, f, o, g) gate order, from zero state.
 
-    Packed layout (``packing``): xw (P, 4H) is the input projection (x ∘ s_in) W_inᵀ of every
-    real step, time-major, step t holding ``batch_sizes[t]`` rows (non-increasing, the first
-    rows of the batch). Per-row tensors cover the N rows: r_in (N, 4H) the input kernel's
-    output factor, bias (N, 4H), s (N, H) and r (N, 4H) the factors of the recurrent kernel;
-    w_t (H, 4H) is the permuted, transposed W_hh. ``batch_sizes=None`` means all N rows at
-    every step (xw (T·N, 4H)). Returns hidden and cell states (P, H) each; same result as
-    ``run_recurrence`` with ``xp = xw ∘ r_in + bias`` and the step ``xp_t + ((h ∘ s) Wᵀ) ∘ r``.
+    Packed layout (``packing``): x (P, D) holds the scaled inputs x ∘ s_in of every real step,
+    time-major, step t holding ``batch_sizes[t]`` rows (non-increasing, the first rows of the
+    batch); w_in_t (D, 4H) is the permuted, transposed W_ih. Per-row tensors cover the N rows:
+    r_in (N, 4H) the input kernel's output factor, bias (N, 4H), s (N, H) and r (N, 4H) the
+    factors of the recurrent kernel; w_t (H, 4H) is the permuted, transposed W_hh.
+    ``batch_sizes=None`` means all N rows at every step (x (T·N, D)). Returns hidden and cell
+    states (P, H) each; same result as ``run_recurrence`` with ``xp = (x W_inᵀ) ∘ r_in + bias``
+    and the step ``xp_t + ((h ∘ s) Wᵀ) ∘ r``.
     """
     n = r_in.shape[0]
     if batch_sizes is None:
-        batch_sizes = [n] * (xw.shape[0] // n) if n else []
-    if sum(batch_sizes) != xw.shape[0] or any(b > n for b in batch_sizes[:1]) or any(
+        batch_sizes = [n] * (x.shape[0] // n) if n else []
+    if sum(batch_sizes) != x.shape[0] or any(b > n for b in batch_sizes[:1]) or any(
             b2 > b1 for b1, b2 in pairwise(batch_sizes)):
         raise ValueError(f"rank1_recurrence: batch_sizes must be non-increasing, at most N={n}, and sum "
-                         f"to xw rows {xw.shape[0]}; got {batch_sizes}")
+                         f"to x rows {x.shape[0]}; got {batch_sizes}")
     if not batch_sizes:
-        empty = xw.new_zeros(0, xw.shape[1] // 4)
+        empty = x.new_zeros(0, w_t.shape[0])
         return empty, empty
-    return _Rank1Recurrence.apply(xw.contiguous(), r_in, bias, s, r, w_t.contiguous(), list(batch_sizes))
+    return _Rank1Recurrence.apply(x.contiguous(), w_in_t, r_in, bias, s, r, w_t.contiguous(), list(batch_sizes))
 
 
 def final_states(hs: Tensor, cs: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
