@@ -1,7 +1,7 @@
 """Batch scoring cost: 25 samples x K = 4 over a cohort, peak memory, achieved FLOP/s.
 
     .venv/bin/python benchmarks/score.py [--n 3000] [--small 1000] [--samples 25] [--threads 2]
-                                         [--batch-size 256] [--target 58976]
+                                         [--batch-size 64] [--target 58976]
 
 Scores random features shaped like the default synthetic benchmark (about 23 bags of about
 31 tokens, 833 tokens) with the default rank-1 model (K = 4, LSTM 64, dense 128; weights
@@ -11,13 +11,19 @@ process, so its peak RSS (ru_maxrss) is its own: equal peaks at two cohort sizes
 memory is bounded by the chunk and batch sizes, not by the cohort. The time at ``--n`` is
 extrapolated linearly to ``--target`` admissions (the MIMIC-III cohort size) and labelled so.
 
-FLOPs are counted analytically for the LSTM and the dense layers only (multiply-add = 2):
-per draw and real bag, 2·4H·(D+1) (input) + 2·4H·H (recurrent); per draw and admission,
-2·(H+D)·U + 2·U (dense and output). The reference is ``torch.mm`` in the same child with
-the same thread count, on (a) one block's input-projection-sized product
-(rows = batch_size x mean bags, (D+1+H) -> 4H, the same FLOPs as one block's LSTM gates) and
-(b) one recurrent step of all draws of a batch ((S·K·batch_size, H) x (H, 4H)); each is
-measured twice after the scoring and the best kept (the machine is shared).
+Achieved FLOP/s = analytic FLOPs / wall time of the whole ``score_files`` call (reading,
+embeddings, risk table and writing included). FLOPs are counted for the LSTM and the dense
+layers only (multiply-add = 2): per draw and real bag, 2·4H·(D+1) (input) + 2·4H·H
+(recurrent); per draw and admission, 2·(H+D)·U + 2·U (dense and output); biases, gate
+nonlinearities and the embeddings are not counted. References, in the same child with the
+same thread count, each timed after the scoring (best of repeated runs; the machine is shared):
+(a) ``torch.mm`` (batch_size·mean bags, D+1+H) x (D+1+H, 4H): one block's gate products;
+(b) ``torch.mm`` (S·K·batch_size, H) x (H, 4H): one recurrent step of all draws of a batch
+    with one shared weight (the figure tracked in the issue);
+(c) ``torch.bmm`` (S·K, batch_size, D+1+H) x (S·K, D+1+H, 4H): one step of all draws of a
+    batch with each draw's own weights, the product the evaluation path really runs;
+(d) ``nn.LSTM`` (PyTorch's fused kernel, one weight set, no grad) on S·K·batch_size rows of
+    round(mean bags) steps, FLOPs counted as above: a practical ceiling for an LSTM this small.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pipeline import data, io  # noqa: E402
-from train_throughput import random_features  # noqa: E402
+from train_throughput import random_features
+
+from pipeline import data, io
 
 
 def analytic_flops(fs: data.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
@@ -46,17 +53,14 @@ def analytic_flops(fs: data.FeatureSet, draws: int, d: int, h: int, u: int) -> f
     return draws * (lstm + dense)
 
 
-def gemm_rate(m: int, k: int, n: int, min_s: float = 0.5) -> float:
-    """FLOP/s of torch.mm (m, k) x (k, n) in float32 (repeated for at least ``min_s`` seconds, best of 3)."""
-    import torch
-
-    a, b = torch.randn(m, k), torch.randn(k, n)
-    torch.mm(a, b)
+def best_rate(fn, flops: float, min_s: float = 0.5) -> float:
+    """FLOP/s of ``fn()`` doing ``flops`` (repeated for at least ``min_s`` seconds, best of 3)."""
+    fn()
     reps = 1
     while True:
         t0 = time.perf_counter()
         for _ in range(reps):
-            torch.mm(a, b)
+            fn()
         dt = time.perf_counter() - t0
         if dt >= min_s:
             break
@@ -65,9 +69,37 @@ def gemm_rate(m: int, k: int, n: int, min_s: float = 0.5) -> float:
     for _ in range(2):
         t0 = time.perf_counter()
         for _ in range(reps):
-            torch.mm(a, b)
+            fn()
         best = min(best, time.perf_counter() - t0)
-    return 2.0 * m * k * n * reps / best
+    return flops * reps / best
+
+
+def gemm_rate(m: int, k: int, n: int) -> float:
+    """FLOP/s of torch.mm (m, k) x (k, n) in float32."""
+    import torch
+
+    a, b, out = torch.randn(m, k), torch.randn(k, n), torch.empty(m, n)
+    return best_rate(lambda: torch.mm(a, b, out=out), 2.0 * m * k * n)
+
+
+def bmm_rate(g: int, m: int, k: int, n: int) -> float:
+    """FLOP/s of torch.bmm (g, m, k) x (g, k, n) in float32."""
+    import torch
+
+    a, b, out = torch.randn(g, m, k), torch.randn(g, k, n), torch.empty(g, m, n)
+    return best_rate(lambda: torch.bmm(a, b, out=out), 2.0 * g * m * k * n)
+
+
+def lstm_rate(rows: int, steps: int, d: int, h: int) -> float:
+    """FLOP/s of nn.LSTM(d, h) over (steps, rows, d), no grad, FLOPs as ``analytic_flops``."""
+    import torch
+
+    lstm, x = torch.nn.LSTM(d, h), torch.randn(steps, rows, d)
+
+    def run() -> None:
+        with torch.no_grad():
+            lstm(x)
+    return best_rate(run, rows * steps * (2 * 4 * h * d + 2 * 4 * h * h), min_s=1.0)
 
 
 def child(args) -> dict:
@@ -98,9 +130,12 @@ def child(args) -> dict:
     flops = analytic_flops(fs, draws, d, h, u)
     mean_bags = float(fs.n_bags.mean())
     block_rows = int(args.batch_size * mean_bags)
-    shapes = {"gemm_block": (block_rows, d + 1 + h, 4 * h), "gemm_step": (draws * args.batch_size, h, 4 * h)}
+    refs = {"gemm_block": lambda: gemm_rate(block_rows, d + 1 + h, 4 * h),
+            "gemm_step": lambda: gemm_rate(draws * args.batch_size, h, 4 * h),
+            "bmm_step": lambda: bmm_rate(draws, args.batch_size, d + 1 + h, 4 * h),
+            "lstm": lambda: lstm_rate(draws * args.batch_size, round(mean_bags), d + 1, h)}
     # after scoring, and once more: the best rate is the one least disturbed by other processes
-    rates = {name: max(gemm_rate(*shape) for _ in range(2)) for name, shape in shapes.items()}
+    rates = {name: max(ref() for _ in range(2)) for name, ref in refs.items()}
     return {"n": summary.admissions, "secs": secs, "peak_rss_mb": rss / 1024, "rss_before_mb": rss0 / 1024,
             "flops": flops, "mean_bags": mean_bags, "draws": draws, **rates, "block_rows": block_rows, "h": h,
             "d": d}
@@ -145,6 +180,12 @@ def main() -> None:
     print(f"  vs torch.mm ({big['draws'] * args.batch_size}, {big['h']}) x ({big['h']}, {4 * big['h']}) "
           f"[one recurrent step of all draws of a batch]: "
           f"{big['gemm_step'] / 1e9:.2f} GFLOP/s -> {achieved / big['gemm_step']:.1%}")
+    print(f"  vs torch.bmm {big['draws']} x ({args.batch_size}, {big['d'] + 1 + big['h']}) x "
+          f"({big['d'] + 1 + big['h']}, {4 * big['h']}) [one step of all draws, each its own weights]: "
+          f"{big['bmm_step'] / 1e9:.2f} GFLOP/s -> {achieved / big['bmm_step']:.1%}")
+    print(f"  ceiling: nn.LSTM (one weight set, {big['draws'] * args.batch_size} rows x {round(big['mean_bags'])} "
+          f"steps) achieves {big['lstm'] / 1e9:.2f} GFLOP/s = {big['lstm'] / big['gemm_step']:.1%} of the "
+          f"recurrent-step torch.mm")
 
 
 if __name__ == "__main__":

@@ -2,14 +2,16 @@
 
 ``predict_logits`` runs the model in evaluation mode with per-member sampling: each of the
 S·K weight draws is one block applied to the whole batch (DESIGN.md ensemble convention), so
-there is never a loop over admissions. ``risk_table`` turns the (S, K, N) logits into the
+there is never a loop over admissions. Under ``torch.no_grad`` rank-1 / BatchEnsemble models
+then take their inference path (``pipeline.layers.inference``: per-block kernels, each sample's
+embeddings once), with the same draws as the training path. ``risk_table`` turns the (S, K, N) logits into the
 published columns; the metrics themselves come from ``pipeline.metrics``.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd

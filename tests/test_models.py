@@ -21,7 +21,8 @@ def _seed():
 
 
 def tiny_cfg(**kw) -> MortalityConfig:
-    base = dict(token_vocab=30, context_vocab=9, embedding_dim=8, lstm_hidden=12, dense_units=16, components=3)
+    base = {"token_vocab": 30, "context_vocab": 9, "embedding_dim": 8, "lstm_hidden": 12, "dense_units": 16,
+            "components": 3}
     return MortalityConfig(**{**base, **kw})
 
 
@@ -35,8 +36,8 @@ def make_batch(b=6, t=5, l=3, zero_rows=(1,), seed=0):
     tokens[:, :, -1] = 0  # some token padding inside real bags
     tokens = tokens * mask.unsqueeze(2)
     hours = torch.cumsum(torch.rand(b, t, generator=g) * 5, 1) - 10.0
-    return dict(tokens=tokens, mask=mask, hours=hours * mask, context=torch.randint(0, 9, (b, 4), generator=g),
-                label=torch.randint(0, 2, (b,), generator=g).float())
+    return {"tokens": tokens, "mask": mask, "hours": hours * mask, "context": torch.randint(0, 9, (b, 4), generator=g),
+            "label": torch.randint(0, 2, (b,), generator=g).float()}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -82,7 +83,7 @@ def test_zero_bag_admissions_and_empty_time_axis(kind):
 def test_padding_never_changes_outputs(kind):
     model = build_model(kind, tiny_cfg())
     batch = make_batch()
-    b, t, l = batch["tokens"].shape
+    b, _t, l = batch["tokens"].shape
     padded = dict(batch)
     padded["tokens"] = torch.cat([F.pad(batch["tokens"], (0, 2)), torch.zeros(b, 3, l + 2, dtype=torch.long)], 1)
     padded["mask"] = torch.cat([batch["mask"], torch.zeros(b, 3, dtype=torch.bool)], 1)
@@ -188,3 +189,111 @@ def test_cauchy_rank1_runs_2000_steps_without_nan():
     assert all(math.isfinite(v) for v in losses)
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert torch.isfinite(model(batch, samples=4)).all()
+
+
+# ---------------------------------------------------------------------------- per-member inference path
+
+
+def _both_paths(model, batch, samples, seed=5):
+    """Logits of the inference path and of the training path (same seed, evaluation mode, no grad)."""
+    from pipeline.predict import evaluation_mode
+
+    with evaluation_mode(model), torch.no_grad():
+        assert model.block_inference()
+        torch.manual_seed(seed)
+        fast = model(batch, samples=samples)
+        model.fast_inference = False
+        assert not model.block_inference()
+        torch.manual_seed(seed)
+        slow = model(batch, samples=samples)
+        model.fast_inference = True
+    return fast, slow
+
+
+@pytest.mark.parametrize("kind, kw", [
+    ("rank1", {}), ("rank1", {"lstm_layers": 2}), ("rank1", {"perturbation": "additive"}),
+    ("rank1", {"prior": "cauchy"}), ("rank1", {"bag_mode": "sum", "time_feature": False}),
+    ("batchensemble", {}), ("batchensemble", {"lstm_layers": 2}),
+])
+@pytest.mark.parametrize("chunk_rows", [1, 1024])
+def test_block_inference_equals_training_path(kind, kw, chunk_rows, monkeypatch):
+    """Same seed -> the same draws (embedding noise, factors) and the same logits on both paths;
+    zero-bag admissions included, rows of every length, one sample per recurrence chunk or all."""
+    from pipeline.layers import inference
+
+    monkeypatch.setattr(inference, "CHUNK_ROWS", chunk_rows)
+    model = build_model(kind, tiny_cfg(init_stddev=0.2, **kw))
+    batch = make_batch(b=9, t=6, zero_rows=(1, 4))
+    fast, slow = _both_paths(model, batch, samples=4)
+    assert fast.shape == (4 * 3, 9)
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+    if kind == "rank1":
+        assert fast.view(4, 3, 9).std(0).min() > 1e-4  # the samples really differ
+
+
+def test_block_inference_empty_time_axis_and_full_bags():
+    """T = 0 (context only) and bags without token padding take the inference path too."""
+    model = build_model("rank1", tiny_cfg(init_stddev=0.2))
+    batch = make_batch(zero_rows=(1, 3))
+    empty = {**batch, "tokens": batch["tokens"][:, :0], "mask": batch["mask"][:, :0], "hours": batch["hours"][:, :0]}
+    fast, slow = _both_paths(model, empty, samples=3)
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+    full = make_batch(zero_rows=())
+    full["tokens"] = torch.randint(1, 30, full["tokens"].shape) * full["mask"].unsqueeze(2)  # no padding in real bags
+    full["context"] = torch.randint(1, 9, full["context"].shape)
+    fast, slow = _both_paths(model, full, samples=3)
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+
+
+def test_block_inference_only_for_per_member_draws_without_grad():
+    model = build_model("rank1", tiny_cfg()).eval()
+    assert not model.block_inference()  # per_example sampling
+    set_sampling(model, "per_member")
+    assert model.block_inference() is False  # grad enabled: the training path
+    with torch.no_grad():
+        assert model.block_inference()
+        assert not build_model("bayes-full", tiny_cfg()).block_inference()  # no rank-1 LSTM
+        assert not build_model("deterministic", tiny_cfg()).block_inference()
+
+
+@pytest.mark.parametrize("mode", ["mean", "sum"])
+def test_sample_bags_equal_tiled_forward(mode):
+    """S per-member draws of an untiled batch == the tiled forward, block by block (same seed)."""
+    from pipeline.layers import EmbeddingBagBayes, EmbeddingConfig, tile_members
+
+    emb = EmbeddingBagBayes(30, 5, mode, EmbeddingConfig(init_stddev=0.3))
+    set_sampling(emb, "per_member")
+    ids = make_batch()["tokens"]  # (B, T, L) with padding and empty bags
+    torch.manual_seed(3)
+    fast = emb.sample_bags(ids, 4)  # (B, T, S, D)
+    torch.manual_seed(3)
+    tiled = emb(tile_members(ids, 4), samples=4).view(4, *ids.shape[:2], 5)  # (S·B, T, D) -> (S, B, T, D)
+    torch.testing.assert_close(fast, tiled.permute(1, 2, 0, 3), rtol=1e-5, atol=1e-6)
+    assert (fast[:, :, 0] - fast[:, :, 1]).abs().max() > 1e-3  # samples differ
+    set_sampling(emb, "per_example")
+    with pytest.raises(ValueError, match="per_member"):
+        emb.sample_bags(ids, 4)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_final_hidden_equals_lstm_forward_with_same_draws(layers):
+    """inference.final_hidden == LSTMRank1.forward_with on the same per-block draws (sorted rows)."""
+    from pipeline.layers import LSTMRank1, Rank1Config, expand_members
+    from pipeline.layers.inference import final_hidden
+
+    lstm = LSTMRank1(5, 7, num_layers=layers, components=2, config=Rank1Config(init_stddev=0.3))
+    set_sampling(lstm, "per_member")
+    s, b = 3, 6
+    x = torch.randn(b, 4, s, 5)  # (B, T, S, D)
+    lengths = torch.tensor([4, 4, 3, 1, 0, 0])
+    with torch.no_grad():
+        torch.manual_seed(1)
+        fast = final_hidden(lstm, x, lengths, s)  # (S·K·B, H)
+        torch.manual_seed(1)
+        draws = lstm.draw(s * 2 * b, s)
+        rows = expand_members(x.permute(2, 0, 1, 3).reshape(s * b, 4, 5), s, 2, b)  # (S·B, T, D) -> (S·K·B, T, D)
+        _, (h_n, _) = lstm.forward_with(rows, lengths.repeat(s * 2), draws, s)
+    torch.testing.assert_close(fast, h_n[-1], rtol=1e-5, atol=1e-6)
+    assert fast.view(s * 2, b, 7)[:, 4:].abs().max() == 0  # length 0: zero state
+    with pytest.raises(ValueError, match="sorted"):
+        final_hidden(lstm, x, lengths.flip(0), s)

@@ -4,6 +4,10 @@ Id 0 is padding: it embeds to zero and is excluded from bag means. Inputs have l
 size N = S·B. ``per_example`` sampling gives every row one draw per distinct token, shared by
 all its occurrences (fixed across the time steps of a sequence); ``per_member`` gives one
 draw of the table per block of B rows. Only the tokens actually used are sampled.
+
+``sample_bags`` is the inference form of per-member bags: S samples of an untiled batch in one
+``embedding_bag`` over a table whose row holds a token's S draws side by side (no tiling of the
+ids by S, no per-sample bag of the mean table).
 """
 
 from __future__ import annotations
@@ -112,6 +116,32 @@ class EmbeddingBagBayes(EmbeddingBayes):
             out = out + bag(index.reshape(bags, length), table, self.mode)
         return out.view(*lead, self.embedding_dim)
 
+    def sample_bags(self, ids: Tensor, samples: int) -> Tensor:
+        """Bags of ``samples`` per-member table draws: ids (B, *, L) -> (B, *, S, D).
+
+        ``out[..., s, :]`` equals ``forward(tile_members(ids, S), S)`` block s (same noise
+        for the same RNG state: the same (sample, token) pairs go through ``_noise``).
+        """
+        check_ids(ids, self.num_embeddings)
+        lead, length, d = ids.shape[:-1], ids.shape[-1], self.embedding_dim
+        flat = ids.reshape(math.prod(lead), length)  # (M, L)
+        if self.use_mean or not ids.numel():
+            return bag(flat, self.mean, self.mode).view(*lead, 1, d).expand(*lead, samples, d)
+        if self.sampling != Sampling.PER_MEMBER:
+            raise ValueError("sample_bags draws one table per sample: per_member sampling only")
+        used = torch.zeros(self.num_embeddings, dtype=torch.bool, device=ids.device)
+        used[flat.reshape(-1)] = True
+        tokens = used.nonzero().squeeze(1)  # (U,) distinct ids, sorted (0 first when padding occurs)
+        u = tokens.shape[0]
+        table, index = self._noise(tokens.repeat(samples), samples)  # (sample, token) pairs, sample-major
+        noise = F.embedding(index, table).view(samples, u, d)  # (S·U,) -> (S, U, D)
+        rows = self.mean.index_select(0, tokens).unsqueeze(1) + noise.transpose(0, 1)  # (U, S, D)
+        table = torch.cat([rows.new_zeros(1, samples * d), rows.reshape(u, samples * d)])  # (1 + U, S·D), 0: pad
+        compact = torch.zeros(self.num_embeddings, dtype=torch.long, device=ids.device)
+        compact[tokens] = torch.arange(1, u + 1, device=ids.device)
+        compact[0] = 0
+        return bag(compact[flat], table, self.mode).view(*lead, samples, d)  # (M, S·D) -> (B, *, S, D)
+
 
 class EmbeddingBagDeterministic(nn.Module):
     """Deterministic bag embedding with the family's ``forward(ids, samples)``."""
@@ -124,11 +154,16 @@ class EmbeddingBagDeterministic(nn.Module):
         self.mode = BagMode(mode)
         self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=0)
 
-    def forward(self, ids: Tensor, samples: int = 1) -> Tensor:  # noqa: ARG002
+    def forward(self, ids: Tensor, samples: int = 1) -> Tensor:
         check_ids(ids, self.num_embeddings)
         lead, length = ids.shape[:-1], ids.shape[-1]
         out = bag(ids.reshape(math.prod(lead), length), self.embedding.weight, self.mode)  # (N·P, D)
         return out.view(*lead, self.embedding_dim)
+
+    def sample_bags(self, ids: Tensor, samples: int) -> Tensor:
+        """``forward`` with a broadcast sample axis: ids (B, *, L) -> (B, *, S, D)."""
+        out = self(ids)  # (B, *, D)
+        return out.unsqueeze(-2).expand(*out.shape[:-1], samples, self.embedding_dim)
 
 
 def bag(ids: Tensor, weight: Tensor, mode: BagMode) -> Tensor:

@@ -7,6 +7,11 @@ bags (B, T, L) -> bag embeddings (mean of token embeddings) [+ time feature]
 
 Every model returns logits (S·K, B) (see ``pipeline.layers.members``), exposes ``kl()``,
 ``l2_penalty()`` and ``components``; none computes metrics.
+
+Rank-1 / BatchEnsemble models under ``torch.no_grad`` with per-member sampling (evaluation,
+scoring) take an inference path with the same draws: each sample's bag embeddings are computed
+once for the untiled batch (``sample_bags``) and the LSTM runs on materialised per-block kernels
+(``pipeline.layers.inference``). ``fast_inference = False`` turns it off (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -18,13 +23,30 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from pipeline.layers import (EmbeddingBagBayes, EmbeddingBagDeterministic, EmbeddingConfig, LinearBatchEnsemble,
-                             LinearDeterministic, LinearMeanField, LinearRank1, LSTMBatchEnsemble,
-                             LSTMDeterministic, LSTMMeanField, LSTMRank1, MeanFieldConfig, Rank1Config,
-                             expand_members, kl_divergence, l2_penalty, set_sampling, tile_members)
-from pipeline.layers.base import Sampling
+from pipeline.layers import (
+    EmbeddingBagBayes,
+    EmbeddingBagDeterministic,
+    EmbeddingConfig,
+    LinearBatchEnsemble,
+    LinearDeterministic,
+    LinearMeanField,
+    LinearRank1,
+    LSTMBatchEnsemble,
+    LSTMDeterministic,
+    LSTMMeanField,
+    LSTMRank1,
+    MeanFieldConfig,
+    Rank1Config,
+    expand_members,
+    kl_divergence,
+    l2_penalty,
+    set_sampling,
+    tile_members,
+)
+from pipeline.layers.base import BayesianLayer, Sampling
 from pipeline.layers.embedding import BagMode
 from pipeline.layers.factors import FactorInit, Perturbation
+from pipeline.layers.inference import final_hidden
 from pipeline.layers.priors import PriorKind
 
 
@@ -87,6 +109,8 @@ class MortalityConfig:
 class MortalityNet(nn.Module):
     """One mortality model of a given kind (every kind except deep-ensemble)."""
 
+    fast_inference = True  # per-member inference path under no_grad (rank-1 / BatchEnsemble LSTMs)
+
     def __init__(self, kind: str, cfg: MortalityConfig) -> None:
         super().__init__()
         self.kind, self.cfg = ModelKind(kind), cfg
@@ -134,17 +158,52 @@ class MortalityNet(nn.Module):
         s_run = samples if self.stochastic else 1  # deterministic weights: compute once
         s_emb = s_run if self.bayes_embeddings else 1
         lengths = mask.sum(1)  # (B,)
-        bags = self.bag_embedding(tile_members(tokens, s_emb), samples=s_emb)  # (S_e·B, T, D)
-        ctx = self.context_embedding(tile_members(context, s_emb), samples=s_emb)  # (S_e·B, D)
-        if self.cfg.time_feature:
-            t = torch.sign(hours) * torch.log1p(hours.abs()) * mask  # (B, T)
-            bags = torch.cat([bags, tile_members(t, s_emb).unsqueeze(2).to(bags.dtype)], 2)  # (S_e·B, T, D+1)
-        x = expand_members(bags, s_run, k, b)  # (S·K·B, T, D')
-        _, (h_n, _) = self.lstm(x, tile_members(lengths, s_run * k), samples=s_run)  # h_n (L, S·K·B, H)
-        z = torch.cat([h_n[-1], expand_members(ctx, s_run, k, b)], 1)  # (S·K·B, H + D)
+        hour = torch.sign(hours) * torch.log1p(hours.abs()) * mask if self.cfg.time_feature else None  # (B, T)
+        encode = self._encode_blocks if self.block_inference() else self._encode
+        h, ctx = encode(tokens, lengths, hour, context, s_run, s_emb)  # (S·K·B, H), (S_e·B, D)
+        z = torch.cat([h, expand_members(ctx, s_run, k, b)], 1)  # (S·K·B, H + D)
         z = self.dropout(F.relu6(self.dense(z, samples=s_run)))  # (S·K·B, U)
         logits = self.output(z, samples=s_run).view(s_run * k, b)  # (S·K·B, 1) -> (S·K, B)
         return logits if s_run == samples else logits.repeat(samples, 1)
+
+    def block_inference(self) -> bool:
+        """Whether ``forward`` takes the per-member inference path (see the module docstring)."""
+        layers = (self.lstm, self.bag_embedding, self.context_embedding)
+        per_member = all(m.sampling == Sampling.PER_MEMBER for m in layers if isinstance(m, BayesianLayer))
+        return self.fast_inference and not torch.is_grad_enabled() and isinstance(self.lstm, LSTMRank1) and per_member
+
+    def _encode(self, tokens: Tensor, lengths: Tensor, hour: Tensor | None, context: Tensor, s_run: int,
+                s_emb: int) -> tuple[Tensor, Tensor]:
+        """LSTM final state (S·K·B, H) and context embedding (S_e·B, D) over tiled rows."""
+        b, k = tokens.shape[0], self.components
+        bags = self.bag_embedding(tile_members(tokens, s_emb), samples=s_emb)  # (S_e·B, T, D)
+        ctx = self.context_embedding(tile_members(context, s_emb), samples=s_emb)  # (S_e·B, D)
+        if hour is not None:
+            bags = torch.cat([bags, tile_members(hour, s_emb).unsqueeze(2).to(bags.dtype)], 2)  # (S_e·B, T, D+1)
+        x = expand_members(bags, s_run, k, b)  # (S·K·B, T, D')
+        _, (h_n, _) = self.lstm(x, tile_members(lengths, s_run * k), samples=s_run)  # h_n (L, S·K·B, H)
+        return h_n[-1], ctx
+
+    def _encode_blocks(self, tokens: Tensor, lengths: Tensor, hour: Tensor | None, context: Tensor, s_run: int,
+                       s_emb: int) -> tuple[Tensor, Tensor]:
+        """``_encode`` for per-member draws: each sample's bags once, per-block LSTM kernels.
+
+        Admissions are sorted by length for the recurrence (the noise draws do not depend on the
+        row order: they follow the distinct tokens) and the final states put back in batch order.
+        """
+        b, g = tokens.shape[0], s_run * self.components
+        order = torch.sort(lengths, descending=True, stable=True).indices  # (B,)
+        bags = self.bag_embedding.sample_bags(tokens.index_select(0, order), s_emb)  # (B, T, S_e, D), sorted rows
+        ctx = self.context_embedding.sample_bags(context, s_emb)  # (B, S_e, D)
+        if hour is not None:
+            # (B, T) -> (B, T, 1, 1) -> (B, T, S_e, 1)
+            hour = hour.index_select(0, order).to(bags.dtype)[:, :, None, None].expand(*bags.shape[:3], 1)
+            bags = torch.cat([bags, hour], 3)  # (B, T, S_e, D+1)
+        h = final_hidden(self.lstm, bags, lengths.index_select(0, order), s_run)  # (S·K·B, H), sorted rows
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(b, device=order.device)
+        h = h.view(g, b, -1).index_select(1, inverse).view(g * b, -1)  # (G·B, H) -> (G, B, H), batch order
+        return h, ctx.transpose(0, 1).reshape(s_emb * b, ctx.shape[2])  # (B, S_e, D) -> (S_e·B, D)
 
     def kl(self) -> Tensor:
         return kl_divergence(self)

@@ -1,0 +1,132 @@
+"""Inference-only rank-1 LSTM with one weight draw per block (per-member sampling), no autograd.
+
+Evaluation applies each of the G = S·K weight draws to a whole batch of B admissions, so each
+block's kernels can be materialised once. Per layer and block they are fused into one matrix
+``[W_ih_jᵀ; 2·W_hh_jᵀ; b_k]`` (rows D + H + 1, columns 4H in (i, f, o, g) order) and step t is
+one batched product ``[x_t | h_{t-1}/2 | 1] @ kernel_j`` over all blocks, followed by the cell
+update in place. The elementwise work is cut by keeping u = 2c and h/2 as the state: with the
+g columns doubled one sigmoid covers all gates (tanh(g) = 2·sigmoid(2g) - 1), and
+h/2 = o·(sigmoid(u) - 1/2) needs no tanh (torch.tanh is several times slower than sigmoid on CPU).
+Admissions are sorted by length so step t computes only the ``batch_sizes[t]`` still running, in
+every block, and the blocks run in chunks of about ``CHUNK_ROWS`` rows so that kernels and state
+stay in cache. Nothing is saved for a backward pass and memory does not grow with T (except for
+the hidden sequence between stacked layers).
+
+Same result as ``LSTMRank1.forward_with`` on the same per-block draws (up to float rounding).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .factors import Draw, Perturbation
+from .lstm import LSTMRank1
+from .recurrence import gate_permutation
+
+CHUNK_ROWS = 1024  # rows (blocks x admissions) per pass and intra-op thread: kernels and state stay in cache
+
+
+def block_kernels(lstm: LSTMRank1, draws: list[dict[str, Draw]]) -> list[Tensor]:
+    """Fused per-block kernels (G, D_l + H + 1, 4H) of every layer (see the module docstring).
+
+    The kernel of block j is ``[W_ih_jᵀ; 2·W_hh_jᵀ; b_k]`` with k = j % K, gates (i, f, o, g),
+    the g columns doubled; W_j as ``factors.materialize``, written transposed in place.
+    """
+    hid, k, additive = lstm.hidden_size, lstm.components, lstm.config.perturbation == Perturbation.ADDITIVE
+    perm = gate_permutation(hid, lstm.bias[0].device)
+    scale = torch.ones(4 * hid, dtype=lstm.bias[0].dtype, device=perm.device)
+    scale[3 * hid:] = 2.0  # tanh(g) = 2·sigmoid(2g) - 1
+    kernels = []
+    for layer, d in enumerate(draws):
+        w_ih, w_hh = lstm.weight_ih[layer], lstm.weight_hh[layer]  # (4H, D), (4H, H)
+        g, d_in = d["r_ih"].blocks().shape[0], w_ih.shape[1]
+        kernel = w_ih.new_empty(g, d_in + hid + 1, 4 * hid)
+        for rows, w, r, s, col in ((slice(0, d_in), w_ih, d["r_ih"], d["s_ih"], scale),
+                                   (slice(d_in, d_in + hid), w_hh, d["r_hh"], d["s_hh"], 2.0 * scale)):  # h/2 in
+            w_t = w.index_select(0, perm).t()  # (d, 4H)
+            r_ = (r.blocks().index_select(1, perm) * col).unsqueeze(1)  # (G, 1, 4H), column c scaled by col[c]
+            s_ = s.blocks().unsqueeze(2)  # (G, d, 1)
+            if additive:  # (W + r sᵀ)ᵀ
+                torch.mul(s_, r_, out=kernel[:, rows]).add_(w_t * col)
+            else:  # (W ∘ (r sᵀ))ᵀ
+                torch.mul(w_t, s_, out=kernel[:, rows]).mul_(r_)
+        kernel[:, -1] = (lstm.bias[layer].index_select(1, perm) * scale).repeat(g // k, 1)  # (K, 4H) -> (G, 4H)
+        kernels.append(kernel)
+    return kernels
+
+
+def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int) -> Tensor:
+    """Top layer's state after each row's last real step, per-member draws of ``lstm``.
+
+    x (B, T, S_x, D): per-sample inputs, S_x = 1 (shared by every draw) or S (sample s feeds
+    the K blocks s·K .. s·K + K - 1); lengths (B,) non-increasing (rows sorted by length, so that
+    the rows still running at any step are the first ones). Returns (S·K·B, H) member-major
+    (DESIGN.md), zeros for length 0. Draws come from ``lstm.draw`` (one per block; per_member).
+    """
+    b, _, s_x, _ = x.shape
+    g = samples * lstm.components
+    if s_x not in (1, samples):
+        raise ValueError(f"final_hidden: input has {s_x} samples, expected 1 or {samples}")
+    lengths = lengths.to(device=x.device, dtype=torch.long)
+    if b > 1 and bool((lengths[1:] > lengths[:-1]).any()):
+        raise ValueError("final_hidden: rows must be sorted by non-increasing length")
+    kernels = block_kernels(lstm, lstm.draw(g * b, samples))
+    steps = int(lengths[0]) if b else 0
+    batch_sizes = (torch.arange(steps, device=x.device).unsqueeze(1) < lengths.unsqueeze(0)).sum(1).tolist()
+    per = g // s_x  # blocks fed by one input sample
+    chunk = max(1, CHUNK_ROWS * torch.get_num_threads() // max(1, b * per))  # input samples per pass
+    h_n = x.new_zeros(g, b, lstm.hidden_size)
+    for s0 in range(0, s_x, chunk):
+        blocks = slice(s0 * per, (s0 + chunk) * per)
+        seq = x[:, :, s0:s0 + chunk].permute(1, 2, 0, 3)  # (B, T, S_p, D) -> (T, S_p, B, D)
+        for layer, kernel in enumerate(kernels):
+            seq = _layer(kernel[blocks], seq, batch_sizes, h_n[blocks], keep=layer + 1 < len(kernels))
+    return h_n.view(g * b, lstm.hidden_size)  # (G, B, H) -> (G·B, H)
+
+
+def _layer(kernel: Tensor, x: Tensor, batch_sizes: list[int], h_n: Tensor, keep: bool) -> Tensor | None:
+    """One layer over x (T, S_x, B, D), rows sorted by length: writes the final states into
+    h_n (G, B, H); returns every step's hidden state (T, G, B, H) when ``keep`` (the next
+    layer's input; zero at padding).
+
+    Buffers hold the m = batch_sizes[t] running rows of step t contiguously, (G, m, ·): rows that
+    stop running drop out when the next step's buffer is written (h_{t-1}/2 goes straight to the
+    layout of step t, u_{t-1} is read through a view), so the product and every elementwise op
+    work on contiguous memory.
+    """
+    g, dz, four_h = kernel.shape
+    hid = four_h // 4
+    t_len, s_x, b, d = x.shape
+    z_buf = x.new_empty(2, g * b * dz)  # [x_t | h_{t-1}/2 | 1] of step t: z_buf[t % 2] as (G, m, D + H + 1)
+    u_buf = x.new_zeros(2, g * b * hid)  # u_t = 2·c_t: u_buf[t % 2] as (G, m, H); u_{-1} = 0
+    gates = x.new_empty(g * b * four_h)
+    half_tanh = x.new_empty(g * b * hid)
+    hs = x.new_zeros(t_len, g, b, hid) if keep else None
+    m0 = batch_sizes[0] if batch_sizes else 0
+    z = z_buf[0][:g * m0 * dz].view(g, m0, dz)
+    z[..., d:d + hid] = 0.0  # zero initial state
+    m_prev = b
+    for t, m in enumerate(batch_sizes):
+        m_next = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
+        z[..., d + hid] = 1.0
+        z.view(s_x, g // s_x, m, dz)[..., :d].copy_(x[t, :, :m].unsqueeze(1))  # (S_x, m, D) -> (S_x, 1, m, D)
+        a = torch.bmm(z, kernel, out=gates[:g * m * four_h].view(g, m, four_h))  # (G, m, 4H)
+        a.sigmoid_()
+        i, f, o, g2 = a.split(hid, 2)  # sigmoid(i), sigmoid(f), sigmoid(o), sigmoid(2g)
+        u_prev = u_buf[(t + 1) % 2][:g * m_prev * hid].view(g, m_prev, hid)[:, :m]
+        u = torch.mul(f, u_prev, out=u_buf[t % 2][:g * m * hid].view(g, m, hid))
+        u.addcmul_(i, g2, value=4.0).sub_(i, alpha=2.0)  # 2·(f·c + i·tanh(g)), tanh(g) = 2·sigmoid(2g) - 1
+        th = torch.sigmoid(u, out=half_tanh[:g * m * hid].view(g, m, hid)).sub_(0.5)  # tanh(c)/2
+        z = z_buf[(t + 1) % 2][:g * m_next * dz].view(g, m_next, dz)
+        if hs is not None:
+            h = torch.mul(o, th, out=hs[t, :, :m])  # (G, m, H)
+            z[..., d:d + hid] = h[:, :m_next]
+            h_n[:, m_next:m] = h[:, m_next:]
+        else:
+            torch.mul(o[:, :m_next], th[:, :m_next], out=z[..., d:d + hid])  # h_t/2 of the rows running at t + 1
+            if m_next < m:  # rows whose last step is t
+                torch.mul(o[:, m_next:], th[:, m_next:], out=h_n[:, m_next:m])
+        m_prev = m
+    h_n.mul_(2.0)  # h/2 -> h
+    return None if hs is None else hs.mul_(2.0)
