@@ -149,7 +149,7 @@ def param_table(hidden: int, k: int) -> None:
           "\n'1-bias' also drops nn.LSTM's redundant second bias (b_hh) from the deterministic count")
     print(f"{'H':>4} {'E':>4} {'model':<14} {'deterministic':>13} {'extra':>7} {'overhead':>9} {'1-bias':>7}   "
           "extra by group, % of deterministic")
-    for h, e in sorted({(hidden, 32), (256, 32), (256, 128)}):
+    for h, e in sorted({(hidden, 32), (256, 32), (256, 128), (512, 32)}):
         cfg = MortalityConfig(token_vocab=100, context_vocab=10, lstm_hidden=h, embedding_dim=e, components=k)
         det = grouped_counts(build_model("deterministic", cfg))
         det_total, b_hh = sum(det.values()), 4 * h * cfg.lstm_layers
