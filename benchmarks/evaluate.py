@@ -1,7 +1,7 @@
 """Evaluation throughput: 25 samples x K draws of a rank-1 model against one deterministic pass.
 
     .venv/bin/python benchmarks/evaluate.py [--n 512] [--samples 25] [--threads 2] [--blocks 3]
-                                            [--batch-size 256] [--bootstrap 1000]
+                                            [--batch-size 128] [--bootstrap 1000]
 
 Random features shaped like the default synthetic benchmark (``train_throughput.random_features``),
 default-size models with untrained weights (the cost does not depend on the values). Timed:
@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=25, help="samples per mixture component (rank-1)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--blocks", type=int, default=3, help="alternating timed blocks per model")
-    ap.add_argument("--batch-size", type=int, default=64, help="admissions per forward pass")
+    ap.add_argument("--batch-size", type=int, default=128, help="admissions per forward pass")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples in the metrics")
     args = ap.parse_args()
     import torch

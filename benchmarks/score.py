@@ -1,7 +1,7 @@
 """Batch scoring cost: 25 samples x K = 4 over a cohort, peak memory, achieved FLOP/s.
 
     .venv/bin/python benchmarks/score.py [--n 3000] [--small 1000] [--samples 25] [--threads 2]
-                                         [--batch-size 64] [--target 58976]
+                                         [--batch-size 128] [--target 58976]
 
 Scores random features shaped like the default synthetic benchmark (about 23 bags of about
 31 tokens, 833 tokens) with the default rank-1 model (K = 4, LSTM 64, dense 128; weights
@@ -154,7 +154,7 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=1000, help="a smaller cohort, for the peak-RSS comparison")
     ap.add_argument("--samples", type=int, default=25, help="samples per component")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    ap.add_argument("--batch-size", type=int, default=64, help="admissions per forward pass")
+    ap.add_argument("--batch-size", type=int, default=128, help="admissions per forward pass")
     ap.add_argument("--target", type=int, default=58_976, help="cohort size to extrapolate to")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -211,7 +211,7 @@ class GridConfig:
     max_steps: int = 1000  # training steps per run (about 1 minute per run with 2 parallel jobs on 2 cores)
     eval_every: int = 250  # periodic validation interval
     samples: int = 25  # evaluation samples per component
-    eval_batch_size: int = 128  # admissions per 25-sample forward pass (peak memory about 2 GB per job)
+    eval_batch_size: int = 128  # admissions per 25-sample forward pass (peak memory about 0.5 GB per job)
     jobs: int = 2  # parallel training subprocesses
     patients: int = 2000  # synthetic patients when the source has to be generated
     synth_seed: int = 0  # seed of the synthetic source
