@@ -1,10 +1,10 @@
 """Batch scoring cost: 25 samples x K = 4 over a cohort, peak memory, achieved FLOP/s.
 
     .venv/bin/python benchmarks/score.py [--n 3000] [--small 1000] [--samples 25] [--threads 2]
-                                         [--batch-size 128] [--target 58976]
+                                         [--batch-size 128] [--target 58976] [--hidden H]
 
 Scores random features shaped like the default synthetic benchmark (about 23 bags of about
-31 tokens, 833 tokens) with the default rank-1 model (K = 4, LSTM 64, dense 128; weights
+31 tokens, 833 tokens) with the default rank-1 model (K = 4, LSTM 64 or ``--hidden``, dense 128; weights
 untrained, which does not change the cost) through ``pipeline.score.score_files``: chunked
 Parquet reading, S·K draws per batch, Parquet output. Each size runs in a fresh child
 process, so its peak RSS (ru_maxrss) is its own: equal peaks at two cohort sizes show that
@@ -114,7 +114,8 @@ def child(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         feats = random_features(Path(tmp), n=args.n)
         vocab = io.read_json(feats / "vocab.json")
-        cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]))
+        cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]),
+                              **({"lstm_hidden": args.hidden} if args.hidden else {}))
         torch.manual_seed(0)
         model = build_model("rank1", cfg).eval()
         run = RunModel(model, {"refer_threshold": 0.01, "score_samples": args.samples}, vocab, None)
@@ -143,7 +144,7 @@ def child(args) -> dict:
 
 def run_child(n: int, args) -> dict:
     cmd = [sys.executable, __file__, "--child", "--n", str(n), "--samples", str(args.samples), "--threads",
-           str(args.threads), "--batch-size", str(args.batch_size)]
+           str(args.threads), "--batch-size", str(args.batch_size), "--hidden", str(args.hidden)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -156,6 +157,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--batch-size", type=int, default=128, help="admissions per forward pass")
     ap.add_argument("--target", type=int, default=58_976, help="cohort size to extrapolate to")
+    ap.add_argument("--hidden", type=int, default=0, help="LSTM units (0: the default model's)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -164,7 +166,7 @@ def main() -> None:
     small, big = run_child(args.small, args), run_child(args.n, args)
     rate = big["n"] / big["secs"]
     achieved = big["flops"] / big["secs"]
-    print(f"scoring {args.samples} samples x K=4 = {big['draws']} draws, batch {args.batch_size}, "
+    print(f"scoring {args.samples} samples x K=4 = {big['draws']} draws, LSTM {big['h']}, batch {args.batch_size}, "
           f"{args.threads} torch threads, random features ({big['mean_bags']:.1f} bags per admission on average)")
     for r in (small, big):
         print(f"  n={r['n']:6d}  {r['secs']:7.1f} s  {r['n'] / r['secs']:7.1f} admissions/s  "
