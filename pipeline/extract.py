@@ -229,7 +229,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     present = [t for t in EVENT_TABLES if t in src.tables]  # largest first
     with _stage("events (all tables)"):
         for table, counted in _scan_all_events(src, present, rel, cfg.verify_counts, cfg.scan_workers):
-            accounting[table], quarantine[table] = _event_accounting(src, con, table, counted)
+            accounting[table], quarantine[table] = _event_accounting(con, table, counted)
     union = " UNION ALL ".join(
         f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
     ) or "SELECT NULL::BIGINT AS hadm_id, NULL AS source, NULL AS item, NULL::DOUBLE AS valuenum, NULL AS valuetext, NULL::DOUBLE AS t_hours WHERE FALSE"
@@ -383,23 +383,28 @@ def _scan_all_events(src, tables: list[str], rel: dict, verify: bool, workers: i
 
 
 def _scan_events(src, table: str, sql: str, verify: bool) -> tuple[int, list]:
-    """Materialize ``ev_<table>`` and count the table's rows: (rows, rejected lines).
+    """Materialize ``ev_<table>`` and count the table's rows: (rows read, rejected lines).
 
     A CSV source counts in the same scan (the profiler's rows parsed, plus the lines it
     rejected); otherwise, or when the plan hides the count, a bare count(*) runs after it.
     ``verify`` runs the bare count as well and stops if the two disagree."""
+    from pipeline.sources import merge_rejects
+
     what = src.tables[table].location
     started = time.perf_counter()
-    counted = src.into_local_counted(sql, f"ev_{table}", what, table)
-    if counted is None:
-        counted = src.count_rows(table)
-    elif verify:
+    scanned, rejects = src.into_local_counted(sql, f"ev_{table}", what, table)
+    if scanned is None or verify:
+        # bare count: malformed lines are not counted; a line whose only fault is a bad value
+        # (e.g. invalid UTF-8 in a column) is counted there and rejected by the events scan
         n, malformed = src.count_rows(table)
-        if n + len(malformed) != counted[0] + len(counted[1]):
+        counted = (n + len(malformed), merge_rejects(malformed, rejects))
+        if scanned is not None and counted[0] != scanned + len(rejects):
             raise RuntimeError(
-                f"{what}: the events scan parsed {counted[0]} rows and rejected {len(counted[1])} lines, "
-                f"but a separate count finds {n + len(malformed)} rows"
+                f"{what}: the events scan parsed {scanned} rows and rejected {len(rejects)} lines, "
+                f"but a separate count finds {counted[0]} rows"
             )
+    if scanned is not None:
+        counted = (scanned + len(rejects), rejects)
     log.info("  events %-23s %6.2f s", table, time.perf_counter() - started)
     return counted
 
@@ -412,8 +417,8 @@ def _rows_read(src, table: str, counted: tuple[int, list]) -> tuple[int, list]:
     return n + len(malformed), merge_rejects(malformed, src.scan_rejects(table))
 
 
-def _event_accounting(src, con, table: str, counted: tuple[int, list]) -> tuple[dict, list]:
-    total, rejects = _rows_read(src, table, counted)
+def _event_accounting(con, table: str, counted: tuple[int, list]) -> tuple[dict, list]:
+    total, rejects = counted  # rows read, every rejected line
     used, quarantined_n = con.sql(
         f"SELECT count(DISTINCT row_id) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL) FROM ev_{table}"
     ).fetchall()[0]

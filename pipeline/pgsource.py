@@ -146,9 +146,10 @@ class PostgresSource:
 
     concurrent_scans = False  # one psycopg connection
 
-    def into_local_counted(self, sql: str, table: str, what: str, name: str) -> None:  # noqa: ARG002
-        """``into_local``; the server counts separately (``count_rows``), so None."""
+    def into_local_counted(self, sql: str, table: str, what: str, name: str) -> tuple[None, list]:  # noqa: ARG002
+        """``into_local``; the server counts separately (``count_rows``): (None, no rejected lines)."""
         self.into_local(sql, table, what)
+        return None, []
 
     def count_rows(self, name: str) -> tuple[int, list[tuple[int, str]]]:
         try:

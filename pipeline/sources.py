@@ -189,14 +189,15 @@ class CsvSource:
     # thread: two files in flight keep both cores busy).
     concurrent_scans = True
 
-    def into_local_counted(self, sql: str, table: str, what: str, name: str) -> tuple[int, list] | None:
+    def into_local_counted(self, sql: str, table: str, what: str, name: str) -> tuple[int | None, list]:
         """``into_local`` on a cursor of its own, returning (rows parsed, rejected lines) of
         source table `name`, read by the query's one CSV scan.
 
         DuckDB's profiler reports each operator's rows; the READ_CSV scan's ``rows_scanned``
         is every row parsed from the file (rejected lines excluded: they come back as the
-        second item), so the accounting needs no second pass over the file. None when the
-        plan does not hold exactly one CSV scan (the caller then counts with ``count_rows``)."""
+        second item), so the accounting needs no second pass over the file. Rows parsed is
+        None when the plan does not hold exactly one CSV scan (the caller then counts with
+        ``count_rows``)."""
         cur = self.con.cursor()
         try:
             cur.execute("SET profiling_coverage = 'ALL'")
@@ -210,7 +211,7 @@ class CsvSource:
             cur.close()
         scans = [op for op in _operators(profile.get("operator", [])) if op.get("name") == "READ_CSV"]
         if len(scans) != 1 or "rows_scanned" not in scans[0]:
-            return None
+            return None, rejects
         return int(scans[0]["rows_scanned"]), rejects
 
     def fetch_arrow(self, sql: str, what: str):
