@@ -103,10 +103,27 @@ def test_default_init_starts_variational_factors_near_the_prior():
     """Variational factors start at N(prior mean, 0.5): no factor pays the KL of a -1 start
     under an N(1, 0.1) prior. BatchEnsemble (delta, no KL) keeps random signs."""
     vec = Rank1Vector(4, 5000, Rank1Config())
-    assert vec.config.init == "normal"
+    assert vec.config.mean_init == "normal"
     assert abs(vec.mean.mean().item() - 1.0) < 0.02 and abs(vec.mean.std().item() - 0.5) < 0.02
     be = Rank1Vector(4, 5000, Rank1Config(posterior="delta"))
     assert set(be.mean.unique().tolist()) == {-1.0, 1.0}
+
+
+@pytest.mark.parametrize("kind", ["batchensemble", "rank1"])
+def test_model_factor_init_by_kind(kind):
+    """Through the model builder: the BatchEnsemble layers (whose configs are copies of the
+    rank-1 config with a delta posterior) start at random signs, rank-1 near the prior."""
+    from pipeline.models import MortalityConfig, build_model
+
+    model = build_model(kind, MortalityConfig(token_vocab=50, context_vocab=5, lstm_hidden=64))
+    vectors = [m for m in model.modules() if isinstance(m, Rank1Vector)]
+    assert len(vectors) >= 6  # LSTM input/recurrent r and s, dense and output layers
+    for vec in vectors:
+        values = set(vec.mean.unique().tolist())
+        if kind == "batchensemble":
+            assert values <= {-1.0, 1.0}, vec
+        else:
+            assert len(values) > 2, vec
 
 
 def test_config_errors_are_clear():

@@ -56,15 +56,8 @@ class Rank1Config:
         additive = self.perturbation == Perturbation.ADDITIVE
         if self.prior_mean is None:
             self.prior_mean = 0.0 if additive else 1.0
-        if self.init is None:
-            # Variational factors start near their prior, N(prior_mean, init_mean_stddev): a
-            # mean started at -1 under an N(1, 0.1) prior costs ~200 nats of KL, and the KL
-            # then drags half the factors through zero at a data-independent pace (the model
-            # underfits). Random signs are BatchEnsemble's convention (no KL there).
-            delta = self.posterior == PosteriorKind.DELTA
-            self.init = FactorInit.RANDOM_SIGN if delta and not additive else FactorInit.NORMAL
-        self.init = FactorInit(self.init)
-        if self.init == FactorInit.RANDOM_SIGN and additive:
+        self.init = None if self.init is None else FactorInit(self.init)
+        if self.mean_init == FactorInit.RANDOM_SIGN and additive:
             raise ValueError("Rank1Config: random_sign init is for multiplicative factors; use init='normal'")
         if not 0.0 <= self.random_sign_prob <= 1.0:
             raise ValueError(f"Rank1Config.random_sign_prob must be in [0, 1], got {self.random_sign_prob}")
@@ -73,6 +66,21 @@ class Rank1Config:
                 raise ValueError(f"Rank1Config.{name} must be > 0, got {getattr(self, name)}")
         if self.kl_samples < 1:
             raise ValueError(f"Rank1Config.kl_samples must be >= 1, got {self.kl_samples}")
+
+
+    @property
+    def mean_init(self) -> FactorInit:
+        """``init``, or when None (resolved here, late, so that a config copied with another
+        posterior gets that posterior's default): variational factors start near their prior,
+        N(prior_mean, init_mean_stddev), since a mean started at -1 under an N(1, 0.1) prior costs
+        ~200 nats of KL, and the KL then drags half the factors through zero at a
+        data-independent pace (the model underfits); random signs are BatchEnsemble's
+        convention (point-mass factors, no KL)."""
+        if self.init is not None:
+            return self.init
+        delta = self.posterior == PosteriorKind.DELTA
+        additive = self.perturbation == Perturbation.ADDITIVE
+        return FactorInit.RANDOM_SIGN if delta and not additive else FactorInit.NORMAL
 
 
 @dataclass
@@ -107,7 +115,7 @@ class Rank1Vector(nn.Module):
     def reset_parameters(self) -> None:
         cfg = self.config
         with torch.no_grad():
-            if cfg.init == FactorInit.RANDOM_SIGN:
+            if cfg.mean_init == FactorInit.RANDOM_SIGN:
                 signs = torch.rand(self.components, self.size) < cfg.random_sign_prob
                 self.mean.copy_(torch.where(signs, 1.0, -1.0))
             else:

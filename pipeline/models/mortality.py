@@ -77,7 +77,7 @@ class MortalityConfig:
     prior: PriorKind = PriorKind.GAUSSIAN  # rank-1 factor prior: gaussian | cauchy (posterior of the same family)
     prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at 1
     init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter
-    factor_init: FactorInit | None = None  # rank-1 mean init: random_sign | normal (None: random_sign if multiplicative)
+    factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (None: normal, BatchEnsemble random_sign)
     random_sign_prob: float = 0.5  # P(+1) for random-sign factor init
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training) | per_member (evaluation)
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # rank-1 factors: multiplicative | additive
