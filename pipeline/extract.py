@@ -370,16 +370,26 @@ def _scan_all_events(src, tables: list[str], rel: dict, verify: bool, workers: i
         for table, sql in jobs:
             yield table, _scan_events(src, table, sql, verify)
         return
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [(table, pool.submit(_scan_events, src, table, sql, verify)) for table, sql in jobs]
+        pending = {f for _, f in futures}
+        done = False
         try:
             for table, future in futures:
+                while not future.done():  # a failure elsewhere is raised at once, not after this scan
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        if f.exception() is not None:
+                            f.result()
                 yield table, future.result()
+            done = True
         finally:
-            for _, future in futures:
-                future.cancel()
+            if not done:  # an error, Ctrl-C or an abandoned loop: stop the other scans now
+                for _, future in futures:
+                    future.cancel()
+                src.interrupt_scans()
 
 
 def _scan_events(src, table: str, sql: str, verify: bool) -> tuple[int, list]:

@@ -14,6 +14,7 @@ import gzip
 import io as _io
 import json
 import logging
+import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,8 @@ class CsvSource:
         self.directory = Path(directory)
         self.con = con
         self.description = f"csv:{self.directory.resolve()}"
+        self._running: set = set()  # cursors of scans in flight (``interrupt_scans``)
+        self._lock = threading.Lock()
         self.tables: dict[str, TableInfo] = {}
         files = find_tables(self.directory)
         for name, spec in TABLES.items():
@@ -198,7 +201,7 @@ class CsvSource:
         second item), so the accounting needs no second pass over the file. Rows parsed is
         None when the plan does not hold exactly one CSV scan (the caller then counts with
         ``count_rows``)."""
-        cur = self.con.cursor()
+        cur = self._cursor()
         try:
             cur.execute("SET profiling_coverage = 'ALL'")
             cur.execute("SET enable_profiling = 'no_output'")
@@ -208,7 +211,7 @@ class CsvSource:
         except Exception as exc:  # duckdb raises several classes; all become one clear error
             raise SourceError(f"{what}: {_short(exc)}") from None
         finally:
-            cur.close()
+            self._release(cur)
         scans = [op for op in _operators(profile.get("operator", [])) if op.get("name") == "READ_CSV"]
         if len(scans) != 1 or "rows_scanned" not in scans[0]:
             return None, rejects
@@ -229,15 +232,34 @@ class CsvSource:
         is invalid UTF-8 in a column is counted here and rejected by the events scan
         (`scan_rejects`). rows read = count + malformed lines."""
         info = self.tables[name]
-        cur = self.con.cursor()
+        cur = self._cursor()
         try:
             n = cur.sql(f"SELECT count(*) FROM src_{name}").fetchall()[0][0]
             rejects = _rejects(cur, name)
         except Exception as exc:
             raise SourceError(f"{info.location}: {_short(exc)}") from None
         finally:
-            cur.close()
+            self._release(cur)
         return int(n), rejects
+
+    def _cursor(self):
+        cur = self.con.cursor()
+        with self._lock:
+            self._running.add(cur)
+        return cur
+
+    def _release(self, cur) -> None:
+        with self._lock:
+            self._running.discard(cur)
+        cur.close()
+
+    def interrupt_scans(self) -> None:
+        """Stop the queries running on other threads' cursors (an error or Ctrl-C must not
+        wait for a scan of CHARTEVENTS to finish); each raises SourceError in its thread."""
+        with self._lock:
+            running = list(self._running)
+        for cur in running:
+            cur.interrupt()
 
     def scan_rejects(self, name: str) -> list[tuple[int, str]]:
         """Lines rejected by the scans of this table on the main connection so far."""

@@ -187,3 +187,33 @@ def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tm
     for split in ("train", "val", "test"):
         assert (res.out_dir / f"{split}.parquet").read_bytes() == (demo_features.out_dir / f"{split}.parquet").read_bytes()
     assert res.manifest["tables"] == demo_features.manifest["tables"]
+
+
+def test_interrupt_scans_stops_a_running_scan(demo_dir):
+    """An error or Ctrl-C in the main thread interrupts the scans in flight on other cursors."""
+    import threading
+    import time
+
+    import duckdb
+
+    from pipeline.sources import CsvSource, SourceError
+
+    src = CsvSource(demo_dir, duckdb.connect())
+    outcome = {}
+
+    def scan():
+        try:
+            src.into_local_counted("SELECT sum(range) AS s FROM range(1000000000000)", "t", "a long query", "chartevents")
+        except SourceError as exc:
+            outcome["error"] = str(exc)
+
+    worker = threading.Thread(target=scan)
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not src._running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # let the query start
+    src.interrupt_scans()
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert "a long query" in outcome["error"] and "nterrupt" in outcome["error"]
