@@ -39,7 +39,7 @@ bench-extract: $(STAMP)
 
 ## bench-models: every model variant x 3 seeds x (random, era) splits -> compare table
 bench-models: $(STAMP)
-	$(VPY) cli.py benchmark-models --synth runs/bench/mimic --out runs/bench --seeds 0 --seeds 1 --seeds 2
+	$(VPY) cli.py benchmark-models --synth runs/bench/mimic --out runs/bench --seeds 0 --seeds 1 --seeds 2 --max-steps 1500 --eval-every 250 --jobs 2
 
 clean:
 	rm -rf runs .pytest_cache
