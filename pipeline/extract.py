@@ -407,14 +407,13 @@ def _scan_events(src, table: str, sql: str, verify: bool) -> tuple[int, list]:
         # bare count: malformed lines are not counted; a line whose only fault is a bad value
         # (e.g. invalid UTF-8 in a column) is counted there and rejected by the events scan
         n, malformed = src.count_rows(table)
-        counted = (n + len(malformed), merge_rejects(malformed, rejects))
-        if scanned is not None and counted[0] != scanned + len(rejects):
-            raise RuntimeError(
-                f"{what}: the events scan parsed {scanned} rows and rejected {len(rejects)} lines, "
-                f"but a separate count finds {counted[0]} rows"
-            )
-    if scanned is not None:
-        counted = (scanned + len(rejects), rejects)
+        bare = (n + len(malformed), merge_rejects(malformed, rejects))
+    counted = bare if scanned is None else (scanned + len(rejects), rejects)
+    if verify and scanned is not None and bare[0] != counted[0]:
+        raise RuntimeError(
+            f"{what}: the events scan parsed {scanned} rows and rejected {len(rejects)} lines, "
+            f"but a separate count finds {bare[0]} rows"
+        )
     log.info("  events %-23s %6.2f s", table, time.perf_counter() - started)
     return counted
 
@@ -429,9 +428,9 @@ def _rows_read(src, table: str, counted: tuple[int, list]) -> tuple[int, list]:
 
 def _event_accounting(con, table: str, counted: tuple[int, list]) -> tuple[dict, list]:
     total, rejects = counted  # rows read, every rejected line
-    used, quarantined_n = con.sql(
-        f"SELECT count(DISTINCT row_id) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL) FROM ev_{table}"
-    ).fetchall()[0]
+    used, events_used = con.sql(
+        f"SELECT count(DISTINCT row_id) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NULL) FROM ev_{table}"
+    ).fetchall()[0]  # source rows used; events used (a lab row can serve several admissions)
     q_rows = con.sql(f"SELECT row_id, reason FROM ev_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()
     quarantine = [(r, None, why) for r, why in q_rows] + [(None, line, why) for line, why in rejects]
     acc = {
@@ -439,7 +438,7 @@ def _event_accounting(con, table: str, counted: tuple[int, list]) -> tuple[dict,
         "used": int(used),
         "quarantined": len(quarantine),
         "outside_window": total - int(used) - len(quarantine),
-        "events_used": int(con.sql(f"SELECT count(*) FROM ev_{table} WHERE reason IS NULL").fetchall()[0][0]),
+        "events_used": int(events_used),
     }
     reasons: dict[str, int] = {}
     for _, _, why in quarantine:
