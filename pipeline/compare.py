@@ -71,7 +71,12 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None) -> 
 
     client = MlflowClient(tracking_uri())
     if run_ids:
-        runs = [client.get_run(r) for r in run_ids]
+        runs = []
+        for r in run_ids:
+            try:
+                runs.append(client.get_run(r))
+            except Exception as exc:  # noqa: BLE001 - MlflowException and store errors alike
+                raise CompareError(f"run {r} not found in {tracking_uri()} ({type(exc).__name__})") from None
     else:
         name = experiment or DEFAULT_EXPERIMENT
         exp = client.get_experiment_by_name(name)
@@ -90,12 +95,27 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None) -> 
     return rows
 
 
+# run params that do not define a variant: seeds make the spread, the rest are logistics
+_NOT_SETTINGS = {"train.seed", "train.progress", "train.threads", "train.log_every", "train.eval_every",
+                 "train.eval_batch_size", "model.token_vocab", "n_train", "n_val", "world_size"}
+
+
+def settings_of(params: dict, reports: dict[str, dict]) -> dict[str, str]:
+    """What defines a run's variant beyond its model label: the model and training params (seed and
+    logistics excluded), the features it was trained on, and the samples of each evaluation."""
+    out = {k: str(v) for k, v in params.items()
+           if (k.startswith(("model.", "train.")) or k in ("features", "distinct_per_step")) and k not in _NOT_SETTINGS}
+    out.update({f"eval.{split}.samples": str(rep.get("samples")) for split, rep in reports.items()})
+    return out
+
+
 def _row(run, reports: dict[str, dict]) -> dict:
     first = next(iter(reports.values()))
     params = run.data.params
     row = {"run_id": run.info.run_id, "model": model_label(first.get("model_kind"), first.get("prior")),
            "split_mode": first.get("split_mode") or run.data.tags.get("split_mode", "unknown"),
-           "seed": int(params.get("train.seed", -1))}
+           "seed": int(params.get("train.seed", -1)), "start_time": int(run.info.start_time or 0),
+           "settings": settings_of(params, reports)}
     for split, rep in reports.items():
         for m in TABLE_METRICS:
             row[f"{split}_{m}"] = rep.get(m)
@@ -122,15 +142,40 @@ def summary_columns() -> list[str]:
     return [f"{s}_{m}" for s in SPLITS for m in TABLE_METRICS] + ["test_nll_gap"]
 
 
+def label_variants(rows: list[dict]) -> list[dict]:
+    """Rows whose settings differ within one (split_mode, model) become separate variants, labelled
+    by the differing settings (``rank1-gaussian [model.lstm_hidden=256]``); within a variant, a seed
+    evaluated by several runs counts once (the latest run), never twice."""
+    by_model: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        by_model.setdefault((r["split_mode"], r["model"]), []).append(r)
+    out = []
+    for (mode, model), g in by_model.items():
+        keys = sorted({k for r in g for k in r.get("settings", {})})
+        differ = [k for k in keys if len({r.get("settings", {}).get(k) for r in g}) > 1]
+        latest: dict[tuple, dict] = {}
+        for r in sorted(g, key=lambda r: r.get("start_time", 0)):
+            tag = tuple((k, r.get("settings", {}).get(k)) for k in differ)
+            if (tag, r["seed"]) in latest:
+                log.warning("%s (%s): seed %d evaluated by more than one run; the latest (%s) is used",
+                            model, mode, r["seed"], r["run_id"])
+            latest[(tag, r["seed"])] = r
+        for (tag, _), r in latest.items():
+            label = f"{model} [{', '.join(f'{k}={v}' for k, v in tag)}]" if tag else model
+            out.append({**r, "model": label})
+    return out
+
+
 def summarize(rows: list[dict]) -> list[dict]:
-    """Mean and sd over seeds per (split_mode, model), plus a true-risk row per split mode."""
+    """Mean and sd over seeds per (split_mode, model variant), plus a true-risk row per split mode."""
     order = {v: i for i, v in enumerate(VARIANTS)}
     groups: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
+    for r in label_variants(rows):
         groups.setdefault((r["split_mode"], r["model"]), []).append(r)
     out = []
     for mode in sorted({k[0] for k in groups}):
-        models = sorted((m for md, m in groups if md == mode), key=lambda m: (order.get(m, len(order)), m))
+        models = sorted((m for md, m in groups if md == mode),
+                        key=lambda m: (order.get(m.split(" [")[0], len(order)), m))
         for model in models:
             g = groups[(mode, model)]
             rec = {"split_mode": mode, "model": model, "seeds": len(g)}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from enum import Enum
@@ -137,7 +138,9 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
             raise EvalError(f"{uri} is not a model logged by `cli.py train` (no artifacts/best.pt)")
     if local is not None:
         model, info = load_model(local / "artifacts" / "best.pt")
-        return RunModel(model, info, io.read_json(local / "artifacts" / "vocab.json"), None)
+        extraction = local / "artifacts" / "extraction.json"  # settings for `score --source` (pyfunc.log_model)
+        manifest = io.read_json(extraction) if extraction.exists() else None
+        return RunModel(model, info, io.read_json(local / "artifacts" / "vocab.json"), None, manifest)
     client = _client()
     try:
         run = client.get_run(run_id)
@@ -284,8 +287,11 @@ def _log_to_run(run: RunModel, report: dict, split: str, files: list[Path]) -> N
     ts = int(time.time() * 1000)
     rows = [Metric(k, float(v), ts, step) for k, v in mlflow_metrics(report, split).items()]
     client.log_batch(run.run_id, metrics=rows)
-    for f in files:
-        client.log_artifact(run.run_id, str(f), f"eval/{split}")
+    with tempfile.TemporaryDirectory(prefix="eval-log-") as tmp:
+        for f in files:
+            if f.suffix == ".json" and f.name != "metrics.json":  # --json PATH: `compare` reads metrics.json
+                f = Path(shutil.copyfile(f, Path(tmp) / "metrics.json"))
+            client.log_artifact(run.run_id, str(f), f"eval/{split}")
     client.set_tag(run.run_id, "split_mode", report["split_mode"])
     client.set_tag(run.run_id, f"eval_{split}_samples", str(report["samples"]))
 
@@ -299,8 +305,8 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     """Evaluate run ``run`` (id or ``runs:/<id>/model``) on ``split`` of its features (or ``data``).
 
     Writes ``json_path`` (default ``<out_dir>/metrics.json``; ``out_dir`` defaults to
-    ``runs/eval/<run id>/<split>``) and the PNG plots next to it; logs to the run when
-    ``cfg.log_to_run``. Raises ``EvalError`` / ``FeatureError`` on bad input.
+    ``runs/eval/<run id>/<split>``) and the PNG plots into ``out_dir``; logs to the run when
+    ``cfg.log_to_run`` (the report always as ``eval/<split>/metrics.json``, whatever ``json_path``). Raises ``EvalError`` / ``FeatureError`` on bad input.
     """
     import torch
 

@@ -199,7 +199,9 @@ def extract(
 def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, cohort_filter: str) -> ExtractResult:
     rel = src.relations()
     params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days))
-    src.materialize(sqlgen.render(sqlgen.ADMISSIONS_CLASSIFIED, **rel, **params), "admissions_classified", "ADMISSIONS")
+    open_admissions = "TRUE" if vocab is not None else "FALSE"  # scoring a census: no DISCHTIME = still in hospital
+    src.materialize(sqlgen.render(sqlgen.ADMISSIONS_CLASSIFIED, **rel, **params, open_admissions=open_admissions),
+                    "admissions_classified", "ADMISSIONS")
     src.materialize(
         sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
     )
@@ -209,13 +211,20 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     if cohort.empty:
         from pipeline.sources import SourceError
 
+        eligible = src.fetch_arrow("SELECT count(*) AS n FROM admissions_classified WHERE exclusion IS NULL",
+                                   "admissions_classified").column("n")[0].as_py()
+        filtered = f", and the cohort condition kept none of the {eligible} eligible" if cohort_filter != "TRUE" else ""
         raise SourceError(
             f"the cohort is empty: of {accounting['admissions']['rows_read']} ADMISSIONS rows, "
-            f"{accounting['admissions']['quarantined']} were quarantined and the others excluded "
-            f"({accounting['admissions']['excluded_by']})"
+            f"{accounting['admissions']['quarantined']} were quarantined, "
+            f"{sum(accounting['admissions']['excluded_by'].values())} excluded "
+            f"({accounting['admissions']['excluded_by']}){filtered}"
         )
 
     scoring = vocab is not None
+    if scoring and cohort["disch_epoch"].isna().any():
+        log.info("%d admissions have no DISCHTIME (still in hospital): scored from their events before T",
+                 int(cohort["disch_epoch"].isna().sum()))
     key = deid.load_key()
     cohort["key"] = deid.pseudonyms(key, cohort["hadm_id"].astype("int64"))
     cohort["split"] = "cohort" if scoring else assign_splits(cohort, cfg)

@@ -63,7 +63,7 @@ def plot_pr_curve(
     curves = [("model", p)] + ([("true risk", true_risk)] if true_risk is not None else [])
     for name, scores in curves:
         recall, precision = precision_recall_points(y, scores)
-        ax.step(recall, precision, where="post", label=name)
+        ax.step(recall, precision, where="pre", label=name)  # (R_{n-1}, R_n] at P_n, as average precision sums
     ax.axhline(y.mean(), color="k", ls=":", lw=1, label=f"base rate {y.mean():.3f}")
     ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title=title)
     ax.legend(loc="upper right", fontsize=8)

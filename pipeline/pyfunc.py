@@ -1,6 +1,8 @@
 """The trained model as an MLflow pyfunc: features DataFrame in, risk table out.
 
-``log_model`` stores the best checkpoint, ``vocab.json`` and ``model_info.json`` as
+``log_model`` stores the best checkpoint, ``vocab.json``, ``model_info.json`` and, when the
+features' ``manifest.json`` sits next to ``vocab.json``, ``extraction.json`` (the extraction settings
+only: no counts, no identifiers; ``score --source`` re-extracts a census with them) as
 artifacts, a copy of the ``pipeline`` package's sources as ``code_paths`` (so the model loads
 where the repository is absent) and a signature: input = the features table columns,
 output = ``pipeline.predict.RISK_COLUMNS``, params = ``samples`` and ``batch_size``.
@@ -22,6 +24,7 @@ import mlflow.pyfunc
 ARTIFACT_PATH = "model"  # name of the logged model inside the run
 DEFAULT_SAMPLES = 25  # Monte Carlo samples per component when neither params nor model_info give one
 DEFAULT_BATCH = 256  # admissions per forward pass
+EXTRACTION_FILE = "extraction.json"  # the features' extraction settings, logged with the model
 
 
 class MortalityRiskModel(mlflow.pyfunc.PythonModel):
@@ -106,10 +109,18 @@ def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str,
         # and an input example would copy admissions into the model directory.
         warnings.simplefilter("ignore", UserWarning)
         code = code_copy(Path(tmp))
+        artifacts = {"checkpoint": str(checkpoint), "vocab": str(vocab), "model_info": str(model_info)}
+        manifest = Path(vocab).parent / "manifest.json"
+        if manifest.exists():
+            from pipeline import io
+
+            saved = io.read_json(manifest)
+            io.write_json(Path(tmp) / EXTRACTION_FILE, {k: saved[k] for k in ("feature_version", "config") if k in saved})
+            artifacts["extraction"] = str(Path(tmp) / EXTRACTION_FILE)
         return mlflow.pyfunc.log_model(
             name=ARTIFACT_PATH,
             python_model=MortalityRiskModel(),
-            artifacts={"checkpoint": str(checkpoint), "vocab": str(vocab), "model_info": str(model_info)},
+            artifacts=artifacts,
             code_paths=[str(code)],
             signature=signature(default_samples),
             pip_requirements=requirements(),

@@ -31,6 +31,7 @@ COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epo
                   "window_start_epoch", "age", "gender", "admission_type", "admission_location", "icu_system",
                   "label")  # columns a cohort condition may use (sql/02_cohort.sql)
 _INT = re.compile(r"^\s*\d+\s*$")
+_HEADER = re.compile(r"^\s*[\"']?hadm_id[\"']?\s*,?\s*$", re.IGNORECASE)
 
 
 class ScoreError(ValueError):
@@ -66,6 +67,7 @@ class ScoreSummary:
     samples: int  # samples per component used
     components: int  # K of the model
     inputs: list[Path] = field(default_factory=list)  # feature files scored
+    not_scored: int = 0  # HADM_IDs of an id-list cohort file with no score (absent, quarantined or excluded)
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -74,29 +76,53 @@ class ScoreSummary:
 def read_cohort_file(path: Path | str) -> str:
     """SQL condition for ``extract(cohort_filter=...)`` from a cohort file.
 
-    A file whose non-blank lines are all integers (a first non-numeric line is a header) is a
-    HADM_ID list -> ``hadm_id IN (...)``; anything else is taken as a SQL condition on the
-    cohort columns. ``#`` comment lines are ignored in both forms.
+    A file whose non-blank lines are all HADM_IDs (one integer per line, optionally under a
+    ``HADM_ID`` header line) is an id list -> ``hadm_id IN (...)``; anything else is taken as a SQL
+    condition on the cohort columns. ``#`` comment lines are ignored in both forms; a byte-order
+    mark is ignored. A header with no ids is an empty census: an error, never "everyone".
     """
-    path = Path(path)
-    if not path.exists():
-        raise ScoreError(f"{path}: cohort file not found")
-    lines = [(i + 1, ln.strip()) for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines())]
-    lines = [(i, ln) for i, ln in lines if ln and not ln.startswith("#")]
-    if not lines:
-        raise ScoreError(f"{path}: empty cohort file (expected HADM_IDs, one per line, or a SQL condition)")
-    body = lines[1:] if not _INT.match(lines[0][1]) and len(lines) > 1 and _INT.match(lines[1][1]) else lines
-    if all(_INT.match(ln) for _, ln in body):
-        ids = sorted({int(ln) for _, ln in body})
+    ids = cohort_ids(path)
+    if ids is not None:
         return f"hadm_id IN ({', '.join(str(i) for i in ids)})"
-    numeric = sum(bool(_INT.match(ln)) for _, ln in body)
-    if numeric > len(body) / 2:  # mostly ids: a typo, not a condition
-        i, bad = next((i, ln) for i, ln in body if not _INT.match(ln))
-        raise ScoreError(f"{path}: line {i}: {bad[:40]!r} is not a HADM_ID (expected one integer per line)")
+    lines = _cohort_lines(Path(path))
     condition = " ".join(ln for _, ln in lines)
     if ";" in condition:
         raise ScoreError(f"{path}: a cohort condition is one SQL expression (no ';'); columns: {list(COHORT_COLUMNS)}")
     return condition
+
+
+def cohort_ids(path: Path | str) -> list[int] | None:
+    """The sorted distinct HADM_IDs of an id-list cohort file, or None if it is a SQL condition."""
+    path = Path(path)
+    lines = _cohort_lines(path)
+    header = _HEADER.match(lines[0][1]) is not None
+    body = lines[1:] if header else lines
+    if header and not body:
+        raise ScoreError(f"{path}: the cohort file has a HADM_ID header and no HADM_IDs (an empty census)")
+    numeric = sum(bool(_INT.match(ln)) for _, ln in body)
+    if numeric == len(body):
+        return sorted({int(ln) for _, ln in body})
+    if header or numeric > len(body) / 2 or (len(body) > 2 and all(_INT.match(ln) for _, ln in body[1:])):
+        # mostly ids (or ids under a stray first line): a typo, not a condition; the line is not echoed
+        i = next(i for i, ln in body if not _INT.match(ln))
+        raise ScoreError(f"{path}: line {i} is not a HADM_ID (expected one integer per line, "
+                         "optionally under a HADM_ID header)")
+    return None
+
+
+def _cohort_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, stripped text) of the non-blank, non-comment lines; error if there are none."""
+    if not path.exists():
+        raise ScoreError(f"{path}: cohort file not found")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ScoreError(f"{path}: the cohort file is not UTF-8 text (byte {exc.start})") from None
+    lines = [(i + 1, ln.strip()) for i, ln in enumerate(text.splitlines())]
+    lines = [(i, ln) for i, ln in lines if ln and not ln.startswith("#")]
+    if not lines:
+        raise ScoreError(f"{path}: empty cohort file (expected HADM_IDs, one per line, or a SQL condition)")
+    return lines
 
 
 def feature_files(data: Path | str) -> list[Path]:
@@ -180,6 +206,11 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
         torch.set_num_threads(cfg.threads)
     samples = int(cfg.samples or run.info.get("score_samples") or 25)
     refer = run.info.get("refer_threshold")
+    chosen_at = run.info.get("score_samples")
+    if chosen_at and int(chosen_at) != samples:
+        log.warning("the refer threshold was chosen on validation with %d samples per component; scoring with %d "
+                    "changes the mutual information's Monte Carlo noise, so the referred fraction can differ",
+                    int(chosen_at), samples)
     if refer is None:
         raise ScoreError("the model has no refer threshold (best.pt of an unfinished training run)")
     sizes = (len(run.vocab["tokens"]), len(run.vocab["context"]))
@@ -242,4 +273,22 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
             return score_files(run, feature_files(data), out, cfg)
         condition = read_cohort_file(cohort) if cohort is not None else "TRUE"
         path = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema)
-        return score_files(run, [path], out, cfg)
+        summary = score_files(run, [path], out, cfg)
+        ids = cohort_ids(cohort) if cohort is not None else None
+        if ids:
+            summary.not_scored = _not_scored(ids, path)
+            if summary.not_scored:
+                log.warning("%d of the %d HADM_IDs of %s have no score: not in ADMISSIONS, quarantined, or outside "
+                            "the cohort criteria (the extraction log counts each reason)", summary.not_scored,
+                            len(ids), cohort)
+        return summary
+
+
+def _not_scored(ids: list[int], cohort_parquet: Path) -> int:
+    """How many of the requested HADM_IDs are missing from the extracted cohort (compared by pseudonym)."""
+    import pyarrow.parquet as pq
+
+    from pipeline import deid
+
+    scored = set(pq.read_table(cohort_parquet, columns=["key"]).column("key").to_pylist())
+    return sum(k not in scored for k in deid.pseudonyms(deid.load_key(), ids))

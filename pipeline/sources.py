@@ -14,6 +14,7 @@ import gzip
 import io as _io
 import json
 import logging
+import re
 import threading
 import zlib
 from dataclasses import dataclass, field
@@ -297,9 +298,14 @@ def merge_rejects(*lists: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return sorted(merged.items())
 
 
+_ECHO = re.compile(r"^\s*(LINE \d+:|\^\s*$)")
+
+
 def _short(exc: Exception) -> str:
-    """The first informative lines of a database error (no stack, no data dump)."""
-    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+    """The first informative lines of a database error (no stack, no data dump). The echo of
+    the statement that DuckDB and PostgreSQL add ("LINE n: ..." and its caret line) is left out:
+    it can quote values of a user's cohort condition (HADM_IDs)."""
+    lines = [ln for ln in str(exc).splitlines() if ln.strip() and not _ECHO.match(ln)]
     return " ".join(lines[:2])[:500]
 
 

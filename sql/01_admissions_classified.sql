@@ -4,6 +4,9 @@
 -- Cohort: adult (18+) non-newborn admissions still in hospital, alive, at the prediction
 -- time T = ADMITTIME + ${prediction_hours} hours.
 -- Label: in-hospital death after T (HOSPITAL_EXPIRE_FLAG = 1 or a DEATHTIME).
+-- open_admissions (TRUE only when scoring a census): an admission with no DISCHTIME is
+-- still open (in hospital now) and is kept, with label 0 (unknown yet, never used); when
+-- training or evaluating (FALSE) it cannot be labelled and is quarantined.
 -- Ages: MIMIC-III shifts the date of birth of patients older than 89 so that computed
 -- ages are near 300; ages are capped at 90. Ages use 365.2425-day years.
 -- Diagnosis and procedure codes are assigned at discharge: they are never read.
@@ -48,7 +51,7 @@ SELECT row_id, subject_id, hadm_id, admit_epoch, pred_epoch, disch_epoch, dob_ep
          WHEN hadm_id IS NULL THEN 'quarantine:missing HADM_ID'
          WHEN subject_id IS NULL THEN 'quarantine:missing SUBJECT_ID'
          WHEN admit_epoch IS NULL THEN 'quarantine:missing ADMITTIME'
-         WHEN disch_epoch IS NULL THEN 'quarantine:missing DISCHTIME'
+         WHEN disch_epoch IS NULL AND NOT ${open_admissions} THEN 'quarantine:missing DISCHTIME'
          WHEN n_same_hadm > 1 THEN 'quarantine:duplicate HADM_ID'
          WHEN dob_epoch IS NULL AND patient_error IS NULL AND gender IS NULL
            THEN 'quarantine:no PATIENTS row for SUBJECT_ID'

@@ -50,6 +50,26 @@ def test_summarize_means_sds_and_order():
     assert summary[1]["val_auc_pr_mean"] == pytest.approx(0.35 + 1)
 
 
+def test_runs_with_other_settings_are_other_variants_and_a_repeated_seed_counts_once():
+    rows = []
+    for i, (hidden, seed, base) in enumerate([(64, 0, 0.40), (64, 1, 0.42), (256, 0, 0.30), (64, 1, 0.44)]):
+        r = _row("rank1-gaussian", "random", seed, base)
+        rows.append({**r, "run_id": f"r{i}", "start_time": i,
+                     "settings": {"model.lstm_hidden": str(hidden), "train.max_steps": "1500"}})
+    summary = [r for r in cp.summarize(rows) if r["model"] != cp.TRUE_RISK]
+    assert [(r["model"], r["seeds"]) for r in summary] == [
+        ("rank1-gaussian [model.lstm_hidden=256]", 1), ("rank1-gaussian [model.lstm_hidden=64]", 2)]
+    assert summary[1]["test_nll_mean"] == pytest.approx(np.mean([rows[0]["test_nll"], rows[3]["test_nll"]]))
+
+
+def test_settings_leave_out_seed_and_logistics_and_keep_eval_samples():
+    params = {"train.seed": "3", "train.threads": "1", "model.lstm_hidden": "64", "train.lr": "0.0003",
+              "features": "features-era", "n_train": "1170"}
+    got = cp.settings_of(params, {"val": {"samples": 25}, "test": {"samples": 1}})
+    assert got == {"model.lstm_hidden": "64", "train.lr": "0.0003", "features": "features-era",
+                   "eval.val.samples": "25", "eval.test.samples": "1"}
+
+
 def test_summary_without_truth_has_no_reference_row():
     rows = [{k: (None if "true" in k or k.endswith("_gap") else v) for k, v in _row("deterministic", "random", 0,
                                                                                     0.5).items()}]
@@ -117,6 +137,8 @@ def test_collect_reads_evaluated_runs_of_an_experiment(tmp_path):
                                                                                               "compare.csv"]
     with pytest.raises(cp.CompareError, match="not found"):
         cp.collect(experiment=f"{name}-missing")
+    with pytest.raises(cp.CompareError, match="run 0+ not found"):
+        cp.collect(run_ids=["0" * 32])
 
 
 def test_cli_benchmark_models_reads_space_separated_lists(monkeypatch):

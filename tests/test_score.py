@@ -3,6 +3,7 @@ vocabulary, cohort files, chunked streaming, no-event admissions and clear input
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import privacy, score as sc
+from pipeline.extract import extract
 from pipeline.data import FeatureError
 from pipeline.evaluate import load_run_model
 from pipeline.predict import RISK_COLUMNS
@@ -88,8 +90,22 @@ def test_model_uri_forms_give_the_same_scores(demo_run, demo_features, tmp_path)
             for i, uri in enumerate((f"runs:/{demo_run}/model", demo_run, local))]
     pd.testing.assert_frame_equal(outs[0], outs[1])
     pd.testing.assert_frame_equal(outs[0], outs[2])
-    with pytest.raises(sc.ScoreError, match="no features/manifest.json"):  # a bare model has no extraction settings
-        sc.score(local, tmp_path / "x.parquet", source=str(tmp_path), cfg=_cfg())
+
+def test_a_model_directory_scores_raw_tables_like_the_run(demo_run, demo_features, demo_dir, tmp_path):
+    """A downloaded (or registered) model carries its extraction settings: --source works with it too."""
+    import mlflow
+
+    local = Path(mlflow.artifacts.download_artifacts(f"runs:/{demo_run}/model", dst_path=str(tmp_path / "m")))
+    saved = json.loads((local / "artifacts" / "extraction.json").read_text())
+    assert saved["config"] == demo_features.manifest["config"] and set(saved) <= {"config", "feature_version"}
+    ids = _hadm_ids(demo_features.out_dir, "val")
+    (tmp_path / "cohort.txt").write_text("\n".join(map(str, ids)) + "\n")
+    a = sc.score(demo_run, tmp_path / "a.parquet", source=str(demo_dir), cohort=tmp_path / "cohort.txt", cfg=_cfg())
+    b = sc.score(str(local), tmp_path / "b.parquet", source=str(demo_dir), cohort=tmp_path / "cohort.txt", cfg=_cfg())
+    pd.testing.assert_frame_equal(pd.read_parquet(a.out), pd.read_parquet(b.out))
+    (local / "artifacts" / "extraction.json").unlink()  # a model logged before extraction.json existed
+    with pytest.raises(sc.ScoreError, match="no features/manifest.json"):
+        sc.score(str(local), tmp_path / "x.parquet", source=str(demo_dir), cfg=_cfg())
 
 
 def test_chunked_streaming_equals_one_chunk(run_model, demo_features, tmp_path):
@@ -135,11 +151,41 @@ def test_source_scoring_with_a_sql_condition(demo_run, demo_features, demo_dir, 
     assert set(pd.read_parquet(s.out)["key"]) == keys and len(keys) > 0
 
 
+def test_census_scores_open_admissions_and_counts_ids_without_a_score(demo_run, demo_features, demo_dir, tmp_path):
+    """Patients still in hospital have no DISCHTIME: scoring keeps them (training quarantines them);
+    requested HADM_IDs that get no score are counted, never silently dropped."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in demo_dir.glob("*.csv.gz"):
+        (src / f.name).symlink_to(f)
+    (src / "ADMISSIONS.csv.gz").unlink()
+    ids = _hadm_ids(demo_features.out_dir, "test")
+    adm = pd.read_csv(demo_dir / "ADMISSIONS.csv.gz", dtype=str, keep_default_na=False)
+    adm.loc[adm["hadm_id"].astype(int) == ids[0], ["dischtime", "deathtime", "discharge_location"]] = ""
+    adm.to_csv(src / "ADMISSIONS.csv.gz", index=False)
+    (tmp_path / "census.txt").write_text("HADM_ID\n" + "\n".join(map(str, [*ids, 99999999])) + "\n")
+    s = sc.score(demo_run, tmp_path / "s.parquet", source=str(src), cohort=tmp_path / "census.txt", cfg=_cfg())
+    keys = set(pd.read_parquet(s.out)["key"])
+    assert keys == set(pd.read_parquet(demo_features.out_dir / "test.parquet", columns=["key"])["key"])
+    assert s.not_scored == 1 and s.admissions == len(ids)
+    trained = extract(src, tmp_path / "feats")  # the same row cannot be labelled: quarantined, counted
+    assert list(pd.read_parquet(trained.out_dir / "quarantine" / "admissions.parquet")["reason"]) == ["missing DISCHTIME"]
+
+
+def test_a_cohort_that_matches_nobody_says_so(demo_run, demo_dir, tmp_path):
+    (tmp_path / "c.txt").write_text("99999998\n99999999\n")
+    with pytest.raises(Exception, match="the cohort condition kept none of the [0-9]+ eligible"):
+        sc.score(demo_run, tmp_path / "s.parquet", source=str(demo_dir), cohort=tmp_path / "c.txt", cfg=_cfg())
+
+
 @pytest.mark.parametrize("text, expected", [
     ("hadm_id\n3\n1\n2\n", "hadm_id IN (1, 2, 3)"),
     ("7\n\n5\n", "hadm_id IN (5, 7)"),
     ("# census of today\nHADM_ID\n42\n", "hadm_id IN (42)"),
     ("icu_system = 'carevue'\nAND age > 60\n", "icu_system = 'carevue' AND age > 60"),
+    ("\ufeff172454\n100001\n", "hadm_id IN (100001, 172454)"),  # a byte-order mark is not a header
+    ('"HADM_ID",\r\n9\r\n8\r\n', "hadm_id IN (8, 9)"),  # a spreadsheet's CSV export
+    ("age >\n18\n", "age > 18"),  # a condition whose second line is a number
 ])
 def test_read_cohort_file(tmp_path, text, expected):
     (tmp_path / "c.txt").write_text(text)
@@ -148,13 +194,25 @@ def test_read_cohort_file(tmp_path, text, expected):
 
 @pytest.mark.parametrize("text, message", [
     ("", "empty cohort file"),
-    ("hadm_id\n1\n2\n3x\n4\n", r"line 4: '3x' is not a HADM_ID"),
+    ("hadm_id\n1\n2\n3x\n4\n", r"line 4 is not a HADM_ID"),
+    ("17245A\n172454\n100001\n", r"line 1 is not a HADM_ID"),  # a typo on line 1 is not a header
+    ("HADM_ID\n", "no HADM_IDs .an empty census"),  # never "everyone"
+    ("# nobody today\nhadm_id\n\n", "no HADM_IDs"),
     ("age > 1; DROP TABLE x", "no ';'"),
 ])
 def test_read_cohort_file_errors(tmp_path, text, message):
     (tmp_path / "c.txt").write_text(text)
-    with pytest.raises(sc.ScoreError, match=message):
+    with pytest.raises(sc.ScoreError, match=message) as err:
         sc.read_cohort_file(tmp_path / "c.txt")
+    assert "172454" not in str(err.value) and "3x" not in str(err.value)  # file contents are never echoed
+
+
+def test_a_bad_sql_condition_is_not_echoed(demo_run, demo_dir, tmp_path):
+    """The database's error names the problem without quoting the condition (it may hold HADM_IDs)."""
+    (tmp_path / "c.txt").write_text("172454,\n100001,\n")
+    with pytest.raises(Exception) as err:
+        sc.score(demo_run, tmp_path / "s.parquet", source=str(demo_dir), cohort=tmp_path / "c.txt", cfg=_cfg())
+    assert "cohort" in str(err.value) and "172454" not in str(err.value) and "100001" not in str(err.value)
 
 
 # ---------------------------------------------------------------------------- bad input
