@@ -148,6 +148,9 @@ def train(
     components: Optional[int] = typer.Option(None, help="Mixture components / ensemble members K [4]."),
     prior: Optional[str] = typer.Option(None, help="Rank-1 prior: gaussian | cauchy [gaussian]."),
     prior_stddev: Optional[float] = typer.Option(None, help="Rank-1 prior stddev (scale for cauchy) [0.1]."),
+    prior_mean: float | None = typer.Option(None, help="Rank-1 prior location [1; 0 for additive factors]."),
+    factor_init: str | None = typer.Option(None, help="Rank-1 factor mean init: normal | random_sign (default: normal; random_sign for batchensemble)."),
+    init_stddev: float | None = typer.Option(None, help="Initial posterior stddev of the variational parameters, embeddings included [1e-3]."),
     hidden: Optional[int] = typer.Option(None, help="LSTM units [64; paper 256]."),
     embed_dim: Optional[int] = typer.Option(None, help="Token and context embedding size [32]."),
     layers: Optional[int] = typer.Option(None, help="Stacked LSTM layers [1]."),
@@ -168,7 +171,8 @@ def train(
                     anneal_steps=anneal_steps, l2=l2, eval_every=eval_every, eval_samples=eval_samples,
                     score_samples=score_samples, refer_fraction=refer_fraction, max_bags=max_bags,
                     max_tokens=max_tokens, log_every=log_every, threads=threads)
-    model_settings = dict(components=components, prior=prior, prior_stddev=prior_stddev, lstm_hidden=hidden,
+    model_settings = dict(components=components, prior=prior, prior_stddev=prior_stddev, prior_mean=prior_mean,
+                          factor_init=factor_init, init_stddev=init_stddev, lstm_hidden=hidden,
                           embedding_dim=embed_dim, lstm_layers=layers, dense_units=dense)
     try:
         cfg = TrainConfig.from_preset(
@@ -294,7 +298,8 @@ def score(
     except (ScoreError, FeatureError, EvalError, SourceError, DeidError, FileNotFoundError) as exc:
         _fail(str(exc))
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
-               f"{s.no_events} without events, {s.samples}x{s.components} draws")
+               f"{s.no_events} without events, {s.samples}x{s.components} draws"
+               + (f"; {s.not_scored} cohort HADM_IDs not scored (see the log)" if s.not_scored else ""))
 
 
 @app.command("benchmark-models", context_settings=_EXTRA)

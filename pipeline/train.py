@@ -462,8 +462,11 @@ def _wrap(objective: Objective, d: Dist) -> nn.Module:
 
 
 def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: Dist) -> dict:
+    from pipeline.models import MortalityConfig
+
     ckpt = read_checkpoint(path)
-    if ckpt["model_kind"] != kind or ckpt["model_config"] != config_dict(mcfg):
+    saved_model = config_dict(MortalityConfig(**ckpt["model_config"]))  # settings added since then: defaults
+    if ckpt["model_kind"] != kind or saved_model != config_dict(mcfg):
         raise ValueError(f"{path}: checkpoint is a {ckpt['model_kind']} model with other settings; "
                          "resume with the same model settings")
     free = ("max_steps", "progress", "threads")  # may change on resume

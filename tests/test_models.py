@@ -297,3 +297,78 @@ def test_final_hidden_equals_lstm_forward_with_same_draws(layers):
     assert fast.view(s * 2, b, 7)[:, 4:].abs().max() == 0  # length 0: zero state
     with pytest.raises(ValueError, match="sorted"):
         final_hidden(lstm, x, lengths.flip(0), s)
+
+
+def _factors(model):
+    from pipeline.layers.factors import Rank1Vector
+
+    return [m for m in model.modules() if isinstance(m, Rank1Vector)]
+
+
+def test_rank1_prior_and_init_settings_reach_every_factor():
+    """prior_mean / prior_stddev / factor_init / init_stddev reach every factor (and init_stddev the embeddings)."""
+    default = _factors(build_model("rank1", tiny_cfg()))
+    assert all(v.config.prior_mean == 1.0 and v.config.prior_scale == 0.1 for v in default)
+    assert not all(set(v.mean.detach().unique().tolist()) <= {-1.0, 1.0} for v in default)  # normal init
+    model = build_model("rank1", tiny_cfg(prior_mean=0.0, prior_stddev=1.0, factor_init="random_sign",
+                                          init_stddev=0.03))
+    vecs = _factors(model)
+    assert len(vecs) == 8  # r and s of the LSTM kernel and recurrent kernel, dense and output layers
+    for v in vecs:
+        assert v.config.prior_mean == 0.0 and v.config.prior_scale == 1.0
+        assert set(v.mean.detach().unique().tolist()) == {-1.0, 1.0}
+        torch.testing.assert_close(v.scale(), torch.full_like(v.mean, 0.03))
+        # KL(N(±1, σ²) || N(0, 1)) = -log σ + (σ² + 1)/2 - 1/2 per entry: sign-symmetric
+        expected = v.mean.numel() * (-math.log(0.03) + 0.03 ** 2 / 2)
+        assert v.kl().item() == pytest.approx(expected, rel=1e-5)
+    for emb in (model.bag_embedding, model.context_embedding):
+        torch.testing.assert_close(F.softplus(emb.rho), torch.full_like(emb.rho, 0.03))
+
+
+def test_rank1_config_errors_name_the_setting():
+    for kw, match in [({"factor_init": "uniform"}, "factor_init"), ({"prior_mean": float("nan")}, "prior_mean"),
+                      ({"init_stddev": 0.0}, "init_stddev"), ({"prior_stddev": -1.0}, "prior_stddev"),
+                      ({"factor_init": "random_sign", "perturbation": "additive"}, "random_sign")]:
+        with pytest.raises(ValueError, match=match):
+            tiny_cfg(**kw)
+
+
+def test_rank1_settings_survive_checkpoint_reload(tmp_path):
+    from pipeline.train import CHECKPOINT_FORMAT, config_dict, load_model
+
+    cfg = tiny_cfg(prior_mean=0.0, prior_stddev=1.0, factor_init="random_sign", init_stddev=0.03)
+    model = build_model("rank1", cfg)
+    saved = config_dict(cfg)
+    assert saved["prior_mean"] == 0.0 and saved["factor_init"] == "random_sign" and saved["init_stddev"] == 0.03
+    train_config = {"score_samples": 2, "max_bags": None, "max_tokens": None}
+    torch.save({"format": CHECKPOINT_FORMAT, "model_kind": "rank1", "model_config": saved, "model": model.state_dict(),
+                "train_config": train_config}, tmp_path / "best.pt")
+    loaded, info = load_model(tmp_path / "best.pt")
+    assert info["model_config"]["prior_mean"] == 0.0
+    for a, b in zip(_factors(model), _factors(loaded), strict=True):
+        assert b.config.prior_mean == 0.0 and b.config.prior_scale == 1.0 and b.config.init == "random_sign"
+        assert b.kl().item() == pytest.approx(a.kl().item())
+    old = {k: v for k, v in saved.items() if k != "prior_mean"}  # a checkpoint from before prior_mean existed
+    assert MortalityConfig(**old).rank1().prior_mean == 1.0
+
+
+def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    import cli
+    import pipeline.train
+
+    seen = {}
+
+    def fake_train(data, model, cfg, **kw):
+        seen["model"] = cfg.model
+        raise ValueError("stop after forwarding")
+
+    monkeypatch.setattr(pipeline.train, "train", fake_train)
+    args = ["train", "--data", str(tmp_path), "--no-tracking", "--prior-mean", "0", "--prior-stddev", "1",
+            "--factor-init", "random_sign", "--init-stddev", "0.03"]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 2 and "stop after forwarding" in result.output
+    assert seen["model"] == {"prior_mean": 0.0, "prior_stddev": 1.0, "factor_init": "random_sign", "init_stddev": 0.03}
+    result = CliRunner().invoke(cli.app, ["train", "--data", str(tmp_path), "--no-tracking"])
+    assert seen["model"] == {}  # unset flags keep the defaults

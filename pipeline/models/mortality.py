@@ -16,6 +16,7 @@ once for the untiled batch (``sample_bags``) and the LSTM runs on materialised p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -75,8 +76,9 @@ class MortalityConfig:
     dense_units: int = 128  # hidden dense layer width (relu6)
     components: int = 4  # K mixture components / ensemble members (rank1, batchensemble, deep-ensemble)
     prior: PriorKind = PriorKind.GAUSSIAN  # rank-1 factor prior: gaussian | cauchy (posterior of the same family)
-    prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at 1
-    init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter
+    prior_mean: float | None = None  # rank-1 prior location (None: 1, or 0 for additive factors)
+    prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at prior_mean
+    init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter (embeddings included)
     factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (None: normal, BatchEnsemble random_sign)
     random_sign_prob: float = 0.5  # P(+1) for random-sign factor init
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training) | per_member (evaluation)
@@ -91,7 +93,17 @@ class MortalityConfig:
         self.prior = PriorKind(self.prior)
         self.sampling = Sampling(self.sampling)
         self.perturbation = Perturbation(self.perturbation)
+        if self.factor_init is not None and self.factor_init not in {f.value for f in FactorInit}:
+            raise ValueError(f"MortalityConfig.factor_init must be one of {[f.value for f in FactorInit]} or None, "
+                             f"got {self.factor_init!r}")
         self.factor_init = None if self.factor_init is None else FactorInit(self.factor_init)
+        if self.prior_mean is not None and not math.isfinite(self.prior_mean):
+            raise ValueError(f"MortalityConfig.prior_mean must be finite or None, got {self.prior_mean}")
+        if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
+            raise ValueError("MortalityConfig.factor_init random_sign is for multiplicative factors")
+        for name in ("prior_stddev", "init_stddev"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"MortalityConfig.{name} must be > 0, got {getattr(self, name)}")
         for name in ("token_vocab", "context_vocab", "embedding_dim", "lstm_hidden", "lstm_layers",
                      "dense_units", "components"):
             if getattr(self, name) < 1:
@@ -101,9 +113,9 @@ class MortalityConfig:
 
     def rank1(self) -> Rank1Config:
         """Factor configuration shared by the rank-1 / BatchEnsemble layers."""
-        return Rank1Config(prior=self.prior, prior_scale=self.prior_stddev, init=self.factor_init,
-                           random_sign_prob=self.random_sign_prob, init_stddev=self.init_stddev,
-                           perturbation=self.perturbation, kl_samples=self.kl_samples)
+        return Rank1Config(prior=self.prior, prior_mean=self.prior_mean, prior_scale=self.prior_stddev,
+                           init=self.factor_init, random_sign_prob=self.random_sign_prob,
+                           init_stddev=self.init_stddev, perturbation=self.perturbation, kl_samples=self.kl_samples)
 
 
 class MortalityNet(nn.Module):
