@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import data, io, metrics
-from pipeline.compare import model_label
+from pipeline.compare import variant_label
 
 PAIRED = ("nll", "ece")  # metrics compared
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
@@ -42,7 +42,7 @@ def find_runs(work: Path) -> list[dict]:
         info = io.read_json(info_file)
         manifest = io.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
         runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]),
-                     "model": model_label(info["model_kind"], info["model_config"].get("prior")),
+                     "model": variant_label(info["model_kind"], info["model_config"]),
                      "split_mode": str((manifest.get("config") or {}).get("split") or "unknown")})
     return runs
 

@@ -35,8 +35,20 @@ log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[1]
 SPLITS = ("val", "test")  # evaluated splits in the table
 TABLE_METRICS = ("nll", "auc_pr", "ece")  # metrics in the table
-VARIANTS = ("deterministic", "bayes-emb", "bayes-full", "batchensemble", "rank1-gaussian", "rank1-cauchy",
-            "deep-ensemble")  # model variants of the benchmark, in table order
+# model variants of the benchmark, in table order: name -> (model kind, MortalityConfig settings)
+VARIANT_SPECS: dict[str, tuple[str, dict]] = {
+    "deterministic": ("deterministic", {}),
+    "bayes-emb": ("bayes-emb", {}),
+    "bayes-full": ("bayes-full", {}),
+    "batchensemble": ("batchensemble", {}),
+    "rank1-gaussian": ("rank1", {"prior": "gaussian"}),
+    "rank1-cauchy": ("rank1", {"prior": "cauchy"}),
+    # rank-1 with BatchEnsemble's random-sign factor start under a prior wide enough not to undo it
+    # (N(1, 1): a -1 start costs 2 nats, not the 200 of N(1, 0.1)); README "Comparison"
+    "rank1-signs": ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_stddev": 1.0}),
+    "deep-ensemble": ("deep-ensemble", {}),
+}
+VARIANTS = tuple(VARIANT_SPECS)
 TRUE_RISK = "true risk"  # model label of the Bayes-optimal reference row
 
 
@@ -50,6 +62,27 @@ class CompareError(ValueError):
 def model_label(kind: str | None, prior: str | None) -> str:
     """``rank1-<prior>`` for rank-1 models, the kind otherwise."""
     return f"rank1-{prior or 'gaussian'}" if kind == "rank1" else str(kind)
+
+
+def _same(a, b) -> bool:
+    """Equal as text, or as numbers ("1.0" == 1)."""
+    if str(a) == str(b):
+        return True
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def variant_label(kind: str | None, model_config: dict) -> str:
+    """The benchmark variant whose settings ``model_config`` has (the most specific match), else
+    ``model_label``. Values compare as text (MLflow params are strings)."""
+    best, n_best = model_label(kind, model_config.get("prior")), -1
+    for name, (k, settings) in VARIANT_SPECS.items():
+        if k == kind and all(_same(model_config.get(key), v) for key, v in settings.items()):
+            if len(settings) > n_best:
+                best, n_best = name, len(settings)
+    return best
 
 
 def _reports(client, run_id: str, tmp: Path) -> dict[str, dict]:
@@ -112,7 +145,9 @@ def settings_of(params: dict, reports: dict[str, dict]) -> dict[str, str]:
 def _row(run, reports: dict[str, dict]) -> dict:
     first = next(iter(reports.values()))
     params = run.data.params
-    row = {"run_id": run.info.run_id, "model": model_label(first.get("model_kind"), first.get("prior")),
+    model_config = {k.removeprefix("model."): v for k, v in params.items() if k.startswith("model.")}
+    row = {"run_id": run.info.run_id, "model": variant_label(first.get("model_kind"),
+                                                             model_config or {"prior": first.get("prior")}),
            "split_mode": first.get("split_mode") or run.data.tags.get("split_mode", "unknown"),
            "seed": int(params.get("train.seed", -1)), "start_time": int(run.info.start_time or 0),
            "settings": settings_of(params, reports)}
@@ -151,7 +186,9 @@ def label_variants(rows: list[dict]) -> list[dict]:
         by_model.setdefault((r["split_mode"], r["model"]), []).append(r)
     out = []
     for (mode, model), g in by_model.items():
-        keys = sorted({k for r in g for k in r.get("settings", {})})
+        # settings every run records (a setting added in a later version is missing from older runs,
+        # whose behaviour was its default: not a difference)
+        keys = sorted(set.intersection(*(set(r.get("settings", {})) for r in g)))
         differ = [k for k in keys if len({r.get("settings", {}).get(k) for r in g}) > 1]
         latest: dict[tuple, dict] = {}
         for r in sorted(g, key=lambda r: r.get("start_time", 0)):
@@ -251,7 +288,7 @@ class GridConfig:
     """The benchmark grid (every variant x seed x split mode)."""
 
     seeds: tuple[int, ...] = (0, 1, 2)  # training seeds
-    variants: tuple[str, ...] = VARIANTS  # model variants (rank1-<prior> selects the prior)
+    variants: tuple[str, ...] = VARIANTS  # model variants (names of VARIANT_SPECS)
     split_modes: tuple[str, ...] = ("random", "era")  # feature extractions
     max_steps: int = 1000  # training steps per run (about 1 minute per run with 2 parallel jobs on 2 cores)
     eval_every: int = 250  # periodic validation interval
@@ -282,8 +319,8 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
     from pipeline.evaluate import EvalConfig, evaluate_run
     from pipeline.train import TrainConfig, train
 
-    kind, _, prior = variant.partition("-") if variant.startswith("rank1-") else (variant, "", "")
-    model = {**({"prior": prior} if prior else {}), **cfg.model_overrides}
+    kind, variant_settings = VARIANT_SPECS[variant]
+    model = {**variant_settings, **cfg.model_overrides}
     settings = {"eval_batch_size": cfg.eval_batch_size, **cfg.train_overrides}
     tcfg = TrainConfig.from_preset("default", seed=seed, max_steps=cfg.max_steps, eval_every=cfg.eval_every,
                                    threads=1, progress=False, **settings, model=model)

@@ -56,6 +56,7 @@ def test_runs_with_other_settings_are_other_variants_and_a_repeated_seed_counts_
         r = _row("rank1-gaussian", "random", seed, base)
         rows.append({**r, "run_id": f"r{i}", "start_time": i,
                      "settings": {"model.lstm_hidden": str(hidden), "train.max_steps": "1500"}})
+    rows[0]["settings"]["model.prior_mean"] = "None"  # a setting older runs do not record is no difference
     summary = [r for r in cp.summarize(rows) if r["model"] != cp.TRUE_RISK]
     assert [(r["model"], r["seeds"]) for r in summary] == [
         ("rank1-gaussian [model.lstm_hidden=256]", 1), ("rank1-gaussian [model.lstm_hidden=64]", 2)]
@@ -97,6 +98,18 @@ def test_markdown_and_csv_tables(tmp_path):
                                                 ("deep-ensemble", "gaussian", "deep-ensemble")])
 def test_model_label(kind, prior, label):
     assert cp.model_label(kind, prior) == label
+
+
+@pytest.mark.parametrize("kind, config, label", [
+    ("rank1", {"prior": "gaussian", "factor_init": "None", "prior_stddev": "0.1"}, "rank1-gaussian"),
+    ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_stddev": "1.0"}, "rank1-signs"),
+    ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_stddev": 1}, "rank1-signs"),
+    ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_stddev": "0.1"}, "rank1-gaussian"),
+    ("rank1", {"prior": "cauchy"}, "rank1-cauchy"),
+    ("batchensemble", {"prior": "gaussian", "factor_init": "random_sign"}, "batchensemble"),
+])
+def test_variant_label_is_the_most_specific_matching_variant(kind, config, label):
+    assert cp.variant_label(kind, config) == label
 
 
 # ---------------------------------------------------------------------------- collecting from MLflow
