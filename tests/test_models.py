@@ -372,3 +372,20 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
     assert seen["model"] == {"prior_mean": 0.0, "prior_stddev": 1.0, "factor_init": "random_sign", "init_stddev": 0.03}
     result = CliRunner().invoke(cli.app, ["train", "--data", str(tmp_path), "--no-tracking"])
     assert seen["model"] == {}  # unset flags keep the defaults
+
+
+def test_deep_ensemble_member_trains_like_a_deterministic_model():
+    """Each member's gradient (NLL + L2) is the deterministic model's on the same weights, scaled by 1/K:
+    the L2 penalty is the members' mean, as the NLL is."""
+    from pipeline.train import Objective
+
+    cfg = tiny_cfg(components=2)
+    ens, det = build_model("deep-ensemble", cfg), build_model("deterministic", cfg)
+    det.load_state_dict(ens.members[0].state_dict())
+    batch = make_batch()
+    for model in (ens, det):
+        Objective(model, "average", n_train=10, l2=0.05, samples=1)(batch, kl_weight=1.0)["loss"].backward()
+    member = dict(ens.members[0].named_parameters())
+    for name, p in det.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(member[name].grad * 2, p.grad, msg=name)

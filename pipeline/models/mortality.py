@@ -227,8 +227,11 @@ class MortalityNet(nn.Module):
 class DeepEnsemble(nn.Module):
     """K independently initialised deterministic models; logits (S·K, B).
 
-    Trained jointly with the average of the members' NLLs the members stay independent
-    (each gradient only involves its own member).
+    Trained jointly on the average of the members' NLLs, each member's gradient involves only
+    that member, scaled by 1/K; the L2 penalty is the members' mean (``l2_penalty``), so each
+    member trains with the deterministic model's L2-to-NLL ratio. What still couples them: one
+    global-norm gradient clip over all members (only when it triggers), and each step's
+    admissions are the same for every member.
     """
 
     def __init__(self, cfg: MortalityConfig) -> None:
@@ -247,7 +250,8 @@ class DeepEnsemble(nn.Module):
         return kl_divergence(self)
 
     def l2_penalty(self) -> Tensor:
-        return l2_penalty(self)
+        """Mean over members of their L2 penalties (the NLL is their mean too: see the class doc)."""
+        return l2_penalty(self) / self.components
 
 
 def build_model(kind: str, cfg: MortalityConfig) -> nn.Module:
