@@ -149,6 +149,7 @@ def train(
     prior: Optional[str] = typer.Option(None, help="Rank-1 prior: gaussian | cauchy [gaussian]."),
     prior_stddev: Optional[float] = typer.Option(None, help="Rank-1 prior stddev (scale for cauchy) [0.1]."),
     prior_mean: float | None = typer.Option(None, help="Rank-1 prior location [1; 0 for additive factors]."),
+    prior_signs: bool | None = typer.Option(None, "--prior-signs/--no-prior-signs", help="Rank-1 prior symmetric in sign: half at +prior-mean, half at -prior-mean [no]."),
     factor_init: str | None = typer.Option(None, help="Rank-1 factor mean init: normal | random_sign (default: normal; random_sign for batchensemble)."),
     init_stddev: float | None = typer.Option(None, help="Initial posterior stddev of the variational parameters, embeddings included [1e-3]."),
     hidden: Optional[int] = typer.Option(None, help="LSTM units [64; paper 256]."),
@@ -172,7 +173,7 @@ def train(
                     score_samples=score_samples, refer_fraction=refer_fraction, max_bags=max_bags,
                     max_tokens=max_tokens, log_every=log_every, threads=threads)
     model_settings = dict(components=components, prior=prior, prior_stddev=prior_stddev, prior_mean=prior_mean,
-                          factor_init=factor_init, init_stddev=init_stddev, lstm_hidden=hidden,
+                          prior_signs=prior_signs, factor_init=factor_init, init_stddev=init_stddev, lstm_hidden=hidden,
                           embedding_dim=embed_dim, lstm_layers=layers, dense_units=dense)
     try:
         cfg = TrainConfig.from_preset(

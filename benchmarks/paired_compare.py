@@ -35,9 +35,10 @@ TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --
 
 
 def find_runs(work: Path) -> list[dict]:
-    """Run directories of a grid's work dir: run id, model label, split mode, seed."""
+    """Run directories of a grid's work dir: run id, model label, split mode, seed; oldest first, so
+    that where a (model, mode, seed) was rerun the latest run is the one the callers' dicts keep."""
     runs = []
-    for info_file in sorted((work / "runs" / "train").glob("*/model_info.json")):
+    for info_file in sorted((work / "runs" / "train").glob("*/model_info.json"), key=lambda f: f.stat().st_mtime):
         d = info_file.parent
         info = io.read_json(info_file)
         manifest = io.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}

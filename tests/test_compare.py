@@ -106,6 +106,8 @@ def test_model_label(kind, prior, label):
     ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_stddev": 1}, "rank1-signs"),
     ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_stddev": "0.1"}, "rank1-gaussian"),
     ("rank1", {"prior": "cauchy"}, "rank1-cauchy"),
+    ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_signs": "True", "prior_stddev": "0.1"},
+     "rank1-symmetric"),
     ("batchensemble", {"prior": "gaussian", "factor_init": "random_sign"}, "batchensemble"),
 ])
 def test_variant_label_is_the_most_specific_matching_variant(kind, config, label):

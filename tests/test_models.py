@@ -366,10 +366,11 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
 
     monkeypatch.setattr(pipeline.train, "train", fake_train)
     args = ["train", "--data", str(tmp_path), "--no-tracking", "--prior-mean", "0", "--prior-stddev", "1",
-            "--factor-init", "random_sign", "--init-stddev", "0.03"]
+            "--factor-init", "random_sign", "--init-stddev", "0.03", "--prior-signs"]
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 2 and "stop after forwarding" in result.output
-    assert seen["model"] == {"prior_mean": 0.0, "prior_stddev": 1.0, "factor_init": "random_sign", "init_stddev": 0.03}
+    assert seen["model"] == {"prior_mean": 0.0, "prior_stddev": 1.0, "factor_init": "random_sign", "init_stddev": 0.03,
+                             "prior_signs": True}
     result = CliRunner().invoke(cli.app, ["train", "--data", str(tmp_path), "--no-tracking"])
     assert seen["model"] == {}  # unset flags keep the defaults
 
@@ -389,3 +390,39 @@ def test_deep_ensemble_member_trains_like_a_deterministic_model():
     for name, p in det.named_parameters():
         if p.grad is not None:
             torch.testing.assert_close(member[name].grad * 2, p.grad, msg=name)
+
+
+@pytest.mark.parametrize("prior", ["gaussian", "cauchy"])
+def test_sign_symmetric_prior_kl(prior):
+    """KL to ½p(+m) + ½p(-m): the Jensen bound -log(½e^-KL₊ + ½e^-KL₋), symmetric in the factor's sign,
+    an upper bound on a Monte Carlo estimate of the true KL, and close to it when the modes are apart."""
+    from pipeline.layers.factors import Rank1Config, Rank1Vector
+    from pipeline.layers.priors import distribution
+
+    torch.manual_seed(0)
+    f = Rank1Vector(2, 5, Rank1Config(prior=prior, prior_signs=True, init="random_sign", init_stddev=0.05))
+    with torch.no_grad():
+        f.mean.copy_(torch.tensor([[1.0, -1.0, 0.9, -1.1, 0.0], [-1.0, 1.0, -0.9, 1.1, 0.3]]))
+    kl = f.kl()
+    with torch.no_grad():  # flipping every sign leaves the KL unchanged
+        f.mean.neg_()
+    torch.testing.assert_close(f.kl(), kl)
+    q = distribution(prior, f.mean.detach(), f.scale().detach())
+    z = q.sample((200_000,))  # (draws, K, n)
+    p_plus, p_minus = distribution(prior, torch.tensor(1.0), torch.tensor(0.1)), distribution(prior, torch.tensor(-1.0),
+                                                                                               torch.tensor(0.1))
+    log_p = torch.logaddexp(p_plus.log_prob(z), p_minus.log_prob(z)) - math.log(2.0)
+    mc = (q.log_prob(z) - log_p).mean(0).sum()
+    assert float(kl) >= float(mc) - 0.05 and float(kl) == pytest.approx(float(mc), rel=0.05)
+    plain = Rank1Vector(2, 5, Rank1Config(prior=prior, init="random_sign", init_stddev=0.05))
+    with torch.no_grad():
+        plain.mean.copy_(f.mean)
+        plain.rho.copy_(f.rho)
+    assert float(plain.kl()) > float(kl) + (100.0 if prior == "gaussian" else 10.0)  # the plain prior charges -1s
+
+
+def test_prior_signs_needs_a_nonzero_prior_mean():
+    from pipeline.layers.factors import Rank1Config
+
+    with pytest.raises(ValueError, match="prior_signs"):
+        Rank1Config(prior_signs=True, prior_mean=0.0)

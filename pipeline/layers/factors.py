@@ -6,6 +6,8 @@ Every rank-1 weight is ``W ∘ (r sᵀ)`` (multiplicative, the default) or ``W +
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from enum import Enum
 
@@ -46,6 +48,7 @@ class Rank1Config:
     init_stddev: float = 1e-3  # initial posterior scale (through softplus)
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # multiplicative | additive
     kl_samples: int = 1  # Monte Carlo draws for KL terms without a closed form
+    prior_signs: bool = False  # sign-symmetric prior: ½ prior(prior_mean) + ½ prior(-prior_mean) (see kl)
 
     def __post_init__(self) -> None:
         self.prior = PriorKind(self.prior)
@@ -66,6 +69,8 @@ class Rank1Config:
                 raise ValueError(f"Rank1Config.{name} must be > 0, got {getattr(self, name)}")
         if self.kl_samples < 1:
             raise ValueError(f"Rank1Config.kl_samples must be >= 1, got {self.kl_samples}")
+        if self.prior_signs and self.prior_mean == 0.0:
+            raise ValueError("Rank1Config.prior_signs needs a prior_mean other than 0 (multiplicative factors)")
 
 
     @property
@@ -150,12 +155,21 @@ class Rank1Vector(nn.Module):
         return Draw(value.reshape(rows, n), per_block=False)
 
     def kl(self) -> Tensor:
-        """KL summed over the K components and n entries (0 for delta factors)."""
+        """KL summed over the K components and n entries (0 for delta factors).
+
+        With ``prior_signs`` the prior is the equal mixture of the prior family at +m and -m
+        (m = prior_mean), so a factor's sign costs nothing; its KL has no closed form and is
+        replaced by the upper bound -log(½ e^{-KL(q‖p₊)} + ½ e^{-KL(q‖p₋)}) (Jensen; tight when the
+        two modes are far apart in units of the prior scale), which keeps the ELBO a lower bound."""
         if self.rho is None:
             return self.mean.new_zeros(())
         cfg = self.config
         terms = kl_elementwise(cfg.posterior.value, self.mean, self.scale(), cfg.prior.value,
                                cfg.prior_mean, cfg.prior_scale, cfg.kl_samples)
+        if cfg.prior_signs:
+            mirrored = kl_elementwise(cfg.posterior.value, self.mean, self.scale(), cfg.prior.value,
+                                      -cfg.prior_mean, cfg.prior_scale, cfg.kl_samples)
+            terms = math.log(2.0) - torch.logaddexp(-terms, -mirrored)
         return terms.sum()
 
 

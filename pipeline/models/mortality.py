@@ -78,6 +78,7 @@ class MortalityConfig:
     prior: PriorKind = PriorKind.GAUSSIAN  # rank-1 factor prior: gaussian | cauchy (posterior of the same family)
     prior_mean: float | None = None  # rank-1 prior location (None: 1, or 0 for additive factors)
     prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at prior_mean
+    prior_signs: bool = False  # rank-1 prior symmetric in sign: ½ prior(+prior_mean) + ½ prior(-prior_mean)
     init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter (embeddings included)
     factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (None: normal, BatchEnsemble random_sign)
     random_sign_prob: float = 0.5  # P(+1) for random-sign factor init
@@ -115,7 +116,8 @@ class MortalityConfig:
         """Factor configuration shared by the rank-1 / BatchEnsemble layers."""
         return Rank1Config(prior=self.prior, prior_mean=self.prior_mean, prior_scale=self.prior_stddev,
                            init=self.factor_init, random_sign_prob=self.random_sign_prob,
-                           init_stddev=self.init_stddev, perturbation=self.perturbation, kl_samples=self.kl_samples)
+                           init_stddev=self.init_stddev, perturbation=self.perturbation, kl_samples=self.kl_samples,
+                           prior_signs=self.prior_signs)
 
 
 class MortalityNet(nn.Module):
