@@ -26,7 +26,8 @@ same thread count, each timed after the scoring (best of repeated runs; the mach
     round(mean bags) steps, FLOPs counted as above: a practical ceiling for an LSTM this small;
 (e) an ideal step: one shared-weight ``torch.mm`` (S·K·batch_size, D+H) x (D+H, 4H) (the rank-1
     form ((x∘s)W)∘r, no per-draw kernels) followed by the whole cell update (∘r + bias, the four
-    gate nonlinearities, c and h) fused by ``torch.compile`` into one pass, FLOPs counted as above:
+    gate nonlinearities, c and h) fused by ``torch.compile`` into one pass, in cache-sized row
+    chunks as the evaluation path runs (``inference.CHUNK_ROWS`` per thread), FLOPs counted as above:
     what any LSTM step on these shapes costs at least with PyTorch on this machine (the gate
     nonlinearities are 5H transcendentals per row and step whatever the implementation).
     Reported as unavailable where torch.compile cannot build (no C++ compiler).
@@ -128,9 +129,14 @@ def ideal_step_rate(rows: int, d: int, h: int) -> float | None:
         print(f"reference (e) unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", file=sys.stderr)
         return None
 
+    from pipeline.layers.inference import CHUNK_ROWS
+
+    chunk = CHUNK_ROWS * torch.get_num_threads()  # rows per pass, as the evaluation path (cache-sized)
+
     def step() -> None:
-        torch.mm(z, w, out=pre)
-        fused(pre, r, b, u, s_h)
+        for i in range(0, rows, chunk):
+            torch.mm(z[i:i + chunk], w, out=pre[i:i + chunk])
+            fused(pre[i:i + chunk], r, b, u[i:i + chunk], s_h)
 
     return best_rate(step, rows * (2 * 4 * h * (d + 1) + 2 * 4 * h * h))
 
