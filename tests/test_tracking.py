@@ -7,6 +7,7 @@ sqlite tracking store and artifact directory under a temporary folder.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -174,7 +175,10 @@ def test_logged_artifacts_pass_privacy_scan(cli_run, demo_dir, tmp_path):
     model_dir = Path(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/model", dst_path=str(tmp_path / "model")))
     assert (model_dir / "code" / "pipeline" / "models" / "mortality.py").exists()
     assert not list(model_dir.rglob("__pycache__"))
-    assert {p.name for p in (model_dir / "artifacts").iterdir()} == {"best.pt", "vocab.json", "model_info.json"}
+    assert {p.name for p in (model_dir / "artifacts").iterdir()} == {"best.pt", "vocab.json", "model_info.json",
+                                                                     "extraction.json"}
+    extraction = json.loads((model_dir / "artifacts" / "extraction.json").read_text())
+    assert set(extraction) <= {"config", "feature_version"}  # settings only: no counts, sources or paths
     findings = privacy.scan([run_dir, model_dir], privacy.raw_ids_of(demo_dir))
     # MLflow stamps every MLmodel with its own creation time (utc_time_created); that is the
     # only date allowed, and nothing else may be found.
