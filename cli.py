@@ -149,7 +149,7 @@ def train(
     prior: Optional[str] = typer.Option(None, help="Rank-1 prior: gaussian | cauchy [gaussian]."),
     prior_stddev: Optional[float] = typer.Option(None, help="Rank-1 prior stddev (scale for cauchy) [0.1]."),
     prior_mean: float | None = typer.Option(None, help="Rank-1 prior location [1; 0 for additive factors]."),
-    prior_signs: bool | None = typer.Option(None, "--prior-signs/--no-prior-signs", help="Rank-1 prior symmetric in sign: half at +prior-mean, half at -prior-mean [no]."),
+    prior_signs: bool | None = typer.Option(None, "--prior-signs/--no-prior-signs", help="Rank-1 prior symmetric in sign: half at +prior-mean, half at -prior-mean (default: off)."),
     factor_init: str | None = typer.Option(None, help="Rank-1 factor mean init: normal | random_sign (default: normal; random_sign for batchensemble)."),
     init_stddev: float | None = typer.Option(None, help="Initial posterior stddev of the variational parameters, embeddings included [1e-3]."),
     hidden: Optional[int] = typer.Option(None, help="LSTM units [64; paper 256]."),

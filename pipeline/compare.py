@@ -76,15 +76,38 @@ def _same(a, b) -> bool:
         return False
 
 
-def variant_label(kind: str | None, model_config: dict) -> str:
-    """The benchmark variant whose settings ``model_config`` has (the most specific match), else
-    ``model_label``. Values compare as text (MLflow params are strings)."""
-    best, n_best = model_label(kind, model_config.get("prior")), -1
+def setting_defaults() -> dict[str, str]:
+    """``model.<field>`` and ``train.<field>`` defaults of MortalityConfig and TrainConfig, as text: a
+    setting a run does not record (it predates the setting) had this value."""
+    from dataclasses import MISSING, fields
+    from enum import Enum
+
+    from pipeline.models import MortalityConfig
+    from pipeline.train import TrainConfig
+
+    out = {}
+    for prefix, cls in (("model", MortalityConfig), ("train", TrainConfig)):
+        for f in fields(cls):
+            if f.default is not MISSING:
+                out[f"{prefix}.{f.name}"] = str(f.default.value if isinstance(f.default, Enum) else f.default)
+    return out
+
+
+def variant_label(kind: str | None, model_config: dict, defaults: dict[str, str] | None = None) -> str:
+    """The benchmark variant ``model_config`` is: the one whose settings it has, and the defaults for
+    every setting that another variant of the same kind changes; else ``model_label``. Values compare
+    as text or numbers (MLflow params are strings); a setting missing from ``model_config`` counts
+    as its default."""
+    defaults = setting_defaults() if defaults is None else defaults
+    keys = {key for k, settings in VARIANT_SPECS.values() if k == kind for key in settings}
+
+    def value(cfg: dict, key: str):
+        return cfg.get(key, defaults.get(f"model.{key}"))
+
     for name, (k, settings) in VARIANT_SPECS.items():
-        if k == kind and all(_same(model_config.get(key), v) for key, v in settings.items()):
-            if len(settings) > n_best:
-                best, n_best = name, len(settings)
-    return best
+        if k == kind and all(_same(value(model_config, key), value(settings, key)) for key in keys):
+            return name
+    return model_label(kind, model_config.get("prior"))
 
 
 def _reports(client, run_id: str, tmp: Path) -> dict[str, dict]:
@@ -118,13 +141,13 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None) -> 
         if exp is None:
             raise CompareError(f"experiment {name!r} not found in {tracking_uri()}")
         runs = client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=10_000)
-    rows = []
+    rows, defaults = [], setting_defaults()
     with tempfile.TemporaryDirectory(prefix="compare-") as tmp:
         for run in runs:
             reports = _reports(client, run.info.run_id, Path(tmp))
             if not reports:
                 continue
-            rows.append(_row(run, reports))
+            rows.append(_row(run, reports, defaults))
     if not rows:
         raise CompareError("no evaluated runs (run `cli.py evaluate --run ID --split val --split test` first)")
     return rows
@@ -144,12 +167,12 @@ def settings_of(params: dict, reports: dict[str, dict]) -> dict[str, str]:
     return out
 
 
-def _row(run, reports: dict[str, dict]) -> dict:
+def _row(run, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
     first = next(iter(reports.values()))
     params = run.data.params
     model_config = {k.removeprefix("model."): v for k, v in params.items() if k.startswith("model.")}
     row = {"run_id": run.info.run_id, "model": variant_label(first.get("model_kind"),
-                                                             model_config or {"prior": first.get("prior")}),
+                                                             model_config or {"prior": first.get("prior")}, defaults),
            "split_mode": first.get("split_mode") or run.data.tags.get("split_mode", "unknown"),
            "seed": int(params.get("train.seed", -1)), "start_time": int(run.info.start_time or 0),
            "settings": settings_of(params, reports)}
@@ -179,26 +202,36 @@ def summary_columns() -> list[str]:
     return [f"{s}_{m}" for s in SPLITS for m in TABLE_METRICS] + ["test_nll_gap"]
 
 
-def label_variants(rows: list[dict]) -> list[dict]:
+def label_variants(rows: list[dict], defaults: dict[str, str] | None = None) -> list[dict]:
     """Rows whose settings differ within one (split_mode, model) become separate variants, labelled
-    by the differing settings (``rank1-gaussian [model.lstm_hidden=256]``); within a variant, a seed
-    evaluated by several runs counts once (the latest run), never twice."""
+    by the differing settings (``rank1-gaussian [model.lstm_hidden=256]``); a setting a run does not
+    record counts as its default (``setting_defaults``: older runs predate it). Within a variant, a
+    seed evaluated by several runs counts once (the latest run), never twice."""
+    defaults = setting_defaults() if defaults is None else defaults
     by_model: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         by_model.setdefault((r["split_mode"], r["model"]), []).append(r)
     out = []
     for (mode, model), g in by_model.items():
-        # settings every run records (a setting added in a later version is missing from older runs,
-        # whose behaviour was its default: not a difference)
-        keys = sorted(set.intersection(*(set(r.get("settings", {})) for r in g)))
-        differ = [k for k in keys if len({r.get("settings", {}).get(k) for r in g}) > 1]
+        keys = sorted({k for r in g for k in r.get("settings", {})})
+
+        def value(r: dict, k: str) -> str:
+            v = str(r.get("settings", {}).get(k, defaults.get(k, "None")))
+            try:
+                f = float(v)
+            except ValueError:
+                return v
+            return str(int(f)) if f.is_integer() else repr(f)  # "1" and "1.0" are one value
+
+        differ = [k for k in keys if len({value(r, k) for r in g}) > 1]
         latest: dict[tuple, dict] = {}
-        for r in sorted(g, key=lambda r: r.get("start_time", 0)):
-            tag = tuple((k, r.get("settings", {}).get(k)) for k in differ)
-            if (tag, r["seed"]) in latest:
-                log.warning("%s (%s): seed %d evaluated by more than one run; the latest (%s) is used",
-                            model, mode, r["seed"], r["run_id"])
-            latest[(tag, r["seed"])] = r
+        for n, r in enumerate(sorted(g, key=lambda r: r.get("start_time", 0))):
+            tag = tuple((k, value(r, k)) for k in differ)
+            seed = r["seed"] if r["seed"] >= 0 else f"unknown-{n}"  # runs without a recorded seed never merge
+            if (tag, seed) in latest:
+                log.warning("%s (%s): seed %s evaluated by more than one run; the latest (%s) is used",
+                            model, mode, seed, r["run_id"])
+            latest[(tag, seed)] = r
         for (tag, _), r in latest.items():
             label = f"{model} [{', '.join(f'{k}={v}' for k, v in tag)}]" if tag else model
             out.append({**r, "model": label})

@@ -277,6 +277,7 @@ def mlflow_metrics(report: dict, split: str) -> dict[str, float]:
 
 
 def _log_to_run(run: RunModel, report: dict, split: str, files: list[Path]) -> None:
+    """Metrics, tags and artifacts of one evaluation; ``files`` = [the report JSON, *plots]."""
     import time
 
     from mlflow.entities import Metric
@@ -288,9 +289,10 @@ def _log_to_run(run: RunModel, report: dict, split: str, files: list[Path]) -> N
     rows = [Metric(k, float(v), ts, step) for k, v in mlflow_metrics(report, split).items()]
     client.log_batch(run.run_id, metrics=rows)
     with tempfile.TemporaryDirectory(prefix="eval-log-") as tmp:
-        for f in files:
-            if f.suffix == ".json" and f.name != "metrics.json":  # --json PATH: `compare` reads metrics.json
-                f = Path(shutil.copyfile(f, Path(tmp) / "metrics.json"))
+        report_file, *plots = files
+        if report_file.name != "metrics.json":  # --json PATH: `compare` reads eval/<split>/metrics.json
+            report_file = Path(shutil.copyfile(report_file, Path(tmp) / "metrics.json"))
+        for f in (report_file, *plots):
             client.log_artifact(run.run_id, str(f), f"eval/{split}")
     client.set_tag(run.run_id, "split_mode", report["split_mode"])
     client.set_tag(run.run_id, f"eval_{split}_samples", str(report["samples"]))

@@ -31,7 +31,10 @@ COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epo
                   "window_start_epoch", "age", "gender", "admission_type", "admission_location", "icu_system",
                   "label")  # columns a cohort condition may use (sql/02_cohort.sql)
 _INT = re.compile(r"^\s*\d+\s*$")
-_HEADER = re.compile(r"^\s*[\"']?hadm_id[\"']?\s*,?\s*$", re.IGNORECASE)
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_COHORT_SQL_ERROR = re.compile(r"^cohort \(ADMISSIONS, PATIENTS\)(?: \(PostgreSQL\))?: (?:(\w+(?: \w+)? Error)\b)?")
+_COLUMNS = re.compile(r"^\s*[\"']?\d+[\"']?(\s*[,;\t]\s*[\"']?[^,;\t]*[\"']?)+$")
+_TOKEN = re.compile(r"^[\"']?\w+[\"']?\s*[,;]?$")
 
 
 class ScoreError(ValueError):
@@ -76,10 +79,9 @@ class ScoreSummary:
 def read_cohort_file(path: Path | str) -> str:
     """SQL condition for ``extract(cohort_filter=...)`` from a cohort file.
 
-    A file whose non-blank lines are all HADM_IDs (one integer per line, optionally under a
-    ``HADM_ID`` header line) is an id list -> ``hadm_id IN (...)``; anything else is taken as a SQL
-    condition on the cohort columns. ``#`` comment lines are ignored in both forms; a byte-order
-    mark is ignored. A header with no ids is an empty census: an error, never "everyone".
+    An id list (``cohort_ids``) -> ``hadm_id IN (...)``; anything else is taken as a SQL condition
+    on the cohort columns. ``#`` comment lines are ignored in both forms; a byte-order mark is
+    ignored. A header with no ids is an empty census: an error, never "everyone".
     """
     ids = cohort_ids(path)
     if ids is not None:
@@ -92,21 +94,65 @@ def read_cohort_file(path: Path | str) -> str:
 
 
 def cohort_ids(path: Path | str) -> list[int] | None:
-    """The sorted distinct HADM_IDs of an id-list cohort file, or None if it is a SQL condition."""
+    """The sorted distinct HADM_IDs of an id-list cohort file, or None if it is a SQL condition.
+
+    An id list is one of: integers one per line (quotes and a trailing ``,``/``;`` allowed) or
+    several per line separated by white space; or a table export whose header line names the
+    columns (comma, tab or semicolon separated, one of them ``HADM_ID``), whose HADM_ID column is
+    read. A line that does not fit is an error naming its number (never its contents).
+    """
     path = Path(path)
     lines = _cohort_lines(path)
-    header = _HEADER.match(lines[0][1]) is not None
-    body = lines[1:] if header else lines
-    if header and not body:
-        raise ScoreError(f"{path}: the cohort file has a HADM_ID header and no HADM_IDs (an empty census)")
-    numeric = sum(bool(_INT.match(ln)) for _, ln in body)
-    if numeric == len(body):
-        return sorted({int(ln) for _, ln in body})
-    if header or numeric > len(body) / 2 or (len(body) > 2 and all(_INT.match(ln) for _, ln in body[1:])):
+    column, sep = _header(lines[0][1])
+    if column is not None:
+        body = lines[1:]
+        if not body:
+            raise ScoreError(f"{path}: the cohort file has a HADM_ID header and no HADM_IDs (an empty census)")
+        ids = []
+        for i, ln in body:
+            fields = [_unquote(f) for f in ln.split(sep)] if sep else [_unquote(ln)]
+            if column >= len(fields) or not _INT.match(fields[column]):
+                raise ScoreError(f"{path}: line {i} has no HADM_ID in column {column + 1} (the header's HADM_ID)")
+            ids.append(int(fields[column]))
+        return sorted(set(ids))
+    parsed = [(i, _id_tokens(ln)) for i, ln in lines]
+    good = [i for i, toks in parsed if toks is not None]
+    if len(good) == len(parsed):
+        return sorted({t for _, toks in parsed for t in toks})
+    bad = [i for i, toks in parsed if toks is None]
+    if all(_COLUMNS.match(ln) for i, ln in lines if i in bad):  # rows of numbers: a table export without header
+        raise ScoreError(f"{path}: line {bad[0]} has several columns and the file has no header; add a first line "
+                         "naming the columns (one of them HADM_ID)")
+    single = all(_TOKEN.match(ln) for i, ln in lines if i in bad)  # a lone word, not SQL (no operator or bracket)
+    if single and (len(good) > len(parsed) / 2 or (len(parsed) > 2 and bad == [parsed[0][0]])):
         # mostly ids (or ids under a stray first line): a typo, not a condition; the line is not echoed
-        i = next(i for i, ln in body if not _INT.match(ln))
-        raise ScoreError(f"{path}: line {i} is not a HADM_ID (expected one integer per line, "
-                         "optionally under a HADM_ID header)")
+        i = bad[0]
+        raise ScoreError(f"{path}: line {i} is not a HADM_ID list (expected integers, one per line or separated "
+                         "by spaces, optionally under a header naming the HADM_ID column)")
+    return None
+
+
+def _unquote(text: str) -> str:
+    return text.strip().strip("\"'").strip()
+
+
+def _header(line: str) -> tuple[int | None, str | None]:
+    """(index of the HADM_ID column, separator) if ``line`` is a header naming HADM_ID, else (None, None)."""
+    sep = next((c for c in (",", "\t", ";") if c in line), None)
+    names = [_unquote(f) for f in line.split(sep)] if sep else [_unquote(line)]
+    names = [n for n in names if n] if sep in (",", ";") and line.rstrip().endswith(sep) else names
+    if not all(_IDENT.match(n) for n in names):
+        return None, None
+    lower = [n.lower() for n in names]
+    return (lower.index("hadm_id"), sep) if "hadm_id" in lower else (None, None)
+
+
+def _id_tokens(line: str) -> list[int] | None:
+    """The integers of an id line (white-space separated, or one with quotes / a trailing , or ;), else None."""
+    text = line.strip().rstrip(",;").strip()
+    toks = [_unquote(t) for t in text.split()]
+    if toks and all(_INT.match(t) for t in toks):
+        return [int(t) for t in toks]
     return None
 
 
@@ -272,7 +318,19 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         if data is not None:
             return score_files(run, feature_files(data), out, cfg)
         condition = read_cohort_file(cohort) if cohort is not None else "TRUE"
-        path = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema)
+        from pipeline.sources import SourceError
+
+        try:
+            path = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema)
+        except SourceError as exc:
+            m = _COHORT_SQL_ERROR.match(str(exc))
+            if cohort is None or not m:
+                raise
+            # the database's message can quote the condition's values (HADM_IDs): only its kind is shown
+            kind = m.group(1) or "rejected by the database"
+            raise ScoreError(f"{cohort}: the cohort condition could not be run ({kind}); it must be one SQL "
+                             f"expression over the columns {list(COHORT_COLUMNS)}, or the file a list of HADM_IDs; "
+                             "the database's message is not shown (it can quote the file's values)") from None
         summary = score_files(run, [path], out, cfg)
         ids = cohort_ids(cohort) if cohort is not None else None
         if ids:

@@ -56,11 +56,27 @@ def test_runs_with_other_settings_are_other_variants_and_a_repeated_seed_counts_
         r = _row("rank1-gaussian", "random", seed, base)
         rows.append({**r, "run_id": f"r{i}", "start_time": i,
                      "settings": {"model.lstm_hidden": str(hidden), "train.max_steps": "1500"}})
-    rows[0]["settings"]["model.prior_mean"] = "None"  # a setting older runs do not record is no difference
+    rows[0]["settings"]["model.prior_mean"] = "None"  # a setting older runs do not record is its default
+    rows[0]["settings"]["model.prior_stddev"] = "0.1"  # (the default, written as a float)
     summary = [r for r in cp.summarize(rows) if r["model"] != cp.TRUE_RISK]
     assert [(r["model"], r["seeds"]) for r in summary] == [
         ("rank1-gaussian [model.lstm_hidden=256]", 1), ("rank1-gaussian [model.lstm_hidden=64]", 2)]
     assert summary[1]["test_nll_mean"] == pytest.approx(np.mean([rows[0]["test_nll"], rows[3]["test_nll"]]))
+
+
+def test_a_new_setting_off_its_default_is_another_variant_even_beside_older_runs():
+    rows = []
+    for i, (seed, extra) in enumerate([(0, {}), (1, {}), (0, {"model.prior_mean": "0.5"})]):
+        r = _row("rank1-gaussian", "random", seed, 0.4)
+        rows.append({**r, "run_id": f"r{i}", "start_time": i, "settings": {"model.lstm_hidden": "64", **extra}})
+    summary = [(r["model"], r["seeds"]) for r in cp.summarize(rows) if r["model"] != cp.TRUE_RISK]
+    assert summary == [("rank1-gaussian [model.prior_mean=0.5]", 1), ("rank1-gaussian [model.prior_mean=None]", 2)]
+
+
+def test_runs_without_a_recorded_seed_are_never_merged():
+    rows = [{**_row("deterministic", "random", -1, 0.4 + i / 10), "run_id": f"r{i}", "start_time": i} for i in range(2)]
+    (summary, _truth) = cp.summarize(rows)
+    assert summary["seeds"] == 2
 
 
 def test_settings_leave_out_seed_and_logistics_and_keep_eval_samples():
@@ -108,6 +124,10 @@ def test_model_label(kind, prior, label):
     ("rank1", {"prior": "cauchy"}, "rank1-cauchy"),
     ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_signs": "True", "prior_stddev": "0.1"},
      "rank1-symmetric"),
+    ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_signs": "True", "prior_stddev": "1.0"},
+     "rank1-gaussian"),  # neither variant: falls back to the prior's label (compare then splits by settings)
+    ("rank1", {"prior": "gaussian", "prior_signs": "True"}, "rank1-gaussian"),
+    ("rank1", {"prior": "gaussian"}, "rank1-gaussian"),  # an old run: settings it lacks are defaults
     ("batchensemble", {"prior": "gaussian", "factor_init": "random_sign"}, "batchensemble"),
 ])
 def test_variant_label_is_the_most_specific_matching_variant(kind, config, label):

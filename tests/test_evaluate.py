@@ -290,7 +290,7 @@ def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, 
     assert logged["test_true_nll"] == pytest.approx(true_nll) and "test_nll_gap" in logged
     # --json elsewhere: the run still gets eval/val/metrics.json, so `compare` sees the evaluation
     val = ev.evaluate_run(run_id, "val", ev.EvalConfig(samples=2, n_bootstrap=0, log_to_run=True), out_dir=tmp_path,
-                          json_path=tmp_path / "my-val.json")
+                          json_path=tmp_path / "my-val.txt")
     from pipeline.compare import collect
 
     (row,) = collect(run_ids=[run_id])

@@ -7,7 +7,6 @@ Every rank-1 weight is ``W ∘ (r sᵀ)`` (multiplicative, the default) or ``W +
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from enum import Enum
 
