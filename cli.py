@@ -309,7 +309,7 @@ def benchmark_models(
     synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC-III directory (generated when missing)."),
     out: Path = typer.Option(..., help="Output directory (features, work dirs, compare.md/csv)."),
     seeds: list[int] = typer.Option([0, 1, 2], help="Training seeds (repeatable)."),
-    models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: all 7)."),
+    models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: all of pipeline.compare.VARIANT_SPECS)."),
     splits: list[str] = typer.Option(["random", "era"], help="Feature split modes (repeatable)."),
     max_steps: int = typer.Option(1000, min=1, help="Training steps per run (about 1 minute per run with --jobs 2 on 2 cores)."),
     eval_every: int = typer.Option(250, min=1, help="Periodic validation interval."),
@@ -317,6 +317,7 @@ def benchmark_models(
     jobs: int = typer.Option(2, min=1, help="Parallel training subprocesses (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
+    batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant (ensembles: distinct admissions = rows / K) [64]."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
@@ -335,7 +336,8 @@ def benchmark_models(
         w in modes for w in ctx.args) else splits
     cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or VARIANTS), split_modes=tuple(splits),
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment)
+                     patients=patients, experiment=experiment,
+                     train_overrides={"batch_size": batch_size} if batch_size else {})
     try:
         result = run_grid(synth_dir, out, cfg)
     except CompareError as exc:

@@ -194,6 +194,9 @@ def test_cli_benchmark_models_reads_space_separated_lists(monkeypatch):
     cfg = seen["cfg"]
     assert (cfg.seeds, cfg.variants, cfg.split_modes, cfg.jobs) == ((0, 1, 2), ("rank1-cauchy", "deterministic"),
                                                                     ("era",), 2)
+    assert cfg.train_overrides == {}
+    CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--batch-size", "256"])
+    assert seen["cfg"].train_overrides == {"batch_size": 256}
     res = CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--seeds", "1", "bogus"])
     assert res.exit_code == 2 and "unexpected argument(s) ['bogus']" in res.output
 
