@@ -66,14 +66,14 @@ def model_label(kind: str | None, prior: str | None) -> str:
     return f"rank1-{prior or 'gaussian'}" if kind == "rank1" else str(kind)
 
 
-def _same(a, b) -> bool:
-    """Equal as text, or as numbers ("1.0" == 1)."""
-    if str(a) == str(b):
-        return True
+def _canon(value) -> str:
+    """A setting's value as text, numbers written one way ("1", "1.0" and 1 -> "1")."""
+    text = str(value)
     try:
-        return float(a) == float(b)
-    except (TypeError, ValueError):
-        return False
+        f = float(text)
+    except ValueError:
+        return text
+    return str(int(f)) if f.is_integer() else repr(f)
 
 
 def setting_defaults() -> dict[str, str]:
@@ -105,7 +105,7 @@ def variant_label(kind: str | None, model_config: dict, defaults: dict[str, str]
         return cfg.get(key, defaults.get(f"model.{key}"))
 
     for name, (k, settings) in VARIANT_SPECS.items():
-        if k == kind and all(_same(value(model_config, key), value(settings, key)) for key in keys):
+        if k == kind and all(_canon(value(model_config, key)) == _canon(value(settings, key)) for key in keys):
             return name
     return model_label(kind, model_config.get("prior"))
 
@@ -216,12 +216,7 @@ def label_variants(rows: list[dict], defaults: dict[str, str] | None = None) -> 
         keys = sorted({k for r in g for k in r.get("settings", {})})
 
         def value(r: dict, k: str) -> str:
-            v = str(r.get("settings", {}).get(k, defaults.get(k, "None")))
-            try:
-                f = float(v)
-            except ValueError:
-                return v
-            return str(int(f)) if f.is_integer() else repr(f)  # "1" and "1.0" are one value
+            return _canon(r.get("settings", {}).get(k, defaults.get(k, "None")))
 
         differ = [k for k in keys if len({value(r, k) for r in g}) > 1]
         latest: dict[tuple, dict] = {}

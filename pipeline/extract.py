@@ -199,7 +199,8 @@ def extract(
 def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, cohort_filter: str) -> ExtractResult:
     rel = src.relations()
     params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days))
-    open_admissions = "TRUE" if vocab is not None else "FALSE"  # scoring a census: no DISCHTIME = still in hospital
+    scoring = vocab is not None  # a census with the training vocabulary (no splits, no refit)
+    open_admissions = "TRUE" if scoring else "FALSE"  # scoring a census: no DISCHTIME = still in hospital
     src.materialize(sqlgen.render(sqlgen.ADMISSIONS_CLASSIFIED, **rel, **params, open_admissions=open_admissions),
                     "admissions_classified", "ADMISSIONS")
     src.materialize(
@@ -221,7 +222,6 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
             f"({accounting['admissions']['excluded_by']}){filtered}"
         )
 
-    scoring = vocab is not None
     if scoring and cohort["disch_epoch"].isna().any():
         log.info("%d admissions have no DISCHTIME (still in hospital): scored from their events before T",
                  int(cohort["disch_epoch"].isna().sum()))
@@ -330,7 +330,7 @@ def _write_outputs(out: Path, features: pd.DataFrame, vocab: tokens.Vocab, quara
 def _table_accounting(src) -> tuple[dict, dict]:
     """Accounting and quarantine for ADMISSIONS, PATIENTS and ICUSTAYS."""
     acc, quar = {}, {}
-    read, rejects = _rows_read(src, "admissions", src.count_rows("admissions"))
+    read, rejects = _rows_read(src.count_rows("admissions"), src.scan_rejects("admissions"))
     rows = src.fetch_arrow(
         "SELECT exclusion, count(*) AS n FROM admissions_classified GROUP BY exclusion", "ADMISSIONS"
     ).to_pylist()
@@ -358,7 +358,7 @@ def _table_accounting(src) -> tuple[dict, dict]:
         if table not in src.tables:
             continue
         rel = src.relation(table)
-        read, rejects = _rows_read(src, table, src.count_rows(table))
+        read, rejects = _rows_read(src.count_rows(table), src.scan_rejects(table))
         used = int(src.fetch_arrow(used_sql.format(rel=rel), table.upper()).column(0)[0].as_py())
         bad = src.fetch_arrow(f"SELECT q.row_id, q._error FROM {rel} q WHERE q._error IS NOT NULL ORDER BY q.row_id", table.upper()).to_pylist()
         quar[table] = [(r["row_id"], None, r["_error"]) for r in bad] + [(None, line, why) for line, why in rejects]
@@ -407,16 +407,13 @@ def _scan_events(src, table: str, sql: str, verify: bool) -> tuple[int, list]:
     A CSV source counts in the same scan (the profiler's rows parsed, plus the lines it
     rejected); otherwise, or when the plan hides the count, a bare count(*) runs after it.
     ``verify`` runs the bare count as well and stops if the two disagree."""
-    from pipeline.sources import merge_rejects
-
     what = src.tables[table].location
     started = time.perf_counter()
     scanned, rejects = src.into_local_counted(sql, f"ev_{table}", what, table)
     if scanned is None or verify:
         # bare count: malformed lines are not counted; a line whose only fault is a bad value
         # (e.g. invalid UTF-8 in a column) is counted there and rejected by the events scan
-        n, malformed = src.count_rows(table)
-        bare = (n + len(malformed), merge_rejects(malformed, rejects))
+        bare = _rows_read(src.count_rows(table), rejects)
     counted = bare if scanned is None else (scanned + len(rejects), rejects)
     if verify and scanned is not None and bare[0] != counted[0]:
         raise RuntimeError(
@@ -427,12 +424,13 @@ def _scan_events(src, table: str, sql: str, verify: bool) -> tuple[int, list]:
     return counted
 
 
-def _rows_read(src, table: str, counted: tuple[int, list]) -> tuple[int, list]:
-    """(rows read, rejected lines): bare count + malformed lines; every rejected line."""
+def _rows_read(counted: tuple[int, list], scan_rejects: list) -> tuple[int, list]:
+    """(rows read, rejected lines) from a bare count (rows, malformed lines) and the lines a scan
+    rejected: count + malformed lines; every rejected line once."""
     from pipeline.sources import merge_rejects
 
     n, malformed = counted
-    return n + len(malformed), merge_rejects(malformed, src.scan_rejects(table))
+    return n + len(malformed), merge_rejects(malformed, scan_rejects)
 
 
 def _event_accounting(con, table: str, counted: tuple[int, list]) -> tuple[dict, list]:

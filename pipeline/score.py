@@ -79,30 +79,34 @@ class ScoreSummary:
 def read_cohort_file(path: Path | str) -> str:
     """SQL condition for ``extract(cohort_filter=...)`` from a cohort file.
 
-    An id list (``cohort_ids``) -> ``hadm_id IN (...)``; anything else is taken as a SQL condition
+    An id list (``_ids_of``) -> ``hadm_id IN (...)``; anything else is taken as a SQL condition
     on the cohort columns. ``#`` comment lines are ignored in both forms; a byte-order mark is
     ignored. A header with no ids is an empty census: an error, never "everyone".
     """
-    ids = cohort_ids(path)
+    return _read_cohort(Path(path))[0]
+
+
+def _read_cohort(path: Path) -> tuple[str, list[int] | None]:
+    """(SQL condition, HADM_IDs or None) of a cohort file, read and parsed once."""
+    lines = _cohort_lines(path)
+    ids = _ids_of(path, lines)
     if ids is not None:
-        return f"hadm_id IN ({', '.join(str(i) for i in ids)})"
-    lines = _cohort_lines(Path(path))
+        return f"hadm_id IN ({', '.join(str(i) for i in ids)})", ids
     condition = " ".join(ln for _, ln in lines)
     if ";" in condition:
         raise ScoreError(f"{path}: a cohort condition is one SQL expression (no ';'); columns: {list(COHORT_COLUMNS)}")
-    return condition
+    return condition, None
 
 
-def cohort_ids(path: Path | str) -> list[int] | None:
-    """The sorted distinct HADM_IDs of an id-list cohort file, or None if it is a SQL condition.
+def _ids_of(path: Path, lines: list[tuple[int, str]]) -> list[int] | None:
+    """The sorted distinct HADM_IDs of an id-list cohort file, or None if it is a SQL condition;
+    ``lines`` are its (line number, text) lines.
 
     An id list is one of: integers one per line (quotes and a trailing ``,``/``;`` allowed) or
     several per line separated by white space; or a table export whose header line names the
     columns (comma, tab or semicolon separated, one of them ``HADM_ID``), whose HADM_ID column is
     read. A line that does not fit is an error naming its number (never its contents).
     """
-    path = Path(path)
-    lines = _cohort_lines(path)
     column, sep = _header(lines[0][1])
     if column is not None:
         body = lines[1:]
@@ -317,7 +321,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         run = load_run_model(model_uri, Path(tmp) / "model")
         if data is not None:
             return score_files(run, feature_files(data), out, cfg)
-        condition = read_cohort_file(cohort) if cohort is not None else "TRUE"
+        condition, ids = _read_cohort(Path(cohort)) if cohort is not None else ("TRUE", None)
         from pipeline.sources import SourceError
 
         try:
@@ -332,7 +336,6 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
                              f"expression over the columns {list(COHORT_COLUMNS)}, or the file a list of HADM_IDs; "
                              "the database's message is not shown (it can quote the file's values)") from None
         summary = score_files(run, [path], out, cfg)
-        ids = cohort_ids(cohort) if cohort is not None else None
         if ids:
             summary.not_scored = _not_scored(ids, path)
             if summary.not_scored:
