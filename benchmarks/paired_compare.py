@@ -14,6 +14,9 @@ over admissions (one resample of admissions shared by A and B), and the referenc
 risk's NLL (synthetic data) and the NLL of a constant prediction at the training label rate.
 ``pooled`` averages the per-seed differences, each bootstrap replicate resampling the same
 admissions for every seed, so its interval reflects admission sampling, not seed noise.
+``floor A`` / ``floor B``: the mean ECE that a perfectly calibrated predictor making the same
+predictions would show on these admissions (``metrics.ece_floor``); an ECE near its floor is
+within chance, and ECE differences below the floors cannot rank two models.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def find_runs(work: Path) -> list[dict]:
 def run_logits(run: dict, fs: data.FeatureSet, split: str, samples: int, batch_size: int,
                cache: Path | None) -> np.ndarray:
     """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, samples, batch size)."""
-    path = cache / f"{run['run_id']}-{split}-s{samples}-b{batch_size}.npz" if cache else None
+    path = cache / f"{run['run_id']}-{split}-s{samples}-b{batch_size}-bylength.npz" if cache else None
     if path is not None and path.exists():
         return np.load(path)["logits"]
     from pipeline.evaluate import sample_logits
@@ -69,7 +72,9 @@ def replicates(labels: np.ndarray, logits: np.ndarray, idx: np.ndarray) -> dict[
     """Point NLL / ECE and their bootstrap replicates (B,) over the resamples ``idx`` (B, N)."""
     p, nll = metrics.predictive(logits), metrics.mixture_nll_per_example(logits, labels)  # (N,), (N,)
     reps = metrics.bootstrap_replicates(labels, p, nll, idx)
-    return {"nll": float(nll.mean()), "ece": metrics.ece(labels, p), "nll_reps": reps["nll"], "ece_reps": reps["ece"]}
+    floor = metrics.ece_floor(labels, p)
+    return {"nll": float(nll.mean()), "ece": metrics.ece(labels, p), "nll_reps": reps["nll"], "ece_reps": reps["ece"],
+            "ece_floor": floor.mean, "ece_p_value": floor.p_value}
 
 
 def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed: int = 0) -> dict:
@@ -92,6 +97,9 @@ def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed
         lo, hi = metrics.percentile_interval(diff_reps)
         out.update({f"{m}_a": float(a), f"{m}_b": float(b), f"{m}_diff": float(a - b), f"{m}_diff_ci": [lo, hi],
                     f"{m}_p_a_better": float((diff_reps < 0).mean())})
+    for side, r in (("a", ra), ("b", rb)):  # ECE of a calibrated predictor with the same predictions (mean over pairs)
+        out[f"ece_floor_{side}"] = float(np.mean([x["ece_floor"] for x in r]))
+        out[f"ece_p_value_{side}"] = float(np.mean([x["ece_p_value"] for x in r]))
     return out
 
 
@@ -160,7 +168,8 @@ def main() -> None:
             print(f"\n[{mode} / {split}] n={len(fs)} deaths={int(fs.label.sum())} true-risk nll={_fmt(ref['true_nll'])} "
                   f"constant nll={_fmt(ref['const_nll'])} (train rate {rate:.4f})")
             print(f"{'seed':>6s} {'nll A':>7s} {'nll B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
-                  f"{'ece A':>7s} {'ece B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}")
+                  f"{'ece A':>7s} {'ece B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
+                  f"{'floor A':>7s} {'floor B':>7s}")
             la = {s: _logits(args.a, ra.get(s), fs, risk, split, args, cache) for s in seeds}
             lb = {s: _logits(args.b, rb.get(s), fs, risk, split, args, cache) for s in seeds}
             rows = [(str(s), paired(fs.label, [la[s]], [lb[s]], args.bootstrap)) for s in seeds]
@@ -171,6 +180,7 @@ def main() -> None:
                     lo, hi = r[f"{m}_diff_ci"]
                     cells.append(f"{r[f'{m}_a']:7.4f} {r[f'{m}_b']:7.4f} {r[f'{m}_diff']:+8.4f} "
                                  f"[{lo:+.4f}, {hi:+.4f}] {r[f'{m}_p_a_better']:6.3f}")
+                cells.append(f"{r['ece_floor_a']:7.4f} {r['ece_floor_b']:7.4f}")
                 print(f"{name:>6s} " + "   ".join(cells))
                 results.append({"split_mode": mode, "split": split, "seed": name, "a": args.a, "b": args.b,
                                 "features": str(fdir), **ref, **r})

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[1]
 SPLITS = ("val", "test")  # evaluated splits in the table
 TABLE_METRICS = ("nll", "auc_pr", "ece")  # metrics in the table
+GAP = "test_nll_gap"  # model NLL - true-risk NLL (the true-risk row's own is 0)
 # model variants of the benchmark, in table order: name -> (model kind, MortalityConfig settings)
 VARIANT_SPECS: dict[str, tuple[str, dict]] = {
     "deterministic": ("deterministic", {}),
@@ -182,6 +183,8 @@ def _row(run, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
             ref = rep.get("true_risk") or {}
             row[f"{split}_true_{m}"] = ref.get(m)
             row[f"{split}_{m}_gap"] = rep.get(f"{m}_gap")
+        row[f"{split}_ece_floor"] = rep.get("ece_floor")
+        row[f"{split}_true_ece_floor"] = (rep.get("true_risk") or {}).get("ece_floor")
     return row
 
 
@@ -198,8 +201,8 @@ def _mean_sd(values: list) -> tuple[float, float, int]:
 
 
 def summary_columns() -> list[str]:
-    """Metric columns of the summary: ``<split>_<metric>`` and ``test_nll_gap``."""
-    return [f"{s}_{m}" for s in SPLITS for m in TABLE_METRICS] + ["test_nll_gap"]
+    """Metric columns of the summary: ``<split>_<metric>``, ``test_nll_gap`` and ``test_ece_floor``."""
+    return [f"{s}_{m}" for s in SPLITS for m in TABLE_METRICS] + [GAP, "test_ece_floor"]
 
 
 def label_variants(rows: list[dict], defaults: dict[str, str] | None = None) -> list[dict]:
@@ -252,10 +255,11 @@ def summarize(rows: list[dict]) -> list[dict]:
         runs = [r for (md, _), g in groups.items() if md == mode for r in g]
         truth = {"split_mode": mode, "model": TRUE_RISK, "seeds": 0, "test_nll_gap_mean": 0.0,
                  "test_nll_gap_sd": math.nan}  # the reference's gap to itself
-        for col in summary_columns()[:-1]:  # val_nll -> val_true_nll, ...
+        own = [c for c in summary_columns() if c != GAP]
+        for col in own:  # val_nll -> val_true_nll, ...
             truth[f"{col}_mean"], truth[f"{col}_sd"], _ = _mean_sd([r.get(col.replace("_", "_true_", 1))
                                                                     for r in runs])
-        if any(math.isfinite(truth[f"{c}_mean"]) for c in summary_columns()[:-1]):
+        if any(math.isfinite(truth[f"{c}_mean"]) for c in own):
             out.append(truth)
     return out
 
@@ -277,7 +281,9 @@ def to_markdown(summary: list[dict]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     note = ("\nsplit: `random` = 80/10/10 by patient; `era` = carevue-era train/val, metavision-era test "
             "(distribution shift). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model NLL - "
-            "true-risk NLL on the same admissions.\n")
+            "true-risk NLL on the same admissions; test ece-floor = the mean test ECE of a perfectly calibrated "
+            "predictor making the same predictions (labels drawn from them): a test ECE near its floor is "
+            "within chance at this test size.\n")
     return "\n".join(lines) + "\n" + note
 
 

@@ -288,12 +288,25 @@ def collate(fs: FeatureSet, idx, max_bags: int | None = None, max_tokens: int | 
 
 
 def iter_batches(fs: FeatureSet, batch_size: int, max_bags: int | None = None,
-                 max_tokens: int | None = None) -> Iterator[dict]:
-    """Batches of consecutive admissions in file order (evaluation and scoring)."""
+                 max_tokens: int | None = None, order: np.ndarray | None = None) -> Iterator[dict]:
+    """Batches of consecutive admissions of ``order`` (default: file order).
+
+    Evaluation and scoring pass ``length_order(fs, max_bags)``, so that each batch holds
+    admissions of similar length and every LSTM step runs nearly the whole batch.
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    idx = np.arange(len(fs)) if order is None else np.asarray(order, dtype=np.int64)
+    if idx.shape != (len(fs),):
+        raise ValueError(f"order must hold {len(fs)} admissions, got shape {idx.shape}")
     for s in range(0, len(fs), batch_size):
-        yield collate(fs, np.arange(s, min(s + batch_size, len(fs))), max_bags, max_tokens)
+        yield collate(fs, idx[s:s + batch_size], max_bags, max_tokens)
+
+
+def length_order(fs: FeatureSet, max_bags: int | None = None) -> np.ndarray:
+    """Admissions by non-increasing number of bags (after ``max_bags``), ties in file order."""
+    nb = fs.n_bags if max_bags is None else np.minimum(fs.n_bags, max_bags)
+    return np.argsort(-nb, kind="stable")
 
 
 @dataclass

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier", "accuracy", "disagreement", "disagreement_normalized",
-          "mean_predictive_entropy", "mean_mutual_information")  # scalars logged to MLflow per split
+          "mean_predictive_entropy", "mean_mutual_information", "ece_floor", "ece_p_value")  # scalars logged per split
 TRUTH_LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier")  # true-risk scalars (and model gaps) logged
 PLOTS = ("reliability.png", "pr_curve.png", "referral.png")  # artifacts written per split
 
@@ -236,12 +236,11 @@ def sample_logits(model, fs, samples: int, batch_size: int = 128, seed: int = 0,
     """
     import torch
 
-    from pipeline import data, predict
+    from pipeline import predict
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        batches = data.iter_batches(fs, batch_size, max_bags, max_tokens)
-        return predict.predict_logits(model, batches, samples)  # (S, K, N)
+        return predict.feature_logits(model, fs, samples, batch_size, max_bags, max_tokens)  # (S, K, N)
 
 
 def report_of(logits, labels, true_risk=None, n_bootstrap: int = 1000, seed: int = 0) -> dict:
@@ -355,6 +354,10 @@ def format_table(report: dict) -> str:
         if ref:
             row += f" {_num(ref.get(m)):>10s} {_num(report.get(f'{m}_gap')):>9s}"
         lines.append(row)
+    if report.get("ece_floor") is not None:
+        lines.append(f"ece of a calibrated predictor with these predictions: mean {_num(report['ece_floor'])}, "
+                     f"95th percentile {_num(report.get('ece_floor_p95'))}; P(>= observed) = "
+                     f"{_num(report.get('ece_p_value'))}")
     lines.append(f"members: nll=[{', '.join(_num(v) for v in report['member_nll'])}] "
                  f"disagreement/(1-acc)={_num(report.get('disagreement_normalized'))} "
                  f"mean MI={_num(report.get('mean_mutual_information'))}")

@@ -399,6 +399,46 @@ def ece(labels, p, n_bins: int = N_BINS, mode: EceMode | str = EceMode.POSITIVE)
     return float(np.abs(gap).sum() / y.shape[0])
 
 
+@dataclass
+class EceFloor:
+    """ECE of a calibrated predictor making the same predictions (consistency resampling).
+
+    A finite test set gives even a perfectly calibrated predictor a positive binned ECE. Labels
+    drawn as y* ~ Bernoulli(p) from the model's own predictions (Bröcker & Smith 2007,
+    "consistency resampling") give the ECE that calibration alone would show at this N and with
+    these bins; an observed ECE inside that distribution is no evidence of miscalibration.
+    """
+
+    mean: float  # E[ECE(y*, p)]: the floor
+    p95: float  # 95th percentile of ECE(y*, p)
+    p_value: float  # P(ECE(y*, p) >= observed ECE): small = miscalibration beyond chance
+    resamples: int  # label draws
+
+
+def ece_floor(labels, p, n_resamples: int = 1000, seed: int = 0, n_bins: int = N_BINS,
+              mode: EceMode | str = EceMode.POSITIVE, chunk: int = 100) -> EceFloor:
+    """``EceFloor`` of predictions ``p`` (N,) against their observed ``labels`` (see ``ece``)."""
+    y = check_labels(labels)
+    q = check_probs(p, y.shape[0])
+    n = y.shape[0]
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    observed = ece(y, q, n_bins, mode)
+    _, score = _ece_inputs(y, q, mode)  # the score binned does not depend on the labels
+    onehot = np.zeros((n, n_bins))
+    onehot[np.arange(n), bin_index(score, n_bins)] = 1.0  # (N, n_bins)
+    top = EceMode(mode) is EceMode.TOP_LABEL
+    rng = np.random.default_rng(seed)
+    values = np.empty(n_resamples)
+    for start in range(0, n_resamples, chunk):
+        b = min(chunk, n_resamples - start)
+        y_star = (rng.random((b, n)) < q).astype(np.float64)  # (b, N) labels of a calibrated world
+        target = np.where(q >= 0.5, y_star, 1.0 - y_star) if top else y_star  # correct, or y*
+        values[start:start + b] = np.abs((target - score) @ onehot).sum(axis=1) / n
+    return EceFloor(float(values.mean()), float(np.percentile(values, 95.0)),
+                    float((values >= observed).mean()), n_resamples)
+
+
 # ---------------------------------------------------------------------------- bootstrap
 
 
@@ -579,6 +619,8 @@ def evaluate_predictions(
     out["reliability_mean_p"] = rel.mean_score.tolist()
     out["reliability_observed"] = rel.observed.tolist()
     out.update({"ece_mode": mode.value, "n_bins": n_bins, "n_bootstrap": n_bootstrap, "seed": seed, "ci_level": level})
+    floor = ece_floor(y, p, seed=seed, n_bins=n_bins, mode=mode)
+    out.update(ece_floor=floor.mean, ece_floor_p95=floor.p95, ece_p_value=floor.p_value)
     idx = bootstrap_indices(n, n_bootstrap, seed) if n_bootstrap > 0 else None
     reps = bootstrap_replicates(y, p, nll, idx, n_bins, mode) if idx is not None else None
     for m in METRICS:
@@ -587,6 +629,8 @@ def evaluate_predictions(
         r = check_probs(true_risk, n, "true_risk")
         r_nll = nll_from_probs(y, r)
         ref = _point_metrics(y, r, r_nll, n_bins, mode)
+        r_floor = ece_floor(y, r, seed=seed, n_bins=n_bins, mode=mode)
+        ref.update(ece_floor=r_floor.mean, ece_floor_p95=r_floor.p95, ece_p_value=r_floor.p_value)
         r_reps = bootstrap_replicates(y, r, r_nll, idx, n_bins, mode) if idx is not None else None
         for m in METRICS:
             ref[f"{m}_ci"] = list(percentile_interval(r_reps[m], level)) if r_reps else [None, None]

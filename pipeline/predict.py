@@ -71,6 +71,23 @@ def predict_logits(model, batches: Iterable[dict], samples: int) -> np.ndarray:
     return np.concatenate(parts, axis=2)  # (S, K, N)
 
 
+def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | None = None,
+                   max_tokens: int | None = None) -> np.ndarray:
+    """Logits (S, K, N) of every admission of a FeatureSet, in its row order.
+
+    Batches hold admissions of similar length (``data.length_order``): the recurrence runs
+    only the rows still going at each step, so a batch of one long and many short admissions
+    would spend its last steps on a handful of rows. Memory is bounded by ``batch_size``·S·K.
+    """
+    from pipeline import data
+
+    order = data.length_order(fs, max_bags)  # (N,)
+    logits = predict_logits(model, data.iter_batches(fs, batch_size, max_bags, max_tokens, order), samples)
+    out = np.empty_like(logits)
+    out[:, :, order] = logits  # batch order -> row order
+    return out
+
+
 def refer_threshold(mutual_info, fraction: float) -> float:
     """MI threshold that refers about the ``fraction`` most uncertain admissions.
 
@@ -129,10 +146,7 @@ def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None)
 def score_features(model, fs, samples: int, refer: float, batch_size: int = 256,
                    max_bags: int | None = None, max_tokens: int | None = None) -> pd.DataFrame:
     """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K)."""
-    from pipeline import data
-
-    batches = data.iter_batches(fs, batch_size, max_bags, max_tokens)
-    logits = predict_logits(model, batches, samples)  # (S, K, N)
+    logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens)  # (S, K, N)
     if logits.shape[2] == 0:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _EMPTY_TYPES.items()})
     return risk_table(logits, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags)

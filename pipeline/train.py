@@ -306,8 +306,7 @@ def validate(model: nn.Module, val: data.FeatureSet, cfg: TrainConfig, samples: 
     """Validation logits (S, K, N) with the fixed evaluation seed (training RNG untouched)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(stream_seed(cfg.seed, EVAL_STREAM))
-        batches = data.iter_batches(val, cfg.eval_batch_size, cfg.max_bags, cfg.max_tokens)
-        return predict.predict_logits(model, batches, samples)
+        return predict.feature_logits(model, val, samples, cfg.eval_batch_size, cfg.max_bags, cfg.max_tokens)
 
 
 def _progress(enabled: bool, total: int, start: int):

@@ -25,6 +25,7 @@ def _row(model, mode, seed, base, truth=0.30):
             r[f"{split}_{m}"] = base + 0.01 * seed + 0.1 * i + j
             r[f"{split}_true_{m}"] = truth + 0.1 * i + j
             r[f"{split}_{m}_gap"] = r[f"{split}_{m}"] - r[f"{split}_true_{m}"]
+        r[f"{split}_ece_floor"], r[f"{split}_true_ece_floor"] = 0.03 + 0.001 * seed, 0.02
     return r
 
 
@@ -48,6 +49,7 @@ def test_summarize_means_sds_and_order():
     truth = summary[4]
     assert truth["test_nll_mean"] == pytest.approx(0.30 + 0.1) and truth["test_nll_gap_mean"] == 0.0
     assert summary[1]["val_auc_pr_mean"] == pytest.approx(0.35 + 1)
+    assert r1["test_ece_floor_mean"] == pytest.approx(0.031) and truth["test_ece_floor_mean"] == pytest.approx(0.02)
 
 
 def test_runs_with_other_settings_are_other_variants_and_a_repeated_seed_counts_once():
@@ -145,7 +147,8 @@ def _fake_run(client, exp_id, tmp_path, kind, prior, seed, mode, nll, splits=cp.
         d = tmp_path / rid / split
         io.write_json(d / "metrics.json", {"model_kind": kind, "prior": prior, "split_mode": mode, "nll": nll,
                                            "auc_pr": 0.5, "ece": 0.1, "true_risk": {"nll": 0.2, "auc_pr": 0.6,
-                                                                                    "ece": 0.01},
+                                                                                    "ece": 0.01, "ece_floor": 0.02},
+                                           "ece_floor": 0.04,
                                            "nll_gap": nll - 0.2, "auc_pr_gap": -0.1, "ece_gap": 0.09})
         client.log_artifact(rid, str(d / "metrics.json"), f"eval/{split}")
     client.set_terminated(rid)
@@ -167,6 +170,7 @@ def test_collect_reads_evaluated_runs_of_an_experiment(tmp_path):
     assert {(r["model"], r["split_mode"]) for r in rows} == {("rank1-cauchy", "era")}
     assert sorted(r["test_nll"] for r in rows) == pytest.approx([0.3, 0.4])
     assert rows[0]["test_true_nll"] == 0.2
+    assert (rows[0]["test_ece_floor"], rows[0]["test_true_ece_floor"]) == (0.04, 0.02)
     summary, files = cp.compare(run_ids=ids, out_dir=tmp_path / "tables")
     assert summary[0]["test_nll_mean"] == pytest.approx(0.35) and [f.name for f in files] == ["compare.md",
                                                                                               "compare.csv"]

@@ -319,6 +319,31 @@ def test_referral_rejects_bad_fractions():
 # ---------------------------------------------------------------------------- evaluate_predictions
 
 
+@pytest.mark.parametrize("q, n, mode", [(0.08, 189, "positive"), (0.3, 50, "positive"), (0.3, 50, "top_label")])
+def test_ece_floor_one_bin_against_binomial(q, n, mode):
+    """One bin (every p = q): ECE* = |k/n - q| with k ~ Binomial(n, q), summed exactly over k."""
+    from scipy.stats import binom
+
+    k = np.arange(n + 1)
+    exact = float((binom.pmf(k, n, q) * np.abs(k / n - q)).sum())
+    sd = math.sqrt(float((binom.pmf(k, n, q) * (np.abs(k / n - q) - exact) ** 2).sum()))
+    floor = M.ece_floor(np.zeros(n), np.full(n, q), n_resamples=4000, seed=3, mode=mode)
+    assert floor.mean == pytest.approx(exact, abs=4 * sd / math.sqrt(4000))
+    assert floor.p95 >= floor.mean and floor.resamples == 4000
+    # labels all 0: observed ECE = q, larger than almost every calibrated draw
+    assert floor.p_value == pytest.approx(float(binom.pmf(k, n, q)[np.abs(k / n - q) >= q - 1e-12].sum()), abs=0.02)
+
+
+def test_ece_floor_p_value_is_uniform_when_calibrated_and_small_when_not():
+    rng = np.random.default_rng(0)
+    p = rng.beta(1, 9, size=300)  # a mortality-like spread of risks
+    calibrated = [M.ece_floor(rng.random(300) < p, p, n_resamples=200, seed=i).p_value for i in range(200)]
+    # P(p_value <= 0.05) = 0.05 for a calibrated predictor: 200 trials, 3 sd of a Binomial(200, 0.05)
+    assert abs(np.mean(np.array(calibrated) <= 0.05) - 0.05) <= 3 * math.sqrt(0.05 * 0.95 / 200)
+    over = np.clip(3.0 * p, 0, 1)  # three times the true risk
+    assert M.ece_floor(rng.random(300) < p, over, n_resamples=500).p_value < 0.01
+
+
 def test_evaluate_predictions_report():
     s, k, n = 5, 3, 300
     y, x = _data(7, n, s * k)
@@ -332,6 +357,8 @@ def test_evaluate_predictions_report():
     assert len(rep["member_nll"]) == k and len(rep["member_auc_pr"]) == k
     assert rep["mean_predictive_entropy"] == pytest.approx(
         rep["mean_expected_entropy"] + rep["mean_mutual_information"])
+    floor = M.ece_floor(y, M.predictive(x), seed=1)
+    assert (rep["ece_floor"], rep["ece_floor_p95"], rep["ece_p_value"]) == (floor.mean, floor.p95, floor.p_value)
     assert rep == M.evaluate_predictions(x, y, n_bootstrap=50, seed=1, components=k)  # (D, N) + K
     assert "true_risk" not in rep
 

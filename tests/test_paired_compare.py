@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline import metrics as M
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import paired_compare as pc
@@ -30,6 +32,8 @@ def test_identical_models_differ_by_zero():
     r = pc.paired(y, [x], [x.copy()], n_bootstrap=200)
     for m in pc.PAIRED:
         assert r[f"{m}_diff"] == 0.0 and r[f"{m}_diff_ci"] == [0.0, 0.0]
+    floor = M.ece_floor(y, M.predictive(x))
+    assert r["ece_floor_a"] == r["ece_floor_b"] == floor.mean and r["ece_p_value_a"] == floor.p_value
 
 
 def test_difference_is_the_mixture_nll_difference_and_the_truth_wins():

@@ -8,7 +8,7 @@ import torch
 from test_data import N_CONTEXT, N_TOKENS, write_features
 
 from pipeline import data, metrics, predict
-from pipeline.layers import Sampling
+from pipeline.layers import Sampling, set_sampling
 from pipeline.models import MortalityConfig, build_model
 
 TINY = {"embedding_dim": 6, "lstm_hidden": 6, "dense_units": 6, "components": 3}
@@ -63,6 +63,26 @@ def test_deterministic_logits_do_not_depend_on_batching(val, kind):
     b = predict.predict_logits(model, data.iter_batches(val, 64), samples=2)
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert np.array_equal(a[0], a[1])  # no weight noise: samples repeat
+
+
+@pytest.mark.parametrize("kind", ["deterministic", "deep-ensemble"])
+def test_feature_logits_in_row_order(val, kind):
+    """Length-sorted batches, logits put back in the FeatureSet's row order."""
+    model = _model(kind)
+    assert not np.array_equal(data.length_order(val), np.arange(len(val)))  # the fixture needs reordering
+    a = predict.feature_logits(model, val, samples=2, batch_size=4)
+    b = predict.predict_logits(model, data.iter_batches(val, 4), samples=2)  # file order
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_feature_logits_rank1_rows_follow_their_admission(val):
+    """A rank-1 model's draws differ by batch, but row n is still admission n: scoring one admission
+    at a time with the same draws for every row (samples, no noise: the posterior means) agrees."""
+    model = _model("rank1")
+    set_sampling(model, use_mean=True)
+    a = predict.feature_logits(model, val, samples=1, batch_size=5)  # (1, K, N)
+    one = [predict.predict_logits(model, [data.collate(val, [i])], samples=1)[..., 0] for i in range(len(val))]
+    np.testing.assert_allclose(a, np.stack(one, axis=-1), rtol=1e-4, atol=1e-5)
 
 
 def test_risk_table_columns_and_values():
