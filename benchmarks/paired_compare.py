@@ -16,7 +16,9 @@ risk's NLL (synthetic data) and the NLL of a constant prediction at the training
 admissions for every seed, so its interval reflects admission sampling, not seed noise.
 ``floor A`` / ``floor B``: the mean ECE that a perfectly calibrated predictor making the same
 predictions would show on these admissions (``metrics.ece_floor``); an ECE near its floor is
-within chance, and ECE differences below the floors cannot rank two models.
+within chance, and ECE differences below the floors cannot rank two models. ``slope A`` /
+``slope B``: calibration slopes (``metrics.recalibration``; > 1: predictions too close to the base
+rate, < 1: too extreme), the mean over the pairs.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def replicates(labels: np.ndarray, logits: np.ndarray, idx: np.ndarray) -> dict[
     reps = metrics.bootstrap_replicates(labels, p, nll, idx)
     floor = metrics.ece_floor(labels, p)
     return {"nll": float(nll.mean()), "ece": metrics.ece(labels, p), "nll_reps": reps["nll"], "ece_reps": reps["ece"],
-            "ece_floor": floor.mean, "ece_p_value": floor.p_value}
+            "ece_floor": floor.mean, "ece_p_value": floor.p_value, "slope": metrics.recalibration(labels, p).slope}
 
 
 def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed: int = 0) -> dict:
@@ -100,6 +102,7 @@ def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed
     for side, r in (("a", ra), ("b", rb)):  # ECE of a calibrated predictor with the same predictions (mean over pairs)
         out[f"ece_floor_{side}"] = float(np.mean([x["ece_floor"] for x in r]))
         out[f"ece_p_value_{side}"] = float(np.mean([x["ece_p_value"] for x in r]))
+        out[f"calibration_slope_{side}"] = float(np.mean([x["slope"] for x in r]))
     return out
 
 
@@ -169,7 +172,7 @@ def main() -> None:
                   f"constant nll={_fmt(ref['const_nll'])} (train rate {rate:.4f})")
             print(f"{'seed':>6s} {'nll A':>7s} {'nll B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
                   f"{'ece A':>7s} {'ece B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
-                  f"{'floor A':>7s} {'floor B':>7s}")
+                  f"{'floor A':>7s} {'floor B':>7s}   {'slope A':>7s} {'slope B':>7s}")
             la = {s: _logits(args.a, ra.get(s), fs, risk, split, args, cache) for s in seeds}
             lb = {s: _logits(args.b, rb.get(s), fs, risk, split, args, cache) for s in seeds}
             rows = [(str(s), paired(fs.label, [la[s]], [lb[s]], args.bootstrap)) for s in seeds]
@@ -181,6 +184,7 @@ def main() -> None:
                     cells.append(f"{r[f'{m}_a']:7.4f} {r[f'{m}_b']:7.4f} {r[f'{m}_diff']:+8.4f} "
                                  f"[{lo:+.4f}, {hi:+.4f}] {r[f'{m}_p_a_better']:6.3f}")
                 cells.append(f"{r['ece_floor_a']:7.4f} {r['ece_floor_b']:7.4f}")
+                cells.append(f"{r['calibration_slope_a']:7.3f} {r['calibration_slope_b']:7.3f}")
                 print(f"{name:>6s} " + "   ".join(cells))
                 results.append({"split_mode": mode, "split": split, "seed": name, "a": args.a, "b": args.b,
                                 "features": str(fdir), **ref, **r})

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier", "accuracy", "disagreement", "disagreement_normalized",
-          "mean_predictive_entropy", "mean_mutual_information", "ece_floor", "ece_p_value")  # scalars logged per split
+          "mean_predictive_entropy", "mean_mutual_information", "ece_floor", "ece_p_value", "calibration_slope",
+          "calibration_intercept")  # scalars logged per split
 TRUTH_LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier")  # true-risk scalars (and model gaps) logged
 PLOTS = ("reliability.png", "pr_curve.png", "referral.png")  # artifacts written per split
 
@@ -358,6 +359,9 @@ def format_table(report: dict) -> str:
         lines.append(f"ece of a calibrated predictor with these predictions: mean {_num(report['ece_floor'])}, "
                      f"95th percentile {_num(report.get('ece_floor_p95'))}; P(>= observed) = "
                      f"{_num(report.get('ece_p_value'))}")
+    if report.get("calibration_slope") is not None:
+        lines.append(f"calibration slope {_num(report['calibration_slope'])} (> 1: too close to the base rate), "
+                     f"intercept {_num(report.get('calibration_intercept'))} (> 0: risks too low)")
     lines.append(f"members: nll=[{', '.join(_num(v) for v in report['member_nll'])}] "
                  f"disagreement/(1-acc)={_num(report.get('disagreement_normalized'))} "
                  f"mean MI={_num(report.get('mean_mutual_information'))}")

@@ -439,6 +439,70 @@ def ece_floor(labels, p, n_resamples: int = 1000, seed: int = 0, n_bins: int = N
                     float((values >= observed).mean()), n_resamples)
 
 
+@dataclass
+class Recalibration:
+    """Logistic recalibration of predictions (the calibration hierarchy of Van Calster et al. 2019).
+
+    ``slope`` b and its intercept from logit P(y = 1) = a + b·logit(p): b < 1 means the
+    predictions are too extreme (overconfident), b > 1 too close to the base rate (underconfident).
+    ``intercept`` a' from logit P(y = 1) = a' + logit(p) (slope fixed at 1): the calibration in the
+    large; a' > 0 means risks are too low on average. All nan when the labels hold one class or
+    the fit does not converge (e.g. predictions that separate the classes).
+    """
+
+    slope: float
+    slope_intercept: float
+    intercept: float
+
+
+def _logistic_fit(z: np.ndarray, y: np.ndarray, free_slope: bool, iters: int = 100) -> np.ndarray:
+    """Maximum-likelihood (a, b) of logit P(y) = a + b·z (b fixed at 1 unless ``free_slope``):
+    Newton steps, halved until the log-likelihood does not decrease; nan when it does not converge."""
+
+    def loglik(t: np.ndarray) -> float:
+        eta = t[0] + t[1] * z
+        return float(np.sum(y * log_sigmoid(eta) + (1.0 - y) * log_sigmoid(-eta)))
+
+    theta = np.array([0.0, 1.0])
+    ll = loglik(theta)
+    for _ in range(iters):
+        mu = np.exp(log_sigmoid(theta[0] + theta[1] * z))
+        w = mu * (1.0 - mu)
+        g = np.array([np.sum(y - mu), np.sum((y - mu) * z)])
+        if free_slope:
+            h = np.array([[w.sum(), (w * z).sum()], [(w * z).sum(), (w * z * z).sum()]])
+            try:
+                step = np.linalg.solve(h, g)
+            except np.linalg.LinAlgError:
+                return np.array([np.nan, np.nan])
+        else:
+            step = np.array([g[0] / w.sum() if w.sum() > 0 else np.nan, 0.0])
+        if not np.all(np.isfinite(step)):
+            return np.array([np.nan, np.nan])
+        for _ in range(60):  # step halving: the log-likelihood is concave, so some step size increases it
+            new_ll = loglik(theta + step)
+            if new_ll >= ll - 1e-12 * abs(ll):
+                break
+            step = step / 2.0
+        theta, ll = theta + step, new_ll
+        if np.max(np.abs(step)) < 1e-10:
+            return theta
+    return np.array([np.nan, np.nan])
+
+
+def recalibration(labels, p) -> Recalibration:
+    """``Recalibration`` of probabilities ``p`` (N,) against ``labels``; logits of p clipped to +-30."""
+    y = check_labels(labels)
+    q = check_probs(p, y.shape[0])
+    if y.size == 0 or y.min() == y.max():
+        return Recalibration(float("nan"), float("nan"), float("nan"))
+    with np.errstate(divide="ignore"):
+        z = np.clip(np.log(q) - np.log1p(-q), -30.0, 30.0)
+    a, b = _logistic_fit(z, y, free_slope=True)
+    a1, _ = _logistic_fit(z, y, free_slope=False)
+    return Recalibration(float(b), float(a), float(a1))
+
+
 # ---------------------------------------------------------------------------- bootstrap
 
 
@@ -621,6 +685,8 @@ def evaluate_predictions(
     out.update({"ece_mode": mode.value, "n_bins": n_bins, "n_bootstrap": n_bootstrap, "seed": seed, "ci_level": level})
     floor = ece_floor(y, p, seed=seed, n_bins=n_bins, mode=mode)
     out.update(ece_floor=floor.mean, ece_floor_p95=floor.p95, ece_p_value=floor.p_value)
+    cal = recalibration(y, p)
+    out.update(calibration_slope=cal.slope, calibration_intercept=cal.intercept)
     idx = bootstrap_indices(n, n_bootstrap, seed) if n_bootstrap > 0 else None
     reps = bootstrap_replicates(y, p, nll, idx, n_bins, mode) if idx is not None else None
     for m in METRICS:
@@ -631,6 +697,8 @@ def evaluate_predictions(
         ref = _point_metrics(y, r, r_nll, n_bins, mode)
         r_floor = ece_floor(y, r, seed=seed, n_bins=n_bins, mode=mode)
         ref.update(ece_floor=r_floor.mean, ece_floor_p95=r_floor.p95, ece_p_value=r_floor.p_value)
+        r_cal = recalibration(y, r)
+        ref.update(calibration_slope=r_cal.slope, calibration_intercept=r_cal.intercept)
         r_reps = bootstrap_replicates(y, r, r_nll, idx, n_bins, mode) if idx is not None else None
         for m in METRICS:
             ref[f"{m}_ci"] = list(percentile_interval(r_reps[m], level)) if r_reps else [None, None]

@@ -344,6 +344,32 @@ def test_ece_floor_p_value_is_uniform_when_calibrated_and_small_when_not():
     assert M.ece_floor(rng.random(300) < p, over, n_resamples=500).p_value < 0.01
 
 
+@pytest.mark.parametrize("seed, scale, shift", [(0, 1.0, 0.0), (1, 0.5, 0.3), (2, 2.0, -0.5)])
+def test_recalibration_matches_sklearn(seed, scale, shift):
+    """Slope and intercept against sklearn's unpenalised logistic regression on logit(p)."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(seed)
+    z_true = rng.normal(-2.3, 1.5, 2000)
+    y = (rng.random(2000) < 1 / (1 + np.exp(-z_true))).astype(float)
+    z = (z_true - shift) / scale  # predictions: slope `scale`, intercept `shift` recover the truth
+    cal = M.recalibration(y, 1 / (1 + np.exp(-z)))
+    fit = LogisticRegression(C=np.inf, tol=1e-10, max_iter=1000).fit(z[:, None], y)
+    assert cal.slope == pytest.approx(fit.coef_[0, 0], abs=1e-5)
+    assert cal.slope_intercept == pytest.approx(fit.intercept_[0], abs=1e-5)
+    assert cal.slope == pytest.approx(scale, abs=0.15 * scale)  # 2,000 admissions: the true slope, roughly
+    # intercept with slope fixed at 1: a' solves sum(y - sigmoid(a' + z)) = 0
+    a = cal.intercept
+    assert np.sum(y - 1 / (1 + np.exp(-(a + z)))) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_recalibration_degenerate():
+    assert math.isnan(M.recalibration([1, 1, 1], [0.2, 0.5, 0.9]).slope)  # one class
+    sep = M.recalibration([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9])  # perfectly separated: no finite MLE
+    assert math.isnan(sep.slope) and math.isnan(sep.slope_intercept)
+    assert math.isfinite(M.recalibration([0, 1, 0, 1], [0.3, 0.6, 0.5, 0.4]).slope)
+
+
 def test_evaluate_predictions_report():
     s, k, n = 5, 3, 300
     y, x = _data(7, n, s * k)
@@ -359,6 +385,8 @@ def test_evaluate_predictions_report():
         rep["mean_expected_entropy"] + rep["mean_mutual_information"])
     floor = M.ece_floor(y, M.predictive(x), seed=1)
     assert (rep["ece_floor"], rep["ece_floor_p95"], rep["ece_p_value"]) == (floor.mean, floor.p95, floor.p_value)
+    cal = M.recalibration(y, M.predictive(x))
+    assert (rep["calibration_slope"], rep["calibration_intercept"]) == (cal.slope, cal.intercept)
     assert rep == M.evaluate_predictions(x, y, n_bootstrap=50, seed=1, components=k)  # (D, N) + K
     assert "true_risk" not in rep
 

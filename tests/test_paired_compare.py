@@ -34,6 +34,7 @@ def test_identical_models_differ_by_zero():
         assert r[f"{m}_diff"] == 0.0 and r[f"{m}_diff_ci"] == [0.0, 0.0]
     floor = M.ece_floor(y, M.predictive(x))
     assert r["ece_floor_a"] == r["ece_floor_b"] == floor.mean and r["ece_p_value_a"] == floor.p_value
+    assert r["calibration_slope_a"] == r["calibration_slope_b"] == M.recalibration(y, M.predictive(x)).slope
 
 
 def test_difference_is_the_mixture_nll_difference_and_the_truth_wins():

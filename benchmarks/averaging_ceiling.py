@@ -1,0 +1,86 @@
+"""How much of a benchmark's NLL gap to the true risk can averaging over models remove at all?
+
+    .venv/bin/python benchmarks/averaging_ceiling.py --bench runs/bench [--modes random --modes era]
+        [--splits test] [--samples 25] [--batch-size 128] [--threads 1] [--cache DIR]
+
+A Bayesian posterior (rank-1 mixture, deep ensemble) improves on a point estimate by averaging
+predictions over plausible weights. Pooling the predictive probabilities of *every* trained run
+of a grid (all variants, all seeds: independent initialisations, priors and posteriors, each
+already averaged over its own draws) is a generous stand-in for what averaging can reach on this
+training set. For each split mode and split this prints, on the same admissions: the mean NLL
+of the single runs of each variant, the NLL of each variant's seed ensemble (its runs' predictive
+probabilities averaged), the NLL of the pool of all runs, and the true risk's NLL, plus the
+share of the single-run gap to the true risk that the pool removes. A small share means the
+models' errors are shared (features, architecture, this training set), so no posterior
+approximation can beat the point estimate by much there. Logits come from
+``paired_compare.run_logits`` (same settings and cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paired_compare import _features, find_runs, run_logits
+
+from pipeline import metrics
+
+
+def pooled_nll(labels, probs: list[np.ndarray]) -> float:
+    """NLL of the average of predictive probabilities (N,) each."""
+    return float(metrics.nll_from_probs(labels, np.mean(probs, axis=0)).mean())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
+    ap.add_argument("--modes", action="append", help="split modes [random, era]")
+    ap.add_argument("--splits", action="append", help="splits [test]")
+    ap.add_argument("--samples", type=int, default=25, help="samples per mixture component")
+    ap.add_argument("--batch-size", type=int, default=128, help="admissions per draw block (grid: 128)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    cache = args.cache or args.bench / "paired-cache"
+    runs = find_runs(args.bench / "work")
+    for mode in args.modes or ["random", "era"]:
+        for split in args.splits or ["test"]:
+            _, fs, risk, _ = _features(args.bench, mode, split)
+            latest = {(r["model"], r["seed"]): r for r in runs if r["split_mode"] == mode}  # latest rerun wins
+            if not latest:
+                continue
+            y = fs.label
+            probs: dict[str, list[np.ndarray]] = {}
+            singles: dict[str, list[float]] = {}
+            for (model, _), run in sorted(latest.items()):
+                x = run_logits(run, fs, split, args.samples, args.batch_size, cache)
+                probs.setdefault(model, []).append(metrics.predictive(x))
+                singles.setdefault(model, []).append(metrics.mixture_nll(x, y))
+            true = float(metrics.nll_from_probs(y, risk).mean()) if risk is not None else None
+            print(f"\n[{mode} / {split}] n={len(fs)} deaths={int(y.sum())}"
+                  + (f" true-risk nll={true:.4f}" if true is not None else ""))
+            print(f"{'variant':>18s} {'runs':>4s} {'single nll':>10s} {'seed ensemble':>13s}")
+            for model in sorted(probs):
+                print(f"{model:>18s} {len(probs[model]):4d} {np.mean(singles[model]):10.4f} "
+                      f"{pooled_nll(y, probs[model]):13.4f}")
+            every = [p for ps in probs.values() for p in ps]
+            pool, single = pooled_nll(y, every), float(np.mean([v for vs in singles.values() for v in vs]))
+            floor = metrics.ece_floor(y, np.mean(every, axis=0))
+            print(f"{'pool of all runs':>18s} {len(every):4d} {single:10.4f} {pool:13.4f}   ece "
+                  f"{metrics.ece(y, np.mean(every, axis=0)):.4f} (floor {floor.mean:.4f})")
+            if true is not None:
+                print(f"share of the mean single run's gap to the true risk ({single - true:.4f}) that pooling "
+                      f"removes: {(single - pool) / (single - true):.1%}")
+
+
+if __name__ == "__main__":
+    main()
