@@ -280,7 +280,7 @@ def score(
     schema: str = typer.Option("mimiciii", help="PostgreSQL schema of --source."),
     samples: int = typer.Option(25, min=1, help="Monte Carlo samples per mixture component."),
     batch_size: int = typer.Option(128, min=1, help="Admissions per forward pass (memory grows with it)."),
-    chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory)."),
+    chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory; batches are formed by length within a chunk, so a rank-1 model's Monte Carlo draws per admission depend on it)."),
     seed: int = typer.Option(0, help="Seed of the weight draws."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),

@@ -16,7 +16,9 @@ risk's NLL (synthetic data) and the NLL of a constant prediction at the training
 admissions for every seed, so its interval reflects admission sampling, not seed noise.
 ``floor A`` / ``floor B``: the mean ECE that a perfectly calibrated predictor making the same
 predictions would show on these admissions (``metrics.ece_floor``); an ECE near its floor is
-within chance, and ECE differences below the floors cannot rank two models. ``slope A`` /
+within chance (whether A and B differ is what the paired interval says). In ``pooled`` rows the
+floors, slopes and the JSON's ``ece_p_value_*`` are plain means over the pairs (descriptive; a mean
+of p-values is not a p-value). ``slope A`` /
 ``slope B``: calibration slopes (``metrics.recalibration``; > 1: predictions too close to the base
 rate, < 1: too extreme), the mean over the pairs.
 """

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SPLITS = ("val", "test")  # evaluated splits in the table
 TABLE_METRICS = ("nll", "auc_pr", "ece")  # metrics in the table
 GAP = "test_nll_gap"  # model NLL - true-risk NLL (the true-risk row's own is 0)
+PARTIAL_NA = ("test_ece_floor",)  # n/a unless every run of the row has it (older evaluations lack it)
 # model variants of the benchmark, in table order: name -> (model kind, MortalityConfig settings)
 VARIANT_SPECS: dict[str, tuple[str, dict]] = {
     "deterministic": ("deterministic", {}),
@@ -250,7 +251,9 @@ def summarize(rows: list[dict]) -> list[dict]:
             g = groups[(mode, model)]
             rec = {"split_mode": mode, "model": model, "seeds": len(g)}
             for col in summary_columns():
-                rec[f"{col}_mean"], rec[f"{col}_sd"], _ = _mean_sd([r.get(col) for r in g])
+                rec[f"{col}_mean"], rec[f"{col}_sd"], n = _mean_sd([r.get(col) for r in g])
+                if col in PARTIAL_NA and 0 < n < len(g):  # runs evaluated before it existed: not the same runs
+                    rec[f"{col}_mean"] = rec[f"{col}_sd"] = math.nan
             out.append(rec)
         runs = [r for (md, _), g in groups.items() if md == mode for r in g]
         truth = {"split_mode": mode, "model": TRUE_RISK, "seeds": 0, "test_nll_gap_mean": 0.0,

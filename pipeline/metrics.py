@@ -411,7 +411,7 @@ class EceFloor:
 
     mean: float  # E[ECE(y*, p)]: the floor
     p95: float  # 95th percentile of ECE(y*, p)
-    p_value: float  # P(ECE(y*, p) >= observed ECE): small = miscalibration beyond chance
+    p_value: float  # (1 + #{ECE(y*, p) >= observed}) / (1 + resamples): small = miscalibration beyond chance
     resamples: int  # label draws
 
 
@@ -423,10 +423,10 @@ def ece_floor(labels, p, n_resamples: int = 1000, seed: int = 0, n_bins: int = N
     n = y.shape[0]
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    observed = ece(y, q, n_bins, mode)
-    _, score = _ece_inputs(y, q, mode)  # the score binned does not depend on the labels
+    target_obs, score = _ece_inputs(y, q, mode)  # the score binned does not depend on the labels
     onehot = np.zeros((n, n_bins))
     onehot[np.arange(n), bin_index(score, n_bins)] = 1.0  # (N, n_bins)
+    observed = float(np.abs((target_obs - score) @ onehot).sum() / n)  # = ece(), rounded as the draws are
     top = EceMode(mode) is EceMode.TOP_LABEL
     rng = np.random.default_rng(seed)
     values = np.empty(n_resamples)
@@ -435,8 +435,9 @@ def ece_floor(labels, p, n_resamples: int = 1000, seed: int = 0, n_bins: int = N
         y_star = (rng.random((b, n)) < q).astype(np.float64)  # (b, N) labels of a calibrated world
         target = np.where(q >= 0.5, y_star, 1.0 - y_star) if top else y_star  # correct, or y*
         values[start:start + b] = np.abs((target - score) @ onehot).sum(axis=1) / n
+    at_least = int((values >= observed - 1e-12 * max(1.0, observed)).sum())  # ties count as "at least"
     return EceFloor(float(values.mean()), float(np.percentile(values, 95.0)),
-                    float((values >= observed).mean()), n_resamples)
+                    (1.0 + at_least) / (1.0 + n_resamples), n_resamples)
 
 
 @dataclass

@@ -78,6 +78,10 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
     Batches hold admissions of similar length (``data.length_order``): the recurrence runs
     only the rows still going at each step, so a batch of one long and many short admissions
     would spend its last steps on a handful of rows. Memory is bounded by ``batch_size``·S·K.
+    Every row of a batch shares its S·K weight draws, so batch composition (and hence which
+    admissions are scored together: the FeatureSet, the chunk it came in) changes a rank-1
+    model's draws per admission, never their distribution; a deterministic model's logits do
+    not depend on it.
     """
     from pipeline import data
 

@@ -47,8 +47,8 @@ class ScoreConfig:
 
     samples: int | None = 25  # Monte Carlo samples per component (None: the model's score_samples)
     batch_size: int = 128  # admissions per forward pass (memory grows with batch_size·S·K; 128: ~0.5 GB peak at 25x4)
-    chunk_rows: int = 4096  # admissions read from Parquet at a time
-    seed: int = 0  # torch seed of the weight draws (same seed, same rows -> same scores)
+    chunk_rows: int = 4096  # admissions read from Parquet at a time (each chunk is batched by length on its own)
+    seed: int = 0  # torch seed of the weight draws (same seed, rows, chunk_rows and batch_size -> same scores)
     threads: int | None = None  # torch intra-op threads (None: torch's default)
 
     def __post_init__(self) -> None:

@@ -110,6 +110,15 @@ def test_markdown_and_csv_tables(tmp_path):
     assert len(table) == len(summary) and table[3]["model"] == "rank1-cauchy"
     assert float(table[3]["test_ece_mean"]) == pytest.approx(summary[3]["test_ece_mean"], rel=1e-5)
     assert table[0]["val_nll_sd"] == ""  # n/a written as an empty cell
+    assert "| test nll-gap | test ece-floor |" in lines[0]
+    assert float(table[3]["test_ece_floor_mean"]) == pytest.approx(0.031)
+
+
+def test_ece_floor_is_na_when_some_runs_predate_it():
+    rows = [dict(r) for r in ROWS]
+    rows[0].pop("test_ece_floor")  # an older evaluation of rank1-cauchy seed 0
+    r1 = next(r for r in cp.summarize(rows) if r["model"] == "rank1-cauchy")
+    assert math.isnan(r1["test_ece_floor_mean"]) and r1["seeds"] == 3 and math.isfinite(r1["test_ece_mean"])
 
 
 @pytest.mark.parametrize("kind, prior, label", [("rank1", "cauchy", "rank1-cauchy"), ("rank1", None, "rank1-gaussian"),

@@ -334,6 +334,17 @@ def test_ece_floor_one_bin_against_binomial(q, n, mode):
     assert floor.p_value == pytest.approx(float(binom.pmf(k, n, q)[np.abs(k / n - q) >= q - 1e-12].sum()), abs=0.02)
 
 
+def test_ece_floor_exact_ties_count_as_at_least_observed():
+    """Two prediction values whose bins match their labels exactly: observed ECE 0, so every draw
+    is at least as large and the p-value is 1 (rounding must not turn ties into misses)."""
+    p = np.r_[np.full(40, 0.05), np.full(10, 0.2)]
+    y = np.r_[np.ones(2), np.zeros(38), np.ones(2), np.zeros(8)]
+    assert M.ece(y, p) == pytest.approx(0.0, abs=1e-15)
+    floor = M.ece_floor(y, p, n_resamples=500)
+    assert floor.p_value == 1.0
+    assert M.ece_floor(np.zeros(50), np.full(50, 0.3), n_resamples=99).p_value >= 1 / 100  # never exactly 0
+
+
 def test_ece_floor_p_value_is_uniform_when_calibrated_and_small_when_not():
     rng = np.random.default_rng(0)
     p = rng.beta(1, 9, size=300)  # a mortality-like spread of risks

@@ -35,6 +35,10 @@ def test_identical_models_differ_by_zero():
     floor = M.ece_floor(y, M.predictive(x))
     assert r["ece_floor_a"] == r["ece_floor_b"] == floor.mean and r["ece_p_value_a"] == floor.p_value
     assert r["calibration_slope_a"] == r["calibration_slope_b"] == M.recalibration(y, M.predictive(x)).slope
+    z = 0.5 * x  # flatter predictions on the B side: its own floor and slope
+    r2 = pc.paired(y, [x], [z], n_bootstrap=50)
+    assert r2["ece_floor_a"] == floor.mean and r2["ece_floor_b"] == M.ece_floor(y, M.predictive(z)).mean
+    assert r2["calibration_slope_b"] == M.recalibration(y, M.predictive(z)).slope != r2["calibration_slope_a"]
 
 
 def test_difference_is_the_mixture_nll_difference_and_the_truth_wins():

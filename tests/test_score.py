@@ -122,7 +122,8 @@ def test_chunked_streaming_keeps_rows_and_agrees_with_one_chunk(run_model, demo_
     assert a["key"].tolist() == pq.read_table(src, columns=["key"]).column("key").to_pylist()
     # S·K draws per mean risk: two independent estimates differ with sd sqrt(2 / (S·K))·risk_sd
     se = np.sqrt(2.0 / (_cfg().samples * run_model.model.components)) * np.maximum(a["risk_sd"], b["risk_sd"])
-    assert (np.abs(a["risk_mean"] - b["risk_mean"]) <= 5 * se + 1e-6).all()
+    assert (np.abs(a["risk_mean"] - b["risk_mean"]) <= 0.5 * se + 1e-6).all()
+    assert not np.array_equal(a["risk_mean"], b["risk_mean"])  # other batches, other draws
     other = sc.score_files(run_model, [src], tmp_path / "other.parquet", _cfg(seed=1))
     assert not np.allclose(pd.read_parquet(other.out)["risk_mean"], a["risk_mean"])
 
