@@ -280,6 +280,25 @@ def test_dense_conv_per_member_draws_match_loop_and_per_example_path(cls):
         assert torch.allclose(y_member[j * b:(j + 1) * b], ref(x, w[j], layer.bias[j % k]), atol=1e-5)
 
 
+@pytest.mark.parametrize("perturbation", ["multiplicative", "additive"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_block_inference_equals_row_path(perturbation, bias):
+    """Without autograd, per-block draws take the batched-kernel path: same values as the row path."""
+    k, s, b = 3, 2, 4
+    layer = LinearRank1(5, 4, components=k, bias=bias, config=Rank1Config(perturbation=perturbation, init="normal"))
+    random_factors(layer)
+    if bias:
+        with torch.no_grad():
+            layer.bias.normal_()
+    set_sampling(layer, "per_member")
+    x = torch.randn(s * k * b, 5)
+    draws = layer.draw(x.shape[0], s)
+    rows = layer.forward_with(x, draws, s)  # grad enabled: the per-row path
+    with torch.no_grad():
+        blocks = layer.forward_with(x, draws, s)
+    assert torch.allclose(blocks, rows, atol=1e-5) and blocks.shape == (s * k * b, 4)
+
+
 def test_per_example_rows_differ_and_shapes_checked():
     layer = LinearRank1(4, 3, components=2)
     with torch.no_grad():

@@ -103,30 +103,41 @@ def _layer(kernel: Tensor, x: Tensor, batch_sizes: list[int], h_n: Tensor, keep:
     gates = x.new_empty(g * b * four_h)
     half_tanh = x.new_empty(g * b * hid)
     hs = x.new_zeros(t_len, g, b, hid) if keep else None
+    views: dict[tuple[int, int], tuple] = {}  # (parity, m) -> the step's buffers as (G, m, ·): made once
+
+    def step_views(parity: int, m: int) -> tuple:
+        if (parity, m) not in views:
+            z_m = z_buf[parity][:g * m * dz].view(g, m, dz)
+            z_m[..., d + hid] = 1.0  # the bias column; nothing else writes it
+            views[(parity, m)] = (z_m, z_m.view(s_x, g // s_x, m, dz)[..., :d], z_m[..., d:d + hid],
+                                  gates[:g * m * four_h].view(g, m, four_h), u_buf[parity][:g * m * hid].view(g, m, hid),
+                                  half_tanh[:g * m * hid].view(g, m, hid))
+        return views[(parity, m)]
+
     m0 = batch_sizes[0] if batch_sizes else 0
-    z = z_buf[0][:g * m0 * dz].view(g, m0, dz)
-    z[..., d:d + hid] = 0.0  # zero initial state
-    m_prev = b
+    step_views(0, m0)[2].zero_()  # zero initial state h_{-1}/2
+    u_prev_full = u_buf[1][:g * b * hid].view(g, b, hid)  # u_{-1} = 0, every row
     for t, m in enumerate(batch_sizes):
         m_next = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
-        z[..., d + hid] = 1.0
-        z.view(s_x, g // s_x, m, dz)[..., :d].copy_(x[t, :, :m].unsqueeze(1))  # (S_x, m, D) -> (S_x, 1, m, D)
-        a = torch.bmm(z, kernel, out=gates[:g * m * four_h].view(g, m, four_h))  # (G, m, 4H)
+        z, z_x, _, a, u, th = step_views(t % 2, m)
+        z_x.copy_(x[t, :, :m].unsqueeze(1))  # (S_x, m, D) -> (S_x, 1, m, D): shared by the blocks of a sample
+        torch.bmm(z, kernel, out=a)  # (G, m, 4H)
         a.sigmoid_()
         i, f, o, g2 = a.split(hid, 2)  # sigmoid(i), sigmoid(f), sigmoid(o), sigmoid(2g)
-        u_prev = u_buf[(t + 1) % 2][:g * m_prev * hid].view(g, m_prev, hid)[:, :m]
-        u = torch.mul(f, u_prev, out=u_buf[t % 2][:g * m * hid].view(g, m, hid))
+        torch.mul(f, u_prev_full[:, :m], out=u)
         u.addcmul_(i, g2, value=4.0).sub_(i, alpha=2.0)  # 2·(f·c + i·tanh(g)), tanh(g) = 2·sigmoid(2g) - 1
-        th = torch.sigmoid(u, out=half_tanh[:g * m * hid].view(g, m, hid)).sub_(0.5)  # tanh(c)/2
-        z = z_buf[(t + 1) % 2][:g * m_next * dz].view(g, m_next, dz)
+        torch.sigmoid(u, out=th).sub_(0.5)  # tanh(c)/2
+        h_next = step_views((t + 1) % 2, m_next)[2] if m_next else None  # h_t/2 slot of step t + 1
         if hs is not None:
             h = torch.mul(o, th, out=hs[t, :, :m])  # (G, m, H)
-            z[..., d:d + hid] = h[:, :m_next]
+            if m_next:
+                h_next.copy_(h[:, :m_next])
             h_n[:, m_next:m] = h[:, m_next:]
         else:
-            torch.mul(o[:, :m_next], th[:, :m_next], out=z[..., d:d + hid])  # h_t/2 of the rows running at t + 1
+            if m_next:
+                torch.mul(o[:, :m_next], th[:, :m_next], out=h_next)  # h_t/2 of the rows running at t + 1
             if m_next < m:  # rows whose last step is t
                 torch.mul(o[:, m_next:], th[:, m_next:], out=h_n[:, m_next:m])
-        m_prev = m
+        u_prev_full = u
     h_n.mul_(2.0)  # h/2 -> h
     return None if hs is None else hs.mul_(2.0)

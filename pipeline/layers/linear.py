@@ -42,6 +42,8 @@ class LinearRank1(Rank1Layer):
 
     def forward_with(self, x: Tensor, draws: dict[str, Draw], samples: int = 1) -> Tensor:
         """Apply given factor draws: x (N, *, in) -> (N, *, out)."""
+        if x.dim() == 2 and draws["s"].per_block and draws["r"].per_block and not torch.is_grad_enabled():
+            return self._forward_blocks(x, draws)
         n = x.shape[0]
         mid = (1,) * (x.dim() - 2)
         s = draws["s"].rows(n).view(n, *mid, self.in_features)  # (N, 1.., in)
@@ -53,6 +55,28 @@ class LinearRank1(Rank1Layer):
         if self.bias is not None:
             y = y + component_rows(self.bias, n, samples).view(n, *mid, self.out_features)
         return y
+
+
+    def _forward_blocks(self, x: Tensor, draws: dict[str, Draw]) -> Tensor:
+        """``forward_with`` for one draw per block (inference): each block's W_j built once.
+
+        x (G·B, in), member-major blocks; block j uses r_j, s_j and b_{j % K}. One batched product
+        (G, B, in) x (G, in, out) replaces scaling every row by s and r (same result up to rounding).
+        """
+        s, r = draws["s"].blocks(), draws["r"].blocks()  # (G, in), (G, out)
+        g = s.shape[0]
+        w_t = self.weight.t().unsqueeze(0)  # (1, in, out)
+        if self.config.perturbation == Perturbation.ADDITIVE:  # (W + r sᵀ)ᵀ = Wᵀ + s rᵀ
+            kernel = w_t + s.unsqueeze(2) * r.unsqueeze(1)  # (G, in, out)
+        else:  # (W ∘ (r sᵀ))ᵀ = s ∘ Wᵀ ∘ rᵀ
+            kernel = w_t * s.unsqueeze(2) * r.unsqueeze(1)  # (G, in, out)
+        xb = x.view(g, x.shape[0] // g, self.in_features)  # (G·B, in) -> (G, B, in)
+        if self.bias is None:
+            y = torch.bmm(xb, kernel)
+        else:
+            bias = self.bias.repeat(g // self.components, 1).unsqueeze(1)  # (K, out) -> (G, 1, out)
+            y = torch.baddbmm(bias, xb, kernel)  # (G, B, out)
+        return y.view(x.shape[0], self.out_features)  # (G, B, out) -> (G·B, out)
 
 
 class LinearBatchEnsemble(LinearRank1):
