@@ -10,7 +10,9 @@ to run, and so can be averaged away, on this training set. For each split mode a
 prints, on the same admissions: each variant's mean single-run NLL and the NLL of its seed
 ensemble (its runs' predictive probabilities averaged), the equal-weight pool of every run (weak
 variants weigh as much as strong ones, so it is no upper bound), the true risk's NLL, and the
-share of the mean deterministic run's gap to the true risk that the best seed ensemble removes.
+share of the mean deterministic run's gap to the true risk that the best seed ensemble removes,
+and each variant's mean calibration slope over its single runs (``metrics.recalibration``; > 1:
+risks too close to the base rate).
 A small share means the models' errors are mostly shared (features, architecture, this training
 set), so averaging, Bayesian or not, cannot beat the point estimate by much there. Logits come
 from ``paired_compare.run_logits`` (same settings and cache).
@@ -61,17 +63,20 @@ def main() -> None:
             y = fs.label
             probs: dict[str, list[np.ndarray]] = {}
             singles: dict[str, list[float]] = {}
+            slopes: dict[str, list[float]] = {}
             for (model, _), run in sorted(latest.items()):
                 x = run_logits(run, fs, split, args.samples, args.batch_size, cache)
                 probs.setdefault(model, []).append(metrics.predictive(x))
                 singles.setdefault(model, []).append(metrics.mixture_nll(x, y))
+                slopes.setdefault(model, []).append(metrics.recalibration(y, probs[model][-1]).slope)
             true = float(metrics.nll_from_probs(y, risk).mean()) if risk is not None else None
             print(f"\n[{mode} / {split}] n={len(fs)} deaths={int(y.sum())}"
-                  + (f" true-risk nll={true:.4f}" if true is not None else ""))
-            print(f"{'variant':>18s} {'runs':>4s} {'single nll':>10s} {'seed ensemble':>13s}")
+                  + (f" true-risk nll={true:.4f} slope={metrics.recalibration(y, risk).slope:.3f}"
+                     if true is not None else ""))
+            print(f"{'variant':>18s} {'runs':>4s} {'single nll':>10s} {'seed ensemble':>13s} {'single slope':>12s}")
             for model in sorted(probs):
                 print(f"{model:>18s} {len(probs[model]):4d} {np.mean(singles[model]):10.4f} "
-                      f"{pooled_nll(y, probs[model]):13.4f}")
+                      f"{pooled_nll(y, probs[model]):13.4f} {np.mean(slopes[model]):12.3f}")
             every = [p for ps in probs.values() for p in ps]
             pool, single = pooled_nll(y, every), float(np.mean([v for vs in singles.values() for v in vs]))
             floor = metrics.ece_floor(y, np.mean(every, axis=0))
