@@ -70,7 +70,7 @@ class LinearRank1(Rank1Layer):
             kernel = w_t + s.unsqueeze(2) * r.unsqueeze(1)  # (G, in, out)
         else:  # (W ∘ (r sᵀ))ᵀ = s ∘ Wᵀ ∘ rᵀ
             kernel = w_t * s.unsqueeze(2) * r.unsqueeze(1)  # (G, in, out)
-        xb = x.view(g, x.shape[0] // g, self.in_features)  # (G·B, in) -> (G, B, in)
+        xb = x.reshape(g, x.shape[0] // g, self.in_features)  # (G·B, in) -> (G, B, in)
         if self.bias is None:
             y = torch.bmm(xb, kernel)
         else:
