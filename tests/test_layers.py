@@ -297,6 +297,8 @@ def test_linear_block_inference_equals_row_path(perturbation, bias):
     with torch.no_grad():
         blocks = layer.forward_with(x, draws, s)
     assert torch.allclose(blocks, rows, atol=1e-5) and blocks.shape == (s * k * b, 4)
+    with torch.no_grad(), pytest.raises(ValueError, match="do not split into 6 blocks"):
+        layer.forward_with(x[:-1], draws, s)
 
 
 def test_per_example_rows_differ_and_shapes_checked():

@@ -65,6 +65,8 @@ class LinearRank1(Rank1Layer):
         """
         s, r = draws["s"].blocks(), draws["r"].blocks()  # (G, in), (G, out)
         g = s.shape[0]
+        if x.shape[0] % g:
+            raise ValueError(f"LinearRank1: {x.shape[0]} rows do not split into {g} blocks")
         w_t = self.weight.t().unsqueeze(0)  # (1, in, out)
         if self.config.perturbation == Perturbation.ADDITIVE:  # (W + r sᵀ)ᵀ = Wᵀ + s rᵀ
             kernel = w_t + s.unsqueeze(2) * r.unsqueeze(1)  # (G, in, out)
