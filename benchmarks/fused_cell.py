@@ -1,9 +1,10 @@
 """The LSTM cell update of the evaluation path: eager ops against one torch.compile-fused kernel.
 
-    .venv/bin/python benchmarks/fused_cell.py [--blocks 16] [--rows 128] [--hidden 64] [--threads 2] [--reps 3000]
+    .venv/bin/python benchmarks/fused_cell.py [--blocks 16] [--rows 128] [--hidden 64] [--threads 2]
 
 ``pipeline.layers.inference._layer`` updates the cell after each step's batched product with
-eager in-place ops (one sigmoid over the four gates, then c and h/2). This times that update on
+eager in-place ops (``inference.cell_update``: one sigmoid over the four gates, then c and h/2).
+This times that update (the path's own function) on
 (blocks, rows, 4H) gates, the shape of one pass at the default sizes (4 samples x K = 4 blocks of
 128 admissions, H = 64), against the same update fused by ``torch.compile`` (dynamic shapes,
 writing into the same buffers), and against the step's ``torch.bmm`` itself, in one process.
@@ -15,7 +16,14 @@ torch.compile cannot build (no C++ compiler).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from score import best_rate
 
 
 def main() -> None:
@@ -25,7 +33,6 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=64, help="LSTM units H")
     ap.add_argument("--input", type=int, default=33, help="LSTM input size D (embedding + time)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    ap.add_argument("--reps", type=int, default=3000, help="timed repetitions")
     args = ap.parse_args()
     import torch
 
@@ -37,12 +44,11 @@ def main() -> None:
     z = torch.empty(g, m, d + h + 1)  # next step's input buffer: h/2 goes to columns d .. d + H
     kernel = torch.randn(g, d + h + 1, 4 * h) * 0.1
 
-    def eager(a, u_prev, u_out, th, h_out):  # the path's update: u = 2c, h/2 = o·(sigmoid(u) - 1/2)
-        a.sigmoid_()
-        i, f, o, g2 = a.split(h, 2)
-        u = torch.mul(f, u_prev, out=u_out)
-        u.addcmul_(i, g2, value=4.0).sub_(i, alpha=2.0)
-        torch.mul(o, torch.sigmoid(u, out=th).sub_(0.5), out=h_out)
+    from pipeline.layers.inference import cell_update
+
+    def eager(a, u_prev, u_out, th, h_out):  # the path's own update: u = 2c, h/2 = o·(sigmoid(u) - 1/2)
+        o, th = cell_update(a, u_prev, u_out, th)
+        torch.mul(o, th, out=h_out)
 
     def cell(a, u_prev, u_out, h_out):
         i, f, o, g2 = torch.sigmoid(a).split(h, -1)
@@ -64,14 +70,8 @@ def main() -> None:
     err = max(float((u_e - u_c).abs().max()), float((h_e - h_c).abs().max()))
 
     def per_step(fn) -> float:
-        fn()
-        best = float("inf")
-        for _ in range(3):
-            t = time.perf_counter()
-            for _ in range(args.reps):
-                fn()
-            best = min(best, (time.perf_counter() - t) / args.reps)
-        return best * 1e6
+        """Microseconds per call, best of repeated runs (``score.best_rate`` with 1 "FLOP" per call)."""
+        return 1e6 / best_rate(fn, 1.0)
 
     work = gates.clone()
     t_copy = per_step(lambda: work.copy_(gates))  # eager works in place: refresh the gates, timed apart

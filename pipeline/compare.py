@@ -179,13 +179,12 @@ def _row(run, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
            "seed": int(params.get("train.seed", -1)), "start_time": int(run.info.start_time or 0),
            "settings": settings_of(params, reports)}
     for split, rep in reports.items():
-        for m in TABLE_METRICS:
+        ref = rep.get("true_risk") or {}
+        for m in (*TABLE_METRICS, "ece_floor"):
             row[f"{split}_{m}"] = rep.get(m)
-            ref = rep.get("true_risk") or {}
             row[f"{split}_true_{m}"] = ref.get(m)
+        for m in TABLE_METRICS:
             row[f"{split}_{m}_gap"] = rep.get(f"{m}_gap")
-        row[f"{split}_ece_floor"] = rep.get("ece_floor")
-        row[f"{split}_true_ece_floor"] = (rep.get("true_risk") or {}).get("ece_floor")
     return row
 
 
@@ -256,8 +255,8 @@ def summarize(rows: list[dict]) -> list[dict]:
                     rec[f"{col}_mean"] = rec[f"{col}_sd"] = math.nan
             out.append(rec)
         runs = [r for (md, _), g in groups.items() if md == mode for r in g]
-        truth = {"split_mode": mode, "model": TRUE_RISK, "seeds": 0, "test_nll_gap_mean": 0.0,
-                 "test_nll_gap_sd": math.nan}  # the reference's gap to itself
+        truth = {"split_mode": mode, "model": TRUE_RISK, "seeds": 0, f"{GAP}_mean": 0.0,
+                 f"{GAP}_sd": math.nan}  # the reference's gap to itself
         own = [c for c in summary_columns() if c != GAP]
         for col in own:  # val_nll -> val_true_nll, ...
             truth[f"{col}_mean"], truth[f"{col}_sd"], _ = _mean_sd([r.get(col.replace("_", "_true_", 1))

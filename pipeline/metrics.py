@@ -342,6 +342,13 @@ def bin_index(score: np.ndarray, n_bins: int = N_BINS) -> np.ndarray:
     return np.searchsorted(edges[1:-1], score, side="right")
 
 
+def _bin_onehot(score: np.ndarray, n_bins: int) -> np.ndarray:
+    """One-hot (N, n_bins) of each score's calibration bin (``bin_index``)."""
+    onehot = np.zeros((score.shape[0], n_bins))
+    onehot[np.arange(score.shape[0]), bin_index(score, n_bins)] = 1.0
+    return onehot
+
+
 def _ece_inputs(y: np.ndarray, p: np.ndarray, mode: EceMode | str) -> tuple[np.ndarray, np.ndarray]:
     """(target, score) binned by ECE: (y, p) or (correct, confidence) for top-label."""
     if EceMode(mode) is EceMode.POSITIVE:
@@ -424,8 +431,7 @@ def ece_floor(labels, p, n_resamples: int = 1000, seed: int = 0, n_bins: int = N
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     target_obs, score = _ece_inputs(y, q, mode)  # the score binned does not depend on the labels
-    onehot = np.zeros((n, n_bins))
-    onehot[np.arange(n), bin_index(score, n_bins)] = 1.0  # (N, n_bins)
+    onehot = _bin_onehot(score, n_bins)  # (N, n_bins)
     observed = float(np.abs((target_obs - score) @ onehot).sum() / n)  # = ece(), rounded as the draws are
     top = EceMode(mode) is EceMode.TOP_LABEL
     rng = np.random.default_rng(seed)
@@ -541,8 +547,7 @@ def bootstrap_replicates(
         raise ValueError(f"indices: expected shape (B, {n}), got {idx.shape}")
     rank = _ranking(y, q)
     target, score = _ece_inputs(y, q, ece_mode)
-    onehot = np.zeros((n, n_bins))
-    onehot[np.arange(n), bin_index(score, n_bins)] = 1.0  # (N, n_bins)
+    onehot = _bin_onehot(score, n_bins)  # (N, n_bins)
     out = {m: np.empty(idx.shape[0]) for m in METRICS}
     for start in range(0, idx.shape[0], chunk):
         rows = idx[start : start + chunk]  # (b, N)

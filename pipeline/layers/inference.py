@@ -85,6 +85,18 @@ def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int) -> T
     return h_n.view(g * b, lstm.hidden_size)  # (G, B, H) -> (G·B, H)
 
 
+def cell_update(a: Tensor, u_prev: Tensor, u: Tensor, th: Tensor) -> tuple[Tensor, Tensor]:
+    """The cell after a step's product, in place: pre-activations a (G, m, 4H) in gate order
+    (i, f, o, 2g), u_prev = 2·c_{t-1} (G, m, H); writes u = 2·c_t and th = tanh(c_t)/2 (G, m, H)
+    and returns (sigmoid(o), th), whose product is h_t/2."""
+    a.sigmoid_()
+    i, f, o, g2 = a.split(u.shape[-1], -1)  # sigmoid(i), sigmoid(f), sigmoid(o), sigmoid(2g)
+    torch.mul(f, u_prev, out=u)
+    u.addcmul_(i, g2, value=4.0).sub_(i, alpha=2.0)  # 2·(f·c + i·tanh(g)), tanh(g) = 2·sigmoid(2g) - 1
+    torch.sigmoid(u, out=th).sub_(0.5)  # tanh(c)/2
+    return o, th
+
+
 def _layer(kernel: Tensor, x: Tensor, batch_sizes: list[int], h_n: Tensor, keep: bool) -> Tensor | None:
     """One layer over x (T, S_x, B, D), rows sorted by length: writes the final states into
     h_n (G, B, H); returns every step's hidden state (T, G, B, H) when ``keep`` (the next
@@ -122,11 +134,7 @@ def _layer(kernel: Tensor, x: Tensor, batch_sizes: list[int], h_n: Tensor, keep:
         z, z_x, _, a, u, th = step_views(t % 2, m)
         z_x.copy_(x[t, :, :m].unsqueeze(1))  # (S_x, m, D) -> (S_x, 1, m, D): shared by the blocks of a sample
         torch.bmm(z, kernel, out=a)  # (G, m, 4H)
-        a.sigmoid_()
-        i, f, o, g2 = a.split(hid, 2)  # sigmoid(i), sigmoid(f), sigmoid(o), sigmoid(2g)
-        torch.mul(f, u_prev_full[:, :m], out=u)
-        u.addcmul_(i, g2, value=4.0).sub_(i, alpha=2.0)  # 2·(f·c + i·tanh(g)), tanh(g) = 2·sigmoid(2g) - 1
-        torch.sigmoid(u, out=th).sub_(0.5)  # tanh(c)/2
+        o, th = cell_update(a, u_prev_full[:, :m], u, th)
         h_next = step_views((t + 1) % 2, m_next)[2] if m_next else None  # h_t/2 slot of step t + 1
         if hs is not None:
             h = torch.mul(o, th, out=hs[t, :, :m])  # (G, m, H)

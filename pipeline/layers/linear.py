@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .factors import Draw, Perturbation, Rank1Config, Rank1Layer, Rank1Vector
+from .factors import Draw, Perturbation, Rank1Config, Rank1Layer, Rank1Vector, materialize
 from .members import component_rows
 from .priors import PosteriorKind
 
@@ -67,11 +67,7 @@ class LinearRank1(Rank1Layer):
         g = s.shape[0]
         if x.shape[0] % g:
             raise ValueError(f"LinearRank1: {x.shape[0]} rows do not split into {g} blocks")
-        w_t = self.weight.t().unsqueeze(0)  # (1, in, out)
-        if self.config.perturbation == Perturbation.ADDITIVE:  # (W + r sᵀ)ᵀ = Wᵀ + s rᵀ
-            kernel = w_t + s.unsqueeze(2) * r.unsqueeze(1)  # (G, in, out)
-        else:  # (W ∘ (r sᵀ))ᵀ = s ∘ Wᵀ ∘ rᵀ
-            kernel = w_t * s.unsqueeze(2) * r.unsqueeze(1)  # (G, in, out)
+        kernel = materialize(self.weight, r, s, self.config.perturbation).transpose(1, 2)  # (G, out, in) -> (G, in, out)
         xb = x.reshape(g, x.shape[0] // g, self.in_features)  # (G·B, in) -> (G, B, in)
         if self.bias is None:
             y = torch.bmm(xb, kernel)
