@@ -71,7 +71,6 @@ class Rank1Config:
         if self.prior_signs and self.prior_mean == 0.0:
             raise ValueError("Rank1Config.prior_signs needs a prior_mean other than 0 (multiplicative factors)")
 
-
     @property
     def mean_init(self) -> FactorInit:
         """``init``, or when None (resolved here, late, so that a config copied with another

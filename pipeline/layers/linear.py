@@ -11,7 +11,14 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .factors import Draw, Perturbation, Rank1Config, Rank1Layer, Rank1Vector, materialize
+from .factors import (
+    Draw,
+    Perturbation,
+    Rank1Config,
+    Rank1Layer,
+    Rank1Vector,
+    materialize,
+)
 from .members import component_rows
 from .priors import PosteriorKind
 
@@ -55,7 +62,6 @@ class LinearRank1(Rank1Layer):
         if self.bias is not None:
             y = y + component_rows(self.bias, n, samples).view(n, *mid, self.out_features)
         return y
-
 
     def _forward_blocks(self, x: Tensor, draws: dict[str, Draw]) -> Tensor:
         """``forward_with`` for one draw per block (inference): each block's W_j built once.
