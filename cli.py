@@ -283,6 +283,7 @@ def score(
     chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory; batches are formed by length within a chunk, so a rank-1 model's Monte Carlo draws per admission depend on it)."),
     seed: int = typer.Option(0, help="Seed of the weight draws."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
+    as_of: Optional[str] = typer.Option(None, help="With --source: when its data ends, 'YYYY-MM-DD HH:MM[:SS]' on its clock (default: the newest ADMITTIME/DISCHTIME). Open admissions whose prediction time is later are flagged before_prediction_time."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
@@ -295,11 +296,13 @@ def score(
 
     cfg = ScoreConfig(samples=samples, batch_size=batch_size, chunk_rows=chunk_rows, seed=seed, threads=threads)
     try:
-        s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema)
+        s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of)
     except (ScoreError, FeatureError, EvalError, SourceError, DeidError, FileNotFoundError) as exc:
         _fail(str(exc))
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
                f"{s.no_events} without events, {s.samples}x{s.components} draws"
+               + (f", {s.before_prediction_time} before their prediction time (partial window)"
+                  if s.before_prediction_time else "")
                + (f"; {s.not_scored} cohort HADM_IDs not scored (see the log)" if s.not_scored else ""))
 
 

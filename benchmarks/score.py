@@ -23,8 +23,10 @@ same thread count, each timed after the scoring (best of repeated runs; the mach
     with one shared weight (the figure tracked in the issue);
 (c) ``torch.bmm`` (S·K, batch_size, D+1+H) x (S·K, D+1+H, 4H): one step of all draws of a
     batch with each draw's own weights, the product the evaluation path really runs;
-(d) ``nn.LSTM`` (PyTorch's fused kernel, one weight set, no grad) on S·K·batch_size rows of
-    round(mean bags) steps, FLOPs counted as above: a practical ceiling for an LSTM this small;
+(d) PyTorch's fused LSTM (``nn.LSTM``, no grad), run as this path could run it: one call per draw,
+    each with its own weights, over ``batch_size`` rows of round(mean bags) steps (cache-sized
+    blocks), FLOPs counted as above; and the same kernel on all S·K·batch_size rows at once with one
+    weight set (out of cache), the figure earlier versions printed as a ceiling;
 (e) an ideal step: one shared-weight ``torch.mm`` (S·K·batch_size, D+H) x (D+H, 4H) (the rank-1
     form ((x∘s)W)∘r, no per-draw kernels) followed by the whole cell update (∘r + bias, the four
     gate nonlinearities, c and h) fused by ``torch.compile`` into one pass, in cache-sized row
@@ -32,6 +34,15 @@ same thread count, each timed after the scoring (best of repeated runs; the mach
     what any LSTM step on these shapes costs at least with PyTorch on this machine (the gate
     nonlinearities are 5H transcendentals per row and step whatever the implementation).
     Reported as unavailable where torch.compile cannot build (no C++ compiler).
+(f) a cap from the gate nonlinearities alone: the analytic FLOPs at the step mm's rate (b) plus
+    5H sigmoids per draw, real bag and layer at the rate ``torch.sigmoid_`` reaches in place on a
+    cache-sized (CHUNK_ROWS·threads, 4H) tensor. An implementation whose sigmoid costs what
+    PyTorch's does cannot exceed this fraction of (b), whatever it fuses; the embeddings, the dense
+    layers and the cell's other arithmetic only lower it.
+
+The sampled forward passes alone (``predict.feature_logits`` on the loaded features: batching,
+embeddings, LSTM, dense; no Parquet reading, risk table or writing) are timed too, best of
+``--repeat``, and reported beside the end-to-end rate.
 """
 
 from __future__ import annotations
@@ -50,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_throughput import random_features
 
-from pipeline import data, io
+from pipeline import data, io, predict
 
 
 def analytic_flops(fs: data.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
@@ -98,16 +109,28 @@ def bmm_rate(g: int, m: int, k: int, n: int) -> float:
     return best_rate(lambda: torch.bmm(a, b, out=out), 2.0 * g * m * k * n)
 
 
-def lstm_rate(rows: int, steps: int, d: int, h: int) -> float:
-    """FLOP/s of nn.LSTM(d, h) over (steps, rows, d), no grad, FLOPs as ``analytic_flops``."""
+def lstm_rate(rows: int, steps: int, d: int, h: int, blocks: int = 1) -> float:
+    """FLOP/s of ``blocks`` nn.LSTM(d, h), each with its own weights, over (steps, rows, d), no grad,
+    FLOPs as ``analytic_flops``."""
     import torch
 
-    lstm, x = torch.nn.LSTM(d, h), torch.randn(steps, rows, d)
+    lstms, x = [torch.nn.LSTM(d, h) for _ in range(blocks)], torch.randn(steps, rows, d)
 
     def run() -> None:
         with torch.no_grad():
-            lstm(x)
-    return best_rate(run, rows * steps * (2 * 4 * h * d + 2 * 4 * h * h), min_s=1.0)
+            for lstm in lstms:
+                lstm(x)
+    return best_rate(run, blocks * rows * steps * (2 * 4 * h * d + 2 * 4 * h * h), min_s=1.0)
+
+
+def sigmoid_rate(h: int) -> float:
+    """Elements/s of in-place ``torch.sigmoid_`` on a cache-sized (CHUNK_ROWS·threads, 4H) tensor."""
+    import torch
+
+    from pipeline.layers.inference import CHUNK_ROWS
+
+    a = torch.randn(CHUNK_ROWS * torch.get_num_threads(), 4 * h)
+    return best_rate(lambda: a.sigmoid_(), float(a.numel()))
 
 
 def ideal_step_rate(rows: int, d: int, h: int) -> float | None:
@@ -142,6 +165,23 @@ def ideal_step_rate(rows: int, d: int, h: int) -> float | None:
     return best_rate(step, rows * (2 * 4 * h * (d + 1) + 2 * 4 * h * h))
 
 
+def _time_recurrence() -> list[float]:
+    """Wrap the model's call of ``inference.final_hidden`` so that each call's seconds are appended to
+    the returned list (benchmark instrumentation only: the LSTM recurrence's share of a forward pass)."""
+    from pipeline.models import mortality
+
+    secs: list[float] = []
+    inner = mortality.final_hidden
+
+    def timed(*a, **kw):
+        t0 = time.perf_counter()
+        out = inner(*a, **kw)
+        secs.append(time.perf_counter() - t0)
+        return out
+    mortality.final_hidden = timed
+    return secs
+
+
 def child(args) -> dict:
     """Score ``args.n`` admissions once; report seconds, peak RSS and the reference GEMM rates."""
     import torch
@@ -169,6 +209,14 @@ def child(args) -> dict:
             times.append(time.perf_counter() - t0)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         secs, median_secs = min(times), sorted(times)[len(times) // 2]
+        forward, recurrence = [], []
+        lstm_secs = _time_recurrence()
+        for _ in range(args.repeat):  # the sampled forward passes alone, on the features already loaded
+            lstm_secs.clear()
+            t0 = time.perf_counter()
+            predict.feature_logits(model, fs, args.samples, args.batch_size)
+            forward.append(time.perf_counter() - t0)
+            recurrence.append(sum(lstm_secs))
     d, h, u, k = cfg.embedding_dim, cfg.lstm_hidden, cfg.dense_units, cfg.components
     draws = args.samples * k
     flops = analytic_flops(fs, draws, d, h, u)
@@ -178,10 +226,15 @@ def child(args) -> dict:
             "gemm_step": lambda: gemm_rate(draws * args.batch_size, h, 4 * h),
             "bmm_step": lambda: bmm_rate(draws, args.batch_size, d + 1 + h, 4 * h),
             "lstm": lambda: lstm_rate(draws * args.batch_size, round(mean_bags), d + 1, h),
+            "lstm_blocks": lambda: lstm_rate(args.batch_size, round(mean_bags), d + 1, h, blocks=draws),
+            "sigmoid": lambda: sigmoid_rate(h),
             "ideal_step": lambda: ideal_step_rate(draws * args.batch_size, d, h)}
     # after scoring, and once more: the best rate is the one least disturbed by other processes
     rates = {name: max((ref() for _ in range(2)), key=lambda v: -1.0 if v is None else v) for name, ref in refs.items()}
+    sigmoids = draws * float(fs.n_bags.sum()) * 5 * h  # one layer, as analytic_flops
     return {"n": summary.admissions, "secs": secs, "median_secs": median_secs, "first_secs": times[0],
+            "forward_secs": min(forward), "lstm_secs": recurrence[forward.index(min(forward))],
+            "lstm_flops": analytic_flops(fs, draws, d, h, 0), "sigmoids": sigmoids,
             "peak_rss_mb": rss / 1024, "rss_before_mb": rss0 / 1024,
             "flops": flops, "mean_bags": mean_bags, "draws": draws, **rates, "block_rows": block_rows, "h": h,
             "d": d}
@@ -222,8 +275,15 @@ def main() -> None:
           f"(cohort ratio {big['n'] / small['n']:.1f})")
     print(f"extrapolated (linear in admissions, median run at n={big['n']}) to {args.target:,} admissions: "
           f"{args.target / rate / 60:.1f} min")
+    forward = big["flops"] / big["forward_secs"]
     print(f"achieved LSTM+dense FLOP/s (best of {args.repeat} runs, as the references): {achieved / 1e9:.2f} GFLOP/s "
-          f"(median run {big['flops'] / big['median_secs'] / 1e9:.2f})")
+          f"end to end (median run {big['flops'] / big['median_secs'] / 1e9:.2f}); the sampled forward passes alone "
+          f"(feature_logits, best {big['forward_secs']:.2f} s; the best whole run {big['secs']:.2f} s): {forward / 1e9:.2f} GFLOP/s "
+          f"= {forward / big['gemm_step']:.1%} of the recurrent-step torch.mm")
+    lstm = big["lstm_flops"] / big["lstm_secs"]
+    print(f"  of which the LSTM recurrence (inference.final_hidden: kernels, steps) took {big['lstm_secs']:.2f} s: "
+          f"{lstm / 1e9:.2f} GFLOP/s of LSTM FLOPs = {lstm / big['gemm_step']:.1%} of the recurrent-step torch.mm; "
+          f"the embeddings, dense layers and batching the other {big['forward_secs'] - big['lstm_secs']:.2f} s")
     print(f"  vs torch.mm ({big['block_rows']}, {big['d'] + 1 + big['h']}) x ({big['d'] + 1 + big['h']}, "
           f"{4 * big['h']}) [one block's gate work]: {big['gemm_block'] / 1e9:.2f} GFLOP/s -> "
           f"{achieved / big['gemm_block']:.1%}")
@@ -233,9 +293,16 @@ def main() -> None:
     print(f"  vs torch.bmm {big['draws']} x ({args.batch_size}, {big['d'] + 1 + big['h']}) x "
           f"({big['d'] + 1 + big['h']}, {4 * big['h']}) [one step of all draws, each its own weights]: "
           f"{big['bmm_step'] / 1e9:.2f} GFLOP/s -> {achieved / big['bmm_step']:.1%}")
-    print(f"  ceiling: nn.LSTM (one weight set, {big['draws'] * args.batch_size} rows x {round(big['mean_bags'])} "
-          f"steps) achieves {big['lstm'] / 1e9:.2f} GFLOP/s = {big['lstm'] / big['gemm_step']:.1%} of the "
-          f"recurrent-step torch.mm")
+    steps = round(big["mean_bags"])
+    print(f"  PyTorch's fused nn.LSTM, one call per draw with its own weights ({big['draws']} x {args.batch_size} rows x "
+          f"{steps} steps): {big['lstm_blocks'] / 1e9:.2f} GFLOP/s = {big['lstm_blocks'] / big['gemm_step']:.1%} of the "
+          f"recurrent-step torch.mm (one weight set on all {big['draws'] * args.batch_size} rows at once: "
+          f"{big['lstm'] / 1e9:.2f} GFLOP/s = {big['lstm'] / big['gemm_step']:.1%})")
+    t_mm, t_sig = big["flops"] / big["gemm_step"], big["sigmoids"] / big["sigmoid"]
+    print(f"  cap from the gate nonlinearities alone: 5H sigmoids per draw and bag at {2e9 / big['sigmoid']:.2f} "
+          f"ns per element-core ({big['sigmoid'] / 1e9:.2f} G/s in place, cache-sized) take {t_sig:.2f} s "
+          f"beside {t_mm:.2f} s of FLOPs at the step mm's rate: no implementation with this sigmoid exceeds "
+          f"{t_mm / (t_mm + t_sig):.1%} of the recurrent-step torch.mm")
     if big["ideal_step"] is None:
         print("  ideal step (shared-weight mm + torch.compile-fused cell): unavailable here")
     else:

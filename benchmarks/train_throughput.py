@@ -43,6 +43,7 @@ def random_features(out: Path, n: int = 2000, n_tokens: int = 833, seed: int = 0
         "context": rng.integers(1, 23, size=(n, 4)).tolist(),
         "bag_hours": [[float(h) for h in range(-k + 1, 1)] for k in t], "bags": bags,
         "n_events": [sum(len(b) for b in bs) for bs in bags],
+        "observed_hours": [24.0] * n, "before_prediction_time": [False] * n,
     }
     write_parquet(pa.table(cols, schema=FEATURE_SCHEMA), out / "train.parquet")
     io.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"t{i}" for i in range(1, n_tokens)],

@@ -22,6 +22,8 @@ import pyarrow as pa
 
 REQUIRED = ("key", "context", "bag_hours", "bags", "n_events")  # columns every use needs
 LABEL = "label"  # required for training and validation, optional for scoring
+WINDOW = ("observed_hours", "before_prediction_time")  # optional (features of FEATURE_VERSION 2): the window's coverage
+OPTIONAL = (LABEL, *WINDOW)  # read where present
 
 
 class FeatureError(ValueError):
@@ -41,6 +43,8 @@ class FeatureSet:
     token_offsets: np.ndarray  # (M+1,) int64: tokens of bag j are token_offsets[j]:token_offsets[j+1]
     tokens: np.ndarray  # (Z,) int32 token ids
     source: str = "<memory>"  # file name used in error messages
+    observed_hours: np.ndarray | None = None  # (N,) float32 hours of the window the data covers; nan: not recorded
+    before_prediction_time: np.ndarray | None = None  # (N,) bool: the data ends before T (partial window)
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])
@@ -145,6 +149,15 @@ def from_arrow(table: pa.Table | pa.RecordBatch, source: str = "<memory>", row0:
     if events.null_count:
         raise FeatureError(f"{source}: column 'n_events' row {_first_null(events) + row0} is null")
     label = _labels(table, source, row0) if LABEL in names else np.full(n, np.nan, dtype=np.float32)
+    observed = _observed(table, source, row0) if WINDOW[0] in names else None
+    before = None
+    if WINDOW[1] in names:
+        col = table.column(WINDOW[1])
+        if col.null_count:
+            raise FeatureError(f"{source}: column {WINDOW[1]!r} row {_first_null(col) + row0} is null")
+        if not pa.types.is_boolean(col.type):
+            raise FeatureError(f"{source}: column {WINDOW[1]!r} must hold booleans, got {col.type}")
+        before = col.to_numpy(zero_copy_only=False).astype(bool)
     return FeatureSet(
         keys=keys,
         label=label,
@@ -155,7 +168,22 @@ def from_arrow(table: pa.Table | pa.RecordBatch, source: str = "<memory>", row0:
         token_offsets=tok_off,
         tokens=_ints(toks, "bags", source),
         source=source,
+        observed_hours=observed,
+        before_prediction_time=before,
     )
+
+
+def _observed(table, source: str, row0: int) -> np.ndarray:
+    """``observed_hours`` as float32 (null -> nan); a negative or infinite value names its row."""
+    col = table.column(WINDOW[0])
+    if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+        raise FeatureError(f"{source}: column {WINDOW[0]!r} must hold numbers, got {col.type}")
+    h = col.to_numpy(zero_copy_only=False).astype(np.float32)  # nulls -> nan
+    bad = np.flatnonzero(np.isinf(h) | (h < 0))
+    if bad.size:
+        raise FeatureError(f"{source}: column {WINDOW[0]!r} row {int(bad[0]) + row0} = {h[bad[0]]}: hours must be "
+                           "finite and >= 0")
+    return h
 
 
 def _labels(table, source: str, row0: int) -> np.ndarray:
@@ -186,7 +214,7 @@ def load_split(path: Path | str, require_labels: bool = True) -> FeatureSet:
     path = Path(path)
     if not path.exists():
         raise FeatureError(f"{path}: features file not found (run `cli.py extract` first)")
-    cols = [c for c in (*REQUIRED, LABEL) if c in pq.read_schema(path).names]
+    cols = [c for c in (*REQUIRED, *OPTIONAL) if c in pq.read_schema(path).names]
     fs = from_arrow(pq.read_table(path, columns=cols), source=str(path))
     if require_labels:
         fs.require_labels()
@@ -205,6 +233,8 @@ def from_pandas(frame, source: str = "<dataframe>") -> FeatureSet:
         "bags": pa.list_(pa.list_(pa.int32())),
         "n_events": pa.int32(),
         LABEL: pa.float32(),
+        WINDOW[0]: pa.float32(),
+        WINDOW[1]: pa.bool_(),
     }
     arrays, names = [], []
     for name, typ in types.items():
@@ -228,7 +258,7 @@ def iter_parquet(path: Path | str, chunk_rows: int = 4096) -> Iterator[FeatureSe
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(path)
-    cols = [c for c in (*REQUIRED, LABEL) if c in pf.schema_arrow.names]
+    cols = [c for c in (*REQUIRED, *OPTIONAL) if c in pf.schema_arrow.names]
     row0 = 0
     for rb in pf.iter_batches(batch_size=chunk_rows, columns=cols):
         yield from_arrow(rb, source=str(path), row0=row0)

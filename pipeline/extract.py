@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,7 +30,7 @@ from pipeline.schema import EVENT_TABLES
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2  # 2: observed_hours and before_prediction_time columns
 
 
 class SplitMode(str, Enum):
@@ -175,9 +176,15 @@ def extract(
     vocab: tokens.Vocab | None = None,
     schema: str = "mimiciii",
     cohort_filter: str = "TRUE",
+    as_of: float | None = None,
 ) -> ExtractResult:
     """Run the extraction; see the module docstring. With `vocab` given (scoring), nothing is
-    refitted and every admission goes to one file, `cohort.parquet`."""
+    refitted and every admission goes to one file, `cohort.parquet`.
+
+    ``as_of`` (scoring only; epoch seconds on the source's clock) is when the source's data ends:
+    an open admission whose prediction time T is later has only ``observed_hours`` of its window
+    and is flagged ``before_prediction_time``. Default: the newest ADMITTIME or DISCHTIME in
+    ADMISSIONS. It may not be earlier than that (the source holds records after it)."""
     cfg = config or ExtractConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -187,7 +194,7 @@ def extract(
     con = _connect(cfg, tmp)
     src = open_source(source, con, schema=schema)
     try:
-        result = _run(src, con, out, cfg, vocab, cohort_filter)
+        result = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
     finally:
         src.close()
         con.close()
@@ -196,7 +203,8 @@ def extract(
     return result
 
 
-def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, cohort_filter: str) -> ExtractResult:
+def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, cohort_filter: str,
+         as_of: float | None = None) -> ExtractResult:
     rel = src.relations()
     params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days))
     scoring = vocab is not None  # a census with the training vocabulary (no splits, no refit)
@@ -225,6 +233,14 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     if scoring and cohort["disch_epoch"].isna().any():
         log.info("%d admissions have no DISCHTIME (still in hospital): scored from their events before T",
                  int(cohort["disch_epoch"].isna().sum()))
+    if as_of is not None and not scoring:
+        raise ValueError("as_of applies to scoring a census (an extraction with the training vocabulary)")
+    cohort["observed_hours"] = observed_hours(cohort, cfg.prediction_hours, _as_of(src, as_of) if scoring else None)
+    cohort["before_prediction_time"] = cohort["observed_hours"] < cfg.prediction_hours
+    if cohort["before_prediction_time"].any():
+        log.warning("%d admissions are still before their prediction time (%g h after admission) in this data: "
+                    "scored from the hours observed so far, flagged before_prediction_time",
+                    int(cohort["before_prediction_time"].sum()), cfg.prediction_hours)
     key = deid.load_key()
     cohort["key"] = deid.pseudonyms(key, cohort["hadm_id"].astype("int64"))
     cohort["split"] = "cohort" if scoring else assign_splits(cohort, cfg)
@@ -274,8 +290,39 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     return ExtractResult(out, manifest, link, files)
 
 
+def observed_hours(cohort: pd.DataFrame, window_hours: float, as_of: float | None) -> pd.Series:
+    """Hours of each admission's window [ADMITTIME, T) that the data covers: (min(T, as_of) -
+    ADMITTIME) / 3600, within [0, window_hours]; the whole window where ``as_of`` is None (a
+    training extraction, where every cohort admission was still in hospital after T)."""
+    if as_of is None:
+        return pd.Series(float(window_hours), index=cohort.index)
+    end = np.minimum(cohort["pred_epoch"].to_numpy(dtype=np.float64), float(as_of))
+    hours = (end - cohort["admit_epoch"].to_numpy(dtype=np.float64)) / 3600.0
+    return pd.Series(np.clip(hours, 0.0, float(window_hours)), index=cohort.index)
+
+
+def _as_of(src, as_of: float | None) -> float:
+    """The data's end (epoch s): ``as_of`` checked against the newest ADMISSIONS time, or that time."""
+    from pipeline.sources import SourceError
+
+    row = src.fetch_arrow(
+        "SELECT max(admit_epoch) AS admit, max(disch_epoch) AS disch FROM admissions_classified "
+        "WHERE exclusion IS NULL OR exclusion NOT LIKE 'quarantine:%'", "ADMISSIONS (newest time)").to_pylist()[0]
+    newest = max((float(v) for v in row.values() if v is not None), default=None)
+    if as_of is None:
+        if newest is None:
+            raise SourceError("ADMISSIONS: no usable ADMITTIME, so the data's end (--as-of) cannot be inferred")
+        return newest
+    if newest is not None and float(as_of) < newest:
+        raise SourceError(f"--as-of is {(newest - float(as_of)) / 3600.0:.1f} h before the newest ADMITTIME or "
+                          "DISCHTIME in ADMISSIONS: the source holds records after it, and scoring as of a past "
+                          "time (cutting every table there) is not supported")
+    return float(as_of)
+
+
 def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pd.DataFrame) -> pd.DataFrame:
-    frame = cohort[["adm_idx", "key", "split", "label", "age", "gender", "admission_type", "admission_location", "icu_system"]].copy()
+    frame = cohort[["adm_idx", "key", "split", "label", "age", "gender", "admission_type", "admission_location", "icu_system",
+                    "observed_hours", "before_prediction_time"]].copy()
     frame["context"] = encode_context(ctx, vocab.context)
     frame = frame.merge(bags, on="adm_idx", how="left")
     empty = frame["n_events"].isna()
@@ -298,6 +345,8 @@ FEATURE_SCHEMA = pa.schema(
         ("bag_hours", pa.list_(pa.float32())),
         ("bags", pa.list_(pa.list_(pa.int32()))),
         ("n_events", pa.int32()),
+        ("observed_hours", pa.float32()),  # hours of [ADMITTIME, T) the data covers (< the window: T not reached)
+        ("before_prediction_time", pa.bool_()),  # the data ends before T: a partial window (open admissions only)
     ]
 )
 

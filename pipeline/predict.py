@@ -19,7 +19,8 @@ import pandas as pd
 from pipeline import metrics
 
 MI_FLOOR = 1e-9  # nats; MI below this is rounding noise of identical draws (e.g. a deterministic model)
-RISK_COLUMNS = ("key", "risk_mean", "risk_sd", "risk_p05", "risk_p95", "mutual_info", "refer", "n_events", "no_events")
+RISK_COLUMNS = ("key", "risk_mean", "risk_sd", "risk_p05", "risk_p95", "mutual_info", "refer", "n_events", "no_events",
+                "observed_hours", "before_prediction_time")
 
 
 def components_of(model) -> int:
@@ -108,13 +109,17 @@ def refer_threshold(mutual_info, fraction: float) -> float:
     return float(max(q, MI_FLOOR))
 
 
-def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None) -> pd.DataFrame:
+def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None, observed_hours=None,
+               before_prediction_time=None) -> pd.DataFrame:
     """Per-admission risk summary from (S, K, N) (or (D, N)) logits.
 
     Columns: ``key``; ``risk_mean`` (predictive probability of death), ``risk_sd``,
     ``risk_p05``/``risk_p95`` (5th/95th percentile of p over the draws), ``mutual_info``
     (nats), ``refer`` (mutual_info > refer_threshold), ``n_events`` (passthrough, -1 when not
-    given) and ``no_events`` (the admission had zero bags: the model saw only its context).
+    given), ``no_events`` (the admission had zero bags: the model saw only its context),
+    ``observed_hours`` (passthrough: hours of the window the data covered; nan when the features
+    do not record it) and ``before_prediction_time`` (passthrough, False when not recorded: the
+    data ended before the prediction time, so the risk rests on a partial window).
     """
     x = metrics.as_draws(logits)  # (D, N)
     n = x.shape[1]
@@ -130,6 +135,8 @@ def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None)
         empty = events == 0
     else:
         empty = np.zeros(n, dtype=bool)
+    observed = np.full(n, np.nan) if observed_hours is None else np.asarray(observed_hours, dtype=np.float64)
+    before = np.zeros(n, dtype=bool) if before_prediction_time is None else np.asarray(before_prediction_time, dtype=bool)
     lo, hi = np.percentile(p, [5.0, 95.0], axis=0)
     return pd.DataFrame(
         {
@@ -142,6 +149,8 @@ def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None)
             "refer": mi > float(refer_threshold),
             "n_events": events,
             "no_events": empty.astype(bool),
+            "observed_hours": observed,
+            "before_prediction_time": before,
         },
         columns=list(RISK_COLUMNS),
     )
@@ -153,9 +162,10 @@ def score_features(model, fs, samples: int, refer: float, batch_size: int = 256,
     logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens)  # (S, K, N)
     if logits.shape[2] == 0:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _EMPTY_TYPES.items()})
-    return risk_table(logits, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags)
+    return risk_table(logits, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags, observed_hours=fs.observed_hours,
+                      before_prediction_time=fs.before_prediction_time)
 
 
 _EMPTY_TYPES = {"key": "str", "risk_mean": "float64", "risk_sd": "float64", "risk_p05": "float64",
                 "risk_p95": "float64", "mutual_info": "float64", "refer": "bool", "n_events": "int64",
-                "no_events": "bool"}
+                "no_events": "bool", "observed_hours": "float64", "before_prediction_time": "bool"}

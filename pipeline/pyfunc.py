@@ -37,6 +37,8 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         self.model, self.info = load_model(context.artifacts["checkpoint"])
         self.model.requires_grad_(False)  # inference only; no global autograd switch (the host process may train)
         self.vocab_sizes = io.read_json(context.artifacts["model_info"])["vocab_sizes"]
+        extraction = io.read_json(context.artifacts["extraction"]) if "extraction" in context.artifacts else {}
+        self.window_hours = (extraction.get("config") or {}).get("prediction_hours")  # None: not logged
 
     def predict(self, context, model_input, params=None):
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
@@ -49,6 +51,8 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         batch = int(params.get("batch_size") or DEFAULT_BATCH)
         fs = data.from_pandas(model_input, source="pyfunc input")
         fs.check_vocab(self.vocab_sizes["tokens"], self.vocab_sizes["context"])
+        if fs.before_prediction_time is None and fs.observed_hours is not None and self.window_hours is not None:
+            fs.before_prediction_time = fs.observed_hours < float(self.window_hours)  # nan (not recorded) -> False
         seed = params.get("seed")
         with torch.random.fork_rng(devices=[]):
             if seed is not None:
@@ -68,6 +72,9 @@ def signature(default_samples: int = DEFAULT_SAMPLES):
         ColSpec(Array("double"), "bag_hours"),  # float32 or python floats both convert safely
         ColSpec(AnyType(), "bags"),  # list<list<int>>, ragged: MLflow cannot enforce nested ragged arrays
         ColSpec("long", "n_events"),
+        # features of FEATURE_VERSION 2; before_prediction_time is derived from it and the model's window
+        # (an optional boolean input would arrive as NaN where absent, which MLflow refuses to cast)
+        ColSpec("double", "observed_hours", required=False),
     ])
     outputs = Schema([
         ColSpec("string", "key"),
@@ -75,6 +82,8 @@ def signature(default_samples: int = DEFAULT_SAMPLES):
         ColSpec("boolean", "refer"),
         ColSpec("long", "n_events"),
         ColSpec("boolean", "no_events"),
+        ColSpec("double", "observed_hours"),
+        ColSpec("boolean", "before_prediction_time"),
     ])
     params = ParamSchema([
         ParamSpec("samples", "long", int(default_samples)),

@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 SPLIT_FILES = ("cohort", "train", "val", "test")  # files scored in a features directory (cohort alone if present)
 OUTPUT_SCHEMA = pa.schema([("key", pa.string()), *((c, pa.float64()) for c in RISK_COLUMNS[1:6]),
-                           ("refer", pa.bool_()), ("n_events", pa.int64()), ("no_events", pa.bool_())])
+                           ("refer", pa.bool_()), ("n_events", pa.int64()), ("no_events", pa.bool_()),
+                           ("observed_hours", pa.float64()), ("before_prediction_time", pa.bool_())])
 COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epoch", "disch_epoch",
                   "window_start_epoch", "age", "gender", "admission_type", "admission_location", "icu_system",
                   "label")  # columns a cohort condition may use (sql/02_cohort.sql)
@@ -71,6 +72,7 @@ class ScoreSummary:
     components: int  # K of the model
     inputs: list[Path] = field(default_factory=list)  # feature files scored
     not_scored: int = 0  # HADM_IDs of an id-list cohort file with no score (absent, quarantined or excluded)
+    before_prediction_time: int = 0  # rows whose data ended before the prediction time (partial window)
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -223,8 +225,9 @@ def _is_list_of(typ, inner) -> bool:
 
 
 def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Path, cohort_filter: str = "TRUE",
-                   schema: str = "mimiciii") -> Path:
-    """Extract ``source`` with the training configuration and vocabulary; returns ``cohort.parquet``."""
+                   schema: str = "mimiciii", as_of: float | None = None) -> Path:
+    """Extract ``source`` with the training configuration and vocabulary; returns ``cohort.parquet``
+    (``as_of``: see ``extract.extract``)."""
     from pipeline.extract import ExtractConfig, SplitMode, extract
     from pipeline.tokens import Vocab
 
@@ -238,7 +241,8 @@ def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Pat
                     sorted(set(saved) - known))
     cfg = ExtractConfig(**{k: v for k, v in saved.items() if k in known})
     cfg.split = SplitMode(cfg.split)
-    result = extract(source, out_dir, cfg, vocab=Vocab.from_json(vocab), schema=schema, cohort_filter=cohort_filter)
+    result = extract(source, out_dir, cfg, vocab=Vocab.from_json(vocab), schema=schema, cohort_filter=cohort_filter,
+                     as_of=as_of)
     return result.files["cohort"]
 
 
@@ -267,7 +271,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
     for f in files:
         check_schema(f)
         _check_vocab_file(f, run.vocab)
-    total = referred = empty = 0
+    total = referred = empty = early = 0
     out = Path(out)
     with io.atomic_path(out) as tmp, torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
@@ -281,7 +285,9 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
                     total += len(table)
                     referred += int(table["refer"].sum())
                     empty += int(table["no_events"].sum())
-    return ScoreSummary(out, total, referred, empty, samples, predict.components_of(run.model), list(files))
+                    early += int(table["before_prediction_time"].sum())
+    return ScoreSummary(out, total, referred, empty, samples, predict.components_of(run.model), list(files),
+                        before_prediction_time=early)
 
 
 def _chunks(path: Path, chunk_rows: int):
@@ -308,8 +314,14 @@ def _check_vocab_file(path: Path, vocab: dict) -> None:
 
 
 def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, source: str | None = None,
-          cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii") -> ScoreSummary:
-    """Score ``data`` (features) or ``source`` (MIMIC-III, optionally restricted by ``cohort``) into ``out``."""
+          cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
+          as_of: str | None = None) -> ScoreSummary:
+    """Score ``data`` (features) or ``source`` (MIMIC-III, optionally restricted by ``cohort``) into ``out``.
+
+    ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
+    ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open
+    admissions whose prediction time is later are scored on the hours observed and flagged.
+    """
     from pipeline.evaluate import load_run_model
 
     cfg = cfg or ScoreConfig()
@@ -317,6 +329,9 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         raise ScoreError("give exactly one of --data (features) or --source (MIMIC-III)")
     if cohort is not None and source is None:
         raise ScoreError("--cohort restricts a --source extraction; with --data, filter the features instead")
+    if as_of is not None and source is None:
+        raise ScoreError("--as-of applies to a --source extraction; features record their window already")
+    as_of_epoch = parse_as_of(as_of) if as_of is not None else None
     with tempfile.TemporaryDirectory(prefix="score-") as tmp:
         run = load_run_model(model_uri, Path(tmp) / "model")
         if data is not None:
@@ -325,7 +340,8 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         from pipeline.sources import SourceError
 
         try:
-            path = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema)
+            path = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema,
+                                  as_of_epoch)
         except SourceError as exc:
             m = _COHORT_SQL_ERROR.match(str(exc))
             if cohort is None or not m:
@@ -343,6 +359,18 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
                             "the cohort criteria (the extraction log counts each reason)", summary.not_scored,
                             len(ids), cohort)
         return summary
+
+
+def parse_as_of(text: str) -> float:
+    """Epoch seconds of a naive timestamp "YYYY-MM-DD HH:MM[:SS]" (the source's clock, as its tables)."""
+    from datetime import datetime, timezone
+
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"):
+        try:
+            return datetime.strptime(text.strip(), fmt).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            continue
+    raise ScoreError("--as-of must be a timestamp YYYY-MM-DD HH:MM[:SS] on the source's clock")
 
 
 def _not_scored(ids: list[int], cohort_parquet: Path) -> int:

@@ -35,6 +35,8 @@ def _rows(n: int, rng: np.random.Generator, zero_bag_every: int = 7) -> dict:
         rows["bag_hours"].append([float(h) for h in sorted(rng.choice(np.arange(-48, 24), size=t, replace=False))])
         rows["bags"].append(bags)
         rows["n_events"].append(sum(len(b) for b in bags))
+        rows["observed_hours"].append(24.0)
+        rows["before_prediction_time"].append(False)
     return rows
 
 
@@ -54,7 +56,7 @@ def _table(rows: list[dict]) -> pa.Table:
     return pa.table(cols, schema=FEATURE_SCHEMA)
 
 
-_DEFAULTS = ["k", 0, 50.0, "M", "EMERGENCY", "EMERGENCY ROOM ADMIT", "carevue", [1, 2], [], [], 0]
+_DEFAULTS = ["k", 0, 50.0, "M", "EMERGENCY", "EMERGENCY ROOM ADMIT", "carevue", [1, 2], [], [], 0, 24.0, False]
 
 HAND = [
     {"key": "a", "label": 1, "context": [1, 2, 3], "bag_hours": [-24.0, 1.0, 2.0], "bags": [[1, 4], [2, 3, 5, 7, 9], [6]], "n_events": 8},
@@ -220,3 +222,19 @@ def test_demo_features_batch_through_every_model(demo_features):
         for b in (batch, zero):
             out = model(b, samples=3)
             assert out.shape == (3 * model.components, b["label"].shape[0]) and torch.isfinite(out).all()
+
+
+def test_window_columns_are_optional_and_checked(tmp_path):
+    rows = [dict(HAND[0], observed_hours=5.5, before_prediction_time=True), dict(HAND[1])]
+    fs = data.from_arrow(_table(rows))
+    assert fs.observed_hours.tolist() == [5.5, 24.0] and fs.before_prediction_time.tolist() == [True, False]
+    old = _table(rows).drop_columns(["observed_hours", "before_prediction_time"])  # FEATURE_VERSION 1 files
+    fs = data.from_arrow(old)
+    assert fs.observed_hours is None and fs.before_prediction_time is None
+    write_parquet(_table(rows), tmp_path / "f.parquet")
+    assert data.load_split(tmp_path / "f.parquet").before_prediction_time.tolist() == [True, False]
+    bad = _table([dict(HAND[0]), dict(HAND[1], observed_hours=-1.0)])
+    with pytest.raises(data.FeatureError, match="column 'observed_hours' row 1 = -1.0"):
+        data.from_arrow(bad, source="f.parquet")
+    frame = _table(rows).to_pandas()
+    assert data.from_pandas(frame).before_prediction_time.tolist() == [True, False]

@@ -60,7 +60,7 @@ def test_feature_format(demo_features):
         table = pq.read_table(out / f"{split}.parquet")
         assert table.column_names == [
             "key", "label", "age", "gender", "admission_type", "admission_location",
-            "icu_system", "context", "bag_hours", "bags", "n_events",
+            "icu_system", "context", "bag_hours", "bags", "n_events", "observed_hours", "before_prediction_time",
         ]
         frame = table.to_pandas()
         assert frame["key"].str.fullmatch(r"[0-9a-f]{32}").all()
@@ -217,3 +217,20 @@ def test_interrupt_scans_stops_a_running_scan(demo_dir):
     worker.join(timeout=10)
     assert not worker.is_alive()
     assert "a long query" in outcome["error"] and "nterrupt" in outcome["error"]
+
+
+def test_training_features_cover_the_whole_window(demo_features):
+    """Every training admission was in hospital past T: its window is whole, nothing is flagged."""
+    for split in ("train", "val", "test"):
+        f = pd.read_parquet(demo_features.out_dir / f"{split}.parquet", columns=["observed_hours", "before_prediction_time"])
+        assert (f["observed_hours"] == 24.0).all() and not f["before_prediction_time"].any()
+
+
+def test_observed_hours_clips_to_the_window():
+    from pipeline.extract import observed_hours
+
+    h = 3600.0
+    cohort = pd.DataFrame({"admit_epoch": [0.0, 0.0, 0.0, 10 * h], "pred_epoch": [24 * h, 24 * h, 24 * h, 34 * h]})
+    assert observed_hours(cohort, 24.0, None).tolist() == [24.0] * 4
+    assert observed_hours(cohort, 24.0, 30 * h).tolist() == [24.0, 24.0, 24.0, 20.0]
+    assert observed_hours(cohort, 24.0, 5.5 * h).tolist() == [5.5, 5.5, 5.5, 0.0]  # as of before admission: 0

@@ -104,6 +104,16 @@ def test_risk_table_columns_and_values():
     assert (table["risk_p05"] <= table["risk_mean"]).all() and (table["risk_mean"] <= table["risk_p95"]).all()
 
 
+def test_risk_table_passes_the_window_columns_through():
+    logits = np.zeros((2, 1, 3))
+    table = predict.risk_table(logits, ["a", "b", "c"], 0.1, observed_hours=[24.0, 5.5, 0.0],
+                               before_prediction_time=[False, True, True])
+    assert table["observed_hours"].tolist() == [24.0, 5.5, 0.0]
+    assert table["before_prediction_time"].tolist() == [False, True, True]
+    unknown = predict.risk_table(logits, ["a", "b", "c"], 0.1)  # features that do not record the window
+    assert unknown["observed_hours"].isna().all() and not unknown["before_prediction_time"].any()
+
+
 def test_risk_table_key_mismatch():
     with pytest.raises(ValueError, match="2 keys for 3 admissions"):
         predict.risk_table(np.zeros((2, 3)), ["a", "b"], 0.1)

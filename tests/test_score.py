@@ -181,6 +181,54 @@ def test_census_scores_open_admissions_and_counts_ids_without_a_score(demo_run, 
     assert list(pd.read_parquet(trained.out_dir / "quarantine" / "admissions.parquet")["reason"]) == ["missing DISCHTIME"]
 
 
+def test_census_flags_admissions_still_before_their_prediction_time(demo_run, demo_features, demo_dir, tmp_path):
+    """A patient admitted hours before the data ends has only those hours of the 24 h window: the
+    score says so (observed_hours, before_prediction_time) instead of passing for a 24 h risk."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in demo_dir.glob("*.csv.gz"):
+        (src / f.name).symlink_to(f)
+    (src / "ADMISSIONS.csv.gz").unlink()
+    adm = pd.read_csv(demo_dir / "ADMISSIONS.csv.gz", dtype=str, keep_default_na=False)
+    newest = max(pd.to_datetime(adm[c], errors="coerce").max() for c in ("admittime", "dischtime"))
+    old_open, new_open = _hadm_ids(demo_features.out_dir, "test")[:2]
+    admit = newest + pd.Timedelta(days=10)  # the newest record: the data's default end
+    adm.loc[adm["hadm_id"].astype(int) == old_open, ["dischtime", "deathtime", "discharge_location"]] = ""
+    adm.loc[adm["hadm_id"].astype(int) == new_open, ["dischtime", "deathtime", "discharge_location"]] = ""
+    adm.loc[adm["hadm_id"].astype(int) == new_open, "admittime"] = str(admit)
+    adm.to_csv(src / "ADMISSIONS.csv.gz", index=False)
+    (tmp_path / "census.txt").write_text(f"{old_open}\n{new_open}\n")
+    keys = dict(zip(privacy_keys([old_open, new_open]), ("old", "new")))
+
+    def scored(as_of):
+        s = sc.score(demo_run, tmp_path / "s.parquet", source=str(src), cohort=tmp_path / "census.txt", cfg=_cfg(),
+                     as_of=as_of)
+        table = pd.read_parquet(s.out).set_index("key").rename(index=keys)
+        return s, table
+
+    s, table = scored(None)  # ends at the newest ADMITTIME: the new admission has 0 h of its window
+    assert s.before_prediction_time == 1 and s.admissions == 2
+    assert table.loc["new", "before_prediction_time"] and table.loc["new", "observed_hours"] == 0.0
+    assert not table.loc["old", "before_prediction_time"] and table.loc["old", "observed_hours"] == 24.0
+    assert np.isfinite(table["risk_mean"]).all()
+    s, table = scored(str(admit + pd.Timedelta(hours=5, minutes=30)))
+    assert table.loc["new", "observed_hours"] == 5.5 and table.loc["new", "before_prediction_time"]
+    s, table = scored(str(admit + pd.Timedelta(hours=30)))
+    assert s.before_prediction_time == 0 and table.loc["new", "observed_hours"] == 24.0
+    with pytest.raises(Exception, match=r"--as-of is 1\.0 h before the newest ADMITTIME"):
+        scored(str(admit - pd.Timedelta(hours=1)))
+    with pytest.raises(sc.ScoreError, match="--as-of must be a timestamp"):
+        scored("yesterday")
+    with pytest.raises(sc.ScoreError, match="--as-of applies to a --source"):
+        sc.score(demo_run, tmp_path / "s.parquet", data=demo_features.out_dir / "test.parquet", as_of=str(admit))
+
+
+def privacy_keys(ids: list[int]) -> list[str]:
+    from pipeline import deid
+
+    return deid.pseudonyms(deid.load_key(), ids)
+
+
 def test_a_cohort_that_matches_nobody_says_so(demo_run, demo_dir, tmp_path):
     (tmp_path / "c.txt").write_text("99999998\n99999999\n")
     with pytest.raises(Exception, match="the cohort condition kept none of the [0-9]+ eligible"):

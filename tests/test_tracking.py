@@ -115,6 +115,11 @@ def test_pyfunc_predicts_risk_table(loaded, demo_features):
     assert out["refer"].dtype == bool and out["no_events"].dtype == bool
     assert ((out["risk_mean"] > 0) & (out["risk_mean"] < 1)).all() and (out["risk_sd"] > 0).all()
     assert (out["risk_p05"] <= out["risk_p95"]).all()
+    assert (out["observed_hours"] == 24.0).all() and not out["before_prediction_time"].any()
+    partial = frame.head(3).assign(observed_hours=[24.0, 5.5, float("nan")]).drop(columns="before_prediction_time")
+    flagged = loaded.predict(partial)  # derived from observed_hours and the model's 24 h window
+    assert flagged["before_prediction_time"].tolist() == [False, True, False]
+    assert flagged["observed_hours"].iloc[:2].tolist() == [24.0, 5.5] and np.isnan(flagged["observed_hours"].iloc[2])
     schema = [c.name for c in loaded.metadata.get_output_schema().inputs]
     assert schema == list(RISK_COLUMNS)
     assert loaded.metadata.get_params_schema().to_dict()[0] == {"name": "samples", "type": "long", "default": 4,
