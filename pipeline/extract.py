@@ -235,12 +235,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
                  int(cohort["disch_epoch"].isna().sum()))
     if as_of is not None and not scoring:
         raise ValueError("as_of applies to scoring a census (an extraction with the training vocabulary)")
-    cohort["observed_hours"] = observed_hours(cohort, cfg.prediction_hours, _as_of(src, as_of) if scoring else None)
-    cohort["before_prediction_time"] = cohort["observed_hours"] < cfg.prediction_hours
-    if cohort["before_prediction_time"].any():
-        log.warning("%d admissions are still before their prediction time (%g h after admission) in this data: "
-                    "scored from the hours observed so far, flagged before_prediction_time",
-                    int(cohort["before_prediction_time"].sum()), cfg.prediction_hours)
+    data_end = _as_of(src, as_of) if scoring else None  # checked before the event scans
     key = deid.load_key()
     cohort["key"] = deid.pseudonyms(key, cohort["hadm_id"].astype("int64"))
     cohort["split"] = "cohort" if scoring else assign_splits(cohort, cfg)
@@ -266,6 +261,16 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         )
     for table in present:
         con.execute(f"DROP TABLE ev_{table}")
+    last_event = None
+    if scoring:  # an event used shows the data reaches at least its time
+        last = dict(con.sql("SELECT adm_idx, max(t_hours) FROM events GROUP BY adm_idx").fetchall())
+        last_event = cohort["adm_idx"].map(last).astype("float64")
+    cohort["observed_hours"] = observed_hours(cohort, cfg.prediction_hours, data_end, last_event)
+    cohort["before_prediction_time"] = cohort["observed_hours"] < cfg.prediction_hours
+    if cohort["before_prediction_time"].any():
+        log.warning("%d admissions are still before their prediction time (%g h after admission) in this data: "
+                    "scored from the hours observed so far, flagged before_prediction_time",
+                    int(cohort["before_prediction_time"].sum()), cfg.prediction_hours)
 
     ctx = context_tokens(cohort)
     if vocab is None:
@@ -290,14 +295,18 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     return ExtractResult(out, manifest, link, files)
 
 
-def observed_hours(cohort: pd.DataFrame, window_hours: float, as_of: float | None) -> pd.Series:
-    """Hours of each admission's window [ADMITTIME, T) that the data covers: (min(T, as_of) -
-    ADMITTIME) / 3600, within [0, window_hours]; the whole window where ``as_of`` is None (a
-    training extraction, where every cohort admission was still in hospital after T)."""
+def observed_hours(cohort: pd.DataFrame, window_hours: float, as_of: float | None,
+                   last_event_hours: pd.Series | None = None) -> pd.Series:
+    """Hours of each admission's window [ADMITTIME, T) that the data covers, within [0, window_hours]:
+    (min(T, as_of) - ADMITTIME) / 3600, raised to the admission's last event used (hours after
+    ADMITTIME; NaN: none), which the data evidently reaches. The whole window where ``as_of`` is
+    None (a training extraction: every cohort admission was still in hospital after T)."""
     if as_of is None:
         return pd.Series(float(window_hours), index=cohort.index)
     end = np.minimum(cohort["pred_epoch"].to_numpy(dtype=np.float64), float(as_of))
     hours = (end - cohort["admit_epoch"].to_numpy(dtype=np.float64)) / 3600.0
+    if last_event_hours is not None:
+        hours = np.fmax(hours, last_event_hours.to_numpy(dtype=np.float64))  # fmax: NaN (no events) ignored
     return pd.Series(np.clip(hours, 0.0, float(window_hours)), index=cohort.index)
 
 
@@ -313,10 +322,9 @@ def _as_of(src, as_of: float | None) -> float:
         if newest is None:
             raise SourceError("ADMISSIONS: no usable ADMITTIME, so the data's end (--as-of) cannot be inferred")
         return newest
-    if newest is not None and float(as_of) < newest:
-        raise SourceError(f"--as-of is {(newest - float(as_of)) / 3600.0:.1f} h before the newest ADMITTIME or "
-                          "DISCHTIME in ADMISSIONS: the source holds records after it, and scoring as of a past "
-                          "time (cutting every table there) is not supported")
+    if newest is not None and float(as_of) < newest:  # the gap is not shown: with --as-of it would date a record
+        raise SourceError("--as-of is before the newest ADMITTIME or DISCHTIME in ADMISSIONS: the source holds "
+                          "records after it, and scoring as of a past time (cutting every table there) is not supported")
     return float(as_of)
 
 

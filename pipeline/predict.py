@@ -117,8 +117,8 @@ def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None,
     ``risk_p05``/``risk_p95`` (5th/95th percentile of p over the draws), ``mutual_info``
     (nats), ``refer`` (mutual_info > refer_threshold), ``n_events`` (passthrough, -1 when not
     given), ``no_events`` (the admission had zero bags: the model saw only its context),
-    ``observed_hours`` (passthrough: hours of the window the data covered; nan when the features
-    do not record it) and ``before_prediction_time`` (passthrough, False when not recorded: the
+    ``observed_hours`` (passthrough, to 0.001 h: hours of the window the data covered; -1 when the
+    features do not record it, as ``n_events``) and ``before_prediction_time`` (passthrough, False when not recorded: the
     data ended before the prediction time, so the risk rests on a partial window).
     """
     x = metrics.as_draws(logits)  # (D, N)
@@ -136,6 +136,7 @@ def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None,
     else:
         empty = np.zeros(n, dtype=bool)
     observed = np.full(n, np.nan) if observed_hours is None else np.asarray(observed_hours, dtype=np.float64)
+    observed = np.where(np.isnan(observed), -1.0, np.round(observed, 3))  # float32 storage noise off; -1: unknown
     before = np.zeros(n, dtype=bool) if before_prediction_time is None else np.asarray(before_prediction_time, dtype=bool)
     lo, hi = np.percentile(p, [5.0, 95.0], axis=0)
     return pd.DataFrame(

@@ -39,6 +39,12 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         self.vocab_sizes = io.read_json(context.artifacts["model_info"])["vocab_sizes"]
         extraction = io.read_json(context.artifacts["extraction"]) if "extraction" in context.artifacts else {}
         self.window_hours = (extraction.get("config") or {}).get("prediction_hours")  # None: not logged
+        if self.window_hours is None:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "the model was logged without its extraction settings: before_prediction_time cannot be derived "
+                "from an input's observed_hours and stays False")
 
     def predict(self, context, model_input, params=None):
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""

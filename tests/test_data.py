@@ -47,7 +47,7 @@ def write_features(out, n_train: int = 96, n_val: int = 32, n_test: int = 16, se
         write_parquet(pa.table(_rows(n, rng), schema=FEATURE_SCHEMA), out / f"{split}.parquet")
     io.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"chart:{i}" for i in range(1, N_TOKENS)],
                                        "context": ["<pad>"] + [f"ctx:{i}" for i in range(1, N_CONTEXT)], "bins": {}})
-    io.write_json(out / "manifest.json", {"feature_version": 1, "splits": {"train": {"admissions": n_train}}})
+    io.write_json(out / "manifest.json", {"feature_version": 2, "splits": {"train": {"admissions": n_train}}})
     return out
 
 

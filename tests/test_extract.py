@@ -231,6 +231,7 @@ def test_observed_hours_clips_to_the_window():
 
     h = 3600.0
     cohort = pd.DataFrame({"admit_epoch": [0.0, 0.0, 0.0, 10 * h], "pred_epoch": [24 * h, 24 * h, 24 * h, 34 * h]})
-    assert observed_hours(cohort, 24.0, None).tolist() == [24.0] * 4
     assert observed_hours(cohort, 24.0, 30 * h).tolist() == [24.0, 24.0, 24.0, 20.0]
     assert observed_hours(cohort, 24.0, 5.5 * h).tolist() == [5.5, 5.5, 5.5, 0.0]  # as of before admission: 0
+    last = pd.Series([float("nan"), 2.0, 9.25, -30.0])  # last event used, hours after ADMITTIME (nan: none)
+    assert observed_hours(cohort, 24.0, 5.5 * h, last).tolist() == [5.5, 5.5, 9.25, 0.0]  # the data reaches 9.25 h

@@ -111,7 +111,9 @@ def test_risk_table_passes_the_window_columns_through():
     assert table["observed_hours"].tolist() == [24.0, 5.5, 0.0]
     assert table["before_prediction_time"].tolist() == [False, True, True]
     unknown = predict.risk_table(logits, ["a", "b", "c"], 0.1)  # features that do not record the window
-    assert unknown["observed_hours"].isna().all() and not unknown["before_prediction_time"].any()
+    assert (unknown["observed_hours"] == -1.0).all() and not unknown["before_prediction_time"].any()
+    noisy = predict.risk_table(logits, ["a", "b", "c"], 0.1, observed_hours=np.float32([23.9, np.nan, 1 / 3]))
+    assert noisy["observed_hours"].tolist() == [23.9, -1.0, 0.333]  # float32 noise rounded off; nan -> -1
 
 
 def test_risk_table_key_mismatch():

@@ -52,10 +52,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _records(frame: pd.DataFrame) -> dict:
+def _records(frame: pd.DataFrame, observed_hours: list[float]) -> dict:
     rows = [[r.key, [int(c) for c in r.context], [float(h) for h in r.bag_hours],
-             [[int(t) for t in b] for b in r.bags], int(r.n_events)] for r in frame.itertuples()]
-    return {"dataframe_split": {"columns": INPUT, "data": rows}, "params": PARAMS}
+             [[int(t) for t in b] for b in r.bags], int(r.n_events), h] for r, h in zip(frame.itertuples(), observed_hours)]
+    return {"dataframe_split": {"columns": [*INPUT, "observed_hours"], "data": rows}, "params": PARAMS}
+
+
+def _strict(constant: str):
+    raise ValueError(f"the server answered with {constant}, which is not JSON")
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -90,10 +94,10 @@ def test_mlflow_models_serve_answers_two_admissions(demo_run, census, expected, 
                 pass
             assert time.monotonic() < deadline, "server did not answer /ping within 120 s"
             time.sleep(0.5)
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=json.dumps(_records(census)).encode(),
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=json.dumps(_records(census, [24.0, 5.5])).encode(),
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=120) as r:
-            answer = json.loads(r.read())
+            answer = json.loads(r.read(), parse_constant=_strict)  # NaN / Infinity would break strict clients
     finally:
         _stop(proc)
         log.close()
@@ -104,6 +108,8 @@ def test_mlflow_models_serve_answers_two_admissions(demo_run, census, expected, 
     np.testing.assert_allclose(out["risk_mean"], expected["risk_mean"], rtol=1e-5)  # float32, other threads
     np.testing.assert_allclose(out["mutual_info"], expected["mutual_info"], rtol=1e-3, atol=1e-9)
     assert out["refer"].tolist() == expected["refer"].tolist()
+    assert out["observed_hours"].tolist() == [24.0, 5.5]  # the second has not reached its 24 h prediction time
+    assert out["before_prediction_time"].tolist() == [False, True]
 
 
 @pytest.mark.slow
