@@ -22,8 +22,9 @@ same thread count, each timed after the scoring (best of repeated runs; the mach
 (b) ``torch.mm`` (S·K·batch_size, H) x (H, 4H): one recurrent step of all draws of a batch
     with one shared weight (the figure tracked in the issue);
 (c) ``torch.bmm`` (S·K, batch_size, D+1+H) x (S·K, D+1+H, 4H): one step of all draws of a
-    batch with each draw's own weights, the product the evaluation path really runs;
-(d) PyTorch's fused LSTM (``nn.LSTM``, no grad), run as this path could run it: one call per draw,
+    batch with each draw's own weights, the product the blocks backend runs (``inference.Backend``:
+    below ``FUSED_MIN_HIDDEN`` units; ``--backend`` forces one);
+(d) PyTorch's fused LSTM (``nn.LSTM``, no grad), run as the fused backend runs it: one call per draw,
     each with its own weights, over ``batch_size`` rows of round(mean bags) steps (cache-sized
     blocks), FLOPs counted as above; and the same kernel on all S·K·batch_size rows at once with one
     weight set (out of cache), the figure earlier versions printed as a ceiling;
@@ -192,6 +193,10 @@ def child(args) -> dict:
     from pipeline.score import ScoreConfig, score_files
 
     torch.set_num_threads(args.threads)
+    if args.backend != "auto":  # instrumentation: the model calls final_hidden with Backend.AUTO
+        from pipeline.layers import inference
+
+        inference.FUSED_MIN_HIDDEN = 0 if args.backend == "fused" else 1 << 30
     with tempfile.TemporaryDirectory() as tmp:
         feats = random_features(Path(tmp), n=args.n)
         vocab = io.read_json(feats / "vocab.json")
@@ -243,7 +248,8 @@ def child(args) -> dict:
 
 def run_child(n: int, args) -> dict:
     cmd = [sys.executable, __file__, "--child", "--n", str(n), "--samples", str(args.samples), "--threads",
-           str(args.threads), "--batch-size", str(args.batch_size), "--hidden", str(args.hidden), "--repeat", str(args.repeat)]
+           str(args.threads), "--batch-size", str(args.batch_size), "--hidden", str(args.hidden), "--repeat", str(args.repeat),
+           "--backend", args.backend]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -258,6 +264,8 @@ def main() -> None:
     ap.add_argument("--target", type=int, default=58_976, help="cohort size to extrapolate to")
     ap.add_argument("--hidden", type=int, default=0, help="LSTM units (0: the default model's)")
     ap.add_argument("--repeat", type=int, default=3, help="times each cohort is scored (best and median reported)")
+    ap.add_argument("--backend", choices=["auto", "blocks", "fused"], default="auto",
+                    help="recurrence backend (inference.Backend); auto: fused from inference.FUSED_MIN_HIDDEN units up")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -266,7 +274,10 @@ def main() -> None:
     small, big = run_child(args.small, args), run_child(args.n, args)
     rate = big["n"] / big["median_secs"]  # the time target: the median run
     achieved = big["flops"] / big["secs"]  # FLOP/s: the best run, as the references
-    print(f"scoring {args.samples} samples x K=4 = {big['draws']} draws, LSTM {big['h']}, batch {args.batch_size}, "
+    from pipeline.layers.inference import FUSED_MIN_HIDDEN
+
+    backend = args.backend if args.backend != "auto" else ("fused" if big["h"] >= FUSED_MIN_HIDDEN else "blocks")
+    print(f"scoring {args.samples} samples x K=4 = {big['draws']} draws, LSTM {big['h']} ({backend} backend), batch {args.batch_size}, "
           f"{args.threads} torch threads, random features ({big['mean_bags']:.1f} bags per admission on average)")
     for r in (small, big):
         print(f"  n={r['n']:6d}  best {r['secs']:5.1f} s, median {r['median_secs']:5.1f} s of {args.repeat} "
@@ -284,7 +295,7 @@ def main() -> None:
     if not big["lstm_secs"]:
         raise SystemExit("the recurrence was never timed: is the model's fast inference path (inference.final_hidden) off?")
     lstm = big["lstm_flops"] / big["lstm_secs"]
-    print(f"  of which the LSTM recurrence (inference.final_hidden: kernels, steps) took {big['lstm_secs']:.2f} s: "
+    print(f"  of which the LSTM recurrence (inference.final_hidden: weights and steps) took {big['lstm_secs']:.2f} s: "
           f"{lstm / 1e9:.2f} GFLOP/s of LSTM FLOPs = {lstm / big['gemm_step']:.1%} of the recurrent-step torch.mm; "
           f"the embeddings, dense layers and batching the other {big['forward_secs'] - big['lstm_secs']:.2f} s")
     print(f"  vs torch.mm ({big['block_rows']}, {big['d'] + 1 + big['h']}) x ({big['d'] + 1 + big['h']}, "

@@ -276,19 +276,22 @@ def test_sample_bags_equal_tiled_forward(mode):
 
 
 @pytest.mark.parametrize("layers", [1, 2])
-def test_final_hidden_equals_lstm_forward_with_same_draws(layers):
+@pytest.mark.parametrize("backend", ["blocks", "fused"])
+@pytest.mark.parametrize("perturbation", ["multiplicative", "additive"])
+def test_final_hidden_equals_lstm_forward_with_same_draws(layers, backend, perturbation):
     """inference.final_hidden == LSTMRank1.forward_with on the same per-block draws (sorted rows)."""
     from pipeline.layers import LSTMRank1, Rank1Config, expand_members
     from pipeline.layers.inference import final_hidden
 
-    lstm = LSTMRank1(5, 7, num_layers=layers, components=2, config=Rank1Config(init_stddev=0.3))
+    lstm = LSTMRank1(5, 7, num_layers=layers, components=2,
+                     config=Rank1Config(init_stddev=0.3, perturbation=perturbation))
     set_sampling(lstm, "per_member")
     s, b = 3, 6
     x = torch.randn(b, 4, s, 5)  # (B, T, S, D)
     lengths = torch.tensor([4, 4, 3, 1, 0, 0])
     with torch.no_grad():
         torch.manual_seed(1)
-        fast = final_hidden(lstm, x, lengths, s)  # (S·K·B, H)
+        fast = final_hidden(lstm, x, lengths, s, backend)  # (S·K·B, H)
         torch.manual_seed(1)
         draws = lstm.draw(s * 2 * b, s)
         rows = expand_members(x.permute(2, 0, 1, 3).reshape(s * b, 4, 5), s, 2, b)  # (S·B, T, D) -> (S·K·B, T, D)
@@ -296,7 +299,29 @@ def test_final_hidden_equals_lstm_forward_with_same_draws(layers):
     torch.testing.assert_close(fast, h_n[-1], rtol=1e-5, atol=1e-6)
     assert fast.view(s * 2, b, 7)[:, 4:].abs().max() == 0  # length 0: zero state
     with pytest.raises(ValueError, match="sorted"):
-        final_hidden(lstm, x, lengths.flip(0), s)
+        final_hidden(lstm, x, lengths.flip(0), s, backend)
+    with torch.no_grad():  # no row runs: zero states, no kernel call
+        assert final_hidden(lstm, x, torch.zeros(b, dtype=torch.long), s, backend).abs().max() == 0
+        shared = []
+        for kind in (backend, "blocks"):  # one input sample for every draw (S_x = 1), same draws
+            torch.manual_seed(2)
+            shared.append(final_hidden(lstm, x[:, :, :1], lengths, s, kind))
+    torch.testing.assert_close(shared[0], shared[1], rtol=1e-5, atol=1e-6)
+
+
+def test_final_hidden_backend_auto_follows_the_hidden_size(monkeypatch):
+    from pipeline.layers import LSTMRank1
+    from pipeline.layers import inference
+
+    called = []
+    monkeypatch.setattr(inference, "_fused_per_draw", lambda *a: called.append("fused") or torch.zeros(0))
+    monkeypatch.setattr(inference, "block_kernels", lambda *a: called.append("blocks") or [])
+    for hid in (inference.FUSED_MIN_HIDDEN - 1, inference.FUSED_MIN_HIDDEN):
+        lstm = LSTMRank1(3, hid, components=1)
+        set_sampling(lstm, "per_member")
+        with torch.no_grad():
+            inference.final_hidden(lstm, torch.randn(2, 1, 1, 3), torch.tensor([1, 1]), 1)
+    assert called == ["blocks", "fused"]
 
 
 def _factors(model):

@@ -13,9 +13,16 @@ stay in cache. Nothing is saved for a backward pass and memory does not grow wit
 the hidden sequence between stacked layers).
 
 Same result as ``LSTMRank1.forward_with`` on the same per-block draws (up to float rounding).
+
+From ``FUSED_MIN_HIDDEN`` units up the recurrence runs PyTorch's fused LSTM kernel instead, one
+call per draw with that block's materialised weights (``Backend.FUSED``): its input projection over
+all steps is one large product, which pays off once 4H is wide (``benchmarks/score.py`` prints both
+rates). Rows shorter than the batch's longest run padded steps whose outputs are never read.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 import torch
 from torch import Tensor
@@ -25,6 +32,15 @@ from .lstm import LSTMRank1
 from .recurrence import gate_permutation
 
 CHUNK_ROWS = 1024  # rows (blocks x admissions) per pass and intra-op thread: kernels and state stay in cache
+FUSED_MIN_HIDDEN = 128  # Backend.AUTO runs FUSED from this many LSTM units up (faster at 128 and 256, slower at 64)
+
+
+class Backend(str, Enum):
+    """How ``final_hidden`` runs the per-draw recurrence."""
+
+    AUTO = "auto"  # FUSED from FUSED_MIN_HIDDEN units up, else BLOCKS
+    BLOCKS = "blocks"  # every step one batched product over all draws, then the cell update in place
+    FUSED = "fused"  # PyTorch's fused LSTM kernel, one call per draw, padded to the batch's longest row
 
 
 def block_kernels(lstm: LSTMRank1, draws: list[dict[str, Draw]]) -> list[Tensor]:
@@ -56,14 +72,17 @@ def block_kernels(lstm: LSTMRank1, draws: list[dict[str, Draw]]) -> list[Tensor]
     return kernels
 
 
-def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int) -> Tensor:
+def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int,
+                 backend: Backend | str = Backend.AUTO) -> Tensor:
     """Top layer's state after each row's last real step, per-member draws of ``lstm``.
 
     x (B, T, S_x, D): per-sample inputs, S_x = 1 (shared by every draw) or S (sample s feeds
     the K blocks s·K .. s·K + K - 1); lengths (B,) non-increasing (rows sorted by length, so that
     the rows still running at any step are the first ones). Returns (S·K·B, H) member-major
-    (DESIGN.md), zeros for length 0. Draws come from ``lstm.draw`` (one per block; per_member).
+    (DESIGN.md), zeros for length 0. Draws come from ``lstm.draw`` (one per block; per_member);
+    both backends take the same draws, so they agree up to float rounding.
     """
+    backend = Backend(backend)
     b, _, s_x, _ = x.shape
     g = samples * lstm.components
     if s_x not in (1, samples):
@@ -71,7 +90,10 @@ def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int) -> T
     lengths = lengths.to(device=x.device, dtype=torch.long)
     if b > 1 and bool((lengths[1:] > lengths[:-1]).any()):
         raise ValueError("final_hidden: rows must be sorted by non-increasing length")
-    kernels = block_kernels(lstm, lstm.draw(g * b, samples))
+    draws = lstm.draw(g * b, samples)
+    if backend == Backend.FUSED or (backend == Backend.AUTO and lstm.hidden_size >= FUSED_MIN_HIDDEN):
+        return _fused_per_draw(lstm, x, lengths, draws, g)
+    kernels = block_kernels(lstm, draws)
     steps = int(lengths[0]) if b else 0
     batch_sizes = (torch.arange(steps, device=x.device).unsqueeze(1) < lengths.unsqueeze(0)).sum(1).tolist()
     per = g // s_x  # blocks fed by one input sample
@@ -83,6 +105,28 @@ def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int) -> T
         for layer, kernel in enumerate(kernels):
             seq = _layer(kernel[blocks], seq, batch_sizes, h_n[blocks], keep=layer + 1 < len(kernels))
     return h_n.view(g * b, lstm.hidden_size)  # (G, B, H) -> (G·B, H)
+
+
+def _fused_per_draw(lstm: LSTMRank1, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]], g: int) -> Tensor:
+    """``final_hidden`` by PyTorch's fused LSTM kernel: one call per block j with its weights
+    (``LSTMRank1.block_weights``), over sample j // (G / S_x)'s inputs padded to the longest row."""
+    b, _, s_x, _ = x.shape
+    hid = lstm.hidden_size
+    h_n = x.new_zeros(g, b, hid)
+    steps = int(lengths[0]) if b else 0
+    if steps == 0:
+        return h_n.view(g * b, hid)
+    weights = lstm.block_weights(draws)  # G flat lists [w_ih, w_hh, b_ih, b_hh] per layer
+    h0 = x.new_zeros(lstm.num_layers, b, hid)
+    last, rows = (lengths - 1).clamp(min=0), torch.arange(b, device=x.device)  # (B,), (B,)
+    running = (lengths > 0).to(x.dtype).unsqueeze(1)  # (B, 1): length 0 keeps the zero state
+    per = g // s_x  # blocks fed by one input sample
+    for s in range(s_x):
+        seq = x[:, :steps, s].transpose(0, 1).contiguous()  # (B, T, D) -> (T, B, D)
+        for j in range(s * per, (s + 1) * per):
+            out, _, _ = torch._VF.lstm(seq, (h0, h0), weights[j], True, lstm.num_layers, 0.0, False, False, False)
+            torch.mul(out[last, rows], running, out=h_n[j])  # (T, B, H) -> (B, H) at each row's last step
+    return h_n.view(g * b, hid)  # (G, B, H) -> (G·B, H)
 
 
 def cell_update(a: Tensor, u_prev: Tensor, u: Tensor, th: Tensor) -> tuple[Tensor, Tensor]:
