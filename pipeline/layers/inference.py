@@ -32,7 +32,10 @@ from .lstm import LSTMRank1
 from .recurrence import gate_permutation
 
 CHUNK_ROWS = 1024  # rows (blocks x admissions) per pass and intra-op thread: kernels and state stay in cache
-FUSED_MIN_HIDDEN = 128  # Backend.AUTO runs FUSED from this many LSTM units up (faster at 128 and 256, slower at 64)
+# Backend.AUTO runs FUSED from this many LSTM units up. benchmarks/score.py --backend: at 256 the fused
+# recurrence ran 1.14x the blocks one (whole scoring 1.20x); at 128 a tie (1.03x, and slower whole runs);
+# at 64 level or slower (its rate swings with the allocator's state: oneDNN workspaces).
+FUSED_MIN_HIDDEN = 256
 
 
 class Backend(str, Enum):
