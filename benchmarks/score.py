@@ -24,8 +24,9 @@ same thread count, each timed after the scoring (best of repeated runs; the mach
 (c) ``torch.bmm`` (S·K, batch_size, D+1+H) x (S·K, D+1+H, 4H): one step of all draws of a
     batch with each draw's own weights, the product the blocks backend runs (``inference.Backend``:
     below ``FUSED_MIN_HIDDEN`` units; ``--backend`` forces one);
-(d) PyTorch's fused LSTM (``nn.LSTM``, no grad), run as the fused backend runs it: one call per draw,
-    each with its own weights, over ``batch_size`` rows of round(mean bags) steps (cache-sized
+(d) PyTorch's fused LSTM (``nn.LSTM``, no grad) called as the fused backend calls it, one call per
+    draw with its own weights, but on equal-length inputs with fixed weights (no per-batch weight
+    building, no padding), over ``batch_size`` rows of round(mean bags) steps (cache-sized
     blocks), FLOPs counted as above; and the same kernel on all S·K·batch_size rows at once with one
     weight set (out of cache), the figure earlier versions printed as a ceiling;
 (e) an ideal step: one shared-weight ``torch.mm`` (S·K·batch_size, D+H) x (D+H, 4H) (the rank-1
@@ -68,7 +69,7 @@ from pipeline import data, io, predict
 
 def analytic_flops(fs: data.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
     """LSTM + dense FLOPs of ``draws`` weight draws over every admission of ``fs``."""
-    bag_steps = float(fs.n_bags.sum())  # real LSTM steps (the fused kernel runs packed)
+    bag_steps = float(fs.n_bags.sum())  # real LSTM steps: useful FLOPs only (padded steps the fused backend runs are not counted)
     lstm = bag_steps * (2 * 4 * h * (d + 1) + 2 * 4 * h * h)
     dense = len(fs) * (2 * (h + d) * u + 2 * u)
     return draws * (lstm + dense)

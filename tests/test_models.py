@@ -302,6 +302,13 @@ def test_final_hidden_equals_lstm_forward_with_same_draws(layers, backend, pertu
         final_hidden(lstm, x, lengths.flip(0), s, backend)
     with torch.no_grad():  # no row runs: zero states, no kernel call
         assert final_hidden(lstm, x, torch.zeros(b, dtype=torch.long), s, backend).abs().max() == 0
+    padded = x.clone()
+    padded[4:] = float("nan")  # whatever the padding holds, a length-0 row keeps the zero state
+    padded[2, 3:] = float("nan")  # and steps after a row's end never reach it
+    torch.manual_seed(1)
+    out = final_hidden(lstm, padded, lengths, s, backend)  # autograd on: final_hidden runs without it
+    torch.testing.assert_close(out, fast, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
         shared = []
         for kind in (backend, "blocks"):  # one input sample for every draw (S_x = 1), same draws
             torch.manual_seed(2)

@@ -15,9 +15,11 @@ the hidden sequence between stacked layers).
 Same result as ``LSTMRank1.forward_with`` on the same per-block draws (up to float rounding).
 
 From ``FUSED_MIN_HIDDEN`` units up the recurrence runs PyTorch's fused LSTM kernel instead, one
-call per draw with that block's materialised weights (``Backend.FUSED``): its input projection over
-all steps is one large product, which pays off once 4H is wide (``benchmarks/score.py`` prints both
-rates). Rows shorter than the batch's longest run padded steps whose outputs are never read.
+call per draw with that block's weights, materialised just before its call (``Backend.FUSED``): its
+input projection over all steps is one large product, which pays off once 4H is wide
+(``benchmarks/score.py --backend`` times either). Rows shorter than the batch's longest run padded
+steps whose outputs are never read; each call holds its (T, B, H) outputs, so that backend's
+memory grows with T.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def block_kernels(lstm: LSTMRank1, draws: list[dict[str, Draw]]) -> list[Tensor]
     return kernels
 
 
+@torch.no_grad()
 def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int,
                  backend: Backend | str = Backend.AUTO) -> Tensor:
     """Top layer's state after each row's last real step, per-member draws of ``lstm``.
@@ -119,16 +122,16 @@ def _fused_per_draw(lstm: LSTMRank1, x: Tensor, lengths: Tensor, draws: list[dic
     steps = int(lengths[0]) if b else 0
     if steps == 0:
         return h_n.view(g * b, hid)
-    weights = lstm.block_weights(draws)  # G flat lists [w_ih, w_hh, b_ih, b_hh] per layer
     h0 = x.new_zeros(lstm.num_layers, b, hid)
-    last, rows = (lengths - 1).clamp(min=0), torch.arange(b, device=x.device)  # (B,), (B,)
-    running = (lengths > 0).to(x.dtype).unsqueeze(1)  # (B, 1): length 0 keeps the zero state
+    n_run = int((lengths > 0).sum())  # rows sorted by length: the running ones come first; the rest stay zero
+    last, rows = lengths[:n_run] - 1, torch.arange(n_run, device=x.device)  # (R,), (R,)
     per = g // s_x  # blocks fed by one input sample
     for s in range(s_x):
         seq = x[:, :steps, s].transpose(0, 1).contiguous()  # (B, T, D) -> (T, B, D)
         for j in range(s * per, (s + 1) * per):
-            out, _, _ = torch._VF.lstm(seq, (h0, h0), weights[j], True, lstm.num_layers, 0.0, False, False, False)
-            torch.mul(out[last, rows], running, out=h_n[j])  # (T, B, H) -> (B, H) at each row's last step
+            flat = lstm.block_weights(draws, block=j)[0]  # [w_ih, w_hh, b_ih, b_hh] per layer, this block's only
+            out, _, _ = torch._VF.lstm(seq, (h0, h0), flat, True, lstm.num_layers, 0.0, False, False, False)
+            h_n[j, :n_run] = out[last, rows]  # (T, B, H) -> (R, H) at each running row's last step
     return h_n.view(g * b, hid)  # (G, B, H) -> (G·B, H)
 
 

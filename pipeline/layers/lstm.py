@@ -82,18 +82,20 @@ class LSTMRank1(BayesianLayer):
     def additive(self) -> bool:
         return self.config.perturbation == Perturbation.ADDITIVE
 
-    def block_weights(self, draws: list[dict[str, Draw]]) -> list[list[Tensor]]:
-        """Materialised fused-kernel weights per block: [w_ih, w_hh, b_ih, b_hh] per layer."""
+    def block_weights(self, draws: list[dict[str, Draw]], block: int | None = None) -> list[list[Tensor]]:
+        """Materialised fused-kernel weights per block: [w_ih, w_hh, b_ih, b_hh] per layer; of every
+        block, or of ``block`` alone (a one-element list: memory for one block's weights)."""
+        pick = slice(None) if block is None else slice(block, block + 1)
         per_layer = []
         for l, d in enumerate(draws):
             pert = self.config.perturbation
-            w_ih = materialize(self.weight_ih[l], d["r_ih"].blocks(), d["s_ih"].blocks(), pert)
-            w_hh = materialize(self.weight_hh[l], d["r_hh"].blocks(), d["s_hh"].blocks(), pert)
-            per_layer.append((w_ih, w_hh, self.bias[l]))  # (G, 4H, D), (G, 4H, H), (K, 4H)
-        blocks = per_layer[0][0].shape[0]
+            w_ih = materialize(self.weight_ih[l], d["r_ih"].blocks()[pick], d["s_ih"].blocks()[pick], pert)
+            w_hh = materialize(self.weight_hh[l], d["r_hh"].blocks()[pick], d["s_hh"].blocks()[pick], pert)
+            per_layer.append((w_ih, w_hh, self.bias[l]))  # (G, 4H, D), (G, 4H, H), (K, 4H); G = 1 for one block
+        first = 0 if block is None else block
         zero = self.bias[0].new_zeros(4 * self.hidden_size)
-        return [[t for w_ih, w_hh, b in per_layer for t in (w_ih[j], w_hh[j], b[j % self.components], zero)]
-                for j in range(blocks)]
+        return [[t for w_ih, w_hh, b in per_layer for t in (w_ih[i], w_hh[i], b[(first + i) % self.components], zero)]
+                for i in range(per_layer[0][0].shape[0])]
 
     def _per_member(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]]) -> tuple[Tensor, State]:
         """PyTorch's fused kernel per block of rows, with that block's materialised weights."""
