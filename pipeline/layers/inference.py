@@ -34,9 +34,10 @@ from .lstm import LSTMRank1
 from .recurrence import gate_permutation
 
 CHUNK_ROWS = 1024  # rows (blocks x admissions) per pass and intra-op thread: kernels and state stay in cache
-# Backend.AUTO runs FUSED from this many LSTM units up. benchmarks/score.py --backend: at 256 the fused
-# recurrence ran 1.14x the blocks one (whole scoring 1.20x); at 128 a tie (1.03x, and slower whole runs);
-# at 64 level or slower (its rate swings with the allocator's state: oneDNN workspaces).
+# Backend.AUTO runs FUSED from this many LSTM units up. benchmarks/score.py --backend, back to back: at 256
+# the fused recurrence ran 1.08x the blocks one (forward passes 1.07x, whole scoring runs level, peak RSS
+# 538 against 616 MB); at 128 a tie (1.03x, whole runs slower); at 64 level or slower (its rate swings with
+# the allocator's state: oneDNN workspaces).
 FUSED_MIN_HIDDEN = 256
 
 
