@@ -1,27 +1,54 @@
 """Command line of the MIMIC-III mortality-risk pipeline.
 
-Each command is a thin typed wrapper over a library function in `pipeline/`; heavy
-libraries (torch, mlflow, duckdb, pandas) are imported inside the commands so that
-`python cli.py --help` answers at once.
+Each command is a thin typed wrapper over a library function in `pipeline/` that returns data;
+heavy libraries (torch, mlflow, duckdb, pandas) are imported inside the commands so that
+`python cli.py --help` answers at once. Every library error is a `pipeline.errors.PipelineError`:
+the commands let it through and `command` prints it as one line (exit code 2).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import logging
 import sys
+import typing
+from dataclasses import MISSING, fields
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+from pipeline.configs import field_help
+from pipeline.errors import PipelineError
+from pipeline.models.config import MortalityConfig
+from pipeline.training.config import TrainConfig
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
+                  context_settings={"max_content_width": 100})
 
 
-class SplitChoice(str, Enum):
-    random = "random"
-    era = "era"
+def command(*args, **kwargs) -> Callable:
+    """``app.command`` whose function reports a ``PipelineError`` as one line ``error: ...`` (exit 2)."""
+
+    def register(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def run(*a, **kw):
+            try:
+                return fn(*a, **kw)
+            except PipelineError as exc:
+                _fail(str(exc))
+
+        return app.command(*args, **kwargs)(run)
+
+    return register
+
+
+def _fail(message: str) -> typing.NoReturn:
+    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code=2)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -32,163 +59,9 @@ def _setup_logging(verbose: bool) -> None:
     )
 
 
-def _fail(message: str) -> None:
-    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
-    raise typer.Exit(code=2)
-
-
-@app.command()
-def synth(
-    out: Path = typer.Option(..., help="Directory for the synthetic MIMIC-III tables (TABLE.csv.gz)."),
-    patients: int = typer.Option(2000, min=1, help="Number of patients."),
-    seed: int = typer.Option(0, help="Random seed."),
-    density: float = typer.Option(1.0, min=0.001, help="Event density scale (1.0 = about 5,400 CHARTEVENTS rows per ICU stay)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
-) -> None:
-    """Generate a synthetic MIMIC-III (full-release layout) with a known true risk per admission."""
-    _setup_logging(verbose)
-    from pipeline import synth as synth_mod
-
-    cfg = synth_mod.SynthConfig(density=density)
-    s = synth_mod.generate(out, patients=patients, seed=seed, config=cfg)
-    typer.echo(
-        f"synthetic MIMIC-III written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
-        f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', 0):,} CHARTEVENTS rows"
-    )
-    typer.echo(f"  cohort admissions {s.cohort_admissions}, base rate {s.base_rate:.4f}, mean true risk {s.mean_true_risk:.4f}")
-    typer.echo(f"  true risk per admission (never read by extract): {s.paths.get('truth')}")
-
-
-@app.command()
-def extract(
-    source: str = typer.Option(..., help="MIMIC-III CSV directory, or a postgresql:// DSN."),
-    out: Path = typer.Option(..., help="Output directory for the features."),
-    schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables."),
-    prediction_hours: float = typer.Option(24.0, help="Prediction time, hours after ADMITTIME."),
-    lookback_days: float = typer.Option(30.0, help="History used before the prediction time, in days."),
-    hourly_hours: Optional[float] = typer.Option(None, help="Hours before the prediction time bagged hourly (default: prediction hours); older history is bagged daily."),
-    min_patients: int = typer.Option(5, help="Tokens seen in fewer training patients become out-of-vocabulary."),
-    bins: int = typer.Option(5, help="Quantile bins per numeric item."),
-    split: SplitChoice = typer.Option(SplitChoice.random, help="random: 80/10/10 by patient; era: carevue train/val, metavision test."),
-    split_seed: int = typer.Option(0, help="Seed of the patient split."),
-    memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
-    verify_counts: bool = typer.Option(False, help="Also count every event table with a second scan and stop if it disagrees with the single-pass count (slower)."),
-    scan_workers: int = typer.Option(2, min=1, help="Event tables scanned at once (CSV sources)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
-) -> None:
-    """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
-    _setup_logging(verbose)
-    from pipeline.extract import ExtractConfig, SplitMode, extract as run_extract
-    from pipeline.sources import SourceError
-
-    cfg = ExtractConfig(
-        prediction_hours=prediction_hours,
-        lookback_days=lookback_days,
-        hourly_hours=hourly_hours,
-        min_patients=min_patients,
-        n_bins=bins,
-        split=SplitMode(split.value),
-        split_seed=split_seed,
-        memory_limit=memory_limit,
-        verify_counts=verify_counts,
-        scan_workers=scan_workers,
-    )
-    try:
-        result = run_extract(source, out, cfg, schema=schema)
-    except SourceError as exc:
-        _fail(str(exc))
-    m = result.manifest
-    typer.echo(f"features written to {result.out_dir} (link file: {result.link_file})")
-    for name, s in m["splits"].items():
-        typer.echo(f"  {name:6s} admissions={s['admissions']:6d} positives={s['positives']:5d} label_rate={s['label_rate']}")
-    typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))
-
-
-@app.command("load-postgres")
-def load_postgres(
-    source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz)."),
-    dsn: str = typer.Option(..., envvar="MIMIC_PG_DSN", help="PostgreSQL DSN (password better in PGPASSWORD or ~/.pgpass)."),
-    schema: str = typer.Option("mimiciii", help="Target schema (mimic-code layout)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
-) -> None:
-    """Load a MIMIC-III CSV directory into PostgreSQL with mimic-code's table definitions."""
-    _setup_logging(verbose)
-    from pipeline.pgload import PgLoadError, load_mimic_csv
-
-    try:
-        counts = load_mimic_csv(dsn, source, schema=schema)
-    except PgLoadError as exc:
-        _fail(str(exc))
-    for table, n in counts.items():
-        typer.echo(f"{schema}.{table}: {n} rows")
-
-
-@app.command()
-def train(
-    data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
-    model: str = typer.Option("rank1", help="deterministic | bayes-emb | bayes-full | batchensemble | rank1 | deep-ensemble."),
-    out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without tracking runs/train/<model>-s<seed>)."),
-    preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps); flags below override it."),
-    seed: Optional[int] = typer.Option(None, help="Run seed [0]."),
-    max_steps: Optional[int] = typer.Option(None, help="Optimizer steps [4000]."),
-    batch_size: Optional[int] = typer.Option(None, help="Rows per step after tiling by K (distinct admissions = batch/K) [64]."),
-    lr: Optional[float] = typer.Option(None, help="Adam learning rate [3e-4]."),
-    clip: Optional[float] = typer.Option(None, help="Global gradient-norm clip, 0 = off [7.3]."),
-    nll: Optional[str] = typer.Option(None, help="Training NLL: average | mixture [average]."),
-    anneal_steps: Optional[int] = typer.Option(None, help="KL weight min(1, step/anneal_steps) [1000]."),
-    l2: Optional[float] = typer.Option(None, help="L2 factor on deterministic weights [1e-4]."),
-    eval_every: Optional[int] = typer.Option(None, help="Validate and checkpoint every N steps [250]."),
-    eval_samples: Optional[int] = typer.Option(None, help="Samples per component in periodic validation [2]."),
-    score_samples: Optional[int] = typer.Option(None, help="Samples per component for the final metrics, refer threshold and pyfunc [25]."),
-    refer_fraction: Optional[float] = typer.Option(None, help="Fraction of validation referred by the MI threshold [0.1]."),
-    max_bags: Optional[int] = typer.Option(None, help="Keep only the most recent N bags per admission [all]."),
-    max_tokens: Optional[int] = typer.Option(None, help="Keep at most N tokens per bag [all]."),
-    log_every: Optional[int] = typer.Option(None, help="Log training loss/NLL/KL every N steps [10]."),
-    threads: Optional[int] = typer.Option(None, help="Torch intra-op threads [torch default]."),
-    components: Optional[int] = typer.Option(None, help="Mixture components / ensemble members K [4]."),
-    prior: Optional[str] = typer.Option(None, help="Rank-1 prior: gaussian | cauchy [gaussian]."),
-    prior_stddev: Optional[float] = typer.Option(None, help="Rank-1 prior stddev (scale for cauchy) [0.1]."),
-    prior_mean: float | None = typer.Option(None, help="Rank-1 prior location [1; 0 for additive factors]."),
-    prior_signs: bool | None = typer.Option(None, "--prior-signs/--no-prior-signs", help="Rank-1 prior symmetric in sign: half at +prior-mean, half at -prior-mean (default: off)."),
-    factor_init: str | None = typer.Option(None, help="Rank-1 factor mean init: normal | random_sign (default: normal; random_sign for batchensemble)."),
-    init_stddev: float | None = typer.Option(None, help="Initial posterior stddev of the variational parameters, embeddings included [1e-3]."),
-    hidden: Optional[int] = typer.Option(None, help="LSTM units [64; paper 256]."),
-    embed_dim: Optional[int] = typer.Option(None, help="Token and context embedding size [32]."),
-    layers: Optional[int] = typer.Option(None, help="Stacked LSTM layers [1]."),
-    dense: Optional[int] = typer.Option(None, help="Dense layer units [128]."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pt (same settings; max-steps may grow)."),
-    experiment: Optional[str] = typer.Option(None, help="MLflow experiment [mimic-mortality]."),
-    run_name: Optional[str] = typer.Option(None, help="MLflow run name."),
-    tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow (MLFLOW_TRACKING_URI, default sqlite:///mlflow.db)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar (shown only on a terminal)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
-) -> None:
-    """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
-    _setup_logging(verbose)
-    from pipeline.data import FeatureError
-    from pipeline.train import TrainConfig, TrainingDiverged, train as run_train
-
-    settings = dict(seed=seed, max_steps=max_steps, batch_size=batch_size, lr=lr, clip=clip, nll=nll,
-                    anneal_steps=anneal_steps, l2=l2, eval_every=eval_every, eval_samples=eval_samples,
-                    score_samples=score_samples, refer_fraction=refer_fraction, max_bags=max_bags,
-                    max_tokens=max_tokens, log_every=log_every, threads=threads)
-    model_settings = dict(components=components, prior=prior, prior_stddev=prior_stddev, prior_mean=prior_mean,
-                          prior_signs=prior_signs, factor_init=factor_init, init_stddev=init_stddev, lstm_hidden=hidden,
-                          embedding_dim=embed_dim, lstm_layers=layers, dense_units=dense)
-    try:
-        cfg = TrainConfig.from_preset(
-            preset, progress=progress, **{k: v for k, v in settings.items() if v is not None},
-            model={k: v for k, v in model_settings.items() if v is not None},
-        )
-        result = run_train(data, model, cfg, out_dir=out, resume=resume, tracking=tracking,
-                           experiment=experiment, run_name=run_name)
-    except (FeatureError, FileNotFoundError, FileExistsError, ValueError, TrainingDiverged) as exc:
-        _fail(str(exc))
-    if result.refer_threshold is None:  # ranks > 0 of a distributed run
-        return
-    typer.echo(f"steps={result.steps} best_step={result.best_step} best_val_nll={result.best_val_nll:.6f} "
-               f"refer_threshold={result.refer_threshold:.6g} checkpoint={result.best_checkpoint}")
-    typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
+class SplitChoice(str, Enum):
+    random = "random"
+    era = "era"
 
 
 class EvalSplit(str, Enum):
@@ -196,38 +69,223 @@ class EvalSplit(str, Enum):
     test = "test"
 
 
-@app.command()
+# ---------------------------------------------------------------------------- options from config fields
+
+# Config fields that `train` does not offer as options (set by the code, not by a user).
+NOT_OPTIONS = {"model", "token_vocab", "context_vocab", "sampling"}
+# Older, shorter option names kept beside the field names (scripts and the MLproject use them).
+ALIASES = {"lstm_hidden": "hidden", "embedding_dim": "embed_dim", "lstm_layers": "layers", "dense_units": "dense"}
+
+
+def config_options(*classes: type) -> list[tuple[type, str, Any, Any, str]]:
+    """(config class, field, annotation, default, help) of every field offered as an option."""
+    out = []
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        docs = field_help(cls)
+        for f in fields(cls):
+            if f.name in NOT_OPTIONS:
+                continue
+            default = f.default if f.default is not MISSING else None
+            out.append((cls, f.name, hints[f.name], default, docs.get(f.name, "")))
+    return out
+
+
+def _flags(name: str, annotation) -> list[str]:
+    """``--field-name`` (``--x/--no-x`` for a boolean) and its alias."""
+    names = [ALIASES[name], name] if name in ALIASES else [name]
+    dashed = [f"--{n.replace('_', '-')}" for n in names]
+    if annotation is bool:
+        return [f"{d}/--no-{d[2:]}" for d in dashed]
+    return dashed
+
+
+def _shown(default) -> str:
+    return str(default.value if isinstance(default, Enum) else default)
+
+
+def with_config_options(*classes: type) -> Callable:
+    """Add one ``Optional`` option per config field to a command: the function receives the fields the
+    user set as ``settings`` ({field: value}); an unset option is None and keeps the config's (or the
+    preset's) default, shown in its help."""
+
+    def decorate(fn: Callable) -> Callable:
+        sig = inspect.signature(fn)
+        base = [p for p in sig.parameters.values() if p.name != "settings"]
+        extra, owner = [], {}
+        for cls, name, annotation, default, doc in config_options(*classes):
+            inner = typing.get_args(annotation)
+            typ = next((a for a in inner if a is not type(None)), annotation) if inner else annotation
+            doc = doc[:1].upper() + doc[1:]
+            help_text = doc if default is None else f"{doc} [default: {_shown(default)}]".strip()
+            option = typer.Option(None, *_flags(name, typ), help=help_text, show_default=False)
+            extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                           annotation=Optional[typ]))
+            owner[name] = cls
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            settings = {n: kwargs.pop(n) for n in owner if kwargs.get(n) is not None}
+            for n in owner:
+                kwargs.pop(n, None)
+            return fn(*args, settings={c: {n: v for n, v in settings.items() if owner[n] is c} for c in classes},
+                      **kwargs)
+
+        run.__signature__ = sig.replace(parameters=[*base, *extra])
+        run.__annotations__ = {**{p.name: p.annotation for p in base}, **{p.name: p.annotation for p in extra}}
+        run.__wrapped__ = None  # typer must read __signature__, not the wrapped function's
+        del run.__wrapped__
+        return run
+
+    return decorate
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+@command()
+def synth(
+    out: Path = typer.Option(..., help="Directory for the synthetic MIMIC-III tables (TABLE.csv.gz)."),
+    patients: int = typer.Option(2000, min=1, help="Number of patients."),
+    seed: int = typer.Option(0, help="Random seed."),
+    density: float = typer.Option(1.0, min=0.001, help="Event density scale (1.0 = about 5,400 CHARTEVENTS rows "
+                                                       "per ICU stay)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+) -> None:
+    """Generate a synthetic MIMIC-III (full-release layout) with a known true risk per admission."""
+    _setup_logging(verbose)
+    from pipeline.synth import SynthConfig, generate
+
+    s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density))
+    typer.echo(
+        f"synthetic MIMIC-III written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
+        f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', 0):,} CHARTEVENTS rows"
+    )
+    typer.echo(f"  cohort admissions {s.cohort_admissions}, base rate {s.base_rate:.4f}, mean true risk "
+               f"{s.mean_true_risk:.4f}")
+    typer.echo(f"  true risk per admission (never read by extract): {s.paths.get('truth')}")
+
+
+@command()
+def extract(
+    source: str = typer.Option(..., help="MIMIC-III CSV directory, or a postgresql:// DSN."),
+    out: Path = typer.Option(..., help="Output directory for the features."),
+    schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables."),
+    prediction_hours: float = typer.Option(24.0, help="Prediction time, hours after ADMITTIME."),
+    lookback_days: float = typer.Option(30.0, help="History used before the prediction time, in days."),
+    hourly_hours: Optional[float] = typer.Option(None, help="Hours before the prediction time bagged hourly "
+                                                            "(default: prediction hours); older history daily."),
+    min_patients: int = typer.Option(5, help="Tokens seen in fewer training patients become out-of-vocabulary."),
+    bins: int = typer.Option(5, help="Quantile bins per numeric item."),
+    split: SplitChoice = typer.Option(SplitChoice.random, help="random: 80/10/10 by patient; era: carevue "
+                                                               "train/val, metavision test."),
+    split_seed: int = typer.Option(0, help="Seed of the patient split."),
+    memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
+    verify_counts: bool = typer.Option(False, help="Also count every event table with a second scan and stop if "
+                                                   "it disagrees with the single-pass count (slower)."),
+    scan_workers: int = typer.Option(2, min=1, help="Event tables scanned at once (CSV sources)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage's time."),
+) -> None:
+    """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
+    _setup_logging(verbose)
+    from pipeline.extraction import ExtractConfig, SplitMode, extract as run_extract
+
+    cfg = ExtractConfig(prediction_hours=prediction_hours, lookback_days=lookback_days, hourly_hours=hourly_hours,
+                        min_patients=min_patients, n_bins=bins, split=SplitMode(split.value), split_seed=split_seed,
+                        memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers)
+    result = run_extract(source, out, cfg, schema=schema)
+    m = result.manifest
+    typer.echo(f"features written to {result.out_dir} (link file: {result.link_file})")
+    for name, s in m["splits"].items():
+        typer.echo(f"  {name:6s} admissions={s['admissions']:6d} positives={s['positives']:5d} "
+                   f"label_rate={s['label_rate']}")
+    typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))
+
+
+@command("load-postgres")
+def load_postgres(
+    source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz)."),
+    dsn: str = typer.Option(..., envvar="MIMIC_PG_DSN", help="PostgreSQL DSN (password better in PGPASSWORD or "
+                                                             "~/.pgpass)."),
+    schema: str = typer.Option("mimiciii", help="Target schema (mimic-code layout)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each table's load."),
+) -> None:
+    """Load a MIMIC-III CSV directory into PostgreSQL with mimic-code's table definitions."""
+    _setup_logging(verbose)
+    from pipeline.sources.pgload import load_mimic_csv
+
+    for table, n in load_mimic_csv(dsn, source, schema=schema).items():
+        typer.echo(f"{schema}.{table}: {n} rows")
+
+
+@command()
+@with_config_options(TrainConfig, MortalityConfig)
+def train(
+    data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
+    model: str = typer.Option("rank1", help="A model kind (deterministic, bayes-emb, bayes-full, batchensemble, "
+                                            "rank1, deep-ensemble) or a variant name of `compare` (rank1-gaussian, "
+                                            "rank1-cauchy, ...)."),
+    out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without "
+                                                  "tracking runs/train/<model>-s<seed>)."),
+    preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps); "
+                                               "options below override it."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pt (same settings; max-steps may "
+                                                        "grow)."),
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: mimic-mortality]."),
+    run_name: Optional[str] = typer.Option(None, help="MLflow run name."),
+    tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow "
+                                                                         "(MLFLOW_TRACKING_URI, default "
+                                                                         "sqlite:///mlflow.db)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress lines and stages."),
+    settings: dict | None = None,
+) -> None:
+    """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
+    _setup_logging(verbose)
+    from pipeline.models.variants import resolve
+    from pipeline.training import train as run_train
+
+    kind, variant_settings = resolve(model)
+    cfg = TrainConfig.from_preset(preset, **settings[TrainConfig],
+                                  model={**variant_settings, **settings[MortalityConfig]})
+    result = run_train(data, kind, cfg, out_dir=out, resume=resume, tracking=tracking, experiment=experiment,
+                       run_name=run_name)
+    if result.refer_threshold is None:  # ranks > 0 of a distributed run
+        return
+    typer.echo(f"steps={result.steps} best_step={result.best_step} best_val_nll={result.best_val_nll:.6f} "
+               f"refer_threshold={result.refer_threshold:.6g} checkpoint={result.best_checkpoint}")
+    typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
+
+
+@command()
 def evaluate(
     run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
     split: list[EvalSplit] = typer.Option([EvalSplit.test], help="Split(s) to evaluate: val | test (repeatable)."),
-    samples: int = typer.Option(25, min=1, help="Monte Carlo samples per mixture component (S·K draws in all)."),
+    samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo samples per mixture component (S·K draws "
+                                                            "in all) [default: the model's score_samples, 25]."),
     data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the run was trained on)."),
-    truth: Optional[Path] = typer.Option(None, help="True risk CSV (HADM_ID, TRUE_RISK) (default: SOURCE/_truth/truth.csv.gz when present)."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Metrics JSON (one split only) (default: OUT/<split>/metrics.json)."),
+    truth: Optional[Path] = typer.Option(None, help="True risk CSV (HADM_ID, TRUE_RISK) (default: "
+                                                    "SOURCE/_truth/truth.csv.gz when present)."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Metrics JSON (one split only) (default: "
+                                                                  "OUT/<split>/metrics.json)."),
     out: Optional[Path] = typer.Option(None, help="Directory for JSON and plots (default: runs/eval/<run id>)."),
     batch_size: int = typer.Option(128, min=1, help="Admissions per forward pass (memory grows with it)."),
     bootstrap: int = typer.Option(1000, min=0, help="Bootstrap resamples for the 95% intervals."),
     seed: int = typer.Option(0, help="Seed of the weight draws and the bootstrap."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
     log_run: bool = typer.Option(True, "--log/--no-log", help="Log metrics and plots to the MLflow run."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Evaluate a trained run: NLL, AUC-PR, AUC-ROC, ECE, Brier, uncertainty, 95% CIs, plots."""
     _setup_logging(verbose)
-    from pipeline.data import FeatureError
-    from pipeline.deid import DeidError
-    from pipeline.evaluate import EvalConfig, EvalError, evaluate_run, format_table
+    from pipeline.evaluation.evaluate import EvalConfig, evaluate_run, format_table
 
     if json_path is not None and len(split) > 1:
         _fail("--json names one file: give a single --split")
     cfg = EvalConfig(samples=samples, batch_size=batch_size, n_bootstrap=bootstrap, seed=seed, threads=threads,
                      log_to_run=log_run)
     for s in dict.fromkeys(split):
-        try:
-            result = evaluate_run(run, s.value, cfg, data=data, truth=truth, json_path=json_path,
-                                  out_dir=(out / s.value) if out else None)
-        except (EvalError, FeatureError, DeidError, FileNotFoundError) as exc:
-            _fail(str(exc))
+        result = evaluate_run(run, s.value, cfg, data=data, truth=truth, json_path=json_path,
+                              out_dir=(out / s.value) if out else None)
         typer.echo(format_table(result.report))
         typer.echo(f"metrics: {result.json_path}")
 
@@ -245,60 +303,61 @@ def _int_or_none(word: str):
 _EXTRA = {"allow_extra_args": True}
 
 
-@app.command(context_settings=_EXTRA)
+@command(context_settings=_EXTRA)
 def compare(
     ctx: typer.Context,
-    experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared (default: mimic-mortality)."),
-    runs: Optional[list[str]] = typer.Option(None, "--runs", help="Run ids to compare (repeatable; instead of --experiment)."),
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
+                                                        "(default: mimic-mortality)."),
+    runs: Optional[list[str]] = typer.Option(None, "--runs", help="Run ids to compare (repeatable; instead of "
+                                                                  "--experiment); bare run ids after the options "
+                                                                  "count too."),
     out: Path = typer.Option(Path("runs/compare"), help="Directory for compare.md and compare.csv."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log which runs are read."),
 ) -> None:
     """Models x (val, test) x (NLL, AUC-PR, ECE): mean ± sd over seeds, with the true-risk reference."""
     _setup_logging(verbose)
-    from pipeline.compare import CompareError, compare as run_compare, to_markdown
-    from pipeline.evaluate import RUN_ID
+    from pipeline.evaluation.compare import compare as run_compare, to_markdown
+    from pipeline.runs.store import RUN_ID
 
     bad = [w for w in ctx.args if not RUN_ID.match(w)]
     if bad:
         _fail(f"unexpected argument(s) {bad}; run ids are 32 hex digits")
     runs = _spread(runs, ctx.args, lambda w: w)
-    try:
-        summary, files = run_compare(experiment, runs or None, out)
-    except CompareError as exc:
-        _fail(str(exc))
+    summary, files = run_compare(experiment, runs or None, out)
     typer.echo(to_markdown(summary))
     typer.echo("tables: " + ", ".join(str(f) for f in files))
 
 
-@app.command()
+@command()
 def score(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
     out: Path = typer.Option(..., help="Scores Parquet file (one row per admission)."),
     data: Optional[Path] = typer.Option(None, help="Features Parquet file or directory (written by `extract`)."),
-    source: Optional[str] = typer.Option(None, help="MIMIC-III CSV directory or postgresql:// DSN (extracted with the training vocabulary)."),
-    cohort: Optional[Path] = typer.Option(None, help="With --source: HADM_IDs (one per line) or a SQL condition on the cohort columns."),
+    source: Optional[str] = typer.Option(None, help="MIMIC-III CSV directory or postgresql:// DSN (extracted with "
+                                                    "the training vocabulary)."),
+    cohort: Optional[Path] = typer.Option(None, help="With --source: HADM_IDs (one per line) or a SQL condition on "
+                                                     "the cohort columns."),
     schema: str = typer.Option("mimiciii", help="PostgreSQL schema of --source."),
-    samples: int = typer.Option(25, min=1, help="Monte Carlo samples per mixture component."),
+    samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo samples per mixture component [default: "
+                                                            "the model's score_samples, 25]."),
     batch_size: int = typer.Option(128, min=1, help="Admissions per forward pass (memory grows with it)."),
-    chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory; batches are formed by length within a chunk, so a rank-1 model's Monte Carlo draws per admission depend on it)."),
+    chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory; batches are formed "
+                                                     "by length within a chunk, so a rank-1 model's Monte Carlo "
+                                                     "draws per admission depend on it)."),
     seed: int = typer.Option(0, help="Seed of the weight draws."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
-    as_of: Optional[str] = typer.Option(None, help="With --source: when its data ends, 'YYYY-MM-DD HH:MM[:SS]' on its clock (default: the newest ADMITTIME/DISCHTIME). Open admissions whose prediction time is later are flagged before_prediction_time."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    as_of: Optional[str] = typer.Option(None, help="With --source: when its data ends, 'YYYY-MM-DD HH:MM[:SS]' on "
+                                                   "its clock (default: the newest ADMITTIME/DISCHTIME). Open "
+                                                   "admissions whose prediction time is later are flagged "
+                                                   "before_prediction_time."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
     _setup_logging(verbose)
-    from pipeline.data import FeatureError
-    from pipeline.deid import DeidError
-    from pipeline.evaluate import EvalError
-    from pipeline.score import ScoreConfig, ScoreError, score as run_score
-    from pipeline.sources import SourceError
+    from pipeline.serving.score import ScoreConfig, score as run_score
 
     cfg = ScoreConfig(samples=samples, batch_size=batch_size, chunk_rows=chunk_rows, seed=seed, threads=threads)
-    try:
-        s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of)
-    except (ScoreError, FeatureError, EvalError, SourceError, DeidError, FileNotFoundError) as exc:
-        _fail(str(exc))
+    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of)
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
                f"{s.no_events} without events, {s.samples}x{s.components} draws"
                + (f", {s.before_prediction_time} before their prediction time (partial window)"
@@ -306,26 +365,32 @@ def score(
                + (f"; {s.not_scored} cohort HADM_IDs not scored (see the log)" if s.not_scored else ""))
 
 
-@app.command("benchmark-models", context_settings=_EXTRA)
+@command("benchmark-models", context_settings=_EXTRA)
 def benchmark_models(
     ctx: typer.Context,
     synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC-III directory (generated when missing)."),
     out: Path = typer.Option(..., help="Output directory (features, work dirs, compare.md/csv)."),
     seeds: list[int] = typer.Option([0, 1, 2], help="Training seeds (repeatable)."),
-    models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: all of pipeline.compare.VARIANT_SPECS)."),
+    models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: every "
+                                                                      "variant of pipeline.models.variants)."),
     splits: list[str] = typer.Option(["random", "era"], help="Feature split modes (repeatable)."),
-    max_steps: int = typer.Option(1000, min=1, help="Training steps per run (about 1 minute per run with --jobs 2 on 2 cores)."),
+    max_steps: int = typer.Option(1000, min=1, help="Training steps per run (about 1 minute per run with --jobs 2 "
+                                                    "on 2 cores)."),
     eval_every: int = typer.Option(250, min=1, help="Periodic validation interval."),
-    samples: int = typer.Option(25, min=1, help="Evaluation samples per component."),
-    jobs: int = typer.Option(2, min=1, help="Parallel training subprocesses (one torch thread each)."),
+    samples: Optional[int] = typer.Option(None, min=1, help="Evaluation samples per component [default: the "
+                                                            "model's score_samples, 25]."),
+    jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
-    batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant (ensembles: distinct admissions = rows / K) [64]."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
+                                                               "(ensembles: distinct admissions = rows / K) "
+                                                               "[default: 64]."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each job."),
 ) -> None:
     """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
     _setup_logging(verbose)
-    from pipeline.compare import VARIANTS, CompareError, GridConfig, run_grid
+    from pipeline.grid import GridConfig, run_grid
+    from pipeline.models.variants import VARIANTS
 
     modes = ("random", "era")
     bad = [w for w in ctx.args if _int_or_none(w) is None and w not in VARIANTS and w not in modes]
@@ -341,10 +406,7 @@ def benchmark_models(
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
                      patients=patients, experiment=experiment,
                      train_overrides={"batch_size": batch_size} if batch_size else {})
-    try:
-        result = run_grid(synth_dir, out, cfg)
-    except CompareError as exc:
-        _fail(str(exc))
+    result = run_grid(synth_dir, out, cfg)
     typer.echo((out / "compare.md").read_text())
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_s.items())
     typer.echo(f"{len(result.run_ids)} runs in {result.wall_s:.0f} s ({stages}); tables: "

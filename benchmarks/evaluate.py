@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_throughput import random_features
 
-from pipeline import data, io
+from pipeline import features, fileio
 
 
 def main() -> None:
@@ -44,14 +44,14 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from pipeline.evaluate import report_of, sample_logits
+    from pipeline.evaluation.evaluate import report_of, sample_logits
     from pipeline.models import MortalityConfig, build_model
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         feats = random_features(Path(tmp), n=args.n)
-        vocab = io.read_json(feats / "vocab.json")
-        fs = data.load_split(feats / "train.parquet")
+        vocab = fileio.read_json(feats / "vocab.json")
+        fs = features.load_split(feats / "train.parquet")
     cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]))
     torch.manual_seed(0)
     rank1 = build_model("rank1", cfg).eval()

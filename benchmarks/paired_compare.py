@@ -34,8 +34,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import data, io, metrics
-from pipeline.compare import variant_label
+from pipeline import features, fileio, metrics
+from pipeline.models.variants import variant_label
 
 PAIRED = ("nll", "ece")  # metrics compared
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
@@ -47,22 +47,22 @@ def find_runs(work: Path) -> list[dict]:
     runs = []
     for info_file in sorted((work / "runs" / "train").glob("*/model_info.json"), key=lambda f: f.stat().st_mtime):
         d = info_file.parent
-        info = io.read_json(info_file)
-        manifest = io.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
+        info = fileio.read_json(info_file)
+        manifest = fileio.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
         runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]),
                      "model": variant_label(info["model_kind"], info["model_config"]),
                      "split_mode": str((manifest.get("config") or {}).get("split") or "unknown")})
     return runs
 
 
-def run_logits(run: dict, fs: data.FeatureSet, split: str, samples: int, batch_size: int,
+def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int, batch_size: int,
                cache: Path | None) -> np.ndarray:
     """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, samples, batch size)."""
     path = cache / f"{run['run_id']}-{split}-s{samples}-b{batch_size}-bylength.npz" if cache else None
     if path is not None and path.exists():
         return np.load(path)["logits"]
-    from pipeline.evaluate import sample_logits
-    from pipeline.train import load_model
+    from pipeline.evaluation.evaluate import sample_logits
+    from pipeline.runs.checkpoint import load_model
 
     model, info = load_model(run["dir"] / "best.pt")
     logits = sample_logits(model, fs, samples, batch_size, 0, info.get("max_bags"), info.get("max_tokens"))
@@ -117,13 +117,13 @@ def references(labels, true_risk, train_rate: float) -> dict:
 
 
 def _features(bench: Path, mode: str, split: str):
-    from pipeline.evaluate import find_truth, load_true_risk
+    from pipeline.evaluation.truth import find_truth, load_true_risk
 
     fdir = bench / f"features-{mode}"
-    fs = data.load_split(fdir / f"{split}.parquet")
+    fs = features.load_split(fdir / f"{split}.parquet")
     truth = find_truth(fdir)
     risk = load_true_risk(truth, fdir / "_private" / "link.csv", fs.keys) if truth else None
-    rate = float(data.load_split(fdir / "train.parquet").label.mean())
+    rate = float(features.load_split(fdir / "train.parquet").label.mean())
     return fdir, fs, risk, rate
 
 
@@ -191,7 +191,7 @@ def main() -> None:
                 results.append({"split_mode": mode, "split": split, "seed": name, "a": args.a, "b": args.b,
                                 "features": str(fdir), **ref, **r})
     if args.json:
-        io.write_text(args.json, json.dumps(results, indent=1))
+        fileio.write_text(args.json, json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

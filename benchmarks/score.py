@@ -64,10 +64,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_throughput import random_features
 
-from pipeline import data, io, predict
+from pipeline import features, fileio, predict
 
 
-def analytic_flops(fs: data.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
+def analytic_flops(fs: features.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
     """LSTM + dense FLOPs of ``draws`` weight draws over every admission of ``fs``."""
     bag_steps = float(fs.n_bags.sum())  # real LSTM steps: useful FLOPs only (padded steps the fused backend runs are not counted)
     lstm = bag_steps * (2 * 4 * h * (d + 1) + 2 * 4 * h * h)
@@ -189,9 +189,9 @@ def child(args) -> dict:
     """Score ``args.n`` admissions once; report seconds, peak RSS and the reference GEMM rates."""
     import torch
 
-    from pipeline.evaluate import RunModel
     from pipeline.models import MortalityConfig, build_model
-    from pipeline.score import ScoreConfig, score_files
+    from pipeline.runs.store import RunModel
+    from pipeline.serving.score import ScoreConfig, score_files
 
     torch.set_num_threads(args.threads)
     if args.backend != "auto":  # instrumentation: the model calls final_hidden with Backend.AUTO
@@ -200,14 +200,14 @@ def child(args) -> dict:
         inference.FUSED_MIN_HIDDEN = 0 if args.backend == "fused" else 1 << 30
     with tempfile.TemporaryDirectory() as tmp:
         feats = random_features(Path(tmp), n=args.n)
-        vocab = io.read_json(feats / "vocab.json")
+        vocab = fileio.read_json(feats / "vocab.json")
         cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]),
                               **({"lstm_hidden": args.hidden} if args.hidden else {}))
         torch.manual_seed(0)
         model = build_model("rank1", cfg).eval()
         run = RunModel(model, {"refer_threshold": 0.01, "score_samples": args.samples}, vocab, None)
         score_cfg = ScoreConfig(samples=args.samples, batch_size=args.batch_size, threads=args.threads)
-        fs = data.load_split(feats / "train.parquet")
+        fs = features.load_split(feats / "train.parquet")
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         times = []
         for _ in range(args.repeat):  # timed as the references are: repeated, the best and the median kept

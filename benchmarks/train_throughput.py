@@ -24,8 +24,11 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import data, io  # noqa: E402
-from pipeline.extract import FEATURE_SCHEMA, write_parquet  # noqa: E402
+from pipeline import batches, features, fileio, models, training  # noqa: E402
+from pipeline.contracts import FEATURES
+from pipeline.extraction.extract import write_parquet
+
+FEATURE_SCHEMA = FEATURES.arrow_schema()  # noqa: E402
 
 KINDS = ("deterministic", "rank1")
 
@@ -46,25 +49,24 @@ def random_features(out: Path, n: int = 2000, n_tokens: int = 833, seed: int = 0
         "observed_hours": [24.0] * n, "before_prediction_time": [False] * n,
     }
     write_parquet(pa.table(cols, schema=FEATURE_SCHEMA), out / "train.parquet")
-    io.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"t{i}" for i in range(1, n_tokens)],
+    fileio.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"t{i}" for i in range(1, n_tokens)],
                                        "context": ["<pad>"] + [f"c{i}" for i in range(1, 23)], "bins": {}})
     return out
 
 
-def setup(kind: str, features: Path, fs: data.FeatureSet):
+def setup(kind: str, features: Path, fs: features.FeatureSet):
     import torch
 
-    from pipeline import train as tr
     from pipeline.models import build_model
 
-    vocab = io.read_json(features / "vocab.json")
-    cfg = tr.TrainConfig(progress=False)
+    vocab = fileio.read_json(features / "vocab.json")
+    cfg = training.TrainConfig(progress=False)
     torch.manual_seed(0)
-    model = build_model(kind, tr.model_config(cfg.model, {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}))
-    objective = tr.Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples)
+    model = build_model(kind, models.model_config(cfg.model, {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}))
+    objective = training.Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     distinct = cfg.batch_size // model.components
-    sampler = data.TrainSampler(len(fs), distinct, seed=0)
+    sampler = batches.TrainSampler(len(fs), distinct, seed=0)
     params = [p for p in model.parameters() if p.requires_grad]
     state = {"step": 0}
 
@@ -72,8 +74,8 @@ def setup(kind: str, features: Path, fs: data.FeatureSet):
         """Seconds for ``steps`` training steps."""
         start = time.perf_counter()
         for _ in range(steps):
-            batch = data.collate(fs, sampler.indices(state["step"]), cfg.max_bags, cfg.max_tokens)
-            tr.train_step(objective, optimizer, params, batch, 1.0, cfg.clip)
+            batch = batches.collate(fs, sampler.indices(state["step"]), cfg.max_bags, cfg.max_tokens)
+            training.train_step(objective, optimizer, params, batch, 1.0, cfg.clip)
             state["step"] += 1
         return time.perf_counter() - start
 
@@ -94,7 +96,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         features = args.data or random_features(Path(tmp))
-        fs = data.load_split(features / "train.parquet")
+        fs = features.load_split(features / "train.parquet")
         runners = {k: setup(k, features, fs) for k in KINDS}
         for run, _, _ in runners.values():
             run(args.warmup)

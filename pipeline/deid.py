@@ -19,7 +19,8 @@ from typing import Iterable
 
 import pandas as pd
 
-from pipeline import io
+from pipeline import fileio
+from pipeline.errors import PipelineError
 
 KEY_ENV = "MIMIC_DEID_KEY"
 KEY_FILE_ENV = "MIMIC_DEID_KEY_FILE"
@@ -27,7 +28,7 @@ DEFAULT_KEY_FILE = ".deid_key"
 PSEUDONYM_HEX = 32  # 128 bits: collisions are negligible for any hospital
 
 
-class DeidError(RuntimeError):
+class DeidError(PipelineError, RuntimeError):
     pass
 
 
@@ -52,7 +53,7 @@ def load_key(create: bool = True) -> bytes:
     if not create:
         raise DeidError(f"no de-identification key: set {KEY_ENV} or create {path}")
     key = secrets.token_hex(32).encode("ascii")
-    io.write_bytes(path, key + b"\n", mode=0o600)
+    fileio.write_bytes(path, key + b"\n", mode=0o600)
     return key
 
 
@@ -69,7 +70,7 @@ def write_link_file(path: Path, keys: list[str], hadm_ids: list[int]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     frame = pd.DataFrame({"key": keys, "hadm_id": hadm_ids}).sort_values("key")
-    io.write_text(path, frame.to_csv(index=False), mode=0o600)
+    fileio.write_text(path, frame.to_csv(index=False), mode=0o600)
     return path
 
 

@@ -17,10 +17,22 @@ import numpy as np
 import pandas as pd
 
 from pipeline import metrics
+from pipeline.contracts import DEFAULT_SAMPLES, RISK
+from pipeline.errors import ConfigError
 
 MI_FLOOR = 1e-9  # nats; MI below this is rounding noise of identical draws (e.g. a deterministic model)
-RISK_COLUMNS = ("key", "risk_mean", "risk_sd", "risk_p05", "risk_p95", "mutual_info", "refer", "n_events", "no_events",
-                "observed_hours", "before_prediction_time")
+RISK_COLUMNS = RISK.names()  # the risk table's columns (contracts.RISK)
+
+
+def score_samples(requested: int | None, info: dict | None = None) -> int:
+    """Samples per component to use: ``requested``, else the model's stored ``score_samples`` (the
+    number its refer threshold was chosen with), else ``DEFAULT_SAMPLES``. Evaluation, ``score`` and
+    the pyfunc all resolve it here."""
+    if requested is not None:
+        if int(requested) < 1:
+            raise ConfigError(f"samples must be >= 1, got {requested}")
+        return int(requested)
+    return int((info or {}).get("score_samples") or DEFAULT_SAMPLES)
 
 
 def components_of(model) -> int:
@@ -84,10 +96,10 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
     model's draws per admission, never their distribution; a deterministic model's logits do
     not depend on it.
     """
-    from pipeline import data
+    from pipeline import batches
 
-    order = data.length_order(fs, max_bags)  # (N,)
-    logits = predict_logits(model, data.iter_batches(fs, batch_size, max_bags, max_tokens, order), samples)
+    order = batches.length_order(fs, max_bags)  # (N,)
+    logits = predict_logits(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order), samples)
     out = np.empty_like(logits)
     out[:, :, order] = logits  # batch order -> row order
     return out
@@ -162,11 +174,6 @@ def score_features(model, fs, samples: int, refer: float, batch_size: int = 256,
     """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K)."""
     logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens)  # (S, K, N)
     if logits.shape[2] == 0:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _EMPTY_TYPES.items()})
+        return RISK.arrow_schema().empty_table().to_pandas()
     return risk_table(logits, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags, observed_hours=fs.observed_hours,
                       before_prediction_time=fs.before_prediction_time)
-
-
-_EMPTY_TYPES = {"key": "str", "risk_mean": "float64", "risk_sd": "float64", "risk_p05": "float64",
-                "risk_p95": "float64", "mutual_info": "float64", "refer": "bool", "n_events": "int64",
-                "no_events": "bool", "observed_hours": "float64", "before_prediction_time": "bool"}

@@ -109,7 +109,7 @@ def raw_ids_of(source_dir: Path) -> set[str]:
     """All SUBJECT_ID, HADM_ID and ICUSTAY_ID values of a MIMIC-III CSV directory."""
     import duckdb
 
-    from pipeline.sources import find_tables
+    from pipeline.sources.csvdir import find_tables
 
     files = find_tables(Path(source_dir))
     ids: set[str] = set()

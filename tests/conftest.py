@@ -31,7 +31,7 @@ def demo_dir() -> Path:
 @pytest.fixture(scope="session")
 def demo_features(demo_dir, tmp_path_factory):
     """The demo extracted once per session with the default configuration."""
-    from pipeline.extract import extract
+    from pipeline.extraction import extract
 
     out = tmp_path_factory.mktemp("demo_features")
     return extract(demo_dir, out)
@@ -42,7 +42,7 @@ def synth_features(tmp_path_factory):
     """A small synthetic MIMIC-III (2,500 patients, thinned events) and its features.
 
     Returns (root, ExtractResult): tables in root/mimic (truth in root/mimic/_truth)."""
-    from pipeline.extract import extract
+    from pipeline.extraction import extract
     from pipeline.synth import SynthConfig, generate
 
     root = tmp_path_factory.mktemp("synth")

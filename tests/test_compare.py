@@ -7,14 +7,17 @@ import csv
 import io as _io
 import math
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
-
-from pipeline import compare as cp, io
 from test_evaluate import _tracking  # noqa: F401  (this session's own tracking store)
 
-ROOT = cp.ROOT
+from pipeline import fileio, grid
+from pipeline.evaluation import compare as cp
+from pipeline.models import variants
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _row(model, mode, seed, base, truth=0.30):
@@ -124,7 +127,7 @@ def test_ece_floor_is_na_when_some_runs_predate_it():
 @pytest.mark.parametrize("kind, prior, label", [("rank1", "cauchy", "rank1-cauchy"), ("rank1", None, "rank1-gaussian"),
                                                 ("deep-ensemble", "gaussian", "deep-ensemble")])
 def test_model_label(kind, prior, label):
-    assert cp.model_label(kind, prior) == label
+    assert variants.model_label(kind, prior) == label
 
 
 @pytest.mark.parametrize("kind, config, label", [
@@ -142,7 +145,7 @@ def test_model_label(kind, prior, label):
     ("batchensemble", {"prior": "gaussian", "factor_init": "random_sign"}, "batchensemble"),
 ])
 def test_variant_label_is_the_most_specific_matching_variant(kind, config, label):
-    assert cp.variant_label(kind, config) == label
+    assert variants.variant_label(kind, config) == label
 
 
 # ---------------------------------------------------------------------------- collecting from MLflow
@@ -154,7 +157,7 @@ def _fake_run(client, exp_id, tmp_path, kind, prior, seed, mode, nll, splits=cp.
     client.log_param(rid, "train.seed", str(seed))
     for split in splits:
         d = tmp_path / rid / split
-        io.write_json(d / "metrics.json", {"model_kind": kind, "prior": prior, "split_mode": mode, "nll": nll,
+        fileio.write_json(d / "metrics.json", {"model_kind": kind, "prior": prior, "split_mode": mode, "nll": nll,
                                            "auc_pr": 0.5, "ece": 0.1, "true_risk": {"nll": 0.2, "auc_pr": 0.6,
                                                                                     "ece": 0.01, "ece_floor": 0.02},
                                            "ece_floor": 0.04,
@@ -167,7 +170,7 @@ def _fake_run(client, exp_id, tmp_path, kind, prior, seed, mode, nll, splits=cp.
 def test_collect_reads_evaluated_runs_of_an_experiment(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from pipeline.tracking import experiment_id, tracking_uri
+    from pipeline.runs.store import experiment_id, tracking_uri
 
     name = f"compare-test-{uuid.uuid4().hex[:8]}"
     client = MlflowClient(tracking_uri())
@@ -198,9 +201,9 @@ def test_cli_benchmark_models_reads_space_separated_lists(monkeypatch):
 
     def fake_grid(synth, out, cfg):
         seen["cfg"] = cfg
-        raise cp.CompareError("stopped by the test")
+        raise grid.GridError("stopped by the test")
 
-    monkeypatch.setattr(cp, "run_grid", fake_grid)
+    monkeypatch.setattr(grid, "run_grid", fake_grid)
     res = CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--seeds", "0", "1", "2",
                                        "--models", "rank1-cauchy", "deterministic", "--splits", "era", "--jobs", "2"])
     assert res.exit_code == 2 and "stopped by the test" in res.output
@@ -219,17 +222,17 @@ def test_cli_benchmark_models_reads_space_separated_lists(monkeypatch):
 
 @pytest.mark.slow
 def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
-    """2 models x 2 seeds, tiny steps, on the era (distribution-shift) split: subprocess jobs, tables.
+    """2 models x 2 seeds, tiny steps, on the era (distribution-shift) split: worker-process jobs, tables.
 
     (The random split runs the same code path; both modes are grouped in test_summarize_*.)
     """
     name = f"grid-test-{uuid.uuid4().hex[:8]}"
-    cfg = cp.GridConfig(seeds=(0, 1), variants=("deterministic", "rank1-cauchy"), split_modes=("era",),
+    cfg = grid.GridConfig(seeds=(0, 1), variants=("deterministic", "rank1-cauchy"), split_modes=("era",),
                         max_steps=6, eval_every=3,
-                        samples=2, jobs=2, patients=400, density=0.05, experiment=name, timeout_s=600,
+                        samples=2, jobs=2, patients=400, density=0.05, experiment=name,
                         train_overrides={"score_samples": 2, "batch_size": 16},
                         model_overrides={"lstm_hidden": 8, "embedding_dim": 8, "dense_units": 8, "components": 2})
-    result = cp.run_grid(tmp_path / "mimic", tmp_path / "out", cfg)
+    result = grid.run_grid(tmp_path / "mimic", tmp_path / "out", cfg)
     assert len(result.run_ids) == 4 and len(set(result.run_ids)) == 4
     md = (tmp_path / "out" / "compare.md").read_text()
     for model in ("deterministic", "rank1-cauchy", cp.TRUE_RISK):

@@ -12,8 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import data, io
-from pipeline.extract import FEATURE_SCHEMA, write_parquet
+from pipeline import batches, features, fileio
+from pipeline.contracts import FEATURES
+from pipeline.extraction.extract import write_parquet
+
+FEATURE_SCHEMA = FEATURES.arrow_schema()
 
 N_TOKENS, N_CONTEXT, DANGER = 40, 9, 5
 
@@ -45,9 +48,9 @@ def write_features(out, n_train: int = 96, n_val: int = 32, n_test: int = 16, se
     rng = np.random.default_rng(seed)
     for split, n in (("train", n_train), ("val", n_val), ("test", n_test)):
         write_parquet(pa.table(_rows(n, rng), schema=FEATURE_SCHEMA), out / f"{split}.parquet")
-    io.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"chart:{i}" for i in range(1, N_TOKENS)],
+    fileio.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"chart:{i}" for i in range(1, N_TOKENS)],
                                        "context": ["<pad>"] + [f"ctx:{i}" for i in range(1, N_CONTEXT)], "bins": {}})
-    io.write_json(out / "manifest.json", {"feature_version": 2, "splits": {"train": {"admissions": n_train}}})
+    fileio.write_json(out / "manifest.json", {"feature_version": 2, "splits": {"train": {"admissions": n_train}}})
     return out
 
 
@@ -68,11 +71,11 @@ HAND = [
 @pytest.fixture
 def hand(tmp_path):
     path = write_parquet(_table(HAND), tmp_path / "train.parquet")
-    return data.load_split(path)
+    return features.load_split(path)
 
 
 def test_collate_pads_and_aligns(hand):
-    b = data.collate(hand, [0, 1, 2])
+    b = batches.collate(hand, [0, 1, 2])
     assert b["tokens"].shape == (3, 3, 5) and b["tokens"].dtype.is_floating_point is False
     assert b["tokens"][0].tolist() == [[1, 4, 0, 0, 0], [2, 3, 5, 7, 9], [6, 0, 0, 0, 0]]
     assert b["tokens"][1].abs().sum() == 0  # zero-bag admission: all padding
@@ -85,7 +88,7 @@ def test_collate_pads_and_aligns(hand):
 
 @pytest.mark.parametrize("order", [[1], [1, 1], [2, 0], [0, 2, 1]])
 def test_collate_any_order_and_zero_bags(hand, order):
-    b = data.collate(hand, order)
+    b = batches.collate(hand, order)
     n_bags = [len(HAND[i]["bags"]) for i in order]
     assert b["tokens"].shape[:2] == (len(order), max(n_bags))
     assert b["tokens"].shape[2] >= 1  # L >= 1 even when no admission has a bag
@@ -95,29 +98,29 @@ def test_collate_any_order_and_zero_bags(hand, order):
 
 @pytest.mark.parametrize("max_bags, expected", [(None, [0, 2, 1]), (0, [0, 1, 2])])
 def test_length_order_longest_first_ties_in_file_order(hand, max_bags, expected):
-    assert data.length_order(hand, max_bags).tolist() == expected  # bags: a 3, b 0, c 1; max_bags 0 ties all
+    assert batches.length_order(hand, max_bags).tolist() == expected  # bags: a 3, b 0, c 1; max_bags 0 ties all
 
 
 def test_iter_batches_follow_order_and_cover_every_admission(hand):
-    batches = list(data.iter_batches(hand, 2, order=[2, 0, 1]))
-    assert [b["label"].shape[0] for b in batches] == [2, 1]
-    assert batches[0]["context"].tolist() == [[2, 5, 0], [1, 2, 3]]  # admissions c, a
-    assert batches[1]["context"].tolist() == [[4, 0, 0]]  # admission b
+    out = list(batches.iter_batches(hand, 2, order=[2, 0, 1]))
+    assert [b["label"].shape[0] for b in out] == [2, 1]
+    assert out[0]["context"].tolist() == [[2, 5, 0], [1, 2, 3]]  # admissions c, a
+    assert out[1]["context"].tolist() == [[4, 0, 0]]  # admission b
     for bad in ([0, 1], [0, 0, 1]):
         with pytest.raises(ValueError, match="each of the 3 admissions once"):
-            list(data.iter_batches(hand, 2, order=bad))
+            list(batches.iter_batches(hand, 2, order=bad))
 
 
 @pytest.mark.parametrize("max_bags, expected_hours", [(1, [2.0]), (2, [1.0, 2.0]), (5, [-24.0, 1.0, 2.0])])
 def test_max_bags_keeps_most_recent(hand, max_bags, expected_hours):
-    b = data.collate(hand, [0], max_bags=max_bags)
+    b = batches.collate(hand, [0], max_bags=max_bags)
     assert b["hours"][0].tolist() == expected_hours
     assert b["mask"][0].all()
 
 
 @pytest.mark.parametrize("max_tokens, expected", [(1, [2]), (2, [2, 5]), (3, [2, 3, 7]), (5, [2, 3, 5, 7, 9])])
 def test_max_tokens_evenly_spaced(hand, max_tokens, expected):
-    b = data.collate(hand, [0], max_tokens=max_tokens)
+    b = batches.collate(hand, [0], max_tokens=max_tokens)
     assert b["tokens"].shape[2] == min(max_tokens, 5)
     assert [t for t in b["tokens"][0, 1].tolist() if t] == expected
     assert [t for t in b["tokens"][0, 2].tolist() if t] == [6]  # short bags untouched
@@ -126,26 +129,26 @@ def test_max_tokens_evenly_spaced(hand, max_tokens, expected):
 def test_from_pandas_and_chunks_match_full_load(tmp_path):
     write_features(tmp_path, n_train=50)
     path = tmp_path / "train.parquet"
-    full = data.load_split(path)
-    same = data.from_pandas(pq.read_table(path).to_pandas())
+    full = features.load_split(path)
+    same = features.from_pandas(pq.read_table(path).to_pandas())
     for name in ("tokens", "token_offsets", "bag_offsets", "bag_hours", "context", "label", "n_events", "keys"):
         assert np.array_equal(getattr(full, name), getattr(same, name)), name
     for chunk in (1, 7, 50, 64):
-        parts = list(data.iter_parquet(path, chunk_rows=chunk))
+        parts = list(features.iter_parquet(path, chunk_rows=chunk))
         assert [len(p) for p in parts][:-1] == [chunk] * (len(parts) - 1)
         assert np.array_equal(np.concatenate([p.keys for p in parts]), full.keys)
         assert np.array_equal(np.concatenate([p.tokens for p in parts]), full.tokens)
 
 
 def test_sampler_is_pure_covers_epochs_and_shards():
-    s = data.TrainSampler(n=10, size=4, seed=3)
-    again = data.TrainSampler(n=10, size=4, seed=3)
+    s = batches.TrainSampler(n=10, size=4, seed=3)
+    again = batches.TrainSampler(n=10, size=4, seed=3)
     steps = [s.indices(i) for i in range(5)]  # 20 positions = exactly 2 epochs
     assert all(np.array_equal(a, again.indices(i)) for i, a in enumerate(steps))
     stream = np.concatenate(steps)
     assert sorted(stream[:10]) == list(range(10)) and sorted(stream[10:]) == list(range(10))
     assert not np.array_equal(stream[:10], stream[10:])  # a new permutation per epoch
-    assert not np.array_equal(data.TrainSampler(10, 4, seed=4).indices(0), steps[0])
+    assert not np.array_equal(batches.TrainSampler(10, 4, seed=4).indices(0), steps[0])
     shards = [s.indices(3, rank=r, world=2) for r in range(2)]
     assert np.array_equal(np.concatenate(shards), steps[3])
     with pytest.raises(ValueError, match="do not split over 3"):
@@ -153,7 +156,7 @@ def test_sampler_is_pure_covers_epochs_and_shards():
 
 
 def test_small_split_keeps_batch_size():
-    s = data.TrainSampler(n=3, size=8, seed=0)
+    s = batches.TrainSampler(n=3, size=8, seed=0)
     idx = s.indices(0)
     assert idx.shape == (8,) and set(idx) == {0, 1, 2}
 
@@ -175,28 +178,28 @@ def test_bad_rows_are_named(tmp_path, mutate, pattern):
     rows = [dict(HAND[0]), dict(HAND[2])]
     mutate(rows[1])
     path = _write(tmp_path, rows)
-    with pytest.raises(data.FeatureError, match=pattern) as exc:
-        data.load_split(path)
+    with pytest.raises(features.FeatureError, match=pattern) as exc:
+        features.load_split(path)
     assert "bad.parquet" in str(exc.value)
 
 
 def test_vocab_check_names_column_and_row(hand):
     hand.check_vocab(10, 6)
-    with pytest.raises(data.FeatureError, match=r"column 'bags' row 0: id 9 outside the vocabulary \[0, 9\)"):
+    with pytest.raises(features.FeatureError, match=r"column 'bags' row 0: id 9 outside the vocabulary \[0, 9\)"):
         hand.check_vocab(9, 6)
-    with pytest.raises(data.FeatureError, match=r"column 'context' row 2: id 5 outside"):
+    with pytest.raises(features.FeatureError, match=r"column 'context' row 2: id 5 outside"):
         hand.check_vocab(10, 5)
 
 
 def test_missing_file_column_and_label(tmp_path):
-    with pytest.raises(data.FeatureError, match="features file not found"):
-        data.load_split(tmp_path / "nope.parquet")
+    with pytest.raises(features.FeatureError, match="features file not found"):
+        features.load_split(tmp_path / "nope.parquet")
     pq.write_table(_table(HAND).drop(["bags"]), tmp_path / "nobags.parquet")
-    with pytest.raises(data.FeatureError, match=r"nobags.parquet: missing column\(s\) \['bags'\]"):
-        data.load_split(tmp_path / "nobags.parquet")
-    unlabeled = data.from_pandas(pq.read_table(_write(tmp_path, HAND)).to_pandas().drop(columns=["label"]))
+    with pytest.raises(features.FeatureError, match=r"nobags.parquet: missing column\(s\) \['bags'\]"):
+        features.load_split(tmp_path / "nobags.parquet")
+    unlabeled = features.from_pandas(pq.read_table(_write(tmp_path, HAND)).to_pandas().drop(columns=["label"]))
     assert np.isnan(unlabeled.label).all() and not unlabeled.has_labels
-    with pytest.raises(data.FeatureError, match="column 'label' row 0 is missing"):
+    with pytest.raises(features.FeatureError, match="column 'label' row 0 is missing"):
         unlabeled.require_labels()
 
 
@@ -206,14 +209,14 @@ def test_demo_features_batch_through_every_model(demo_features):
 
     from pipeline.models import MortalityConfig, build_model
 
-    fs = data.load_split(demo_features.out_dir / "train.parquet")
-    vocab = io.read_json(demo_features.out_dir / "vocab.json")
+    fs = features.load_split(demo_features.out_dir / "train.parquet")
+    vocab = fileio.read_json(demo_features.out_dir / "vocab.json")
     fs.check_vocab(len(vocab["tokens"]), len(vocab["context"]))
-    batch = data.collate(fs, np.arange(6), max_bags=8, max_tokens=16)
+    batch = batches.collate(fs, np.arange(6), max_bags=8, max_tokens=16)
     assert batch["tokens"].shape[1] <= 8 and batch["tokens"].shape[2] <= 16
-    empty = data.from_pandas(pq.read_table(demo_features.out_dir / "val.parquet").to_pandas().head(2)
+    empty = features.from_pandas(pq.read_table(demo_features.out_dir / "val.parquet").to_pandas().head(2)
                              .assign(bags=[[], []], bag_hours=[[], []], n_events=[0, 0]))
-    zero = data.collate(empty, [0, 1])
+    zero = batches.collate(empty, [0, 1])
     assert zero["tokens"].shape == (2, 0, 1)
     cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]), embedding_dim=4, lstm_hidden=4,
                           dense_units=4, components=2)
@@ -226,15 +229,15 @@ def test_demo_features_batch_through_every_model(demo_features):
 
 def test_window_columns_are_optional_and_checked(tmp_path):
     rows = [dict(HAND[0], observed_hours=5.5, before_prediction_time=True), dict(HAND[1])]
-    fs = data.from_arrow(_table(rows))
+    fs = features.from_arrow(_table(rows))
     assert fs.observed_hours.tolist() == [5.5, 24.0] and fs.before_prediction_time.tolist() == [True, False]
     old = _table(rows).drop_columns(["observed_hours", "before_prediction_time"])  # FEATURE_VERSION 1 files
-    fs = data.from_arrow(old)
+    fs = features.from_arrow(old)
     assert fs.observed_hours is None and fs.before_prediction_time is None
     write_parquet(_table(rows), tmp_path / "f.parquet")
-    assert data.load_split(tmp_path / "f.parquet").before_prediction_time.tolist() == [True, False]
+    assert features.load_split(tmp_path / "f.parquet").before_prediction_time.tolist() == [True, False]
     bad = _table([dict(HAND[0]), dict(HAND[1], observed_hours=-1.0)])
-    with pytest.raises(data.FeatureError, match="column 'observed_hours' row 1 = -1.0"):
-        data.from_arrow(bad, source="f.parquet")
+    with pytest.raises(features.FeatureError, match="column 'observed_hours' row 1 = -1.0"):
+        features.from_arrow(bad, source="f.parquet")
     frame = _table(rows).to_pandas()
-    assert data.from_pandas(frame).before_prediction_time.tolist() == [True, False]
+    assert features.from_pandas(frame).before_prediction_time.tolist() == [True, False]

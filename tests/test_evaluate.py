@@ -19,11 +19,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
-from pipeline import data, evaluate as ev, io, metrics, predict, privacy
-from pipeline.layers import embedding as emb_mod, factors as factors_mod, meanfield as mf_mod
-from pipeline.models import MortalityConfig, build_model
 from test_data import N_CONTEXT, N_TOKENS, write_features
+
+from pipeline import batches, errors, features, fileio, metrics, predict, privacy
+from pipeline.evaluation import evaluate, truth
+from pipeline.layers import embedding as emb_mod
+from pipeline.layers import factors as factors_mod
+from pipeline.layers import meanfield as mf_mod
+from pipeline.models import MortalityConfig, build_model
+from pipeline.runs import store
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"embedding_dim": 8, "lstm_hidden": 16, "dense_units": 16, "components": 3}
@@ -51,7 +55,7 @@ def _tracking(tmp_path_factory):
 
 def trained_run(tmp_path_factory, features_dir: Path, kind: str = "rank1", steps: int = 20) -> str:
     """Run id of a tiny training on ``features_dir`` (trained once per session, tracked in MLflow)."""
-    from pipeline.train import TrainConfig, train
+    from pipeline.training import TrainConfig, train
 
     cache = tmp_path_factory.getbasetemp() / "trained_runs" / f"{features_dir.name}-{kind}-{steps}"
     if (cache / "run_id").exists():
@@ -60,7 +64,7 @@ def trained_run(tmp_path_factory, features_dir: Path, kind: str = "rank1", steps
                       threads=1, model=dict(TINY))
     result = train(features_dir, kind, cfg, out_dir=cache / "ckpt", experiment="evaluate-tests",
                    run_name=f"{kind}-{features_dir.name}")
-    io.write_text(cache / "run_id", result.run_id)
+    fileio.write_text(cache / "run_id", result.run_id)
     return result.run_id
 
 
@@ -91,7 +95,7 @@ def test_mixture_nll_matches_loop(s, k, n, scale):
     logits = rng.normal(0.0, scale, size=(s, k, n)) + rng.normal(0.0, scale, size=(1, 1, n))
     labels = (rng.random(n) < 0.4).astype(float)
     labels[:2] = (0.0, 1.0)
-    report = ev.report_of(logits, labels, n_bootstrap=0)
+    report = evaluate.report_of(logits, labels, n_bootstrap=0)
     assert report["nll"] == pytest.approx(_loop_nll(logits, labels), rel=1e-10, abs=1e-12)
     members = [_loop_nll(logits[:, j : j + 1, :], labels) for j in range(k)]
     assert report["member_nll"] == pytest.approx(members, rel=1e-10, abs=1e-12)
@@ -162,7 +166,7 @@ class NoiseReplay:
 @pytest.fixture(scope="module")
 def small_val(tmp_path_factory):
     out = write_features(tmp_path_factory.mktemp("feats"), n_train=8, n_val=13, n_test=4)
-    return data.load_split(out / "val.parquet")
+    return features.load_split(out / "val.parquet")
 
 
 @pytest.mark.parametrize("kind, prior", [("rank1", "gaussian"), ("rank1", "cauchy"), ("bayes-full", "gaussian"),
@@ -172,7 +176,7 @@ def test_vectorised_draws_equal_sequential_draws(small_val, monkeypatch, kind, p
     torch.manual_seed(0)
     model = build_model(kind, MortalityConfig(N_TOKENS, N_CONTEXT, prior=prior, **TINY))
     s = 5
-    batch = data.collate(small_val, np.arange(len(small_val)))
+    batch = batches.collate(small_val, np.arange(len(small_val)))
     replay = NoiseReplay(monkeypatch)
     torch.manual_seed(123)
     together = predict.predict_logits(model, [batch], samples=s)  # (S, K, N), recorded
@@ -192,13 +196,13 @@ def test_sample_logits_is_seeded_and_batched_over_draws(small_val):
     model = build_model("rank1", MortalityConfig(N_TOKENS, N_CONTEXT, **TINY))
     n = len(small_val)
     state = torch.get_rng_state()
-    a = ev.sample_logits(model, small_val, samples=4, batch_size=n, seed=7)
+    a = evaluate.sample_logits(model, small_val, samples=4, batch_size=n, seed=7)
     assert torch.equal(state, torch.get_rng_state())
     torch.manual_seed(7)
-    direct = predict.predict_logits(model, [data.collate(small_val, np.arange(n))], samples=4)
+    direct = predict.predict_logits(model, [batches.collate(small_val, np.arange(n))], samples=4)
     np.testing.assert_array_equal(a, direct)
     assert a.shape == (4, 3, n)
-    assert not np.allclose(a, ev.sample_logits(model, small_val, samples=4, batch_size=n, seed=8))
+    assert not np.allclose(a, evaluate.sample_logits(model, small_val, samples=4, batch_size=n, seed=8))
 
 
 # ---------------------------------------------------------------------------- end to end on the demo
@@ -212,7 +216,7 @@ def demo_run(tmp_path_factory, demo_features):
 def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from pipeline.tracking import tracking_uri
+    from pipeline.runs.store import tracking_uri
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, str(ROOT / "cli.py"), "evaluate", "--run", demo_run, "--split", "val", "--split", "test",
@@ -229,7 +233,7 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
         assert report["positives"] == demo_features.manifest["splits"][split]["positives"]
         assert len(report["nll_ci"]) == 2 and report["nll_ci"][0] <= report["nll"] <= report["nll_ci"][1]
         assert report["truth"] is False and "true_risk" not in report
-        for png in ev.PLOTS:
+        for png in evaluate.PLOTS:
             assert (tmp_path / "eval" / split / png).read_bytes()[:4] == b"\x89PNG"
     run = MlflowClient(tracking_uri()).get_run(demo_run)
     test_report = json.loads((tmp_path / "eval" / "test" / "metrics.json").read_text())
@@ -237,7 +241,7 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
     assert run.data.metrics["test_auc_pr"] == pytest.approx(test_report["auc_pr"])
     assert run.data.tags["eval_test_samples"] == "6" and run.data.tags["split_mode"] == "random"
     logged = {a.path for a in MlflowClient(tracking_uri()).list_artifacts(demo_run, "eval/test")}
-    assert logged == {f"eval/test/{f}" for f in ("metrics.json", *ev.PLOTS)}
+    assert logged == {f"eval/test/{f}" for f in ("metrics.json", *evaluate.PLOTS)}
     # privacy: no raw identifier or date in the JSON, the file names or the printed table
     findings = privacy.scan([tmp_path / "eval"], privacy.raw_ids_of(demo_dir))
     assert not findings, [str(f) for f in findings]
@@ -247,7 +251,7 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
 
 
 def test_evaluate_run_returns_consistent_logits(demo_run, tmp_path):
-    res = ev.evaluate_run(demo_run, "val", ev.EvalConfig(samples=3, n_bootstrap=0, log_to_run=False),
+    res = evaluate.evaluate_run(demo_run, "val", evaluate.EvalConfig(samples=3, n_bootstrap=0, log_to_run=False),
                           out_dir=tmp_path)
     assert res.logits.shape == (3, TINY["components"], res.report["n"])
     assert res.report["nll"] == pytest.approx(metrics.mixture_nll(res.logits, res.labels))
@@ -260,7 +264,7 @@ def test_evaluate_run_returns_consistent_logits(demo_run, tmp_path):
 
 @pytest.fixture(scope="module")
 def small_synth(tmp_path_factory):
-    from pipeline.extract import extract
+    from pipeline.extraction import extract
     from pipeline.synth import SynthConfig, generate
 
     root = tmp_path_factory.mktemp("synth")
@@ -271,7 +275,7 @@ def small_synth(tmp_path_factory):
 def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, tmp_path):
     root, res = small_synth
     run_id = trained_run(tmp_path_factory, res.out_dir, kind="deterministic")
-    out = ev.evaluate_run(run_id, "test", ev.EvalConfig(samples=2, n_bootstrap=20, log_to_run=True), out_dir=tmp_path)
+    out = evaluate.evaluate_run(run_id, "test", evaluate.EvalConfig(samples=2, n_bootstrap=20, log_to_run=True), out_dir=tmp_path)
     report = out.report
     frame = pd.read_parquet(res.out_dir / "test.parquet", columns=["key", "label"])
     truth = pd.read_csv(root / "mimic" / "_truth" / "truth.csv.gz").rename(columns=str.lower)
@@ -284,18 +288,18 @@ def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, 
     assert report["true_risk"]["auc_pr"] == pytest.approx(metrics.average_precision(y, r))
     from mlflow.tracking import MlflowClient
 
-    from pipeline.tracking import tracking_uri
+    from pipeline.runs.store import tracking_uri
 
     logged = MlflowClient(tracking_uri()).get_run(run_id).data.metrics
     assert logged["test_true_nll"] == pytest.approx(true_nll) and "test_nll_gap" in logged
     # --json elsewhere: the run still gets eval/val/metrics.json, so `compare` sees the evaluation
-    val = ev.evaluate_run(run_id, "val", ev.EvalConfig(samples=2, n_bootstrap=0, log_to_run=True), out_dir=tmp_path,
+    val = evaluate.evaluate_run(run_id, "val", evaluate.EvalConfig(samples=2, n_bootstrap=0, log_to_run=True), out_dir=tmp_path,
                           json_path=tmp_path / "my-val.txt")
-    from pipeline.compare import collect
+    from pipeline.evaluation.compare import collect
 
     (row,) = collect(run_ids=[run_id])
     assert row["val_nll"] == pytest.approx(val.report["nll"]) and row["test_nll"] == pytest.approx(report["nll"])
-    assert "true risk" in ev.format_table(report)
+    assert "true risk" in evaluate.format_table(report)
 
 
 # ---------------------------------------------------------------------------- errors
@@ -303,8 +307,8 @@ def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, 
 
 def test_features_from_another_vocabulary_are_refused(demo_run, tmp_path):
     other = write_features(tmp_path / "other")
-    with pytest.raises(ev.EvalError, match=r"vocab.json: differs from the vocabulary run"):
-        ev.evaluate_run(demo_run, "test", ev.EvalConfig(samples=1, n_bootstrap=0, log_to_run=False), data=other,
+    with pytest.raises(errors.PipelineError, match=r"vocab.json: differs from the vocabulary run"):
+        evaluate.evaluate_run(demo_run, "test", evaluate.EvalConfig(samples=1, n_bootstrap=0, log_to_run=False), data=other,
                         out_dir=tmp_path / "o")
 
 
@@ -314,22 +318,22 @@ def test_features_from_another_vocabulary_are_refused(demo_run, tmp_path):
     ("/no/such/model", "neither a run id"),
 ])
 def test_unknown_runs_give_clear_errors(uri, message):
-    with pytest.raises(ev.EvalError, match=message):
-        ev.load_run_model(uri)
+    with pytest.raises(errors.PipelineError, match=message):
+        store.load_run_model(uri)
 
 
 def test_truth_without_some_admissions_is_an_error(small_synth, tmp_path):
     root, res = small_synth
     keys = pd.read_parquet(res.out_dir / "test.parquet", columns=["key"])["key"]
-    truth = pd.read_csv(root / "mimic" / "_truth" / "truth.csv.gz")
+    table = pd.read_csv(root / "mimic" / "_truth" / "truth.csv.gz")
     link = pd.read_csv(res.link_file)
     dropped = link.loc[link["key"] == keys.iloc[3], "hadm_id"].iloc[0]
-    truth[truth["HADM_ID"] != dropped].to_csv(tmp_path / "truth.csv.gz", index=False)
-    with pytest.raises(ev.EvalError, match=r"no TRUE_RISK for 1 admission\(s\) \(first: features row 3\)"):
-        ev.load_true_risk(tmp_path / "truth.csv.gz", res.link_file, keys)
-    truth.drop(columns=["TRUE_RISK"]).to_csv(tmp_path / "bad.csv.gz", index=False)
-    with pytest.raises(ev.EvalError, match=r"bad.csv.gz: missing column TRUE_RISK"):
-        ev.load_true_risk(tmp_path / "bad.csv.gz", res.link_file, keys)
+    table[table["HADM_ID"] != dropped].to_csv(tmp_path / "truth.csv.gz", index=False)
+    with pytest.raises(errors.PipelineError, match=r"no TRUE_RISK for 1 admission\(s\) \(first: features row 3\)"):
+        truth.load_true_risk(tmp_path / "truth.csv.gz", res.link_file, keys)
+    table.drop(columns=["TRUE_RISK"]).to_csv(tmp_path / "bad.csv.gz", index=False)
+    with pytest.raises(errors.PipelineError, match=r"bad.csv.gz: missing column TRUE_RISK"):
+        truth.load_true_risk(tmp_path / "bad.csv.gz", res.link_file, keys)
 
 
 def test_cli_evaluate_reports_errors_without_traceback(tmp_path):

@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.extract import ExtractConfig, SplitMode, extract
+from pipeline.extraction import ExtractConfig, SplitMode, extract
 from pipeline.sources import SourceError
 
 FEATURE_FILES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
@@ -162,7 +162,7 @@ def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
     import csv
     import gzip
 
-    from pipeline.sources import find_tables
+    from pipeline.sources.csvdir import find_tables
 
     files = find_tables(demo_dir)
     for name, acc in demo_features.manifest["tables"].items():
@@ -174,14 +174,14 @@ def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
 
 
 def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
-    from pipeline.extract import ExtractConfig, extract
+    from pipeline.extraction import ExtractConfig, extract
 
     res = extract(demo_dir, tmp_path / "o", ExtractConfig(verify_counts=True))
     assert res.manifest["tables"]["chartevents"]["rows_read"] == 758_355
 
 
 def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tmp_path):
-    from pipeline.extract import ExtractConfig, extract
+    from pipeline.extraction import ExtractConfig, extract
 
     res = extract(demo_dir, tmp_path / "seq", ExtractConfig(scan_workers=1))
     for split in ("train", "val", "test"):
@@ -196,7 +196,8 @@ def test_interrupt_scans_stops_a_running_scan(demo_dir):
 
     import duckdb
 
-    from pipeline.sources import CsvSource, SourceError
+    from pipeline.sources.base import SourceError
+    from pipeline.sources.csvdir import CsvSource
 
     src = CsvSource(demo_dir, duckdb.connect())
     outcome = {}
@@ -227,7 +228,7 @@ def test_training_features_cover_the_whole_window(demo_features):
 
 
 def test_observed_hours_clips_to_the_window():
-    from pipeline.extract import observed_hours
+    from pipeline.extraction.extract import observed_hours
 
     h = 3600.0
     cohort = pd.DataFrame({"admit_epoch": [0.0, 0.0, 0.0, 10 * h], "pred_epoch": [24 * h, 24 * h, 24 * h, 34 * h]})

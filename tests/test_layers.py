@@ -7,14 +7,32 @@ import math
 import pytest
 import torch
 from torch import nn
-from torch.distributions import Cauchy, Normal, kl_divergence as torch_kl
+from torch.distributions import Cauchy, Normal
+from torch.distributions import kl_divergence as torch_kl
 from torch.nn import functional as F
 
-from pipeline.layers import (Conv2dBatchEnsemble, Conv2dRank1, EmbeddingBagBayes, EmbeddingBagDeterministic,
-                             EmbeddingBayes, LinearBatchEnsemble, LinearDeterministic, LinearMeanField,
-                             LinearRank1, Rank1Config, Rank1Vector, Sampling, component_rows,
-                             expand_members, kl_divergence, l2_penalty, materialize, set_sampling,
-                             tile_members, untile)
+from pipeline.layers import (
+    Conv2dBatchEnsemble,
+    Conv2dRank1,
+    EmbeddingBagBayes,
+    EmbeddingBagDeterministic,
+    EmbeddingBayes,
+    LinearBatchEnsemble,
+    LinearDeterministic,
+    LinearMeanField,
+    LinearRank1,
+    Rank1Config,
+    Rank1Vector,
+    Sampling,
+    component_rows,
+    expand_members,
+    kl_divergence,
+    l2_penalty,
+    materialize,
+    set_sampling,
+    tile_members,
+    untile,
+)
 from pipeline.layers.priors import kl_cauchy_cauchy, kl_elementwise, kl_normal_normal
 
 

@@ -9,8 +9,16 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from pipeline.layers import (LSTMBatchEnsemble, LSTMDeterministic, LSTMMeanField, LSTMRank1, Rank1Config,
-                             Rank1Vector, set_sampling, tile_members)
+from pipeline.layers import (
+    LSTMBatchEnsemble,
+    LSTMDeterministic,
+    LSTMMeanField,
+    LSTMRank1,
+    Rank1Config,
+    Rank1Vector,
+    set_sampling,
+    tile_members,
+)
 from pipeline.layers.factors import materialize
 
 D, H = 3, 5

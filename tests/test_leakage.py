@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.extract import extract
+from pipeline.extraction import extract
 
 FEATURES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
 HOURS = 24

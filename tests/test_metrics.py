@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
 
 from pipeline import metrics as M
-from pipeline import plots
+from pipeline.evaluation import plots
 
 SEEDS_SIZES = [(0, 7), (1, 50), (2, 333), (3, 1000)]
 

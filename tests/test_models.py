@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from pipeline.errors import PipelineError
 from pipeline.layers import set_sampling
 from pipeline.models import ModelKind, MortalityConfig, build_model
 
@@ -317,8 +318,7 @@ def test_final_hidden_equals_lstm_forward_with_same_draws(layers, backend, pertu
 
 
 def test_final_hidden_backend_auto_follows_the_hidden_size(monkeypatch):
-    from pipeline.layers import LSTMRank1
-    from pipeline.layers import inference
+    from pipeline.layers import LSTMRank1, inference
 
     called = []
     monkeypatch.setattr(inference, "_fused_per_draw", lambda *a: called.append("fused") or torch.zeros(0))
@@ -366,7 +366,8 @@ def test_rank1_config_errors_name_the_setting():
 
 
 def test_rank1_settings_survive_checkpoint_reload(tmp_path):
-    from pipeline.train import CHECKPOINT_FORMAT, config_dict, load_model
+    from pipeline.configs import config_dict
+    from pipeline.runs.checkpoint import CHECKPOINT_FORMAT, load_model
 
     cfg = tiny_cfg(prior_mean=0.0, prior_stddev=1.0, factor_init="random_sign", init_stddev=0.03)
     model = build_model("rank1", cfg)
@@ -388,15 +389,15 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     import cli
-    import pipeline.train
+    import pipeline.training
 
     seen = {}
 
     def fake_train(data, model, cfg, **kw):
         seen["model"] = cfg.model
-        raise ValueError("stop after forwarding")
+        raise PipelineError("stop after forwarding")
 
-    monkeypatch.setattr(pipeline.train, "train", fake_train)
+    monkeypatch.setattr(pipeline.training, "train", fake_train)
     args = ["train", "--data", str(tmp_path), "--no-tracking", "--prior-mean", "0", "--prior-stddev", "1",
             "--factor-init", "random_sign", "--init-stddev", "0.03", "--prior-signs"]
     result = CliRunner().invoke(cli.app, args)
@@ -410,7 +411,7 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
 def test_deep_ensemble_member_trains_like_a_deterministic_model():
     """Each member's gradient (NLL + L2) is the deterministic model's on the same weights, scaled by 1/K:
     the L2 penalty is the members' mean, as the NLL is."""
-    from pipeline.train import Objective
+    from pipeline.training import Objective
 
     cfg = tiny_cfg(components=2)
     ens, det = build_model("deep-ensemble", cfg), build_model("deterministic", cfg)

@@ -9,14 +9,14 @@ import logging
 from pathlib import Path
 from urllib.parse import quote
 
+import pgserver
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import pgserver
 from pgserver import TempPostgres, demo_dir, pg_demo, pg_server  # noqa: F401  (session fixtures)
-from pipeline.dsn import redact_dsn
-from pipeline.pgload import DDL, PgLoadError, columns, find_table_files, load_mimic_csv, read_header
+
+from pipeline.redact import redact_dsn
+from pipeline.sources.pgload import DDL, PgLoadError, columns, find_table_files, load_mimic_csv, read_header
 
 psycopg = pytest.importorskip("psycopg")
 duckdb = pytest.importorskip("duckdb")
@@ -349,7 +349,7 @@ def test_skips_with_warnings_and_logs_without_password(pg_server, tmp_path: Path
     header, rows = _demo_rows("patients", 2)
     _write(tmp_path / "PATIENTS.csv", _csv_text(header, rows))
     _write(tmp_path / "NOT_A_TABLE.csv", "a,b\n1,2\n")
-    with caplog.at_level(logging.INFO, logger="pipeline.pgload"):
+    with caplog.at_level(logging.INFO, logger="pipeline.sources.pgload"):
         counts = load_mimic_csv(pg_server.dsn, tmp_path, schema="skip_t", tables=["PATIENTS", "admissions"])
     assert counts == {"patients": 2}
     text = caplog.text

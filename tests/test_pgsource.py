@@ -6,10 +6,10 @@ import json
 import logging
 
 import pytest
-
 from pgserver import demo_dir as _demo_dir, pg_demo, pg_server  # noqa: F401  (session fixtures)
-from pipeline.dsn import REDACTED
-from pipeline.extract import extract
+
+from pipeline.extraction import extract
+from pipeline.redact import REDACTED
 from pipeline.sources import SourceError
 
 FEATURES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
@@ -64,12 +64,12 @@ def test_generated_postgres_sql_is_not_hand_kept():
 def test_postgres_census_matches_duckdb_and_checks_as_of(pg_demo, demo_features, tmp_path):  # noqa: F811
     """Scoring extraction (training vocabulary, data end from ADMISSIONS) gives the same cohort file,
     window columns included, on both engines; an --as-of before the newest record fails on both."""
-    from pipeline.tokens import Vocab
+    from pipeline.extraction.tokens import Vocab
 
     vocab = Vocab.from_json(json.loads((demo_features.out_dir / "vocab.json").read_text()))
     pg = extract(pg_demo.dsn, tmp_path / "pg", vocab=vocab, schema=pg_demo.schema)
     dk = extract(_demo_dir(), tmp_path / "dk", vocab=vocab)
     assert (pg.out_dir / "cohort.parquet").read_bytes() == (dk.out_dir / "cohort.parquet").read_bytes()
     for source, kw in ((pg_demo.dsn, {"schema": pg_demo.schema}), (_demo_dir(), {})):
-        with pytest.raises(SourceError, match="--as-of is before the newest ADMITTIME or DISCHTIME"):
+        with pytest.raises(SourceError, match="as_of is before the newest ADMITTIME or DISCHTIME"):
             extract(source, tmp_path / "early", vocab=vocab, as_of=0.0, **kw)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from test_data import N_CONTEXT, N_TOKENS, write_features
 
-from pipeline import data, metrics, predict
+from pipeline import batches, features, metrics, predict
 from pipeline.layers import Sampling, set_sampling
 from pipeline.models import MortalityConfig, build_model
 
@@ -17,7 +17,7 @@ TINY = {"embedding_dim": 6, "lstm_hidden": 6, "dense_units": 6, "components": 3}
 @pytest.fixture(scope="module")
 def val(tmp_path_factory):
     out = write_features(tmp_path_factory.mktemp("feats"), n_train=8, n_val=21, n_test=4)
-    return data.load_split(out / "val.parquet")
+    return features.load_split(out / "val.parquet")
 
 
 def _model(kind: str, seed: int = 0):
@@ -30,7 +30,7 @@ def _model(kind: str, seed: int = 0):
 def test_predict_logits_shape_and_state_restored(val, kind, k):
     model = _model(kind)
     model.train()
-    logits = predict.predict_logits(model, data.iter_batches(val, 8), samples=4)
+    logits = predict.predict_logits(model, batches.iter_batches(val, 8), samples=4)
     assert logits.shape == (4, k, len(val)) and np.isfinite(logits).all()
     assert model.training  # evaluation mode is undone afterwards
     layers = [m for m in model.modules() if hasattr(m, "sampling")]
@@ -46,7 +46,7 @@ def test_predict_logits_one_draw_per_member_block(val):
     """
     torch.manual_seed(0)
     model = build_model("rank1", MortalityConfig(N_TOKENS, N_CONTEXT, init_stddev=0.1, **TINY))
-    batch = data.collate(val, [0, 0, 5])
+    batch = batches.collate(val, [0, 0, 5])
     logits = predict.predict_logits(model, [batch], samples=5)  # (5, 3, 3)
     np.testing.assert_allclose(logits[:, :, 0], logits[:, :, 1], rtol=0, atol=1e-6)
     assert np.unique(logits[:, :, 0]).size == 15  # 15 distinct draws
@@ -59,8 +59,8 @@ def test_predict_logits_one_draw_per_member_block(val):
 @pytest.mark.parametrize("kind", ["deterministic", "deep-ensemble"])
 def test_deterministic_logits_do_not_depend_on_batching(val, kind):
     model = _model(kind)
-    a = predict.predict_logits(model, data.iter_batches(val, 5), samples=2)
-    b = predict.predict_logits(model, data.iter_batches(val, 64), samples=2)
+    a = predict.predict_logits(model, batches.iter_batches(val, 5), samples=2)
+    b = predict.predict_logits(model, batches.iter_batches(val, 64), samples=2)
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert np.array_equal(a[0], a[1])  # no weight noise: samples repeat
 
@@ -69,9 +69,9 @@ def test_deterministic_logits_do_not_depend_on_batching(val, kind):
 def test_feature_logits_in_row_order(val, kind):
     """Length-sorted batches, logits put back in the FeatureSet's row order."""
     model = _model(kind)
-    assert not np.array_equal(data.length_order(val), np.arange(len(val)))  # the fixture needs reordering
+    assert not np.array_equal(batches.length_order(val), np.arange(len(val)))  # the fixture needs reordering
     a = predict.feature_logits(model, val, samples=2, batch_size=4)
-    b = predict.predict_logits(model, data.iter_batches(val, 4), samples=2)  # file order
+    b = predict.predict_logits(model, batches.iter_batches(val, 4), samples=2)  # file order
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
@@ -81,7 +81,7 @@ def test_feature_logits_rank1_rows_follow_their_admission(val):
     model = _model("rank1")
     set_sampling(model, use_mean=True)
     a = predict.feature_logits(model, val, samples=1, batch_size=5)  # (1, K, N)
-    one = [predict.predict_logits(model, [data.collate(val, [i])], samples=1)[..., 0] for i in range(len(val))]
+    one = [predict.predict_logits(model, [batches.collate(val, [i])], samples=1)[..., 0] for i in range(len(val))]
     np.testing.assert_allclose(a, np.stack(one, axis=-1), rtol=1e-4, atol=1e-5)
 
 

@@ -8,7 +8,7 @@ import stat
 import pandas as pd
 import pytest
 
-from pipeline import deid, io
+from pipeline import deid, fileio
 from pipeline.privacy import check_string, raw_ids_of, scan
 
 
@@ -61,4 +61,4 @@ def test_key_never_written_to_outputs(demo_features):
     for path in demo_features.out_dir.rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
-    assert io.read_json(demo_features.out_dir / "manifest.json")["source"]["kind"] == "csv"
+    assert fileio.read_json(demo_features.out_dir / "manifest.json")["source"]["kind"] == "csv"

@@ -14,14 +14,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from pipeline import privacy, score as sc
-from pipeline.extract import extract
-from pipeline.data import FeatureError
-from pipeline.evaluate import load_run_model
-from pipeline.predict import RISK_COLUMNS
-from pipeline.sources import SourceError
 from test_evaluate import _tracking, trained_run  # noqa: F401  (_tracking: this session's own tracking store)
+
+from pipeline import privacy
+from pipeline.extraction import extract
+from pipeline.features import FeatureError
+from pipeline.predict import RISK_COLUMNS
+from pipeline.runs.store import load_run_model
+from pipeline.serving import cohort
+from pipeline.serving import score as sc
+from pipeline.sources import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +66,7 @@ def test_score_demo_features(demo_run, demo_features, demo_dir, tmp_path):
 
 
 def test_score_synthetic_features_directory(tmp_path_factory, tmp_path):
-    from pipeline.extract import extract
+    from pipeline.extraction import extract
     from pipeline.synth import SynthConfig, generate
 
     root = tmp_path_factory.mktemp("synth_score")
@@ -216,12 +218,12 @@ def test_census_flags_admissions_still_before_their_prediction_time(demo_run, de
     assert table.loc["new", "observed_hours"] == 5.5 and table.loc["new", "before_prediction_time"]
     s, table = scored(str(admit + pd.Timedelta(hours=30)))
     assert s.before_prediction_time == 0 and table.loc["new", "observed_hours"] == 24.0
-    with pytest.raises(SourceError, match="--as-of is before the newest ADMITTIME or DISCHTIME in ADMISSIONS: the "
+    with pytest.raises(SourceError, match="as_of is before the newest ADMITTIME or DISCHTIME in ADMISSIONS: the "
                                           "source holds records after it"):
         scored(str(admit - pd.Timedelta(hours=1)))
-    with pytest.raises(sc.ScoreError, match="--as-of must be a timestamp"):
+    with pytest.raises(sc.ScoreError, match="as_of must be a timestamp"):
         scored("yesterday")
-    with pytest.raises(sc.ScoreError, match="--as-of applies to a --source"):
+    with pytest.raises(sc.ScoreError, match="as_of applies to a source"):
         sc.score(demo_run, tmp_path / "s.parquet", data=demo_features.out_dir / "test.parquet", as_of=str(admit))
 
 
@@ -253,7 +255,7 @@ def test_a_cohort_that_matches_nobody_says_so(demo_run, demo_dir, tmp_path):
 ])
 def test_read_cohort_file(tmp_path, text, expected):
     (tmp_path / "c.txt").write_text(text)
-    assert sc.read_cohort_file(tmp_path / "c.txt") == expected
+    assert cohort.read_cohort_file(tmp_path / "c.txt") == expected
 
 
 @pytest.mark.parametrize("text, message", [
@@ -268,8 +270,8 @@ def test_read_cohort_file(tmp_path, text, expected):
 ])
 def test_read_cohort_file_errors(tmp_path, text, message):
     (tmp_path / "c.txt").write_text(text)
-    with pytest.raises(sc.ScoreError, match=message) as err:
-        sc.read_cohort_file(tmp_path / "c.txt")
+    with pytest.raises(cohort.CohortError, match=message) as err:
+        cohort.read_cohort_file(tmp_path / "c.txt")
     assert "172454" not in str(err.value) and "3x" not in str(err.value)  # file contents are never echoed
 
 
@@ -296,7 +298,7 @@ def test_corrupt_parquet_names_the_file(run_model, demo_features, tmp_path):
     good = (demo_features.out_dir / "val.parquet").read_bytes()
     bad = tmp_path / "corrupt.parquet"
     bad.write_bytes(good[: len(good) // 2])
-    with pytest.raises(sc.ScoreError, match=r"corrupt.parquet: not a readable Parquet file"):
+    with pytest.raises(FeatureError, match=r"corrupt.parquet: not a readable Parquet file"):
         sc.score_files(run_model, [bad], tmp_path / "s.parquet", _cfg())
     assert not (tmp_path / "s.parquet").exists()
 
@@ -316,7 +318,7 @@ def test_corrupt_data_pages_name_the_file(run_model, demo_features, tmp_path):
 @pytest.mark.parametrize("change, message", [
     (lambda f: f.drop(columns=["bags"]), r"missing column\(s\) \['bags'\]"),
     (lambda f: f.assign(n_events=f["n_events"].astype(str)),
-     r"column 'n_events' has type (large_)?string, expected integer"),
+     r"column 'n_events' has type (large_)?string, expected int32"),
     (lambda f: f.assign(bags=f["bags"].map(str)),
      r"column 'bags' has type (large_)?string, expected list<list<int32>>"),
     (lambda f: f.assign(key=range(len(f))), r"column 'key' has type int64, expected string"),
@@ -324,7 +326,7 @@ def test_corrupt_data_pages_name_the_file(run_model, demo_features, tmp_path):
 def test_schema_mismatch_names_file_and_column(run_model, demo_features, tmp_path, change, message):
     src = tmp_path / "census.parquet"
     pq.write_table(pa.Table.from_pandas(change(_features(demo_features)), preserve_index=False), src)
-    with pytest.raises(sc.ScoreError, match=r"census.parquet: " + message):
+    with pytest.raises(FeatureError, match=r"census.parquet: " + message):
         sc.score_files(run_model, [src], tmp_path / "s.parquet", _cfg())
 
 

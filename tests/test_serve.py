@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from test_evaluate import _tracking, trained_run  # noqa: F401  (_tracking: this session's own tracking store)
 
 from pipeline.predict import RISK_COLUMNS
-from test_evaluate import _tracking, trained_run  # noqa: F401  (_tracking: this session's own tracking store)
 
 INPUT = ["key", "context", "bag_hours", "bags", "n_events"]
 PARAMS = {"samples": 3, "seed": 5}  # fixed draws: served and in-process predictions must agree

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import synth
 from pipeline.synth import COLUMNS, SynthConfig, generate
+from pipeline.synth import generator as synth
 
 EVENT_TIMES = [  # (table, time column) that must not fall after DISCHTIME
     ("CHARTEVENTS", "CHARTTIME"), ("LABEVENTS", "CHARTTIME"), ("INPUTEVENTS_CV", "CHARTTIME"),

@@ -20,9 +20,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import privacy, tracking
+from pipeline import privacy, redact
 from pipeline.layers.priors import PriorKind
 from pipeline.predict import RISK_COLUMNS
+from pipeline.runs import store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,13 +41,13 @@ ROOT = Path(__file__).resolve().parents[1]
     ],
 )
 def test_redact_params(params, expected):
-    assert tracking.redact_params(params) == expected
+    assert redact.redact_params(params) == expected
 
 
 def test_redact_json_keeps_structure():
     manifest = {"source": {"kind": "postgres", "location": "postgresql://u:pw@h/db", "password": "pw"},
                 "splits": [{"admissions": 3, "note": "run 2101-02-03"}], "vocab": {"tokens": 5}}
-    assert tracking.redact_json(manifest) == {
+    assert redact.redact_json(manifest) == {
         "source": {"kind": "postgres", "location": "postgresql://u:***@h/db", "password": "***"},
         "splits": [{"admissions": 3, "note": "run <date>"}], "vocab": {"tokens": 5}}
 
@@ -54,9 +55,9 @@ def test_redact_json_keeps_structure():
 def test_tracking_uri_default_and_env(monkeypatch, tmp_path):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert tracking.tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert store.tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////x/y.db")
-    assert tracking.tracking_uri() == "sqlite:////x/y.db"
+    assert store.tracking_uri() == "sqlite:////x/y.db"
 
 
 @pytest.fixture(scope="module")

@@ -12,20 +12,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_data import write_features
 from torch import nn
 
-from pipeline import data, metrics, predict, train as tr
+from pipeline import features, metrics, models, predict, training
 from pipeline.models import build_model
-from test_data import write_features
+from pipeline.runs import checkpoint
+from pipeline.training import loop
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"embedding_dim": 8, "lstm_hidden": 8, "dense_units": 8, "components": 2}
 
 
-def _cfg(**kw) -> tr.TrainConfig:
+def _cfg(**kw) -> training.TrainConfig:
     base = dict(max_steps=12, eval_every=4, eval_samples=2, score_samples=3, lr=1e-2, progress=False,
                 anneal_steps=10, model=dict(TINY))
-    return tr.TrainConfig(**{**base, **kw})
+    return training.TrainConfig(**{**base, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +58,7 @@ class _Fixed(nn.Module):
 def test_objective_terms(mode):
     logits = torch.tensor([[2.0, -1.0, 0.5], [-3.0, 0.2, 1.5]])  # (K=2, B=3)
     y = torch.tensor([1.0, 0.0, 1.0])
-    obj = tr.Objective(_Fixed(logits), mode, n_train=10, l2=0.01, samples=1)
+    obj = training.Objective(_Fixed(logits), mode, n_train=10, l2=0.01, samples=1)
     out = obj({"label": y}, kl_weight=0.5)
     if mode == "average":
         expected = float(np.mean(metrics.draw_nll(logits.numpy(), y.numpy())))
@@ -69,53 +71,53 @@ def test_objective_terms(mode):
 
 @pytest.mark.parametrize("step, anneal, w", [(1, 10, 0.1), (5, 10, 0.5), (10, 10, 1.0), (50, 10, 1.0), (3, 0, 1.0)])
 def test_kl_weight(step, anneal, w):
-    assert tr.kl_weight(step, anneal) == pytest.approx(w)
+    assert training.kl_weight(step, anneal) == pytest.approx(w)
 
 
 def test_presets_and_config_errors():
-    paper = tr.TrainConfig.from_preset("paper", seed=3, model={"components": 2})
+    paper = training.TrainConfig.from_preset("paper", seed=3, model={"components": 2})
     assert paper.model == {"lstm_hidden": 256, "embedding_dim": 32, "components": 2} and paper.seed == 3
-    assert paper.max_steps > tr.TrainConfig().max_steps
+    assert paper.max_steps > training.TrainConfig().max_steps
     with pytest.raises(ValueError, match="mixture2"):
-        tr.TrainConfig(nll="mixture2")
+        training.TrainConfig(nll="mixture2")
     with pytest.raises(ValueError, match="refer_fraction"):
-        tr.TrainConfig(refer_fraction=1.0)
+        training.TrainConfig(refer_fraction=1.0)
     with pytest.raises(ValueError, match=r"unknown model setting\(s\) \['hiden'\]"):
-        tr.model_config({"hiden": 3}, {"tokens": 5, "context": 5})
+        models.model_config({"hiden": 3}, {"tokens": 5, "context": 5})
 
 
-def _initial_val_nll(feats: Path, kind: str, cfg: tr.TrainConfig) -> float:
-    val = data.load_split(feats / "val.parquet")
+def _initial_val_nll(feats: Path, kind: str, cfg: training.TrainConfig) -> float:
+    val = features.load_split(feats / "val.parquet")
     torch.manual_seed(cfg.seed)
-    model = build_model(kind, tr.model_config(cfg.model, {"tokens": 40, "context": 9}))
-    return metrics.mixture_nll(tr.validate(model, val, cfg, cfg.eval_samples), val.label)
+    model = build_model(kind, models.model_config(cfg.model, {"tokens": 40, "context": 9}))
+    return metrics.mixture_nll(training.validate(model, val, cfg, cfg.eval_samples), val.label)
 
 
 @pytest.mark.parametrize("kind", ["deterministic", "bayes-emb", "bayes-full", "batchensemble", "rank1", "deep-ensemble"])
 def test_training_reduces_validation_nll(feats, tmp_path, kind):
     cfg = _cfg(max_steps=40, eval_every=20)
     before = _initial_val_nll(feats, kind, cfg)
-    res = tr.train(feats, kind, cfg, out_dir=tmp_path, tracking=False)
+    res = training.train(feats, kind, cfg, out_dir=tmp_path, tracking=False)
     assert res.steps == 40 and res.best_step in (20, 40)
     assert res.best_val_nll < before - 0.05, (before, res.best_val_nll)
     assert res.refer_threshold is not None and math.isfinite(res.refer_threshold)
     if kind == "deterministic":  # identical draws: MI is 0 up to rounding, nobody is referred
         assert res.refer_threshold == predict.MI_FLOOR
-    model, info = tr.load_model(res.best_checkpoint)
+    model, info = checkpoint.load_model(res.best_checkpoint)
     assert info["refer_threshold"] == res.refer_threshold and info["step"] == res.best_step
     assert (tmp_path / "model_info.json").exists() and (tmp_path / "last.pt").exists()
 
 
 @pytest.mark.parametrize("kind, nll", [("deterministic", "average"), ("rank1", "average"), ("rank1", "mixture")])
 def test_resume_equals_uninterrupted(feats, tmp_path, kind, nll):
-    full = tr.train(feats, kind, _cfg(max_steps=8, nll=nll), out_dir=tmp_path / "full", tracking=False)
-    tr.train(feats, kind, _cfg(max_steps=4, nll=nll), out_dir=tmp_path / "split", tracking=False)
-    resumed = tr.train(feats, kind, _cfg(max_steps=8, nll=nll), out_dir=tmp_path / "split", resume=True,
+    full = training.train(feats, kind, _cfg(max_steps=8, nll=nll), out_dir=tmp_path / "full", tracking=False)
+    training.train(feats, kind, _cfg(max_steps=4, nll=nll), out_dir=tmp_path / "split", tracking=False)
+    resumed = training.train(feats, kind, _cfg(max_steps=8, nll=nll), out_dir=tmp_path / "split", resume=True,
                        tracking=False)
     assert resumed.final_val_nll == full.final_val_nll
     assert resumed.best_val_nll == full.best_val_nll and resumed.best_step == full.best_step
     assert resumed.refer_threshold == full.refer_threshold
-    a, b = (tr.read_checkpoint(r.last_checkpoint) for r in (full, resumed))
+    a, b = (checkpoint.read_checkpoint(r.last_checkpoint) for r in (full, resumed))
     assert a["step"] == b["step"] == 8
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
@@ -126,29 +128,29 @@ def test_run_keeps_redacted_copies_of_vocab_and_manifest(tmp_path):
     feats = write_features(tmp_path / "feats", n_train=16, n_val=8, n_test=2)
     manifest = {"source": {"location": "postgresql://me:hunter2@db/mimic"}, "splits": {}}
     (feats / "manifest.json").write_text(json.dumps(manifest))
-    tr.train(feats, "deterministic", _cfg(max_steps=2, eval_every=2), out_dir=tmp_path / "out", tracking=False)
+    training.train(feats, "deterministic", _cfg(max_steps=2, eval_every=2), out_dir=tmp_path / "out", tracking=False)
     copied = (tmp_path / "out" / "manifest.json").read_text()
     assert "hunter2" not in copied and "postgresql://me:***@db/mimic" in copied
     assert (tmp_path / "out" / "vocab.json").read_bytes() == (feats / "vocab.json").read_bytes()
 
 
 def test_resume_refuses_changed_settings(feats, tmp_path):
-    tr.train(feats, "deterministic", _cfg(max_steps=4), out_dir=tmp_path, tracking=False)
-    with pytest.raises(FileExistsError, match="last.pt exists; pass resume=True"):
-        tr.train(feats, "deterministic", _cfg(max_steps=8), out_dir=tmp_path, tracking=False)
+    training.train(feats, "deterministic", _cfg(max_steps=4), out_dir=tmp_path, tracking=False)
+    with pytest.raises(loop.TrainError, match="last.pt exists; resume from it"):
+        training.train(feats, "deterministic", _cfg(max_steps=8), out_dir=tmp_path, tracking=False)
     with pytest.raises(ValueError, match=r"differ from the checkpoint's \(\['lr'\]\)"):
-        tr.train(feats, "deterministic", _cfg(max_steps=8, lr=1e-3), out_dir=tmp_path, resume=True, tracking=False)
+        training.train(feats, "deterministic", _cfg(max_steps=8, lr=1e-3), out_dir=tmp_path, resume=True, tracking=False)
     with pytest.raises(ValueError, match="other settings"):
-        tr.train(feats, "rank1", _cfg(max_steps=8), out_dir=tmp_path, resume=True, tracking=False)
+        training.train(feats, "rank1", _cfg(max_steps=8), out_dir=tmp_path, resume=True, tracking=False)
     with pytest.raises(ValueError, match="already at step 4"):
-        tr.train(feats, "deterministic", _cfg(max_steps=4), out_dir=tmp_path, resume=True, tracking=False)
+        training.train(feats, "deterministic", _cfg(max_steps=4), out_dir=tmp_path, resume=True, tracking=False)
     with pytest.raises(ValueError, match="resume needs the output directory"):
-        tr.train(feats, "deterministic", _cfg(max_steps=8), resume=True, tracking=False)
+        training.train(feats, "deterministic", _cfg(max_steps=8), resume=True, tracking=False)
 
 
 def test_nan_guard_stops_and_keeps_last_good_checkpoint(feats, tmp_path, monkeypatch):
     calls = {"n": 0}
-    forward = tr.Objective.forward
+    forward = training.Objective.forward
 
     def poisoned(self, batch, kl_weight):
         calls["n"] += 1
@@ -157,20 +159,20 @@ def test_nan_guard_stops_and_keeps_last_good_checkpoint(feats, tmp_path, monkeyp
             out["loss"] = out["loss"] * float("nan")
         return out
 
-    monkeypatch.setattr(tr.Objective, "forward", poisoned)
-    with pytest.raises(tr.TrainingDiverged, match=r"at step 7 .*last good checkpoint is .*last.pt \(step 4\)"):
-        tr.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, tracking=False)
-    last = tr.read_checkpoint(tmp_path / "last.pt")
+    monkeypatch.setattr(training.Objective, "forward", poisoned)
+    with pytest.raises(training.TrainingDiverged, match=r"at step 7 .*last good checkpoint is .*last.pt \(step 4\)"):
+        training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, tracking=False)
+    last = checkpoint.read_checkpoint(tmp_path / "last.pt")
     assert last["step"] == 4
     assert all(torch.isfinite(t).all() for t in last["model"].values())
-    assert tr.read_checkpoint(tmp_path / "best.pt")["step"] == 4
-    monkeypatch.setattr(tr.Objective, "forward", forward)
-    res = tr.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, resume=True, tracking=False)
+    assert checkpoint.read_checkpoint(tmp_path / "best.pt")["step"] == 4
+    monkeypatch.setattr(training.Objective, "forward", forward)
+    res = training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, resume=True, tracking=False)
     assert res.steps == 12 and math.isfinite(res.final_val_nll)
 
 
 def test_nan_in_validation_stops_with_the_step(feats, tmp_path, monkeypatch):
-    validate = tr.validate
+    validate = training.validate
 
     def poisoned(model, val, cfg, samples):
         logits = validate(model, val, cfg, samples)
@@ -180,10 +182,10 @@ def test_nan_in_validation_stops_with_the_step(feats, tmp_path, monkeypatch):
         return logits
 
     poisoned.calls = 0
-    monkeypatch.setattr(tr, "validate", poisoned)
-    with pytest.raises(tr.TrainingDiverged, match=r"validation logits at step 8; .*last.pt \(step 4\)"):
-        tr.train(feats, "deterministic", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, tracking=False)
-    assert tr.read_checkpoint(tmp_path / "last.pt")["step"] == 4
+    monkeypatch.setattr(loop, "validate", poisoned)
+    with pytest.raises(training.TrainingDiverged, match=r"validation logits at step 8; .*last.pt \(step 4\)"):
+        training.train(feats, "deterministic", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, tracking=False)
+    assert checkpoint.read_checkpoint(tmp_path / "last.pt")["step"] == 4
 
 
 def _torchrun(feats: Path, out: Path, kind: str, steps: int) -> None:
@@ -200,16 +202,16 @@ def _torchrun(feats: Path, out: Path, kind: str, steps: int) -> None:
 @pytest.mark.slow
 def test_torchrun_two_processes_match_one(feats, tmp_path):
     """2-process DDP (gloo) vs one process on the same global batches."""
-    det = tr.train(feats, "deterministic", _cfg(max_steps=6, eval_every=6), out_dir=tmp_path / "det1", tracking=False)
+    det = training.train(feats, "deterministic", _cfg(max_steps=6, eval_every=6), out_dir=tmp_path / "det1", tracking=False)
     _torchrun(feats, tmp_path / "det2", "deterministic", 6)
-    one, two = tr.read_checkpoint(det.last_checkpoint), tr.read_checkpoint(tmp_path / "det2" / "last.pt")
+    one, two = checkpoint.read_checkpoint(det.last_checkpoint), checkpoint.read_checkpoint(tmp_path / "det2" / "last.pt")
     assert len(two["rng"]) == 2 and not torch.equal(two["rng"][0]["torch"], two["rng"][1]["torch"])
     for name, tensor in one["model"].items():
         torch.testing.assert_close(two["model"][name], tensor, rtol=1e-4, atol=1e-5, msg=name)
 
-    r1 = tr.train(feats, "rank1", _cfg(max_steps=30, eval_every=30), out_dir=tmp_path / "r1", tracking=False)
+    r1 = training.train(feats, "rank1", _cfg(max_steps=30, eval_every=30), out_dir=tmp_path / "r1", tracking=False)
     _torchrun(feats, tmp_path / "r2", "rank1", 30)
-    two = tr.read_checkpoint(tmp_path / "r2" / "last.pt")
+    two = checkpoint.read_checkpoint(tmp_path / "r2" / "last.pt")
     before = _initial_val_nll(feats, "rank1", _cfg())
     assert two["val_nll"] < before - 0.05  # the 2-process run learns ...
     assert abs(two["val_nll"] - r1.final_val_nll) < 0.1, (two["val_nll"], r1.final_val_nll)  # ... as much as one

@@ -43,7 +43,7 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
 def test_cauchy_rank1_trains_2000_steps_on_synthetic_features(synth_features, tmp_path):
     import torch
 
-    from pipeline.train import TrainConfig, train
+    from pipeline.training import TrainConfig, train
 
     torch.set_num_threads(1)
     _, res = synth_features

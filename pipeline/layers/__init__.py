@@ -2,25 +2,23 @@
 
 Every layer takes a leading size S·K·B (samples, components, batch) and an explicit
 ``samples`` argument; Bayesian layers expose ``kl()`` and are switched between sampling
-modes with ``set_sampling``.
+modes with ``set_sampling``. The choices (``Sampling``, ``PriorKind`` ...) live in ``options``,
+which imports no torch; the names below load their module on first use (``pipeline.lazy``).
 """
 
-from .base import BayesianLayer, Sampling, kl_divergence, l2_penalty, set_sampling
-from .conv import Conv2dBatchEnsemble, Conv2dRank1
-from .embedding import (BagMode, EmbeddingBagBayes, EmbeddingBagDeterministic, EmbeddingBayes,
-                        EmbeddingConfig)
-from .factors import Draw, FactorInit, Perturbation, Rank1Config, Rank1Vector, materialize
-from .linear import LinearBatchEnsemble, LinearDeterministic, LinearRank1
-from .lstm import LSTMBatchEnsemble, LSTMDeterministic, LSTMRank1
-from .meanfield import LinearMeanField, LSTMMeanField, MeanFieldConfig
-from .members import block_rows, component_rows, expand_members, tile_members, untile
-from .priors import PosteriorKind, PriorKind
+from pipeline.lazy import lazy
 
-__all__ = [
-    "BagMode", "BayesianLayer", "Conv2dBatchEnsemble", "Conv2dRank1", "Draw", "EmbeddingBagBayes",
-    "EmbeddingBagDeterministic", "EmbeddingBayes", "EmbeddingConfig", "FactorInit", "LSTMBatchEnsemble",
-    "LSTMDeterministic", "LSTMMeanField", "LSTMRank1", "LinearBatchEnsemble", "LinearDeterministic",
-    "LinearMeanField", "LinearRank1", "MeanFieldConfig", "Perturbation", "PosteriorKind", "PriorKind",
-    "Rank1Config", "Rank1Vector", "Sampling", "block_rows", "component_rows", "expand_members",
-    "kl_divergence", "l2_penalty", "materialize", "set_sampling", "tile_members", "untile",
-]
+_HOMES = {  # public name -> submodule that defines it
+    **dict.fromkeys(("BayesianLayer", "kl_divergence", "l2_penalty", "set_sampling"), "base"),
+    **dict.fromkeys(("Conv2dBatchEnsemble", "Conv2dRank1"), "conv"),
+    **dict.fromkeys(("EmbeddingBagBayes", "EmbeddingBagDeterministic", "EmbeddingBayes", "EmbeddingConfig"),
+                    "embedding"),
+    **dict.fromkeys(("Draw", "Rank1Config", "Rank1Vector", "materialize"), "factors"),
+    **dict.fromkeys(("LinearBatchEnsemble", "LinearDeterministic", "LinearRank1"), "linear"),
+    **dict.fromkeys(("LSTMBatchEnsemble", "LSTMDeterministic", "LSTMRank1"), "lstm"),
+    **dict.fromkeys(("LinearMeanField", "LSTMMeanField", "MeanFieldConfig"), "meanfield"),
+    **dict.fromkeys(("block_rows", "component_rows", "expand_members", "tile_members", "untile"), "members"),
+    **dict.fromkeys(("BagMode", "FactorInit", "Perturbation", "PosteriorKind", "PriorKind", "Sampling"), "options"),
+}
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy(__name__, _HOMES)

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Iterator
 
 import torch
 from torch import Tensor, nn
 
-
-class Sampling(str, Enum):
-    """How weight samples are drawn for a leading size S·K·B.
-
-    ``per_example``: an independent draw for every row (fixed over its time steps), the
-    paper's choice for training. ``per_member``: one draw per block of B rows (each of the
-    S·K blocks), materialised once so fused kernels apply; used in evaluation.
-    """
-
-    PER_EXAMPLE = "per_example"
-    PER_MEMBER = "per_member"
+from .options import Sampling
 
 
 class BayesianLayer(nn.Module):

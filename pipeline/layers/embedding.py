@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 
 import torch
 from torch import Tensor, nn
@@ -22,14 +21,8 @@ from torch.nn import functional as F
 
 from .base import BayesianLayer, Sampling
 from .members import block_size
+from .options import BagMode
 from .priors import inverse_softplus, kl_normal_normal
-
-
-class BagMode(str, Enum):
-    """Reduction of a bag's token embeddings (padding excluded)."""
-
-    MEAN = "mean"
-    SUM = "sum"
 
 
 @dataclass

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 
 import torch
 from torch import Tensor, nn
@@ -16,21 +15,8 @@ from torch.nn import functional as F
 
 from .base import BayesianLayer, Sampling
 from .members import block_rows, block_size
+from .options import FactorInit, Perturbation
 from .priors import PosteriorKind, PriorKind, inverse_softplus, kl_elementwise, standard_noise
-
-
-class Perturbation(str, Enum):
-    """How the rank-1 factors act on W."""
-
-    MULTIPLICATIVE = "multiplicative"  # W ∘ (r sᵀ)
-    ADDITIVE = "additive"  # W + r sᵀ
-
-
-class FactorInit(str, Enum):
-    """Initialisation of the factor means."""
-
-    RANDOM_SIGN = "random_sign"  # ±1 with P(+1) = random_sign_prob (multiplicative only)
-    NORMAL = "normal"  # N(prior_mean, init_mean_stddev)
 
 
 @dataclass

@@ -19,8 +19,15 @@ from .factors import Draw, Perturbation, Rank1Config, Rank1Vector, materialize
 from .members import component_rows
 from .packing import Packing
 from .priors import PosteriorKind
-from .recurrence import (check_sequence, final_states, fused_lstm, gate_permutation, rank1_recurrence,
-                         run_recurrence, step_mask)
+from .recurrence import (
+    check_sequence,
+    final_states,
+    fused_lstm,
+    gate_permutation,
+    rank1_recurrence,
+    run_recurrence,
+    step_mask,
+)
 
 State = tuple[Tensor, Tensor]
 

@@ -18,8 +18,7 @@ from torch.nn import functional as F
 from .base import BayesianLayer, Sampling
 from .members import block_size
 from .priors import inverse_softplus, kl_normal_normal
-from .recurrence import (check_sequence, final_states, fused_lstm, gate_permutation,
-                         run_recurrence, step_mask)
+from .recurrence import check_sequence, final_states, fused_lstm, gate_permutation, run_recurrence, step_mask
 
 
 @dataclass

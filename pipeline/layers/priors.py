@@ -13,20 +13,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Cauchy, Distribution, Normal
 
-
-class PriorKind(str, Enum):
-    """Prior family on rank-1 factors."""
-
-    GAUSSIAN = "gaussian"
-    CAUCHY = "cauchy"
-
-
-class PosteriorKind(str, Enum):
-    """Variational family on rank-1 factors (``delta`` = point mass, i.e. BatchEnsemble)."""
-
-    NORMAL = "normal"
-    CAUCHY = "cauchy"
-    DELTA = "delta"
+from .options import PosteriorKind, PriorKind
 
 
 def inverse_softplus(y: float) -> float:

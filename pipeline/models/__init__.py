@@ -1,5 +1,13 @@
-"""Models built on the layer family (mortality now, image models later)."""
+"""Models built on the layer family: the mortality models (``mortality``), their settings
+(``config``, torch-free) and the named variants of the benchmark (``variants``, torch-free).
+Names load their module on first use (``pipeline.lazy``), so configs are read without torch.
+"""
 
-from .mortality import DeepEnsemble, ModelKind, MortalityConfig, MortalityNet, build_model
+from pipeline.lazy import lazy
 
-__all__ = ["DeepEnsemble", "ModelKind", "MortalityConfig", "MortalityNet", "build_model"]
+_HOMES = {
+    **dict.fromkeys(("ModelKind", "MortalityConfig", "model_config"), "config"),
+    **dict.fromkeys(("DeepEnsemble", "MortalityNet", "build_model"), "mortality"),
+}
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy(__name__, _HOMES)

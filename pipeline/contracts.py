@@ -1,0 +1,160 @@
+"""The data contracts between the stages, declared once.
+
+- ``FEATURES``: the features table that ``extract`` writes (one row per admission) and that
+  training, evaluation, ``score`` and the MLflow pyfunc read.
+- ``RISK``: the risk table that ``predict`` computes and ``score`` / the pyfunc return.
+- ``COHORT_COLUMNS``: the columns of ``sql/02_cohort.sql`` that a census condition may use.
+
+A column's type is written as Arrow spells it (``list<list<int32>>``); ``arrow_type`` builds the
+pyarrow type and ``accepts`` says whether a file's type can be read as it (any integer width,
+large strings and large lists are accepted). Only the standard library is imported here;
+pyarrow is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+FEATURE_VERSION = 2  # 2: observed_hours and before_prediction_time columns (readers accept version 1)
+# Monte Carlo samples per mixture component when neither the caller nor the model says (a model
+# stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
+DEFAULT_SAMPLES = 25
+
+
+class Use(str, Enum):
+    """Who needs a column of a table."""
+
+    REQUIRED = "required"  # every reader needs it (training, evaluation, scoring, the pyfunc)
+    LABEL = "label"  # training and evaluation need it; scoring reads it where present
+    WINDOW = "window"  # optional: read where present (features of FEATURE_VERSION 2)
+    METADATA = "metadata"  # written for people and splits; no model reads it
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a contract table."""
+
+    name: str  # column name
+    type: str  # Arrow type as written: string, int8, float32, bool, list<int32>, list<list<int32>>, ...
+    use: Use  # who needs it
+    meaning: str  # one line, for the docs
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table's columns in file order."""
+
+    name: str  # what the table is called in messages and docs
+    columns: tuple[Column, ...]  # in file order
+
+    def names(self, *uses: Use) -> tuple[str, ...]:
+        """Column names (of the given uses; all when none given), in file order."""
+        return tuple(c.name for c in self.columns if not uses or c.use in uses)
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+    def arrow_schema(self, names: tuple[str, ...] | None = None):
+        """pyarrow schema of the table (or of the columns ``names``, in file order)."""
+        import pyarrow as pa
+
+        keep = set(names) if names is not None else None
+        return pa.schema([(c.name, arrow_type(c.type)) for c in self.columns if keep is None or c.name in keep])
+
+    def markdown(self) -> str:
+        """The table as a Markdown table (name, type, use, meaning): the docs' copy is checked against it."""
+        rows = ["| column | type | use | meaning |", "|---|---|---|---|"]
+        rows += [f"| `{c.name}` | {c.type} | {c.use.value} | {c.meaning} |" for c in self.columns]
+        return "\n".join(rows) + "\n"
+
+
+FEATURES = Table("features", (
+    Column("key", "string", Use.REQUIRED, "32-hex HMAC-SHA256 pseudonym of HADM_ID (never the raw id)"),
+    Column("label", "int8", Use.LABEL, "1 = in-hospital death after the prediction time"),
+    Column("age", "float32", Use.METADATA, "age at admission in years, capped at 90"),
+    Column("gender", "string", Use.METADATA, "context category (also encoded in `context`)"),
+    Column("admission_type", "string", Use.METADATA, "context category (also encoded in `context`)"),
+    Column("admission_location", "string", Use.METADATA, "context category (also encoded in `context`)"),
+    Column("icu_system", "string", Use.METADATA, "`carevue`, `metavision` or `none` (the era split's key)"),
+    Column("context", "list<int32>", Use.REQUIRED, "context token ids, into `vocab.json[\"context\"]`"),
+    Column("bag_hours", "list<float32>", Use.REQUIRED,
+           "start of each bag, hours after ADMITTIME (negative = history before the admission)"),
+    Column("bags", "list<list<int32>>", Use.REQUIRED,
+           "token ids per bag (sorted, unique), into `vocab.json[\"tokens\"]`"),
+    Column("n_events", "int32", Use.REQUIRED, "events used before the prediction time"),
+    Column("observed_hours", "float32", Use.WINDOW,
+           "hours of [ADMITTIME, T) the data covers (the whole window when training)"),
+    Column("before_prediction_time", "bool", Use.WINDOW, "the data ends before T: a partial window (census only)"),
+))
+
+RISK = Table("risk", (
+    Column("key", "string", Use.REQUIRED, "the admission's pseudonym"),
+    Column("risk_mean", "float64", Use.REQUIRED, "predictive probability of death (mean over the draws)"),
+    Column("risk_sd", "float64", Use.REQUIRED, "standard deviation of the probability over the draws"),
+    Column("risk_p05", "float64", Use.REQUIRED, "5th percentile of the probability over the draws"),
+    Column("risk_p95", "float64", Use.REQUIRED, "95th percentile of the probability over the draws"),
+    Column("mutual_info", "float64", Use.REQUIRED, "mutual information between label and weights (nats)"),
+    Column("refer", "bool", Use.REQUIRED, "mutual_info above the model's validation threshold"),
+    Column("n_events", "int64", Use.REQUIRED, "events used (-1 when the input does not say)"),
+    Column("no_events", "bool", Use.REQUIRED, "no bag: the model saw only the context"),
+    Column("observed_hours", "float64", Use.REQUIRED, "hours of the window observed (-1: unknown)"),
+    Column("before_prediction_time", "bool", Use.REQUIRED, "the risk rests on a partial window"),
+))
+
+# The pyfunc's input columns: the required features and observed_hours (optional there).
+# before_prediction_time is derived from observed_hours and the model's window: an optional
+# boolean input arrives as NaN where absent, which MLflow refuses to cast.
+PYFUNC_OPTIONAL = ("observed_hours",)
+
+# Columns of sql/02_cohort.sql that a census condition (`score --cohort FILE`) may use.
+COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epoch", "disch_epoch",
+                  "window_start_epoch", "age", "gender", "admission_type", "admission_location", "icu_system")
+# Outcome columns of the cohort: a census condition may never use them (they are known after T).
+OUTCOME_COLUMNS = ("label",)
+
+
+# ---------------------------------------------------------------------------- types
+
+_LIST = re.compile(r"^list<(.+)>$")
+
+
+def arrow_type(spec: str):
+    """The pyarrow type of a type spec (``list<list<int32>>`` -> ``pa.list_(pa.list_(pa.int32()))``)."""
+    import pyarrow as pa
+
+    m = _LIST.match(spec)
+    if m:
+        return pa.list_(arrow_type(m.group(1)))
+    return {"bool": pa.bool_(), "string": pa.string()}.get(spec) or getattr(pa, spec)()
+
+
+def accepts(spec: str, typ) -> bool:
+    """Whether a file's Arrow type ``typ`` reads as ``spec``: the same kind (integer of any width,
+    float or integer for a float, string or large string, list or large list of an accepted type)."""
+    import pyarrow as pa
+
+    m = _LIST.match(spec)
+    if m:
+        return (pa.types.is_list(typ) or pa.types.is_large_list(typ)) and accepts(m.group(1), typ.value_type)
+    if spec == "string":
+        return pa.types.is_string(typ) or pa.types.is_large_string(typ)
+    if spec == "bool":
+        return pa.types.is_boolean(typ)
+    if spec.startswith("float"):
+        return pa.types.is_floating(typ) or pa.types.is_integer(typ)
+    return pa.types.is_integer(typ)
+
+
+def mlflow_type(spec: str):
+    """The MLflow ColSpec type of a spec: scalars and lists of scalars; a nested list is ``AnyType``
+    (MLflow cannot enforce ragged nested arrays)."""
+    from mlflow.types.schema import AnyType, Array
+
+    m = _LIST.match(spec)
+    if m:
+        return AnyType() if _LIST.match(m.group(1)) else Array(mlflow_type(m.group(1)))
+    if spec == "string" or spec == "bool":
+        return "boolean" if spec == "bool" else "string"
+    return "double" if spec.startswith("float") else "long"

@@ -1,0 +1,239 @@
+"""Evaluation of a trained run on its validation or test split (MLflow in, metrics out).
+
+``evaluate_run`` loads the run's best checkpoint from MLflow, draws S samples per mixture
+component (S·K weight draws, each applied to a whole batch at once by
+``predict.predict_logits``), computes every metric with ``metrics.evaluate_predictions``
+(mixture NLL over the S·K draws, AUC-PR, AUC-ROC, ECE, Brier, member metrics,
+disagreement, entropies, bootstrap intervals) and, on synthetic data, the same metrics for
+the true risk. Results go to a JSON file, to the run (metrics ``<split>_<name>``, tag
+``eval_<split>_samples``, artifacts under ``eval/<split>/``) and to a printed table.
+
+A run is found by id or model URI through ``runs.store.load_run_model``. torch and mlflow are
+imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import fileio, metrics
+from pipeline.errors import ConfigError
+from pipeline.evaluation.truth import find_truth, load_true_risk
+from pipeline.runs import store
+from pipeline.runs.store import RunModel, load_run_model, resolve_features, split_mode
+
+log = logging.getLogger(__name__)
+
+LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier", "accuracy", "disagreement", "disagreement_normalized",
+          "mean_predictive_entropy", "mean_mutual_information", "ece_floor", "ece_p_value", "calibration_slope",
+          "calibration_intercept")  # scalars logged per split
+TRUTH_LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier")  # true-risk scalars (and model gaps) logged
+PLOTS = ("reliability.png", "pr_curve.png", "referral.png")  # artifacts written per split
+
+
+class Split(str, Enum):
+    """Feature split evaluated."""
+
+    VAL = "val"
+    TEST = "test"
+
+
+@dataclass
+class EvalConfig:
+    """Settings of one evaluation."""
+
+    samples: int | None = None  # Monte Carlo samples per mixture component (S; None: the model's score_samples)
+    batch_size: int = 128  # admissions per forward pass (memory grows with batch_size·S·K; 128: ~0.5 GB peak at 25x4 draws)
+    n_bootstrap: int = 1000  # bootstrap resamples for the 95% intervals (0: none)
+    seed: int = 0  # torch seed of the weight draws and numpy seed of the bootstrap
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
+    log_to_run: bool = True  # log metrics, tag and artifacts to the MLflow run
+
+    def __post_init__(self) -> None:
+        for name in ("samples", "batch_size"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ConfigError(f"EvalConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_bootstrap < 0:
+            raise ConfigError(f"EvalConfig.n_bootstrap must be >= 0, got {self.n_bootstrap}")
+
+
+@dataclass
+class EvalResult:
+    """What ``evaluate_run`` produced."""
+
+    report: dict  # metrics.evaluate_predictions(...) plus referral curve and provenance
+    logits: np.ndarray  # (S, K, N) logits of every draw
+    labels: np.ndarray  # (N,) 0/1
+    true_risk: np.ndarray | None  # (N,) true risk (synthetic data) or None
+    json_path: Path | None  # JSON written
+    artifacts: list[Path]  # PNG files written
+
+
+# ---------------------------------------------------------------------------- loading a run
+
+
+
+
+
+
+
+
+
+
+
+
+# ---------------------------------------------------------------------------- true risk
+
+
+
+
+
+
+# ---------------------------------------------------------------------------- sampling and metrics
+
+
+def sample_logits(model, fs, samples: int, batch_size: int = 128, seed: int = 0, max_bags: int | None = None,
+                  max_tokens: int | None = None) -> np.ndarray:
+    """Logits (S, K, N) of a FeatureSet: S·K weight draws per batch, each over the whole batch.
+
+    The torch RNG is seeded with ``seed`` inside ``fork_rng`` (the caller's stream is untouched).
+    """
+    import torch
+
+    from pipeline import predict
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return predict.feature_logits(model, fs, samples, batch_size, max_bags, max_tokens)  # (S, K, N)
+
+
+def report_of(logits, labels, true_risk=None, n_bootstrap: int = 1000, seed: int = 0) -> dict:
+    """``metrics.evaluate_predictions`` plus the MI referral curve (JSON-able)."""
+    report = metrics.evaluate_predictions(logits, labels, true_risk=true_risk, n_bootstrap=n_bootstrap, seed=seed)
+    report["referral"] = metrics.referral_curve(logits, labels).to_dict()
+    return report
+
+
+def write_plots(logits, labels, true_risk, out_dir: Path, split: str) -> list[Path]:
+    """Reliability diagram, PR curve (with the true risk when known) and referral curve as PNG."""
+    from pipeline.evaluation import plots
+
+    p = metrics.predictive(logits)  # (N,)
+    rel = metrics.reliability(labels, p)
+    return [
+        plots.plot_reliability(rel, out_dir / PLOTS[0], title=f"Reliability ({split})"),
+        plots.plot_pr_curve(labels, p, out_dir / PLOTS[1], true_risk=true_risk, title=f"Precision-recall ({split})"),
+        plots.plot_referral(metrics.referral_curve(logits, labels), out_dir / PLOTS[2],
+                            title=f"Uncertainty referral ({split})"),
+    ]
+
+
+def mlflow_metrics(report: dict, split: str) -> dict[str, float]:
+    """Flat ``<split>_<name>`` metrics (true risk: ``<split>_true_<m>``, gaps ``<split>_<m>_gap``)."""
+    out = {f"{split}_{k}": report[k] for k in LOGGED if report.get(k) is not None}
+    ref = report.get("true_risk")
+    if ref:
+        out.update({f"{split}_true_{k}": ref[k] for k in TRUTH_LOGGED if ref.get(k) is not None})
+        out.update({f"{split}_{k}_gap": report[f"{k}_gap"] for k in TRUTH_LOGGED
+                    if report.get(f"{k}_gap") is not None})
+    return out
+
+
+def _log_to_run(run: RunModel, report: dict, split: str, files: list[Path]) -> None:
+    """Metrics, tags and artifacts of one evaluation; ``files`` = [the report JSON, *plots]."""
+    from pipeline.runs.tracking import RunTracker
+
+    tracker = RunTracker(run_id=run.run_id, reopen=False)  # a finished run: its status stays
+    # at the run's last training step: the periodic ``val_nll`` curve then ends with this evaluation
+    step = int((run.info.get("train_config") or {}).get("max_steps") or run.info.get("step") or 0)
+    tracker.log_metrics(mlflow_metrics(report, split), step)
+    with tempfile.TemporaryDirectory(prefix="eval-log-") as tmp:
+        report_file, *plots = files
+        if report_file.name != store.METRICS:  # a json_path of another name: `compare` reads eval/<split>/metrics.json
+            report_file = Path(shutil.copyfile(report_file, Path(tmp) / store.METRICS))
+        for f in (report_file, *plots):
+            tracker.log_artifact(f, store.eval_artifacts(split))
+    tracker.set_tag(store.SPLIT_MODE_TAG, report["split_mode"])
+    tracker.set_tag(f"eval_{split}_samples", str(report["samples"]))
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | None = None, *,
+                 data: Path | str | None = None, truth: Path | str | None = None,
+                 json_path: Path | str | None = None, out_dir: Path | str | None = None) -> EvalResult:
+    """Evaluate run ``run`` (id or ``runs:/<id>/model``) on ``split`` of its features (or ``data``).
+
+    Writes ``json_path`` (default ``<out_dir>/metrics.json``; ``out_dir`` defaults to
+    ``runs/eval/<run id>/<split>``) and the PNG plots into ``out_dir``; logs to the run when
+    ``cfg.log_to_run`` (the report always as ``eval/<split>/metrics.json``, whatever ``json_path``). Raises a ``PipelineError`` on bad input.
+    """
+    import torch
+
+    from pipeline import features, predict
+    from pipeline.redact import redact_value
+
+    cfg = cfg or EvalConfig()
+    split = Split(split)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
+        rm = load_run_model(run, tmp)
+    fdir = resolve_features(rm, data)
+    fs = features.load_split(fdir / f"{split.value}.parquet")
+    fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))
+    truth_file = find_truth(fdir, truth)
+    true_risk = load_true_risk(truth_file, fdir / "_private" / "link.csv", fs.keys) if truth_file else None
+    samples = predict.score_samples(cfg.samples, rm.info)
+    logits = sample_logits(rm.model, fs, samples, cfg.batch_size, cfg.seed, rm.info.get("max_bags"),
+                           rm.info.get("max_tokens"))  # (S, K, N)
+    report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed)
+    manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
+    report.update(split=split.value, split_mode=split_mode(manifest), model_kind=rm.info.get("model_kind"),
+                  prior=(rm.info.get("model_config") or {}).get("prior"), run_id=rm.run_id,
+                  features=redact_value(fdir.resolve().name), truth=truth_file is not None)
+    out = Path(out_dir) if out_dir else Path("runs") / "eval" / (rm.run_id or "local") / split.value
+    jp = Path(json_path) if json_path else out / store.METRICS
+    fileio.write_json(jp, report)
+    files = write_plots(logits, fs.label, true_risk, out, split.value)
+    if cfg.log_to_run and rm.run_id:
+        _log_to_run(rm, report, split.value, [jp, *files])
+    return EvalResult(report, logits, fs.label, true_risk, jp, files)
+
+
+def format_table(report: dict) -> str:
+    """A small text table: metric, model (95% CI), true risk and gap when known."""
+    ref = report.get("true_risk") or {}
+    head = f"{'metric':8s} {'model':>9s} {'95% CI':>19s}" + (f" {'true risk':>10s} {'gap':>9s}" if ref else "")
+    lines = [f"{report['split']}: n={report['n']} positives={report['positives']} draws={report['samples']}x"
+             f"{report['components']}", head]
+    for m in metrics.METRICS:
+        lo, hi = report.get(f"{m}_ci") or (None, None)
+        ci = f"[{_num(lo)}, {_num(hi)}]" if lo is not None else ""
+        row = f"{m:8s} {_num(report[m]):>9s} {ci:>19s}"
+        if ref:
+            row += f" {_num(ref.get(m)):>10s} {_num(report.get(f'{m}_gap')):>9s}"
+        lines.append(row)
+    if report.get("ece_floor") is not None:
+        lines.append(f"ece of a calibrated predictor with these predictions: mean {_num(report['ece_floor'])}, "
+                     f"95th percentile {_num(report.get('ece_floor_p95'))}; P(>= observed) = "
+                     f"{_num(report.get('ece_p_value'))}")
+    if report.get("calibration_slope") is not None:
+        lines.append(f"calibration slope {_num(report['calibration_slope'])} (> 1: too close to the base rate), "
+                     f"intercept {_num(report.get('calibration_intercept'))} (> 0: risks too low)")
+    lines.append(f"members: nll=[{', '.join(_num(v) for v in report['member_nll'])}] "
+                 f"disagreement/(1-acc)={_num(report.get('disagreement_normalized'))} "
+                 f"mean MI={_num(report.get('mean_mutual_information'))}")
+    return "\n".join(lines)
+
+
+def _num(v) -> str:
+    return "n/a" if v is None else f"{v:.4f}"

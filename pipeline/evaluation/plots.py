@@ -1,0 +1,83 @@
+"""Evaluation plots written as PNG files (matplotlib Agg canvas, imported lazily).
+
+Every function draws one figure, writes it atomically (``pipeline.fileio.atomic_path``:
+temporary file in the target folder, then ``os.replace``) and returns the path. No pyplot
+global state is used.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import fileio
+from pipeline.metrics import EceMode, ReferralCurve, Reliability, check_labels, precision_recall_points
+
+
+def _figure(width: float = 5.0, height: float = 4.0):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: str | os.PathLike) -> Path:
+    """Write ``fig`` as PNG to ``path`` atomically (``fileio.atomic_path``); return the path."""
+    with fileio.atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fig.savefig(fh, format="png")
+    return Path(path)
+
+
+def plot_reliability(rel: Reliability, path: str | os.PathLike, title: str = "Reliability diagram") -> Path:
+    """Observed rate per bin against the diagonal, with bin counts underneath."""
+    fig = _figure(5.0, 5.5)
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    left, width = rel.edges[:-1], np.diff(rel.edges)  # (n_bins,)
+    filled = rel.counts > 0
+    top.bar(left[filled], rel.observed[filled], width=width[filled], align="edge", edgecolor="k", alpha=0.7,
+            label="observed")
+    top.plot(rel.mean_score[filled], rel.mean_score[filled], "o", color="C3", ms=3, label="mean predicted")
+    top.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
+    top.set(xlim=(0, 1), ylim=(0, 1), title=title)
+    top.set_ylabel("observed death rate" if rel.mode is EceMode.POSITIVE else "accuracy")
+    top.legend(loc="upper left", fontsize=8)
+    bottom.bar(left, rel.counts, width=width, align="edge", edgecolor="k", color="C7")
+    bottom.set_xlabel("predicted probability of death" if rel.mode is EceMode.POSITIVE else "confidence")
+    bottom.set_ylabel("admissions")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_pr_curve(
+    labels, p, path: str | os.PathLike, true_risk=None, title: str = "Precision-recall"
+) -> Path:
+    """Step precision-recall curve of ``p`` (and of ``true_risk`` when given) with the base rate."""
+    y = check_labels(labels)
+    fig = _figure()
+    ax = fig.subplots()
+    curves = [("model", p)] + ([("true risk", true_risk)] if true_risk is not None else [])
+    for name, scores in curves:
+        recall, precision = precision_recall_points(y, scores)
+        ax.step(recall, precision, where="pre", label=name)  # (R_{n-1}, R_n] at P_n, as average precision sums
+    ax.axhline(y.mean(), color="k", ls=":", lw=1, label=f"base rate {y.mean():.3f}")
+    ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title=title)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_referral(curve: ReferralCurve, path: str | os.PathLike, title: str = "Uncertainty referral") -> Path:
+    """AUC-PR and NLL on retained admissions against the fraction referred."""
+    fig = _figure(5.0, 5.5)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    top.plot(curve.fractions, curve.auc_pr, "o-")
+    top.set(ylabel="AUC-PR (retained)", title=f"{title} (by {curve.measure.value})")
+    bottom.plot(curve.fractions, curve.nll, "o-", color="C1")
+    bottom.set(xlabel="fraction referred", ylabel="NLL (retained, nats)")
+    fig.tight_layout()
+    return _save(fig, path)

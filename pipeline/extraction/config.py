@@ -1,0 +1,48 @@
+"""Settings and result of an extraction (``ExtractConfig``: one comment per field)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+
+
+class SplitMode(str, Enum):
+    random = "random"  # 80/10/10 by patient
+    era = "era"  # carevue-era stays in train/val, metavision-era stays in test
+
+
+@dataclass
+class ExtractConfig:
+    prediction_hours: float = 24.0  # prediction time T = ADMITTIME + this many hours
+    lookback_days: float = 30.0  # history used: events in [T - lookback, T)
+    hourly_hours: float | None = None  # last N hours before T in hourly bags (None: prediction_hours)
+    n_bins: int = 5  # quantile bins per numeric item (fitted on train)
+    min_patients: int = 5  # tokens in fewer training patients collapse to per-source OOV
+    max_text_values: int = 50  # items with more distinct text values are free text: item token only
+    text_max_len: int = 40  # text values are truncated to this many characters
+    split: SplitMode = SplitMode.random  # how admissions are split (always by patient)
+    split_seed: int = 0  # seed of the deterministic patient hash
+    train_fraction: float = 0.8  # fraction of patients in train (random split)
+    val_fraction: float = 0.1  # fraction of patients in val (random split)
+    memory_limit: str = "3GB"  # DuckDB memory limit (spills to disk beyond it; the process stays under ~4 GB)
+    threads: int | None = None  # DuckDB threads (None: all cores)
+    verify_counts: bool = False  # also count each event table with a second scan and check the two agree
+    scan_workers: int = 2  # event tables scanned at once (CSV sources; 1: one after another)
+
+    @property
+    def hourly(self) -> float:
+        return self.prediction_hours if self.hourly_hours is None else self.hourly_hours
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["split"] = self.split.value
+        return d
+
+
+@dataclass
+class ExtractResult:
+    out_dir: Path
+    manifest: dict
+    link_file: Path
+    files: dict[str, Path] = field(default_factory=dict)

@@ -1,0 +1,281 @@
+"""Extraction: MIMIC-III source -> de-identified, time-bagged token sequences (Parquet).
+
+Flow (see README "Data flow"):
+  1. source SQL (DuckDB over CSV, or PostgreSQL): classify admissions, build the cohort,
+     select each event table's events before the prediction time (sql/, in build order);
+  2. local DuckDB + pyarrow: pseudonymize, split by patient, fit bins and vocabulary on the
+     training split, tokenize, bag by hour/day, write one Parquet file per split;
+  3. accounting: for every table, rows read = used + quarantined + outside the window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline import deid, fileio, sqlgen
+from pipeline.contracts import FEATURE_VERSION, FEATURES
+from pipeline.errors import ConfigError
+from pipeline.extraction import tokens
+from pipeline.extraction.accounting import event_accounting, scan_all_events, table_accounting
+from pipeline.extraction.cohort import assign_splits, context_tokens, encode_context, fit_context
+from pipeline.extraction.config import ExtractConfig, ExtractResult
+from pipeline.sources import open_source
+from pipeline.sources.base import SourceError
+from pipeline.sources.tables import EVENT_TABLES
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "val", "test")
+
+
+@contextlib.contextmanager
+def _stage(name: str):
+    """Log the wall time of one extraction stage (INFO; `cli.py extract -v` shows it)."""
+    t0 = time.perf_counter()
+    yield
+    log.info("%-28s %7.2f s", name, time.perf_counter() - t0)
+
+
+def _connect(cfg: ExtractConfig, tmp_dir: Path):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{cfg.memory_limit}'")
+    con.execute(f"SET temp_directory = '{tmp_dir.as_posix()}'")
+    con.execute("SET preserve_insertion_order = false")
+    # Every join in sql/ and tokens.py is written big-side LEFT, small-side RIGHT (the build
+    # side). DuckDB cannot estimate a CSV scan's size and would otherwise flip the build side
+    # onto the event scan: 4x the memory (out of memory at MIMIC scale) and slower.
+    con.execute("SET disabled_optimizers = 'build_side_probe_side'")
+    if cfg.threads:
+        con.execute(f"SET threads = {int(cfg.threads)}")
+    return con
+
+
+def extract(
+    source: str | Path,
+    out_dir: Path | str,
+    config: ExtractConfig | None = None,
+    *,
+    vocab: tokens.Vocab | None = None,
+    schema: str = "mimiciii",
+    cohort_filter: str = "TRUE",
+    as_of: float | None = None,
+) -> ExtractResult:
+    """Run the extraction; see the module docstring. With `vocab` given (scoring), nothing is
+    refitted and every admission goes to one file, `cohort.parquet`.
+
+    ``as_of`` (scoring only; epoch seconds on the source's clock) is when the source's data ends:
+    an open admission whose prediction time T is later has only ``observed_hours`` of its window
+    and is flagged ``before_prediction_time``. Default: the newest ADMITTIME or DISCHTIME in
+    ADMISSIONS. It may not be earlier than that (the source holds records after it)."""
+    cfg = config or ExtractConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / ".tmp"
+    tmp.mkdir(exist_ok=True)
+    started = time.perf_counter()
+    con = _connect(cfg, tmp)
+    src = open_source(source, con, schema=schema)
+    try:
+        result = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
+    finally:
+        src.close()
+        con.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("extract finished in %.1f s", time.perf_counter() - started)
+    return result
+
+
+def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, cohort_filter: str,
+         as_of: float | None = None) -> ExtractResult:
+    rel = src.relations()
+    params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days))
+    scoring = vocab is not None  # a census with the training vocabulary (no splits, no refit)
+    open_admissions = "TRUE" if scoring else "FALSE"  # scoring a census: no DISCHTIME = still in hospital
+    src.materialize(sqlgen.render(sqlgen.ADMISSIONS_CLASSIFIED, **rel, **params, open_admissions=open_admissions),
+                    "admissions_classified", "ADMISSIONS")
+    src.materialize(
+        sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
+    )
+    src.materialize("SELECT DISTINCT subject_id, dob_epoch FROM cohort", "cohort_subjects", "cohort subjects")
+    cohort = src.fetch_arrow("SELECT * FROM cohort ORDER BY hadm_id", "cohort").to_pandas()
+    accounting, quarantine = table_accounting(src)
+    if cohort.empty:
+        eligible = src.fetch_arrow("SELECT count(*) AS n FROM admissions_classified WHERE exclusion IS NULL",
+                                   "admissions_classified").column("n")[0].as_py()
+        filtered = f", and the cohort condition kept none of the {eligible} eligible" if cohort_filter != "TRUE" else ""
+        raise SourceError(
+            f"the cohort is empty: of {accounting['admissions']['rows_read']} ADMISSIONS rows, "
+            f"{accounting['admissions']['quarantined']} were quarantined, "
+            f"{sum(accounting['admissions']['excluded_by'].values())} excluded "
+            f"({accounting['admissions']['excluded_by']}){filtered}"
+        )
+
+    if scoring and cohort["disch_epoch"].isna().any():
+        log.info("%d admissions have no DISCHTIME (still in hospital): scored from their events before T",
+                 int(cohort["disch_epoch"].isna().sum()))
+    if as_of is not None and not scoring:
+        raise ConfigError("as_of applies to scoring a census (an extraction with the training vocabulary)")
+    data_end = _as_of(src, as_of) if scoring else None  # checked before the event scans
+    key = deid.load_key()
+    cohort["key"] = deid.pseudonyms(key, cohort["hadm_id"].astype("int64"))
+    cohort["split"] = "cohort" if scoring else assign_splits(cohort, cfg)
+    excluded_era = int((cohort["split"] == "excluded").sum())
+    cohort = cohort[cohort["split"] != "excluded"].sort_values("key").reset_index(drop=True)
+    cohort["adm_idx"] = range(len(cohort))
+    con.register("adm_arrow", pa.Table.from_pandas(cohort[["hadm_id", "subject_id", "adm_idx", "split"]]))
+    con.execute("CREATE OR REPLACE TEMP TABLE adm AS SELECT * FROM adm_arrow")
+    con.unregister("adm_arrow")
+
+    present = [t for t in EVENT_TABLES if t in src.tables]  # largest first
+    with _stage("events (all tables)"):
+        for table, counted in scan_all_events(src, present, rel, cfg.verify_counts, cfg.scan_workers):
+            accounting[table], quarantine[table] = event_accounting(con, table, counted)
+    union = " UNION ALL ".join(
+        f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
+    ) or "SELECT NULL::BIGINT AS hadm_id, NULL AS source, NULL AS item, NULL::DOUBLE AS valuenum, NULL AS valuetext, NULL::DOUBLE AS t_hours WHERE FALSE"
+    with _stage("union events"):
+        con.execute(
+            f"""CREATE OR REPLACE TEMP TABLE events AS
+            SELECT a.adm_idx, a.split, a.subject_id AS subject_key, e.source, e.item, e.valuenum, e.valuetext, e.t_hours
+            FROM ({union}) e JOIN adm a ON a.hadm_id = e.hadm_id"""
+        )
+    for table in present:
+        con.execute(f"DROP TABLE ev_{table}")
+    last_event = None
+    if scoring:  # an event used shows the data reaches at least its time
+        last = dict(con.sql("SELECT adm_idx, max(t_hours) FROM events GROUP BY adm_idx").fetchall())
+        last_event = cohort["adm_idx"].map(last).astype("float64")
+    cohort["observed_hours"] = observed_hours(cohort, cfg.prediction_hours, data_end, last_event)
+    cohort["before_prediction_time"] = cohort["observed_hours"] < cfg.prediction_hours
+    if cohort["before_prediction_time"].any():
+        log.warning("%d admissions are still before their prediction time (%g h after admission) in this data: "
+                    "scored from the hours observed so far, flagged before_prediction_time",
+                    int(cohort["before_prediction_time"].sum()), cfg.prediction_hours)
+
+    ctx = context_tokens(cohort)
+    if vocab is None:
+        with _stage("fit vocabulary"):
+            vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len)
+            vocab.context = fit_context(ctx, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
+    with _stage("tokenize"):
+        tokens.register(con, vocab)
+        tokens.tokenize(con, vocab, cfg.text_max_len)
+        con.execute("DROP TABLE events")
+    with _stage("bag"):
+        bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly).to_pandas()
+        con.execute("DROP TABLE tokenized")
+    with _stage("assemble"):
+        features = _assemble(cohort, ctx, vocab, bags)
+    with _stage("write"):
+        files = _write_outputs(out, features, vocab, quarantine, scoring)
+    link = deid.write_link_file(out / "_private" / "link.csv", cohort["key"].tolist(), cohort["hadm_id"].astype("int64").tolist())
+    manifest = _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, cohort_filter != "TRUE")
+    fileio.write_json(out / "manifest.json", manifest)
+    files["manifest"] = out / "manifest.json"
+    return ExtractResult(out, manifest, link, files)
+
+
+def observed_hours(cohort: pd.DataFrame, window_hours: float, as_of: float | None,
+                   last_event_hours: pd.Series | None = None) -> pd.Series:
+    """Hours of each admission's window [ADMITTIME, T) that the data covers, within [0, window_hours]:
+    (min(T, as_of) - ADMITTIME) / 3600, raised to the admission's last event used (hours after
+    ADMITTIME; NaN: none), which the data evidently reaches. The whole window where ``as_of`` is
+    None (a training extraction: every cohort admission was still in hospital after T)."""
+    if as_of is None:
+        return pd.Series(float(window_hours), index=cohort.index)
+    end = np.minimum(cohort["pred_epoch"].to_numpy(dtype=np.float64), float(as_of))
+    hours = (end - cohort["admit_epoch"].to_numpy(dtype=np.float64)) / 3600.0
+    if last_event_hours is not None:
+        hours = np.fmax(hours, last_event_hours.to_numpy(dtype=np.float64))  # fmax: NaN (no events) ignored
+    return pd.Series(np.clip(hours, 0.0, float(window_hours)), index=cohort.index)
+
+
+def _as_of(src, as_of: float | None) -> float:
+    """The data's end (epoch s): ``as_of`` checked against the newest ADMISSIONS time, or that time."""
+    row = src.fetch_arrow(
+        "SELECT max(admit_epoch) AS admit, max(disch_epoch) AS disch FROM admissions_classified "
+        "WHERE exclusion IS NULL OR exclusion NOT LIKE 'quarantine:%'", "ADMISSIONS (newest time)").to_pylist()[0]
+    newest = max((float(v) for v in row.values() if v is not None), default=None)
+    if as_of is None:
+        if newest is None:
+            raise SourceError("ADMISSIONS: no usable ADMITTIME, so the data's end (as_of) cannot be inferred")
+        return newest
+    if newest is not None and float(as_of) < newest:  # the gap is not shown: with --as-of it would date a record
+        raise SourceError("as_of is before the newest ADMITTIME or DISCHTIME in ADMISSIONS: the source holds "
+                          "records after it, and scoring as of a past time (cutting every table there) is not supported")
+    return float(as_of)
+
+
+def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pd.DataFrame) -> pd.DataFrame:
+    frame = cohort[["adm_idx", "key", "split", "label", "age", "gender", "admission_type", "admission_location", "icu_system",
+                    "observed_hours", "before_prediction_time"]].copy()
+    frame["context"] = encode_context(ctx, vocab.context)
+    frame = frame.merge(bags, on="adm_idx", how="left")
+    empty = frame["n_events"].isna()
+    frame.loc[empty, "n_events"] = 0
+    frame["bag_hours"] = [[] if e else list(v) for e, v in zip(empty, frame["bag_hours"])]
+    frame["bags"] = [[] if e else [list(b) for b in v] for e, v in zip(empty, frame["bags"])]
+    return frame.sort_values("key").reset_index(drop=True)
+
+
+def write_parquet(table: pa.Table, path: Path) -> Path:
+    with fileio.atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", row_group_size=8192)
+    return path
+
+
+def _write_outputs(out: Path, features: pd.DataFrame, vocab: tokens.Vocab, quarantine: dict, scoring: bool) -> dict:
+    files: dict[str, Path] = {}
+    names = ["cohort"] if scoring else list(SPLITS)
+    schema = FEATURES.arrow_schema()
+    for split in names:
+        part = features[features["split"] == split]
+        cols = {name: part[name].tolist() for name in schema.names}
+        files[split] = write_parquet(pa.table(cols, schema=schema), out / f"{split}.parquet")
+    if not scoring:
+        files["vocab"] = fileio.write_json(out / "vocab.json", vocab.to_json())
+    qschema = pa.schema([("table", pa.string()), ("row_id", pa.int64()), ("line", pa.int64()), ("reason", pa.string())])
+    for table, rows in sorted(quarantine.items()):
+        frame = pd.DataFrame(rows, columns=["row_id", "line", "reason"]) if rows else pd.DataFrame(columns=["row_id", "line", "reason"])
+        frame.insert(0, "table", table.upper())
+        files[f"quarantine/{table}"] = write_parquet(
+            pa.Table.from_pandas(frame, schema=qschema, preserve_index=False), out / "quarantine" / f"{table}.parquet"
+        )
+    return files
+
+
+def _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, filtered) -> dict:
+    splits = {}
+    for split in sorted(cohort["split"].unique()):
+        part = cohort[cohort["split"] == split]
+        n, pos = len(part), int(part["label"].sum())
+        splits[split] = {"admissions": n, "patients": int(part["subject_id"].nunique()), "positives": pos, "label_rate": round(pos / n, 6) if n else None}
+    hashes = {name: fileio.sha256_file(path) for name, path in sorted(files.items())}
+    return {
+        "feature_version": FEATURE_VERSION,
+        "source": {"kind": src.kind, "location": src.description, "tables": {t: i.location for t, i in sorted(src.tables.items())}},
+        "config": cfg.to_json(),
+        "cohort_filter_applied": filtered,
+        "tables": accounting,
+        "cohort": {
+            "admissions": int(len(cohort)),
+            "positives": int(cohort["label"].sum()),
+            "label_rate": round(float(cohort["label"].mean()), 6) if len(cohort) else None,
+            "excluded_era_overlap": excluded_era,
+            "icu_system": {k: int(v) for k, v in sorted(cohort["icu_system"].value_counts().items())},
+        },
+        "splits": splits,
+        "vocab": {"tokens": len(vocab.tokens), "context": len(vocab.context), "binned_items": len(vocab.bins), "text_items": len(vocab.text_items)},
+        "sha256": hashes,
+    }

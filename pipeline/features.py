@@ -1,0 +1,281 @@
+"""Features files -> validated flat arrays (``FeatureSet``), by the contract ``contracts.FEATURES``.
+
+A split is held as flat numpy arrays with offsets (no Python object per bag), so a few
+hundred thousand admissions stay small in memory. ``load_split`` reads a whole file,
+``iter_parquet`` streams one by row chunks (scoring), ``from_pandas`` reads a DataFrame (the
+pyfunc). Every reader names the file, column and row of the first bad value.
+Batches for the models are made from a FeatureSet by ``pipeline.batches``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.contracts import FEATURES, Use, accepts, arrow_type
+from pipeline.errors import PipelineError
+
+REQUIRED = FEATURES.names(Use.REQUIRED)  # columns every use needs
+(LABEL,) = FEATURES.names(Use.LABEL)  # required for training and validation, optional for scoring
+WINDOW = FEATURES.names(Use.WINDOW)  # optional (features of FEATURE_VERSION 2): observed_hours, before_prediction_time
+OPTIONAL = (LABEL, *WINDOW)  # read where present
+
+
+class FeatureError(PipelineError, ValueError):
+    """Bad feature input; the message names the file, column and row."""
+
+
+@dataclass
+class FeatureSet:
+    """One split in flat arrays. N admissions, M bags, Z token occurrences."""
+
+    keys: np.ndarray  # (N,) str pseudonyms
+    label: np.ndarray  # (N,) float32 0/1; nan where the input has no label
+    n_events: np.ndarray  # (N,) int32 events used before the prediction time
+    context: np.ndarray  # (N, C) int32 context ids, 0-padded
+    bag_offsets: np.ndarray  # (N+1,) int64: bags of admission i are bag_offsets[i]:bag_offsets[i+1]
+    bag_hours: np.ndarray  # (M,) float32 bag start hours
+    token_offsets: np.ndarray  # (M+1,) int64: tokens of bag j are token_offsets[j]:token_offsets[j+1]
+    tokens: np.ndarray  # (Z,) int32 token ids
+    source: str = "<memory>"  # file name used in error messages
+    observed_hours: np.ndarray | None = None  # (N,) float32 hours of the window the data covers; nan: not recorded
+    before_prediction_time: np.ndarray | None = None  # (N,) bool: the data ends before T (partial window)
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+    @property
+    def n_bags(self) -> np.ndarray:
+        """Bags per admission, (N,)."""
+        return np.diff(self.bag_offsets)
+
+    @property
+    def has_labels(self) -> bool:
+        return bool(len(self)) and not np.isnan(self.label).any()
+
+    def check_vocab(self, n_tokens: int, n_context: int) -> None:
+        """Raise naming the first row whose ids fall outside the vocabulary."""
+        for name, ids, size, owner in (
+            ("bags", self.tokens, n_tokens, self._token_row),
+            ("context", self.context.ravel(), n_context, lambda j: j // max(self.context.shape[1], 1)),
+        ):
+            bad = np.flatnonzero((ids < 0) | (ids >= size))
+            if bad.size:
+                j = int(bad[0])
+                raise FeatureError(
+                    f"{self.source}: column {name!r} row {owner(j)}: id {int(ids[j])} outside the vocabulary "
+                    f"[0, {size}) ({bad.size} bad ids); were these features extracted with this vocab.json?"
+                )
+
+    def _token_row(self, z: int) -> int:
+        bag = int(np.searchsorted(self.token_offsets, z, side="right")) - 1
+        return int(np.searchsorted(self.bag_offsets, bag, side="right")) - 1
+
+    def require_labels(self) -> None:
+        if not len(self):
+            raise FeatureError(f"{self.source}: no admissions")
+        bad = np.flatnonzero(np.isnan(self.label))
+        if bad.size:
+            raise FeatureError(f"{self.source}: column 'label' row {int(bad[0])} is missing ({bad.size} rows)")
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def _list_parts(col, name: str, source: str) -> tuple[np.ndarray, pa.Array]:
+    """(offsets rebased to 0, flattened child) of a list column; raise on nulls."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_list(arr.type) and not pa.types.is_large_list(arr.type):
+        raise FeatureError(f"{source}: column {name!r} must be a list, got {arr.type}")
+    if arr.null_count:
+        row = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+        raise FeatureError(f"{source}: column {name!r} row {row} is null")
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    return offsets - offsets[0], arr.flatten()
+
+
+def _ints(arr: pa.Array, name: str, source: str) -> np.ndarray:
+    if arr.null_count:
+        raise FeatureError(f"{source}: column {name!r} holds a null id")
+    if not pa.types.is_integer(arr.type):
+        raise FeatureError(f"{source}: column {name!r} must hold integers, got {arr.type}")
+    return arr.to_numpy(zero_copy_only=False).astype(np.int32)
+
+
+def from_arrow(table: pa.Table | pa.RecordBatch, source: str = "<memory>", row0: int = 0) -> FeatureSet:
+    """Validate and flatten a features table (the extract schema; ``label`` optional).
+
+    ``row0`` is added to row numbers in error messages (for chunks of a larger file).
+    """
+    names = set(table.schema.names)
+    missing = [c for c in REQUIRED if c not in names]
+    if missing:
+        raise FeatureError(f"{source}: missing column(s) {missing}; expected the features written by the extraction")
+    n = table.num_rows
+    try:
+        ctx_off, ctx_vals = _list_parts(table.column("context"), "context", source)
+        bag_off, bag_lists = _list_parts(table.column("bags"), "bags", source)
+        hour_off, hours = _list_parts(table.column("bag_hours"), "bag_hours", source)
+    except FeatureError as exc:
+        raise FeatureError(_shift_row(str(exc), row0)) from None
+    if bag_lists.null_count:
+        j = _first_null(bag_lists)
+        row = int(np.searchsorted(bag_off, j, side="right")) - 1
+        raise FeatureError(f"{source}: column 'bags' row {row + row0} holds a null bag")
+    tok_off, toks = _list_parts(bag_lists, "bags", source)
+    if not np.array_equal(bag_off, hour_off):
+        row = int(np.flatnonzero(np.diff(bag_off) != np.diff(hour_off))[0])
+        raise FeatureError(f"{source}: row {row + row0}: 'bags' and 'bag_hours' have different lengths")
+    hours_np = hours.to_numpy(zero_copy_only=False).astype(np.float32)
+    if hours.null_count or not np.isfinite(hours_np).all():
+        j = int(np.flatnonzero(~np.isfinite(hours_np) | hours.is_null().to_numpy(zero_copy_only=False))[0])
+        row = int(np.searchsorted(bag_off, j, side="right")) - 1
+        raise FeatureError(f"{source}: column 'bag_hours' row {row + row0} is not a finite number")
+    ctx_len = np.diff(ctx_off)
+    width = int(ctx_len.max()) if n else 0
+    context = np.zeros((n, width), dtype=np.int32)  # (N, C) 0-padded
+    rows = np.repeat(np.arange(n), ctx_len)
+    context[rows, ranks(ctx_len)] = _ints(ctx_vals, "context", source)
+    key_col = table.column("key")
+    if key_col.null_count:
+        raise FeatureError(f"{source}: column 'key' row {_first_null(key_col) + row0} is null")
+    keys = key_col.to_numpy(zero_copy_only=False).astype(str)
+    events = table.column("n_events")
+    if events.null_count:
+        raise FeatureError(f"{source}: column 'n_events' row {_first_null(events) + row0} is null")
+    label = _labels(table, source, row0) if LABEL in names else np.full(n, np.nan, dtype=np.float32)
+    observed = _observed(table, source, row0) if WINDOW[0] in names else None
+    before = None
+    if WINDOW[1] in names:
+        col = table.column(WINDOW[1])
+        if col.null_count:
+            raise FeatureError(f"{source}: column {WINDOW[1]!r} row {_first_null(col) + row0} is null")
+        if not pa.types.is_boolean(col.type):
+            raise FeatureError(f"{source}: column {WINDOW[1]!r} must hold booleans, got {col.type}")
+        before = col.to_numpy(zero_copy_only=False).astype(bool)
+    return FeatureSet(
+        keys=keys,
+        label=label,
+        n_events=events.to_numpy(zero_copy_only=False).astype(np.int32),
+        context=context,
+        bag_offsets=bag_off,
+        bag_hours=hours_np,
+        token_offsets=tok_off,
+        tokens=_ints(toks, "bags", source),
+        source=source,
+        observed_hours=observed,
+        before_prediction_time=before,
+    )
+
+
+def _observed(table, source: str, row0: int) -> np.ndarray:
+    """``observed_hours`` as float32 (null -> nan); a negative or infinite value names its row."""
+    col = table.column(WINDOW[0])
+    if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+        raise FeatureError(f"{source}: column {WINDOW[0]!r} must hold numbers, got {col.type}")
+    h = col.to_numpy(zero_copy_only=False).astype(np.float32)  # nulls -> nan
+    bad = np.flatnonzero(np.isinf(h) | (h < 0))
+    if bad.size:
+        raise FeatureError(f"{source}: column {WINDOW[0]!r} row {int(bad[0]) + row0} = {h[bad[0]]}: hours must be "
+                           "finite and >= 0")
+    return h
+
+
+def _labels(table, source: str, row0: int) -> np.ndarray:
+    col = table.column(LABEL)
+    y = col.to_numpy(zero_copy_only=False).astype(np.float32)  # nulls -> nan
+    bad = np.flatnonzero(~np.isnan(y) & (y != 0) & (y != 1))
+    if bad.size:
+        raise FeatureError(f"{source}: column 'label' row {int(bad[0]) + row0} = {y[bad[0]]}: labels must be 0 or 1")
+    return y
+
+
+def _first_null(col) -> int:
+    return int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+
+
+def _shift_row(msg: str, row0: int) -> str:
+    if not row0:
+        return msg
+    head, sep, tail = msg.partition(" row ")
+    num, _, rest = tail.partition(" ")
+    return f"{head}{sep}{int(num) + row0} {rest}" if sep and num.isdigit() else msg
+
+
+def check_file(path: Path | str) -> None:
+    """Raise ``FeatureError`` naming the file and column unless ``path`` is a readable features file
+    whose required columns have their contract types (before any row is read)."""
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise FeatureError(f"{path}: not a readable Parquet file ({exc})") from None
+    missing = [c for c in REQUIRED if c not in schema.names]
+    if missing:
+        raise FeatureError(f"{path}: missing column(s) {missing}; expected the features written by the extraction")
+    for name in REQUIRED:
+        typ, want = schema.field(name).type, FEATURES.column(name).type
+        if not accepts(want, typ):
+            raise FeatureError(f"{path}: column {name!r} has type {typ}, expected {want}")
+
+
+def load_split(path: Path | str, require_labels: bool = True) -> FeatureSet:
+    """Read one split Parquet file (e.g. ``FEATURES/train.parquet``) into a FeatureSet."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise FeatureError(f"{path}: features file not found (run the extraction first)")
+    cols = [c for c in (*REQUIRED, *OPTIONAL) if c in pq.read_schema(path).names]
+    fs = from_arrow(pq.read_table(path, columns=cols), source=str(path))
+    if require_labels:
+        fs.require_labels()
+    return fs
+
+
+def from_pandas(frame, source: str = "<dataframe>") -> FeatureSet:
+    """FeatureSet from a pandas DataFrame with the features columns (lists as lists/arrays)."""
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise FeatureError(f"{source}: missing column(s) {missing}")
+    # pandas holds labels as floats (NaN where absent); every other column takes its contract type
+    types = {c: (pa.float32() if c == LABEL else arrow_type(FEATURES.column(c).type)) for c in (*REQUIRED, *OPTIONAL)}
+    arrays, names = [], []
+    for name, typ in types.items():
+        if name not in frame.columns:
+            continue
+        values = frame[name].tolist()
+        if name == "bags":
+            values = [None if v is None else [list(b) for b in v] for v in values]
+        elif typ != pa.string() and pa.types.is_list(typ):
+            values = [None if v is None else list(v) for v in values]
+        try:
+            arrays.append(pa.array(values, type=typ))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise FeatureError(f"{source}: column {name!r} does not convert to {typ}: {exc}") from None
+        names.append(name)
+    return from_arrow(pa.table(arrays, names=names), source=source)
+
+
+def iter_parquet(path: Path | str, chunk_rows: int = 4096) -> Iterator[FeatureSet]:
+    """Stream a features file by chunks of ``chunk_rows`` admissions (bounded memory)."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    cols = [c for c in (*REQUIRED, *OPTIONAL) if c in pf.schema_arrow.names]
+    row0 = 0
+    for rb in pf.iter_batches(batch_size=chunk_rows, columns=cols):
+        yield from_arrow(rb, source=str(path), row0=row0)
+        row0 += rb.num_rows
+
+
+def ranks(counts: np.ndarray) -> np.ndarray:
+    """0..c-1 for every count c, concatenated: [2, 0, 3] -> [0, 1, 0, 1, 2]."""
+    total = int(counts.sum())
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(total) - starts

@@ -1,0 +1,131 @@
+"""The benchmark grid: every model variant x seeds x split modes, trained, evaluated and compared.
+
+A workflow over the stages (extraction, training, evaluation), so it sits beside them, not in
+any of them: synthetic MIMIC-III (generated when missing) -> one extraction per split mode
+(cached) -> ``run_job`` for each (variant, mode, seed) in a pool of worker processes (one torch
+thread each; every job a fresh process, so a crash or a leak stays in its job) -> the comparison
+tables of ``evaluation.compare``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.errors import PipelineError
+from pipeline.evaluation.compare import SPLITS, compare
+from pipeline.models.variants import VARIANTS, resolve
+from pipeline.runs import store
+
+
+class GridError(PipelineError, ValueError):
+    """A grid that cannot run (unknown variant) or a job that failed."""
+
+
+@dataclass
+class GridConfig:
+    """The benchmark grid (every variant x seed x split mode)."""
+
+    seeds: tuple[int, ...] = (0, 1, 2)  # training seeds
+    variants: tuple[str, ...] = VARIANTS  # model variants (names of models.variants.VARIANT_SPECS)
+    split_modes: tuple[str, ...] = ("random", "era")  # feature extractions
+    max_steps: int = 1000  # training steps per run (about 1 minute per run with 2 parallel jobs on 2 cores)
+    eval_every: int = 250  # periodic validation interval
+    samples: int | None = None  # evaluation samples per component (None: the model's score_samples)
+    eval_batch_size: int = 128  # admissions per 25-sample forward pass (peak memory about 0.5 GB per job)
+    jobs: int = 2  # worker processes
+    patients: int = 2000  # synthetic patients when the source has to be generated
+    synth_seed: int = 0  # seed of the synthetic source
+    density: float = 1.0  # synthetic event density
+    experiment: str = "benchmark-models"  # MLflow experiment of the grid
+    train_overrides: dict = field(default_factory=dict)  # extra TrainConfig settings (e.g. batch_size)
+    model_overrides: dict = field(default_factory=dict)  # extra MortalityConfig settings (e.g. lstm_hidden)
+
+
+@dataclass
+class GridResult:
+    """What the grid produced."""
+
+    run_ids: list[str]  # evaluated runs
+    tables: list[Path]  # compare.md, compare.csv
+    wall_s: float  # total wall time of the grid
+    stage_s: dict[str, float] = field(default_factory=dict)  # wall time per stage
+
+
+def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridConfig, work: Path | str) -> str:
+    """Train one (variant, mode, seed) and evaluate it on val and test, in this process; returns the run id.
+
+    Checkpoints go to ``work/train/<variant>-<mode>-s<seed>``, evaluation outputs to ``work/eval/<run id>``.
+    """
+    from pipeline.evaluation.evaluate import EvalConfig, evaluate_run
+    from pipeline.training import TrainConfig, train
+
+    kind, variant_settings = resolve(variant)
+    model = {**variant_settings, **cfg.model_overrides}
+    settings = {"eval_batch_size": cfg.eval_batch_size, **cfg.train_overrides}
+    tcfg = TrainConfig.from_preset("default", seed=seed, max_steps=cfg.max_steps, eval_every=cfg.eval_every,
+                                   threads=1, progress=False, **settings, model=model)
+    name = f"{variant}-{mode}-s{seed}"
+    result = train(features, kind, tcfg, out_dir=Path(work) / "train" / name, experiment=cfg.experiment,
+                   run_name=name)
+    ecfg = EvalConfig(samples=cfg.samples, batch_size=cfg.eval_batch_size, threads=1)
+    for split in SPLITS:
+        evaluate_run(result.run_id, split, ecfg, out_dir=Path(work) / "eval" / result.run_id / split)
+    return result.run_id
+
+
+def _worker_init(uri: str) -> None:
+    """A grid worker: one torch thread and the parent's tracking store (the default one is cwd-relative)."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+
+
+def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[str, Path]:
+    """Synthetic source (generated when missing) and one extraction per split mode (cached)."""
+    from pipeline.extraction import ExtractConfig, SplitMode, extract
+
+    if not (synth_dir / "ADMISSIONS.csv.gz").exists():
+        from pipeline.synth import SynthConfig, generate
+
+        generate(synth_dir, patients=cfg.patients, seed=cfg.synth_seed, config=SynthConfig(density=cfg.density))
+    feats = {}
+    for mode in cfg.split_modes:
+        fdir = out_dir / f"features-{mode}"
+        if not (fdir / "manifest.json").exists():
+            extract(synth_dir, fdir, ExtractConfig(split=SplitMode(mode)))
+        feats[mode] = fdir
+    return feats
+
+
+def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None = None) -> GridResult:
+    """The whole benchmark; tables go to ``out_dir`` (see the module docstring)."""
+    cfg = cfg or GridConfig()
+    unknown = sorted(set(cfg.variants) - set(VARIANTS))
+    if unknown:
+        raise GridError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
+    out = Path(out_dir).resolve()
+    work = out / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    feats = prepare_features(Path(synth_dir).resolve(), out, cfg)
+    t1 = time.perf_counter()
+    grid = [(v, mode, s) for mode in cfg.split_modes for v in cfg.variants for s in cfg.seeds]
+    store.experiment_id(cfg.experiment)  # created here, not by two jobs racing to create it
+    context = multiprocessing.get_context("spawn")  # no torch state inherited from the parent
+    with ProcessPoolExecutor(max_workers=max(1, cfg.jobs), mp_context=context, max_tasks_per_child=1,
+                             initializer=_worker_init, initargs=(store.tracking_uri(),)) as pool:
+        futures = {pool.submit(run_job, feats[mode], v, mode, s, cfg, work): (v, mode, s) for v, mode, s in grid}
+        run_ids = []
+        for future, (v, mode, s) in futures.items():
+            try:
+                run_ids.append(future.result())
+            except Exception as exc:
+                raise GridError(f"{v} {mode} seed {s} failed: {type(exc).__name__}: {exc}") from exc
+    t2 = time.perf_counter()
+    _, tables = compare(run_ids=run_ids, out_dir=out)
+    t3 = time.perf_counter()
+    return GridResult(run_ids, tables, t3 - t0, {"data": t1 - t0, "train+evaluate": t2 - t1, "compare": t3 - t2})

@@ -1,0 +1,95 @@
+"""Settings of the mortality models: ``ModelKind`` and ``MortalityConfig`` (one comment per field).
+
+Imports no torch (the choices come from ``pipeline.layers.options``), so the CLI can build its
+options from these fields without importing torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any
+
+from pipeline.errors import ConfigError
+from pipeline.layers.options import BagMode, FactorInit, Perturbation, PriorKind, Sampling
+
+
+class ModelKind(str, Enum):
+    """Model variants (names as used on the command line)."""
+
+    DETERMINISTIC = "deterministic"
+    BAYES_EMB = "bayes-emb"  # variational embeddings only
+    BAYES_FULL = "bayes-full"  # mean-field over every weight, LSTM included
+    BATCHENSEMBLE = "batchensemble"
+    RANK1 = "rank1"  # rank-1 LSTM + dense, variational embeddings
+    DEEP_ENSEMBLE = "deep-ensemble"  # K independently initialised deterministic models
+
+
+@dataclass
+class MortalityConfig:
+    """Architecture and Bayesian settings of the mortality models."""
+
+    token_vocab: int  # len(vocab.json["tokens"]) (id 0 = padding)
+    context_vocab: int  # len(vocab.json["context"]) (id 0 = padding)
+    embedding_dim: int = 32  # token and context embedding size
+    bag_mode: BagMode = BagMode.MEAN  # reduction of a bag's token embeddings: mean | sum
+    time_feature: bool = True  # append sign(h)·log1p(|h|) of the bag start hour to each bag
+    lstm_hidden: int = 64  # LSTM units (small for 2-core CPU training; paper scale: 256)
+    lstm_layers: int = 1  # stacked LSTM layers
+    dense_units: int = 128  # hidden dense layer width (relu6)
+    components: int = 4  # K mixture components / ensemble members (rank1, batchensemble, deep-ensemble)
+    prior: PriorKind = PriorKind.GAUSSIAN  # rank-1 factor prior: gaussian | cauchy (posterior of the same family)
+    prior_mean: float | None = None  # rank-1 prior location (None: 1, or 0 for additive factors)
+    prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at prior_mean
+    prior_signs: bool = False  # rank-1 prior symmetric in sign: ½ prior(+prior_mean) + ½ prior(-prior_mean)
+    init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter (embeddings included)
+    factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (None: normal, BatchEnsemble random_sign)
+    random_sign_prob: float = 0.5  # P(+1) for random-sign factor init
+    sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training) | per_member (evaluation)
+    perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # rank-1 factors: multiplicative | additive
+    embedding_prior_stddev: float = 1.0  # N(0, ·) prior on variational embedding entries
+    weight_prior_stddev: float = 1.0  # N(0, ·) prior on mean-field weights (bayes-full)
+    kl_samples: int = 1  # MC draws for KL terms without closed form
+    dropout: float = 0.0  # dropout on the dense layer's output (training only)
+
+    def __post_init__(self) -> None:
+        self.bag_mode = BagMode(self.bag_mode)
+        self.prior = PriorKind(self.prior)
+        self.sampling = Sampling(self.sampling)
+        self.perturbation = Perturbation(self.perturbation)
+        if self.factor_init is not None and self.factor_init not in {f.value for f in FactorInit}:
+            raise ConfigError(f"MortalityConfig.factor_init must be one of {[f.value for f in FactorInit]} or None, "
+                             f"got {self.factor_init!r}")
+        self.factor_init = None if self.factor_init is None else FactorInit(self.factor_init)
+        if self.prior_mean is not None and not math.isfinite(self.prior_mean):
+            raise ConfigError(f"MortalityConfig.prior_mean must be finite or None, got {self.prior_mean}")
+        if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
+            raise ConfigError("MortalityConfig.factor_init random_sign is for multiplicative factors")
+        for name in ("prior_stddev", "init_stddev"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"MortalityConfig.{name} must be > 0, got {getattr(self, name)}")
+        for name in ("token_vocab", "context_vocab", "embedding_dim", "lstm_hidden", "lstm_layers",
+                     "dense_units", "components"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"MortalityConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"MortalityConfig.dropout must be in [0, 1), got {self.dropout}")
+
+    def rank1(self):
+        """Factor configuration (``layers.Rank1Config``) shared by the rank-1 / BatchEnsemble layers."""
+        from pipeline.layers import Rank1Config
+
+        return Rank1Config(prior=self.prior, prior_mean=self.prior_mean, prior_scale=self.prior_stddev,
+                           init=self.factor_init, random_sign_prob=self.random_sign_prob,
+                           init_stddev=self.init_stddev, perturbation=self.perturbation, kl_samples=self.kl_samples,
+                           prior_signs=self.prior_signs)
+
+
+def model_config(overrides: dict[str, Any], vocab_sizes: dict[str, int]) -> MortalityConfig:
+    """MortalityConfig from vocabulary sizes and overrides (an unknown key is a clear error)."""
+    known = {f.name for f in fields(MortalityConfig)} - {"token_vocab", "context_vocab"}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ConfigError(f"unknown model setting(s) {unknown}; MortalityConfig has {sorted(known)}")
+    return MortalityConfig(token_vocab=vocab_sizes["tokens"], context_vocab=vocab_sizes["context"], **overrides)

@@ -1,0 +1,12 @@
+"""A trained run, owned in one place: its checkpoint, its MLflow record, its logged model.
+
+- ``checkpoint``: the checkpoint file format (write atomically, read, rebuild the model).
+- ``store``: the tracking store (the one MLflow client factory), artifact names, model URIs
+  (a run id, ``runs:/<id>/model``, ``models:/name/version``, a local model directory) and the
+  features a run was trained on.
+- ``tracking``: a run being written (params, metrics, artifacts, the pyfunc), redacted.
+- ``pyfunc``: the run's model as an MLflow pyfunc (features in, risk table out).
+
+Training writes runs; evaluation, scoring, comparison and the benchmarks read them through
+``store.load_run_model``. Nothing here imports the training code.
+"""

@@ -1,0 +1,58 @@
+"""The checkpoint file of a trained model: written atomically, read back, turned into a model.
+
+A checkpoint is a ``torch.save`` dict: ``format`` (``CHECKPOINT_FORMAT``), ``model_kind``,
+``model_config`` (a ``MortalityConfig`` as a dict), ``train_config``, ``vocab_sizes``, ``model``
+(the state dict), ``step``, ``val_nll``, ``refer_threshold`` and, in ``last.pt``, the optimizer,
+RNG states and best-so-far of a resumable run. It is loaded with ``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline import fileio
+from pipeline.errors import PipelineError
+
+CHECKPOINT_FORMAT = 1  # bump when the checkpoint layout changes
+BEST = "best.pt"  # the best validation checkpoint (with the refer threshold once training ends)
+LAST = "last.pt"  # the resumable state at the last evaluation
+
+
+class CheckpointError(PipelineError):
+    """A checkpoint that is missing or of another format."""
+
+
+def save_checkpoint(path: Path | str, payload: dict) -> Path:
+    """torch.save to a temp file, then rename (never a half-written checkpoint)."""
+    import torch
+
+    with fileio.atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+    return Path(path)
+
+
+def read_checkpoint(path: Path | str) -> dict:
+    """The checkpoint dict (tensors on the CPU)."""
+    import torch
+
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path}: checkpoint format {ckpt.get('format')}, expected {CHECKPOINT_FORMAT}")
+    return ckpt
+
+
+def load_model(path: Path | str):
+    """Model (eval mode) and its info dict (kind, configs, refer threshold, score samples, caps)."""
+    from pipeline.models import MortalityConfig, build_model
+
+    ckpt = read_checkpoint(path)
+    model = build_model(ckpt["model_kind"], MortalityConfig(**ckpt["model_config"]))
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    tc = ckpt["train_config"]
+    info = {k: ckpt.get(k) for k in ("model_kind", "model_config", "train_config", "step", "val_nll", "refer_threshold")}
+    info.update(score_samples=tc["score_samples"], max_bags=tc["max_bags"], max_tokens=tc["max_tokens"])
+    return model, info

@@ -1,0 +1,177 @@
+"""The tracking store and what a run holds in it: the one MLflow client, artifact names, model URIs.
+
+The tracking URI is ``MLFLOW_TRACKING_URI`` (default ``sqlite:///<cwd>/mlflow.db``). Every
+MLflow client of the library comes from ``client()``. A run is named by its id,
+``runs:/<id>/model``, another MLflow model URI (``models:/name/version``: downloaded), or a
+local MLflow model directory; ``load_run_model`` turns any of them into a ``RunModel`` (the
+model in eval mode, its info, the training vocabulary, the run's manifest, tags and params).
+mlflow is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import fileio
+from pipeline.errors import PipelineError
+from pipeline.runs.checkpoint import BEST, load_model
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT = "mimic-mortality"  # experiment used when none is given
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+# ---------------------------------------------------------------------------- artifact layout of a run
+MODEL_ARTIFACT = "model"  # the logged pyfunc (MLflow model) inside the run
+MODEL_FILES = f"{MODEL_ARTIFACT}/artifacts"  # the pyfunc's files: BEST, VOCAB, MODEL_INFO, EXTRACTION
+VOCAB = "vocab.json"  # the training vocabulary (tokens, context, bins, text items)
+MANIFEST = "manifest.json"  # the training features' manifest (redacted copy)
+MODEL_INFO = "model_info.json"  # kind, configs, refer threshold, validation metrics
+TRAIN_CONFIG = "train_config.json"  # the training settings
+EXTRACTION = "extraction.json"  # the features' extraction settings (``score --source`` re-extracts with them)
+FEATURES_ARTIFACTS = "features"  # the run's copy of VOCAB and MANIFEST
+CHECKPOINT_ARTIFACTS = "checkpoint"  # the run's copy of BEST
+METRICS = "metrics.json"  # an evaluation report
+
+
+def eval_artifacts(split: str) -> str:
+    """Artifact folder of a split's evaluation (``eval/<split>``: METRICS and the plots)."""
+    return f"eval/{split}"
+
+
+# tags
+FEATURES_DIR_TAG = "features_dir"  # absolute path of the features directory the run was trained on
+SPLIT_MODE_TAG = "split_mode"  # random | era (compare groups by it)
+
+
+class RunError(PipelineError, ValueError):
+    """A run or model that cannot be found or read, or features that do not belong to it."""
+
+
+def tracking_uri() -> str:
+    """``MLFLOW_TRACKING_URI`` or ``sqlite:///<cwd>/mlflow.db``."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def client():
+    """The MLflow client of the tracking store (the only place one is made)."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri())
+
+
+def experiment_id(name: str, artifact_location: str | None = None) -> str:
+    """Id of experiment ``name``, created (with ``artifact_location``) when missing."""
+    c = client()
+    exp = c.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    return c.create_experiment(name, artifact_location=artifact_location)
+
+
+# ---------------------------------------------------------------------------- loading a run
+
+
+@dataclass
+class RunModel:
+    """A trained model with what its run recorded."""
+
+    model: object  # torch module in eval mode
+    info: dict  # checkpoint.load_model info: model_kind, refer_threshold, score_samples, max_bags, max_tokens...
+    vocab: dict  # the training vocab.json (tokens, context, bins, text_items)
+    run_id: str | None  # MLflow run id (None for a local model directory)
+    manifest: dict | None = None  # the training features' manifest.json (redacted copy), when logged
+    features_dir: Path | None = None  # features directory the run was trained on (tag FEATURES_DIR_TAG)
+    tags: dict = field(default_factory=dict)  # the run's MLflow tags
+    params: dict = field(default_factory=dict)  # the run's MLflow params
+
+
+def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
+    """(run id, None) for ``runs:/<id>/model`` or a bare id; (None, dir) for a local model directory;
+    (None, None) for any other MLflow URI (``models:/name/1``...), which ``load_run_model`` downloads."""
+    text = str(uri).strip()
+    m = re.match(r"^runs:/([0-9a-f]{32})(?:/model/?)?$", text)
+    if m:
+        return m.group(1), None
+    if RUN_ID.match(text):
+        return text, None
+    path = Path(text)
+    if (path / "artifacts" / BEST).exists():
+        return None, path
+    if re.match(r"^[a-z][a-z0-9+.-]*:/", text) and not text.startswith("runs:/"):  # models:/, s3://, file:/...
+        return None, None
+    raise RunError(f"{text!r} is neither a run id, a runs:/<id>/model URI, an MLflow model URI nor a local "
+                   "MLflow model directory")
+
+
+def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
+    """Model, info and vocabulary of a run id / ``runs:/<id>/model`` URI / model URI / local model directory."""
+    import mlflow
+
+    run_id, local = parse_model_uri(uri)
+    if run_id is None and local is None:  # another MLflow model URI (registry, remote store): download it
+        try:
+            local = Path(mlflow.artifacts.download_artifacts(artifact_uri=str(uri), dst_path=str(
+                workdir or tempfile.mkdtemp(prefix="model-")), tracking_uri=tracking_uri()))
+        except Exception as exc:
+            raise RunError(f"cannot download the model {uri}: {exc}") from None
+        if not (local / "artifacts" / BEST).exists():
+            raise RunError(f"{uri} is not a model logged by training (no artifacts/{BEST})")
+    if local is not None:
+        model, info = load_model(local / "artifacts" / BEST)
+        extraction = local / "artifacts" / EXTRACTION  # settings for a census extraction (pyfunc.log_model)
+        manifest = fileio.read_json(extraction) if extraction.exists() else None
+        return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest)
+    c = client()
+    try:
+        run = c.get_run(run_id)
+    except Exception as exc:  # mlflow raises MlflowException for unknown ids
+        raise RunError(f"run {run_id} not found in the tracking store {tracking_uri()}: {exc}") from None
+    dst = Path(workdir or tempfile.mkdtemp(prefix="run-"))
+    try:
+        model_dir = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=MODEL_FILES,
+                                                             dst_path=str(dst), tracking_uri=tracking_uri()))
+    except Exception as exc:
+        raise RunError(f"run {run_id} has no logged model ({MODEL_FILES}): {exc}") from None
+    model, info = load_model(model_dir / BEST)
+    manifest = None
+    try:
+        path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=f"{FEATURES_ARTIFACTS}/{MANIFEST}",
+                                                   dst_path=str(dst), tracking_uri=tracking_uri())
+        manifest = fileio.read_json(path)
+    except Exception:  # older runs / features without a manifest
+        log.info("run %s has no %s/%s artifact", run_id, FEATURES_ARTIFACTS, MANIFEST)
+    tags = dict(run.data.tags)
+    fdir = Path(tags[FEATURES_DIR_TAG]) if tags.get(FEATURES_DIR_TAG) else None
+    return RunModel(model, info, fileio.read_json(model_dir / VOCAB), run_id, manifest, fdir, tags,
+                    dict(run.data.params))
+
+
+def resolve_features(run: RunModel, data: Path | str | None) -> Path:
+    """The features directory to use: ``data`` or the run's; its vocab.json must be the run's."""
+    if data is None and run.features_dir is None:
+        raise RunError(f"run {run.run_id} does not record its features directory; give the features directory (data)")
+    fdir = Path(data) if data is not None else run.features_dir
+    vocab_file = fdir / VOCAB
+    if not vocab_file.exists():
+        raise RunError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
+    if fileio.read_json(vocab_file) != run.vocab:
+        raise RunError(f"{vocab_file}: differs from the vocabulary run {run.run_id} was trained with; "
+                       "these features belong to another extraction")
+    return fdir
+
+
+def split_mode(manifest: dict | None) -> str:
+    """``random`` / ``era`` from a features manifest (``unknown`` when absent)."""
+    return str(((manifest or {}).get("config") or {}).get("split") or "unknown")
+
+
+def features_split_mode(features_dir: Path | str) -> str:
+    """``split_mode`` of a features directory's manifest.json (``unknown`` without one)."""
+    manifest = Path(features_dir) / MANIFEST
+    return split_mode(fileio.read_json(manifest) if manifest.exists() else None)

@@ -1,0 +1,106 @@
+"""A run being written to MLflow (mlflow is imported lazily, inside the functions).
+
+The store is ``store.tracking_uri()``. Parameters pass through ``redact.redact_params`` first: secret-looking keys are
+dropped to ``***``, DSN passwords are redacted and calendar dates masked, so no secret, DSN
+password or date reaches the tracking store. Only rank 0 of a distributed run tracks; the
+other ranks get a ``NullTracker``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from pipeline.redact import redact_params, redact_value
+from pipeline.runs import store
+
+
+class NullTracker:
+    """Tracker that records nothing (ranks > 0, ``--no-tracking``)."""
+
+    run_id: str | None = None
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        pass
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        pass
+
+    def log_artifact(self, path: Path | str, artifact_path: str | None = None) -> None:
+        pass
+
+    def set_tag(self, key: str, value: str) -> None:
+        pass
+
+    def log_pyfunc(self, **kwargs) -> None:
+        pass
+
+    def end(self, status: str = "FINISHED") -> None:
+        pass
+
+
+class RunTracker(NullTracker):
+    """One MLflow run: new, resumed by ``run_id``, or the one ``mlflow run`` started (MLFLOW_RUN_ID)."""
+
+    def __init__(self, experiment: str | None = None, run_name: str | None = None, run_id: str | None = None,
+                 artifact_location: str | None = None, reopen: bool = True) -> None:
+        """A new run, or ``run_id``'s (``reopen``: marked RUNNING again until ``end``; without it, a
+        finished run receives more records, e.g. an evaluation, and keeps its status)."""
+        self.client = store.client()
+        run_id = run_id or os.environ.get("MLFLOW_RUN_ID")
+        if run_id:
+            self.run_id = self.client.get_run(run_id).info.run_id
+            if reopen:
+                self.client.update_run(self.run_id, status="RUNNING")
+        else:
+            exp = store.experiment_id(experiment or store.DEFAULT_EXPERIMENT, artifact_location)
+            self.run_id = self.client.create_run(exp, run_name=run_name).info.run_id
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Log redacted params; a key already logged with the same value is skipped."""
+        from mlflow.entities import Param
+
+        logged = self.client.get_run(self.run_id).data.params
+        todo = {k: v for k, v in redact_params(params).items() if logged.get(k) != v}
+        items = list(todo.items())
+        for i in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in items[i : i + 100]])
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        ts = int(time.time() * 1000)
+        rows = [Metric(k, float(v), ts, int(step)) for k, v in metrics.items() if v is not None]
+        if rows:
+            self.client.log_batch(self.run_id, metrics=rows)
+
+    def log_artifact(self, path: Path | str, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def set_tag(self, key: str, value: str) -> None:
+        self.client.set_tag(self.run_id, key, redact_value(str(value)))
+
+    def log_pyfunc(self, **kwargs) -> None:
+        """Log the trained model as an MLflow pyfunc named ``model`` (see ``pipeline.runs.pyfunc``)."""
+        import mlflow
+        from pipeline.runs import pyfunc
+
+        previous = mlflow.get_tracking_uri()
+        mlflow.set_tracking_uri(store.tracking_uri())
+        try:
+            with mlflow.start_run(run_id=self.run_id):
+                pyfunc.log_model(**kwargs)
+        finally:
+            mlflow.set_tracking_uri(previous)
+        self.client.update_run(self.run_id, status="RUNNING")  # start_run's exit ended the run
+
+    def end(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status=status)
+
+
+def make_tracker(enabled: bool, **kwargs) -> NullTracker:
+    """A ``RunTracker`` when ``enabled`` else a ``NullTracker``."""
+    return RunTracker(**kwargs) if enabled else NullTracker()

@@ -1,0 +1,123 @@
+"""Census cohort files for ``score --source``: a list of HADM_IDs, or a SQL condition on the cohort.
+
+An id list is one id per line, ids separated by white space, or a table export whose header
+names a HADM_ID column; anything else is one SQL condition over ``contracts.COHORT_COLUMNS``.
+A line that does not fit is an error naming its number, never its contents (it may hold ids).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pipeline.contracts import COHORT_COLUMNS
+from pipeline.errors import PipelineError
+
+
+class CohortError(PipelineError, ValueError):
+    """A cohort file that cannot be read as an id list or a condition; names the file and line."""
+
+
+_INT = re.compile(r"^\s*\d+\s*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_COLUMNS = re.compile(r"^\s*[\"']?\d+[\"']?(\s*[,;\t]\s*[\"']?[^,;\t]*[\"']?)+$")
+_TOKEN = re.compile(r"^[\"']?\w+[\"']?\s*[,;]?$")
+
+
+def read_cohort_file(path: Path | str) -> str:
+    """SQL condition for ``extract(cohort_filter=...)`` from a cohort file.
+
+    An id list (``_ids_of``) -> ``hadm_id IN (...)``; anything else is taken as a SQL condition
+    on the cohort columns. ``#`` comment lines are ignored in both forms; a byte-order mark is
+    ignored. A header with no ids is an empty census: an error, never "everyone".
+    """
+    return read_cohort(Path(path))[0]
+
+
+def read_cohort(path: Path) -> tuple[str, list[int] | None]:
+    """(SQL condition, HADM_IDs or None) of a cohort file, read and parsed once."""
+    lines = _cohort_lines(path)
+    ids = _ids_of(path, lines)
+    if ids is not None:
+        return f"hadm_id IN ({', '.join(str(i) for i in ids)})", ids
+    condition = " ".join(ln for _, ln in lines)
+    if ";" in condition:
+        raise CohortError(f"{path}: a cohort condition is one SQL expression (no ';'); columns: {list(COHORT_COLUMNS)}")
+    return condition, None
+
+
+def _ids_of(path: Path, lines: list[tuple[int, str]]) -> list[int] | None:
+    """The sorted distinct HADM_IDs of an id-list cohort file, or None if it is a SQL condition;
+    ``lines`` are its (line number, text) lines.
+
+    An id list is one of: integers one per line (quotes and a trailing ``,``/``;`` allowed) or
+    several per line separated by white space; or a table export whose header line names the
+    columns (comma, tab or semicolon separated, one of them ``HADM_ID``), whose HADM_ID column is
+    read. A line that does not fit is an error naming its number (never its contents).
+    """
+    column, sep = _header(lines[0][1])
+    if column is not None:
+        body = lines[1:]
+        if not body:
+            raise CohortError(f"{path}: the cohort file has a HADM_ID header and no HADM_IDs (an empty census)")
+        ids = []
+        for i, ln in body:
+            fields = [_unquote(f) for f in ln.split(sep)] if sep else [_unquote(ln)]
+            if column >= len(fields) or not _INT.match(fields[column]):
+                raise CohortError(f"{path}: line {i} has no HADM_ID in column {column + 1} (the header's HADM_ID)")
+            ids.append(int(fields[column]))
+        return sorted(set(ids))
+    parsed = [(i, _id_tokens(ln)) for i, ln in lines]
+    good = [i for i, toks in parsed if toks is not None]
+    if len(good) == len(parsed):
+        return sorted({t for _, toks in parsed for t in toks})
+    bad = [i for i, toks in parsed if toks is None]
+    if all(_COLUMNS.match(ln) for i, ln in lines if i in bad):  # rows of numbers: a table export without header
+        raise CohortError(f"{path}: line {bad[0]} has several columns and the file has no header; add a first line "
+                         "naming the columns (one of them HADM_ID)")
+    single = all(_TOKEN.match(ln) for i, ln in lines if i in bad)  # a lone word, not SQL (no operator or bracket)
+    if single and (len(good) > len(parsed) / 2 or (len(parsed) > 2 and bad == [parsed[0][0]])):
+        # mostly ids (or ids under a stray first line): a typo, not a condition; the line is not echoed
+        i = bad[0]
+        raise CohortError(f"{path}: line {i} is not a HADM_ID list (expected integers, one per line or separated "
+                         "by spaces, optionally under a header naming the HADM_ID column)")
+    return None
+
+
+def _unquote(text: str) -> str:
+    return text.strip().strip("\"'").strip()
+
+
+def _header(line: str) -> tuple[int | None, str | None]:
+    """(index of the HADM_ID column, separator) if ``line`` is a header naming HADM_ID, else (None, None)."""
+    sep = next((c for c in (",", "\t", ";") if c in line), None)
+    names = [_unquote(f) for f in line.split(sep)] if sep else [_unquote(line)]
+    names = [n for n in names if n] if sep in (",", ";") and line.rstrip().endswith(sep) else names
+    if not all(_IDENT.match(n) for n in names):
+        return None, None
+    lower = [n.lower() for n in names]
+    return (lower.index("hadm_id"), sep) if "hadm_id" in lower else (None, None)
+
+
+def _id_tokens(line: str) -> list[int] | None:
+    """The integers of an id line (white-space separated, or one with quotes / a trailing , or ;), else None."""
+    text = line.strip().rstrip(",;").strip()
+    toks = [_unquote(t) for t in text.split()]
+    if toks and all(_INT.match(t) for t in toks):
+        return [int(t) for t in toks]
+    return None
+
+
+def _cohort_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, stripped text) of the non-blank, non-comment lines; error if there are none."""
+    if not path.exists():
+        raise CohortError(f"{path}: cohort file not found")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CohortError(f"{path}: the cohort file is not UTF-8 text (byte {exc.start})") from None
+    lines = [(i + 1, ln.strip()) for i, ln in enumerate(text.splitlines())]
+    lines = [(i, ln) for i, ln in lines if ln and not ln.startswith("#")]
+    if not lines:
+        raise CohortError(f"{path}: empty cohort file (expected HADM_IDs, one per line, or a SQL condition)")
+    return lines

@@ -1,0 +1,239 @@
+"""Batch scoring of a census: features (or a MIMIC-III source) -> one risk row per admission.
+
+Input is a features Parquet file / directory written by the extraction, or a MIMIC-III
+source extracted on the fly with the training vocabulary and bins (nothing refitted; the
+de-identification key must be the training one for keys to match). A cohort file restricts
+the source: a list of HADM_IDs (one per line, optional header) or a SQL condition on the
+columns of ``sql/02_cohort.sql`` (``serving.cohort``). Features stream through in chunks (``features.iter_parquet``),
+so memory is bounded by ``chunk_rows`` and ``batch_size``·S·K, and the output Parquet
+(``contracts.RISK``) is written atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline import features, fileio, predict
+from pipeline.contracts import COHORT_COLUMNS, RISK
+from pipeline.errors import ConfigError, PipelineError
+from pipeline.runs.store import load_run_model
+from pipeline.serving.cohort import read_cohort
+
+log = logging.getLogger(__name__)
+
+SPLIT_FILES = ("cohort", "train", "val", "test")  # files scored in a features directory (cohort alone if present)
+_COHORT_SQL_ERROR = re.compile(r"^cohort \(ADMISSIONS, PATIENTS\)(?: \(PostgreSQL\))?: (?:(\w+(?: \w+)? Error)\b)?")
+
+
+class ScoreError(PipelineError, ValueError):
+    """Bad scoring input; the message names the file (and column or line)."""
+
+
+@dataclass
+class ScoreConfig:
+    """Settings of one scoring run."""
+
+    samples: int | None = None  # Monte Carlo samples per component (None: the model's score_samples)
+    batch_size: int = 128  # admissions per forward pass (memory grows with batch_size·S·K; 128: ~0.5 GB peak at 25x4)
+    chunk_rows: int = 4096  # admissions read from Parquet at a time (each chunk is batched by length on its own)
+    seed: int = 0  # torch seed of the weight draws (same seed, rows, chunk_rows and batch_size -> same scores)
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "chunk_rows"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"ScoreConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.samples is not None and self.samples < 1:
+            raise ConfigError(f"ScoreConfig.samples must be >= 1, got {self.samples}")
+
+
+@dataclass
+class ScoreSummary:
+    """What a scoring run wrote."""
+
+    out: Path  # the scores Parquet file
+    admissions: int  # rows written
+    referred: int  # rows with refer = True
+    no_events: int  # rows whose admission had no events (scored on context alone)
+    samples: int  # samples per component used
+    components: int  # K of the model
+    inputs: list[Path] = field(default_factory=list)  # feature files scored
+    not_scored: int = 0  # HADM_IDs of an id-list cohort file with no score (absent, quarantined or excluded)
+    before_prediction_time: int = 0  # rows whose data ended before the prediction time (partial window)
+
+
+# ---------------------------------------------------------------------------- inputs
+
+
+def feature_files(data: Path | str) -> list[Path]:
+    """The Parquet file itself, or a directory's ``cohort.parquet`` (else its train/val/test files)."""
+    path = Path(data)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise ScoreError(f"{path}: no such features file or directory")
+    if (path / "cohort.parquet").exists():
+        return [path / "cohort.parquet"]
+    files = [path / f"{s}.parquet" for s in SPLIT_FILES[1:] if (path / f"{s}.parquet").exists()]
+    if not files:
+        raise ScoreError(f"{path}: no cohort.parquet or train/val/test.parquet in this directory")
+    return files
+
+
+def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Path, cohort_filter: str = "TRUE",
+                   schema: str = "mimiciii", as_of: float | None = None) -> Path:
+    """Extract ``source`` with the training configuration and vocabulary; returns ``cohort.parquet``
+    (``as_of``: see ``extract.extract``)."""
+    from pipeline.extraction import ExtractConfig, SplitMode, extract
+    from pipeline.extraction.tokens import Vocab
+
+    saved = dict((manifest or {}).get("config") or {})
+    if not saved:
+        raise ScoreError("the model's run has no features/manifest.json with the extraction settings; "
+                         "extract the census first and score its features (data)")
+    known = {f.name for f in fields(ExtractConfig)}
+    if set(saved) - known:
+        log.warning("extraction settings %s of the training run are unknown to this version; ignored",
+                    sorted(set(saved) - known))
+    cfg = ExtractConfig(**{k: v for k, v in saved.items() if k in known})
+    cfg.split = SplitMode(cfg.split)
+    result = extract(source, out_dir, cfg, vocab=Vocab.from_json(vocab), schema=schema, cohort_filter=cohort_filter,
+                     as_of=as_of)
+    return result.files["cohort"]
+
+
+# ---------------------------------------------------------------------------- scoring
+
+
+def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> ScoreSummary:
+    """Score Parquet feature ``files`` with a loaded ``RunModel`` chunk by chunk into ``out``."""
+    import pyarrow.parquet as pq
+    import torch
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    samples = predict.score_samples(cfg.samples, run.info)
+    refer = run.info.get("refer_threshold")
+    chosen_at = run.info.get("score_samples")
+    if chosen_at and int(chosen_at) != samples:
+        log.warning("the refer threshold was chosen on validation with %d samples per component; scoring with %d "
+                    "changes the mutual information's Monte Carlo noise, so the referred fraction can differ",
+                    int(chosen_at), samples)
+    if refer is None:
+        raise ScoreError("the model has no refer threshold (best.pt of an unfinished training run)")
+    sizes = (len(run.vocab["tokens"]), len(run.vocab["context"]))
+    for f in files:
+        features.check_file(f)
+        _check_vocab_file(f, run.vocab)
+    total = referred = empty = early = 0
+    out = Path(out)
+    with fileio.atomic_path(out) as tmp, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        with pq.ParquetWriter(tmp, RISK.arrow_schema(), compression="zstd") as writer:
+            for f in files:
+                for fs in _chunks(f, cfg.chunk_rows):
+                    fs.check_vocab(*sizes)
+                    table = predict.score_features(run.model, fs, samples, refer, cfg.batch_size,
+                                                   run.info.get("max_bags"), run.info.get("max_tokens"))
+                    writer.write_table(pa.Table.from_pandas(table, schema=RISK.arrow_schema(), preserve_index=False))
+                    total += len(table)
+                    referred += int(table["refer"].sum())
+                    empty += int(table["no_events"].sum())
+                    early += int(table["before_prediction_time"].sum())
+    return ScoreSummary(out, total, referred, empty, samples, predict.components_of(run.model), list(files),
+                        before_prediction_time=early)
+
+
+def _chunks(path: Path, chunk_rows: int):
+    """``features.iter_parquet`` with Arrow read errors turned into ``ScoreError`` naming the file."""
+    it = features.iter_parquet(path, chunk_rows)
+    while True:
+        try:
+            fs = next(it)
+        except StopIteration:
+            return
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ScoreError(f"{path}: cannot read the Parquet data ({exc})") from None
+        yield fs
+
+
+def _check_vocab_file(path: Path, vocab: dict) -> None:
+    """A vocab.json next to the features must be the model's (else ids mean other tokens)."""
+    vf = path.parent / "vocab.json"
+    if vf.exists() and fileio.read_json(vf) != vocab:
+        raise ScoreError(f"{path}: the features were extracted with {vf}, which is not the model's vocabulary; "
+                         "extract from the source with the model instead (source), which uses the training vocabulary")
+
+
+def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, source: str | None = None,
+          cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
+          as_of: str | None = None) -> ScoreSummary:
+    """Score ``data`` (features) or ``source`` (MIMIC-III, optionally restricted by ``cohort``) into ``out``.
+
+    ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
+    ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open
+    admissions whose prediction time is later are scored on the hours observed and flagged.
+    """
+    cfg = cfg or ScoreConfig()
+    if (data is None) == (source is None):
+        raise ScoreError("give exactly one of data (features) or source (MIMIC-III)")
+    if cohort is not None and source is None:
+        raise ScoreError("a cohort restricts a source extraction; with features (data), filter them instead")
+    if as_of is not None and source is None:
+        raise ScoreError("as_of applies to a source extraction; features record their window already")
+    as_of_epoch = parse_as_of(as_of) if as_of is not None else None
+    with tempfile.TemporaryDirectory(prefix="score-") as tmp:
+        run = load_run_model(model_uri, Path(tmp) / "model")
+        if data is not None:
+            return score_files(run, feature_files(data), out, cfg)
+        condition, ids = read_cohort(Path(cohort)) if cohort is not None else ("TRUE", None)
+        from pipeline.sources.base import SourceError
+
+        try:
+            path = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema,
+                                  as_of_epoch)
+        except SourceError as exc:
+            m = _COHORT_SQL_ERROR.match(str(exc))
+            if cohort is None or not m:
+                raise
+            # the database's message can quote the condition's values (HADM_IDs): only its kind is shown
+            kind = m.group(1) or "rejected by the database"
+            raise ScoreError(f"{cohort}: the cohort condition could not be run ({kind}); it must be one SQL "
+                             f"expression over the columns {list(COHORT_COLUMNS)}, or the file a list of HADM_IDs; "
+                             "the database's message is not shown (it can quote the file's values)") from None
+        summary = score_files(run, [path], out, cfg)
+        if ids:
+            summary.not_scored = _not_scored(ids, path)
+            if summary.not_scored:
+                log.warning("%d of the %d HADM_IDs of %s have no score: not in ADMISSIONS, quarantined, or outside "
+                            "the cohort criteria (the extraction log counts each reason)", summary.not_scored,
+                            len(ids), cohort)
+        return summary
+
+
+def parse_as_of(text: str) -> float:
+    """Epoch seconds of a naive timestamp "YYYY-MM-DD HH:MM[:SS]" (the source's clock, as its tables)."""
+    from datetime import datetime, timezone
+
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"):
+        try:
+            return datetime.strptime(text.strip(), fmt).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            continue
+    raise ScoreError("as_of must be a timestamp YYYY-MM-DD HH:MM[:SS] on the source's clock")
+
+
+def _not_scored(ids: list[int], cohort_parquet: Path) -> int:
+    """How many of the requested HADM_IDs are missing from the extracted cohort (compared by pseudonym)."""
+    import pyarrow.parquet as pq
+
+    from pipeline import deid
+
+    scored = set(pq.read_table(cohort_parquet, columns=["key"]).column("key").to_pylist())
+    return sum(k not in scored for k in deid.pseudonyms(deid.load_key(), ids))

@@ -1,0 +1,36 @@
+"""MIMIC-III sources: where the tables come from, each exposed as a SQL relation of one shape.
+
+- ``tables``: the tables and columns the pipeline reads, with their types.
+- ``base``: ``SourceError``, a table's description, the empty stand-in of a missing optional table.
+- ``csvdir``: a directory of CSV / CSV.gz files read by embedded DuckDB (layout detected).
+- ``postgres``: a PostgreSQL database (mimic-code's ``mimiciii`` schema); the SQL runs inside it.
+- ``pgload``: loads a CSV directory into PostgreSQL with mimic-code's table definitions.
+
+``open_source`` picks the kind from the location: a ``postgresql://`` (or key=value) DSN, else a directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.sources.base import SourceError, TableInfo
+
+
+def is_dsn(location: str | Path) -> bool:
+    """Whether ``location`` names a PostgreSQL database (URI or key=value DSN) rather than a directory."""
+    text = str(location)
+    return text.startswith(("postgresql://", "postgres://")) or " dbname=" in f" {text}"
+
+
+def open_source(location: str | Path, con, schema: str = "mimiciii"):
+    """The source at ``location`` (DSN or CSV directory), with its relations on the DuckDB connection ``con``."""
+    if is_dsn(location):
+        from pipeline.sources.postgres import PostgresSource
+
+        return PostgresSource(str(location), con, schema=schema)
+    from pipeline.sources.csvdir import CsvSource
+
+    return CsvSource(Path(location), con)
+
+
+__all__ = ["SourceError", "TableInfo", "is_dsn", "open_source"]

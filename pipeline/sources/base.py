@@ -1,0 +1,51 @@
+"""What every MIMIC-III source shares: its error, a table's description, the empty stand-in for a missing
+optional table, and the short form of a database error."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pipeline.errors import PipelineError
+from pipeline.sources.tables import TableSpec
+
+
+class SourceError(PipelineError, RuntimeError):
+    """A problem with the input data that stops the run (names the file/table/column)."""
+
+
+class EmptyTable(SourceError):
+    """A table file with no header line (zero bytes)."""
+
+
+@dataclass
+class TableInfo:
+    name: str  # lowercase table name
+    location: str  # file path or schema.table (never a password)
+    columns: dict[str, str] = field(default_factory=dict)  # lowercase -> name as stored
+    missing_optional: list[str] = field(default_factory=list)
+
+
+def empty_relation(spec: TableSpec) -> str:
+    """A relation with the table's columns and no rows (for a missing optional table)."""
+    cols = ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in spec.columns.items())
+    return f"(SELECT {cols}, CAST(NULL AS VARCHAR) AS _error WHERE 1 = 0)"
+
+
+def merge_rejects(*lists: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    merged: dict[int, str] = {}
+    for rejects in lists:
+        for line, why in rejects:
+            merged.setdefault(line, why)
+    return sorted(merged.items())
+
+
+_ECHO = re.compile(r"^\s*(LINE \d+:|\^\s*$)")
+
+
+def short_error(exc: Exception) -> str:
+    """The first informative lines of a database error (no stack, no data dump). The echo of
+    the statement that DuckDB and PostgreSQL add ("LINE n: ..." and its caret line) is left out:
+    it can quote values of a user's cohort condition (HADM_IDs)."""
+    lines = [ln for ln in str(exc).splitlines() if ln.strip() and not _ECHO.match(ln)]
+    return " ".join(lines[:2])[:500]

@@ -1,0 +1,86 @@
+"""Training settings: ``TrainConfig`` (one comment per field; the CLI and MLproject derive from it),
+named presets, and the likelihood choice. Imports no torch, so ``cli.py --help`` stays instant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from pipeline.configs import config_dict
+from pipeline.contracts import DEFAULT_SAMPLES
+from pipeline.errors import ConfigError
+
+
+class NllMode(str, Enum):
+    """Likelihood term of the training loss."""
+
+    AVERAGE = "average"  # mean over draws of each draw's BCE (deep-ensemble style, the paper's default)
+    MIXTURE = "mixture"  # -log mean_d p_d(y): tighter bound, couples the components
+
+
+class Preset(str, Enum):
+    """Named size presets (explicit settings override them)."""
+
+    DEFAULT = "default"  # small: trains in minutes on 2 CPU cores
+    PAPER = "paper"  # paper scale: LSTM 256, more steps
+
+PRESETS: dict[Preset, dict[str, Any]] = {
+    Preset.DEFAULT: {},
+    Preset.PAPER: {"max_steps": 20_000, "eval_every": 1_000, "anneal_steps": 5_000,
+                   "model": {"lstm_hidden": 256, "embedding_dim": 32}},
+}
+
+
+@dataclass
+class TrainConfig:
+    """Training settings; ``model`` holds MortalityConfig overrides (vocab sizes come from vocab.json)."""
+
+    seed: int = 0  # seeds initialisation, batch order and weight draws
+    max_steps: int = 4_000  # optimizer steps in total (a resumed run continues up to it)
+    batch_size: int = 64  # rows per step after tiling: batch_size // K distinct admissions
+    lr: float = 3e-4  # Adam learning rate
+    clip: float = 7.3  # global gradient-norm clip (0 disables)
+    nll: NllMode = NllMode.AVERAGE  # likelihood term: average | mixture
+    anneal_steps: int = 1_000  # KL weight min(1, step / anneal_steps); 0 = full weight at once
+    l2: float = 1e-4  # factor of model.l2_penalty() (sum of squared deterministic weights)
+    train_samples: int = 1  # Monte Carlo samples per component in a training step
+    eval_every: int = 250  # validate (and checkpoint) every this many steps, and at the end
+    eval_samples: int = 2  # samples per component in periodic validation (cheap)
+    score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
+    eval_batch_size: int = 256  # admissions per evaluation forward pass
+    refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the MI threshold)
+    max_bags: int | None = None  # keep only the most recent bags of an admission (None: all)
+    max_tokens: int | None = None  # keep at most this many tokens per bag (None: all)
+    log_every: int = 10  # log loss, NLL and KL to MLflow every this many steps
+    progress: bool = True  # rich progress bar (only on a TTY, rank 0)
+    threads: int | None = None  # torch intra-op threads (None: torch's default; 1 is fastest on busy small CPUs)
+    model: dict[str, Any] = field(default_factory=dict)  # MortalityConfig overrides, e.g. {"lstm_hidden": 64}
+
+    def __post_init__(self) -> None:
+        if self.nll not in {m.value for m in NllMode}:
+            raise ConfigError(f"TrainConfig.nll must be one of {[m.value for m in NllMode]}, got {self.nll!r}")
+        self.nll = NllMode(self.nll)
+        for name in ("max_steps", "batch_size", "train_samples", "eval_every", "eval_samples", "score_samples",
+                     "eval_batch_size", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr <= 0 or self.clip < 0 or self.l2 < 0 or self.anneal_steps < 0:
+            raise ConfigError("TrainConfig: lr must be > 0 and clip, l2, anneal_steps >= 0")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"TrainConfig.threads must be >= 1, got {self.threads}")
+        if not 0.0 <= self.refer_fraction < 1.0:
+            raise ConfigError(f"TrainConfig.refer_fraction must lie in [0, 1), got {self.refer_fraction}")
+
+    def to_dict(self) -> dict:
+        """JSON-able settings (str enums as their values, the model overrides' too): what checkpoints hold."""
+        return config_dict(self)
+
+    @classmethod
+    def from_preset(cls, preset: Preset | str = Preset.DEFAULT, **overrides) -> "TrainConfig":
+        """Preset values, then ``overrides`` (``model`` overrides are merged, not replaced)."""
+        if preset not in {p.value for p in Preset}:
+            raise ConfigError(f"preset must be one of {[p.value for p in Preset]}, got {preset!r}")
+        values = {k: (dict(v) if isinstance(v, dict) else v) for k, v in PRESETS[Preset(preset)].items()}
+        model = {**values.pop("model", {}), **overrides.pop("model", {})}
+        return cls(**{**values, **overrides, "model": model})

@@ -1,0 +1,358 @@
+"""Training of the mortality models: loss, loop, checkpoints, resume, distributed data parallel.
+
+Recipe (Dusenberry et al. 2020, MIMIC-III): loss = NLL + min(1, step / anneal_steps) · KL / N_train
++ l2 · model.l2_penalty(); Adam (lr 3e-4); global-norm clipping 7.3. A step sees
+``batch_size`` rows in total: ``batch_size // K`` distinct admissions tiled K times by the model
+(K = model.components; 16 x 4 = 64 for rank-1, 64 distinct admissions for K = 1 models), as the
+paper keeps the tiled batch constant. NLL ``average`` = mean over the K member blocks of the
+per-member BCE; ``mixture`` = -log mean_k p_k(y). Validation every ``eval_every`` steps scores
+the mixture NLL over S·K draws (``eval_samples``, per-member sampling, a fixed evaluation seed
+so draws are common across evaluations); the best one is kept in ``best.pt``.
+
+Determinism and resume: the batch of step s is a pure function of (seed, s) (``TrainSampler``),
+evaluation runs under ``torch.random.fork_rng`` so it never moves the training stream, and
+``last.pt`` (model, optimizer, step, best-so-far, every rank's RNG states, configs) is written
+atomically at every evaluation and at the end. ``resume=True`` continues from it and ends with
+the same weights and metrics as an uninterrupted run (bit for bit on the same machine and
+thread count). One caveat: a run stopped by ``max_steps`` at a step that is not a multiple of
+``eval_every`` was validated there, which the uninterrupted run skips, so its best checkpoint
+may differ; the final weights and final validation NLL do not.
+
+Distributed: under ``torchrun`` (RANK / WORLD_SIZE set) the model is wrapped in
+DistributedDataParallel (gloo on CPU); each rank takes a contiguous, disjoint shard of the
+global batch, so gradients (averaged by DDP) equal the single-process ones. Only rank 0
+evaluates, tracks and writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from pipeline import batches, features, fileio, metrics, predict
+from pipeline.configs import config_dict
+from pipeline.errors import PipelineError
+from pipeline.models import build_model, model_config
+from pipeline.models.config import MortalityConfig
+from pipeline.redact import redact_json
+from pipeline.runs import store
+from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
+from pipeline.runs.tracking import make_tracker
+from pipeline.training.config import TrainConfig
+from pipeline.training.distributed import Dist, all_mean, broadcast, from_rank0, init_distributed, wrap
+from pipeline.training.objective import Objective, kl_weight
+from pipeline.training.rng import EVAL_STREAM, TRAIN_STREAM, rng_state, set_rng_state, stream_seed
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    """What a training run produced."""
+
+    run_id: str | None  # MLflow run id (None without tracking, and on ranks > 0)
+    best_val_nll: float  # best periodic validation NLL (eval_samples draws per component)
+    best_step: int  # step of the best checkpoint
+    final_val_nll: float  # validation NLL of the last step
+    steps: int  # steps completed
+    refer_threshold: float | None  # MI threshold stored with the model (rank 0)
+    out_dir: Path  # checkpoint directory
+    last_checkpoint: Path  # last.pt
+    best_checkpoint: Path  # best.pt (with the refer threshold)
+    best_metrics: dict = field(default_factory=dict)  # validation metrics of best.pt at score_samples
+
+
+class TrainError(PipelineError, ValueError):
+    """Training inputs or settings that cannot work (missing features, a checkpoint to resume that does not fit)."""
+
+
+class TrainingDiverged(PipelineError, RuntimeError):
+    """A non-finite loss or gradient; the message names the step and the last good checkpoint."""
+
+
+def validate(model: nn.Module, val: features.FeatureSet, cfg: TrainConfig, samples: int) -> np.ndarray:
+    """Validation logits (S, K, N) with the fixed evaluation seed (training RNG untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(stream_seed(cfg.seed, EVAL_STREAM))
+        return predict.feature_logits(model, val, samples, cfg.eval_batch_size, cfg.max_bags, cfg.max_tokens)
+
+
+def _progress(enabled: bool, total: int, start: int):
+    """A started rich Progress and task id, or (None, None)."""
+    if not (enabled and sys.stderr.isatty()):
+        return None, None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   TextColumn("{task.fields[status]}"), transient=True)
+    bar.start()
+    return bar, bar.add_task("train", total=total, completed=start, status="")
+
+
+def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = None, *,
+          out_dir: Path | str | None = None, resume: bool = False, tracking: bool = True,
+          experiment: str | None = None, run_name: str | None = None,
+          artifact_location: str | None = None) -> TrainResult:
+    """Train ``model_kind`` on ``features_dir`` (train/val Parquet, vocab.json, manifest.json).
+
+    Checkpoints go to ``out_dir`` (default ``runs/train/<MLflow run id>``, untracked
+    ``runs/train/<kind>-s<seed>``); an existing ``last.pt`` there is an error unless ``resume``.
+    With ``tracking`` the run is logged to MLflow (``experiment``/``run_name``; a resumed run
+    continues its MLflow run). Raises ``TrainingDiverged`` on a non-finite loss or gradient.
+    """
+    cfg = cfg or TrainConfig()
+    fdir = Path(features_dir)
+    if resume and out_dir is None:
+        raise TrainError(f"resume needs the output directory (out_dir) that holds {LAST}")
+    d = init_distributed()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    vocab_sizes, train_fs, val_fs = _load_inputs(fdir)
+    mcfg = model_config(cfg.model, vocab_sizes)
+    torch.manual_seed(cfg.seed)
+    model = build_model(model_kind, mcfg)
+    k = predict.components_of(model)
+    distinct = cfg.batch_size // k
+    if distinct < d.world or distinct % d.world:
+        raise TrainError(f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct admissions per step "
+                         f"does not split over {d.world} processes")
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    sampler = batches.TrainSampler(len(train_fs), distinct, cfg.seed)
+    state = {"step": 0, "best_val_nll": math.inf, "best_step": 0, "run_id": None, "val_nll": math.nan}
+    if resume:
+        state = _resume(Path(out_dir) / LAST, model, optimizer, model_kind, mcfg, cfg, d)
+    else:
+        _check_fresh(out_dir)
+        torch.manual_seed(stream_seed(cfg.seed, TRAIN_STREAM, d.rank))
+
+    tracker = make_tracker(tracking and d.main, experiment=experiment, run_name=run_name,
+                           run_id=state["run_id"], artifact_location=artifact_location)
+    base = {"format": CHECKPOINT_FORMAT, "model_kind": model_kind, "model_config": config_dict(mcfg),
+            "train_config": cfg.to_dict(), "vocab_sizes": vocab_sizes}
+    try:
+        if out_dir is None:  # a tracked run gets its own directory, named by its run id
+            out_dir = Path("runs") / "train" / broadcast(tracker.run_id or f"{model_kind}-s{cfg.seed}", d)
+            _check_fresh(out_dir)
+        out = Path(out_dir)
+        if d.main:
+            _copy_inputs(fdir, out)
+        if state["step"] == 0:
+            train_params = {k: v for k, v in cfg.to_dict().items() if k != "model"}  # model: logged below
+            tracker.log_params({"model_kind": model_kind, "model": config_dict(mcfg), "train": train_params,
+                                "n_train": len(train_fs), "n_val": len(val_fs), "world_size": d.world,
+                                "distinct_per_step": distinct, "features": fdir.name})
+            tracker.set_tag(store.FEATURES_DIR_TAG, str(fdir.resolve()))  # evaluate finds the features here
+            tracker.set_tag(store.SPLIT_MODE_TAG, store.features_split_mode(fdir))  # random | era: compare groups by it
+        else:
+            tracker.set_tag("resumed_from_step", str(state["step"]))
+        ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples), d)
+        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out)
+        if d.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+        result = _finish(model, val_fs, cfg, d, tracker, base, state, out)
+    except BaseException:
+        tracker.end("FAILED")
+        raise
+    finally:
+        if d.owned:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+    tracker.end("FINISHED")
+    return result
+
+
+def _load_inputs(fdir: Path) -> tuple[dict, features.FeatureSet, features.FeatureSet]:
+    """Vocabulary sizes and the train / val splits (ids checked against the vocabulary)."""
+    vocab_file = fdir / store.VOCAB
+    if not vocab_file.exists():
+        raise TrainError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
+    vocab = fileio.read_json(vocab_file)
+    sizes = {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}
+    splits = [features.load_split(fdir / f"{name}.parquet") for name in ("train", "val")]
+    for fs in splits:
+        fs.check_vocab(sizes["tokens"], sizes["context"])
+    return sizes, splits[0], splits[1]
+
+
+def _copy_inputs(fdir: Path, out: Path) -> None:
+    """The run's own vocab.json / manifest.json (artifacts stay right if the features change later)."""
+    out.mkdir(parents=True, exist_ok=True)
+    if (fdir / store.VOCAB).exists():
+        with fileio.atomic_path(out / store.VOCAB) as tmp:
+            shutil.copyfile(fdir / store.VOCAB, tmp)
+    if (fdir / store.MANIFEST).exists():  # strings pass the tracking redaction (DSN passwords, dates)
+        fileio.write_json(out / store.MANIFEST, redact_json(fileio.read_json(fdir / store.MANIFEST)))
+
+
+def _check_fresh(out_dir) -> None:
+    if out_dir is not None and (Path(out_dir) / LAST).exists():
+        raise TrainError(f"{Path(out_dir) / LAST} exists; resume from it or choose another output directory")
+
+
+def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: Dist) -> dict:
+    ckpt = read_checkpoint(path)
+    saved_model = config_dict(MortalityConfig(**ckpt["model_config"]))  # settings added since then: defaults
+    if ckpt["model_kind"] != kind or saved_model != config_dict(mcfg):
+        raise TrainError(f"{path}: checkpoint is a {ckpt['model_kind']} model with other settings; "
+                         "resume with the same model settings")
+    free = ("max_steps", "progress", "threads")  # may change on resume
+    saved = {k: v for k, v in ckpt["train_config"].items() if k not in free}
+    now = {k: v for k, v in cfg.to_dict().items() if k not in free}
+    if saved != now:
+        diff = sorted(k for k in now if saved.get(k) != now[k])
+        raise TrainError(f"{path}: training settings differ from the checkpoint's ({diff}); only max_steps may change")
+    if ckpt["step"] >= cfg.max_steps:
+        raise TrainError(f"{path}: already at step {ckpt['step']} >= max_steps {cfg.max_steps}")
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    rngs = ckpt["rng"]
+    if len(rngs) == d.world:
+        set_rng_state(rngs[d.rank])
+    else:
+        log.warning("%s was written by %d process(es), resuming with %d: weight draws are reseeded",
+                    path, len(rngs), d.world)
+        torch.manual_seed(stream_seed(cfg.seed + ckpt["step"], TRAIN_STREAM, d.rank))
+    return {k: ckpt[k] for k in ("step", "best_val_nll", "best_step", "run_id", "val_nll")}
+
+
+def _gather_rng(d: Dist) -> list:
+    mine = rng_state()
+    if d.world <= 1:
+        return [mine]
+    import torch.distributed as dist
+
+    out: list = [None] * d.world
+    dist.all_gather_object(out, mine)
+    return out
+
+
+def train_step(objective: nn.Module, optimizer, params: list, batch: dict, kl_w: float, clip: float,
+               d: Dist | None = None) -> torch.Tensor:
+    """One update; returns [loss, nll, kl, grad_norm] (mean over ranks).
+
+    The optimizer does not step when any of them is non-finite (the caller decides what to do).
+    """
+    parts = objective(batch, kl_w)
+    parts["loss"].backward()
+    norm = nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf)
+    stats = all_mean(torch.stack([parts["loss"].detach(), parts["nll"], parts["kl"], norm.detach()]), d or Dist())
+    if torch.isfinite(stats).all():
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return stats
+
+
+def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict,
+          state: dict, out: Path) -> dict:
+    params = [p for p in model.parameters() if p.requires_grad]
+    bar, task = _progress(cfg.progress and d.main, cfg.max_steps, state["step"])
+    last_good = (out / LAST, state["step"]) if state["step"] else None
+    ddp.train()
+    try:
+        for step in range(state["step"] + 1, cfg.max_steps + 1):
+            batch = batches.collate(train_fs, sampler.indices(step - 1, d.rank, d.world), cfg.max_bags, cfg.max_tokens)
+            w = kl_weight(step, cfg.anneal_steps)
+            stats = train_step(ddp, optimizer, params, batch, w, cfg.clip, d)
+            if not torch.isfinite(stats).all():
+                raise TrainingDiverged(
+                    f"non-finite training loss or gradient at step {step} (loss={stats[0].item()}, "
+                    f"grad_norm={stats[3].item()}); weights not updated; {_last_good(last_good)}")
+            if step % cfg.log_every == 0:
+                tracker.log_metrics({"train_loss": stats[0].item(), "train_nll": stats[1].item(),
+                                     "train_kl": stats[2].item(), "kl_weight": w, "grad_norm": stats[3].item()}, step)
+            if bar is not None:
+                bar.update(task, completed=step, status=f"loss {stats[0].item():.4f}")
+            if step % cfg.eval_every == 0 or step == cfg.max_steps:
+                try:
+                    state = _checkpoint(model, optimizer, val_fs, cfg, d, tracker, base, {**state, "step": step}, out)
+                except TrainingDiverged as exc:
+                    raise TrainingDiverged(f"{exc}; {_last_good(last_good)}") from None
+                last_good = (out / LAST, step)
+                ddp.train()
+    finally:
+        if bar is not None:
+            bar.stop()
+    return state
+
+
+def _last_good(last_good: tuple[Path, int] | None) -> str:
+    if last_good is None:
+        return "no checkpoint had been written yet"
+    return f"the last good checkpoint is {last_good[0]} (step {last_good[1]})"
+
+
+def _checkpoint(model, optimizer, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state: dict,
+                out: Path) -> dict:
+    """Validate on rank 0, keep best.pt, write last.pt (all ranks' RNG states gathered).
+
+    Non-finite validation logits stop every rank with ``TrainingDiverged`` before last.pt is touched.
+    """
+    rngs = _gather_rng(d)
+    step = state["step"]
+    val_nll = math.nan
+    if d.main:
+        logits = validate(model, val_fs, cfg, cfg.eval_samples)  # (S, K, N)
+        val_nll = metrics.mixture_nll(logits, val_fs.label) if np.isfinite(logits).all() else math.inf
+    val_nll = from_rank0(val_nll, d)
+    if not math.isfinite(val_nll):
+        raise TrainingDiverged(f"non-finite validation logits at step {step}")
+    if not d.main:
+        return state
+    tracker.log_metrics({"val_nll": val_nll}, step)
+    state = {**state, "val_nll": val_nll}
+    if val_nll < state["best_val_nll"]:
+        state.update(best_val_nll=val_nll, best_step=step)
+        save_checkpoint(out / BEST, {**base, "model": model.state_dict(), "step": step, "val_nll": val_nll,
+                                          "refer_threshold": None})
+    save_checkpoint(out / LAST, {**base, **state, "run_id": tracker.run_id, "model": model.state_dict(),
+                                      "optimizer": optimizer.state_dict(), "rng": rngs})
+    return state
+
+
+def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state: dict, out: Path) -> TrainResult:
+    """Refer threshold and final metrics from best.pt on validation; artifacts and pyfunc (rank 0)."""
+    result = TrainResult(run_id=tracker.run_id, best_val_nll=state["best_val_nll"], best_step=state["best_step"],
+                         final_val_nll=state["val_nll"], steps=state["step"], refer_threshold=None, out_dir=out,
+                         last_checkpoint=out / LAST, best_checkpoint=out / BEST)
+    if not d.main:
+        return result
+    best = read_checkpoint(out / BEST)
+    final_state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best["model"])
+    logits = validate(model, val_fs, cfg, cfg.score_samples)  # (S, K, N)
+    model.load_state_dict(final_state)
+    threshold = predict.refer_threshold(metrics.mutual_information(logits), cfg.refer_fraction)
+    report = metrics.evaluate_predictions(logits, val_fs.label, n_bootstrap=0)
+    scalars = {f"best_val_{k}": v for k, v in report.items()
+               if k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "mean_mutual_information")}
+    save_checkpoint(out / BEST, {**best, "refer_threshold": threshold})
+    info = {"model_kind": base["model_kind"], "model_config": base["model_config"],
+            "train_config": base["train_config"], "vocab_sizes": base["vocab_sizes"], "best_step": state["best_step"],
+            "refer_threshold": threshold, "refer_fraction": cfg.refer_fraction, "score_samples": cfg.score_samples,
+            "val_metrics": {k: report[k] for k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")}}
+    fileio.write_json(out / store.MODEL_INFO, info)
+    fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": base["model_kind"], **base["train_config"],
+                                              "model": base["model_config"]})
+    tracker.log_metrics({**scalars, "refer_threshold": threshold}, state["step"])
+    for name in (store.TRAIN_CONFIG, store.MODEL_INFO):
+        tracker.log_artifact(out / name)
+    for name in (store.VOCAB, store.MANIFEST):
+        if (out / name).exists():
+            tracker.log_artifact(out / name, store.FEATURES_ARTIFACTS)
+    tracker.log_artifact(out / BEST, store.CHECKPOINT_ARTIFACTS)
+    tracker.log_pyfunc(checkpoint=out / BEST, vocab=out / store.VOCAB, model_info=out / store.MODEL_INFO,
+                       default_samples=cfg.score_samples)
+    result.refer_threshold = threshold
+    result.best_metrics = {k: report[k] for k in info["val_metrics"]}
+    return result
