@@ -23,6 +23,7 @@ import typer
 
 from pipeline.configs import field_help
 from pipeline.errors import PipelineError
+from pipeline.extraction.config import SplitMode
 from pipeline.models.config import MortalityConfig
 from pipeline.training.config import TrainConfig
 
@@ -57,11 +58,6 @@ def _setup_logging(verbose: bool) -> None:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-
-
-class SplitChoice(str, Enum):
-    random = "random"
-    era = "era"
 
 
 class EvalSplit(str, Enum):
@@ -177,7 +173,7 @@ def extract(
                                                             "(default: prediction hours); older history daily."),
     min_patients: int = typer.Option(5, help="Tokens seen in fewer training patients become out-of-vocabulary."),
     bins: int = typer.Option(5, help="Quantile bins per numeric item."),
-    split: SplitChoice = typer.Option(SplitChoice.random, help="random: 80/10/10 by patient; era: carevue "
+    split: SplitMode = typer.Option(SplitMode.random, help="random: 80/10/10 by patient; era: carevue "
                                                                "train/val, metavision test."),
     split_seed: int = typer.Option(0, help="Seed of the patient split."),
     memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
@@ -188,10 +184,10 @@ def extract(
 ) -> None:
     """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
     _setup_logging(verbose)
-    from pipeline.extraction import ExtractConfig, SplitMode, extract as run_extract
+    from pipeline.extraction import ExtractConfig, extract as run_extract
 
     cfg = ExtractConfig(prediction_hours=prediction_hours, lookback_days=lookback_days, hourly_hours=hourly_hours,
-                        min_patients=min_patients, n_bins=bins, split=SplitMode(split.value), split_seed=split_seed,
+                        min_patients=min_patients, n_bins=bins, split=split, split_seed=split_seed,
                         memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers)
     result = run_extract(source, out, cfg, schema=schema)
     m = result.manifest

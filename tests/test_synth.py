@@ -1,4 +1,4 @@
-"""Synthetic MIMIC-III generator (pipeline/synth.py): layout, determinism, truth, quirks."""
+"""Synthetic MIMIC-III generator (pipeline/synth/): layout, determinism, truth, quirks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Training of the mortality models: loss, loop, checkpoints, resume, distributed data parallel.
+"""Training of the mortality models: the loop, periodic validation, checkpoints, resume, the run's artifacts.
 
 Recipe (Dusenberry et al. 2020, MIMIC-III): loss = NLL + min(1, step / anneal_steps) · KL / N_train
 + l2 · model.l2_penalty(); Adam (lr 3e-4); global-norm clipping 7.3. A step sees
@@ -18,10 +18,8 @@ thread count). One caveat: a run stopped by ``max_steps`` at a step that is not 
 ``eval_every`` was validated there, which the uninterrupted run skips, so its best checkpoint
 may differ; the final weights and final validation NLL do not.
 
-Distributed: under ``torchrun`` (RANK / WORLD_SIZE set) the model is wrapped in
-DistributedDataParallel (gloo on CPU); each rank takes a contiguous, disjoint shard of the
-global batch, so gradients (averaged by DDP) equal the single-process ones. Only rank 0
-evaluates, tracks and writes checkpoints.
+Distributed training under ``torchrun``: ``training.distributed``. The run's files and MLflow
+record: ``runs.checkpoint``, ``runs.store`` (artifact names), ``runs.tracking``.
 """
 
 from __future__ import annotations
