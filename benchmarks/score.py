@@ -5,7 +5,7 @@
 
 Scores random features shaped like the default synthetic benchmark (about 23 bags of about
 31 tokens, 833 tokens) with the default rank-1 model (K = 4, LSTM 64 or ``--hidden``, dense 128; weights
-untrained, which does not change the cost) through ``pipeline.score.score_files``: chunked
+untrained, which does not change the cost) through ``pipeline.serving.score.score_files``: chunked
 Parquet reading, S·K draws per batch, Parquet output. Each size runs in a fresh child
 process, so its peak RSS (ru_maxrss) is its own: equal peaks at two cohort sizes show that
 memory is bounded by the chunk and batch sizes, not by the cohort. The time at ``--n`` is
