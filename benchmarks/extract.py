@@ -92,6 +92,7 @@ def main() -> None:
     ap.add_argument("--no-pandas", action="store_true")
     args = ap.parse_args()
 
+    measured = report.provenance()  # the checkout as the run starts
     env = dict(os.environ, MIMIC_DEID_KEY=os.environ.get("MIMIC_DEID_KEY", "benchmark-key"))
     rows = []
     for frac in sorted(args.scales):
@@ -119,7 +120,7 @@ def main() -> None:
     big = rows[-1]
     full_wall = big["wall_s"] * (full_rows / big["event_rows"]) ** max(slope, 1.0)
 
-    result = {"scales": rows, "growth_exponent": slope, "full_event_rows": full_rows,
+    result = {**measured, "scales": rows, "growth_exponent": slope, "full_event_rows": full_rows,
               "full_scale_extrapolated_s": full_wall, "command": "benchmarks/extract.py " + " ".join(sys.argv[1:])}
 
     if not args.no_pandas:

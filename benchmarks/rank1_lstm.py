@@ -196,6 +196,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     command = " ".join(["benchmarks/rank1_lstm.py", *sys.argv[1:]])
+    measured = report.provenance()  # the checkout as the run starts
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     load = os.getloadavg()[0]
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
@@ -208,9 +209,9 @@ def main() -> None:
     parameters = param_table(args.hidden, args.components)
     config = {name: getattr(args, name) for name in ("batch", "steps", "input", "hidden", "components", "reps",
                                                       "threads")}
-    report.write_results("rank1_lstm", {"command": command, "torch": torch.__version__, "load_average": load,
-                                        "cpus": os.cpu_count(), "config": config, "timing": timing,
-                                        "parameters": parameters}, args.json)
+    result = {**measured, "command": command, "torch": torch.__version__, "load_average": load, "cpus": os.cpu_count(),
+              "config": config, "timing": timing, "parameters": parameters}
+    report.write_results("rank1_lstm", result, args.json)
 
 
 if __name__ == "__main__":

@@ -139,8 +139,9 @@ def check(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
 
 
 def provenance() -> dict:
-    """Where and when a result was measured: the checkout's commit (``+dirty`` when tracked files
-    differ from it) and the UTC date."""
+    """Where and when a result is measured: the checkout's commit (``+dirty`` when tracked files
+    other than the docs and the results differ from it) and the UTC date. A benchmark takes it
+    when it starts (the checkout may move while it runs) and passes it to ``write_results``."""
     def git(*args: str) -> str:
         try:
             return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
@@ -148,13 +149,13 @@ def provenance() -> dict:
             return ""
 
     commit = git("rev-parse", "--short=7", "HEAD") or "unknown"
-    if git("status", "--porcelain", "--untracked-files=no"):
+    if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs", ":!README.md", ":!benchmarks/results"):
         commit += "+dirty"
     return {"commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
 
 
 def write_results(name: str, result: dict, path: Path | None = None) -> Path:
-    """Write a benchmark's result (with ``provenance()`` added unless given) and, when it is the
+    """Write a benchmark's result (with ``provenance()`` added unless it holds its own) and, when it is the
     canonical ``benchmarks/results/<name>.json``, re-render the docs sections that show it."""
     result = {**provenance(), **result}
     canonical = path is None or Path(path).resolve() == (RESULTS / f"{name}.json").resolve()
@@ -222,8 +223,9 @@ def render_extract(r: dict) -> str:
 def render_rank1_lstm(r: dict) -> str:
     c = r["config"]
     out = [f"K = {c['components']}, {c['components'] * c['batch']} tiled rows, T = {c['steps']}, D = {c['input']}, "
-           f"H = {c['hidden']}, {c['threads']} thread(s), best of {c['reps']} interleaved rounds; forward + "
-           f"backward time of the rank-1 LSTM / `nn.LSTM` time on the same tiled batch:", ""]
+           f"H = {c['hidden']}, {c['threads']} thread(s), best of {c['reps']} interleaved rounds (load average "
+           f"{r['load_average']:.1f} on {r['cpus']} CPUs at the start); forward + backward time of the rank-1 LSTM / "
+           f"`nn.LSTM` time on the same tiled batch:", ""]
     rows = []
     for t in r["timing"]:
         rows.append([t["malloc"], t["lengths"], t["reference"], f"{t['reference_ms']:.1f}",
