@@ -87,8 +87,13 @@ def sections(text: str, page: Path | str = "<text>") -> list[Section]:
     return found
 
 
-def load(name: str, results: Path = RESULTS) -> dict:
-    path = results / f"{name}.json"
+def results_path(name: str, root: Path = ROOT) -> Path:
+    """Where a benchmark's results live: ``benchmarks/results/<name>.json`` under ``root``."""
+    return root / RESULTS.relative_to(ROOT) / f"{name}.json"
+
+
+def load(name: str, root: Path = ROOT) -> dict:
+    path = results_path(name, root)
     if not path.exists():
         raise ReportError(f"{path} does not exist: run the benchmark that writes it")
     return fileio.read_json(path)
@@ -102,38 +107,37 @@ def render(name: str, result: dict) -> str:
     return f"{body}\n\n{_provenance(name, result)}\n"
 
 
-def rendered_page(text: str, page: Path | str = "<text>", results: Path = RESULTS,
-                  only: set[str] | None = None) -> str:
+def rendered_page(text: str, page: Path | str = "<text>", root: Path = ROOT, only: set[str] | None = None) -> str:
     """``text`` with every marked section (or those named in ``only``) rendered from its JSON."""
     out, pos = [], 0
     for s in sections(text, page):
         if only is not None and s.name not in only:
             continue
-        out += [text[pos:s.start], render(s.name, load(s.name, results))]
+        out += [text[pos:s.start], render(s.name, load(s.name, root))]
         pos = s.end
     return "".join(out) + text[pos:]
 
 
-def update(names: set[str] | None = None, root: Path = ROOT, results: Path = RESULTS) -> list[Path]:
+def update(names: set[str] | None = None, root: Path = ROOT) -> list[Path]:
     """Rewrite the marked sections (all, or those in ``names``) of every page; the pages changed."""
     changed = []
     for page in pages(root):
         text = page.read_text(encoding="utf-8")
-        new = rendered_page(text, page.relative_to(root), results, names)
+        new = rendered_page(text, page.relative_to(root), root, names)
         if new != text:
             fileio.write_text(page, new)
             changed.append(page)
     return changed
 
 
-def check(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
+def check(root: Path = ROOT) -> list[str]:
     """``page: figures:NAME`` for every marked section that differs from its JSON's rendering."""
     stale = []
     for page in pages(root):
         text = page.read_text(encoding="utf-8")
         rel = page.relative_to(root)
         for s in sections(text, rel):
-            if text[s.start:s.end] != render(s.name, load(s.name, results)):
+            if text[s.start:s.end] != render(s.name, load(s.name, root)):
                 stale.append(f"{rel}: figures:{s.name}")
     return stale
 
@@ -154,17 +158,17 @@ def provenance() -> dict:
     return {"commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
 
 
-def write_results(name: str, result: dict, path: Path | None = None) -> Path:
+def write_results(name: str, result: dict, path: Path | None = None, root: Path = ROOT) -> Path:
     """Write a benchmark's result (with ``provenance()`` added unless it holds its own) and, when it is the
     canonical ``benchmarks/results/<name>.json``, re-render the docs sections that show it."""
     result = {**provenance(), **result}
-    canonical = path is None or Path(path).resolve() == (RESULTS / f"{name}.json").resolve()
-    path = RESULTS / f"{name}.json" if path is None else Path(path)
+    canonical = results_path(name, root)
+    path = canonical if path is None else Path(path)
     fileio.write_json(path, result)
     print(f"wrote {path}")
-    if canonical:
-        for page in update({name}):
-            print(f"updated {page.relative_to(ROOT)} (figures:{name})")
+    if path.resolve() == canonical.resolve():
+        for page in update({name}, root):
+            print(f"updated {page.relative_to(root)} (figures:{name})")
     return path
 
 
