@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -43,6 +42,10 @@ MARKER = re.compile(r"<!-- (/?)figures:([a-z0-9_]+) -->")
 EXTRACT_TARGET_MIN = 5.0  # full MIMIC-III extraction, minutes
 EXTRACT_TARGET_SPEEDUP = 20.0  # against the mimic3-benchmarks pattern
 PARAM_TARGET_PCT = 5.0  # rank-1 parameter overhead over the deterministic model
+EXTRACT_REFERENCES = (  # results key -> how the extraction section names it
+    ("pandas_reference", "plain pandas (`benchmarks/pandas_reference.py`)"),
+    ("mimic3_benchmarks_reference", "the mimic3-benchmarks pattern (`benchmarks/mimic3_benchmarks_reference.py`)"),
+)
 
 
 class ReportError(Exception):
@@ -155,7 +158,7 @@ def provenance() -> dict:
     commit = git("rev-parse", "--short=7", "HEAD") or "unknown"
     if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs", ":!README.md", ":!benchmarks/results"):
         commit += "+dirty"
-    return {"commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+    return {"commit": commit, "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}
 
 
 def write_results(name: str, result: dict, path: Path | None = None, root: Path = ROOT) -> Path:
@@ -202,9 +205,7 @@ def render_extract(r: dict) -> str:
         out.append(f"- Floor, same run: one DuckDB scan that parses and aggregates CHARTEVENTS "
                    f"({f['chartevents_rows']:,} rows) ran at {f['rows_per_s'] / 1e6:.2f} M rows/s; extraction "
                    f"runs at {r['extract_vs_floor']:.2f}x the floor's rate, end to end.")
-    refs = [(k, label) for k, label in (("pandas_reference", "plain pandas (`benchmarks/pandas_reference.py`)"),
-                                        ("mimic3_benchmarks_reference", "the mimic3-benchmarks pattern "
-                                         "(`benchmarks/mimic3_benchmarks_reference.py`)")) if k in r]
+    refs = [(key, label) for key, label in EXTRACT_REFERENCES if key in r]
     if refs:
         small = r["scales"][0]
         parts = []
@@ -226,10 +227,11 @@ def render_extract(r: dict) -> str:
 
 def render_rank1_lstm(r: dict) -> str:
     c = r["config"]
-    out = [f"K = {c['components']}, {c['components'] * c['batch']} tiled rows, T = {c['steps']}, D = {c['input']}, "
-           f"H = {c['hidden']}, {c['threads']} thread(s), best of {c['reps']} interleaved rounds (load average "
-           f"{r['load_average']:.1f} on {r['cpus']} CPUs at the start); forward + backward time of the rank-1 LSTM / "
-           f"`nn.LSTM` time on the same tiled batch:", ""]
+    head = (f"K = {c['components']}, {c['components'] * c['batch']} tiled rows, T = {c['steps']}, D = {c['input']}, "
+            f"H = {c['hidden']}, {c['threads']} thread(s), best of {c['reps']} interleaved rounds (load average "
+            f"{r['load_average']:.1f} on {r['cpus']} CPUs at the start); forward + backward time of the rank-1 LSTM / "
+            f"`nn.LSTM` time on the same tiled batch:")
+    out = [head, ""]
     rows = []
     for t in r["timing"]:
         rows.append([t["malloc"], t["lengths"], t["reference"], f"{t['reference_ms']:.1f}",

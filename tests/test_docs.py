@@ -144,8 +144,8 @@ def slug(heading: str) -> str:
 
 
 def anchors(page: Path) -> set[str]:
-    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
-    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6} +(.+?) *$", text, flags=re.M)}
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6} +(.+?) *$", text, flags=re.MULTILINE)}
 
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -153,7 +153,7 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 @pytest.mark.parametrize("page", PAGES, ids=rel)
 def test_links_resolve(page):
-    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
     for target in LINK.findall(text):
         if re.match(r"[a-z]+:", target):  # http(s):, mailto:
             continue
@@ -193,7 +193,7 @@ def module_files(dotted: list[str]) -> tuple[list[Path], list[str]]:
 
 def code_references(page: Path) -> tuple[list[str], list[str]]:
     """Repository paths and backticked ``module.name`` references of a page (HTML comments left out)."""
-    text = re.sub(r"<!--.*?-->", "", page.read_text(encoding="utf-8"), flags=re.S)
+    text = re.sub(r"<!--.*?-->", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
     return PATH.findall(text), DOTTED.findall(text)
 
 
@@ -214,9 +214,9 @@ def test_paths_and_module_names_in_the_docs_exist(page):
 
 def code_spans(text: str) -> list[str]:
     """Inline code spans and the lines of fenced code blocks."""
-    blocks = re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S)
-    rest = re.sub(r"```.*?```", "", text, flags=re.S)
-    indented = re.findall(r"^(?: {4}|\t)(\S.*)$", rest, flags=re.M)
+    blocks = re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.DOTALL)
+    rest = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    indented = re.findall(r"^(?: {4}|\t)(\S.*)$", rest, flags=re.MULTILINE)
     return [line for b in blocks for line in b.splitlines()] + indented + re.findall(r"`([^`]+)`", rest)
 
 
@@ -266,7 +266,7 @@ def test_cli_commands_and_flags_in_the_docs_exist(page, cli_options):
 
 
 def test_make_targets_in_the_docs_exist():
-    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.M))
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.MULTILINE))
     for page in PAGES:
         for target in make_uses(page):
             assert target in targets, f"{rel(page)}: `make {target}`: no such target"
