@@ -142,7 +142,7 @@ def _fmt(x) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
-    ap.add_argument("--a", default="rank1-gaussian", help="model label A (compare.py labels)")
+    ap.add_argument("--a", default="rank1-gaussian", help="model label A (pipeline.evaluation.compare labels)")
     ap.add_argument("--b", default="deterministic", help=f"model label B ({TRUTH!r}: the true risk)")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [val, test]")

@@ -1,7 +1,7 @@
 """Prediction with uncertainty: logits of every weight draw -> per-admission risk table.
 
 ``predict_logits`` runs the model in evaluation mode with per-member sampling: each of the
-S·K weight draws is one block applied to the whole batch (DESIGN.md ensemble convention), so
+S·K weight draws is one block applied to the whole batch (docs/architecture.md, ensemble convention), so
 there is never a loop over admissions. Under ``torch.no_grad`` rank-1 / BatchEnsemble models
 then take their inference path (``pipeline.layers.inference``: per-block kernels, each sample's
 embeddings once), with the same draws as the training path. ``risk_table`` turns the (S, K, N) logits into the
@@ -63,7 +63,7 @@ def evaluation_mode(model) -> Iterator[None]:
 def predict_logits(model, batches: Iterable[dict], samples: int) -> np.ndarray:
     """Logits of every draw for every admission, (S, K, N) float32, d = s·K + k.
 
-    ``batches`` are DESIGN.md batch dicts; the model returns (S·K, B) per batch.
+    ``batches`` are batch dicts (docs/architecture.md, "Batches"); the model returns (S·K, B) per batch.
     """
     import torch
 
@@ -88,7 +88,7 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
                    max_tokens: int | None = None) -> np.ndarray:
     """Logits (S, K, N) of every admission of a FeatureSet, in its row order.
 
-    Batches hold admissions of similar length (``data.length_order``): the recurrence runs
+    Batches hold admissions of similar length (``batches.length_order``): the recurrence runs
     only the rows still going at each step, so a batch of one long and many short admissions
     would spend its last steps on a handful of rows. Memory is bounded by ``batch_size``·S·K.
     Every row of a batch shares its S·K weight draws, so batch composition (and hence which

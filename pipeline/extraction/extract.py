@@ -1,6 +1,6 @@
 """Extraction: MIMIC-III source -> de-identified, time-bagged token sequences (Parquet).
 
-Flow (see README "Data flow"):
+Flow (docs/cohort-and-features.md, "Data flow"):
   1. source SQL (DuckDB over CSV, or PostgreSQL): classify admissions, build the cohort,
      select each event table's events before the prediction time (sql/, in build order);
   2. local DuckDB + pyarrow: pseudonymize, split by patient, fit bins and vocabulary on the

@@ -86,7 +86,7 @@ def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int,
     x (B, T, S_x, D): per-sample inputs, S_x = 1 (shared by every draw) or S (sample s feeds
     the K blocks s·K .. s·K + K - 1); lengths (B,) non-increasing (rows sorted by length, so that
     the rows still running at any step are the first ones). Returns (S·K·B, H) member-major
-    (DESIGN.md), zeros for length 0. Draws come from ``lstm.draw`` (one per block; per_member);
+    (docs/architecture.md), zeros for length 0. Draws come from ``lstm.draw`` (one per block; per_member);
     both backends take the same draws, so they agree up to float rounding.
     """
     backend = Backend(backend)

@@ -90,7 +90,7 @@ class MortalityNet(nn.Module):
         set_sampling(self, cfg.sampling)
 
     def forward(self, batch: dict[str, Tensor], samples: int = 1) -> Tensor:
-        """Logits (S·K, B) for a batch dict (see DESIGN.md)."""
+        """Logits (S·K, B) for a batch dict (see docs/architecture.md, "Batches")."""
         tokens, mask, hours, context = check_batch(batch, self.cfg)
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
