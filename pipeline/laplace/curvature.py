@@ -15,10 +15,10 @@ import torch
 from torch import Tensor, nn
 
 from .config import HessianKind
-from .jacobian import jacobian
+from .jacobian import iter_jacobians
 from .params import Substitution
 
-FLUSH_ROWS = 256  # Jacobian rows gathered before one update of the dense GGN (a wider matrix product)
+FLUSH_ROWS = 128  # Jacobian rows gathered (in a preallocated buffer) before one update of the dense GGN
 
 
 def logit_hessian(f: Tensor) -> Tensor:
@@ -31,49 +31,65 @@ def logit_hessian(f: Tensor) -> Tensor:
 
 
 class GGN:
-    """Running GGN over the subnetwork: dense (S, S) or diagonal (S,), in ``dtype``."""
+    """Running GGN over the subnetwork: dense (S, S) or diagonal (S,), in ``dtype``.
+
+    Dense updates are GGN += Lᵀ R over blocks of rows: for one logit L = R = sqrt(p(1-p))·J (one
+    buffer), for C classes L = J and R = Λ J; the buffers hold FLUSH_ROWS x S numbers.
+    """
 
     def __init__(self, size: int, kind: HessianKind, dtype: torch.dtype) -> None:
-        self.kind, self.dtype = HessianKind(kind), dtype
+        self.kind, self.dtype, self.size = HessianKind(kind), dtype, size
         self.matrix = torch.zeros((size, size) if self.kind == HessianKind.FULL else (size,), dtype=dtype)
-        self._left: list[Tensor] = []  # row blocks L, R with GGN += Lᵀ R (dense kind)
-        self._right: list[Tensor] = []
-        self._rows = 0
+        self._left: Tensor | None = None  # (FLUSH_ROWS, S) rows L (dense kind)
+        self._right: Tensor | None = None  # (FLUSH_ROWS, S) rows R (multi-class only; else R = L)
+        self._fill = 0  # rows in the buffers
         self.examples = 0  # examples added
 
     def add(self, f: Tensor, jac: Tensor) -> None:
         """Add Σ_n J_nᵀ Λ_n J_n for logits f (B,) / (B, C) and J (B, S) / (B, C, S)."""
         lam = logit_hessian(f.to(self.dtype))  # (B,) or (B, C, C)
         a = jac.to(self.dtype)
-        s = a.shape[-1]
         self.examples += f.shape[0]
         if f.dim() == 1:
-            right = a * lam.unsqueeze(1)  # (B, S) rows scaled by p(1-p)
+            left = a * lam.sqrt().unsqueeze(1)  # (B, S) rows scaled by sqrt(p(1-p))
+            right = None
         else:
-            right = torch.bmm(lam, a)  # (B, C, C) x (B, C, S) -> (B, C, S)
-            a, right = a.reshape(-1, s), right.reshape(-1, s)  # (B, C, S) -> (B·C, S)
+            right = torch.bmm(lam, a).reshape(-1, self.size)  # (B, C, C) x (B, C, S) -> (B·C, S)
+            left = a.reshape(-1, self.size)  # (B, C, S) -> (B·C, S)
         if self.kind == HessianKind.DIAG:
-            self.matrix += (a * right).sum(0)
+            self.matrix += (left * (left if right is None else right)).sum(0)
             return
-        self._left.append(a)
-        self._right.append(right)
-        self._rows += a.shape[0]
-        if self._rows >= FLUSH_ROWS:
+        n = left.shape[0]
+        if n > FLUSH_ROWS:
+            self.matrix.addmm_(left.t(), left if right is None else right)
+            return
+        if self._fill + n > FLUSH_ROWS:
             self.flush()
+        if self._left is None:
+            self._left = torch.empty(FLUSH_ROWS, self.size, dtype=self.dtype)
+        self._left[self._fill:self._fill + n] = left
+        if right is not None:
+            if self._right is None:
+                self._right = torch.empty(FLUSH_ROWS, self.size, dtype=self.dtype)
+            self._right[self._fill:self._fill + n] = right
+        self._fill += n
 
     def flush(self) -> None:
-        if self._left:
-            left, right = torch.cat(self._left), torch.cat(self._right)  # (R, S) each
+        if self._fill:
+            left = self._left[:self._fill]  # (R, S)
+            right = left if self._right is None else self._right[:self._fill]
             self.matrix.addmm_(left.t(), right)  # (S, R) x (R, S)
-            self._left, self._right, self._rows = [], [], 0
+            self._fill = 0
 
     def result(self, scale: float = 1.0) -> Tensor:
-        """The GGN (times ``scale``: N/M when M of N training examples were used), symmetric."""
+        """The GGN (times ``scale``: N/M when M of N training examples were used).
+
+        Dense: symmetric up to rounding (each update is Lᵀ Λ L); the Cholesky factorization reads only its
+        lower triangle, so it is not symmetrised (that would take a second S x S matrix).
+        """
         self.flush()
-        out = self.matrix
-        if self.kind == HessianKind.FULL:
-            out = (out + out.t()).mul_(0.5)  # exact symmetry (each update is symmetric up to rounding)
-        return out.mul_(scale) if scale != 1.0 else out
+        self._left = self._right = None
+        return self.matrix.mul_(scale) if scale != 1.0 else self.matrix
 
 
 def accumulate_ggn(model: nn.Module, batches: Iterable[dict], sub: Substitution, kind: HessianKind,
@@ -81,6 +97,6 @@ def accumulate_ggn(model: nn.Module, batches: Iterable[dict], sub: Substitution,
     """(GGN of the subnetwork over every batch, examples seen); the model must be ``frozen``."""
     ggn = GGN(sub.size, kind, dtype)
     for batch in batches:
-        f, jac = jacobian(model, batch, sub)
-        ggn.add(f, jac)
+        for f, jac in iter_jacobians(model, batch, sub):  # one small group at a time: memory O(group·S)
+            ggn.add(f, jac)
     return ggn.result(scale), ggn.examples

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from .config import HessianKind, LaplaceConfig
 from .curvature import accumulate_ggn
 from .errors import LaplaceError
-from .jacobian import jacobian
+from .jacobian import iter_jacobians
 from .model import LinearizedLaplaceModel, wrap
 from .params import ParamVector, Substitution, check_deterministic, frozen
 from .posterior import Posterior, subnet_prior_precision
@@ -82,8 +82,10 @@ def fit_laplace(model: nn.Module, train_fs, val_fs, cfg: LaplaceConfig | None = 
     if val_fs is not None and len(val_fs):
         val_fs.require_labels()
         val_order = data.length_order(val_fs, cfg.max_bags)
-        def val_batches() -> Iterator[dict]:
+        def val_chunks() -> Iterator[dict]:
             return chunks(val_fs, val_order)
+
+        val_batches = val_chunks
     return fit_laplace_batches(model, lambda: chunks(train_fs, train_order), val_batches, cfg,
                                n_train=n, n_train_used=len(keep))
 
@@ -177,15 +179,15 @@ def _grid_nll(model: nn.Module, sub: Substitution, ggn: Tensor | None, candidate
     map_sum, n_val = 0.0, 0
     kept: list[tuple[Tensor, Tensor, Tensor]] = []
     for batch in val_batches():
-        mu, jac = jacobian(model, batch, sub)  # (B[, C]), (B[, C], S)
-        y = batch["label"]
-        n_val += mu.shape[0]
-        map_sum += float(probit_nll(mu.double(), torch.zeros_like(mu, dtype=torch.float64), y).sum())
-        if dense:
-            kept.append((mu, jac, y))
-            continue
-        for k, post in enumerate(ready):
-            sums[k] += math.inf if post is None else float(probit_nll(mu.double(), post.variance(jac).double(), y).sum())
+        for mu, jac, y in _groups(model, batch, sub):  # (B[, C]), (B[, C], S), (B,)
+            n_val += mu.shape[0]
+            map_sum += float(probit_nll(mu.double(), torch.zeros_like(mu, dtype=torch.float64), y).sum())
+            if dense:
+                kept.append((mu, jac, y))
+                continue
+            for k, post in enumerate(ready):
+                sums[k] += math.inf if post is None else float(probit_nll(mu.double(), post.variance(jac).double(),
+                                                                          y).sum())
     if dense:
         mu = torch.cat([m for m, _, _ in kept]).double()
         jac = torch.cat([j for _, j, _ in kept])
@@ -198,3 +200,11 @@ def _grid_nll(model: nn.Module, sub: Substitution, ggn: Tensor | None, candidate
     if n_val == 0:
         raise LaplaceError("no validation admissions")
     return [v / n_val for v in sums], map_sum / n_val, n_val
+
+
+def _groups(model: nn.Module, batch: dict, sub: Substitution) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """(μ, J, labels) per Jacobian group of a batch."""
+    start = 0
+    for mu, jac in iter_jacobians(model, batch, sub):
+        yield mu, jac, batch["label"][start:start + mu.shape[0]]
+        start += mu.shape[0]

@@ -11,6 +11,8 @@ tensor touched, never O(B·D).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor, nn
 
@@ -59,13 +61,20 @@ def split_batch(batch: dict, size: int) -> list[dict]:
     return groups
 
 
+def iter_jacobians(model: nn.Module, batch: dict, sub: Substitution, micro_batch: int = MICRO_BATCH
+                   ) -> Iterator[tuple[Tensor, Tensor]]:
+    """(f, J) of each group of ``micro_batch`` admissions, in batch order (memory: one group's J at a time)."""
+    for part in split_batch(batch, micro_batch):
+        yield _jacobian(model, part, sub)
+
+
 def jacobian(model: nn.Module, batch: dict, sub: Substitution, micro_batch: int = MICRO_BATCH
              ) -> tuple[Tensor, Tensor]:
     """(f, J): logits (B,) or (B, C) at θ_MAP and J_S (B, S) or (B, C, S), in the model's dtype.
 
     The model's own parameters must not require grad (``params.frozen``).
     """
-    parts = [_jacobian(model, part, sub) for part in split_batch(batch, micro_batch)]
+    parts = list(iter_jacobians(model, batch, sub, micro_batch))
     if len(parts) == 1:
         return parts[0]
     return torch.cat([f for f, _ in parts]), torch.cat([j for _, j in parts])

@@ -31,7 +31,7 @@ from pipeline import io
 
 from .config import DTYPES, HessianKind, Predictive, Selection
 from .errors import LaplaceError
-from .jacobian import jacobian, map_logits
+from .jacobian import iter_jacobians, jacobian, map_logits
 from .params import ParamVector, Substitution, check_deterministic
 from .posterior import Posterior
 from .predictive import mc_logits, probit_logits, probit_probs
@@ -90,8 +90,9 @@ class LinearizedLaplaceModel(nn.Module):
 
     def moments(self, batch: dict) -> tuple[Tensor, Tensor]:
         """Mean μ and variance J_S Σ J_Sᵀ of each logit: (B,) each, or (B, C) (the covariance's diagonal)."""
-        mu, jac = self.jacobian(batch)
-        return mu, self.posterior.variance(jac).to(mu.dtype)
+        post = self.posterior
+        parts = [(mu, post.variance(jac).to(mu.dtype)) for mu, jac in iter_jacobians(self.map_model, batch, self._sub)]
+        return torch.cat([m for m, _ in parts]), torch.cat([v for _, v in parts])
 
     def probit_mean(self, batch: dict) -> Tensor:
         """Probit predictive probabilities: p(y = 1) (B,) or (B, C)."""
@@ -103,13 +104,20 @@ class LinearizedLaplaceModel(nn.Module):
         return map_logits(self.map_model, batch)
 
     def forward(self, batch: dict, samples: int = 1) -> Tensor:
-        """Logits (samples, B) or (samples, B, C): MC draws or repeated probit logits (``predictive``)."""
+        """Logits (samples, B) or (samples, B, C): MC draws or repeated probit logits (``predictive``).
+
+        The Jacobian is taken a few admissions at a time (memory O(group·S)); MC draws ε are made
+        once per call, so every admission of the batch shares them.
+        """
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
-        mu, jac = self.jacobian(batch)
+        post = self.posterior
         if self.predictive == Predictive.MC:
-            return mc_logits(mu, jac, self.posterior, samples)
-        z = probit_logits(mu, self.posterior.variance(jac).to(mu.dtype))  # (B[, C])
+            eps = post.draw(samples)  # (S, samples)
+            parts = [mc_logits(mu, jac, eps) for mu, jac in iter_jacobians(self.map_model, batch, self._sub)]
+            return torch.cat(parts, 1)  # (samples, B[, C])
+        mu, var = self.moments(batch)
+        z = probit_logits(mu, var)  # (B[, C])
         return z.unsqueeze(0).expand(samples, *z.shape).clone()  # (B[, C]) -> (samples, B[, C])
 
     def kl(self) -> Tensor:

@@ -36,7 +36,7 @@ class Posterior:
 
         ``ggn`` (S, S) or (S,) is left unchanged (its diagonal is shifted and restored in place).
         """
-        if not bool(torch.isfinite(ggn).all()):
+        if not all(bool(torch.isfinite(rows).all()) for rows in ggn.split(64)):  # by blocks: no S x S temporary
             raise LaplaceError("the GGN has non-finite entries (non-finite logits or Jacobians of the MAP model)")
         lam = float(prior_precision)
         if ggn.dim() == 1:

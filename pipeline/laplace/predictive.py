@@ -16,7 +16,6 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from .posterior import Posterior
 
 
 def probit_logits(mu: Tensor, var: Tensor) -> Tensor:
@@ -38,14 +37,13 @@ def probit_nll(mu: Tensor, var: Tensor, labels: Tensor) -> Tensor:
     return F.cross_entropy(z, labels.long(), reduction="none")
 
 
-def mc_logits(mu: Tensor, jac: Tensor, posterior: Posterior, samples: int,
-              generator: torch.Generator | None = None) -> Tensor:
-    """Draws of the linearized model's logits, (samples, B) or (samples, B, C).
+def mc_logits(mu: Tensor, jac: Tensor, eps: Tensor) -> Tensor:
+    """Draws of the linearized model's logits μ + J ε_d, (samples, B) or (samples, B, C).
 
-    μ (B,) / (B, C), J (B, S) / (B, C, S); draw d uses one ε_d ~ N(0, Σ) for the whole batch.
+    μ (B,) / (B, C), J (B, S) / (B, C, S), ε (S, samples) from ``Posterior.draw``: draw d uses one
+    ε_d ~ N(0, Σ) for the whole batch.
     """
-    eps = posterior.draw(samples, generator)  # (S, samples)
-    s = jac.shape[-1]
+    samples, s = eps.shape[1], jac.shape[-1]
     shift = jac.reshape(-1, s).to(eps.dtype) @ eps  # (B·C, S) x (S, samples) -> (B·C, samples)
     shift = shift.t().reshape(samples, *mu.shape)  # (samples, B·C) -> (samples, B[, C])
     return (mu.to(eps.dtype).unsqueeze(0) + shift).to(mu.dtype)
