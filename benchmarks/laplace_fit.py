@@ -146,7 +146,8 @@ def child(args: argparse.Namespace) -> None:
 
 
 def run_child(argv: list[str]) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", *argv], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, __file__, "--child", *argv], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"child {' '.join(argv)} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -156,6 +157,46 @@ def slope(xs: list[float], ys: list[float]) -> float:
     """Least-squares slope of log y on log x."""
     lx, ly = np.log(xs), np.log(ys)
     return float(np.polyfit(lx, ly, 1)[0])
+
+
+def summarize(fits: list[dict], hiddens: list[int], sizes: list[int]) -> tuple[dict, dict]:
+    """Growth of the fit's RSS with S per LSTM size, and LSTM 256 / 64 at equal S; prints them.
+
+    The increment is a floor (buffers that do not grow with S) plus the S x S matrices: least squares
+    RSS = a + b·S² gives both, and the exponent of RSS - a against S is that of the S-dependent part.
+    """
+    growth = {}
+    for hidden in hiddens:
+        rows = sorted((r for r in fits if r["hidden"] == hidden), key=lambda r: r["subnet_size"])
+        s = [r["subnet_size"] for r in rows]
+        mem = [r["fit_rss_mb"] for r in rows]
+        if len(s) < 2:
+            continue
+        a, b = np.linalg.lstsq(np.stack([np.ones(len(s)), np.square(s)], 1), np.asarray(mem), rcond=None)[0]
+        above = [m - a for m in mem]
+        growth[str(hidden)] = {
+            "rss_exponent_all": slope(s, mem),
+            "rss_exponent_steps": [math.log(hi / lo) / math.log(y / x) for x, y, lo, hi in zip(s, s[1:], mem, mem[1:])],
+            "rss_floor_mb": float(a),
+            "rss_bytes_per_s2": float(b) * 2**20,  # 16 = two float64 S x S matrices (the GGN and its factor)
+            "rss_exponent_above_floor": slope(s, above) if min(above) > 0 else None,
+            "time_exponent_all": slope(s, [r["fit_s"] for r in rows]),
+        }
+        g = growth[str(hidden)]
+        print(f"LSTM {hidden}: fit RSS = {a:.1f} MB + {g['rss_bytes_per_s2']:.1f} bytes x S^2 (least squares); exponent "
+              f"of the part above that floor {g['rss_exponent_above_floor']:.2f}; of the whole increment "
+              f"{g['rss_exponent_all']:.2f} (steps {', '.join(f'{e:.2f}' for e in g['rss_exponent_steps'])})")
+    same_s = {}
+    if len(hiddens) == 2:
+        lo, hi = sorted(hiddens)
+        for size in sizes:
+            a = next(r for r in fits if r["hidden"] == lo and r["subnet_size"] == size)
+            b = next(r for r in fits if r["hidden"] == hi and r["subnet_size"] == size)
+            same_s[str(size)] = {"rss_ratio": b["fit_rss_mb"] / a["fit_rss_mb"], "time_ratio": b["fit_s"] / a["fit_s"],
+                                 "d_ratio": b["n_params"] / a["n_params"]}
+            print(f"S={size}: LSTM {hi} / LSTM {lo}: fit RSS x{same_s[str(size)]['rss_ratio']:.2f}, fit time "
+                  f"x{same_s[str(size)]['time_ratio']:.2f} (D x{same_s[str(size)]['d_ratio']:.2f})")
+    return growth, same_s
 
 
 def throughput(models: dict, fs, repeats: int, batch_size: int) -> dict[str, float]:
@@ -186,6 +227,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULT)
+    ap.add_argument("--summarize", action="store_true", help="only recompute the growth figures of --out's fits")
     # child mode
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--checkpoint", help=argparse.SUPPRESS)
@@ -196,6 +238,13 @@ def main() -> None:
         args.grid_size = args.grid_size or 0
         child(args)
         return
+    if args.summarize:
+        result = io.read_json(args.out)
+        hiddens = sorted({r["hidden"] for r in result["fits"]})
+        sizes = sorted({r["subnet_size"] for r in result["fits"]})
+        result["growth"], result["same_s"] = summarize(result["fits"], hiddens, sizes)
+        io.write_json(args.out, result)
+        return
 
     import torch
 
@@ -204,6 +253,7 @@ def main() -> None:
     from pipeline.train import load_model
 
     torch.set_num_threads(args.threads)
+    load_start = os.getloadavg()  # the machine is shared: timings move with the load
     features = args.features or default_features()
     common = ["--features", str(features), "--selection", args.selection, "--threads", str(args.threads)]
     if args.max_train:
@@ -249,32 +299,12 @@ def main() -> None:
             for k, v in scoring[str(hidden)]["map_over_laplace"].items():
                 print(f"  MAP / {k}: {v:.1f}x", flush=True)
 
-    growth = {}
-    for hidden in args.hidden:
-        rows = sorted((r for r in fits if r["hidden"] == hidden), key=lambda r: r["subnet_size"])
-        s = [r["subnet_size"] for r in rows]
-        mem = [r["fit_rss_mb"] for r in rows]
-        growth[str(hidden)] = {
-            "rss_exponent_all": slope(s, mem) if len(s) > 1 else None,
-            "rss_exponent_steps": [math.log(b / a) / math.log(y / x) for x, y, a, b in zip(s, s[1:], mem, mem[1:])],
-            "time_exponent_all": slope(s, [r["fit_s"] for r in rows]) if len(s) > 1 else None,
-        }
-        print(f"LSTM {hidden}: fit-RSS growth exponent {growth[str(hidden)]['rss_exponent_all']:.2f} over S = {s} "
-              f"(steps {', '.join(f'{e:.2f}' for e in growth[str(hidden)]['rss_exponent_steps'])})")
-    same_s = {}
-    if len(args.hidden) == 2:
-        lo, hi = sorted(args.hidden)
-        for size in args.sizes:
-            a = next(r for r in fits if r["hidden"] == lo and r["subnet_size"] == size)
-            b = next(r for r in fits if r["hidden"] == hi and r["subnet_size"] == size)
-            same_s[str(size)] = {"rss_ratio": b["fit_rss_mb"] / a["fit_rss_mb"], "time_ratio": b["fit_s"] / a["fit_s"],
-                                 "d_ratio": b["n_params"] / a["n_params"]}
-            print(f"S={size}: LSTM {hi} / LSTM {lo}: fit RSS x{same_s[str(size)]['rss_ratio']:.2f}, fit time "
-                  f"x{same_s[str(size)]['time_ratio']:.2f} (D x{same_s[str(size)]['d_ratio']:.2f})")
+    growth, same_s = summarize(fits, args.hidden, args.sizes)
     io.write_json(args.out, {
         "command": "python benchmarks/laplace_fit.py " + " ".join(sys.argv[1:]),
         "features": str(features), "threads": args.threads, "selection": args.selection, "map_steps": args.steps,
-        "max_train": args.max_train, "cpu_count": os.cpu_count(), "fits": fits, "growth": growth, "same_s": same_s,
+        "max_train": args.max_train, "cpu_count": os.cpu_count(), "loadavg_start": load_start,
+        "loadavg_end": os.getloadavg(), "fits": fits, "growth": growth, "same_s": same_s,
         "grid_search": grid, "scoring": scoring,
     })
     print(f"wrote {args.out}")

@@ -503,6 +503,7 @@ def test_checkpoint_roundtrip_rebuilds_the_same_predictive(hessian, tmp_path):
     loaded, info = load_laplace(path)  # the MAP model rebuilt from map_kind / map_config
     assert info["refer_threshold"] == 0.01 and info["laplace"]["hessian"] == hessian
     assert info["map_kind"] == "deterministic" and info["laplace"]["subnet_size"] == laplace.subnet_size
+    assert loaded.label == ("laplace-diag" if hessian == "diag" else "laplace-wasserstein-30")
     assert torch.equal(loaded.indices, laplace.indices) and torch.equal(loaded.factor, laplace.factor)
     batch = batches[0]
     torch.testing.assert_close(loaded.probit_mean(batch), laplace.probit_mean(batch), rtol=0, atol=0)

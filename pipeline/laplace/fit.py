@@ -162,8 +162,9 @@ def _grid_nll(model: nn.Module, sub: Substitution, ggn: Tensor | None, candidate
     """Mean validation NLL of the probit predictive for each candidate, that of the MAP model, and N_val.
 
     Candidates are λ_S values (a posterior is factored from ``ggn`` for each; a singular one scores
-    inf) or ready ``Posterior`` objects. Dense posteriors are factored one at a time over the stored
-    validation Jacobians (N_val·C x S); diagonal ones all at once while the batches stream.
+    inf) or ready ``Posterior`` objects. λ values over a dense GGN: the validation Jacobians
+    (N_val·C x S) are kept and the posteriors factored one at a time; otherwise the posteriors are
+    ready (diagonal ones: D numbers each) and scored while the batches stream.
     """
     def factor(c) -> Posterior | None:
         if isinstance(c, Posterior):
@@ -173,22 +174,23 @@ def _grid_nll(model: nn.Module, sub: Substitution, ggn: Tensor | None, candidate
         except LaplaceError:
             return None
 
-    dense = not all(isinstance(c, Posterior) for c in candidates) and ggn.dim() == 2
-    ready = [] if dense else [factor(c) for c in candidates]
+    keep = ggn is not None and ggn.dim() == 2
+    ready = [] if keep else [factor(c) for c in candidates]
+    dense = keep or any(p is not None and not p.diagonal for p in ready)  # J per whole batch: BLAS-3 solves
     sums = [0.0] * len(candidates)
     map_sum, n_val = 0.0, 0
     kept: list[tuple[Tensor, Tensor, Tensor]] = []
     for batch in val_batches():
-        for mu, jac, y in _groups(model, batch, sub):  # (B[, C]), (B[, C], S), (B,)
+        for mu, jac, y in _groups(model, batch, sub, whole=dense):  # (B[, C]), (B[, C], S), (B,)
             n_val += mu.shape[0]
             map_sum += float(probit_nll(mu.double(), torch.zeros_like(mu, dtype=torch.float64), y).sum())
-            if dense:
+            if keep:
                 kept.append((mu, jac, y))
                 continue
             for k, post in enumerate(ready):
                 sums[k] += math.inf if post is None else float(probit_nll(mu.double(), post.variance(jac).double(),
                                                                           y).sum())
-    if dense:
+    if keep:
         mu = torch.cat([m for m, _, _ in kept]).double()
         jac = torch.cat([j for _, j, _ in kept])
         y = torch.cat([y for _, _, y in kept])
@@ -202,9 +204,9 @@ def _grid_nll(model: nn.Module, sub: Substitution, ggn: Tensor | None, candidate
     return [v / n_val for v in sums], map_sum / n_val, n_val
 
 
-def _groups(model: nn.Module, batch: dict, sub: Substitution) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
-    """(μ, J, labels) per Jacobian group of a batch."""
+def _groups(model: nn.Module, batch: dict, sub: Substitution, whole: bool) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """(μ, J, labels) per Jacobian group of a batch, or for the whole batch."""
     start = 0
-    for mu, jac in iter_jacobians(model, batch, sub):
+    for mu, jac in iter_jacobians(model, batch, sub, whole=whole):
         yield mu, jac, batch["label"][start:start + mu.shape[0]]
         start += mu.shape[0]

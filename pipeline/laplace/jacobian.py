@@ -61,11 +61,17 @@ def split_batch(batch: dict, size: int) -> list[dict]:
     return groups
 
 
-def iter_jacobians(model: nn.Module, batch: dict, sub: Substitution, micro_batch: int = MICRO_BATCH
-                   ) -> Iterator[tuple[Tensor, Tensor]]:
-    """(f, J) of each group of ``micro_batch`` admissions, in batch order (memory: one group's J at a time)."""
-    for part in split_batch(batch, micro_batch):
-        yield _jacobian(model, part, sub)
+def iter_jacobians(model: nn.Module, batch: dict, sub: Substitution, micro_batch: int = MICRO_BATCH,
+                   whole: bool = False) -> Iterator[tuple[Tensor, Tensor]]:
+    """(f, J) of each group of ``micro_batch`` admissions, in batch order (memory: one group's J at a time);
+    ``whole``: one (f, J) for the batch (memory O(B·S), so that a dense posterior's triangular solve
+    takes all B right-hand sides at once instead of re-reading the S x S factor per group)."""
+    parts = (_jacobian(model, part, sub) for part in split_batch(batch, micro_batch))
+    if not whole:
+        yield from parts
+        return
+    parts = list(parts)
+    yield parts[0] if len(parts) == 1 else (torch.cat([f for f, _ in parts]), torch.cat([j for _, j in parts]))
 
 
 def jacobian(model: nn.Module, batch: dict, sub: Substitution, micro_batch: int = MICRO_BATCH
@@ -74,10 +80,7 @@ def jacobian(model: nn.Module, batch: dict, sub: Substitution, micro_batch: int 
 
     The model's own parameters must not require grad (``params.frozen``).
     """
-    parts = list(iter_jacobians(model, batch, sub, micro_batch))
-    if len(parts) == 1:
-        return parts[0]
-    return torch.cat([f for f, _ in parts]), torch.cat([j for _, j in parts])
+    return next(iter_jacobians(model, batch, sub, micro_batch, whole=True))
 
 
 def _jacobian(model: nn.Module, batch: dict, sub: Substitution) -> tuple[Tensor, Tensor]:

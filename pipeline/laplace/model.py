@@ -79,6 +79,13 @@ class LinearizedLaplaceModel(nn.Module):
     def subnet_size(self) -> int:
         return int(self.indices.numel())
 
+    @property
+    def label(self) -> str:
+        """Name for compare tables: ``laplace-<selection>-<S>`` (``laplace-diag`` for hessian diag)."""
+        if self.hessian == HessianKind.DIAG:
+            return "laplace-diag"
+        return f"laplace-{self.selection.value if self.selection else 'subnet'}-{self.subnet_size}"
+
     def train(self, mode: bool = True) -> LinearizedLaplaceModel:
         super().train(mode)
         self.map_model.eval()  # the linearization point has no dropout
@@ -88,10 +95,14 @@ class LinearizedLaplaceModel(nn.Module):
         """(μ (B[, C]), J_S (B[, C], S)) at θ_MAP."""
         return jacobian(self.map_model, batch, self._sub)
 
+    def _jacobians(self, batch: dict):
+        """(μ, J) for the whole batch (dense posterior: memory O(B·S)) or per group (diagonal: O(group·D))."""
+        return iter_jacobians(self.map_model, batch, self._sub, whole=self.hessian == HessianKind.FULL)
+
     def moments(self, batch: dict) -> tuple[Tensor, Tensor]:
         """Mean μ and variance J_S Σ J_Sᵀ of each logit: (B,) each, or (B, C) (the covariance's diagonal)."""
         post = self.posterior
-        parts = [(mu, post.variance(jac).to(mu.dtype)) for mu, jac in iter_jacobians(self.map_model, batch, self._sub)]
+        parts = [(mu, post.variance(jac).to(mu.dtype)) for mu, jac in self._jacobians(batch)]
         return torch.cat([m for m, _ in parts]), torch.cat([v for _, v in parts])
 
     def probit_mean(self, batch: dict) -> Tensor:
@@ -106,15 +117,14 @@ class LinearizedLaplaceModel(nn.Module):
     def forward(self, batch: dict, samples: int = 1) -> Tensor:
         """Logits (samples, B) or (samples, B, C): MC draws or repeated probit logits (``predictive``).
 
-        The Jacobian is taken a few admissions at a time (memory O(group·S)); MC draws ε are made
-        once per call, so every admission of the batch shares them.
+        MC draws ε are made once per call, so every admission of the batch shares them.
         """
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
         post = self.posterior
         if self.predictive == Predictive.MC:
             eps = post.draw(samples)  # (S, samples)
-            parts = [mc_logits(mu, jac, eps) for mu, jac in iter_jacobians(self.map_model, batch, self._sub)]
+            parts = [mc_logits(mu, jac, eps) for mu, jac in self._jacobians(batch)]
             return torch.cat(parts, 1)  # (samples, B[, C])
         mu, var = self.moments(batch)
         z = probit_logits(mu, var)  # (B[, C])
