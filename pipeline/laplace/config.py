@@ -13,7 +13,7 @@ from .errors import LaplaceError
 class Selection(str, Enum):
     """Which weights form the subnetwork."""
 
-    WASSERSTEIN = "wasserstein"  # largest marginal variance under a diagonal GGN Laplace over all weights (the paper's rule)
+    WASSERSTEIN = "wasserstein"  # the paper's rule: largest marginal variance under a diagonal GGN Laplace
     RANDOM = "random"  # uniformly at random (the paper's baseline)
     MAGNITUDE = "magnitude"  # largest |θ_MAP| (the paper's baseline)
     LAST_LAYER = "last-layer"  # every weight and bias of the output layer

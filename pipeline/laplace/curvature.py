@@ -61,7 +61,7 @@ class GGN:
             return
         n = left.shape[0]
         if n > FLUSH_ROWS:
-            self.matrix.addmm_(left.t(), left if right is None else right)
+            self.matrix.addmm_(left.t(), left if right is None else right)  # (S, n) x (n, S)
             return
         if self._fill + n > FLUSH_ROWS:
             self.flush()

@@ -61,7 +61,8 @@ class LinearizedLaplaceModel(nn.Module):
         self.prior_precision = float(prior_precision)  # λ of the full network
         indices = self.layout.check_indices(indices)
         if posterior.size != indices.numel() or posterior.diagonal != (self.hessian == HessianKind.DIAG):
-            raise LaplaceError(f"posterior over {posterior.size} weights ({'diagonal' if posterior.diagonal else 'full'}) "
+            shape = "diagonal" if posterior.diagonal else "full"
+            raise LaplaceError(f"posterior over {posterior.size} weights ({shape}) "
                                f"does not match {indices.numel()} indices with hessian {self.hessian.value}")
         self.subnet_prior_precision = float(posterior.prior_precision)  # λ_S = λ·S/D
         self.register_buffer("indices", indices)

@@ -44,7 +44,7 @@ class ParamVector:
     def vector(self, model: nn.Module) -> Tensor:
         """θ (D,), detached."""
         self.check(model)
-        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])  # each tensor -> (numel,), (D,)
 
     def check(self, model: nn.Module) -> None:
         """Raise unless ``model`` has exactly this layout."""
@@ -68,11 +68,12 @@ class ParamVector:
 
     def check_indices(self, indices: Tensor) -> Tensor:
         """Sorted, unique int64 indices in [0, D) (raises otherwise)."""
-        idx = torch.as_tensor(indices, dtype=torch.long).reshape(-1)
+        idx = torch.as_tensor(indices, dtype=torch.long).reshape(-1)  # any shape -> (S,)
         if idx.numel() == 0:
             raise LaplaceError("the subnetwork is empty")
         if int(idx.min()) < 0 or int(idx.max()) >= self.size:
-            raise LaplaceError(f"subnetwork indices must lie in [0, {self.size}), got [{int(idx.min())}, {int(idx.max())}]")
+            raise LaplaceError(f"subnetwork indices must lie in [0, {self.size}), "
+                               f"got [{int(idx.min())}, {int(idx.max())}]")
         if not bool((idx[1:] > idx[:-1]).all()):
             raise LaplaceError("subnetwork indices must be sorted and unique")
         return idx
@@ -83,7 +84,7 @@ class Substitution:
     """How S selected indices split over the parameter tensors (precomputed once)."""
 
     layout: ParamVector  # the model's parameter vector
-    parts: tuple[tuple[int, int, int, Tensor | None], ...]  # (tensor number, start, end in δ, local indices or None: whole tensor)
+    parts: tuple[tuple[int, int, int, Tensor | None], ...]  # (tensor, start, end in δ, local indices; None: all)
 
     @classmethod
     def of(cls, layout: ParamVector, indices: Tensor | None) -> Substitution:

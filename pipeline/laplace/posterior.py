@@ -41,7 +41,7 @@ class Posterior:
         lam = float(prior_precision)
         if ggn.dim() == 1:
             precision = ggn + lam  # (S,)
-            bad = torch.nonzero(~(precision > 0)).reshape(-1)
+            bad = torch.nonzero(~(precision > 0)).reshape(-1)  # (k, 1) -> (k,)
             if bad.numel():
                 raise LaplaceError(f"the diagonal posterior precision is not positive at {bad.numel()} of "
                                    f"{precision.numel()} weights (first {int(bad[0])}) with prior precision "
@@ -66,7 +66,7 @@ class Posterior:
         lead, s = jac.shape[:-1], jac.shape[-1]
         rows = jac.reshape(-1, s).to(self.factor.dtype)  # (..., S) -> (R, S)
         if self.diagonal:
-            return (rows / self.factor).square().sum(1).view(lead)
+            return (rows / self.factor).square().sum(1).view(lead)  # (R,) -> (...)
         x = torch.linalg.solve_triangular(self.factor, rows.t(), upper=False)  # C⁻¹ Jᵀ (S, R)
         return x.square().sum(0).view(lead)  # (R,) -> (...)
 
@@ -74,7 +74,7 @@ class Posterior:
         """n draws ε ~ N(0, Σ) of the subnetwork's offset from θ_MAP: (S, n)."""
         z = torch.randn(self.size, n, dtype=self.factor.dtype, generator=generator)  # (S, n)
         if self.diagonal:
-            return z / self.factor.unsqueeze(1)
+            return z / self.factor.unsqueeze(1)  # (S, n) / (S, 1)
         return torch.linalg.solve_triangular(self.factor.t(), z, upper=True)  # C⁻ᵀ z
 
     def covariance(self) -> Tensor:

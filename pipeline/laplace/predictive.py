@@ -46,4 +46,4 @@ def mc_logits(mu: Tensor, jac: Tensor, eps: Tensor) -> Tensor:
     samples, s = eps.shape[1], jac.shape[-1]
     shift = jac.reshape(-1, s).to(eps.dtype) @ eps  # (B·C, S) x (S, samples) -> (B·C, samples)
     shift = shift.t().reshape(samples, *mu.shape)  # (samples, B·C) -> (samples, B[, C])
-    return (mu.to(eps.dtype).unsqueeze(0) + shift).to(mu.dtype)
+    return (mu.to(eps.dtype).unsqueeze(0) + shift).to(mu.dtype)  # (1, B[, C]) + (samples, B[, C])

@@ -70,8 +70,8 @@ def diagonal_ggn(model: nn.Module, layout: ParamVector, batches: Iterable[dict],
     return accumulate_ggn(model, batches, Substitution.of(layout, None), HessianKind.DIAG, dtype, scale)
 
 
-def select_subnet(model: nn.Module, layout: ParamVector, cfg: LaplaceConfig, train_batches: Callable[[], Iterable[dict]],
-                  scale: float = 1.0) -> SubnetMask:
+def select_subnet(model: nn.Module, layout: ParamVector, cfg: LaplaceConfig,
+                  train_batches: Callable[[], Iterable[dict]], scale: float = 1.0) -> SubnetMask:
     """Choose the subnetwork of ``cfg`` (``train_batches()`` yields the GGN's training batches)."""
     d = layout.size
     if cfg.selection == Selection.LAST_LAYER:
