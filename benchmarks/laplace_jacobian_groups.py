@@ -1,0 +1,76 @@
+"""Per-admission cost of the subnetwork Jacobian against the size of the backward group.
+
+    .venv/bin/python benchmarks/laplace_jacobian_groups.py [--hidden 64 256] [--groups 1 2 4 8 16] [--admissions 64]
+
+Each logit's backward pass runs over every admission computed with it, so the per-admission cost of
+the Jacobian grows with the group (``pipeline.laplace.jacobian.MICRO_BATCH`` is the chosen size).
+For every LSTM size of ``benchmarks/laplace_fit.py`` (its cached MAP runs and features) and every
+group size: milliseconds per admission for the Jacobian with respect to all D weights and to 1,000
+random weights, over ``--admissions`` training admissions (longest first, as the fit orders them),
+after one warm-up group. Writes benchmarks/results/laplace_jacobian_groups.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from laplace_fit import default_features, map_run  # noqa: E402
+
+from pipeline import io  # noqa: E402
+
+RESULT = Path(__file__).resolve().parent / "results" / "laplace_jacobian_groups.json"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hidden", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--groups", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--admissions", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=400, help="training steps of the MAP runs")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args()
+
+    import torch
+
+    from pipeline import data
+    from pipeline.laplace.jacobian import jacobian
+    from pipeline.laplace.params import ParamVector, Substitution, frozen
+    from pipeline.train import load_model
+
+    torch.set_num_threads(args.threads)
+    features = default_features()
+    fs = data.load_split(features / "train.parquet")
+    pick = np.random.default_rng(0).choice(len(fs), args.admissions, replace=False)
+    pick = pick[np.argsort(-fs.n_bags[pick], kind="stable")]
+    rows = []
+    for hidden in args.hidden:
+        model, _ = load_model(map_run(features, hidden, args.steps))
+        layout = ParamVector.of(model)
+        subset = torch.randperm(layout.size, generator=torch.Generator().manual_seed(0))[:1000].sort().values
+        for name, idx in (("all", None), ("1000", subset)):
+            sub = Substitution.of(layout, idx)
+            with frozen(model):
+                jacobian(model, data.collate(fs, pick[:4]), sub, micro_batch=4)  # warm-up
+                for g in args.groups:
+                    batches = [data.collate(fs, pick[i:i + g]) for i in range(0, len(pick), g)]
+                    t0 = time.perf_counter()
+                    for b in batches:
+                        jacobian(model, b, sub, micro_batch=g)
+                    ms = 1000 * (time.perf_counter() - t0) / len(pick)
+                    rows.append({"hidden": hidden, "weights": name, "group": g, "ms_per_admission": ms})
+                    print(f"LSTM {hidden:3d}, J w.r.t. {name:>4s} weights, groups of {g:2d}: {ms:6.2f} ms/admission",
+                          flush=True)
+    io.write_json(args.out, {"command": "python benchmarks/laplace_jacobian_groups.py " + " ".join(sys.argv[1:]),
+                             "threads": args.threads, "admissions": args.admissions, "rows": rows})
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

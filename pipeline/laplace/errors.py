@@ -1,0 +1,13 @@
+"""The error every Laplace failure raises (one line, naming what is wrong)."""
+
+from __future__ import annotations
+
+
+class LaplaceError(ValueError):
+    """A model, setting or posterior that subnetwork Laplace cannot use; the message is one line.
+
+    (To be re-based on ``pipeline.errors.PipelineError`` by the restructuring.)
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split()))  # always one line
