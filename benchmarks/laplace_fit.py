@@ -45,7 +45,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline import io  # noqa: E402
+from pipeline import fileio  # noqa: E402
+from pipeline.features import load_split  # noqa: E402
+from pipeline import training
 
 CACHE = ROOT / "benchmarks" / ".cache" / "laplace"
 RESULT = ROOT / "benchmarks" / "results" / "laplace_fit.json"
@@ -59,7 +61,7 @@ def default_features() -> Path:
         return out / "features"
     shutil.rmtree(out, ignore_errors=True)
     os.environ.setdefault("MIMIC_DEID_KEY", SYNTH_KEY)
-    from pipeline.extract import extract
+    from pipeline.extraction import extract
     from pipeline.synth import generate
 
     t0 = time.perf_counter()
@@ -72,15 +74,14 @@ def default_features() -> Path:
 
 def map_run(features: Path, hidden: int, steps: int) -> Path:
     """best.pt of a deterministic MAP run with ``hidden`` LSTM units (trained once)."""
-    from pipeline import train as tr
 
     out = CACHE / f"map_h{hidden}_steps{steps}_{features.parent.name}"
     if (out / "best.pt").exists():
         return out / "best.pt"
     shutil.rmtree(out, ignore_errors=True)
-    cfg = tr.TrainConfig(max_steps=steps, eval_every=max(steps // 4, 1), threads=1, progress=False,
+    cfg = training.TrainConfig(max_steps=steps, eval_every=max(steps // 4, 1), threads=1, progress=False,
                          model={"lstm_hidden": hidden})
-    result = tr.train(features, "deterministic", cfg, out_dir=out, tracking=False)
+    result = training.train(features, "deterministic", cfg, out_dir=out, tracking=False)
     return result.best_checkpoint
 
 
@@ -114,14 +115,13 @@ def child(args: argparse.Namespace) -> None:
     """One fit; prints a JSON line."""
     import torch
 
-    from pipeline import data
     from pipeline.laplace import LaplaceConfig, fit_laplace, save_laplace
-    from pipeline.train import load_model
+    from pipeline.runs.checkpoint import load_model
 
     torch.set_num_threads(args.threads)
     model, info = load_model(args.checkpoint)
     features = Path(args.features)
-    train_fs, val_fs = data.load_split(features / "train.parquet"), data.load_split(features / "val.parquet")
+    train_fs, val_fs = load_split(features / "train.parquet"), load_split(features / "val.parquet")
     lam = 2.0 * info["train_config"]["l2"] * len(train_fs)  # the MAP run's own Gaussian prior, summed-NLL scale
     cfg = LaplaceConfig(selection=args.selection, subnet_size=args.size,
                         prior_precision=None if args.grid_size else lam, grid_size=args.grid_size or 1,
@@ -239,18 +239,17 @@ def main() -> None:
         child(args)
         return
     if args.summarize:
-        result = io.read_json(args.out)
+        result = fileio.read_json(args.out)
         hiddens = sorted({r["hidden"] for r in result["fits"]})
         sizes = sorted({r["subnet_size"] for r in result["fits"]})
         result["growth"], result["same_s"] = summarize(result["fits"], hiddens, sizes)
-        io.write_json(args.out, result)
+        fileio.write_json(args.out, result)
         return
 
     import torch
 
-    from pipeline import data
     from pipeline.laplace import Predictive, load_laplace
-    from pipeline.train import load_model
+    from pipeline.runs.checkpoint import load_model
 
     torch.set_num_threads(args.threads)
     load_start = os.getloadavg()  # the machine is shared: timings move with the load
@@ -281,7 +280,7 @@ def main() -> None:
                 print(f"grid search, LSTM {hidden} S={small}: {args.grid_size} values of λ in "
                       f"{grid['stages_s']['prior_search']:.1f} s; λ = {grid['prior_precision']:.4g}, val NLL "
                       f"{grid['val_nll_map']:.4f} -> {grid['val_nll']:.4f}", flush=True)
-            test_fs = data.load_split(features / "test.parquet")
+            test_fs = load_split(features / "test.parquet")
             map_model, _ = load_model(ckpt)
             models = {"map": (map_model, 1)}
             for size in sorted({small, large}):
@@ -300,7 +299,7 @@ def main() -> None:
                 print(f"  MAP / {k}: {v:.1f}x", flush=True)
 
     growth, same_s = summarize(fits, args.hidden, args.sizes)
-    io.write_json(args.out, {
+    fileio.write_json(args.out, {
         "command": "python benchmarks/laplace_fit.py " + " ".join(sys.argv[1:]),
         "features": str(features), "threads": args.threads, "selection": args.selection, "map_steps": args.steps,
         "max_train": args.max_train, "cpu_count": os.cpu_count(), "loadavg_start": load_start,

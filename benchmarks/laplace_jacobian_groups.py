@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 from laplace_fit import default_features, map_run  # noqa: E402
 
-from pipeline import io  # noqa: E402
+from pipeline import batches, fileio  # noqa: E402
+from pipeline.features import load_split  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "laplace_jacobian_groups.json"
 
@@ -39,14 +40,13 @@ def main() -> None:
 
     import torch
 
-    from pipeline import data
     from pipeline.laplace.jacobian import jacobian
     from pipeline.laplace.params import ParamVector, Substitution, frozen
-    from pipeline.train import load_model
+    from pipeline.runs.checkpoint import load_model
 
     torch.set_num_threads(args.threads)
     features = default_features()
-    fs = data.load_split(features / "train.parquet")
+    fs = load_split(features / "train.parquet")
     pick = np.random.default_rng(0).choice(len(fs), args.admissions, replace=False)
     pick = pick[np.argsort(-fs.n_bags[pick], kind="stable")]
     rows = []
@@ -57,9 +57,9 @@ def main() -> None:
         for name, idx in (("all", None), ("1000", subset)):
             sub = Substitution.of(layout, idx)
             with frozen(model):
-                jacobian(model, data.collate(fs, pick[:4]), sub, micro_batch=4)  # warm-up
+                jacobian(model, batches.collate(fs, pick[:4]), sub, micro_batch=4)  # warm-up
                 for g in args.groups:
-                    batches = [data.collate(fs, pick[i:i + g]) for i in range(0, len(pick), g)]
+                    batches = [batches.collate(fs, pick[i:i + g]) for i in range(0, len(pick), g)]
                     t0 = time.perf_counter()
                     for b in batches:
                         jacobian(model, b, sub, micro_batch=g)
@@ -67,7 +67,7 @@ def main() -> None:
                     rows.append({"hidden": hidden, "weights": name, "group": g, "ms_per_admission": ms})
                     print(f"LSTM {hidden:3d}, J w.r.t. {name:>4s} weights, groups of {g:2d}: {ms:6.2f} ms/admission",
                           flush=True)
-    io.write_json(args.out, {"command": "python benchmarks/laplace_jacobian_groups.py " + " ".join(sys.argv[1:]),
+    fileio.write_json(args.out, {"command": "python benchmarks/laplace_jacobian_groups.py " + " ".join(sys.argv[1:]),
                              "threads": args.threads, "admissions": args.admissions, "rows": rows})
     print(f"wrote {args.out}")
 

@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from laplace_fit import default_features, map_run  # noqa: E402
 
-from pipeline import io  # noqa: E402
+from pipeline import fileio  # noqa: E402
+from pipeline.features import load_split  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "laplace_selection.json"
 
@@ -37,14 +38,13 @@ def main() -> None:
 
     import torch
 
-    from pipeline import data
     from pipeline.laplace import LaplaceConfig, fit_laplace
-    from pipeline.train import load_model
+    from pipeline.runs.checkpoint import load_model
 
     torch.set_num_threads(args.threads)
     features = default_features()
     model, info = load_model(map_run(features, args.hidden, args.steps))
-    train_fs, val_fs = data.load_split(features / "train.parquet"), data.load_split(features / "val.parquet")
+    train_fs, val_fs = load_split(features / "train.parquet"), load_split(features / "val.parquet")
     variants = [
         {"selection": "wasserstein", "subnet_size": args.size},
         {"selection": "wasserstein", "subnet_size": args.size, "skip_unused": False},
@@ -65,7 +65,7 @@ def main() -> None:
         rows.append(row)
         print(f"{row['variant']:42s} λ = {row['prior_precision']:9.4g}{' (grid edge)' if row['at_grid_edge'] else '':12s}"
               f" val NLL MAP {row['val_nll_map']:.5f} -> {row['val_nll']:.5f}", flush=True)
-    io.write_json(args.out, {"command": "python benchmarks/laplace_selection.py " + " ".join(sys.argv[1:]),
+    fileio.write_json(args.out, {"command": "python benchmarks/laplace_selection.py " + " ".join(sys.argv[1:]),
                              "features": str(features), "hidden": args.hidden, "map_steps": args.steps, "rows": rows})
     print(f"wrote {args.out}")
 

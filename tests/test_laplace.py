@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline import data, metrics, predict
+from pipeline import features, metrics, predict
 from pipeline.laplace import (LaplaceConfig, LaplaceError, LinearizedLaplaceModel, ParamVector, Posterior,
                               Predictive, fit_laplace, fit_laplace_batches, load_laplace, save_laplace, select_subnet)
 from pipeline.laplace.jacobian import jacobian
@@ -88,7 +88,7 @@ def mortality_batches(n_batches: int = 3, b: int = 6) -> list[dict]:
     return [mortality_batch(b=b, seed=s) for s in range(n_batches)]
 
 
-def feature_set(n: int, seed: int, vocab: int = 20, context_vocab: int = 7) -> data.FeatureSet:
+def feature_set(n: int, seed: int, vocab: int = 20, context_vocab: int = 7) -> features.FeatureSet:
     """A FeatureSet in the extract layout (some admissions with zero bags)."""
     rng = np.random.default_rng(seed)
     n_bags = rng.integers(0, 5, n)
@@ -97,7 +97,7 @@ def feature_set(n: int, seed: int, vocab: int = 20, context_vocab: int = 7) -> d
     n_tok = rng.integers(1, 4, m)
     token_offsets = np.concatenate([[0], np.cumsum(n_tok)]).astype(np.int64)
     tokens = np.concatenate([np.sort(rng.choice(np.arange(1, vocab), k, replace=False)) for k in n_tok]).astype(np.int32)
-    return data.FeatureSet(
+    return features.FeatureSet(
         keys=np.array([f"k{seed}-{i}" for i in range(n)]), label=rng.integers(0, 2, n).astype(np.float32),
         n_events=n_tok.sum() * np.ones(n, dtype=np.int32), context=rng.integers(1, context_vocab, (n, 2)).astype(np.int32),
         bag_offsets=bag_offsets, bag_hours=rng.uniform(-5, 24, m).astype(np.float32), token_offsets=token_offsets,

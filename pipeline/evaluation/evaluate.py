@@ -198,6 +198,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed)
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(split=split.value, split_mode=split_mode(manifest), model_kind=rm.info.get("model_kind"),
+                  model_label=rm.info.get("model_label"),
                   prior=(rm.info.get("model_config") or {}).get("prior"), run_id=rm.run_id,
                   features=redact_value(fdir.resolve().name), truth=truth_file is not None)
     out = Path(out_dir) if out_dir else Path("runs") / "eval" / (rm.run_id or "local") / split.value

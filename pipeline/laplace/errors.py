@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from pipeline.errors import PipelineError
 
-class LaplaceError(ValueError):
-    """A model, setting or posterior that subnetwork Laplace cannot use; the message is one line.
 
-    (To be re-based on ``pipeline.errors.PipelineError`` by the restructuring.)
-    """
+class LaplaceError(PipelineError, ValueError):
+    """A model, setting or posterior that subnetwork Laplace cannot use; the message is one line."""
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(str(message).split()))  # always one line

@@ -62,7 +62,7 @@ def fit_laplace(model: nn.Module, train_fs, val_fs, cfg: LaplaceConfig | None = 
                 ) -> tuple[LinearizedLaplaceModel, LaplaceReport]:
     """Fit on the mortality FeatureSets ``train_fs`` (GGN) and ``val_fs`` (prior precision; may be None
     when ``cfg.prior_precision`` is given). ``model`` is left unchanged (the result holds a copy)."""
-    from pipeline import data
+    from pipeline import batches
 
     cfg = cfg if cfg is not None else LaplaceConfig()
     n = len(train_fs)
@@ -76,12 +76,12 @@ def fit_laplace(model: nn.Module, train_fs, val_fs, cfg: LaplaceConfig | None = 
 
     def chunks(fs, order: np.ndarray) -> Iterator[dict]:
         for s in range(0, len(order), cfg.batch_size):
-            yield data.collate(fs, order[s:s + cfg.batch_size], cfg.max_bags, cfg.max_tokens)
+            yield batches.collate(fs, order[s:s + cfg.batch_size], cfg.max_bags, cfg.max_tokens)
 
     val_batches: Batches | None = None
     if val_fs is not None and len(val_fs):
         val_fs.require_labels()
-        val_order = data.length_order(val_fs, cfg.max_bags)
+        val_order = batches.length_order(val_fs, cfg.max_bags)
         def val_chunks() -> Iterator[dict]:
             return chunks(val_fs, val_order)
 

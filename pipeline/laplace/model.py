@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from pipeline import io
+from pipeline import fileio
 
 from .config import DTYPES, HessianKind, Predictive, Selection
 from .errors import LaplaceError
@@ -203,7 +203,7 @@ class LinearizedLaplaceModel(nn.Module):
 def save_laplace(path: Path | str, model: LinearizedLaplaceModel, extra: dict | None = None) -> Path:
     """Write ``model.checkpoint(extra)`` atomically with torch.save."""
     path = Path(path)
-    with io.atomic_path(path) as tmp:
+    with fileio.atomic_path(path) as tmp:
         torch.save(model.checkpoint(extra), tmp)
     return path
 

@@ -45,14 +45,32 @@ def read_checkpoint(path: Path | str) -> dict:
 
 
 def load_model(path: Path | str):
-    """Model (eval mode) and its info dict (kind, configs, refer threshold, score samples, caps)."""
+    """Model (eval mode) and its info dict (kind, configs, refer threshold, score samples, caps).
+
+    A Laplace run's checkpoint (``kind`` = "laplace", ``pipeline.laplace``) holds its MAP model and
+    posterior; it loads into a ``LinearizedLaplaceModel``, which scores like any model."""
     from pipeline.models import MortalityConfig, build_model
 
     ckpt = read_checkpoint(path)
+    if ckpt.get("kind") == "laplace":
+        return _load_laplace(ckpt)
     model = build_model(ckpt["model_kind"], MortalityConfig(**ckpt["model_config"]))
     model.load_state_dict(ckpt["model"])
     model.eval()
     tc = ckpt["train_config"]
     info = {k: ckpt.get(k) for k in ("model_kind", "model_config", "train_config", "step", "val_nll", "refer_threshold")}
     info.update(score_samples=tc["score_samples"], max_bags=tc["max_bags"], max_tokens=tc["max_tokens"])
+    return model, info
+
+
+def _load_laplace(ckpt: dict):
+    from pipeline.laplace.model import LinearizedLaplaceModel
+
+    model = LinearizedLaplaceModel.from_checkpoint(ckpt).eval()
+    tc = ckpt.get("train_config") or {}
+    settings = {k: v for k, v in ckpt["laplace"].items() if not k.startswith("param_")}
+    info = {"model_kind": "laplace", "model_label": model.label, "model_config": settings, "train_config": tc,
+            "step": ckpt.get("step"), "val_nll": ckpt.get("val_nll"), "refer_threshold": ckpt.get("refer_threshold"),
+            "score_samples": tc.get("score_samples"), "max_bags": tc.get("max_bags"), "max_tokens": tc.get("max_tokens"),
+            "map_kind": ckpt.get("map_kind")}
     return model, info
