@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,9 @@ def _one_torch_thread():
 
     torch.set_num_threads(1)
     yield
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the PostgreSQL each server of the session ran: version, binaries' source (tests/pgserver.py)."""
+    for line in getattr(sys.modules.get("pgserver"), "STARTED", []):
+        terminalreporter.write_line(f"postgres: {line}")
