@@ -11,13 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_evaluate import _tracking  # noqa: F401  (this session's own tracking store)
 
 from pipeline import fileio, grid
 from pipeline.evaluation import compare as cp
 from pipeline.models import variants
 
 ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
 def _row(model, mode, seed, base, truth=0.30):

@@ -13,7 +13,7 @@ import pgserver
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pgserver import TempPostgres, demo_dir, pg_demo, pg_server  # noqa: F401  (session fixtures)
+from pgserver import TempPostgres, demo_dir  # plain helpers (the pg_* fixtures come from conftest)
 
 from pipeline.redact import redact_dsn
 from pipeline.sources.pgload import DDL, PgLoadError, columns, find_table_files, load_mimic_csv, read_header

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_data import write_features
+from helpers.features import write_features
 from torch import nn
 
 from pipeline import features, metrics, models, predict, training
