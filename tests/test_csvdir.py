@@ -59,13 +59,13 @@ def test_find_tables_any_case_either_suffix(tmp_path):
                                 "labevents": src / "LABEVENTS.csv"}
 
 
-@pytest.mark.parametrize("names", [("ADMISSIONS.csv", "admissions.csv.gz"), ("admissions.csv.gz", "ADMISSIONS.csv")])
+@pytest.mark.parametrize("names", [("ADMISSIONS.csv", "admissions.csv.gz"), ("ADMISSIONS.csv.gz", "admissions.csv")])
 def test_two_files_for_one_table_read_the_gz_with_a_warning_or_fail_when_strict(tmp_path, caplog, names):
     src = tmp_path / "src"
     src.mkdir()
     for name in names:
         _write(src / name, ADMISSIONS)
-    gz = next(n for n in names if n.endswith(".gz"))
+    gz = next(n for n in names if n.endswith(".gz"))  # read, whether it is listed first or second
     plain = next(n for n in names if not n.endswith(".gz"))
     with caplog.at_level(logging.WARNING, logger="pipeline.sources.csvdir"):
         assert find_tables(src) == {"admissions": src / gz}

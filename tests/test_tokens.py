@@ -11,7 +11,7 @@ from pipeline.extraction import tokens
 
 EVENTS_DDL = """CREATE TABLE events (adm_idx INTEGER, split VARCHAR, subject_key BIGINT, source VARCHAR,
                                      item VARCHAR, valuenum DOUBLE, valuetext VARCHAR, t_hours DOUBLE)"""
-TRAIN, VAL = [1, 2, 3, 4], [10, 11, 12, 13, 14]  # patients (one admission each: adm_idx = patient)
+TRAIN, VAL = [1, 2, 3, 4], [10, 11, 12, 13, 14]  # patients (one admission each: adm_idx = patient; 15 is val)
 FIT = {"n_bins": 4, "min_patients": 3, "max_text_values": 3, "text_max_len": 4}
 
 
@@ -21,6 +21,7 @@ def _events() -> list[tuple]:
     for p in TRAIN:  # lab 100: patients 1-3 have 1, 3, 5, 7 and patient 4 has 2, 4, 6, 8
         rows += [(p, "lab", "100", float(v + (p == 4)), None) for v in (1, 3, 5, 7)]
     rows += [(p, "lab", "100", 1000.0, None) for p in VAL]  # would move every cut if val were fitted
+    rows += [(15, "lab", "100", 4.5, None)]  # a value on a cut is in the bin above it
     rows += [(1, "lab", "200", 5.0, None), (2, "lab", "200", 6.0, None)]  # 2 train patients: no bins, OOV
     rows += [(p, "lab", "200", 5.0, None) for p in VAL]  # 5 val patients do not make it frequent
     rows += [(1, "chart", "300", None, " low "), (2, "chart", "300", None, "low"), (4, "chart", "300", None, "low"),
@@ -91,6 +92,7 @@ def test_tokenize_bins_values_and_collapses_rare_tokens_per_source(con):
             expected.append(f"{source}:<oov>")
     assert got == expected
     assert got.count("lab:100:q3") == 4 + len(VAL)  # val's 1000 falls in the top bin of the train cuts
+    assert got[events.index((15, "lab", "100", 4.5, None))] == "lab:100:q2"  # 2.75 <= 4.5 and 4.5 <= 4.5
 
 
 def test_vocab_round_trips_through_json(con):
