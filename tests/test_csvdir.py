@@ -122,7 +122,8 @@ def test_layouts_give_the_same_views(tmp_path, names, lower_headers):
     if lower_headers:
         for table, name in names.items():
             path = src_dir / name
-            header, _, body = (gzip.open(path, "rt").read() if name.endswith(".gz") else path.read_text()).partition("\n")
+            text = gzip.open(path, "rt").read() if name.endswith(".gz") else path.read_text()
+            header, _, body = text.partition("\n")
             _write(path, header.lower() + "\n" + body)
     src = CsvSource(src_dir, duckdb.connect())
     assert set(src.tables) == {"patients", "admissions"}
@@ -162,7 +163,8 @@ def test_missing_required_table_is_one_clear_error(tmp_path):
     src_dir = _source_dir(tmp_path, patients="")
     with pytest.raises(SourceError) as exc:
         CsvSource(src_dir, duckdb.connect())
-    assert str(exc.value) == f"required table PATIENTS not found in {src_dir} (expected PATIENTS.csv or PATIENTS.csv.gz)"
+    expected = f"required table PATIENTS not found in {src_dir} (expected PATIENTS.csv or PATIENTS.csv.gz)"
+    assert str(exc.value) == expected
 
 
 def test_missing_optional_table_warns_and_reads_as_empty(tmp_path, caplog):
@@ -181,7 +183,8 @@ def test_empty_files(tmp_path, caplog):
     _write(src_dir / "LABEVENTS.csv", "")
     with caplog.at_level(logging.WARNING, logger="pipeline.sources.csvdir"):
         src = CsvSource(src_dir, duckdb.connect())
-    assert "labevents" not in src.tables and "LABEVENTS.csv: empty file (no header line): its events are skipped" in caplog.text
+    assert "labevents" not in src.tables
+    assert "LABEVENTS.csv: empty file (no header line): its events are skipped" in caplog.text
     _write(src_dir / "PATIENTS.csv.gz", "")
     with pytest.raises(SourceError, match=r"PATIENTS.csv.gz: empty file \(no header line\)$"):
         CsvSource(src_dir, duckdb.connect())

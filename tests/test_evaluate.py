@@ -196,6 +196,7 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
         assert report["positives"] == demo_features.manifest["splits"][split]["positives"]
         assert len(report["nll_ci"]) == 2 and report["nll_ci"][0] <= report["nll"] <= report["nll_ci"][1]
         assert report["truth"] is False and "true_risk" not in report
+        assert evaluate.format_table(report) + f"\nmetrics: {tmp_path / 'eval' / split / 'metrics.json'}" in proc.stdout
         for png in evaluate.PLOTS:
             assert (tmp_path / "eval" / split / png).read_bytes()[:4] == b"\x89PNG"
     run = MlflowClient(tracking_uri()).get_run(demo_run)

@@ -50,6 +50,7 @@ def write_features(out: Path, n_train: int = 96, n_val: int = 32, n_test: int = 
     for split, n in (("train", n_train), ("val", n_val), ("test", n_test)):
         write_parquet(pa.table(random_rows(n, rng), schema=FEATURE_SCHEMA), out / f"{split}.parquet")
     fileio.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"chart:{i}" for i in range(1, N_TOKENS)],
-                                           "context": ["<pad>"] + [f"ctx:{i}" for i in range(1, N_CONTEXT)], "bins": {}})
+                                           "context": ["<pad>"] + [f"ctx:{i}" for i in range(1, N_CONTEXT)],
+                                           "bins": {}})
     fileio.write_json(out / "manifest.json", {"feature_version": 2, "splits": {"train": {"admissions": n_train}}})
     return out
