@@ -66,8 +66,6 @@ def test_torch_packages_import_without_torch():
             "from pipeline.models import ModelKind, MortalityConfig\n"
             "from pipeline.training import TrainConfig\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n"
-            "pipeline.models.build_model\n"
-            "assert 'torch' in sys.modules\n"
             "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
