@@ -14,7 +14,6 @@ from decimal import Decimal
 from enum import Enum
 
 import pytest
-from pgserver import pg_server  # noqa: F401  (session fixture)
 
 duckdb = pytest.importorskip("duckdb")
 psycopg = pytest.importorskip("psycopg")

@@ -1,4 +1,4 @@
-"""tests/pgserver.py, the harness: where the server binaries come from, and what a cluster guarantees."""
+"""tests/helpers/postgres.py, the harness: where the server binaries come from, and what a cluster guarantees."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import stat
 import tomllib
 from pathlib import Path
 
-import pgserver
+from helpers import postgres as pgserver
 import pytest
-from pgserver import (  # noqa: F401  (session fixture)
+from helpers.postgres import (  # noqa: F401  (session fixture)
     BIN_ENV,
     NO_SYSTEM_ENV,
     PgBinaries,

@@ -506,7 +506,7 @@ def pg_dsn(pg_server: TempPostgres) -> str:
 def demo_dir() -> Path:
     """The MIMIC-III demo directory: $MIMIC_DEMO_DIR, else ../shared/mimic-iii-demo beside the repo."""
     env = os.environ.get("MIMIC_DEMO_DIR")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "mimic-iii-demo"
+    path = Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "mimic-iii-demo"
     if not path.is_dir():
         pytest.fail(f"MIMIC-III demo directory {path} not found (set MIMIC_DEMO_DIR)", pytrace=False)
     return path
