@@ -4,9 +4,16 @@ DuckDB is the canonical dialect. PostgreSQL SQL is generated from the same files
 sqlglot, never kept by hand. Files are rendered with `string.Template` placeholders
 (`${name}`); table placeholders are replaced by the source's relation for that table.
 
-Build order (explicit, as in mimic-code):
-  01_admissions_classified -> 02_cohort -> 1x_events_<table> wrapped in
-  20_events_window_hadm (tables linked by HADM_ID) or 21_events_window_subject (labs)
+Build order (explicit, as in mimic-code; `BUILD_ORDER`):
+  in the source (DuckDB over CSV, or PostgreSQL):
+    01_admissions_classified -> 02_cohort -> 03_cohort_subjects (04-06: reads of them)
+    -> 1x_events_<table> wrapped in 20_events_window_hadm (tables linked by HADM_ID)
+       or 21_events_window_subject (labs)
+  in the local DuckDB (the windows' rows streamed in as ev_<table>):
+    30_events_used per table, stacked by 32_events (31_events_none: no table) -> 33_last_event
+    -> 40_fit_bins, 41_fit_text_items, 43_fit_vocabulary over 42_tokens (training split)
+    -> 44_tokenized (42_tokens over every event) -> 45_bags
+Every file is one SELECT; the caller names the table it becomes.
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 
 ADMISSIONS_CLASSIFIED = "01_admissions_classified"
 COHORT = "02_cohort"
+COHORT_SUBJECTS = "03_cohort_subjects"
+COHORT_ROWS = "04_cohort_rows"
+COHORT_ELIGIBLE = "05_cohort_eligible"
+DATA_END = "06_data_end"
 EVENTS_WINDOW_HADM = "20_events_window_hadm"
 EVENTS_WINDOW_SUBJECT = "21_events_window_subject"
 EVENT_SQL = {
@@ -33,7 +44,20 @@ EVENT_SQL = {
     "microbiologyevents": "17_events_microbiologyevents",
     "datetimeevents": "18_events_datetimeevents",
 }
-BUILD_ORDER = [ADMISSIONS_CLASSIFIED, COHORT, *EVENT_SQL.values(), EVENTS_WINDOW_HADM, EVENTS_WINDOW_SUBJECT]
+EVENTS_USED = "30_events_used"
+EVENTS_NONE = "31_events_none"
+EVENTS = "32_events"
+LAST_EVENT = "33_last_event"
+FIT_BINS = "40_fit_bins"
+FIT_TEXT_ITEMS = "41_fit_text_items"
+TOKENS = "42_tokens"
+FIT_VOCABULARY = "43_fit_vocabulary"
+TOKENIZED = "44_tokenized"
+BAGS = "45_bags"
+BUILD_ORDER = [ADMISSIONS_CLASSIFIED, COHORT, COHORT_SUBJECTS, COHORT_ROWS, COHORT_ELIGIBLE, DATA_END,
+               *EVENT_SQL.values(), EVENTS_WINDOW_HADM, EVENTS_WINDOW_SUBJECT,
+               EVENTS_USED, EVENTS_NONE, EVENTS, LAST_EVENT,
+               FIT_BINS, FIT_TEXT_ITEMS, TOKENS, FIT_VOCABULARY, TOKENIZED, BAGS]
 # Labs link to the cohort by patient (history before the admission counts).
 LINK_KEY = {"labevents": "subject_id"}
 
@@ -83,3 +107,10 @@ def events_sql(table: str, relations: dict[str, str]) -> str:
     if key == "hadm_id":
         return render(EVENTS_WINDOW_HADM, events=inner)
     return render(EVENTS_WINDOW_SUBJECT, events=inner, link_key=key)
+
+
+def events_union(windows: list[str]) -> str:
+    """Every used event of the windowed tables ``windows`` (e.g. ``ev_chartevents``), joined to the
+    kept admissions (``adm``): 30_events_used per table, stacked (UNION ALL) into 32_events."""
+    used = " UNION ALL ".join(strip_comments(render(EVENTS_USED, window=w)) for w in windows)
+    return render(EVENTS, used=used or strip_comments(render(EVENTS_NONE)))

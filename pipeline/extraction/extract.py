@@ -52,7 +52,7 @@ def _connect(cfg: ExtractConfig, tmp_dir: Path):
     con.execute(f"SET memory_limit = '{cfg.memory_limit}'")
     con.execute(f"SET temp_directory = '{tmp_dir.as_posix()}'")
     con.execute("SET preserve_insertion_order = false")
-    # Every join in sql/ and tokens.py is written big-side LEFT, small-side RIGHT (the build
+    # Every join in sql/ is written big-side LEFT, small-side RIGHT (the build
     # side). DuckDB cannot estimate a CSV scan's size and would otherwise flip the build side
     # onto the event scan: 4x the memory (out of memory at MIMIC scale) and slower.
     con.execute("SET disabled_optimizers = 'build_side_probe_side'")
@@ -107,12 +107,11 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     src.materialize(
         sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
     )
-    src.materialize("SELECT DISTINCT subject_id, dob_epoch FROM cohort", "cohort_subjects", "cohort subjects")
-    cohort = src.fetch_arrow("SELECT * FROM cohort ORDER BY hadm_id", "cohort").to_pandas()
+    src.materialize(sqlgen.render(sqlgen.COHORT_SUBJECTS), "cohort_subjects", "cohort subjects")
+    cohort = src.fetch_arrow(sqlgen.render(sqlgen.COHORT_ROWS), "cohort").to_pandas()
     accounting, quarantine = table_accounting(src)
     if cohort.empty:
-        eligible = src.fetch_arrow("SELECT count(*) AS n FROM admissions_classified WHERE exclusion IS NULL",
-                                   "admissions_classified").column("n")[0].as_py()
+        eligible = src.fetch_arrow(sqlgen.render(sqlgen.COHORT_ELIGIBLE), "admissions_classified").column("n")[0].as_py()
         filtered = f", and the cohort condition kept none of the {eligible} eligible" if cohort_filter != "TRUE" else ""
         raise SourceError(
             f"the cohort is empty: of {accounting['admissions']['rows_read']} ADMISSIONS rows, "
@@ -141,20 +140,13 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     with _stage("events (all tables)"):
         for table, counted in scan_all_events(src, present, rel, cfg.verify_counts, cfg.scan_workers):
             accounting[table], quarantine[table] = event_accounting(con, table, counted)
-    union = " UNION ALL ".join(
-        f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
-    ) or "SELECT NULL::BIGINT AS hadm_id, NULL AS source, NULL AS item, NULL::DOUBLE AS valuenum, NULL AS valuetext, NULL::DOUBLE AS t_hours WHERE FALSE"
     with _stage("union events"):
-        con.execute(
-            f"""CREATE OR REPLACE TEMP TABLE events AS
-            SELECT a.adm_idx, a.split, a.subject_id AS subject_key, e.source, e.item, e.valuenum, e.valuetext, e.t_hours
-            FROM ({union}) e JOIN adm a ON a.hadm_id = e.hadm_id"""
-        )
+        con.execute(f"CREATE OR REPLACE TEMP TABLE events AS {sqlgen.events_union([f'ev_{t}' for t in present])}")
     for table in present:
         con.execute(f"DROP TABLE ev_{table}")
     last_event = None
     if scoring:  # an event used shows the data reaches at least its time
-        last = dict(con.sql("SELECT adm_idx, max(t_hours) FROM events GROUP BY adm_idx").fetchall())
+        last = dict(con.sql(sqlgen.render(sqlgen.LAST_EVENT)).fetchall())
         last_event = cohort["adm_idx"].map(last).astype("float64")
     cohort["observed_hours"] = observed_hours(cohort, cfg.prediction_hours, data_end, last_event)
     cohort["before_prediction_time"] = cohort["observed_hours"] < cfg.prediction_hours
@@ -203,9 +195,7 @@ def observed_hours(cohort: pd.DataFrame, window_hours: float, as_of: float | Non
 
 def _as_of(src, as_of: float | None) -> float:
     """The data's end (epoch s): ``as_of`` checked against the newest ADMISSIONS time, or that time."""
-    row = src.fetch_arrow(
-        "SELECT max(admit_epoch) AS admit, max(disch_epoch) AS disch FROM admissions_classified "
-        "WHERE exclusion IS NULL OR exclusion NOT LIKE 'quarantine:%'", "ADMISSIONS (newest time)").to_pylist()[0]
+    row = src.fetch_arrow(sqlgen.render(sqlgen.DATA_END), "ADMISSIONS (newest time)").to_pylist()[0]
     newest = max((float(v) for v in row.values() if v is not None), default=None)
     if as_of is None:
         if newest is None:
