@@ -208,13 +208,14 @@ def test_sqlglot_rewrites(duck_sql: str, fragment: str) -> None:
 def _sample_params() -> dict[str, object]:
     """A value for every ${parameter} of sql/ (tables by name, small numbers, nested SELECTs)."""
     from pipeline import sqlgen
-    from pipeline.sources.tables import TABLES
+    from pipeline.sources.tables import TABLES, TABLES_IV
 
-    params: dict[str, object] = {name: name for name in TABLES}
+    params: dict[str, object] = {name: name for name in [*TABLES, *TABLES_IV]}
     params.update(prediction_hours=24.0, lookback_days=30.0, open_admissions="FALSE", cohort_filter="TRUE",
                   link_key="subject_id", window="ev_a", quantiles="0.500000", min_patients=2, text_max_len=8,
                   max_text_values=3, event_filter="TRUE", edge=0.0)
     params["events"] = sqlgen.strip_comments(sqlgen.render(sqlgen.EVENT_SQL["chartevents"], **params))
+    params["staged"] = sqlgen.strip_comments(sqlgen.render(sqlgen.STAGED[sqlgen.MIMIC4], **params))
     params["used"] = sqlgen.strip_comments(sqlgen.render(sqlgen.EVENTS_USED, window="ev_a"))
     params["tokens"] = sqlgen.strip_comments(sqlgen.render(sqlgen.TOKENS, **params))
     return params
@@ -226,6 +227,10 @@ def test_every_sql_file_is_in_the_build_order():
     on_disk = {p.relative_to(sqlgen.SQL_DIR).with_suffix("").as_posix() for p in sqlgen.SQL_DIR.rglob("*.sql")}
     assert on_disk == set(sqlgen.BUILD_ORDER)
     assert len(sqlgen.BUILD_ORDER) == len(set(sqlgen.BUILD_ORDER))
+    iii, iv = sqlgen.build_order(sqlgen.MIMIC3), sqlgen.build_order(sqlgen.MIMIC4)
+    assert set(iii) | set(iv) == set(sqlgen.BUILD_ORDER)
+    shared = set(iii) & set(iv)  # everything but the mapping of each release onto the staging shape
+    assert all("/" not in name for name in shared) and all("/" in name for name in set(iii) ^ set(iv))
 
 
 def test_every_sql_file_transpiles_to_postgres():

@@ -1,8 +1,9 @@
-"""Extraction: MIMIC-III source -> de-identified, time-bagged token sequences (Parquet).
+"""Extraction: a MIMIC-III or MIMIC-IV source -> de-identified, time-bagged token sequences (Parquet).
 
 Flow (see README "Data flow"):
-  1. source SQL (DuckDB over CSV, or PostgreSQL): classify admissions, build the cohort,
-     select each event table's events before the prediction time (sql/, in build order);
+  1. source SQL (DuckDB over CSV, or PostgreSQL): map the release onto the staging shape,
+     classify admissions, build the cohort, select each event table's events before the
+     prediction time (sql/, in build order);
   2. local DuckDB + pyarrow: pseudonymize, split by patient, fit bins and vocabulary on the
      training split, tokenize, bag by hour/day, write one Parquet file per split;
   3. accounting: for every table, rows read = used + quarantined + outside the window.
@@ -30,11 +31,21 @@ from pipeline.extraction.cohort import assign_splits, context_tokens, encode_con
 from pipeline.extraction.config import ExtractConfig, ExtractResult
 from pipeline.sources import open_source
 from pipeline.sources.base import SourceError
-from pipeline.sources.tables import EVENT_TABLES
+from pipeline.sources.tables import Release, event_tables_of
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
+
+
+class ReleaseMismatch(SourceError):
+    """The source is of another MIMIC release than the one asked for (a model's)."""
+
+    def __init__(self, expected: Release, found: Release) -> None:
+        self.expected, self.found = expected, found
+        super().__init__(f"the source is {found.title} but {expected.title} was expected (the model was trained "
+                         f"on {expected.title} features): refused; score across releases only when asked "
+                         "explicitly (then the share of out-of-vocabulary tokens is reported)")
 
 
 @contextlib.contextmanager
@@ -67,12 +78,17 @@ def extract(
     config: ExtractConfig | None = None,
     *,
     vocab: tokens.Vocab | None = None,
-    schema: str = "mimiciii",
+    schema: str | None = None,
     cohort_filter: str = "TRUE",
     as_of: float | None = None,
+    release: str | None = None,
 ) -> ExtractResult:
     """Run the extraction; see the module docstring. With `vocab` given (scoring), nothing is
     refitted and every admission goes to one file, `cohort.parquet`.
+
+    ``schema`` (PostgreSQL): see ``PostgresSource`` (None: ``mimiciii``, else mimic-code's MIMIC-IV
+    schemas). ``release`` ("mimic-iii" / "mimic-iv"): the release the source must be (a model's),
+    checked before anything is read; None accepts either.
 
     ``as_of`` (scoring only; epoch seconds on the source's clock) is when the source's data ends:
     an open admission whose prediction time T is later has only ``observed_hours`` of its window
@@ -87,6 +103,8 @@ def extract(
     con = _connect(cfg, tmp)
     src = open_source(source, con, schema=schema)
     try:
+        if release is not None and Release(release) is not src.release:
+            raise ReleaseMismatch(Release(release), src.release)
         result = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
     finally:
         src.close()
@@ -102,7 +120,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days))
     scoring = vocab is not None  # a census with the training vocabulary (no splits, no refit)
     open_admissions = "TRUE" if scoring else "FALSE"  # scoring a census: no DISCHTIME = still in hospital
-    src.materialize(sqlgen.render(sqlgen.ADMISSIONS_CLASSIFIED, **rel, **params, open_admissions=open_admissions),
+    src.materialize(sqlgen.admissions_classified(rel, src.release, **params, open_admissions=open_admissions),
                     "admissions_classified", "ADMISSIONS")
     src.materialize(
         sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
@@ -128,7 +146,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     data_end = _as_of(src, as_of) if scoring else None  # checked before the event scans
     key = deid.load_key()
     cohort["key"] = deid.pseudonyms(key, cohort["hadm_id"].astype("int64"))
-    cohort["split"] = "cohort" if scoring else assign_splits(cohort, cfg)
+    cohort["split"] = "cohort" if scoring else assign_splits(cohort, cfg, src.release)
     excluded_era = int((cohort["split"] == "excluded").sum())
     cohort = cohort[cohort["split"] != "excluded"].sort_values("key").reset_index(drop=True)
     cohort["adm_idx"] = range(len(cohort))
@@ -136,10 +154,11 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     con.execute("CREATE OR REPLACE TEMP TABLE adm AS SELECT * FROM adm_arrow")
     con.unregister("adm_arrow")
 
-    present = [t for t in EVENT_TABLES if t in src.tables]  # largest first
+    present = [t for t in event_tables_of(src.release) if t in src.tables]  # largest first
     with _stage("events (all tables)"):
         for table, counted in scan_all_events(src, present, rel, cfg.verify_counts, cfg.scan_workers):
-            accounting[table], quarantine[table] = event_accounting(con, table, counted)
+            accounting[table], quarantine[table] = event_accounting(con, table, counted,
+                                                                    src.specs[table].row_id is not None)
     with _stage("union events"):
         con.execute(f"CREATE OR REPLACE TEMP TABLE events AS {sqlgen.events_union([f'ev_{t}' for t in present])}")
     for table in present:
@@ -252,8 +271,9 @@ def _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, filtered
         n, pos = len(part), int(part["label"].sum())
         splits[split] = {"admissions": n, "patients": int(part["subject_id"].nunique()), "positives": pos, "label_rate": round(pos / n, 6) if n else None}
     hashes = {name: fileio.sha256_file(path) for name, path in sorted(files.items())}
-    return {
+    out = {
         "feature_version": FEATURE_VERSION,
+        "release": src.release.value,
         "source": {"kind": src.kind, "location": src.description, "tables": {t: i.location for t, i in sorted(src.tables.items())}},
         "config": cfg.to_json(),
         "cohort_filter_applied": filtered,
@@ -269,3 +289,8 @@ def _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, filtered
         "vocab": {"tokens": len(vocab.tokens), "context": len(vocab.context), "binned_items": len(vocab.bins), "text_items": len(vocab.text_items)},
         "sha256": hashes,
     }
+    if src.release is Release.mimic4:  # the era split's groups: patients per anchor_year_group and split
+        eras = cohort.groupby(["era", "split"])["subject_id"].nunique()
+        out["cohort"]["anchor_year_group"] = {str(g): {str(s): int(n) for s, n in eras[g].items()}
+                                              for g in sorted(eras.index.get_level_values(0).unique())}
+    return out
