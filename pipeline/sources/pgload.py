@@ -305,12 +305,7 @@ def load_mimic_csv(
     release, files = _release_files(Path(source_dir))
     title = "MIMIC-III" if release == MIMIC3 else "MIMIC-IV"
     known = known_tables(release)
-    if release == MIMIC3:
-        schema = schema or "mimiciii"
-        schema_of = {t: schema for t in known}
-    else:
-        prefix = schema or "mimiciv"
-        schema_of = {t: f"{prefix}_{DDL_IV[t][0]}" for t in known}
+    schema_of = {t: target_schema(t, release, schema) for t in known}
     if tables is None:
         wanted = sorted(t for t in files if t in known)
     else:
@@ -342,6 +337,19 @@ def load_mimic_csv(
                 counts[table], schema_of[table], table, files[table].name, time.perf_counter() - t0, safe_dsn,
             )
     return counts
+
+
+def target_schema(table: str, release: str = MIMIC3, schema: str | None = None) -> str:
+    """The schema a table is loaded into: MIMIC-III ``schema`` (default ``mimiciii``); MIMIC-IV
+    ``<schema>_<module>`` (default prefix ``mimiciv``: ``mimiciv_hosp``, ``mimiciv_icu``, as mimic-code)."""
+    if release == MIMIC3:
+        return schema or "mimiciii"
+    return f"{schema or 'mimiciv'}_{DDL_IV[table][0]}"
+
+
+def source_release(source_dir: Path | str) -> str:
+    """The release of a CSV directory: "mimic-iii" or "mimic-iv" (hosp/ and icu/)."""
+    return _release_files(Path(source_dir))[0]
 
 
 def _release_files(source_dir: Path) -> tuple[str, dict[str, Path]]:
