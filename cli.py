@@ -409,6 +409,8 @@ def benchmark_models(
                                                             "model's score_samples, 25]."),
     jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
+    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="Layout of a generated source (mimic-iv: the "
+                                                                     "era split is by anchor_year_group)."),
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
                                                                "(ensembles: distinct admissions = rows / K) "
@@ -432,7 +434,7 @@ def benchmark_models(
         w in modes for w in ctx.args) else splits
     cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or VARIANTS), split_modes=tuple(splits),
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment,
+                     patients=patients, experiment=experiment, layout=layout.value,
                      train_overrides={"batch_size": batch_size} if batch_size else {})
     result = run_grid(synth_dir, out, cfg)
     typer.echo((out / "compare.md").read_text())

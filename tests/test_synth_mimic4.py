@@ -162,3 +162,29 @@ def test_cli_synth_layout(tmp_path):
     assert result.exit_code == 0, result.output
     assert "synthetic MIMIC-IV written" in result.output and (tmp_path / "w" / "icu" / "chartevents.csv.gz").exists()
     shutil.rmtree(tmp_path / "w")
+
+
+@pytest.mark.slow
+def test_compare_table_shows_the_mimic4_era_split_beside_the_random_split(tmp_path):
+    """benchmark-models on a generated MIMIC-IV world: the era split (anchor_year_group) and the random
+    split side by side in the compare table."""
+    import uuid
+
+    from pipeline import grid
+
+    cfg = grid.GridConfig(seeds=(0,), variants=("deterministic",), split_modes=("random", "era"), max_steps=6,
+                          eval_every=3, samples=2, jobs=2, patients=400, density=0.05, layout="mimic-iv",
+                          experiment=f"grid-iv-{uuid.uuid4().hex[:8]}",
+                          train_overrides={"score_samples": 2, "batch_size": 16},
+                          model_overrides={"lstm_hidden": 8, "embedding_dim": 8, "dense_units": 8, "components": 2})
+    result = grid.run_grid(tmp_path / "mimic", tmp_path / "out", cfg)
+    assert len(result.run_ids) == 2 and (tmp_path / "mimic" / "hosp" / "admissions.csv.gz").exists()
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "| random | deterministic |" in md and "| era | deterministic |" in md
+    from pipeline.evaluation.compare import TRUE_RISK  # the true-risk reference holds on this layout too
+
+    assert f"| random | {TRUE_RISK} |" in md and f"| era | {TRUE_RISK} |" in md
+    import json
+
+    era = json.loads((tmp_path / "out" / "features-era" / "manifest.json").read_text())
+    assert era["release"] == "mimic-iv" and len(era["cohort"]["anchor_year_group"]) >= 2

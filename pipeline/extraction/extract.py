@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import deid, fileio, sqlgen
@@ -48,12 +50,22 @@ class ReleaseMismatch(SourceError):
                          "explicitly (then the share of out-of-vocabulary tokens is reported)")
 
 
+def rss_mb() -> float | None:
+    """This process's resident memory now, in MB (None where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 @contextlib.contextmanager
 def _stage(name: str):
-    """Log the wall time of one extraction stage (INFO; `cli.py extract -v` shows it)."""
+    """Log the wall time of one extraction stage and the memory at its end (INFO; `cli.py extract -v`)."""
     t0 = time.perf_counter()
     yield
-    log.info("%-28s %7.2f s", name, time.perf_counter() - t0)
+    rss = rss_mb()
+    log.info("%-28s %7.2f s%s", name, time.perf_counter() - t0, f"  RSS {rss:6.0f} MB" if rss is not None else "")
 
 
 def _connect(cfg: ExtractConfig, tmp_dir: Path):
@@ -184,8 +196,8 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         tokens.tokenize(con, vocab, cfg.text_max_len)
         con.execute("DROP TABLE events")
     with _stage("bag"):
-        bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly).to_pandas()
-        con.execute("DROP TABLE tokenized")
+        bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly)
+        con.close()  # the local DuckDB is done: closing it hands its memory back before the features are assembled
     with _stage("assemble"):
         features = _assemble(cohort, ctx, vocab, bags)
     with _stage("write"):
@@ -226,16 +238,28 @@ def _as_of(src, as_of: float | None) -> float:
     return float(as_of)
 
 
-def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pd.DataFrame) -> pd.DataFrame:
-    frame = cohort[["adm_idx", "key", "split", "label", "age", "gender", "admission_type", "admission_location", "icu_system",
-                    "observed_hours", "before_prediction_time"]].copy()
-    frame["context"] = encode_context(ctx, vocab.context)
-    frame = frame.merge(bags, on="adm_idx", how="left")
-    empty = frame["n_events"].isna()
-    frame.loc[empty, "n_events"] = 0
-    frame["bag_hours"] = [[] if e else list(v) for e, v in zip(empty, frame["bag_hours"])]
-    frame["bags"] = [[] if e else [list(b) for b in v] for e, v in zip(empty, frame["bags"])]
-    return frame.sort_values("key").reset_index(drop=True)
+def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pa.Table) -> pa.Table:
+    """Every admission in key order (the cohort's order: adm_idx numbers it), as the FEATURES columns
+    plus ``split``. The bags stay Arrow arrays (a few bytes per token, never Python lists); an admission
+    without events (absent from ``bags``) has zero bags."""
+    schema = FEATURES.arrow_schema()
+    n = len(cohort)
+    hours, lists = bags.column("bag_hours").combine_chunks(), bags.column("bags").combine_chunks()
+    present = bags.column("adm_idx").to_numpy()
+    n_bags = np.zeros(n, np.int64)
+    n_bags[present] = pc.list_value_length(hours).to_numpy(zero_copy_only=False)
+    offsets = pa.array(np.r_[0, np.cumsum(n_bags)].astype(np.int32), pa.int32())
+    n_events = np.zeros(n, np.int32)
+    n_events[present] = bags.column("n_events").to_numpy()
+    cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type)
+            for name in ("key", "label", "age", "gender", "admission_type", "admission_location", "icu_system",
+                         "observed_hours", "before_prediction_time")}
+    cols["context"] = pa.array(encode_context(ctx, vocab.context), schema.field("context").type)
+    cols["bag_hours"] = pa.ListArray.from_arrays(offsets, hours.flatten()).cast(schema.field("bag_hours").type)
+    cols["bags"] = pa.ListArray.from_arrays(offsets, lists.flatten()).cast(schema.field("bags").type)
+    cols["n_events"] = pa.array(n_events, pa.int32())
+    table = pa.table([cols[name] for name in schema.names], schema=schema)
+    return table.append_column("split", pa.array(cohort["split"].tolist(), pa.string()))
 
 
 def write_parquet(table: pa.Table, path: Path) -> Path:
@@ -244,14 +268,12 @@ def write_parquet(table: pa.Table, path: Path) -> Path:
     return path
 
 
-def _write_outputs(out: Path, features: pd.DataFrame, vocab: tokens.Vocab, quarantine: dict, scoring: bool) -> dict:
+def _write_outputs(out: Path, features: pa.Table, vocab: tokens.Vocab, quarantine: dict, scoring: bool) -> dict:
     files: dict[str, Path] = {}
     names = ["cohort"] if scoring else list(SPLITS)
-    schema = FEATURES.arrow_schema()
     for split in names:
-        part = features[features["split"] == split]
-        cols = {name: part[name].tolist() for name in schema.names}
-        files[split] = write_parquet(pa.table(cols, schema=schema), out / f"{split}.parquet")
+        part = features.filter(pc.equal(features.column("split"), split)).drop_columns(["split"])
+        files[split] = write_parquet(part.combine_chunks(), out / f"{split}.parquet")
     if not scoring:
         files["vocab"] = fileio.write_json(out / "vocab.json", vocab.to_json())
     qschema = pa.schema([("table", pa.string()), ("row_id", pa.int64()), ("line", pa.int64()), ("reason", pa.string())])
