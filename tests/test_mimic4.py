@@ -321,8 +321,12 @@ def test_train_evaluate_score_on_the_mimic4_demo(iv_run, iv_features, iv_demo, t
     from pipeline.runs.store import client, load_run_model
     from pipeline.serving import score as sc
 
+    import mlflow
+
     assert client().get_run(iv_run).data.tags["release"] == "mimic-iv"
     assert load_run_model(iv_run, tmp_path / "m").manifest["release"] == "mimic-iv"
+    local = Path(mlflow.artifacts.download_artifacts(f"runs:/{iv_run}/model", dst_path=str(tmp_path / "dir")))
+    assert load_run_model(str(local)).manifest["release"] == "mimic-iv"  # a model directory records it too
     report = evaluate_run(iv_run, "test", EvalConfig(samples=2, n_bootstrap=10, threads=1, log_to_run=False),
                           out_dir=tmp_path / "eval").report
     assert report["n"] == iv_features.manifest["splits"]["test"]["admissions"] and 0 < report["nll"] < 5
