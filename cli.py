@@ -60,6 +60,11 @@ def _setup_logging(verbose: bool) -> None:
     )
 
 
+class LayoutChoice(str, Enum):
+    mimic_iii = "mimic-iii"
+    mimic_iv = "mimic-iv"
+
+
 class EvalSplit(str, Enum):
     val = "val"
     test = "test"
@@ -141,21 +146,25 @@ def with_config_options(*classes: type) -> Callable:
 
 @command()
 def synth(
-    out: Path = typer.Option(..., help="Directory for the synthetic MIMIC-III tables (TABLE.csv.gz)."),
+    out: Path = typer.Option(..., help="Directory for the synthetic MIMIC tables (TABLE.csv.gz)."),
     patients: int = typer.Option(2000, min=1, help="Number of patients."),
     seed: int = typer.Option(0, help="Random seed."),
     density: float = typer.Option(1.0, min=0.001, help="Event density scale (1.0 = about 5,400 CHARTEVENTS rows "
                                                        "per ICU stay)."),
+    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="mimic-iii: the MIMIC-III v1.4 layout; "
+                                                                     "mimic-iv: MIMIC-IV's hosp/ and icu/ modules "
+                                                                     "(the same synthetic world)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
-    """Generate a synthetic MIMIC-III (full-release layout) with a known true risk per admission."""
+    """Generate a synthetic MIMIC-III or MIMIC-IV (full-release layout) with a known true risk per admission."""
     _setup_logging(verbose)
     from pipeline.synth import SynthConfig, generate
 
-    s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density))
+    s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density), layout=layout.value)
+    title = "MIMIC-IV" if layout is LayoutChoice.mimic_iv else "MIMIC-III"
     typer.echo(
-        f"synthetic MIMIC-III written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
-        f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', 0):,} CHARTEVENTS rows"
+        f"synthetic {title} written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
+        f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', s.rows.get('chartevents', 0)):,} CHARTEVENTS rows"
     )
     typer.echo(f"  cohort admissions {s.cohort_admissions}, base rate {s.base_rate:.4f}, mean true risk "
                f"{s.mean_true_risk:.4f}")
@@ -164,17 +173,25 @@ def synth(
 
 @command()
 def extract(
-    source: str = typer.Option(..., help="MIMIC-III CSV directory, or a postgresql:// DSN."),
+    source: str = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (MIMIC-IV: hosp/ and icu/), or a "
+                                          "postgresql:// DSN."),
     out: Path = typer.Option(..., help="Output directory for the features."),
-    schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables."),
+    schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables; when it has none, "
+                                                "MIMIC-IV's mimiciv_hosp and mimiciv_icu. For MIMIC-IV: a prefix P "
+                                                "(P_hosp, P_icu) or 'HOSP,ICU'."),
     prediction_hours: float = typer.Option(24.0, help="Prediction time, hours after ADMITTIME."),
     lookback_days: float = typer.Option(30.0, help="History used before the prediction time, in days."),
     hourly_hours: Optional[float] = typer.Option(None, help="Hours before the prediction time bagged hourly "
                                                             "(default: prediction hours); older history daily."),
     min_patients: int = typer.Option(5, help="Tokens seen in fewer training patients become out-of-vocabulary."),
     bins: int = typer.Option(5, help="Quantile bins per numeric item."),
-    split: SplitMode = typer.Option(SplitMode.random, help="random: 80/10/10 by patient; era: carevue "
-                                                               "train/val, metavision test."),
+    split: SplitMode = typer.Option(SplitMode.random, help="random: 80/10/10 by patient; era: MIMIC-III carevue "
+                                                           "train/val, metavision test; MIMIC-IV earlier "
+                                                           "anchor_year_groups train/val, the latest test."),
+    era_groups: Optional[list[str]] = typer.Option(None, "--era-groups", help="MIMIC-IV era split: the "
+                                                   "anchor_year_groups used, oldest first, e.g. '2014 - 2016' "
+                                                   "(repeatable); the last is the test split [default: all "
+                                                   "present]."),
     split_seed: int = typer.Option(0, help="Seed of the patient split."),
     memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
     verify_counts: bool = typer.Option(False, help="Also count every event table with a second scan and stop if "
@@ -188,10 +205,11 @@ def extract(
 
     cfg = ExtractConfig(prediction_hours=prediction_hours, lookback_days=lookback_days, hourly_hours=hourly_hours,
                         min_patients=min_patients, n_bins=bins, split=split, split_seed=split_seed,
-                        memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers)
+                        memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers,
+                        era_groups=tuple(era_groups) if era_groups else None)
     result = run_extract(source, out, cfg, schema=schema)
     m = result.manifest
-    typer.echo(f"features written to {result.out_dir} (link file: {result.link_file})")
+    typer.echo(f"features written to {result.out_dir} (link file: {result.link_file}); release {m['release']}")
     for name, s in m["splits"].items():
         typer.echo(f"  {name:6s} admissions={s['admissions']:6d} positives={s['positives']:5d} "
                    f"label_rate={s['label_rate']}")
@@ -200,18 +218,21 @@ def extract(
 
 @command("load-postgres")
 def load_postgres(
-    source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz)."),
+    source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz), or MIMIC-IV's "
+                                           "(hosp/, icu/)."),
     dsn: str = typer.Option(..., envvar="MIMIC_PG_DSN", help="PostgreSQL DSN (password better in PGPASSWORD or "
                                                              "~/.pgpass)."),
-    schema: str = typer.Option("mimiciii", help="Target schema (mimic-code layout)."),
+    schema: Optional[str] = typer.Option(None, help="Target schema (mimic-code layout) [default: mimiciii; for "
+                                                    "MIMIC-IV the prefix of P_hosp and P_icu, mimiciv]."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each table's load."),
 ) -> None:
-    """Load a MIMIC-III CSV directory into PostgreSQL with mimic-code's table definitions."""
+    """Load a MIMIC-III or MIMIC-IV CSV directory into PostgreSQL with mimic-code's table definitions."""
     _setup_logging(verbose)
-    from pipeline.sources.pgload import load_mimic_csv
+    from pipeline.sources.pgload import load_mimic_csv, source_release, target_schema
 
+    release = source_release(source)
     for table, n in load_mimic_csv(dsn, source, schema=schema).items():
-        typer.echo(f"{schema}.{table}: {n} rows")
+        typer.echo(f"{target_schema(table, release, schema)}.{table}: {n} rows")
 
 
 @command()
@@ -397,6 +418,9 @@ def score(
                                                      "draws per admission depend on it)."),
     seed: int = typer.Option(0, help="Seed of the weight draws."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
+    cross_release: bool = typer.Option(False, "--cross-release", help="Score features (or a source) of another MIMIC "
+                                                                      "release than the model's; the share of "
+                                                                      "out-of-vocabulary tokens is reported."),
     as_of: Optional[str] = typer.Option(None, help="With --source: when its data ends, 'YYYY-MM-DD HH:MM[:SS]' on "
                                                    "its clock (default: the newest ADMITTIME/DISCHTIME). Open "
                                                    "admissions whose prediction time is later are flagged "
@@ -408,12 +432,15 @@ def score(
     from pipeline.serving.score import ScoreConfig, score as run_score
 
     cfg = ScoreConfig(samples=samples, batch_size=batch_size, chunk_rows=chunk_rows, seed=seed, threads=threads)
-    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of)
+    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of,
+                  cross_release=cross_release)
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
                f"{s.no_events} without events, {s.samples}x{s.components} draws"
                + (f", {s.before_prediction_time} before their prediction time (partial window)"
                   if s.before_prediction_time else "")
                + (f"; {s.not_scored} cohort HADM_IDs not scored (see the log)" if s.not_scored else ""))
+    if cross_release and s.oov_share is not None:
+        typer.echo(f"  across MIMIC releases: {s.oov_share:.1%} of the bag tokens are out of the model's vocabulary")
 
 
 @command("benchmark-models", context_settings=_EXTRA)
@@ -432,6 +459,8 @@ def benchmark_models(
                                                             "model's score_samples, 25]."),
     jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
+    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="Layout of a generated source (mimic-iv: the "
+                                                                     "era split is by anchor_year_group)."),
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
                                                                "(ensembles: distinct admissions = rows / K) "
@@ -455,7 +484,7 @@ def benchmark_models(
         w in modes for w in ctx.args) else splits
     cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or VARIANTS), split_modes=tuple(splits),
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment,
+                     patients=patients, experiment=experiment, layout=layout.value,
                      train_overrides={"batch_size": batch_size} if batch_size else {})
     result = run_grid(synth_dir, out, cfg)
     typer.echo((out / "compare.md").read_text())

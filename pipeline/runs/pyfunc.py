@@ -115,7 +115,10 @@ def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str,
             from pipeline import fileio
 
             saved = fileio.read_json(manifest)
-            fileio.write_json(Path(tmp) / EXTRACTION, {k: saved[k] for k in ("feature_version", "config") if k in saved})
+            kept = {k: saved[k] for k in ("feature_version", "config") if k in saved}
+            if saved.get("release", "mimic-iii") != "mimic-iii":  # a model recording no release is MIMIC-III's
+                kept["release"] = saved["release"]
+            fileio.write_json(Path(tmp) / EXTRACTION, kept)
             artifacts["extraction"] = str(Path(tmp) / EXTRACTION)
         return mlflow.pyfunc.log_model(
             name=MODEL_ARTIFACT,

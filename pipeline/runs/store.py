@@ -47,6 +47,7 @@ def eval_artifacts(split: str) -> str:
 # tags
 FEATURES_DIR_TAG = "features_dir"  # absolute path of the features directory the run was trained on
 SPLIT_MODE_TAG = "split_mode"  # random | era (compare groups by it)
+RELEASE_TAG = "release"  # mimic-iii | mimic-iv: the MIMIC release of the training features
 
 
 class RunError(PipelineError, ValueError):
@@ -175,3 +176,10 @@ def features_split_mode(features_dir: Path | str) -> str:
     """``split_mode`` of a features directory's manifest.json (``unknown`` without one)."""
     manifest = Path(features_dir) / MANIFEST
     return split_mode(fileio.read_json(manifest) if manifest.exists() else None)
+
+
+def features_release(features_dir: Path | str) -> str:
+    """The MIMIC release of a features directory's manifest.json (``mimic-iii`` when it records none:
+    manifests written before releases were recorded are MIMIC-III's; ``unknown`` without a manifest)."""
+    manifest = Path(features_dir) / MANIFEST
+    return str(fileio.read_json(manifest).get("release") or "mimic-iii") if manifest.exists() else "unknown"

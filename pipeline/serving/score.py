@@ -23,6 +23,7 @@ from pipeline import features, fileio, predict
 from pipeline.contracts import COHORT_COLUMNS, RISK
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.runs.store import load_run_model
+from pipeline.serving import release
 from pipeline.serving.cohort import read_cohort
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class ScoreSummary:
     inputs: list[Path] = field(default_factory=list)  # feature files scored
     not_scored: int = 0  # HADM_IDs of an id-list cohort file with no score (absent, quarantined or excluded)
     before_prediction_time: int = 0  # rows whose data ended before the prediction time (partial window)
+    oov_share: float | None = None  # scored across MIMIC releases (cross_release): share of out-of-vocabulary tokens
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -87,9 +89,9 @@ def feature_files(data: Path | str) -> list[Path]:
 
 
 def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Path, cohort_filter: str = "TRUE",
-                   schema: str = "mimiciii", as_of: float | None = None) -> Path:
+                   schema: str = "mimiciii", as_of: float | None = None, release: str | None = None) -> Path:
     """Extract ``source`` with the training configuration and vocabulary; returns ``cohort.parquet``
-    (``as_of``: see ``extract.extract``)."""
+    (``as_of``, ``release``: see ``extract.extract``)."""
     from pipeline.extraction import ExtractConfig, SplitMode, extract
     from pipeline.extraction.tokens import Vocab
 
@@ -104,7 +106,7 @@ def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Pat
     cfg = ExtractConfig(**{k: v for k, v in saved.items() if k in known})
     cfg.split = SplitMode(cfg.split)
     result = extract(source, out_dir, cfg, vocab=Vocab.from_json(vocab), schema=schema, cohort_filter=cohort_filter,
-                     as_of=as_of)
+                     as_of=as_of, release=release)
     return result.files["cohort"]
 
 
@@ -173,12 +175,14 @@ def _check_vocab_file(path: Path, vocab: dict) -> None:
 
 def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, source: str | None = None,
           cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
-          as_of: str | None = None) -> ScoreSummary:
+          as_of: str | None = None, cross_release: bool = False) -> ScoreSummary:
     """Score ``data`` (features) or ``source`` (MIMIC-III, optionally restricted by ``cohort``) into ``out``.
 
     ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
     ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open
     admissions whose prediction time is later are scored on the hours observed and flagged.
+    ``cross_release``: allow features (or a source) of another MIMIC release than the model's
+    (``serving.release``); the summary then reports the share of out-of-vocabulary tokens.
     """
     cfg = cfg or ScoreConfig()
     if (data is None) == (source is None):
@@ -190,14 +194,17 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     as_of_epoch = parse_as_of(as_of) if as_of is not None else None
     with tempfile.TemporaryDirectory(prefix="score-") as tmp:
         run = load_run_model(model_uri, Path(tmp) / "model")
+        model_release = release.release_of(run.manifest)
         if data is not None:
-            return score_files(run, feature_files(data), out, cfg)
+            files = feature_files(data)
+            crossing = release.check(model_release, release.features_release(files), cross_release, str(data))
+            return _with_oov(score_files(run, files, out, cfg), run, files, crossing)
         condition, ids = read_cohort(Path(cohort)) if cohort is not None else ("TRUE", None)
         from pipeline.sources.base import SourceError
 
         try:
             path = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema,
-                                  as_of_epoch)
+                                  as_of_epoch, release=None if cross_release else model_release)
         except SourceError as exc:
             m = _COHORT_SQL_ERROR.match(str(exc))
             if cohort is None or not m:
@@ -207,7 +214,8 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
             raise ScoreError(f"{cohort}: the cohort condition could not be run ({kind}); it must be one SQL "
                              f"expression over the columns {list(COHORT_COLUMNS)}, or the file a list of HADM_IDs; "
                              "the database's message is not shown (it can quote the file's values)") from None
-        summary = score_files(run, [path], out, cfg)
+        summary = _with_oov(score_files(run, [path], out, cfg), run, [path],
+                            release.features_release([path]) != model_release)
         if ids:
             summary.not_scored = _not_scored(ids, path)
             if summary.not_scored:
@@ -215,6 +223,16 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
                             "the cohort criteria (the extraction log counts each reason)", summary.not_scored,
                             len(ids), cohort)
         return summary
+
+
+def _with_oov(summary: ScoreSummary, run, files: list[Path], crossing: bool) -> ScoreSummary:
+    """Across releases: the share of out-of-vocabulary tokens in what was scored, logged and reported."""
+    if crossing:
+        n_sources = sum(t.endswith(":<oov>") for t in run.vocab["tokens"])
+        summary.oov_share = release.oov_share(files, n_sources)
+        log.warning("scored across MIMIC releases: %s of the bag tokens are out of the model's vocabulary",
+                    "none" if summary.oov_share is None else f"{summary.oov_share:.1%}")
+    return summary
 
 
 def parse_as_of(text: str) -> float:

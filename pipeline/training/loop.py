@@ -149,6 +149,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                                 "distinct_per_step": distinct, "features": fdir.name})
             tracker.set_tag(store.FEATURES_DIR_TAG, str(fdir.resolve()))  # evaluate finds the features here
             tracker.set_tag(store.SPLIT_MODE_TAG, store.features_split_mode(fdir))  # random | era: compare groups by it
+            tracker.set_tag(store.RELEASE_TAG, store.features_release(fdir))  # the MIMIC release trained on
         else:
             tracker.set_tag("resumed_from_step", str(state["step"]))
         ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples), d)
