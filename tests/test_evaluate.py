@@ -119,22 +119,22 @@ class NoiseReplay:
         real_w = mf_mod.GaussianWeight.sample
         replay = self
 
-        def noise(kind, shape, like):  # per-member factor noise (S, K, n)
+        def noise(kind, shape, like, generator=None):  # per-member factor noise (S, K, n)
             if replay.mode == "record":
-                replay.records.append(real_noise(kind, shape, like))
+                replay.records.append(real_noise(kind, shape, like, generator))
                 return replay.records[-1]
             return replay._next()[replay.sample : replay.sample + 1]
 
-        def weight(self, draws):  # mean-field weights (S, *shape)
+        def weight(self, draws, generator=None):  # mean-field weights (S, *shape)
             if replay.mode == "record":
-                out = real_w(self, draws)
+                out = real_w(self, draws, generator)
                 replay.records.append(out)
                 return out
             return replay._next()[replay.sample : replay.sample + 1]
 
-        def emb(self, ids, samples):  # (group = sample, token) -> noise row
+        def emb(self, ids, samples, sampling, generator=None):  # (group = sample, token) -> noise row
             if replay.mode == "record":
-                table, index = real_emb(self, ids, samples)
+                table, index = real_emb(self, ids, samples, sampling, generator)
                 rows = torch.arange(ids.shape[0]).view(-1, *([1] * (ids.dim() - 1))).expand_as(ids)
                 group = rows // (ids.shape[0] // samples)
                 rec = {(int(g), int(t)): table[int(j)] for g, t, j in

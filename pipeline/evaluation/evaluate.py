@@ -103,15 +103,13 @@ def sample_logits(model, fs, samples: int, batch_size: int = 128, seed: int = 0,
                   max_tokens: int | None = None) -> np.ndarray:
     """Logits (S, K, N) of a FeatureSet: S·K weight draws per batch, each over the whole batch.
 
-    The torch RNG is seeded with ``seed`` inside ``fork_rng`` (the caller's stream is untouched).
+    The draws come from a generator seeded with ``seed`` (``predict.seeded_generator``: the numbers of
+    ``torch.manual_seed(seed)``); torch's global stream is untouched.
     """
-    import torch
-
     from pipeline import predict
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return predict.feature_logits(model, fs, samples, batch_size, max_bags, max_tokens)  # (S, K, N)
+    return predict.feature_logits(model, fs, samples, batch_size, max_bags, max_tokens,
+                                  predict.seeded_generator(seed))  # (S, K, N)
 
 
 def report_of(logits, labels, true_risk=None, n_bootstrap: int = 1000, seed: int = 0) -> dict:

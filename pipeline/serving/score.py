@@ -133,14 +133,14 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
         _check_vocab_file(f, run.vocab)
     total = referred = empty = early = 0
     out = Path(out)
-    with fileio.atomic_path(out) as tmp, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
+    gen = predict.seeded_generator(cfg.seed)  # one stream for the whole run, chunk after chunk
+    with fileio.atomic_path(out) as tmp:
         with pq.ParquetWriter(tmp, RISK.arrow_schema(), compression="zstd") as writer:
             for f in files:
                 for fs in _chunks(f, cfg.chunk_rows):
                     fs.check_vocab(*sizes)
                     table = predict.score_features(run.model, fs, samples, refer, cfg.batch_size,
-                                                   run.info.get("max_bags"), run.info.get("max_tokens"))
+                                                   run.info.get("max_bags"), run.info.get("max_tokens"), gen)
                     writer.write_table(pa.Table.from_pandas(table, schema=RISK.arrow_schema(), preserve_index=False))
                     total += len(table)
                     referred += int(table["refer"].sum())
