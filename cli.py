@@ -365,6 +365,29 @@ def score(
                + (f"; {s.not_scored} cohort HADM_IDs not scored (see the log)" if s.not_scored else ""))
 
 
+@command()
+def serve(
+    model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
+    port: int = typer.Option(5000, min=1, max=65535, help="TCP port on 127.0.0.1."),
+    workers: int = typer.Option(1, min=1, help="Server processes, each with its own copy of the model."),
+    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads per process [default: "
+                                                            "torch's]."),
+    max_rows: int = typer.Option(2048, min=1, help="Admissions per request; more is refused (HTTP 413)."),
+    max_body_mb: float = typer.Option(16.0, min=0.001, help="Request body limit in MB; larger is refused "
+                                                            "(HTTP 413)."),
+    timeout: int = typer.Option(60, min=1, help="Seconds a request may take (HTTP 504 beyond)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log MLflow's and uvicorn's debug lines."),
+) -> None:
+    """Serve a model with MLflow's scoring server on 127.0.0.1 (POST /invocations)."""
+    _setup_logging(verbose)
+    from pipeline.serving.server import HOST, ServeConfig, serve as run_serve
+
+    cfg = ServeConfig(model=model, port=port, workers=workers, threads=threads, max_rows=max_rows,
+                      max_body_mb=max_body_mb, timeout_s=timeout)
+    typer.echo(f"serving {model} on http://{HOST}:{port}/invocations (Ctrl-C stops)", err=True)
+    run_serve(cfg, log_level="debug" if verbose else "info")
+
+
 @command("benchmark-models", context_settings=_EXTRA)
 def benchmark_models(
     ctx: typer.Context,

@@ -1,0 +1,391 @@
+"""The served model: MLflow's scoring server for a run's pyfunc, on 127.0.0.1, behind a request guard.
+
+``serve`` loads the model (``runs:/<id>/model``, a run id, an MLflow model URI or a model
+directory) with ``mlflow.pyfunc.load_model`` and runs MLflow's own FastAPI scoring app
+(``mlflow.pyfunc.scoring_server.init``: /ping, /health, /version, /invocations, every input
+format MLflow reads) under uvicorn in this process, so nothing has to be on PATH. In front of
+/invocations sits ``RequestGuard``:
+
+- a body over ``max_body_mb`` or a request of more than ``max_rows`` admissions: 413;
+- an empty body, a body that is not JSON, a JSON body without one of MLflow's input keys, a
+  malformed table, missing columns, wrong types, NaN where a number is required, a malformed list
+  column, unknown or bad params: 400, checked before MLflow parses it (the pyfunc's
+  ``check_request``, the same checks its ``predict`` makes);
+- every error answer is one JSON line ``{"error_code": ..., "message": ...}`` naming the column
+  and row (its index in the request), never a value of a row and never a stack trace; the server
+  log gets the detail (the exception's class and where it was raised), never row contents;
+- an error the guard did not foresee (a bug) is a 500 with a one-line message; the server stays up.
+
+Requests run in MLflow's worker threads, concurrently, on one loaded model: the pyfunc passes
+its sampling mode and its own generator with every call (``pipeline.predict``), so a request's
+answer is the same whatever else the server is doing. ``workers`` > 1 runs that many processes
+(uvicorn), each with its own copy of the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import json
+import logging
+import os
+import time
+import traceback
+from dataclasses import asdict, dataclass
+
+from pipeline.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"  # loopback only: the served model answers local clients (a proxy in front for others)
+CONFIG_ENV = "PIPELINE_SERVE_CONFIG"  # the ServeConfig of uvicorn's worker processes (workers > 1), as JSON
+DRAIN_FACTOR = 4  # an oversized body is read (and dropped) up to this many times the limit before the 413
+FORMATS = ("dataframe_split", "dataframe_records")  # MLflow's JSON input keys for a table (the others are refused)
+
+
+@dataclass
+class ServeConfig:
+    """Settings of one served model."""
+
+    model: str  # runs:/<id>/model, a run id, an MLflow model URI or a local model directory
+    port: int = 5000  # TCP port on 127.0.0.1
+    workers: int = 1  # server processes, each with its own copy of the model
+    threads: int | None = None  # torch intra-op threads per process (None: torch's default)
+    max_rows: int = 2048  # admissions per request; more is a 413 (split the census into requests)
+    max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
+    timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
+
+    def __post_init__(self) -> None:
+        for name, low in (("port", 1), ("workers", 1), ("max_rows", 1), ("timeout_s", 1)):
+            if int(getattr(self, name)) < low:
+                raise ConfigError(f"ServeConfig.{name} must be >= {low}, got {getattr(self, name)}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"ServeConfig.threads must be >= 1, got {self.threads}")
+        if not self.max_body_mb > 0:
+            raise ConfigError(f"ServeConfig.max_body_mb must be > 0, got {self.max_body_mb}")
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1e6)
+
+
+class Rejected(Exception):
+    """A request answered with an error status and a one-line message (``status``, ``message``)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, " ".join(message.split())  # one line
+
+
+_ERROR_CODES = {400: "BAD_REQUEST", 413: "REQUEST_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE", 500: "INTERNAL_ERROR",
+                504: "TIMEOUT"}
+
+
+# ---------------------------------------------------------------------------- the model
+
+
+@dataclass
+class Outcome:
+    """What the model did with one request (set in MLflow's worker thread, read by the guard)."""
+
+    error: BaseException | None = None
+
+
+_OUTCOME: contextvars.ContextVar[Outcome | None] = contextvars.ContextVar("pipeline_serve_outcome", default=None)
+
+
+class GuardedModel:
+    """MLflow's PyFuncModel, whose ``predict`` records an exception on the request's ``Outcome``
+    (the guard then answers one line; MLflow's own answer would quote the rows)."""
+
+    def __init__(self, model) -> None:
+        self._model = model
+        self.metadata = model.metadata
+        try:
+            python_model = model.unwrap_python_model()
+        except Exception:  # not a PythonModel flavor
+            python_model = None
+        self.check_request = getattr(python_model, "check_request", None)  # MortalityRiskModel.check_request
+
+    def predict(self, data, params=None):
+        try:
+            return self._model.predict(data, params=params)
+        except BaseException as exc:
+            outcome = _OUTCOME.get()
+            if outcome is not None:
+                outcome.error = exc
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+
+def model_uri(uri: str) -> str:
+    """The MLflow URI of a run id / ``runs:/<id>/model`` / model URI / local model directory."""
+    from pipeline.runs.store import parse_model_uri
+
+    run_id, local = parse_model_uri(uri)
+    return f"runs:/{run_id}/model" if run_id else str(local) if local else str(uri).strip()
+
+
+def load(uri: str):
+    """MLflow's PyFuncModel of ``uri`` (read from the tracking store of ``store.tracking_uri``)."""
+    import mlflow
+
+    from pipeline.runs.store import RunError, tracking_uri
+
+    mlflow.set_tracking_uri(tracking_uri())
+    try:
+        return mlflow.pyfunc.load_model(model_uri(uri))
+    except Exception as exc:
+        raise RunError(f"cannot load the model {uri}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+
+
+# ---------------------------------------------------------------------------- the guard
+
+
+def table_of(body: bytes, max_rows: int):
+    """(DataFrame, params) of a JSON request body in one of MLflow's input formats; ``Rejected``
+    (400 / 413) naming what is wrong, never quoting the body."""
+    import pandas as pd
+
+    try:
+        obj = json.loads(body)
+    except UnicodeDecodeError:
+        raise Rejected(400, "the body is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise Rejected(400, f"the body is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    keys = [k for k in FORMATS if isinstance(obj, dict) and k in obj]
+    if len(keys) != 1:
+        raise Rejected(400, "the body must be a JSON object with exactly one of " + ", ".join(FORMATS)
+                       + ' (e.g. {"dataframe_split": {"columns": [...], "data": [[...]]}})')
+    params = obj.get("params")
+    if params is not None and not isinstance(params, dict):
+        raise Rejected(400, "params must be a JSON object (samples, batch_size, seed)")
+    data, key = obj[keys[0]], keys[0]
+    if key == "dataframe_split":
+        if not isinstance(data, dict) or not isinstance(data.get("columns"), list) or not isinstance(data.get("data"), list):
+            raise Rejected(400, 'dataframe_split must be an object {"columns": [names], "data": [[row values], ...]}')
+        columns, rows = data["columns"], data["data"]
+        if not all(isinstance(c, str) for c in columns) or len(set(columns)) != len(columns):
+            raise Rejected(400, "dataframe_split columns must be distinct strings")
+        _check_rows(len(rows), max_rows)
+        bad = next((i for i, r in enumerate(rows) if not isinstance(r, list) or len(r) != len(columns)), None)
+        if bad is not None:
+            raise Rejected(400, f"dataframe_split data row {bad} must be a list of {len(columns)} values (one per column)")
+        frame = pd.DataFrame(rows, columns=columns)
+    else:
+        if not isinstance(data, list):
+            raise Rejected(400, "dataframe_records must be a list of row objects [{column: value, ...}, ...]")
+        _check_rows(len(data), max_rows)
+        bad = next((i for i, r in enumerate(data) if not isinstance(r, dict)), None)
+        if bad is not None:
+            raise Rejected(400, f"dataframe_records row {bad} must be an object {{column: value}}")
+        frame = pd.DataFrame.from_records(data)
+    return frame, params
+
+
+def _check_rows(n: int, max_rows: int) -> None:
+    if n > max_rows:
+        raise Rejected(413, f"the request holds {n} admissions; the limit is {max_rows} per request: send the census "
+                            "in several requests")
+    if n == 0:
+        raise Rejected(400, "the request holds no admissions (0 rows)")
+
+
+def where(exc: BaseException) -> str:
+    """An exception's class chain and the frames that raised it (file:line function), without its
+    message or any local value: what the server log may hold about a request's failure."""
+    parts, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        frames = traceback.extract_tb(exc.__traceback__)[-4:]
+        at = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in reversed(frames))
+        parts.append(f"{type(exc).__module__}.{type(exc).__qualname__} at {at or '?'}")
+        exc = exc.__cause__ or exc.__context__
+    return "; caused by ".join(parts)
+
+
+class RequestGuard:
+    """ASGI middleware in front of MLflow's scoring app (see the module docstring)."""
+
+    def __init__(self, app, model: GuardedModel, cfg: ServeConfig) -> None:
+        self.app, self.model, self.cfg = app, model, cfg
+        self.ids = itertools.count(1)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope.get("path") != "/invocations":
+            return await self.app(scope, receive, send)
+        rid, t0, rows = next(self.ids), time.perf_counter(), None
+        try:
+            body = await self._body(scope, receive)
+            if body is None:  # the client went away
+                return
+            rows = await self._check(scope, body)
+            status = await self._forward(scope, body, send, rid)
+        except Rejected as rej:
+            status = rej.status
+            if status >= 500:
+                log.error("request %d: %d %s", rid, status, rej.message)
+            else:
+                log.info("request %d: %d %s", rid, status, rej.message)
+            await _answer(send, rej.status, rej.message)
+        except Exception as exc:  # a bug of the guard: one line to the client, the detail in the log
+            status = 500
+            log.error("request %d: 500 internal error: %s", rid, where(exc))
+            await _answer(send, 500, f"internal error while reading the request (request {rid}; see the server log)")
+        log.info("request %d: %d, %s admissions, %.0f ms", rid, status, "?" if rows is None else rows,
+                 1e3 * (time.perf_counter() - t0))
+
+    async def _body(self, scope, receive) -> bytes | None:
+        """The request body; 413 past the limit. An oversized body is read on and dropped (up to
+        ``DRAIN_FACTOR`` times the limit) so that a client that sends it whole before reading the
+        answer gets the 413 instead of a broken connection."""
+        limit = self.cfg.max_body_bytes
+        length = _header(scope, b"content-length")
+        declared = int(length) if length is not None and length.isdigit() else None
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            more = message.get("more_body", False)
+            if size <= limit and (declared is None or declared <= limit):
+                chunks.append(chunk)
+            elif not more or size > DRAIN_FACTOR * limit:
+                shown = f"{declared:,} bytes" if declared is not None else f"over {limit:,} bytes"
+                raise Rejected(413, f"the request body is {shown}; the limit is {limit:,} ({self.cfg.max_body_mb:g} MB):"
+                                    " send the census in several requests")
+            if not more:
+                return b"".join(chunks)
+
+    async def _check(self, scope, body: bytes) -> int | None:
+        """400 / 413 for a bad JSON request (admissions counted); other content types go to MLflow."""
+        if not body.strip():
+            raise Rejected(400, "empty request body: send a JSON object with dataframe_split or dataframe_records")
+        ctype = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            return None
+        frame, params = await asyncio.to_thread(table_of, body, self.cfg.max_rows)
+        if self.model.check_request is not None:
+            from pipeline.runs.pyfunc import RequestError
+
+            try:
+                await asyncio.to_thread(self.model.check_request, frame, params)
+            except RequestError as exc:  # one line naming the column and row, no value
+                raise Rejected(400, str(exc)) from None
+        return len(frame)
+
+    async def _forward(self, scope, body: bytes, send, rid: int) -> int:
+        """Run MLflow's app on the body; an error answer is replaced by one line (the detail logged)."""
+        outcome = Outcome()
+        token = _OUTCOME.set(outcome)
+        sent, start = [False], {}
+
+        async def replay():
+            if sent[0]:
+                return {"type": "http.disconnect"}
+            sent[0] = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        chunks: list[bytes] = []
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                start.update(message)
+                if message["status"] < 400:
+                    await send(message)
+            elif start.get("status", 500) < 400:
+                await send(message)
+            else:
+                chunks.append(message.get("body", b""))
+
+        try:
+            await self.app(scope, replay, capture)
+        finally:
+            _OUTCOME.reset(token)
+        status = int(start.get("status", 500))
+        if status < 400:
+            return status
+        raise self._rejection(status, b"".join(chunks), outcome.error, rid)
+
+    def _rejection(self, status: int, body: bytes, error: BaseException | None, rid: int) -> Rejected:
+        """The one-line answer to MLflow's error answer ``body``; the detail goes to the log."""
+        from pipeline.runs.pyfunc import RequestError
+
+        if error is not None:
+            if isinstance(error, RequestError):
+                log.info("request %d: %s", rid, where(error))
+                return Rejected(400, str(error))
+            log.error("request %d: the model failed: %s", rid, where(error))
+            return Rejected(500, f"internal error while scoring (request {rid}; see the server log)")
+        try:
+            code = json.loads(body).get("error_code", "?")
+        except (ValueError, AttributeError):
+            code = "?"
+        log.info("request %d: MLflow's scoring server answered %d (%s); its message is not logged: it can quote the "
+                 "request", rid, status, code)
+        if status == 415:
+            return Rejected(415, "unsupported content type: send application/json (or text/csv, "
+                                 "application/vnd.apache.parquet) in UTF-8")
+        if status == 504:
+            return Rejected(504, f"the request took longer than {self.cfg.timeout_s} s: send fewer admissions per "
+                                 "request")
+        if status < 500:
+            return Rejected(status, "the body could not be read as a table of the features columns (key, context, "
+                                    "bag_hours, bags, n_events[, observed_hours])")
+        return Rejected(500, f"internal error (request {rid}; see the server log)")
+
+
+def _header(scope, name: bytes) -> str | None:
+    for k, v in scope.get("headers") or ():
+        if k.lower() == name:
+            return v.decode("latin-1")
+    return None
+
+
+async def _answer(send, status: int, message: str) -> None:
+    body = json.dumps({"error_code": _ERROR_CODES.get(status, "BAD_REQUEST"), "message": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+# ---------------------------------------------------------------------------- the server
+
+
+def build_app(cfg: ServeConfig):
+    """MLflow's scoring app for ``cfg.model`` behind the request guard (the model loaded here)."""
+    from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
+    from mlflow.pyfunc import scoring_server
+
+    if cfg.threads:
+        import torch
+
+        torch.set_num_threads(cfg.threads)
+    os.environ[MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.name] = str(cfg.timeout_s)
+    model = GuardedModel(load(cfg.model))
+    return RequestGuard(scoring_server.init(model), model, cfg)
+
+
+def create_app():
+    """uvicorn's app factory in a worker process (``workers`` > 1): the config comes from ``CONFIG_ENV``."""
+    return build_app(ServeConfig(**json.loads(os.environ[CONFIG_ENV])))
+
+
+def serve(cfg: ServeConfig, log_level: str = "info") -> None:
+    """Serve ``cfg.model`` on http://127.0.0.1:``cfg.port`` until interrupted (SIGINT / SIGTERM)."""
+    import uvicorn
+
+    logging.getLogger(__name__).setLevel(logging.INFO)
+    if cfg.workers == 1:
+        app = build_app(cfg)  # a model that does not load fails here, before the port is taken
+        uvicorn.run(app, host=HOST, port=cfg.port, log_level=log_level, timeout_graceful_shutdown=5)
+        return
+    load(cfg.model)  # fail once, here, rather than in every worker
+    os.environ[CONFIG_ENV] = json.dumps(asdict(cfg))
+    uvicorn.run("pipeline.serving.server:create_app", factory=True, host=HOST, port=cfg.port, workers=cfg.workers,
+                log_level=log_level, timeout_graceful_shutdown=5)
