@@ -369,13 +369,17 @@ def score(
 def serve(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
     port: int = typer.Option(5000, min=1, max=65535, help="TCP port on 127.0.0.1."),
-    workers: int = typer.Option(1, min=1, help="Server processes, each with its own copy of the model."),
-    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads per process [default: "
-                                                            "torch's]."),
+    workers: Optional[int] = typer.Option(None, min=1, help="Server processes, each with its own copy of the "
+                                                            "model [default: one per core, at most 4]."),
+    threads: int = typer.Option(1, min=1, help="Torch intra-op threads per request (concurrent requests share "
+                                               "the cores)."),
     max_rows: int = typer.Option(2048, min=1, help="Admissions per request; more is refused (HTTP 413)."),
     max_body_mb: float = typer.Option(16.0, min=0.001, help="Request body limit in MB; larger is refused "
                                                             "(HTTP 413)."),
     timeout: int = typer.Option(60, min=1, help="Seconds a request may take (HTTP 504 beyond)."),
+    direct: bool = typer.Option(True, "--direct/--via-mlflow", help="JSON requests go from the checked table to "
+                                                                    "the model (--via-mlflow: through MLflow's "
+                                                                    "parsing again)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log MLflow's and uvicorn's debug lines."),
 ) -> None:
     """Serve a model with MLflow's scoring server on 127.0.0.1 (POST /invocations)."""
@@ -383,7 +387,7 @@ def serve(
     from pipeline.serving.server import HOST, ServeConfig, serve as run_serve
 
     cfg = ServeConfig(model=model, port=port, workers=workers, threads=threads, max_rows=max_rows,
-                      max_body_mb=max_body_mb, timeout_s=timeout)
+                      max_body_mb=max_body_mb, timeout_s=timeout, direct=direct)
     typer.echo(f"serving {model} on http://{HOST}:{port}/invocations (Ctrl-C stops)", err=True)
     run_serve(cfg, log_level="debug" if verbose else "info")
 

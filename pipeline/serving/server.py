@@ -50,13 +50,16 @@ class ServeConfig:
 
     model: str  # runs:/<id>/model, a run id, an MLflow model URI or a local model directory
     port: int = 5000  # TCP port on 127.0.0.1
-    workers: int = 1  # server processes, each with its own copy of the model
-    threads: int | None = None  # torch intra-op threads per process (None: torch's default)
+    workers: int | None = None  # server processes, each with its own model (None: one per core, at most 4)
+    threads: int | None = 1  # torch intra-op threads per request (None: torch's default, one per core)
     max_rows: int = 2048  # admissions per request; more is a 413 (split the census into requests)
     max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
     timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
+    direct: bool = True  # JSON requests: the guard's parsed table straight to the model (False: through MLflow's app)
 
     def __post_init__(self) -> None:
+        if self.workers is None:
+            self.workers = min(4, len(os.sched_getaffinity(0)))
         for name, low in (("port", 1), ("workers", 1), ("max_rows", 1), ("timeout_s", 1)):
             if int(getattr(self, name)) < low:
                 raise ConfigError(f"ServeConfig.{name} must be >= {low}, got {getattr(self, name)}")
@@ -107,6 +110,7 @@ class GuardedModel:
         except Exception:  # not a PythonModel flavor
             python_model = None
         self.check_request = getattr(python_model, "check_request", None)  # MortalityRiskModel.check_request
+        self.python_model = python_model if self.check_request is not None else None  # for the direct path
 
     def predict(self, data, params=None):
         try:
@@ -222,8 +226,12 @@ class RequestGuard:
             body = await self._body(scope, receive)
             if body is None:  # the client went away
                 return
-            rows = await self._check(scope, body)
-            status = await self._forward(scope, body, send, rid)
+            table = await self._check(scope, body)
+            rows = None if table is None else len(table[0])
+            if table is not None and self.cfg.direct and self.model.python_model is not None:
+                status = await self._direct(table, send, rid)
+            else:
+                status = await self._forward(scope, body, send, rid)
         except Rejected as rej:
             status = rej.status
             if status >= 500:
@@ -262,22 +270,52 @@ class RequestGuard:
             if not more:
                 return b"".join(chunks)
 
-    async def _check(self, scope, body: bytes) -> int | None:
-        """400 / 413 for a bad JSON request (admissions counted); other content types go to MLflow."""
+    async def _check(self, scope, body: bytes) -> tuple | None:
+        """(frame, params) of a JSON request, or 400 / 413; None for other content types (MLflow reads
+        them). With ``direct`` the model's ``predict`` checks the frame itself, else ``check_request``."""
         if not body.strip():
             raise Rejected(400, "empty request body: send a JSON object with dataframe_split or dataframe_records")
         ctype = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
         if ctype != "application/json":
             return None
         frame, params = await asyncio.to_thread(table_of, body, self.cfg.max_rows)
-        if self.model.check_request is not None:
+        if self.model.check_request is not None and not (self.cfg.direct and self.model.python_model is not None):
             from pipeline.runs.pyfunc import RequestError
 
             try:
                 await asyncio.to_thread(self.model.check_request, frame, params)
             except RequestError as exc:  # one line naming the column and row, no value
                 raise Rejected(400, str(exc)) from None
-        return len(frame)
+        return frame, params
+
+    async def _direct(self, table: tuple, send, rid: int) -> int:
+        """The lighter path of a checked JSON request: the python model's ``predict`` on the frame the
+        guard parsed (no second parse, no schema pass), answered as MLflow answers (``predictions_to_json``)."""
+        from mlflow.pyfunc.scoring_server import predictions_to_json
+
+        from pipeline.runs.pyfunc import RequestError
+
+        def run() -> bytes:
+            import io
+
+            out = io.StringIO()
+            predictions_to_json(self.model.python_model.predict(None, *table), out)
+            return out.getvalue().encode()
+
+        try:
+            body = await asyncio.wait_for(asyncio.to_thread(run), timeout=self.cfg.timeout_s)
+        except RequestError as exc:
+            raise Rejected(400, str(exc)) from None
+        except (asyncio.TimeoutError, TimeoutError):
+            raise Rejected(504, f"the request took longer than {self.cfg.timeout_s} s: send fewer admissions per "
+                                "request") from None
+        except Exception as exc:
+            log.error("request %d: the model failed: %s", rid, where(exc))
+            raise Rejected(500, f"internal error while scoring (request {rid}; see the server log)") from None
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+        return 200
 
     async def _forward(self, scope, body: bytes, send, rid: int) -> int:
         """Run MLflow's app on the body; an error answer is replaced by one line (the detail logged)."""
@@ -373,19 +411,33 @@ def build_app(cfg: ServeConfig):
 
 def create_app():
     """uvicorn's app factory in a worker process (``workers`` > 1): the config comes from ``CONFIG_ENV``."""
+    _log_setup()
     return build_app(ServeConfig(**json.loads(os.environ[CONFIG_ENV])))
+
+
+def _log_setup() -> None:
+    """This module's INFO lines (one per request, no row contents) to stderr, in every process."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)
 
 
 def serve(cfg: ServeConfig, log_level: str = "info") -> None:
     """Serve ``cfg.model`` on http://127.0.0.1:``cfg.port`` until interrupted (SIGINT / SIGTERM)."""
     import uvicorn
 
-    logging.getLogger(__name__).setLevel(logging.INFO)
+    _log_setup()
     if cfg.workers == 1:
         app = build_app(cfg)  # a model that does not load fails here, before the port is taken
         uvicorn.run(app, host=HOST, port=cfg.port, log_level=log_level, timeout_graceful_shutdown=5)
         return
+    import sys
+
+    path = list(sys.path)
     load(cfg.model)  # fail once, here, rather than in every worker
+    # loading put the model's copy of the pipeline sources first on sys.path (its code_paths); the
+    # workers inherit sys.path and must import this pipeline, the one that serves
+    sys.path[:] = path
     os.environ[CONFIG_ENV] = json.dumps(asdict(cfg))
     uvicorn.run("pipeline.serving.server:create_app", factory=True, host=HOST, port=cfg.port, workers=cfg.workers,
                 log_level=log_level, timeout_graceful_shutdown=5)
