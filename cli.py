@@ -350,6 +350,10 @@ def score(
                                                    "its clock (default: the newest ADMITTIME/DISCHTIME). Open "
                                                    "admissions whose prediction time is later are flagged "
                                                    "before_prediction_time."),
+    report: Optional[Path] = typer.Option(None, help="Also write a self-contained HTML cohort report (keyed by "
+                                                     "pseudonym) to this file."),
+    link: bool = typer.Option(True, "--link/--no-link", help="Write the data owner's _private/ files beside --out: "
+                                                             "link.csv, unscored.csv and the report by HADM_ID."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
@@ -357,12 +361,20 @@ def score(
     from pipeline.serving.score import ScoreConfig, score as run_score
 
     cfg = ScoreConfig(samples=samples, batch_size=batch_size, chunk_rows=chunk_rows, seed=seed, threads=threads)
-    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of)
+    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of,
+                  report=report, link=link)
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
                f"{s.no_events} without events, {s.samples}x{s.components} draws"
                + (f", {s.before_prediction_time} before their prediction time (partial window)"
-                  if s.before_prediction_time else "")
-               + (f"; {s.not_scored} cohort HADM_IDs not scored (see the log)" if s.not_scored else ""))
+                  if s.before_prediction_time else ""))
+    if s.not_scored_by is not None:
+        typer.echo(f"  not scored: {s.not_scored}" + (" (" + ", ".join(f"{k} {v}" for k, v in s.not_scored_by.items())
+                                                      + ")" if s.not_scored else ""))
+    for what, path in (("report", s.report), ("link file (data owner only)", s.link_file),
+                       ("unscored admissions (data owner only)", s.unscored_file),
+                       ("report by HADM_ID (data owner only)", s.private_report)):
+        if path is not None:
+            typer.echo(f"  {what}: {path}")
 
 
 @command()

@@ -89,6 +89,7 @@ class RunModel:
     features_dir: Path | None = None  # features directory the run was trained on (tag FEATURES_DIR_TAG)
     tags: dict = field(default_factory=dict)  # the run's MLflow tags
     params: dict = field(default_factory=dict)  # the run's MLflow params
+    model_info: dict = field(default_factory=dict)  # the model's model_info.json (validation metrics, reliability)
 
 
 def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
@@ -126,7 +127,8 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
         model, info = load_model(local / "artifacts" / BEST)
         extraction = local / "artifacts" / EXTRACTION  # settings for a census extraction (pyfunc.log_model)
         manifest = fileio.read_json(extraction) if extraction.exists() else None
-        return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest)
+        return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest,
+                        model_info=_model_info(local / "artifacts"))
     c = client()
     try:
         run = c.get_run(run_id)
@@ -149,7 +151,12 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
     tags = dict(run.data.tags)
     fdir = Path(tags[FEATURES_DIR_TAG]) if tags.get(FEATURES_DIR_TAG) else None
     return RunModel(model, info, fileio.read_json(model_dir / VOCAB), run_id, manifest, fdir, tags,
-                    dict(run.data.params))
+                    dict(run.data.params), _model_info(model_dir))
+
+
+def _model_info(model_files: Path) -> dict:
+    path = model_files / MODEL_INFO
+    return fileio.read_json(path) if path.exists() else {}
 
 
 def resolve_features(run: RunModel, data: Path | str | None) -> Path:

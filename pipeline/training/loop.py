@@ -340,7 +340,10 @@ def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state
     info = {"model_kind": base["model_kind"], "model_config": base["model_config"],
             "train_config": base["train_config"], "vocab_sizes": base["vocab_sizes"], "best_step": state["best_step"],
             "refer_threshold": threshold, "refer_fraction": cfg.refer_fraction, "score_samples": cfg.score_samples,
-            "val_metrics": {k: report[k] for k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")}}
+            "val_metrics": {k: report[k] for k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")},
+            # the validation reliability diagram (15 bins; empty bins None): score's cohort report draws it
+            "val_reliability": {k.removeprefix("reliability_"): [None if v != v else v for v in report[k]]
+                                for k in ("reliability_counts", "reliability_mean_p", "reliability_observed")}}
     fileio.write_json(out / store.MODEL_INFO, info)
     fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": base["model_kind"], **base["train_config"],
                                               "model": base["model_config"]})
