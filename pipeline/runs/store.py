@@ -1,7 +1,9 @@
 """The tracking store and what a run holds in it: the one MLflow client, artifact names, model URIs.
 
 The tracking URI is ``MLFLOW_TRACKING_URI`` (default ``sqlite:///<cwd>/mlflow.db``). Every
-MLflow client of the library comes from ``client()``. A run is named by its id,
+MLflow client of the library comes from ``client()``, which initialises a SQLite store once per
+process under an exclusive file lock (``<db>.init.lock``): two commands started at once on a
+fresh store would otherwise both run MLflow's table creation and one would die half-way. A run is named by its id,
 ``runs:/<id>/model``, another MLflow model URI (``models:/name/version``: downloaded), or a
 local MLflow model directory; ``load_run_model`` turns any of them into a ``RunModel`` (the
 model in eval mode, its info, the training vocabulary, the run's manifest, tags and params).
@@ -58,11 +60,44 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+_READY: set[str] = set()  # tracking URIs whose store this process has initialised
+
+
 def client():
-    """The MLflow client of the tracking store (the only place one is made)."""
+    """The MLflow client of the tracking store (the only place one is made); the store initialised
+    once, safely (``init_store``)."""
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri())
+    uri = tracking_uri()
+    init_store(uri)
+    return MlflowClient(uri)
+
+
+def init_store(uri: str) -> None:
+    """Create (or migrate) a SQLite tracking store's tables once, whoever comes first: the processes
+    take an exclusive lock on ``<db>.init.lock`` in turn, and the first one in creates the tables
+    while the others wait, then find them. MLflow's table-creation log lines are kept quiet."""
+    if uri in _READY or not uri.startswith("sqlite:///"):
+        return
+    import fcntl
+
+    from mlflow.tracking import MlflowClient
+
+    db = Path(uri.removeprefix("sqlite:///").split("?")[0])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    quiet = [logging.getLogger(n) for n in ("mlflow.store.db.utils", "alembic", "alembic.runtime.migration")]
+    levels = [q.level for q in quiet]
+    with open(db.with_name(db.name + ".init.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            for q in quiet:
+                q.setLevel(logging.WARNING)
+            MlflowClient(uri).search_experiments(max_results=1)  # builds the store: tables created or checked
+        finally:
+            for q, level in zip(quiet, levels):
+                q.setLevel(level)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _READY.add(uri)
 
 
 def experiment_id(name: str, artifact_location: str | None = None) -> str:
@@ -115,6 +150,8 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
     import mlflow
 
     run_id, local = parse_model_uri(uri)
+    if local is None:
+        init_store(tracking_uri())
     if run_id is None and local is None:  # another MLflow model URI (registry, remote store): download it
         try:
             local = Path(mlflow.artifacts.download_artifacts(artifact_uri=str(uri), dst_path=str(

@@ -137,8 +137,9 @@ def load(uri: str):
     """MLflow's PyFuncModel of ``uri`` (read from the tracking store of ``store.tracking_uri``)."""
     import mlflow
 
-    from pipeline.runs.store import RunError, tracking_uri
+    from pipeline.runs.store import RunError, init_store, tracking_uri
 
+    init_store(tracking_uri())
     mlflow.set_tracking_uri(tracking_uri())
     try:
         return mlflow.pyfunc.load_model(model_uri(uri))

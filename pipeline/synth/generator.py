@@ -320,11 +320,13 @@ def _simulate(rng, cfg: SynthConfig, subject_id: np.ndarray, hadm_pool, icu_pool
 
 
 # ---------------------------------------------------------------------------- generate
-def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthConfig | None = None) -> SynthSummary:
+def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthConfig | None = None,
+             progress=None) -> SynthSummary:
     """Write a synthetic MIMIC-III (full-release layout) for `patients` patients into `out_dir`.
 
     Same seed and arguments give byte-identical files. Tables are generated `chunk_patients`
     at a time and appended to gzip streams under temporary names, renamed at the end.
+    `progress(done)` is called with the patients written so far after each chunk.
     """
     from pipeline.fileio import write_json
 
@@ -344,7 +346,7 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
         for name in COLUMNS:
             writers[name] = tb.CsvGzWriter(out / f"{name}.csv.gz", COLUMNS[name], cfg.gzip_level)
         writers["truth"] = tb.CsvGzWriter(out / "_truth" / "truth.csv.gz", TRUTH_COLUMNS, cfg.gzip_level)
-        stats = _write_chunks(writers, cfg, seed, subject, hadm_pool, icu_pool)
+        stats = _write_chunks(writers, cfg, seed, subject, hadm_pool, icu_pool, progress)
         writers["D_ITEMS"].write(tb.d_items())
         writers["D_LABITEMS"].write(tb.d_labitems())
         for w in writers.values():
@@ -375,7 +377,7 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     return summary
 
 
-def _write_chunks(writers, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_pool) -> dict[str, float]:
+def _write_chunks(writers, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_pool, progress=None) -> dict[str, float]:
     """Simulate and write every chunk; returns counts for the summary."""
     stats = dict(admissions=0, icustays=0, deaths=0, cohort=0, cohort_deaths=0, risk_sum=0.0)
     rows_per_hour = cfg.chart_rows_per_stay / _CHART_REF_HOURS
@@ -405,4 +407,6 @@ def _write_chunks(writers, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_
         stats["cohort"] += int(cohort.sum())
         stats["cohort_deaths"] += int(ch.died[cohort].sum())
         stats["risk_sum"] += float(ch.risk[cohort].sum())
+        if progress is not None:
+            progress(min(start + cfg.chunk_patients, len(subject)))
     return stats
