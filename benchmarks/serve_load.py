@@ -239,7 +239,8 @@ def main() -> None:
                       f"({s['admissions_per_s'] / base['admissions_per_s']:.2f}x of {base['clients']} client), "
                       f"p50 {s['p50_ms']:6.0f} ms, p99 {s['p99_ms']:6.0f} ms, errors {s['errors']}, lost rows "
                       f"{s['lost_rows']}, identical to alone {s['identical']}/{s['requests']}; server CPU "
-                      f"{s['server_cpu_ms_per_request']:.0f} ms per request (clients {s['client_cpu_ms_per_request']:.0f})",
+                      f"{s['server_cpu_ms_per_request']:.0f} ms per request (clients "
+                      f"{s['client_cpu_ms_per_request']:.0f})",
                       flush=True)
         finally:
             stop_server(proc)

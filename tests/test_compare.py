@@ -256,7 +256,8 @@ def test_runs_on_other_feature_sets_are_never_pooled():
     assert [(r["features"], r["model"], r["seeds"]) for r in summary] == [
         ("features-demo", "deterministic", 2), ("features-demo", cp.TRUE_RISK, 0),
         ("features-synth", "deterministic", 2), ("features-synth", cp.TRUE_RISK, 0)]
-    assert summary[1]["test_nll_mean"] == pytest.approx(0.30 + 0.1) and summary[3]["test_nll_mean"] == pytest.approx(0.6)
+    assert summary[1]["test_nll_mean"] == pytest.approx(0.30 + 0.1)
+    assert summary[3]["test_nll_mean"] == pytest.approx(0.6)
     md = cp.to_markdown(summary)
     assert md.splitlines()[0].startswith("| split | features | model | seeds |") and "not pooled" in md
     assert "| random | features-synth | true risk |" in md

@@ -7,7 +7,6 @@ from __future__ import annotations
 import html.parser
 import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

@@ -465,9 +465,9 @@ def test_cli_prints_counts_per_reason_never_ids(demo_run, demo_features, demo_di
     (tmp_path / "census.txt").write_text("\n".join(map(str, [*scored, *ids, 99999999])) + "\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "score", "--model", demo_run, "--source",
-                           str(demo_dir), "--cohort", str(tmp_path / "census.txt"), "--out", str(tmp_path / "s.parquet"),
-                           "--samples", "2", "--threads", "1", "-v"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
+                           str(demo_dir), "--cohort", str(tmp_path / "census.txt"), "--out",
+                           str(tmp_path / "s.parquet"), "--samples", "2", "--threads", "1", "-v"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text
     assert f"  not scored: {len(ids) + 1} (absent 1, quarantined 0, outside the cohort criteria " in proc.stdout

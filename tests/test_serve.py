@@ -155,7 +155,8 @@ def rows(demo_features) -> list[list]:
     frame = pd.concat([pq.read_table(demo_features.out_dir / f"{s}.parquet", columns=COLUMNS).to_pandas()
                        for s in ("train", "val", "test")], ignore_index=True)
     return [[r.key, [int(c) for c in r.context], [float(h) for h in r.bag_hours],
-             [[int(t) for t in b] for b in r.bags], int(r.n_events), float(r.observed_hours)] for r in frame.itertuples()]
+             [[int(t) for t in b] for b in r.bags], int(r.n_events), float(r.observed_hours)]
+            for r in frame.itertuples()]
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +234,8 @@ BAD = {  # name -> (body from the rows, content type, status, message)
                      r"^dataframe_split data row 1 must be a list of 6 values"),
     "no admissions": (lambda r: _split([]), None, 400, r"^the request holds no admissions \(0 rows\)$"),
     "unknown param": (lambda r: _split(r, params={"temperature": 2}), None, 400, r"^unknown params \['temperature'\]"),
-    "bad param": (lambda r: _split(r, params={"samples": 0}), None, 400, r"^param 'samples' must be a whole number >= 1$"),
+    "bad param": (lambda r: _split(r, params={"samples": 0}), None, 400,
+                  r"^param 'samples' must be a whole number >= 1$"),
     "too many admissions": (lambda r: _split([r[0]] * (MAX_ROWS + 1)), None, 413,
                             rf"^the request holds {MAX_ROWS + 1} admissions; the limit is {MAX_ROWS} per request"),
     "oversized body": (lambda r: b" " * 1_200_000 + _split(r), None, 413,
@@ -319,7 +321,7 @@ def test_an_unforeseen_failure_is_a_500_line_and_the_log_names_where(caplog):
     import asyncio
     import logging
 
-    from pipeline.serving import server
+    from pipeline.serving import guard, server
 
     class Broken:
         def check_request(self, frame, params):
@@ -334,7 +336,7 @@ def test_an_unforeseen_failure_is_a_500_line_and_the_log_names_where(caplog):
         def unwrap_python_model(self):
             return Broken()
 
-    guard = server.RequestGuard(None, server.GuardedModel(Model()), server.ServeConfig(model="x"))
+    guard_ = guard.RequestGuard(None, guard.GuardedModel(Model()), server.ServeConfig(model="x"))
     sent = []
 
     async def receive():
@@ -344,8 +346,8 @@ def test_an_unforeseen_failure_is_a_500_line_and_the_log_names_where(caplog):
         sent.append(message)
 
     scope = {"type": "http", "path": "/invocations", "headers": [(b"content-type", b"application/json")]}
-    with caplog.at_level(logging.INFO, logger="pipeline.serving.server"):
-        asyncio.run(guard(scope, receive, send))
+    with caplog.at_level(logging.INFO, logger="pipeline.serving.guard"):
+        asyncio.run(guard_(scope, receive, send))
     assert sent[0]["status"] == 500
     answer = json.loads(sent[1]["body"])
     assert answer == {"error_code": "INTERNAL_ERROR", "message": "internal error while scoring (request 1; see the "

@@ -233,7 +233,8 @@ def to_csv(summary: list[dict]) -> str:
     import csv
     import io as _io
 
-    cols = ["split_mode", "features", "model", "seeds"] + [f"{c}_{s}" for c in summary_columns() for s in ("mean", "sd")]
+    cols = ["split_mode", "features", "model", "seeds"]
+    cols += [f"{c}_{s}" for c in summary_columns() for s in ("mean", "sd")]
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)

@@ -225,7 +225,8 @@ def format_table(report: dict) -> str:
                      f"95th percentile {_num(report.get('ece_floor_p95'))}; P(>= observed) = "
                      f"{_num(report.get('ece_p_value'))}")
     if report.get("calibration_slope") is not None:
-        lines.append(f"calibration slope {_num(report['calibration_slope'])} ({slope_note(report['calibration_slope'])}), "
+        slope = report["calibration_slope"]
+        lines.append(f"calibration slope {_num(slope)} ({slope_note(slope)}), "
                      f"intercept {_num(report.get('calibration_intercept'))} (> 0: risks too low, < 0: too high)")
     lines.append(f"members: nll=[{', '.join(_num(v) for v in report['member_nll'])}] "
                  f"disagreement/(1-acc)={_num(report.get('disagreement_normalized'))} "

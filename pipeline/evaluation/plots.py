@@ -74,7 +74,8 @@ def plot_pr_curve(
 def referral_title(curve: ReferralCurve, split: str | None = None) -> str:
     """"Referring the most uncertain admissions (val), ranked by mutual information"."""
     where = f" ({split})" if split else ""
-    return f"Referring the most uncertain admissions{where}, ranked by {curve.measure.value.replace('_', ' ')}"
+    measure = {"mi": "mutual information", "sd": "the spread of the draws"}.get(curve.measure.value, curve.measure.value)
+    return f"Referring the most uncertain admissions{where}, ranked by {measure}"
 
 
 def plot_referral(curve: ReferralCurve, path: str | os.PathLike, title: str | None = None) -> Path:

@@ -182,7 +182,8 @@ class DeepEnsemble(nn.Module):
         """Logits (S·K, B); deterministic members, so the S samples are copies."""
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
-        logits = torch.cat([m(batch, samples=1, sampling=sampling, generator=generator) for m in self.members])  # (K, B)
+        logits = torch.cat([m(batch, samples=1, sampling=sampling, generator=generator)
+                            for m in self.members])  # (K, B)
         return logits.repeat(samples, 1)  # (S·K, B)
 
     def kl(self) -> Tensor:

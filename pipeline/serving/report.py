@@ -98,8 +98,9 @@ def reliability_svg(rel: dict, size: int = 320) -> str:
     biggest = max([c for _, _, c in pts] or [1])
     for m, o, c in pts:
         r = round(3 + 7 * math.sqrt(c / biggest), 1)
-        parts.append(f'<circle cx="{px(min(m, top))}" cy="{py(min(o, top))}" r="{r}" fill="#2f6db5" fill-opacity="0.75">'
-                     f'<title>{c} admissions: predicted {_pct(m)}, observed {_pct(o)}</title></circle>')
+        parts.append(f'<circle cx="{px(min(m, top))}" cy="{py(min(o, top))}" r="{r}" fill="#2f6db5" '
+                     f'fill-opacity="0.75"><title>{c} admissions: predicted {_pct(m)}, observed {_pct(o)}</title>'
+                     '</circle>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -329,7 +329,8 @@ def validation_reliability(run) -> dict | None:
 
     try:
         with tempfile.TemporaryDirectory(prefix="eval-val-") as tmp:
-            path = mlflow.artifacts.download_artifacts(run_id=run.run_id, artifact_path=f"{eval_artifacts('val')}/{METRICS}",
+            path = mlflow.artifacts.download_artifacts(run_id=run.run_id,
+                                                       artifact_path=f"{eval_artifacts('val')}/{METRICS}",
                                                        dst_path=tmp, tracking_uri=tracking_uri())
             m = fileio.read_json(path)
     except Exception:  # not evaluated on val
