@@ -440,8 +440,7 @@ def score(
 def serve(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
     port: int = typer.Option(5000, min=1, max=65535, help="TCP port on 127.0.0.1."),
-    workers: Optional[int] = typer.Option(None, min=1, help="Server processes, each with its own copy of the "
-                                                            "model [default: one per core, at most 4]."),
+    workers: int = typer.Option(1, min=1, help="Server processes, each with its own copy of the model."),
     threads: int = typer.Option(1, min=1, help="Torch intra-op threads per request (concurrent requests share "
                                                "the cores)."),
     max_rows: int = typer.Option(2048, min=1, help="Admissions per request; more is refused (HTTP 413)."),

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/serve_load.py --model RUN_ID --features FEATURES/test.parquet
         [--clients 1 2 4 8] [--requests 40] [--batch 64] [--server workers=1] [--server workers=2,threads=1]
-        [--port 5090] [--distinct 8] [--timeout 120]
+        [--port 5090] [--distinct 8] [--samples S] [--timeout 120] [--out PATH]
 
 Each ``--server`` spec (``workers=W,threads=T``: ``cli.py serve`` options) starts ``cli.py serve``
 on 127.0.0.1 in a child process, waits for /ping, runs the load and stops it, so the benchmark
@@ -35,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -47,8 +48,9 @@ from pipeline import fileio  # noqa: E402
 COLUMNS = ["key", "context", "bag_hours", "bags", "n_events", "observed_hours"]
 
 
-def bodies(path: Path, batch: int, distinct: int) -> list[bytes]:
-    """``distinct`` JSON request bodies of ``batch`` admissions each (rows of ``path`` in turn)."""
+def bodies(path: Path, batch: int, distinct: int, params: dict | None = None) -> list[bytes]:
+    """``distinct`` JSON request bodies of ``batch`` admissions each (rows of ``path`` in turn), with
+    ``params`` (none: the model's defaults)."""
     import pyarrow.parquet as pq
 
     table = pq.read_table(path, columns=[c for c in COLUMNS if c in pq.read_schema(path).names]).to_pylist()
@@ -59,7 +61,8 @@ def bodies(path: Path, batch: int, distinct: int) -> list[bytes]:
         rows = [table[(i * batch + j) % len(table)] for j in range(batch)]
         data = [[r["key"], r["context"], [float(h) for h in r["bag_hours"]], r["bags"], int(r["n_events"]),
                  r.get("observed_hours")] for r in rows]
-        out.append(json.dumps({"dataframe_split": {"columns": COLUMNS, "data": data}}).encode())
+        out.append(json.dumps({"dataframe_split": {"columns": COLUMNS, "data": data},
+                               **({"params": params} if params else {})}).encode())
     return out
 
 
@@ -201,6 +204,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=40, help="requests per client count")
     ap.add_argument("--batch", type=int, default=64, help="admissions per request")
     ap.add_argument("--distinct", type=int, default=8, help="distinct request bodies")
+    ap.add_argument("--samples", type=int, default=None, help="the requests' samples param (default: the model's)")
     ap.add_argument("--server", action="append", default=None,
                     help="cli.py serve options, e.g. workers=2,threads=1 or threads=1,via-mlflow (a flag)")
     ap.add_argument("--port", type=int, default=None)
@@ -208,15 +212,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "serve_load.json")
     args = ap.parse_args()
 
-    reqs = bodies(args.features, args.batch, args.distinct)
+    reqs = bodies(args.features, args.batch, args.distinct, {"samples": args.samples} if args.samples else None)
     print(f"{len(reqs)} distinct requests of {args.batch} admissions ({sum(map(len, reqs)) / len(reqs) / 1e3:.0f} kB "
           f"each); {args.requests} requests per client count; {os.cpu_count()} CPUs", flush=True)
     results = []
     for text in args.server or ["workers=1"]:
         spec = parse_spec(text)
         port = args.port or free_port()
-        log_path = args.out.with_suffix(f".server-{len(results)}.log")
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path = Path(tempfile.gettempdir()) / f"serve_load-{os.getpid()}-{len(results)}.log"  # the server's log
         proc = start_server(args.model, spec, port, log_path, args.timeout)
         try:
             alone = []
@@ -246,6 +249,7 @@ def main() -> None:
             stop_server(proc)
         results.append({"server": spec, "rows": rows})
     fileio.write_json(args.out, {"model": str(args.model), "features": args.features.name, "batch": args.batch,
+                                 "samples": args.samples,
                                  "requests": args.requests, "distinct": args.distinct, "cpus": os.cpu_count(),
                                  "load_average": os.getloadavg(), "servers": results})
     print(f"results: {args.out}")

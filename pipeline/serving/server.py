@@ -38,7 +38,7 @@ class ServeConfig:
 
     model: str  # runs:/<id>/model, a run id, an MLflow model URI or a local model directory
     port: int = 5000  # TCP port on 127.0.0.1
-    workers: int | None = None  # server processes, each with its own model (None: one per core, at most 4)
+    workers: int = 1  # server processes, each with its own copy of the model (docs/scoring.md: what was measured)
     threads: int | None = 1  # torch intra-op threads per request (None: torch's default, one per core)
     max_rows: int = 2048  # admissions per request; more is a 413 (split the census into requests)
     max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
@@ -46,8 +46,6 @@ class ServeConfig:
     direct: bool = True  # JSON requests: the guard's parsed table straight to the model (False: through MLflow's app)
 
     def __post_init__(self) -> None:
-        if self.workers is None:
-            self.workers = min(4, len(os.sched_getaffinity(0)))
         for name, low in (("port", 1), ("workers", 1), ("max_rows", 1), ("timeout_s", 1)):
             if int(getattr(self, name)) < low:
                 raise ConfigError(f"ServeConfig.{name} must be >= {low}, got {getattr(self, name)}")
