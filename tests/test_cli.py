@@ -201,3 +201,9 @@ def test_a_normal_train_and_the_readme_predict_example_print_no_warning(demo_fea
                              timeout=600)
     assert predict.returncode == 0 and predict.stderr == "", predict.stderr[-3000:]
     assert predict.stdout.strip() == f"({demo_features.manifest['splits']['test']['admissions']}, 11)"
+
+
+def test_the_mlproject_is_rendered_from_the_train_options():
+    proc = subprocess.run([sys.executable, str(ROOT / "mlflow" / "render_mlproject.py"), "--check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
