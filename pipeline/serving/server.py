@@ -107,10 +107,16 @@ def create_app():
 
 
 def _log_setup() -> None:
-    """This module's INFO lines (one per request, no row contents) to stderr, in every process."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pipeline.serving.guard").setLevel(logging.INFO)
+    """The guard's INFO lines (one per request, no row contents) to stderr, in every process, whatever
+    level the rest of the logging has (its own handler; not passed on to the root's)."""
+    guard_log = logging.getLogger("pipeline.serving.guard")
+    if not any(getattr(h, "serve_log", False) for h in guard_log.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.serve_log = True
+        guard_log.addHandler(handler)
+        guard_log.propagate = False
+    guard_log.setLevel(logging.INFO)
 
 
 def serve(cfg: ServeConfig, log_level: str = "info") -> None:
