@@ -33,7 +33,7 @@ main: $(STAMP)
 	mkdir -p $(OUT)
 	$(VPY) cli.py synth --out $(OUT)/mimic --patients $(PATIENTS) --seed $(SEED) --density $(DENSITY) --layout $(LAYOUT)
 	$(VPY) cli.py extract --source $(OUT)/mimic --out $(OUT)/features
-	$(VPY) cli.py train --data $(OUT)/features --model rank1 --seed $(SEED) --threads 1 --no-progress | tee $(OUT)/train.log
+	$(VPY) cli.py train --data $(OUT)/features --model rank1 --seed $(SEED) --threads 1 | tee $(OUT)/train.log
 	$(VPY) cli.py evaluate --run "$$(sed -n 's/^run_id: //p' $(OUT)/train.log)" --split val --split test --samples 25 --threads 1
 
 ## test: the whole test suite (what CI runs); PostgreSQL comes from the pgserver wheel (dev extra).

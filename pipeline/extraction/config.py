@@ -51,3 +51,6 @@ class ExtractResult:
     manifest: dict
     link_file: Path
     files: dict[str, Path] = field(default_factory=dict)
+    # scoring only: the ADMISSIONS rows outside the cohort, their cohort columns and `exclusion` (the
+    # reason); raw HADM_IDs, so in memory only, for the data owner's _private/unscored.csv
+    excluded: object = None

@@ -112,15 +112,18 @@ def extract(
     tmp = out / ".tmp"
     tmp.mkdir(exist_ok=True)
     started = time.perf_counter()
-    con = _connect(cfg, tmp)
-    src = open_source(source, con, schema=schema)
-    try:
+    con = src = None
+    try:  # whatever fails (the source included), the spill folder goes
+        con = _connect(cfg, tmp)
+        src = open_source(source, con, schema=schema)
         if release is not None and Release(release) is not src.release:
             raise ReleaseMismatch(Release(release), src.release)
         result = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
     finally:
-        src.close()
-        con.close()
+        if src is not None:
+            src.close()
+        if con is not None:
+            con.close()
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("extract finished in %.1f s", time.perf_counter() - started)
     return result
@@ -206,7 +209,13 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     manifest = _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, cohort_filter != "TRUE")
     fileio.write_json(out / "manifest.json", manifest)
     files["manifest"] = out / "manifest.json"
-    return ExtractResult(out, manifest, link, files)
+    excluded = None
+    if scoring:  # why the other admissions get no score (serving's _private/unscored.csv)
+        excluded = src.fetch_arrow(
+            "SELECT hadm_id, subject_id, admit_epoch, pred_epoch, dob_epoch, disch_epoch, age, gender, admission_type, "
+            "admission_location, icu_system, exclusion FROM admissions_classified WHERE exclusion IS NOT NULL",
+            "ADMISSIONS (exclusions)").to_pandas()
+    return ExtractResult(out, manifest, link, files, excluded)
 
 
 def observed_hours(cohort: pd.DataFrame, window_hours: float, as_of: float | None,

@@ -122,8 +122,10 @@ class Rank1Vector(nn.Module):
             raise ValueError("a delta (point-mass) factor has no scale")
         return F.softplus(self.rho)
 
-    def draw(self, rows: int, samples: int, sampling: Sampling, use_mean: bool) -> Draw:
-        """Sample for a leading size rows = samples·K·B (per row or per block)."""
+    def draw(self, rows: int, samples: int, sampling: Sampling, use_mean: bool,
+             generator: torch.Generator | None = None) -> Draw:
+        """Sample for a leading size rows = samples·K·B (per row or per block) from ``generator``
+        (None: torch's global generator)."""
         k, n = self.components, self.size
         b = block_size(rows, samples, k)
         if use_mean or self.rho is None:
@@ -131,10 +133,10 @@ class Rank1Vector(nn.Module):
             return Draw(self.mean.repeat(samples, 1), per_block=True)
         kind = self.config.posterior.value
         if Sampling(sampling) == Sampling.PER_MEMBER:
-            eps = standard_noise(kind, (samples, k, n), self.mean)  # (S, K, n)
+            eps = standard_noise(kind, (samples, k, n), self.mean, generator)  # (S, K, n)
             value = self.mean + self.scale() * eps  # (S, K, n)
             return Draw(value.reshape(samples * k, n), per_block=True)
-        eps = standard_noise(kind, (samples, k, b, n), self.mean)  # (S, K, B, n)
+        eps = standard_noise(kind, (samples, k, b, n), self.mean, generator)  # (S, K, B, n)
         value = self.mean.view(1, k, 1, n) + self.scale().view(1, k, 1, n) * eps
         return Draw(value.reshape(rows, n), per_block=False)
 
@@ -178,13 +180,17 @@ class Rank1Layer(BayesianLayer):
     s: Rank1Vector
     weight: nn.Parameter
 
-    def draw(self, rows: int, samples: int = 1) -> dict[str, Draw]:
-        """Factor draws for a leading size rows = samples·K·B."""
-        return {name: vec.draw(rows, samples, self.sampling, self.use_mean)
+    def draw(self, rows: int, samples: int = 1, sampling: Sampling | None = None,
+             generator: torch.Generator | None = None) -> dict[str, Draw]:
+        """Factor draws for a leading size rows = samples·K·B (``sampling``: the call's mode, None =
+        the layer's; ``generator``: the call's random stream, None = torch's global one)."""
+        mode = self.mode_for(sampling)
+        return {name: vec.draw(rows, samples, mode, self.use_mean, generator)
                 for name, vec in (("r", self.r), ("s", self.s))}
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
-        return self.forward_with(x, self.draw(x.shape[0], samples), samples)
+    def forward(self, x: Tensor, samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
+        return self.forward_with(x, self.draw(x.shape[0], samples, sampling, generator), samples)
 
     def kl(self) -> Tensor:
         return self.r.kl() + self.s.kl()

@@ -329,12 +329,13 @@ def _simulate(rng, cfg: SynthConfig, subject_id: np.ndarray, hadm_pool, icu_pool
 
 # ---------------------------------------------------------------------------- generate
 def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthConfig | None = None,
-             layout: str = "mimic-iii") -> SynthSummary:
+             layout: str = "mimic-iii", progress=None) -> SynthSummary:
     """Write a synthetic MIMIC-III (full-release layout) for `patients` patients into `out_dir`;
     ``layout="mimic-iv"`` writes the same world in MIMIC-IV's layout (hosp/, icu/; `synth.mimic4`).
 
     Same seed and arguments give byte-identical files. Tables are generated `chunk_patients`
     at a time and appended to gzip streams under temporary names, renamed at the end.
+    `progress(done)` is called with the patients written so far after each chunk.
     """
     from pipeline.fileio import write_json
 
@@ -369,7 +370,8 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
             else:
                 iv.write(name, cols, ch, ci)
 
-        stats = _write_chunks(emit, cfg, seed, subject, hadm_pool, icu_pool, exact_rx=iv is not None)
+        stats = _write_chunks(emit, cfg, seed, subject, hadm_pool, icu_pool, exact_rx=iv is not None,
+                              progress=progress)
         emit("D_ITEMS", tb.d_items())
         emit("D_LABITEMS", tb.d_labitems())
         for w in writers.values():
@@ -405,10 +407,11 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     return summary
 
 
-def _write_chunks(emit, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_pool, exact_rx: bool = False
-                  ) -> dict[str, float]:
+def _write_chunks(emit, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_pool, exact_rx: bool = False,
+                  progress=None) -> dict[str, float]:
     """Simulate and write every chunk through ``emit(table, columns, chunk, chunk index)``; returns counts
-    for the summary. ``exact_rx``: PRESCRIPTIONS keep the order's time (the MIMIC-IV layout)."""
+    for the summary. ``exact_rx``: PRESCRIPTIONS keep the order's time (the MIMIC-IV layout). ``progress``:
+    called with the patients written so far after each chunk."""
     stats = dict(admissions=0, icustays=0, deaths=0, cohort=0, cohort_deaths=0, risk_sum=0.0)
     rows_per_hour = cfg.chart_rows_per_stay / _CHART_REF_HOURS
     dens = cfg.density
@@ -437,4 +440,6 @@ def _write_chunks(emit, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_poo
         stats["cohort"] += int(cohort.sum())
         stats["cohort_deaths"] += int(ch.died[cohort].sum())
         stats["risk_sum"] += float(ch.risk[cohort].sum())
+        if progress is not None:
+            progress(min(start + cfg.chunk_patients, len(subject)))
     return stats
