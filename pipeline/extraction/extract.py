@@ -200,6 +200,10 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         con.execute("DROP TABLE events")
     with _stage("bag"):
         bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly)
+        # why the other admissions get no score (serving's _private/unscored.csv); read before a CSV
+        # source's connection (the local one) closes
+        excluded = (src.fetch_arrow(sqlgen.render(sqlgen.COHORT_EXCLUSIONS), "ADMISSIONS (exclusions)").to_pandas()
+                    if scoring else None)
         con.close()  # the local DuckDB is done: closing it hands its memory back before the features are assembled
     with _stage("assemble"):
         features = _assemble(cohort, ctx, vocab, bags)
@@ -209,12 +213,6 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     manifest = _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, cohort_filter != "TRUE")
     fileio.write_json(out / "manifest.json", manifest)
     files["manifest"] = out / "manifest.json"
-    excluded = None
-    if scoring:  # why the other admissions get no score (serving's _private/unscored.csv)
-        excluded = src.fetch_arrow(
-            "SELECT hadm_id, subject_id, admit_epoch, pred_epoch, dob_epoch, disch_epoch, age, gender, admission_type, "
-            "admission_location, icu_system, exclusion FROM admissions_classified WHERE exclusion IS NOT NULL",
-            "ADMISSIONS (exclusions)").to_pandas()
     return ExtractResult(out, manifest, link, files, excluded)
 
 
