@@ -6,7 +6,7 @@ modes with ``set_sampling``.
 """
 
 from .base import BayesianLayer, Sampling, kl_divergence, l2_penalty, set_sampling
-from .conv import Conv2dBatchEnsemble, Conv2dRank1
+from .conv import Conv2dBatchEnsemble, Conv2dDeterministic, Conv2dRank1
 from .embedding import (BagMode, EmbeddingBagBayes, EmbeddingBagDeterministic, EmbeddingBayes,
                         EmbeddingConfig)
 from .factors import Draw, FactorInit, Perturbation, Rank1Config, Rank1Vector, materialize
@@ -17,10 +17,11 @@ from .members import block_rows, component_rows, expand_members, tile_members, u
 from .priors import PosteriorKind, PriorKind
 
 __all__ = [
-    "BagMode", "BayesianLayer", "Conv2dBatchEnsemble", "Conv2dRank1", "Draw", "EmbeddingBagBayes",
-    "EmbeddingBagDeterministic", "EmbeddingBayes", "EmbeddingConfig", "FactorInit", "LSTMBatchEnsemble",
-    "LSTMDeterministic", "LSTMMeanField", "LSTMRank1", "LinearBatchEnsemble", "LinearDeterministic",
-    "LinearMeanField", "LinearRank1", "MeanFieldConfig", "Perturbation", "PosteriorKind", "PriorKind",
-    "Rank1Config", "Rank1Vector", "Sampling", "block_rows", "component_rows", "expand_members",
-    "kl_divergence", "l2_penalty", "materialize", "set_sampling", "tile_members", "untile",
+    "BagMode", "BayesianLayer", "Conv2dBatchEnsemble", "Conv2dDeterministic", "Conv2dRank1", "Draw",
+    "EmbeddingBagBayes", "EmbeddingBagDeterministic", "EmbeddingBayes", "EmbeddingConfig", "FactorInit",
+    "LSTMBatchEnsemble", "LSTMDeterministic", "LSTMMeanField", "LSTMRank1", "LinearBatchEnsemble",
+    "LinearDeterministic", "LinearMeanField", "LinearRank1", "MeanFieldConfig", "Perturbation",
+    "PosteriorKind", "PriorKind", "Rank1Config", "Rank1Vector", "Sampling", "block_rows",
+    "component_rows", "expand_members", "kl_divergence", "l2_penalty", "materialize", "set_sampling",
+    "tile_members", "untile",
 ]
