@@ -157,3 +157,21 @@ def test_evaluate_vision_report(small):
     assert set(d) == {"samples", "clean", "corrupted", "by_severity"} and "5" in d["corrupted"]["rotation"]
     other = predict_logits(model, small.test.floats(), 2, seed=1)
     assert not np.array_equal(logits, other)  # the seed sets the weight draws
+
+
+def test_summary_table_means_and_sds_over_seeds():
+    from pipeline.vision.summary import markdown_table, summarize_runs
+
+    def run(method, seed, nll):
+        row = {"nll": nll, "accuracy": 0.9, "ece": 0.05}
+        return {"method": method, "seed": seed,
+                "report": {"clean": row, "by_severity": {"1": {**row, "nll": nll + 1}, "5": {**row, "nll": nll + 2}}}}
+
+    runs = [run("rank1", 0, 0.1), run("rank1", 1, 0.3), run("deterministic", 0, 0.5)]
+    summary = summarize_runs(runs)
+    assert summary["rank1"]["clean"]["nll"] == {"mean": pytest.approx(0.2), "sd": pytest.approx(0.1414213562), "n": 2}
+    assert summary["rank1"]["5"]["nll"]["mean"] == pytest.approx(2.2)
+    assert summary["deterministic"]["1"]["nll"] == {"mean": 1.5, "sd": 0.0, "n": 1}
+    table = markdown_table(summary, "nll").splitlines()
+    assert table[0] == "| method | clean | severity 1 | severity 5 |"
+    assert table[2] == "| rank1 | 0.200 ± 0.141 | 1.200 ± 0.141 | 2.200 ± 0.141 |"

@@ -25,7 +25,7 @@ from .data import ImageSet
 SUMMARY_METRICS = ("nll", "accuracy", "ece")  # metrics averaged over corruptions per severity
 
 
-def predict_logits(model: nn.Module, images: np.ndarray, samples: int = 1, batch_size: int = 256,
+def predict_logits(model: nn.Module, images: np.ndarray, samples: int = 1, batch_size: int = 32,
                    seed: int = 0) -> np.ndarray:
     """Logits (S, K, N, C) of ``images`` (N, C, H, W) in [0, 1].
 
@@ -82,7 +82,7 @@ class VisionReport:
 
 def evaluate_vision(model: nn.Module, test: ImageSet, samples: int = 1,
                     corruptions: Sequence[str] = CORRUPTIONS, severities: Sequence[int] = SEVERITIES,
-                    seed: int = 0, corruption_seed: int = 0, batch_size: int = 256) -> VisionReport:
+                    seed: int = 0, corruption_seed: int = 0, batch_size: int = 32) -> VisionReport:
     """Clean and corrupted test metrics of ``model`` with ``samples`` draws per component.
 
     Every set is scored with the same weight draws (``seed``); corrupted images come from

@@ -75,7 +75,7 @@ class VisionTrainConfig:
     augment: bool | None = None  # random 4-px-padded crop + horizontal flip; None: CIFAR on (published), digits off
     eval_every_epochs: float = 0.0  # validate every this many epochs (0: only at the end)
     eval_samples: int = 1  # samples per component in validation (published num_eval_samples: 1)
-    eval_batch_size: int = 256  # images per evaluation forward pass
+    eval_batch_size: int = 32  # images per evaluation forward pass (x S·K rows; small passes stay in cache)
     log_every: int = 50  # log loss / NLL / KL / lr every this many steps
     threads: int | None = None  # torch intra-op threads (None: torch's default)
 
