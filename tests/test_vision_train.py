@@ -111,9 +111,9 @@ def test_batches_are_epoch_permutations():
 
 def test_augment_crops_and_flips_without_losing_centred_content():
     x = torch.zeros(64, 2, 16, 16)
-    x[:, :, 7, 8] = 1.0  # at least 4 px from every edge after flipping too: a 4 px shift keeps it
+    x[:, :, 7, 8] = 1.0  # at least 4 px from every edge, flipped too: a shift of at most 4 px keeps it
     g = torch.Generator().manual_seed(0)
-    y = augment(x, g)
+    y = augment(x, g, pad=4)
     assert y.shape == x.shape and torch.equal(y.sum((2, 3)), x.sum((2, 3)))  # one pixel moved, never cropped
     positions = {tuple(torch.nonzero(y[i, 0])[0].tolist()) for i in range(64)}
     assert len(positions) > 10  # shifted around

@@ -1,7 +1,7 @@
 """Evaluation of image models on clean and corrupted test images (multi-class metrics).
 
 ``predict_logits`` runs a model over images with S samples per component (per-member draws,
-BatchNorm running statistics, a fixed seed so every call draws the same weights);
+BatchNorm running statistics, a fixed seed so that every call draws the same weights);
 ``evaluate_vision`` scores the clean test set and every corruption at every severity with
 ``pipeline.metrics_multiclass``. Neither trains or tracks anything.
 """
@@ -29,9 +29,10 @@ def predict_logits(model: nn.Module, images: np.ndarray, samples: int = 1, batch
                    seed: int = 0) -> np.ndarray:
     """Logits (S, K, N, C) of ``images`` (N, C, H, W) in [0, 1].
 
-    Evaluation mode, per-member draws (one weight draw per sample and component for all images),
-    under ``torch.random.fork_rng`` seeded with ``seed``: the caller's RNG stream is untouched and
-    the same (model, seed) always draws the same weights. Modes are restored afterwards.
+    Evaluation mode, per-member draws (one weight draw per sample and component for each pass of
+    ``batch_size`` images, as the mortality evaluation), under ``torch.random.fork_rng`` seeded with
+    ``seed``: the caller's RNG stream is untouched and the same (model, seed, batch_size) always
+    draws the same weights. Modes are restored afterwards.
     """
     if samples < 1 or batch_size < 1:
         raise ValueError(f"samples and batch_size must be >= 1, got {samples} and {batch_size}")

@@ -72,7 +72,7 @@ class VisionTrainConfig:
     nll: str = "average"  # average: mean over the S·K·B rows (published) | mixture: -log mean_d p_d(y)
     train_samples: int = 1  # Monte Carlo samples per component in a step (published: 1)
     clip: float = 0.0  # global gradient-norm clip (0: off, as published)
-    augment: bool | None = None  # random 4-px-padded crop + horizontal flip; None: CIFAR on (published), digits off
+    augment: bool | None = None  # random 2-px-padded crop + horizontal flip; None: CIFAR on (published), digits off
     eval_every_epochs: float = 0.0  # validate every this many epochs (0: only at the end)
     eval_samples: int = 1  # samples per component in validation (published num_eval_samples: 1)
     eval_batch_size: int = 32  # images per evaluation forward pass (x S·K rows; small passes stay in cache)
@@ -156,8 +156,11 @@ def batch_indices(n: int, distinct: int, steps_per_epoch: int, step: int, seed: 
     return order[pos * distinct:(pos + 1) * distinct]
 
 
-def augment(images: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
-    """Random crop of the zero-padded image and random horizontal flip; (B, C, H, W) -> same."""
+def augment(images: Tensor, generator: torch.Generator, pad: int = 2) -> Tensor:
+    """Random crop of the image zero-padded by ``pad`` px per side, random horizontal flip; (B, C, H, W) -> same.
+
+    The published CIFAR pipeline pads 32x32 to 36x36 (``resize_with_crop_or_pad``), crops back and flips.
+    """
     b, _, h, w = images.shape
     padded = F.pad(images, (pad, pad, pad, pad))  # (B, C, H + 2p, W + 2p)
     dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator)
