@@ -12,6 +12,11 @@ draws per rank-1 component on the clean test split and on every corruption x sev
 (``evaluate_vision``). Runs go to a pool of ``--jobs`` single-threaded processes; the raw
 results and the summary (mean ± sd over seeds) are written to ``--out`` (atomically) and the
 tables printed as markdown.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/vision_digits.py --combine A.json B.json --out C.json
+
+merges result files instead (a later file's runs replace the earlier files' runs of the same
+method; each file's command and commit are kept under ``sources``) and prints the tables.
 """
 
 from __future__ import annotations
@@ -72,10 +77,15 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=16, help="digit image side after upsampling")
     ap.add_argument("--samples", type=int, default=2, help="evaluation samples per rank-1 component")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vision_digits.json")
+    ap.add_argument("--combine", type=Path, nargs="+", help="merge these result files (later files win per method)")
     args = ap.parse_args()
 
     from pipeline import io
-    from pipeline.vision.summary import markdown_table, summarize_runs
+    from pipeline.vision.summary import summarize_runs
+
+    if args.combine:
+        combine(args.combine, args.out)
+        return
 
     settings = {k: getattr(args, k) for k in ("epochs", "batch", "depth", "width", "k", "size", "samples")}
     jobs = [(m, s, settings) for m in args.methods for s in args.seeds]
@@ -96,10 +106,42 @@ def main() -> None:
     io.write_json(args.out, {"command": " ".join(["benchmarks/vision_digits.py", *sys.argv[1:]]), "commit": commit,
                              "settings": {**settings, "seeds": args.seeds, "jobs": args.jobs},
                              "wall_seconds": wall, "summary": summary, "runs": runs})
-    for metric in ("nll", "accuracy", "ece"):
-        print(f"\n{metric} (mean ± sd over seeds {args.seeds}; severity columns: mean over the corruptions)\n")
-        print(markdown_table(summary, metric))
+    print_tables(summary, args.seeds)
     print(f"\n{len(runs)} runs in {wall:.0f} s wall with {args.jobs} processes; wrote {args.out}")
+
+
+def print_tables(summary: dict, seeds) -> None:
+    from pipeline.vision.summary import markdown_table
+
+    for metric in ("nll", "accuracy", "ece"):
+        print(f"\n{metric} (mean ± sd over seeds {list(seeds)}; severity columns: mean over the corruptions)\n")
+        print(markdown_table(summary, metric))
+
+
+def combine(files: list[Path], out: Path) -> None:
+    """Merge result files: per method, the runs of the last file that has it."""
+    from pipeline import io
+    from pipeline.vision.summary import summarize_runs
+
+    by_method: dict[str, list[dict]] = {}
+    provider: dict[str, str] = {}
+    sources = []
+    for path in files:
+        data = io.read_json(path)
+        methods = sorted({r["method"] for r in data["runs"]})
+        sources.append({"file": str(path), "command": data["command"], "commit": data["commit"],
+                        "settings": data["settings"], "wall_seconds": data["wall_seconds"], "methods": methods})
+        for m in methods:
+            by_method[m] = [r for r in data["runs"] if r["method"] == m]
+            provider[m] = str(path)
+    order = [m for m in METHODS if m in by_method]
+    runs = [r for m in order for r in sorted(by_method[m], key=lambda r: r["seed"])]
+    summary = summarize_runs(runs)
+    for src in sources:
+        src["methods_used"] = [m for m in order if provider[m] == src["file"]]
+    io.write_json(out, {"combined_from": sources, "summary": {m: summary[m] for m in order}, "runs": runs})
+    print_tables({m: summary[m] for m in order}, sorted({r["seed"] for r in runs}))
+    print(f"\nwrote {out}")
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ def test_deep_ensemble_is_its_members_and_averages_l2():
         members = torch.cat([m(images) for m in model.members])  # (K, B, C)
     assert torch.equal(logits, members.repeat(2, 1, 1))
     assert model.kl() == 0
-    assert torch.allclose(model.l2_penalty(), torch.stack([m.l2_penalty() for m in model.members]).mean())
+    assert torch.allclose(model.l2_penalty(), torch.stack([m.l2_penalty() for m in model.members]).sum())
     assert not torch.equal(model.members[0].body.stem.weight, model.members[1].body.stem.weight)
 
 

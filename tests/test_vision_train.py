@@ -175,3 +175,22 @@ def test_summary_table_means_and_sds_over_seeds():
     table = markdown_table(summary, "nll").splitlines()
     assert table[0] == "| method | clean | severity 1 | severity 5 |"
     assert table[2] == "| rank1 | 0.200 ± 0.141 | 1.200 ± 0.141 | 2.200 ± 0.141 |"
+
+
+def test_deep_ensemble_members_get_the_deterministic_gradient(small):
+    """Summed member losses: member k's gradient is the deterministic network's on the same images."""
+    import dataclasses
+
+    from pipeline.models.vision import VisionNet, build_vision_model
+
+    mcfg = cfg("deep-ensemble").model_config()
+    ensemble = build_vision_model(mcfg)
+    det = VisionNet(dataclasses.replace(mcfg, method="deterministic"))
+    det.load_state_dict(ensemble.members[1].state_dict())
+    images, labels = torch.from_numpy(small.train.floats(np.arange(8))), torch.from_numpy(small.train.labels[:8])
+    objective(ensemble, images, labels, 1.0, 240, 1e-3)["loss"].backward()
+    objective(det, images, labels, 1.0, 240, 1e-3)["loss"].backward()
+    for (name, p), q in zip(ensemble.members[1].named_parameters(), det.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-6, rtol=1e-5), name
+    with pytest.raises(ValueError, match="mixture"):
+        objective(ensemble, images, labels, 1.0, 240, 1e-3, "mixture")

@@ -178,7 +178,13 @@ def augment(images: Tensor, generator: torch.Generator, pad: int = 2) -> Tensor:
 
 def objective(model: nn.Module, images: Tensor, labels: Tensor, kl_w: float, n_train: int, l2: float,
               nll: str = "average", samples: int = 1) -> dict[str, Tensor]:
-    """loss = NLL + kl_w · KL / n_train + l2 · penalty, with its parts (detached)."""
+    """loss = NLL + kl_w · KL / n_train + l2 · penalty, with its parts (detached).
+
+    NLL ``average``: the mean over the S·K·B rows (published); ``mixture``: -log mean_d p_d(y).
+    A model with ``independent_members`` (the deep ensemble) adds its members' mean NLLs instead
+    (K times the row mean; its ``l2_penalty`` is the members' sum), so each member trains as the
+    deterministic network does; the reported ``nll`` is the row mean for every model.
+    """
     logits = model(images, samples=samples)  # (S·K, B, classes)
     d, b, c = logits.shape
     y = labels.unsqueeze(0).expand(d, b)  # (B,) -> (S·K, B)
@@ -187,9 +193,14 @@ def objective(model: nn.Module, images: Tensor, labels: Tensor, kl_w: float, n_t
         nll_t = -ll.mean()
     else:
         nll_t = -(torch.logsumexp(ll, 0) - math.log(d)).mean()
+    nll_loss = nll_t
+    if getattr(model, "independent_members", False):
+        if nll != "average":
+            raise ValueError("nll='mixture' couples the members; a deep ensemble's members train independently")
+        nll_loss = nll_t * (d // samples)  # Σ_k (mean NLL of member k) = K · row mean
     kl = model.kl()
     penalty = model.l2_penalty() if l2 else torch.zeros((), dtype=nll_t.dtype)
-    loss = nll_t + kl_w * kl / n_train + l2 * penalty
+    loss = nll_loss + kl_w * kl / n_train + l2 * penalty
     return {"loss": loss, "nll": nll_t.detach(), "kl": kl.detach(), "l2": penalty.detach()}
 
 

@@ -30,6 +30,8 @@ from .wrn import WideResNet
 class VisionNet(nn.Module):
     """One network of a method other than deep-ensemble (deterministic, batchensemble, rank1)."""
 
+    independent_members = False  # the K members share weights: one loss, the mean over the tiled batch
+
     def __init__(self, cfg: VisionConfig) -> None:
         super().__init__()
         if cfg.method == Method.DEEP_ENSEMBLE:
@@ -89,11 +91,15 @@ def _norm_and_bias_params(m: nn.Module):
 class VisionDeepEnsemble(nn.Module):
     """K independently initialised deterministic networks; logits (S·K, B, classes).
 
-    Trained jointly as the mortality ``DeepEnsemble``: each member's gradient involves only that
-    member (scaled by 1/K, which Adam removes and SGD's learning-rate scaling by the distinct batch
-    does not); ``l2_penalty`` is the members' mean, so a member sees the deterministic model's
-    L2-to-NLL ratio. Every member sees the same B distinct images per step.
+    The published deep ensembles are K deterministic networks trained separately. Trained jointly
+    here, the loss is the *sum* of the members' losses (``independent_members``: the training
+    objective sums the members' mean NLLs, and ``l2_penalty`` sums their penalties), so under SGD
+    each member gets exactly the gradient the deterministic network would get on the same images
+    (a mean would scale it by 1/K, which Adam removes but SGD does not). Every member sees the same
+    B distinct images per step.
     """
+
+    independent_members = True  # separate networks: the loss is the sum of the members' losses
 
     def __init__(self, cfg: VisionConfig) -> None:
         super().__init__()
@@ -116,8 +122,8 @@ class VisionDeepEnsemble(nn.Module):
         return kl_divergence(self)
 
     def l2_penalty(self) -> Tensor:
-        """Mean over members of their L2 penalties (the NLL is their mean too)."""
-        return torch.stack([m.l2_penalty() for m in self.members]).mean()
+        """Sum over members of their L2 penalties (the training NLL is the members' sum too)."""
+        return torch.stack([m.l2_penalty() for m in self.members]).sum()
 
 
 def build_vision_model(cfg: VisionConfig) -> nn.Module:
