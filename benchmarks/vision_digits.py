@@ -35,9 +35,11 @@ METHODS = {  # name -> VisionConfig overrides
     "deterministic": {"method": "deterministic"},
     "batchensemble": {"method": "batchensemble"},
     "rank1-gaussian": {"method": "rank1", "prior": "gaussian"},
-    "rank1-cauchy": {"method": "rank1", "prior": "cauchy"},
+    "rank1-cauchy": {"method": "rank1", "prior": "cauchy"},  # Cauchy prior and posterior
+    "rank1-cauchy-normal-q": {"method": "rank1", "prior": "cauchy", "posterior": "normal"},  # not in the default set
     "deep-ensemble": {"method": "deep-ensemble"},
 }
+DEFAULT_METHODS = ["deterministic", "batchensemble", "rank1-gaussian", "rank1-cauchy", "deep-ensemble"]
 
 
 def run_one(job: tuple[str, int, dict]) -> dict:
@@ -67,7 +69,7 @@ def run_one(job: tuple[str, int, dict]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
     ap.add_argument("--jobs", type=int, default=2, help="parallel single-threaded processes")
     ap.add_argument("--epochs", type=float, default=20.0)
     ap.add_argument("--batch", type=int, default=64, help="tiled rows per step (batch / K distinct images)")

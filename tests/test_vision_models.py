@@ -355,3 +355,16 @@ def test_bad_images_and_normalization():
         model.set_normalization([0.5], [2.0])
         assert torch.allclose(model(x), model.body((x - 0.5) / 2.0).unsqueeze(0), atol=1e-6)
         assert not torch.allclose(before, model(x))
+
+
+def test_posterior_family_follows_the_prior_unless_given():
+    def vector(**kw):
+        return next(m for m in build_vision_model(tiny(method="rank1", **kw)).modules() if isinstance(m, Rank1Vector))
+
+    assert vector(prior="cauchy").config.posterior.value == "cauchy"
+    q = vector(prior="cauchy", posterior="normal")
+    assert q.config.posterior.value == "normal" and q.config.prior.value == "cauchy"
+    assert torch.isfinite(q.kl()) and q.kl() > 0  # Monte Carlo KL of a normal against a Cauchy
+    assert vector().config.posterior.value == "normal"
+    with pytest.raises(ValueError, match="batchensemble"):
+        VisionConfig(posterior="delta")

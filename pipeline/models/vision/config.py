@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from enum import Enum
 
-from pipeline.layers import FactorInit, Perturbation, PriorKind, Rank1Config, Sampling
+from pipeline.layers import FactorInit, Perturbation, PosteriorKind, PriorKind, Rank1Config, Sampling
 
 
 class Method(str, Enum):
@@ -50,7 +50,8 @@ class VisionConfig:
     width: int = 10  # WRN: width multiplier k of 16/32/64 filters; unused by resnet50
     method: Method = Method.RANK1  # deterministic | batchensemble | rank1 | deep-ensemble
     ensemble_size: int = 4  # K members / mixture components (ignored by deterministic)
-    prior: PriorKind = PriorKind.GAUSSIAN  # rank-1 prior family: gaussian | cauchy (posterior of the same family)
+    prior: PriorKind = PriorKind.GAUSSIAN  # rank-1 prior family: gaussian | cauchy
+    posterior: PosteriorKind | None = None  # normal | cauchy; None: the prior's family (normal q + cauchy p: MC KL)
     prior_mean: float = 1.0  # prior location of r and s (multiplicative factors)
     prior_stddev: float | None = None  # prior stddev (gaussian) or scale (cauchy); None: 0.1 wrn, 0.05 resnet50
     factor_init: FactorInit = FactorInit.RANDOM_SIGN  # factor mean init: random_sign (published) | normal
@@ -70,6 +71,10 @@ class VisionConfig:
     def __post_init__(self) -> None:
         self.arch, self.method = Arch(self.arch), Method(self.method)
         self.prior, self.factor_init = PriorKind(self.prior), FactorInit(self.factor_init)
+        if self.posterior is not None:
+            self.posterior = PosteriorKind(self.posterior)
+            if self.posterior == PosteriorKind.DELTA:
+                raise ValueError("VisionConfig.posterior 'delta' is method='batchensemble'")
         self.perturbation, self.sampling = Perturbation(self.perturbation), Sampling(self.sampling)
         for name, value in ARCH_DEFAULTS[self.arch].items():
             if getattr(self, name) is None:
@@ -104,7 +109,8 @@ class VisionConfig:
 
     def rank1(self) -> Rank1Config:
         """Factor configuration of the rank-1 / BatchEnsemble layers."""
-        return Rank1Config(prior=self.prior, prior_mean=self.prior_mean, prior_scale=self.prior_stddev,
+        return Rank1Config(prior=self.prior, posterior=self.posterior, prior_mean=self.prior_mean,
+                           prior_scale=self.prior_stddev,
                            init=self.factor_init, random_sign_prob=self.random_sign_prob,
                            init_mean_stddev=self.init_mean_stddev, init_stddev=self.init_stddev,
                            perturbation=self.perturbation, kl_samples=self.kl_samples,
