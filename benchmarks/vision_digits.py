@@ -89,6 +89,7 @@ def main() -> None:
         combine(args.combine, args.out)
         return
 
+    commit, dirty = code_version()  # before the pool imports the code: the runs use this version
     settings = {k: getattr(args, k) for k in ("epochs", "batch", "depth", "width", "k", "size", "samples")}
     jobs = [(m, s, settings) for m in args.methods for s in args.seeds]
     jobs.sort(key=lambda j: j[0] == "deterministic")  # the long K-member runs first
@@ -104,12 +105,20 @@ def main() -> None:
     runs.sort(key=lambda r: (args.methods.index(r["method"]), r["seed"]))
     summary = summarize_runs(runs)
     summary = {m: summary[m] for m in args.methods}
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     io.write_json(args.out, {"command": " ".join(["benchmarks/vision_digits.py", *sys.argv[1:]]), "commit": commit,
+                             "uncommitted_changes": dirty,
                              "settings": {**settings, "seeds": args.seeds, "jobs": args.jobs},
                              "wall_seconds": wall, "summary": summary, "runs": runs})
     print_tables(summary, args.seeds)
     print(f"\n{len(runs)} runs in {wall:.0f} s wall with {args.jobs} processes; wrote {args.out}")
+
+
+def code_version() -> tuple[str, list[str]]:
+    """HEAD's commit and the tracked files that differ from it (``git status --porcelain -uno``)."""
+    def git(*cmd: str) -> str:
+        return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True).stdout
+
+    return git("rev-parse", "HEAD").strip(), [line[3:] for line in git("status", "--porcelain", "-uno").splitlines()]
 
 
 def print_tables(summary: dict, seeds) -> None:
