@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -148,6 +150,8 @@ def main() -> None:
 
     from pipeline import io
 
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "-uno"], cwd=ROOT, capture_output=True, text=True).stdout
     torch.set_num_threads(args.threads)
     train = {m: _setup(m, args)[1] for m in ("deterministic", "batchensemble", "rank1")}
     step_s = timed_blocks(train, args.steps, args.blocks)
@@ -170,6 +174,8 @@ def main() -> None:
         "eval_ratio_per_draw": eval_s["rank1"] / eval_s["deterministic"] / draws,
         "eval_ratio_per_draw_same_rows": eval_s["rank1"] / eval_s["deterministic_same_rows"] / draws,
         "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+        "commit": commit, "uncommitted_changes": [line[3:] for line in dirty.splitlines()],
+        "load_average_after": list(os.getloadavg()),
     }
     if not args.no_rss:
         result["peak_rss_mib"] = {f"train_{m}": peak_rss_mib("train", m, args) for m in train}
