@@ -37,6 +37,7 @@ METHODS = {  # name -> VisionConfig overrides
     "rank1-gaussian": {"method": "rank1", "prior": "gaussian"},
     "rank1-cauchy": {"method": "rank1", "prior": "cauchy"},  # Cauchy prior and posterior
     "rank1-cauchy-normal-q": {"method": "rank1", "prior": "cauchy", "posterior": "normal"},  # not in the default set
+    "rank1-gaussian-normal-init": {"method": "rank1", "prior": "gaussian", "factor_init": "normal"},  # not default
     "deep-ensemble": {"method": "deep-ensemble"},
 }
 DEFAULT_METHODS = ["deterministic", "batchensemble", "rank1-gaussian", "rank1-cauchy", "deep-ensemble"]
