@@ -34,6 +34,7 @@ class Rank1Config:
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # multiplicative | additive
     kl_samples: int = 1  # Monte Carlo draws for KL terms without a closed form
     prior_signs: bool = False  # sign-symmetric prior: ½ prior(prior_mean) + ½ prior(-prior_mean) (see kl)
+    clip: float | None = None  # sampled factor values clamped to [-clip, clip] (edward2 uses 10); None: no clamp
 
     def __post_init__(self) -> None:
         self.prior = PriorKind(self.prior)
@@ -56,6 +57,8 @@ class Rank1Config:
             raise ValueError(f"Rank1Config.kl_samples must be >= 1, got {self.kl_samples}")
         if self.prior_signs and self.prior_mean == 0.0:
             raise ValueError("Rank1Config.prior_signs needs a prior_mean other than 0 (multiplicative factors)")
+        if self.clip is not None and not self.clip > 0:
+            raise ValueError(f"Rank1Config.clip must be > 0 or None, got {self.clip}")
 
     @property
     def mean_init(self) -> FactorInit:
@@ -125,7 +128,10 @@ class Rank1Vector(nn.Module):
     def draw(self, rows: int, samples: int, sampling: Sampling, use_mean: bool,
              generator: torch.Generator | None = None) -> Draw:
         """Sample for a leading size rows = samples·K·B (per row or per block) from ``generator``
-        (None: torch's global generator)."""
+        (None: torch's global generator).
+
+        With ``config.clip`` sampled values are clamped to [-clip, clip] (means are not), as
+        edward2's rank-1 layers do: a heavy-tailed (Cauchy) draw cannot scale a unit by 1e4."""
         k, n = self.components, self.size
         b = block_size(rows, samples, k)
         if use_mean or self.rho is None:
@@ -134,11 +140,15 @@ class Rank1Vector(nn.Module):
         kind = self.config.posterior.value
         if Sampling(sampling) == Sampling.PER_MEMBER:
             eps = standard_noise(kind, (samples, k, n), self.mean, generator)  # (S, K, n)
-            value = self.mean + self.scale() * eps  # (S, K, n)
+            value = self._clip(self.mean + self.scale() * eps)  # (S, K, n)
             return Draw(value.reshape(samples * k, n), per_block=True)
         eps = standard_noise(kind, (samples, k, b, n), self.mean, generator)  # (S, K, B, n)
-        value = self.mean.view(1, k, 1, n) + self.scale().view(1, k, 1, n) * eps
+        value = self._clip(self.mean.view(1, k, 1, n) + self.scale().view(1, k, 1, n) * eps)
         return Draw(value.reshape(rows, n), per_block=False)
+
+    def _clip(self, value: Tensor) -> Tensor:
+        clip = self.config.clip
+        return value if clip is None else value.clamp(-clip, clip)
 
     def kl(self) -> Tensor:
         """KL summed over the K components and n entries (0 for delta factors).
