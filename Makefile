@@ -1,7 +1,8 @@
 # Setup is automatic: every target creates .venv from pyproject.toml when it is missing.
 SHELL   := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
-PY      ?= python3
+# pyproject's requires-python is 3.11: python3.11 when on PATH, else python3 (checked before the venv is made)
+PY      ?= $(shell command -v python3.11 2>/dev/null || echo python3)
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
@@ -18,7 +19,9 @@ SYNTH_KEY ?= synthetic-data-only-not-a-secret
 .PHONY: setup main test bench-extract bench-models clean
 
 $(STAMP): pyproject.toml
-	test -x $(VPY) || $(PY) -m venv $(VENV)
+	test -x $(VPY) || { $(PY) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
+	  || { echo "make: $(PY) is not Python 3.11 with venv and ensurepip (set PY=python3.11; Debian: apt install python3.11-venv)" >&2; exit 1; }; \
+	  $(PY) -m venv $(VENV); }
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -e '.[postgres,spark,dev]'
 	touch $(STAMP)

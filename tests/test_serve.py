@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.system import java_missing
 from pipeline.predict import RISK_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,6 +115,9 @@ def test_mlflow_models_serve_answers_two_admissions(demo_run, census, expected, 
 @pytest.mark.slow
 def test_spark_udf_scores_a_spark_dataframe(demo_run, census, expected, tmp_path, monkeypatch):
     pytest.importorskip("pyspark", reason="pyspark is the `spark` extra: pip install -e '.[spark]'")
+    if why := java_missing():
+        pytest.skip(f"a local Spark session needs Java: {why} (install a JDK, e.g. Debian's openjdk-17-jre-headless, "
+                    "or set JAVA_HOME)")
     from pyspark.sql import SparkSession
 
     import mlflow

@@ -7,4 +7,5 @@ the first folder without ``__init__.py`` there), so test modules import these as
 - ``paths``: where the MIMIC-III demo is.
 - ``features``: small random features directories in the extract format (``write_features``).
 - ``runs``: one tiny tracked training per features directory and model kind (``trained_run``).
+- ``system``: system programs a test needs and the project does not install (``java_missing``).
 """
