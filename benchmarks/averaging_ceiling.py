@@ -53,7 +53,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     cache = args.cache or args.bench / "paired-cache"
-    runs = find_runs(args.bench / "work")
+    runs = find_runs(args.bench)
     for mode in args.modes or ["random", "era"]:
         for split in args.splits or ["test"]:
             _, fs, risk, _ = _features(args.bench, mode, split)

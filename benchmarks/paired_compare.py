@@ -4,11 +4,11 @@
         [--modes random --modes era] [--splits val --splits test] [--samples 25] [--batch-size 128]
         [--bootstrap 2000] [--cache DIR] [--json PATH]
 
-Reads the grid's run directories (``BENCH/work/runs/train/<run id>``: best.pt, model_info.json,
-manifest.json, vocab.json) and its features (``BENCH/features-<mode>``), draws the per-admission
-logits of every run (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples``
-per component, ``--batch-size`` admissions per draw block, so the NLL equals the grid's
-metrics.json) and caches them as ``.npz``. For each split mode, split and seed it prints A's and
+Reads the grid's runs (``find_runs``: the run ids of ``BENCH/runs.json``, labelled as ``compare``
+labels them, their models loaded from the tracking store, ``MLFLOW_TRACKING_URI`` as for every
+command) and its features (``BENCH/features-<mode>``), draws the per-admission logits of every run
+(``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples`` per component,
+``--batch-size`` admissions per draw block, so the NLL equals the grid's metrics.json) and caches them as ``.npz``. For each split mode, split and seed it prints A's and
 B's mixture NLL and ECE, the paired difference A - B with a percentile bootstrap 95% interval
 over admissions (one resample of admissions shared by A and B), and the references: the true
 risk's NLL (synthetic data) and the NLL of a constant prediction at the training label rate.
@@ -35,37 +35,45 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import features, fileio, metrics
-from pipeline.models.variants import variant_label
 
 PAIRED = ("nll", "ece")  # metrics compared
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
 
 
-def find_runs(work: Path) -> list[dict]:
-    """Run directories of a grid's work dir: run id, model label, split mode, seed; oldest first, so
-    that where a (model, mode, seed) was rerun the latest run is the one the callers' dicts keep."""
-    runs = []
-    for info_file in sorted((work / "runs" / "train").glob("*/model_info.json"), key=lambda f: f.stat().st_mtime):
-        d = info_file.parent
-        info = fileio.read_json(info_file)
-        manifest = fileio.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
-        runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]),
-                     "model": variant_label(info["model_kind"], info["model_config"]),
-                     "split_mode": str((manifest.get("config") or {}).get("split") or "unknown")})
-    return runs
+def find_runs(bench: Path) -> list[dict]:
+    """The runs of the grid written to ``bench`` (``grid.grid_runs``: its runs.json, else the tracking
+    store's runs on its features), as ``compare`` labels them: run id, model label, split mode, seed;
+    oldest first, so that where a (model, mode, seed) was rerun the latest run is the one the
+    callers' dicts keep. The tracking store is the grid's (``MLFLOW_TRACKING_URI``, as for every command)."""
+    from pipeline.evaluation.compare import collect
+    from pipeline.grid import grid_runs
+
+    ids = grid_runs(bench)
+    if not ids:
+        return []
+    rows = sorted(collect(run_ids=ids), key=lambda r: r["start_time"])
+    return [{"run_id": r["run_id"], "model": r["model"], "split_mode": r["split_mode"], "seed": r["seed"]}
+            for r in rows]
 
 
-def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int, batch_size: int,
+def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | None, batch_size: int,
                cache: Path | None) -> np.ndarray:
-    """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, samples, batch size)."""
-    path = cache / f"{run['run_id']}-{split}-s{samples}-b{batch_size}-bylength.npz" if cache else None
+    """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, samples, batch size;
+    ``samples`` None: the model's score_samples)."""
+    import tempfile
+
+    from pipeline import predict
+    from pipeline.evaluation.evaluate import sample_logits
+    from pipeline.runs.store import load_run_model
+
+    tag = "model" if samples is None else samples
+    path = cache / f"{run['run_id']}-{split}-s{tag}-b{batch_size}-bylength.npz" if cache else None
     if path is not None and path.exists():
         return np.load(path)["logits"]
-    from pipeline.evaluation.evaluate import sample_logits
-    from pipeline.runs.checkpoint import load_model
-
-    model, info = load_model(run["dir"] / "best.pt")
-    logits = sample_logits(model, fs, samples, batch_size, 0, info.get("max_bags"), info.get("max_tokens"))
+    with tempfile.TemporaryDirectory(prefix="paired-") as tmp:
+        rm = load_run_model(run["run_id"], tmp)
+    logits = sample_logits(rm.model, fs, predict.score_samples(samples, rm.info), batch_size, 0,
+                           rm.info.get("max_bags"), rm.info.get("max_tokens"))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(path, logits=logits)
@@ -157,7 +165,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     cache = args.cache or args.bench / "paired-cache"
-    runs = find_runs(args.bench / "work")
+    runs = find_runs(args.bench)
     results = []
     print(f"A = {args.a}, B = {args.b}; diff = A - B (negative: A better); 95% paired bootstrap over admissions "
           f"({args.bootstrap} resamples); P(A<B) = share of resamples where A is better")

@@ -4,7 +4,7 @@ A workflow over the stages (extraction, training, evaluation), so it sits beside
 any of them: synthetic MIMIC-III (generated when missing) -> one extraction per split mode
 (cached) -> ``run_job`` for each (variant, mode, seed) in a pool of worker processes (one torch
 thread each; every job a fresh process, so a crash or a leak stays in its job) -> the comparison
-tables of ``evaluation.compare``.
+tables of ``evaluation.compare``. The grid's runs are listed in ``<out>/runs.json`` (``grid_runs``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import fileio
 from pipeline.errors import PipelineError
 from pipeline.evaluation.compare import SPLITS, compare
 from pipeline.models.variants import VARIANTS, resolve
 from pipeline.runs import store
+
+
+RUNS_FILE = "runs.json"  # in the grid's out dir: its runs, oldest first (run_id, variant, split_mode, seed)
 
 
 class GridError(PipelineError, ValueError):
@@ -79,6 +83,25 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
     return result.run_id
 
 
+def record_run(out_dir: Path | str, run_id: str, variant: str, mode: str, seed: int) -> None:
+    """Append a finished job to ``out_dir/RUNS_FILE`` (rewritten atomically; a rerun grid appends, so a
+    (variant, mode, seed) run again has its latest run last)."""
+    path = Path(out_dir) / RUNS_FILE
+    runs = fileio.read_json(path) if path.exists() else []
+    runs.append({"run_id": run_id, "variant": variant, "split_mode": mode, "seed": seed})
+    fileio.write_json(path, runs)
+
+
+def grid_runs(out_dir: Path | str) -> list[str]:
+    """Run ids of the grids written to ``out_dir``, oldest first: those of ``RUNS_FILE``; for a grid that
+    predates the file, the finished runs of the tracking store trained on its features (``features-<mode>``)."""
+    out = Path(out_dir).resolve()
+    path = out / RUNS_FILE
+    if path.exists():
+        return [r["run_id"] for r in fileio.read_json(path)]
+    return store.runs_tagged(store.FEATURES_DIR_TAG, [str(d) for d in sorted(out.glob("features-*")) if d.is_dir()])
+
+
 def _worker_init(uri: str) -> None:
     """A grid worker: one torch thread and the parent's tracking store (the default one is cwd-relative)."""
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -127,6 +150,7 @@ def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None 
                 run_ids.append(future.result())
             except Exception as exc:
                 raise GridError(f"{v} {mode} seed {s} failed: {type(exc).__name__}: {exc}") from exc
+            record_run(out, run_ids[-1], v, mode, s)
     t2 = time.perf_counter()
     _, tables = compare(run_ids=run_ids, out_dir=out)
     t3 = time.perf_counter()

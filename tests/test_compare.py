@@ -1,4 +1,4 @@
-"""pipeline.compare: mean ± sd over seeds per model and split mode, the true-risk row,
+"""pipeline.evaluation.compare: mean ± sd over seeds per model and split mode, the true-risk row,
 Markdown/CSV tables, collecting evaluated runs from MLflow, and a tiny benchmark grid."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io as _io
 import math
+import sys
 import uuid
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from pipeline import fileio, grid
+from pipeline import metrics as M
 from pipeline.evaluation import compare as cp
 from pipeline.models import variants
 
@@ -252,6 +254,24 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
         assert all(math.isfinite(float(r[f"{s}_{m}_mean"])) for s in cp.SPLITS for m in ("nll", "ece"))
     assert set(result.stage_s) == {"data", "train+evaluate", "compare"} and result.wall_s > 0
     assert (tmp_path / "mimic" / "ADMISSIONS.csv.gz").exists()  # generated once, cached for the next call
+
+    # the benchmarks that read a grid (paired_compare, averaging_ceiling) find its runs and redraw its NLL
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import paired_compare
+
+    from pipeline import features
+
+    found = paired_compare.find_runs(tmp_path / "out")
+    assert sorted(r["run_id"] for r in found) == sorted(result.run_ids)
+    assert sorted((r["model"], r["split_mode"], r["seed"]) for r in found) == [
+        ("deterministic", "era", 0), ("deterministic", "era", 1), ("rank1-cauchy", "era", 0), ("rank1-cauchy", "era", 1)]
+    run = next(r for r in found if r["model"] == "rank1-cauchy")
+    fs = features.load_split(tmp_path / "out" / "features-era" / "val.parquet")
+    logits = paired_compare.run_logits(run, fs, "val", cfg.samples, cfg.eval_batch_size, tmp_path / "cache")
+    assert M.mixture_nll(logits, fs.label) == pytest.approx(
+        next(x["val_nll"] for x in runs if x["run_id"] == run["run_id"]), rel=1e-6)
+    (tmp_path / "out" / grid.RUNS_FILE).unlink()  # a grid written before runs.json: its runs found by their features
+    assert {r["run_id"] for r in paired_compare.find_runs(tmp_path / "out")} == set(result.run_ids)
 
 
 def test_runs_on_other_feature_sets_are_never_pooled():

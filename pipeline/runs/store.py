@@ -110,6 +110,18 @@ def experiment_id(name: str, artifact_location: str | None = None) -> str:
     return c.create_experiment(name, artifact_location=artifact_location)
 
 
+def runs_tagged(tag: str, values: list[str]) -> list[str]:
+    """Ids of the finished runs of every experiment whose ``tag`` is one of ``values``, oldest first."""
+    c = client()
+    experiments = [e.experiment_id for e in c.search_experiments(max_results=50_000)]
+    runs = []
+    for value in values if experiments else []:
+        quoted = "'" + value.replace("'", "\\'") + "'"
+        runs += c.search_runs(experiments, f"tags.{tag} = {quoted} AND attributes.status = 'FINISHED'",
+                              max_results=50_000)
+    return [r.info.run_id for r in sorted(runs, key=lambda r: r.info.start_time or 0)]
+
+
 # ---------------------------------------------------------------------------- loading a run
 
 
