@@ -3,7 +3,8 @@
 - ``FEATURES``: the features table that ``extract`` writes (one row per admission) and that
   training, evaluation, ``score`` and the MLflow pyfunc read.
 - ``RISK``: the risk table that ``predict`` computes and ``score`` / the pyfunc return.
-- ``COHORT_COLUMNS``: the columns of ``sql/02_cohort.sql`` that a census condition may use.
+- ``COHORT_COLUMNS``: the columns of ``sql/02_cohort.sql`` that a census condition may use
+  (``OUTCOME_COLUMNS``: the others).
 
 A column's type is written as Arrow spells it (``list<list<int32>>``); ``arrow_type`` builds the
 pyarrow type and ``accepts`` says whether a file's type can be read as it (any integer width,
@@ -108,11 +109,13 @@ RISK = Table("risk", (
 # boolean input arrives as NaN where absent, which MLflow refuses to cast.
 PYFUNC_OPTIONAL = ("observed_hours",)
 
-# Columns of sql/02_cohort.sql that a census condition (`score --cohort FILE`) may use.
-COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epoch", "disch_epoch", "era",
+# Columns of sql/02_cohort.sql that a census condition (`score --cohort FILE`) may use: the condition
+# is applied to a projection of these columns only (the SQL's ${census_columns}).
+COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epoch", "era",
                   "window_start_epoch", "age", "gender", "admission_type", "admission_location", "icu_system")
-# Outcome columns of the cohort: a census condition may never use them (they are known after T).
-OUTCOME_COLUMNS = ("label",)
+# The cohort's other columns, its outcomes, known only after T: a census condition naming one is
+# refused. A census is about patients still in hospital, so the discharge time is an outcome too.
+OUTCOME_COLUMNS = ("label", "disch_epoch")
 
 
 # ---------------------------------------------------------------------------- types

@@ -211,13 +211,13 @@ def test_sqlglot_rewrites(duck_sql: str, fragment: str) -> None:
 
 def _sample_params() -> dict[str, object]:
     """A value for every ${parameter} of sql/ (tables by name, small numbers, nested SELECTs)."""
-    from pipeline import sqlgen
+    from pipeline import contracts, sqlgen
     from pipeline.sources.tables import TABLES, TABLES_IV
 
     params: dict[str, object] = {name: name for name in [*TABLES, *TABLES_IV]}
     params.update(prediction_hours=24.0, lookback_days=30.0, open_admissions="FALSE", cohort_filter="TRUE",
                   link_key="subject_id", window="ev_a", quantiles="0.500000", min_patients=2, text_max_len=8,
-                  max_text_values=3, event_filter="TRUE", edge=0.0)
+                  max_text_values=3, event_filter="TRUE", edge=0.0, census_columns=", ".join(contracts.COHORT_COLUMNS))
     params["events"] = sqlgen.strip_comments(sqlgen.render(sqlgen.EVENT_SQL["chartevents"], **params))
     params["staged"] = sqlgen.strip_comments(sqlgen.render(sqlgen.STAGED[sqlgen.MIMIC4], **params))
     params["used"] = sqlgen.strip_comments(sqlgen.render(sqlgen.EVENTS_USED, window="ev_a"))

@@ -472,11 +472,87 @@ def test_cli_prints_counts_per_reason_never_ids(demo_run, demo_features, demo_di
     assert not any(str(i) in text for i in [*scored, *ids, 99999999])  # verbose: the log lines too
 
 
-@pytest.mark.parametrize("condition", ["label = 1", "age > 60 AND \"LABEL\" = 0", "c.label IS NOT NULL"])
-def test_a_census_condition_may_not_use_the_outcome(tmp_path, condition):
+@pytest.mark.parametrize("condition, named", [
+    ("label = 1", "label"), ("age > 60 AND \"LABEL\" = 0", "label"), ("c.label IS NOT NULL", "label"),
+    ("disch_epoch < pred_epoch + 3*86400", "disch_epoch"),  # known only at discharge: after T for a census
+])
+def test_a_census_condition_may_not_use_the_outcome(tmp_path, condition, named):
     (tmp_path / "c.sql").write_text(condition + "\n")
     with pytest.raises(cohort.CohortError, match=r"c.sql: the cohort condition uses the outcome column\(s\) "
-                                                 r"\['label'\], known only after the prediction time"):
+                                                 rf"\['{named}'\], known only after the prediction time"):
         cohort.read_cohort_file(tmp_path / "c.sql")
     (tmp_path / "ok.sql").write_text("admission_type = 'label' /* label */\n")  # a string or a comment: no column
     assert cohort.read_cohort_file(tmp_path / "ok.sql") == "admission_type = 'label' /* label */"
+
+
+@pytest.mark.parametrize("condition", [
+    "hadm_id IN (SELECT hadm_id FROM admissions_classified WHERE COLUMNS('^lab') = 1)",
+    "hadm_id IN (FROM cohort SELECT hadm_id)",  # DuckDB's FROM-first form
+    "hadm_id IN (TABLE cohort)",
+])
+def test_a_census_condition_may_not_hold_a_subquery(tmp_path, condition):
+    """A subquery could read another table (admissions_classified holds the label) whatever it names."""
+    (tmp_path / "c.sql").write_text(condition + "\n")
+    with pytest.raises(cohort.CohortError, match=r"c.sql: the cohort condition holds a subquery \((SELECT|FROM|TABLE)\); "
+                                                 r"it is one expression over the columns \['hadm_id'"):
+        cohort.read_cohort_file(tmp_path / "c.sql")
+
+
+def _classified(con) -> None:
+    """A tiny admissions_classified: four eligible admissions (two deaths, one still open) and one excluded."""
+    con.execute("""CREATE TABLE admissions_classified AS SELECT * FROM (VALUES
+        (1, 10, 100, 0.0, 86400.0, 90000.0, -1e9, 70.0, 'M', 'EMERGENCY', 'ER', 'carevue', 'a', 1, NULL),
+        (2, 11, 101, 0.0, 86400.0, 400000.0, -1e9, 60.0, 'F', 'EMERGENCY', 'ER', 'metavision', 'b', 1, NULL),
+        (3, 12, 102, 0.0, 86400.0, 500000.0, -1e9, 50.0, 'F', 'ELECTIVE', 'ER', 'metavision', 'b', 0, NULL),
+        (4, 13, 103, 0.0, 86400.0, NULL, -1e9, 40.0, 'M', 'URGENT', 'ER', 'carevue', 'a', 0, NULL),
+        (5, 14, 104, 0.0, 86400.0, 3600.0, -1e9, 30.0, 'M', 'URGENT', 'ER', 'carevue', 'a', 0,
+         'discharged before prediction time'))
+        t(row_id, subject_id, hadm_id, admit_epoch, pred_epoch, disch_epoch, dob_epoch, age, gender,
+          admission_type, admission_location, icu_system, era, label, exclusion)""")
+
+
+def _cohort_sql(condition: str) -> str:
+    from pipeline import contracts, sqlgen
+
+    return sqlgen.render(sqlgen.COHORT, lookback_days=30.0, cohort_filter=condition,
+                         census_columns=", ".join(contracts.COHORT_COLUMNS))
+
+
+def test_every_cohort_column_is_a_census_column_or_an_outcome():
+    import duckdb
+
+    from pipeline import contracts
+
+    con = duckdb.connect()
+    _classified(con)
+    rel = con.sql(_cohort_sql("TRUE"))
+    assert sorted(rel.columns) == sorted([*contracts.COHORT_COLUMNS, *contracts.OUTCOME_COLUMNS])
+    assert sorted(r[0] for r in rel.fetchall()) == [100, 101, 102, 103]  # hadm_id first
+    chosen = con.sql(_cohort_sql("age >= 60 AND COLUMNS('^adm') IS NOT NULL")).fetchall()
+    assert sorted(r[0] for r in chosen) == [100, 101]
+
+
+@pytest.mark.parametrize("condition", [
+    "COLUMNS('^lab') = 1",  # a column regex: no outcome in the projection it expands over
+    "COLUMNS('^disch') IS NOT NULL",
+    "label = 1", "disch_epoch < pred_epoch + 3*86400",  # what read_cohort refuses by name, refused here too
+    "struct_extract(census, 'label') = 1",  # the row as a struct holds the census columns only
+    "eligible.label = 1", "admissions_classified.label = 1",  # the inner and the base table are out of reach
+])
+def test_the_census_condition_sees_no_outcome(condition):
+    """sql/02_cohort.sql applies the condition to the census columns only: every way to reach an
+    outcome fails in the database (before, COLUMNS('^lab') = 1 chose exactly the deaths)."""
+    import duckdb
+
+    con = duckdb.connect()
+    _classified(con)
+    with pytest.raises(duckdb.Error):
+        con.sql(_cohort_sql(condition)).fetchall()
+
+
+def test_a_census_by_an_outcome_regex_is_refused(demo_run, demo_dir, tmp_path):
+    """The reviewer's bypass on the demo (31 admissions, 31 deaths) now stops with one line."""
+    (tmp_path / "c.sql").write_text("COLUMNS('^lab') = 1\n")
+    with pytest.raises(sc.ScoreError, match=r"c.sql: the cohort condition could not be run \(Binder Error\)"):
+        sc.score(demo_run, tmp_path / "s.parquet", source=str(demo_dir), cohort=tmp_path / "c.sql", cfg=_cfg())
+    assert not (tmp_path / "s.parquet").exists()

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import deid, fileio, sqlgen
-from pipeline.contracts import FEATURE_VERSION, FEATURES
+from pipeline.contracts import COHORT_COLUMNS, FEATURE_VERSION, FEATURES
 from pipeline.errors import ConfigError
 from pipeline.extraction import tokens
 from pipeline.extraction.accounting import event_accounting, scan_all_events, table_accounting
@@ -132,7 +132,8 @@ def extract(
 def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, cohort_filter: str,
          as_of: float | None = None) -> ExtractResult:
     rel = src.relations()
-    params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days))
+    params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days),
+                  census_columns=", ".join(COHORT_COLUMNS))  # what a census condition sees: no outcome
     scoring = vocab is not None  # a census with the training vocabulary (no splits, no refit)
     open_admissions = "TRUE" if scoring else "FALSE"  # scoring a census: no DISCHTIME = still in hospital
     src.materialize(sqlgen.admissions_classified(rel, src.release, **params, open_admissions=open_admissions),
@@ -202,7 +203,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly)
         # why the other admissions get no score (serving's _private/unscored.csv); read before a CSV
         # source's connection (the local one) closes
-        excluded = (src.fetch_arrow(sqlgen.render(sqlgen.COHORT_EXCLUSIONS), "ADMISSIONS (exclusions)").to_pandas()
+        excluded = (src.fetch_arrow(sqlgen.render(sqlgen.COHORT_EXCLUSIONS, **params), "ADMISSIONS (exclusions)").to_pandas()
                     if scoring else None)
         con.close()  # the local DuckDB is done: closing it hands its memory back before the features are assembled
     with _stage("assemble"):

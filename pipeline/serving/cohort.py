@@ -3,8 +3,10 @@
 An id list is one id per line, ids separated by white space, or a table export whose header
 names a HADM_ID column; anything else is one SQL condition over ``contracts.COHORT_COLUMNS``.
 A line that does not fit is an error naming its number, never its contents (it may hold ids).
-A condition may not name an outcome column (``contracts.OUTCOME_COLUMNS``): who is scored today
-cannot depend on what happens after the prediction time.
+Who is scored today cannot depend on what happens after the prediction time: the condition is run
+on a projection of the census columns only (sql/02_cohort.sql), so no form of it reaches an
+outcome; one that names an outcome column (``contracts.OUTCOME_COLUMNS``) is refused with one line
+saying so, and one that holds a subquery (which could read another table) is refused too.
 """
 
 from __future__ import annotations
@@ -45,16 +47,28 @@ def read_cohort(path: Path) -> tuple[str, list[int] | None]:
     condition = " ".join(ln for _, ln in lines)
     if ";" in condition:
         raise CohortError(f"{path}: a cohort condition is one SQL expression (no ';'); columns: {list(COHORT_COLUMNS)}")
-    outcome = sorted(set(column_names(condition)) & set(OUTCOME_COLUMNS))
+    names, query = _tokens(condition)
+    outcome = sorted(set(names) & set(OUTCOME_COLUMNS))
     if outcome:
         raise CohortError(f"{path}: the cohort condition uses the outcome column(s) {outcome}, known only after the "
                           f"prediction time; a census is chosen by the columns {list(COHORT_COLUMNS)}")
+    if query:
+        raise CohortError(f"{path}: the cohort condition holds a subquery ({query.upper()}); it is one expression "
+                          f"over the columns {list(COHORT_COLUMNS)}")
     return condition, None
+
+
+_QUERY_WORDS = ("SELECT", "FROM", "WITH", "TABLE")  # sqlglot token types that start or name a subquery
 
 
 def column_names(condition: str) -> list[str]:
     """The lower-cased names (bare or quoted identifiers) in a SQL condition, strings and comments
     excluded; [] when the text does not tokenize (the database then reports it)."""
+    return _tokens(condition)[0]
+
+
+def _tokens(condition: str) -> tuple[list[str], str | None]:
+    """(the lower-cased names of ``column_names``, the first subquery keyword or None) of a condition."""
     from sqlglot.dialects.duckdb import DuckDB
     from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
@@ -62,8 +76,10 @@ def column_names(condition: str) -> list[str]:
     try:
         tokens = DuckDB().tokenize(condition)
     except TokenError:
-        return []
-    return [t.text.lower() for t in tokens if t.token_type in (TokenType.VAR, TokenType.IDENTIFIER)]
+        return [], None
+    names = [t.text.lower() for t in tokens if t.token_type in (TokenType.VAR, TokenType.IDENTIFIER)]
+    query = next((t.text for t in tokens if t.token_type.name in _QUERY_WORDS), None)
+    return names, query
 
 
 def _ids_of(path: Path, lines: list[tuple[int, str]]) -> list[int] | None:
@@ -163,13 +179,12 @@ def reason_of(exclusion: str) -> tuple[str, str]:
     return OUTSIDE, f"outside the cohort criteria: {exclusion}"
 
 
-def unscored(excluded, scored: set[int], requested: list[int] | None = None, condition: str | None = None,
-             lookback_days: float = 30.0):
+def unscored(excluded, scored: set[int], requested: list[int] | None = None, condition: str | None = None):
     """The admissions a census asked for that got no score: DataFrame (hadm_id, reason, category),
     sorted by HADM_ID (raw ids: for the data owner's ``_private/unscored.csv`` only).
 
     ``excluded`` are the source's ADMISSIONS rows outside the cohort (``ExtractResult.excluded``:
-    cohort columns and ``exclusion``); ``scored`` the HADM_IDs scored. An id list (``requested``):
+    the census columns and ``exclusion``); ``scored`` the HADM_IDs scored. An id list (``requested``):
     each id without a score, absent where ADMISSIONS has no such row. A SQL ``condition``: the
     excluded admissions it selects (it is run on their columns in a local DuckDB; a quarantined row
     whose columns are missing is not selected). Neither: every excluded admission with a HADM_ID.
@@ -179,7 +194,7 @@ def unscored(excluded, scored: set[int], requested: list[int] | None = None, con
     rows = excluded[excluded["hadm_id"].notna()].drop_duplicates("hadm_id").copy()
     rows["hadm_id"] = rows["hadm_id"].astype("int64")
     if condition is not None and requested is None:
-        rows = _selected(rows, condition, lookback_days)
+        rows = _selected(rows, condition)
     reasons = dict(zip(rows["hadm_id"], rows["exclusion"]))
     ids = sorted(set(requested) - scored) if requested is not None else sorted(set(reasons) - scored)
     out = []
@@ -189,15 +204,14 @@ def unscored(excluded, scored: set[int], requested: list[int] | None = None, con
     return pd.DataFrame(out, columns=["hadm_id", "reason", "category"])
 
 
-def _selected(rows, condition: str, lookback_days: float):
-    """The rows of ``rows`` (cohort columns) that the census condition selects."""
+def _selected(rows, condition: str):
+    """The rows of ``rows`` that the census condition selects (run on their census columns only)."""
     import duckdb
 
-    frame = rows.assign(window_start_epoch=rows["pred_epoch"] - lookback_days * 86400.0)
     con = duckdb.connect()
     try:
-        con.register("excluded", frame)
-        keep = con.execute(f"SELECT hadm_id FROM excluded WHERE ({condition})").fetchnumpy()["hadm_id"]
+        con.register("census", rows[list(COHORT_COLUMNS)])
+        keep = con.execute(f"SELECT hadm_id FROM census WHERE ({condition})").fetchnumpy()["hadm_id"]
     except duckdb.Error:  # the database's message may quote the condition's values: only its kind
         raise CohortError("the cohort condition could not be run on the admissions outside the cohort "
                           "(for the unscored list)") from None

@@ -243,9 +243,8 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
 
         table = deid.read_link_file(result.link_file)
         links = dict(zip(table["key"], table["hadm_id"].astype("int64")))
-        lookback = float(((run.manifest or {}).get("config") or {}).get("lookback_days") or 30.0)
         missing = cohort_mod.unscored(result.excluded, set(links.values()), ids,
-                                      None if cohort is None or ids is not None else condition, lookback)
+                                      None if cohort is None or ids is not None else condition)
         summary.not_scored_by = cohort_mod.counts(missing)
         summary.not_scored = len(missing)
         if summary.not_scored:
