@@ -34,6 +34,7 @@ from pipeline.errors import PipelineError
 from pipeline.extraction.config import SplitMode
 from pipeline.models.config import MortalityConfig
 from pipeline.models.variants import VARIANTS
+from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.training.config import TrainConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
@@ -196,10 +197,10 @@ def with_config_options(*classes: type) -> Callable:
 @command(short_help="Generate a synthetic MIMIC-III or MIMIC-IV with a known true risk.")
 def synth(
     out: Path = typer.Option(..., help="Directory for the synthetic MIMIC tables (TABLE.csv.gz)."),
-    patients: int = typer.Option(2000, min=1, help="Number of patients."),
-    seed: int = typer.Option(0, help="Random seed."),
-    density: float = typer.Option(1.0, min=0.001, help="Event density scale (1.0 = about 5,400 CHARTEVENTS rows "
-                                                       "per ICU stay)."),
+    patients: int = typer.Option(2000, min=1, max=MAX_PATIENTS, help="Number of patients."),
+    seed: int = typer.Option(0, min=0, help="Random seed."),
+    density: float = typer.Option(1.0, min=0.001, max=MAX_DENSITY, help="Event density scale (1.0 = about 5,400 "
+                                                                        "CHARTEVENTS rows per ICU stay)."),
     layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="mimic-iii: the MIMIC-III v1.4 layout; "
                                                                      "mimic-iv: MIMIC-IV's hosp/ and icu/ modules "
                                                                      "(the same synthetic world)."),

@@ -53,9 +53,11 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.errors import ConfigError
 from pipeline.synth import catalog as cat
 from pipeline.synth import events as ev
 from pipeline.synth import tables as tb
+from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.synth.tables import (
     ADULT,
     CHILD,
@@ -109,21 +111,21 @@ class SynthConfig:
 
     def validate(self) -> None:
         if not self.prediction_hours > 0:
-            raise ValueError(f"SynthConfig.prediction_hours must be > 0, got {self.prediction_hours}")
-        if not 0 < self.density <= 10:
-            raise ValueError(f"SynthConfig.density must be in (0, 10], got {self.density}")
+            raise ConfigError(f"SynthConfig.prediction_hours must be > 0, got {self.prediction_hours}")
+        if not 0 < self.density <= MAX_DENSITY:
+            raise ConfigError(f"SynthConfig.density must be in (0, {MAX_DENSITY:g}], got {self.density}")
         if self.chart_rows_per_stay < 0:
-            raise ValueError(f"SynthConfig.chart_rows_per_stay must be >= 0, got {self.chart_rows_per_stay}")
+            raise ConfigError(f"SynthConfig.chart_rows_per_stay must be >= 0, got {self.chart_rows_per_stay}")
         if self.chunk_patients < 1:
-            raise ValueError(f"SynthConfig.chunk_patients must be >= 1, got {self.chunk_patients}")
+            raise ConfigError(f"SynthConfig.chunk_patients must be >= 1, got {self.chunk_patients}")
         if self.newborn_fraction < 0 or self.pediatric_fraction < 0 or self.newborn_fraction + self.pediatric_fraction >= 1:
-            raise ValueError("SynthConfig newborn_fraction + pediatric_fraction must be in [0, 1)")
+            raise ConfigError("SynthConfig newborn_fraction + pediatric_fraction must be in [0, 1)")
         if not 0 < self.icu_fraction <= 1:
-            raise ValueError(f"SynthConfig.icu_fraction must be in (0, 1], got {self.icu_fraction}")
+            raise ConfigError(f"SynthConfig.icu_fraction must be in (0, 1], got {self.icu_fraction}")
         if len(self.admissions_probs) != 3 or abs(sum(self.admissions_probs) - 1) > 1e-9:
-            raise ValueError(f"SynthConfig.admissions_probs must be 3 probabilities summing to 1, got {self.admissions_probs}")
+            raise ConfigError(f"SynthConfig.admissions_probs must be 3 probabilities summing to 1, got {self.admissions_probs}")
         if self.max_stay_days * 24 < self.prediction_hours + 2:
-            raise ValueError("SynthConfig.max_stay_days must leave at least 2 h after the prediction time")
+            raise ConfigError("SynthConfig.max_stay_days must leave at least 2 h after the prediction time")
 
 
 @dataclass
@@ -341,12 +343,12 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
 
     cfg = config or SynthConfig()
     cfg.validate()
-    if isinstance(patients, bool) or not isinstance(patients, (int, np.integer)) or not 1 <= patients <= 89_999:
-        raise ValueError(f"patients must be an integer in [1, 89999] (SUBJECT_ID range), got {patients!r}")
+    if isinstance(patients, bool) or not isinstance(patients, (int, np.integer)) or not 1 <= patients <= MAX_PATIENTS:
+        raise ConfigError(f"patients must be an integer in [1, {MAX_PATIENTS}] (SUBJECT_ID range), got {patients!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     if layout not in ("mimic-iii", "mimic-iv"):
-        raise ValueError(f"layout must be 'mimic-iii' or 'mimic-iv', got {layout!r}")
+        raise ConfigError(f"layout must be 'mimic-iii' or 'mimic-iv', got {layout!r}")
     out = Path(out_dir)
     (out / "_truth").mkdir(parents=True, exist_ok=True)
     ids = np.random.default_rng([seed, 1 << 20])
