@@ -6,7 +6,8 @@ paths (skipping `_private/`, which holds the data owner's link file) and reports
 - any whole number inside a string that equals a raw SUBJECT_ID, HADM_ID or ICUSTAY_ID (stay_id),
   except in the item field of a token (`source:ITEMID:...`), which is a MIMIC item code;
 - any integer cell outside token/context id lists and counts that equals a raw id.
-Used by the tests on demo and synthetic outputs, on scores and on MLflow artifacts.
+Used by the tests on demo and synthetic outputs, on scores and on MLflow artifacts (the raw ids
+of a source: tests/helpers/raw_ids.py).
 """
 
 from __future__ import annotations
@@ -104,27 +105,3 @@ def scan(paths: Iterable[Path], raw_ids: Iterable[int | str]) -> list[Finding]:
                     if part and (why := check_string(part, ids)):
                         findings.append(Finding(str(f), f"line {i + 1}", why))
     return findings
-
-
-def raw_ids_of(source_dir: Path) -> set[str]:
-    """All SUBJECT_ID, HADM_ID and ICU stay id (MIMIC-III ICUSTAY_ID, MIMIC-IV stay_id) values of a
-    MIMIC-III or MIMIC-IV CSV directory."""
-    import duckdb
-
-    from pipeline.sources.csvdir import detect_layout
-
-    release, files = detect_layout(Path(source_dir))
-    stay = "stay_id" if release.value == "mimic-iv" else "icustay_id"
-    ids: set[str] = set()
-    con = duckdb.connect()
-    for table, cols in (("patients", ["subject_id"]), ("admissions", ["subject_id", "hadm_id"]), ("icustays", [stay])):
-        if table not in files:
-            continue
-        for col in cols:
-            rows = con.sql(
-                f"SELECT DISTINCT CAST(\"{col}\" AS VARCHAR) FROM read_csv('{files[table]}', header=true, all_varchar=true, "
-                f"normalize_names=true, delim=',', quote='\"', escape='\"')"
-            ).fetchall()
-            ids |= {r[0] for r in rows if r[0]}
-    con.close()
-    return ids

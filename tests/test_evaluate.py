@@ -21,6 +21,7 @@ import pytest
 import torch
 from helpers.features import N_CONTEXT, N_TOKENS, write_features
 from helpers.runs import TINY, trained_run
+from helpers.raw_ids import raw_ids_of
 
 from pipeline import batches, errors, features, metrics, predict, privacy
 from pipeline.evaluation import evaluate, truth
@@ -209,9 +210,9 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
     logged = {a.path for a in MlflowClient(tracking_uri()).list_artifacts(demo_run, "eval/test")}
     assert logged == {f"eval/test/{f}" for f in ("metrics.json", *evaluate.PLOTS)}
     # privacy: no raw identifier or date in the JSON, the file names or the printed table
-    findings = privacy.scan([tmp_path / "eval"], privacy.raw_ids_of(demo_dir))
+    findings = privacy.scan([tmp_path / "eval"], raw_ids_of(demo_dir))
     assert not findings, [str(f) for f in findings]
-    raw = privacy.raw_ids_of(demo_dir)
+    raw = raw_ids_of(demo_dir)
     for name in [p.name for p in (tmp_path / "eval").rglob("*")] + proc.stdout.split():
         assert privacy.check_string(name, raw) is None, name
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers.runs import trained_run
+from helpers.raw_ids import raw_ids_of
 from typer.testing import CliRunner
 
 import cli
@@ -181,7 +182,7 @@ def test_no_bag_at_or_after_the_prediction_time(iv_features):
 
 
 def test_privacy_scan_finds_no_raw_id_or_date(iv_demo, iv_features):
-    ids = privacy.raw_ids_of(iv_demo)
+    ids = raw_ids_of(iv_demo)
     assert len(ids) > 100 + 275 + 140 - 5 and any(len(i) == 8 for i in ids)  # subject, hadm and stay ids
     findings = privacy.scan([iv_features.out_dir], ids)
     assert findings == [], "\n".join(map(str, findings[:20]))
@@ -335,7 +336,7 @@ def test_train_evaluate_score_on_the_mimic4_demo(iv_run, iv_features, iv_demo, t
     assert s.admissions == report["n"] and s.oov_share is None
     s = sc.score(iv_run, tmp_path / "census.parquet", source=str(iv_demo), cfg=cfg)
     assert s.admissions > 0 and s.oov_share is None
-    assert not privacy.scan([tmp_path / "features.parquet", tmp_path / "census.parquet"], privacy.raw_ids_of(iv_demo))
+    assert not privacy.scan([tmp_path / "features.parquet", tmp_path / "census.parquet"], raw_ids_of(iv_demo))
 
 
 def test_scoring_across_releases_is_refused_unless_asked(iii_run, iv_run, iv_features, iv_demo, demo_dir, tmp_path):

@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.raw_ids import raw_ids_of
 
 from pipeline.serving import report as rp
 from pipeline.serving import score as sc
@@ -59,7 +60,7 @@ def test_the_report_is_self_contained_html(census, demo_dir):
     assert f"Admissions scored {s.admissions}" in words and f"Not scored {s.not_scored}" in words
     assert "died or discharged before T" in words and "Validation AUC-ROC" in words
     assert "Validation reliability" in words  # recorded at training (model_info.json)
-    assert not privacy.scan([s.report], privacy.raw_ids_of(demo_dir))  # pseudonyms only
+    assert not privacy.scan([s.report], raw_ids_of(demo_dir))  # pseudonyms only
 
 
 def test_admissions_are_listed_by_risk_with_their_interval(census):

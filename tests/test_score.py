@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers.runs import trained_run
+from helpers.raw_ids import raw_ids_of
 
 from pipeline import privacy
 from pipeline.extraction import extract
@@ -58,7 +59,7 @@ def test_score_demo_features(demo_run, demo_features, demo_dir, tmp_path):
     assert ((out["risk_mean"] > 0) & (out["risk_mean"] < 1)).all() and (out["risk_sd"] >= 0).all()
     assert (out["risk_p05"] <= out["risk_mean"] + 1e-12).all() and (out["risk_mean"] <= out["risk_p95"] + 1e-12).all()
     assert s.referred == int(out["refer"].sum()) and (s.samples, s.components) == (3, 3)
-    assert not privacy.scan([s.out], privacy.raw_ids_of(demo_dir))
+    assert not privacy.scan([s.out], raw_ids_of(demo_dir))
     assert not list(tmp_path.glob(".*.tmp"))  # atomic: no temporary file left
 
 
@@ -148,7 +149,7 @@ def test_source_scoring_equals_features_scoring(demo_run, demo_features, demo_di
     a = sc.score(demo_run, tmp_path / "a.parquet", data=demo_features.out_dir / "test.parquet", cfg=_cfg())
     b = sc.score(demo_run, tmp_path / "b.parquet", source=str(demo_dir), cohort=tmp_path / "cohort.txt", cfg=_cfg())
     pd.testing.assert_frame_equal(pd.read_parquet(a.out), pd.read_parquet(b.out))
-    assert not privacy.scan([b.out], privacy.raw_ids_of(demo_dir))
+    assert not privacy.scan([b.out], raw_ids_of(demo_dir))
 
 
 def test_source_scoring_with_a_sql_condition(demo_run, demo_features, demo_dir, tmp_path):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from helpers.raw_ids import raw_ids_of
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score
 
-from pipeline.privacy import raw_ids_of, scan
+from pipeline.privacy import scan
 
 
 def _bag_of_tokens(frame: pd.DataFrame, vocab_size: int) -> np.ndarray:

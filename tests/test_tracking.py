@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from helpers.raw_ids import raw_ids_of
 
 from pipeline import privacy
 from pipeline.predict import RISK_COLUMNS
@@ -161,7 +162,7 @@ def test_logged_artifacts_pass_privacy_scan(cli_run, demo_dir, tmp_path):
                                                                      "extraction.json"}
     extraction = json.loads((model_dir / "artifacts" / "extraction.json").read_text())
     assert set(extraction) <= {"config", "feature_version"}  # settings only: no counts, sources or paths
-    findings = privacy.scan([run_dir, model_dir], privacy.raw_ids_of(demo_dir))
+    findings = privacy.scan([run_dir, model_dir], raw_ids_of(demo_dir))
     # MLflow stamps every MLmodel with its own creation time (utc_time_created); that is the
     # only date allowed, and nothing else may be found.
     allowed = [f for f in findings if Path(f.path).name == "MLmodel" and f.problem == "calendar date"

@@ -6,6 +6,7 @@ the first folder without ``__init__.py`` there), so test modules import these as
 
 - ``paths``: where the MIMIC-III demo is.
 - ``features``: small random features directories in the extract format (``write_features``).
+- ``raw_ids``: the raw SUBJECT_ID / HADM_ID / ICU stay ids of a MIMIC CSV directory (``raw_ids_of``).
 - ``runs``: one tiny tracked training per features directory and model kind (``trained_run``).
 - ``system``: system programs a test needs and the project does not install (``java_missing``).
 """
