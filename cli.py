@@ -30,6 +30,7 @@ except ImportError:  # pragma: no cover
     import click
 
 from pipeline.configs import field_help
+from pipeline.contracts import DEFAULT_BATCH
 from pipeline.errors import PipelineError
 from pipeline.extraction.config import SplitMode
 from pipeline.models.config import MortalityConfig
@@ -339,7 +340,7 @@ def evaluate(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Metrics JSON (one split only) (default: "
                                                                   "OUT/<split>/metrics.json)."),
     out: Optional[Path] = typer.Option(None, help="Directory for JSON and plots (default: runs/eval/<run id>)."),
-    batch_size: int = typer.Option(128, min=1, help="Admissions per forward pass (memory grows with it)."),
+    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help="Admissions per forward pass (memory grows with it; a rank-1 model's draws depend on the batches)."),
     bootstrap: int = typer.Option(1000, min=0, help="Bootstrap resamples for the 95% intervals."),
     seed: int = typer.Option(0, help="Seed of the weight draws and the bootstrap."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
@@ -473,7 +474,7 @@ def score(
     schema: str = typer.Option("mimiciii", help="PostgreSQL schema of --source."),
     samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo samples per mixture component [default: "
                                                             "the model's score_samples, 25]."),
-    batch_size: int = typer.Option(128, min=1, help="Admissions per forward pass (memory grows with it)."),
+    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help="Admissions per forward pass (memory grows with it; a rank-1 model's draws depend on the batches)."),
     chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory; batches are formed "
                                                      "by length within a chunk, so a rank-1 model's Monte Carlo "
                                                      "draws per admission depend on it)."),

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paired_compare import _features, find_runs, run_logits
 
 from pipeline import metrics
+from pipeline.contracts import DEFAULT_BATCH
 
 
 def pooled_nll(labels, probs: list[np.ndarray]) -> float:
@@ -45,7 +46,7 @@ def main() -> None:
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [test]")
     ap.add_argument("--samples", type=int, default=25, help="samples per mixture component")
-    ap.add_argument("--batch-size", type=int, default=128, help="admissions per draw block (grid: 128)")
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per draw block (the grid's)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")
     args = ap.parse_args()

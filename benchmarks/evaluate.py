@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import random_features
 
 from pipeline import features, fileio
+from pipeline.contracts import DEFAULT_BATCH
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=25, help="samples per mixture component (rank-1)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--blocks", type=int, default=3, help="alternating timed blocks per model")
-    ap.add_argument("--batch-size", type=int, default=128, help="admissions per forward pass")
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per forward pass")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples in the metrics")
     args = ap.parse_args()
     import torch

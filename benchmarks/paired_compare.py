@@ -35,6 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import features, fileio, metrics
+from pipeline.contracts import DEFAULT_BATCH
 
 PAIRED = ("nll", "ece")  # metrics compared
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
@@ -155,7 +156,7 @@ def main() -> None:
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [val, test]")
     ap.add_argument("--samples", type=int, default=25, help="samples per mixture component")
-    ap.add_argument("--batch-size", type=int, default=128, help="admissions per draw block (grid: 128)")
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per draw block (the grid's)")
     ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of admissions")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")

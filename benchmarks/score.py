@@ -65,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import random_features
 
 from pipeline import features, fileio, predict
+from pipeline.contracts import DEFAULT_BATCH
 
 
 def analytic_flops(fs: features.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
@@ -261,7 +262,7 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=1000, help="a smaller cohort, for the peak-RSS comparison")
     ap.add_argument("--samples", type=int, default=25, help="samples per component")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    ap.add_argument("--batch-size", type=int, default=128, help="admissions per forward pass")
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per forward pass")
     ap.add_argument("--target", type=int, default=58_976, help="cohort size to extrapolate to")
     ap.add_argument("--hidden", type=int, default=0, help="LSTM units (0: the default model's)")
     ap.add_argument("--repeat", type=int, default=3, help="times each cohort is scored (best and median reported)")

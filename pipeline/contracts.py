@@ -22,6 +22,13 @@ FEATURE_VERSION = 2  # 2: observed_hours and before_prediction_time columns (rea
 # Monte Carlo samples per mixture component when neither the caller nor the model says (a model
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25
+# Admissions per forward pass of every scoring entry point (evaluate, score, the pyfunc and `serve`,
+# predict.score_features, the refer threshold chosen in training). One number because a rank-1
+# model's weight draws are shared by the rows of a batch: which admissions are scored together
+# changes each admission's draws (never their distribution), so the same seed gives the same
+# numbers only with the same batches. 128: what evaluation has always used (`make main`'s table),
+# about 0.5 GB peak at 25 samples x 4 components.
+DEFAULT_BATCH = 128
 
 
 class Use(str, Enum):

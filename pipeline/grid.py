@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import fileio
+from pipeline.contracts import DEFAULT_BATCH
 from pipeline.errors import PipelineError
 from pipeline.evaluation.compare import SPLITS, compare
 from pipeline.models.variants import VARIANTS, resolve
@@ -40,7 +41,7 @@ class GridConfig:
     max_steps: int = 1000  # training steps per run (about 1 minute per run with 2 parallel jobs on 2 cores)
     eval_every: int = 250  # periodic validation interval
     samples: int | None = None  # evaluation samples per component (None: the model's score_samples)
-    eval_batch_size: int = 128  # admissions per 25-sample forward pass (peak memory about 0.5 GB per job)
+    eval_batch_size: int = DEFAULT_BATCH  # admissions per forward pass in validation and evaluation
     jobs: int = 2  # worker processes
     patients: int = 2000  # synthetic patients when the source has to be generated
     synth_seed: int = 0  # seed of the synthetic source

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline import metrics
-from pipeline.contracts import DEFAULT_SAMPLES, RISK
+from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES, RISK
 from pipeline.errors import ConfigError
 
 MI_FLOOR = 1e-9  # nats; MI below this is rounding noise of identical draws (e.g. a deterministic model)
@@ -181,7 +181,7 @@ def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None,
     )
 
 
-def score_features(model, fs, samples: int, refer: float, batch_size: int = 256,
+def score_features(model, fs, samples: int, refer: float, batch_size: int = DEFAULT_BATCH,
                    max_bags: int | None = None, max_tokens: int | None = None, generator=None) -> pd.DataFrame:
     """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K; weight draws from
     ``generator``, None: torch's global generator)."""

@@ -557,3 +557,45 @@ def test_a_census_by_an_outcome_regex_is_refused(demo_run, demo_dir, tmp_path):
     with pytest.raises(sc.ScoreError, match=r"c.sql: the cohort condition could not be run \(Binder Error\)"):
         sc.score(demo_run, tmp_path / "s.parquet", source=str(demo_dir), cohort=tmp_path / "c.sql", cfg=_cfg())
     assert not (tmp_path / "s.parquet").exists()
+
+
+def test_score_and_the_pyfunc_agree_by_default_beyond_one_batch(demo_run, demo_features, tmp_path):
+    """One default batch size (contracts.DEFAULT_BATCH) for every scoring entry point: on more admissions
+    than one batch holds, `score` and the pyfunc (same seed) give the same draws, so the same numbers."""
+    import mlflow
+
+    from pipeline.contracts import DEFAULT_BATCH
+
+    parts = [pq.read_table(demo_features.out_dir / f"{s}.parquet").to_pandas() for s in ("train", "val", "test")]
+    frame = pd.concat(parts, ignore_index=True)
+    copies = []
+    for i in range(-(-(DEFAULT_BATCH + 20) // len(frame))):  # enough copies for more than one batch
+        copy = frame.copy()
+        copy["key"] = [f"{i:x}{k[1:]}" for k in copy["key"]]  # distinct pseudonym-shaped keys
+        copies.append(copy)
+    census = pd.concat(copies, ignore_index=True)
+    assert len(census) > DEFAULT_BATCH and census["key"].is_unique
+    path = tmp_path / "census.parquet"
+    census.to_parquet(path)
+    s = sc.score(demo_run, tmp_path / "s.parquet", data=path, cfg=sc.ScoreConfig(samples=3, seed=5, threads=1))
+    scored = pd.read_parquet(s.out)
+    served = mlflow.pyfunc.load_model(f"runs:/{demo_run}/model").predict(census, params={"samples": 3, "seed": 5})
+    assert scored["key"].tolist() == served["key"].tolist() == census["key"].tolist()
+    np.testing.assert_allclose(scored["risk_mean"], served["risk_mean"], rtol=1e-6)
+    np.testing.assert_allclose(scored["mutual_info"], served["mutual_info"], rtol=1e-5, atol=1e-9)
+
+
+def test_every_scoring_entry_point_defaults_to_one_batch_size():
+    import inspect
+
+    from pipeline import grid, predict
+    from pipeline.contracts import DEFAULT_BATCH
+    from pipeline.evaluation import evaluate
+    from pipeline.runs import pyfunc
+    from pipeline.training.config import TrainConfig
+
+    assert (sc.ScoreConfig().batch_size == evaluate.EvalConfig().batch_size == TrainConfig().eval_batch_size
+            == grid.GridConfig().eval_batch_size == DEFAULT_BATCH)
+    for fn in (predict.score_features, evaluate.sample_logits):
+        assert inspect.signature(fn).parameters["batch_size"].default == DEFAULT_BATCH, fn
+    assert pyfunc.request_settings({}, {}).batch_size == DEFAULT_BATCH

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import fileio, metrics
+from pipeline.contracts import DEFAULT_BATCH
 from pipeline.errors import ConfigError
 from pipeline.evaluation.truth import find_truth, load_true_risk
 from pipeline.runs import store
@@ -50,7 +51,7 @@ class EvalConfig:
     """Settings of one evaluation."""
 
     samples: int | None = None  # Monte Carlo samples per mixture component (S; None: the model's score_samples)
-    batch_size: int = 128  # admissions per forward pass (memory grows with batch_size·S·K; 128: ~0.5 GB peak at 25x4 draws)
+    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it and S·K; the draws with the batches)
     n_bootstrap: int = 1000  # bootstrap resamples for the 95% intervals (0: none)
     seed: int = 0  # torch seed of the weight draws and numpy seed of the bootstrap
     threads: int | None = None  # torch intra-op threads (None: torch's default)
@@ -99,7 +100,7 @@ class EvalResult:
 # ---------------------------------------------------------------------------- sampling and metrics
 
 
-def sample_logits(model, fs, samples: int, batch_size: int = 128, seed: int = 0, max_bags: int | None = None,
+def sample_logits(model, fs, samples: int, batch_size: int = DEFAULT_BATCH, seed: int = 0, max_bags: int | None = None,
                   max_tokens: int | None = None) -> np.ndarray:
     """Logits (S, K, N) of a FeatureSet: S·K weight draws per batch, each over the whole batch.
 

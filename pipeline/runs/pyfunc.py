@@ -36,13 +36,12 @@ import mlflow.pyfunc
 import numpy as np
 import pandas as pd
 
-from pipeline.contracts import FEATURES, PYFUNC_OPTIONAL, Use
+from pipeline.contracts import DEFAULT_BATCH, FEATURES, PYFUNC_OPTIONAL, Use
 from pipeline.errors import PipelineError
 from pipeline.runs.store import EXTRACTION, MANIFEST, MODEL_ARTIFACT
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BATCH = 256  # admissions per forward pass
 INPUT_REQUIRED = FEATURES.names(Use.REQUIRED)  # the columns a request must hold
 # Other columns of the features table that a request may carry and the model ignores (a features
 # file passed whole): in the signature as optional columns of any type, so MLflow neither warns

@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline import features, fileio, predict
-from pipeline.contracts import COHORT_COLUMNS, RISK
+from pipeline.contracts import COHORT_COLUMNS, DEFAULT_BATCH, RISK
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.runs.store import load_run_model
 from pipeline.serving import cohort as cohort_mod
@@ -50,7 +50,7 @@ class ScoreConfig:
     """Settings of one scoring run."""
 
     samples: int | None = None  # Monte Carlo samples per component (None: the model's score_samples)
-    batch_size: int = 128  # admissions per forward pass (memory grows with batch_size·S·K; 128: ~0.5 GB peak at 25x4)
+    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it and S·K; the draws with the batches)
     chunk_rows: int = 4096  # admissions read from Parquet at a time (each chunk is batched by length on its own)
     seed: int = 0  # torch seed of the weight draws (same seed, rows, chunk_rows and batch_size -> same scores)
     threads: int | None = None  # torch intra-op threads (None: torch's default)
