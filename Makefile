@@ -30,14 +30,14 @@ setup: $(STAMP)
 
 ## main: the whole job on the embedded default (DuckDB + synthetic MIMIC-III; LAYOUT=mimic-iv: the same
 ## world in MIMIC-IV's layout):
-## synth -> extract -> train rank-1 -> evaluate (25 samples) -> metric table
+## synth -> extract -> train rank-1 -> evaluate (the model's score_samples) -> metric table
 main: export MIMIC_DEID_KEY = $(SYNTH_KEY)
 main: $(STAMP)
 	mkdir -p $(OUT)
 	$(VPY) cli.py synth --out $(OUT)/mimic --patients $(PATIENTS) --seed $(SEED) --density $(DENSITY) --layout $(LAYOUT)
 	$(VPY) cli.py extract --source $(OUT)/mimic --out $(OUT)/features
 	$(VPY) cli.py train --data $(OUT)/features --model rank1 --seed $(SEED) --threads 1 | tee $(OUT)/train.log
-	$(VPY) cli.py evaluate --run "$$(sed -n 's/^run_id: //p' $(OUT)/train.log)" --split val --split test --samples 25 --threads 1
+	$(VPY) cli.py evaluate --run "$$(sed -n 's/^run_id: //p' $(OUT)/train.log)" --split val --split test --threads 1
 
 ## test: the whole test suite (what CI runs); PostgreSQL comes from the pgserver wheel (dev extra).
 ## PYTEST_ARGS narrows it, e.g. make test PYTEST_ARGS='tests/test_pgsource.py -x'

@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover
     import click
 
 from pipeline.configs import field_help
-from pipeline.contracts import DEFAULT_BATCH
+from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
 from pipeline.extraction.config import SplitMode
 from pipeline.models.config import MortalityConfig
@@ -41,6 +41,8 @@ from pipeline.training.config import TrainConfig
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
                   context_settings={"max_content_width": 100})
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
+SAMPLES_DEFAULT = f"[default: the model's score_samples; {DEFAULT_SAMPLES} when it has none]"  # --samples help
+BATCH_HELP = "Admissions per forward pass (memory grows with it; a rank-1 model's draws depend on the batches)."
 _click_wrap = click.formatting.wrap_text  # noqa: the help formatter's wrapping, wrapped below
 
 
@@ -333,14 +335,14 @@ def evaluate(
     run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
     split: list[EvalSplit] = typer.Option([EvalSplit.test], help="Split(s) to evaluate: val | test (repeatable)."),
     samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo samples per mixture component (S·K draws "
-                                                            "in all) [default: the model's score_samples, 25]."),
+                                                            f"in all) {SAMPLES_DEFAULT}."),
     data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the run was trained on)."),
     truth: Optional[Path] = typer.Option(None, help="True risk CSV (HADM_ID, TRUE_RISK) (default: "
                                                     "SOURCE/_truth/truth.csv.gz when present)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Metrics JSON (one split only) (default: "
                                                                   "OUT/<split>/metrics.json)."),
     out: Optional[Path] = typer.Option(None, help="Directory for JSON and plots (default: runs/eval/<run id>)."),
-    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help="Admissions per forward pass (memory grows with it; a rank-1 model's draws depend on the batches)."),
+    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help=BATCH_HELP),
     bootstrap: int = typer.Option(1000, min=0, help="Bootstrap resamples for the 95% intervals."),
     seed: int = typer.Option(0, help="Seed of the weight draws and the bootstrap."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
@@ -472,9 +474,9 @@ def score(
     cohort: Optional[Path] = typer.Option(None, help="With --source: HADM_IDs (one per line) or a SQL condition on "
                                                      "the cohort columns."),
     schema: str = typer.Option("mimiciii", help="PostgreSQL schema of --source."),
-    samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo samples per mixture component [default: "
-                                                            "the model's score_samples, 25]."),
-    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help="Admissions per forward pass (memory grows with it; a rank-1 model's draws depend on the batches)."),
+    samples: Optional[int] = typer.Option(None, min=1,
+                                          help=f"Monte Carlo samples per mixture component {SAMPLES_DEFAULT}."),
+    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help=BATCH_HELP),
     chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory; batches are formed "
                                                      "by length within a chunk, so a rank-1 model's Monte Carlo "
                                                      "draws per admission depend on it)."),
@@ -555,8 +557,7 @@ def benchmark_models(
     max_steps: int = typer.Option(1000, min=1, help="Training steps per run (about 1 minute per run with --jobs 2 "
                                                     "on 2 cores)."),
     eval_every: int = typer.Option(250, min=1, help="Periodic validation interval."),
-    samples: Optional[int] = typer.Option(None, min=1, help="Evaluation samples per component [default: the "
-                                                            "model's score_samples, 25]."),
+    samples: Optional[int] = typer.Option(None, min=1, help=f"Evaluation samples per component {SAMPLES_DEFAULT}."),
     jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
     layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="Layout of a generated source (mimic-iv: the "

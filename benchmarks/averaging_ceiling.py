@@ -1,7 +1,7 @@
 """How much of a benchmark's NLL gap to the true risk does averaging over trained runs remove?
 
     .venv/bin/python benchmarks/averaging_ceiling.py --bench runs/bench [--modes random --modes era]
-        [--splits test] [--samples 25] [--batch-size 128] [--threads 1] [--cache DIR]
+        [--splits test] [--samples S] [--batch-size 128] [--threads 1] [--cache DIR]
 
 A Bayesian posterior (rank-1 mixture, deep ensemble) improves on a point estimate by averaging
 predictions over plausible weights. Averaging whole trained runs (independent initialisations,
@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [test]")
-    ap.add_argument("--samples", type=int, default=25, help="samples per mixture component")
+    ap.add_argument("--samples", type=int, default=None, help="samples per mixture component [the model's score_samples]")
     ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per draw block (the grid's)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")

@@ -1,7 +1,7 @@
 """Paired comparison of two model variants of a benchmark grid on the same admissions.
 
     .venv/bin/python benchmarks/paired_compare.py --bench runs/bench [--a rank1-gaussian] [--b deterministic]
-        [--modes random --modes era] [--splits val --splits test] [--samples 25] [--batch-size 128]
+        [--modes random --modes era] [--splits val --splits test] [--samples S] [--batch-size 128]
         [--bootstrap 2000] [--cache DIR] [--json PATH]
 
 Reads the grid's runs (``find_runs``: the run ids of ``BENCH/runs.json``, labelled as ``compare``
@@ -155,7 +155,7 @@ def main() -> None:
     ap.add_argument("--b", default="deterministic", help=f"model label B ({TRUTH!r}: the true risk)")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [val, test]")
-    ap.add_argument("--samples", type=int, default=25, help="samples per mixture component")
+    ap.add_argument("--samples", type=int, default=None, help="samples per mixture component [the model's score_samples]")
     ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per draw block (the grid's)")
     ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of admissions")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")

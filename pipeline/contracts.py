@@ -27,7 +27,7 @@ DEFAULT_SAMPLES = 25
 # model's weight draws are shared by the rows of a batch: which admissions are scored together
 # changes each admission's draws (never their distribution), so the same seed gives the same
 # numbers only with the same batches. 128: what evaluation has always used (`make main`'s table),
-# about 0.5 GB peak at 25 samples x 4 components.
+# about 0.5 GB peak at DEFAULT_SAMPLES samples x 4 components.
 DEFAULT_BATCH = 128
 
 

@@ -51,7 +51,7 @@ class EvalConfig:
     """Settings of one evaluation."""
 
     samples: int | None = None  # Monte Carlo samples per mixture component (S; None: the model's score_samples)
-    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it and S·K; the draws with the batches)
+    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it; the draws depend on it)
     n_bootstrap: int = 1000  # bootstrap resamples for the 95% intervals (0: none)
     seed: int = 0  # torch seed of the weight draws and numpy seed of the bootstrap
     threads: int | None = None  # torch intra-op threads (None: torch's default)

@@ -9,7 +9,7 @@ output = ``pipeline.predict.RISK_COLUMNS``, params = ``samples``, ``batch_size``
 The model is logged from code (``pyfunc_code.py``, MLflow's models-from-code): loading it runs
 that file, no pickled object.
 
-    mlflow.pyfunc.load_model("runs:/<run_id>/model").predict(features_df, params={"samples": 25})
+    mlflow.pyfunc.load_model("runs:/<run_id>/model").predict(features_df, params={"samples": 50})
 
 A request is read by ``read_request`` and its params by ``request_settings``, both reusable by any
 pyfunc that returns the risk table: a bad request raises ``RequestError``, one line naming the

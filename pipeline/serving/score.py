@@ -50,7 +50,7 @@ class ScoreConfig:
     """Settings of one scoring run."""
 
     samples: int | None = None  # Monte Carlo samples per component (None: the model's score_samples)
-    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it and S·K; the draws with the batches)
+    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it; the draws depend on it)
     chunk_rows: int = 4096  # admissions read from Parquet at a time (each chunk is batched by length on its own)
     seed: int = 0  # torch seed of the weight draws (same seed, rows, chunk_rows and batch_size -> same scores)
     threads: int | None = None  # torch intra-op threads (None: torch's default)
