@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.contracts import FEATURES
 from pipeline.extraction import ExtractConfig, SplitMode, extract
 from pipeline.sources import SourceError
 
@@ -59,10 +60,7 @@ def test_feature_format(demo_features):
     vocab = json.loads((out / "vocab.json").read_text())
     for split in ("train", "val", "test"):
         table = pq.read_table(out / f"{split}.parquet")
-        assert table.column_names == [
-            "key", "label", "age", "gender", "admission_type", "admission_location",
-            "icu_system", "context", "bag_hours", "bags", "n_events", "observed_hours", "before_prediction_time",
-        ]
+        assert table.column_names == list(FEATURES.names())
         frame = table.to_pandas()
         assert frame["key"].str.fullmatch(r"[0-9a-f]{32}").all()
         assert (frame["age"] <= 90).all() and (frame["age"] >= 18).all()

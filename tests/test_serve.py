@@ -22,11 +22,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers.system import java_missing
+from pipeline.contracts import FEATURES, PYFUNC_OPTIONAL, Use
 from pipeline.predict import RISK_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-INPUT = ["key", "context", "bag_hours", "bags", "n_events"]
+INPUT = list(FEATURES.names(Use.REQUIRED))  # the pyfunc's required input columns
+COLUMNS = [*INPUT, *PYFUNC_OPTIONAL]  # and its optional ones
 PARAMS = {"samples": 3, "seed": 5}  # fixed draws: served and in-process predictions must agree
 pytestmark = pytest.mark.usefixtures("tracking_store")  # demo_run (conftest) is tracked there
 
@@ -55,7 +57,7 @@ def _free_port() -> int:
 def _records(frame: pd.DataFrame, observed_hours: list[float]) -> dict:
     rows = [[r.key, [int(c) for c in r.context], [float(h) for h in r.bag_hours],
              [[int(t) for t in b] for b in r.bags], int(r.n_events), h] for r, h in zip(frame.itertuples(), observed_hours)]
-    return {"dataframe_split": {"columns": [*INPUT, "observed_hours"], "data": rows}, "params": PARAMS}
+    return {"dataframe_split": {"columns": COLUMNS, "data": rows}, "params": PARAMS}
 
 
 def _strict(constant: str):
@@ -145,7 +147,6 @@ def test_spark_udf_scores_a_spark_dataframe(demo_run, census, expected, tmp_path
 # ---------------------------------------------------------------------------- cli.py serve
 
 MAX_ROWS = 40  # the served test model's --max-rows
-COLUMNS = [*INPUT, "observed_hours"]
 
 
 @pytest.fixture(scope="module")
@@ -280,8 +281,8 @@ def test_null_or_nan_observed_hours_means_not_recorded(served, rows):
     out = pd.DataFrame(json.loads(body, parse_constant=_strict)["predictions"])
     assert code == 200 and out["observed_hours"].tolist() == [-1.0, -1.0, 5.5]
     assert out["before_prediction_time"].tolist() == [False, False, True]
-    without = [r[:5] for r in rows[:3]]  # no observed_hours column at all: the same
-    code, body = _post(port, _split(without, COLUMNS[:5]))
+    without = [r[:len(INPUT)] for r in rows[:3]]  # no observed_hours column at all: the same
+    code, body = _post(port, _split(without, INPUT))
     assert code == 200 and pd.DataFrame(json.loads(body)["predictions"])["observed_hours"].tolist() == [-1.0] * 3
 
 

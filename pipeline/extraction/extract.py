@@ -259,9 +259,8 @@ def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags
     offsets = pa.array(np.r_[0, np.cumsum(n_bags)].astype(np.int32), pa.int32())
     n_events = np.zeros(n, np.int32)
     n_events[present] = bags.column("n_events").to_numpy()
-    cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type)
-            for name in ("key", "label", "age", "gender", "admission_type", "admission_location", "icu_system",
-                         "observed_hours", "before_prediction_time")}
+    built = ("context", "bag_hours", "bags", "n_events")  # from the vocabulary and the bags; the rest from the cohort
+    cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type) for name in schema.names if name not in built}
     cols["context"] = pa.array(encode_context(ctx, vocab.context), schema.field("context").type)
     cols["bag_hours"] = pa.ListArray.from_arrays(offsets, hours.flatten()).cast(schema.field("bag_hours").type)
     cols["bags"] = pa.ListArray.from_arrays(offsets, lists.flatten()).cast(schema.field("bags").type)

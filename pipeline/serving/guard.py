@@ -24,8 +24,12 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from pipeline.contracts import FEATURES, PYFUNC_OPTIONAL, Use
+
 log = logging.getLogger(__name__)
 
+# the pyfunc's input columns as a 4xx message names them: the required features[, the optional ones]
+INPUT_COLUMNS = f"{', '.join(FEATURES.names(Use.REQUIRED))}[, {', '.join(PYFUNC_OPTIONAL)}]"
 DRAIN_FACTOR = 4  # an oversized body is read (and dropped) up to this many times the limit before the 413
 FORMATS = ("dataframe_split", "dataframe_records")  # MLflow's JSON input keys for a table (the others are refused)
 
@@ -309,8 +313,7 @@ class RequestGuard:
             return Rejected(504, f"the request took longer than {self.cfg.timeout_s} s: send fewer admissions per "
                                  "request")
         if status < 500:
-            return Rejected(status, "the body could not be read as a table of the features columns (key, context, "
-                                    "bag_hours, bags, n_events[, observed_hours])")
+            return Rejected(status, f"the body could not be read as a table of the features columns ({INPUT_COLUMNS})")
         return Rejected(500, f"internal error (request {rid}; see the server log)")
 
 
