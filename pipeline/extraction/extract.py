@@ -181,7 +181,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         for table, counted in scan_all_events(src, present, rel, cfg.verify_counts, cfg.scan_workers):
             accounting[table], quarantine[table] = event_accounting(con, table, counted,
                                                                     src.specs[table].row_id is not None)
-    with _stage("union events"):  # a view, not a copy: the windows' rows are read in place until tokenized
+    with _stage("union events"):  # a view, not a copy: the windows' rows are read in place until bagged
         con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {sqlgen.events_union([f'ev_{t}' for t in present])}")
     last_event = None
     if scoring:  # an event used shows the data reaches at least its time
@@ -199,15 +199,12 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         with _stage("fit vocabulary"):
             vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len)
             vocab.context = fit_context(ctx, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
-    with _stage("tokenize"):
+    with _stage("tokenize"):  # the vocabulary's tables and the tokenized view (its ids are computed by the bags)
         tokens.register(con, vocab)
         tokens.tokenize(con, vocab, cfg.text_max_len)
-        con.execute("DROP VIEW events")
-        for table in present:
-            con.execute(f"DROP TABLE ev_{table}")
     with _stage("bag"):
         bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly)
-        con.close()  # the local DuckDB is done: closing it hands its memory back before the features are assembled
+        con.close()  # the local DuckDB is done (ev_<table>, events, tokenized): closing it hands its memory back
     with _stage("assemble"):
         features = _assemble(cohort, ctx, vocab, bags)
     with _stage("write"):
