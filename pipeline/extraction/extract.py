@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 import shutil
 import time
 from pathlib import Path
@@ -59,13 +60,21 @@ def rss_mb() -> float | None:
         return None
 
 
+def cpu_s() -> float:
+    """CPU seconds this process has used so far (every thread, user + system): on a shared machine,
+    the load-robust measure of a stage's cost."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 @contextlib.contextmanager
 def _stage(name: str):
-    """Log the wall time of one extraction stage and the memory at its end (INFO; `cli.py extract -v`)."""
-    t0 = time.perf_counter()
+    """Log the wall time of one extraction stage, its CPU time and the memory at its end (INFO; `cli.py extract -v`)."""
+    t0, c0 = time.perf_counter(), cpu_s()
     yield
     rss = rss_mb()
-    log.info("%-28s %7.2f s%s", name, time.perf_counter() - t0, f"  RSS {rss:6.0f} MB" if rss is not None else "")
+    log.info("%-28s %7.2f s  CPU %7.2f s%s", name, time.perf_counter() - t0, cpu_s() - c0,
+             f"  RSS {rss:6.0f} MB" if rss is not None else "")
 
 
 def _connect(cfg: ExtractConfig, tmp_dir: Path):
@@ -111,7 +120,7 @@ def extract(
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / ".tmp"
     tmp.mkdir(exist_ok=True)
-    started = time.perf_counter()
+    started, cpu0 = time.perf_counter(), cpu_s()
     con = src = None
     try:  # whatever fails (the source included), the spill folder goes
         con = _connect(cfg, tmp)
@@ -125,7 +134,7 @@ def extract(
         if con is not None:
             con.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    log.info("extract finished in %.1f s", time.perf_counter() - started)
+    log.info("extract finished in %.1f s (CPU %.1f s)", time.perf_counter() - started, cpu_s() - cpu0)
     return result
 
 
@@ -136,14 +145,15 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
                   census_columns=", ".join(COHORT_COLUMNS))  # what a census condition sees: no outcome
     scoring = vocab is not None  # a census with the training vocabulary (no splits, no refit)
     open_admissions = "TRUE" if scoring else "FALSE"  # scoring a census: no DISCHTIME = still in hospital
-    src.materialize(sqlgen.admissions_classified(rel, src.release, **params, open_admissions=open_admissions),
-                    "admissions_classified", "ADMISSIONS")
-    src.materialize(
-        sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
-    )
-    src.materialize(sqlgen.render(sqlgen.COHORT_SUBJECTS), "cohort_subjects", "cohort subjects")
-    cohort = src.fetch_arrow(sqlgen.render(sqlgen.COHORT_ROWS), "cohort").to_pandas()
-    accounting, quarantine = table_accounting(src)
+    with _stage("cohort"):
+        src.materialize(sqlgen.admissions_classified(rel, src.release, **params, open_admissions=open_admissions),
+                        "admissions_classified", "ADMISSIONS")
+        src.materialize(
+            sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
+        )
+        src.materialize(sqlgen.render(sqlgen.COHORT_SUBJECTS), "cohort_subjects", "cohort subjects")
+        cohort = src.fetch_arrow(sqlgen.render(sqlgen.COHORT_ROWS), "cohort").to_pandas()
+        accounting, quarantine = table_accounting(src)
     if cohort.empty:
         eligible = src.fetch_arrow(sqlgen.render(sqlgen.COHORT_ELIGIBLE), "admissions_classified").column("n")[0].as_py()
         filtered = f", and the cohort condition kept none of the {eligible} eligible" if cohort_filter != "TRUE" else ""
@@ -175,10 +185,8 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         for table, counted in scan_all_events(src, present, rel, cfg.verify_counts, cfg.scan_workers):
             accounting[table], quarantine[table] = event_accounting(con, table, counted,
                                                                     src.specs[table].row_id is not None)
-    with _stage("union events"):
-        con.execute(f"CREATE OR REPLACE TEMP TABLE events AS {sqlgen.events_union([f'ev_{t}' for t in present])}")
-    for table in present:
-        con.execute(f"DROP TABLE ev_{table}")
+    with _stage("union events"):  # a view, not a copy: the windows' rows are read in place until bagged
+        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {sqlgen.events_union([f'ev_{t}' for t in present])}")
     last_event = None
     if scoring:  # an event used shows the data reaches at least its time
         last = dict(con.sql(sqlgen.render(sqlgen.LAST_EVENT)).fetchall())
@@ -195,17 +203,16 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         with _stage("fit vocabulary"):
             vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len)
             vocab.context = fit_context(ctx, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
-    with _stage("tokenize"):
+    with _stage("tokenize"):  # the vocabulary's tables and the tokenized view (its ids are computed by the bags)
         tokens.register(con, vocab)
         tokens.tokenize(con, vocab, cfg.text_max_len)
-        con.execute("DROP TABLE events")
     with _stage("bag"):
         bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly)
         # why the other admissions get no score (serving's _private/unscored.csv); read before a CSV
         # source's connection (the local one) closes
         excluded = (src.fetch_arrow(sqlgen.render(sqlgen.COHORT_EXCLUSIONS, **params), "ADMISSIONS (exclusions)").to_pandas()
                     if scoring else None)
-        con.close()  # the local DuckDB is done: closing it hands its memory back before the features are assembled
+        con.close()  # the local DuckDB is done (ev_<table>, events, tokenized): closing it hands its memory back
     with _stage("assemble"):
         features = _assemble(cohort, ctx, vocab, bags)
     with _stage("write"):

@@ -94,9 +94,10 @@ def token_sql(text_max_len: int, where: str = "TRUE") -> str:
 
 
 def tokenize(con, vocab: Vocab, text_max_len: int) -> None:
-    """events -> tokenized(adm_idx, t_hours, tid): token ids, OOV per source (sql/44_tokenized)."""
+    """events -> tokenized(adm_idx, t_hours, tid): token ids, OOV per source (sql/44_tokenized). A view:
+    the bags read it once, so the token ids are computed there and never stored."""
     sql = sqlgen.render(sqlgen.TOKENIZED, tokens=token_sql(text_max_len))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE tokenized AS {sql}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW tokenized AS {sql}")
 
 
 def bag(con, prediction_hours: float, hourly_hours: float) -> pa.Table:
