@@ -21,7 +21,8 @@
    model at the smallest and the largest S (probit predictive, and 25 MC draws), in alternating
    blocks (median of ``--repeats``); ratio = MAP admissions/s over Laplace admissions/s.
 
-Writes benchmarks/results/laplace_fit.json and prints the table.
+Writes benchmarks/results/laplace_fit.json (``--out`` elsewhere) and prints the table; the default
+path also rewrites the docs section that shows it (``benchmarks/report.py``: docs/laplace.md).
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from pipeline import fileio  # noqa: E402
+import report  # noqa: E402  (benchmarks/report.py)
+
+from pipeline import fileio, training  # noqa: E402
 from pipeline.features import load_split  # noqa: E402
-from pipeline import training
 
 CACHE = ROOT / "benchmarks" / ".cache" / "laplace"
 RESULT = ROOT / "benchmarks" / "results" / "laplace_fit.json"
@@ -80,7 +83,7 @@ def map_run(features: Path, hidden: int, steps: int) -> Path:
         return out / "best.pt"
     shutil.rmtree(out, ignore_errors=True)
     cfg = training.TrainConfig(max_steps=steps, eval_every=max(steps // 4, 1), threads=1, progress=False,
-                         model={"lstm_hidden": hidden})
+                               model={"lstm_hidden": hidden})
     result = training.train(features, "deterministic", cfg, out_dir=out, tracking=False)
     return result.best_checkpoint
 
@@ -226,7 +229,7 @@ def main() -> None:
     ap.add_argument("--grid-size", type=int, default=17, help="λ values of the timed grid search (0: skip)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=RESULT)
+    ap.add_argument("--out", type=Path, default=RESULT, help="results file (the default also updates the docs)")
     ap.add_argument("--summarize", action="store_true", help="only recompute the growth figures of --out's fits")
     # child mode
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -243,7 +246,9 @@ def main() -> None:
         hiddens = sorted({r["hidden"] for r in result["fits"]})
         sizes = sorted({r["subnet_size"] for r in result["fits"]})
         result["growth"], result["same_s"] = summarize(result["fits"], hiddens, sizes)
-        fileio.write_json(args.out, result)
+        fileio.write_json(args.out, result)  # the fits' own provenance (or none), not this checkout's
+        if args.out.resolve() == RESULT.resolve():
+            report.update({"laplace_fit"})
         return
 
     import torch
@@ -252,6 +257,7 @@ def main() -> None:
     from pipeline.runs.checkpoint import load_model
 
     torch.set_num_threads(args.threads)
+    measured = report.provenance()  # the checkout as the run starts
     load_start = os.getloadavg()  # the machine is shared: timings move with the load
     features = args.features or default_features()
     common = ["--features", str(features), "--selection", args.selection, "--threads", str(args.threads)]
@@ -299,14 +305,13 @@ def main() -> None:
                 print(f"  MAP / {k}: {v:.1f}x", flush=True)
 
     growth, same_s = summarize(fits, args.hidden, args.sizes)
-    fileio.write_json(args.out, {
-        "command": "python benchmarks/laplace_fit.py " + " ".join(sys.argv[1:]),
+    report.write_results("laplace_fit", {
+        **measured, "command": " ".join(["python benchmarks/laplace_fit.py", *sys.argv[1:]]),
         "features": str(features), "threads": args.threads, "selection": args.selection, "map_steps": args.steps,
-        "max_train": args.max_train, "cpu_count": os.cpu_count(), "loadavg_start": load_start,
-        "loadavg_end": os.getloadavg(), "fits": fits, "growth": growth, "same_s": same_s,
-        "grid_search": grid, "scoring": scoring,
-    })
-    print(f"wrote {args.out}")
+        "max_train": args.max_train, "grid_size": args.grid_size, "repeats": args.repeats,
+        "cpu_count": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "fits": fits,
+        "growth": growth, "same_s": same_s, "grid_search": grid, "scoring": scoring,
+    }, args.out)
 
 
 if __name__ == "__main__":

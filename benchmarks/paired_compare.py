@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/paired_compare.py --bench runs/bench [--a rank1-gaussian] [--b deterministic]
         [--modes random --modes era] [--splits val --splits test] [--samples 25] [--batch-size 128]
-        [--bootstrap 2000] [--cache DIR] [--json PATH]
+        [--bootstrap 2000] [--cache DIR] [--runs-dir runs/laplace] [--json PATH]
 
-Reads the grid's run directories (``BENCH/work/runs/train/<run id>``: best.pt, model_info.json,
-manifest.json, vocab.json) and its features (``BENCH/features-<mode>``), draws the per-admission
+Reads the grid's run directories (``BENCH/work/train/<variant>-<mode>-s<seed>``: best.pt, model_info.json,
+manifest.json, vocab.json), and those under each ``--runs-dir`` (Laplace runs fitted on the grid's
+runs: ``--a laplace-wasserstein-2000``), and the grid's features (``BENCH/features-<mode>``), draws the per-admission
 logits of every run (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples``
 per component, ``--batch-size`` admissions per draw block, so the NLL equals the grid's
 metrics.json) and caches them as ``.npz``. For each split mode, split and seed it prints A's and
@@ -41,16 +42,23 @@ PAIRED = ("nll", "ece")  # metrics compared
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
 
 
-def find_runs(work: Path) -> list[dict]:
-    """Run directories of a grid's work dir: run id, model label, split mode, seed; oldest first, so
-    that where a (model, mode, seed) was rerun the latest run is the one the callers' dicts keep."""
+def find_runs(work: Path, extra: list[Path] | tuple[Path, ...] = ()) -> list[dict]:
+    """Run directories of a grid's work dir (``work/train/<variant>-<mode>-s<seed>``; grids before the
+    restructure wrote ``work/runs/train/<run id>``) and of the directories in ``extra`` (``<dir>/<run
+    id>``, e.g. the Laplace runs' ``runs/laplace``): run id (the directory's name), model label, split
+    mode, seed; oldest first, so that where a (model, mode, seed) was rerun the latest run is the one
+    the callers' dicts keep. A Laplace run's label is its own (``laplace-<selection>-<S>``) and its
+    seed its MAP run's."""
+    dirs = (work / "train", work / "runs" / "train", *extra)
+    files = [f for d in dirs for f in Path(d).glob("*/model_info.json")]
     runs = []
-    for info_file in sorted((work / "runs" / "train").glob("*/model_info.json"), key=lambda f: f.stat().st_mtime):
+    for info_file in sorted(files, key=lambda f: f.stat().st_mtime):
         d = info_file.parent
         info = fileio.read_json(info_file)
         manifest = fileio.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
-        runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]),
-                     "model": variant_label(info["model_kind"], info["model_config"]),
+        label = (info["model_label"] if info.get("model_kind") == "laplace"
+                 else variant_label(info["model_kind"], info["model_config"]))
+        runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]), "model": label,
                      "split_mode": str((manifest.get("config") or {}).get("split") or "unknown")})
     return runs
 
@@ -151,13 +159,15 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of admissions")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")
+    ap.add_argument("--runs-dir", type=Path, action="append", default=[],
+                    help="more run directories (<dir>/<run id>/best.pt), e.g. runs/laplace (repeatable)")
     ap.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     cache = args.cache or args.bench / "paired-cache"
-    runs = find_runs(args.bench / "work")
+    runs = find_runs(args.bench / "work", args.runs_dir)
     results = []
     print(f"A = {args.a}, B = {args.b}; diff = A - B (negative: A better); 95% paired bootstrap over admissions "
           f"({args.bootstrap} resamples); P(A<B) = share of resamples where A is better")
