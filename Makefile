@@ -34,9 +34,11 @@ main: $(STAMP)
 	$(VPY) cli.py train --data $(OUT)/features --model rank1 --seed $(SEED) --threads 1 --no-progress | tee $(OUT)/train.log
 	$(VPY) cli.py evaluate --run "$$(sed -n 's/^run_id: //p' $(OUT)/train.log)" --split val --split test --samples 25 --threads 1
 
-## test: the whole test suite (what CI runs)
+## test: the whole test suite (what CI runs); PostgreSQL comes from the pgserver wheel (dev extra).
+## PYTEST_ARGS narrows it, e.g. make test PYTEST_ARGS='tests/test_pgsource.py -x'
+PYTEST_ARGS ?=
 test: $(STAMP)
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q $(PYTEST_ARGS)
 
 ## bench-extract: extraction at 1%, 3%, 10% of MIMIC-III's patients (benchmarks/extract.py)
 bench-extract: $(STAMP)

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_evaluate import _tracking  # noqa: F401  (this session's own tracking store)
 
 from pipeline import fileio, grid
 from pipeline.evaluation import compare as cp
 from pipeline.models import variants
 
 ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
 def _row(model, mode, seed, base, truth=0.30):
@@ -240,7 +241,13 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     assert not (tmp_path / "out" / "features-random").exists()
     rows = list(csv.DictReader(open(tmp_path / "out" / "compare.csv")))
     fitted = [r for r in rows if r["model"] != cp.TRUE_RISK]
-    assert all(r["seeds"] == "2" and float(r["test_nll_sd"]) >= 0 for r in fitted)
+    assert sorted(r["model"] for r in fitted) == ["deterministic", "rank1-cauchy"]
+    runs = cp.collect(run_ids=result.run_ids)  # what MLflow recorded for the four runs
+    for r in fitted:  # mean and sample sd (n - 1) over the two seeds, to the CSV's 6 significant digits
+        nll = [x["test_nll"] for x in runs if x["model"] == r["model"]]
+        assert r["seeds"] == "2" and len(nll) == 2
+        assert float(r["test_nll_mean"]) == pytest.approx(np.mean(nll), rel=1e-5)
+        assert float(r["test_nll_sd"]) == pytest.approx(np.std(nll, ddof=1), rel=1e-5, abs=1e-12)
     for r in rows:
         assert all(math.isfinite(float(r[f"{s}_{m}_mean"])) for s in cp.SPLITS for m in ("nll", "ece"))
     assert set(result.stage_s) == {"data", "train+evaluate", "compare"} and result.wall_s > 0

@@ -2,8 +2,8 @@
 `cli.py evaluate` end to end on the demo (JSON keys, plots, MLflow metrics, privacy), the
 true-risk reference on synthetic data, and clear errors.
 
-``trained_run`` (one tiny training per features directory and model kind, cached in the
-session's temporary folder) is shared with test_score.py and test_serve.py.
+Runs are tracked in the session's own store (``tracking_store``); ``demo_run`` and
+``helpers.runs.trained_run`` give tiny trainings shared with the scoring and serving tests.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_data import N_CONTEXT, N_TOKENS, write_features
+from helpers.features import N_CONTEXT, N_TOKENS, write_features
+from helpers.runs import TINY, trained_run
 
-from pipeline import batches, errors, features, fileio, metrics, predict, privacy
+from pipeline import batches, errors, features, metrics, predict, privacy
 from pipeline.evaluation import evaluate, truth
 from pipeline.layers import embedding as emb_mod
 from pipeline.layers import factors as factors_mod
@@ -30,42 +31,9 @@ from pipeline.models import MortalityConfig, build_model
 from pipeline.runs import store
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"embedding_dim": 8, "lstm_hidden": 16, "dense_units": 16, "components": 3}
 JSON_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives", "samples", "components")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _tracking(tmp_path_factory):
-    """This session's own sqlite tracking store (no lock contention with other test sessions), for
-    the environment (pipeline.tracking, subprocesses) and for mlflow's fluent API alike; the
-    working directory moves to the session folder, so artifacts (./mlruns) land there too."""
-    import mlflow
-
-    work = tmp_path_factory.getbasetemp() / "tracking"
-    work.mkdir(exist_ok=True)
-    uri = f"sqlite:///{work / 'mlflow.db'}"
-    previous = mlflow.get_tracking_uri()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(work)
-        mp.setenv("MLFLOW_TRACKING_URI", uri)
-        mlflow.set_tracking_uri(uri)
-        yield uri
-        mlflow.set_tracking_uri(previous)
-
-
-def trained_run(tmp_path_factory, features_dir: Path, kind: str = "rank1", steps: int = 20) -> str:
-    """Run id of a tiny training on ``features_dir`` (trained once per session, tracked in MLflow)."""
-    from pipeline.training import TrainConfig, train
-
-    cache = tmp_path_factory.getbasetemp() / "trained_runs" / f"{features_dir.name}-{kind}-{steps}"
-    if (cache / "run_id").exists():
-        return (cache / "run_id").read_text().strip()
-    cfg = TrainConfig(max_steps=steps, eval_every=10, eval_samples=2, score_samples=4, lr=1e-2, progress=False,
-                      threads=1, model=dict(TINY))
-    result = train(features_dir, kind, cfg, out_dir=cache / "ckpt", experiment="evaluate-tests",
-                   run_name=f"{kind}-{features_dir.name}")
-    fileio.write_text(cache / "run_id", result.run_id)
-    return result.run_id
+pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
 # ---------------------------------------------------------------------------- mixture NLL
@@ -208,11 +176,6 @@ def test_sample_logits_is_seeded_and_batched_over_draws(small_val):
 # ---------------------------------------------------------------------------- end to end on the demo
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory, demo_features):
-    return trained_run(tmp_path_factory, demo_features.out_dir)
-
-
 def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -233,6 +196,7 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
         assert report["positives"] == demo_features.manifest["splits"][split]["positives"]
         assert len(report["nll_ci"]) == 2 and report["nll_ci"][0] <= report["nll"] <= report["nll_ci"][1]
         assert report["truth"] is False and "true_risk" not in report
+        assert evaluate.format_table(report) + f"\nmetrics: {tmp_path / 'eval' / split / 'metrics.json'}" in proc.stdout
         for png in evaluate.PLOTS:
             assert (tmp_path / "eval" / split / png).read_bytes()[:4] == b"\x89PNG"
     run = MlflowClient(tracking_uri()).get_run(demo_run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -143,7 +144,18 @@ def test_cli_extract_on_demo(demo_dir, tmp_path):
 
     result = CliRunner().invoke(cli.app, ["extract", "--source", str(demo_dir), "--out", str(tmp_path / "f")])
     assert result.exit_code == 0, result.output
-    assert "train" in result.output and (tmp_path / "f" / "train.parquet").exists()
+    manifest = json.loads((tmp_path / "f" / "manifest.json").read_text())
+    lines = result.output.splitlines()
+    assert lines[0] == f"features written to {tmp_path / 'f'} (link file: {tmp_path / 'f' / '_private' / 'link.csv'})"
+    printed = {}
+    for line in lines[1:4]:  # "  train  admissions=    93 positives=   25 label_rate=0.268817"
+        m = re.fullmatch(r"  (\w+) +admissions= *(\d+) positives= *(\d+) label_rate=(\S+)", line)
+        assert m, line
+        printed[m[1]] = {"admissions": int(m[2]), "positives": int(m[3]), "label_rate": float(m[4])}
+    assert printed == {k: {c: v[c] for c in ("admissions", "positives", "label_rate")}
+                       for k, v in manifest["splits"].items()}
+    assert sorted(printed) == ["test", "train", "val"]
+    assert json.loads(lines[4]) == {"cohort": manifest["cohort"], "vocab": manifest["vocab"]} and len(lines) == 5
     bad = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path / "nope"), "--out", str(tmp_path / "g")])
     assert bad.exit_code == 2 and "does not exist" in bad.output
 

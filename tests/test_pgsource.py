@@ -6,7 +6,7 @@ import json
 import logging
 
 import pytest
-from pgserver import demo_dir as _demo_dir, pg_demo, pg_server  # noqa: F401  (session fixtures)
+from helpers.postgres import demo_dir as _demo_dir  # a plain function (the pg_* fixtures come from conftest)
 
 from pipeline.extraction import extract
 from pipeline.redact import REDACTED

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_data import N_CONTEXT, N_TOKENS, write_features
+from helpers.features import N_CONTEXT, N_TOKENS, write_features
 
 from pipeline import batches, features, metrics, predict
 from pipeline.layers import Sampling, set_sampling

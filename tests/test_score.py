@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_evaluate import _tracking, trained_run  # noqa: F401  (_tracking: this session's own tracking store)
+from helpers.runs import trained_run
 
 from pipeline import privacy
 from pipeline.extraction import extract
@@ -27,10 +27,7 @@ from pipeline.sources import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory, demo_features):
-    return trained_run(tmp_path_factory, demo_features.out_dir)
+pytestmark = pytest.mark.usefixtures("tracking_store")  # demo_run and trained_run track runs there
 
 
 @pytest.fixture(scope="module")
@@ -340,7 +337,7 @@ def test_out_of_vocabulary_ids_name_the_row(run_model, demo_features, tmp_path):
 
 
 def test_features_of_another_extraction_are_refused(run_model, tmp_path):
-    from test_data import write_features
+    from helpers.features import write_features
 
     other = write_features(tmp_path / "other")
     with pytest.raises(sc.ScoreError, match=r"not the model's vocabulary"):

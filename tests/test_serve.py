@@ -18,17 +18,12 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from test_evaluate import _tracking, trained_run  # noqa: F401  (_tracking: this session's own tracking store)
 
 from pipeline.predict import RISK_COLUMNS
 
 INPUT = ["key", "context", "bag_hours", "bags", "n_events"]
 PARAMS = {"samples": 3, "seed": 5}  # fixed draws: served and in-process predictions must agree
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory, demo_features):
-    return trained_run(tmp_path_factory, demo_features.out_dir)
+pytestmark = pytest.mark.usefixtures("tracking_store")  # demo_run (conftest) is tracked there
 
 
 @pytest.fixture(scope="module")

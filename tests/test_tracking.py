@@ -1,5 +1,5 @@
-"""pipeline.tracking + pipeline.pyfunc: redaction, `cli.py train` -> MLflow run -> pyfunc by URI,
-privacy of the logged artifacts, and the MLproject.
+"""pipeline.runs (tracking, pyfunc): `cli.py train` -> MLflow run -> pyfunc by URI, privacy of the
+logged artifacts, and the MLproject. (The redaction itself: test_redact.py.)
 
 One CLI run on the demo features (rank-1, 20 steps) is shared by the module; it uses its own
 sqlite tracking store and artifact directory under a temporary folder.
@@ -20,36 +20,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import privacy, redact
-from pipeline.layers.priors import PriorKind
+from pipeline import privacy
 from pipeline.predict import RISK_COLUMNS
 from pipeline.runs import store
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.mark.parametrize(
-    "params, expected",
-    [
-        ({"dsn": "postgresql://u:pw@h/db"}, {"dsn": "***"}),
-        ({"source": "postgresql://u:s3cret@h:5432/db"}, {"source": "postgresql://u:***@h:5432/db"}),
-        ({"conn": "host=h password=s3cret user=u"}, {"conn": "host=h password=*** user=u"}),
-        ({"deid_key": "abc", "MIMIC_DEID_KEY": "abc", "api-token": "t"}, {"deid_key": "***", "MIMIC_DEID_KEY": "***", "api-token": "***"}),
-        ({"data": "/data/2101-03-04/features"}, {"data": "/data/<date>/features"}),
-        ({"model": {"lstm_hidden": 64, "prior": PriorKind.GAUSSIAN}, "max_tokens": None},
-         {"model.lstm_hidden": "64", "model.prior": "gaussian", "max_tokens": "None"}),
-    ],
-)
-def test_redact_params(params, expected):
-    assert redact.redact_params(params) == expected
-
-
-def test_redact_json_keeps_structure():
-    manifest = {"source": {"kind": "postgres", "location": "postgresql://u:pw@h/db", "password": "pw"},
-                "splits": [{"admissions": 3, "note": "run 2101-02-03"}], "vocab": {"tokens": 5}}
-    assert redact.redact_json(manifest) == {
-        "source": {"kind": "postgres", "location": "postgresql://u:***@h/db", "password": "***"},
-        "splits": [{"admissions": 3, "note": "run <date>"}], "vocab": {"tokens": 5}}
 
 
 def test_tracking_uri_default_and_env(monkeypatch, tmp_path):
