@@ -177,18 +177,25 @@ def summarize(fits: list[dict], hiddens: list[int], sizes: list[int]) -> tuple[d
             continue
         a, b = np.linalg.lstsq(np.stack([np.ones(len(s)), np.square(s)], 1), np.asarray(mem), rcond=None)[0]
         above = [m - a for m in mem]
+        positive = min(mem) > 0  # exponents need positive increments (tiny fits may not raise the peak at all)
         growth[str(hidden)] = {
-            "rss_exponent_all": slope(s, mem),
-            "rss_exponent_steps": [math.log(hi / lo) / math.log(y / x) for x, y, lo, hi in zip(s, s[1:], mem, mem[1:])],
+            "rss_exponent_all": slope(s, mem) if positive else None,
+            "rss_exponent_steps": [math.log(hi / lo) / math.log(y / x) for x, y, lo, hi in zip(s, s[1:], mem, mem[1:])]
+            if positive else None,
             "rss_floor_mb": float(a),
             "rss_bytes_per_s2": float(b) * 2**20,  # 16 = two float64 S x S matrices (the GGN and its factor)
             "rss_exponent_above_floor": slope(s, above) if min(above) > 0 else None,
             "time_exponent_all": slope(s, [r["fit_s"] for r in rows]),
         }
         g = growth[str(hidden)]
+
+        def fmt(x: float | None) -> str:
+            return "n/a" if x is None else f"{x:.2f}"
+
+        steps = ", ".join(fmt(e) for e in g["rss_exponent_steps"] or [])
         print(f"LSTM {hidden}: fit RSS = {a:.1f} MB + {g['rss_bytes_per_s2']:.1f} bytes x S^2 (least squares); exponent "
-              f"of the part above that floor {g['rss_exponent_above_floor']:.2f}; of the whole increment "
-              f"{g['rss_exponent_all']:.2f} (steps {', '.join(f'{e:.2f}' for e in g['rss_exponent_steps'])})")
+              f"of the part above that floor {fmt(g['rss_exponent_above_floor'])}; of the whole increment "
+              f"{fmt(g['rss_exponent_all'])} (steps {steps or 'n/a'})")
     same_s = {}
     if len(hiddens) == 2:
         lo, hi = sorted(hiddens)

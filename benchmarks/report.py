@@ -285,8 +285,10 @@ def render_laplace_fit(r: dict) -> str:
                              for h, g in by_size)
         above = " / ".join(f"{g['rss_exponent_above_floor']:.2f}" if g.get("rss_exponent_above_floor") else "n/a"
                            for _, g in by_size)
-        whole = " / ".join(f"{g['rss_exponent_all']:.2f}" for _, g in by_size)
-        last = " / ".join(f"{g['rss_exponent_steps'][-1]:.2f}" for _, g in by_size)
+        whole = " / ".join("n/a" if g.get("rss_exponent_all") is None else f"{g['rss_exponent_all']:.2f}"
+                           for _, g in by_size)
+        last = " / ".join("n/a" if not g.get("rss_exponent_steps") else f"{g['rss_exponent_steps'][-1]:.2f}"
+                          for _, g in by_size)
         sizes = sorted({f["subnet_size"] for f in fits})
         out.append(f"- Memory against S (least squares): {fits_txt}; 16 bytes·S² is two float64 S x S matrices (the "
                    f"GGN and its Cholesky factor). Growth exponent of the part above the floor: **{above}** "
