@@ -9,6 +9,7 @@ OUT     ?= runs/main
 PATIENTS ?= 2000
 DENSITY ?= 1.0
 SEED    ?= 0
+LAYOUT  ?= mimic-iii
 # Synthetic data only: pseudonyms, and so the admissions' order in the features and the training
 # batches, follow the de-identification key; a fixed key makes `make main` give the same numbers
 # on every clone. Real data takes its own secret key (MIMIC_DEID_KEY or a key file), never this one.
@@ -24,14 +25,15 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## main: the whole job on the embedded default (DuckDB + synthetic MIMIC-III):
+## main: the whole job on the embedded default (DuckDB + synthetic MIMIC-III; LAYOUT=mimic-iv: the same
+## world in MIMIC-IV's layout):
 ## synth -> extract -> train rank-1 -> evaluate (25 samples) -> metric table
 main: export MIMIC_DEID_KEY = $(SYNTH_KEY)
 main: $(STAMP)
 	mkdir -p $(OUT)
-	$(VPY) cli.py synth --out $(OUT)/mimic --patients $(PATIENTS) --seed $(SEED) --density $(DENSITY)
+	$(VPY) cli.py synth --out $(OUT)/mimic --patients $(PATIENTS) --seed $(SEED) --density $(DENSITY) --layout $(LAYOUT)
 	$(VPY) cli.py extract --source $(OUT)/mimic --out $(OUT)/features
-	$(VPY) cli.py train --data $(OUT)/features --model rank1 --seed $(SEED) --threads 1 --no-progress | tee $(OUT)/train.log
+	$(VPY) cli.py train --data $(OUT)/features --model rank1 --seed $(SEED) --threads 1 | tee $(OUT)/train.log
 	$(VPY) cli.py evaluate --run "$$(sed -n 's/^run_id: //p' $(OUT)/train.log)" --split val --split test --samples 25 --threads 1
 
 ## test: the whole test suite (what CI runs); PostgreSQL comes from the pgserver wheel (dev extra).

@@ -3,7 +3,9 @@
 Each command is a thin typed wrapper over a library function in `pipeline/` that returns data;
 heavy libraries (torch, mlflow, duckdb, pandas) are imported inside the commands so that
 `python cli.py --help` answers at once. Every library error is a `pipeline.errors.PipelineError`:
-the commands let it through and `command` prints it as one line (exit code 2).
+the commands let it through and `command` prints it as one line (exit code 2); any other
+exception is a bug or an environment problem: one line too, with the traceback in a log file
+(exit code 3), never on the screen.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import functools
 import inspect
 import json
 import logging
+import os
 import sys
 import typing
 from dataclasses import MISSING, fields
@@ -21,18 +24,35 @@ from typing import Any, Callable, Optional
 
 import typer
 
+try:  # typer vendors its own click (typer._click); older typers use click itself
+    from typer import _click as click
+except ImportError:  # pragma: no cover
+    import click
+
 from pipeline.configs import field_help
 from pipeline.errors import PipelineError
 from pipeline.extraction.config import SplitMode
 from pipeline.models.config import MortalityConfig
+from pipeline.models.variants import VARIANTS
 from pipeline.training.config import TrainConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
                   context_settings={"max_content_width": 100})
+LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
+_click_wrap = click.formatting.wrap_text  # noqa: the help formatter's wrapping, wrapped below
+
+
+def _wrap_whole_words(text: str, *args, **kwargs) -> str:
+    """click's help wrapping without breaking at hyphens (``--no-verify-counts``, ``deep-ensemble`` stay whole)."""
+    return _click_wrap(text.replace("-", "\u2011"), *args, **kwargs).replace("\u2011", "-")
+
+
+click.formatting.wrap_text = _wrap_whole_words
 
 
 def command(*args, **kwargs) -> Callable:
-    """``app.command`` whose function reports a ``PipelineError`` as one line ``error: ...`` (exit 2)."""
+    """``app.command`` whose function reports a ``PipelineError`` as one line ``error: ...`` (exit 2) and
+    any other exception as one line pointing to a log file with its traceback (exit 3)."""
 
     def register(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -41,6 +61,13 @@ def command(*args, **kwargs) -> Callable:
                 return fn(*a, **kw)
             except PipelineError as exc:
                 _fail(str(exc))
+            except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+                raise
+            except KeyboardInterrupt:
+                typer.secho("interrupted", err=True, fg=typer.colors.RED)
+                raise typer.Exit(code=130) from None
+            except Exception as exc:  # a bug or an environment problem: never a raw traceback on the screen
+                _unexpected(fn.__name__, exc)
 
         return app.command(*args, **kwargs)(run)
 
@@ -52,12 +79,37 @@ def _fail(message: str) -> typing.NoReturn:
     raise typer.Exit(code=2)
 
 
+def _unexpected(name: str, exc: BaseException) -> typing.NoReturn:
+    """One line naming the exception and the log file that holds its traceback; exit code 3."""
+    import tempfile
+    import traceback
+
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    try:
+        folder = Path(os.environ.get(LOG_DIR_ENV) or Path("runs") / "logs")
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix=f"{name}-error-", suffix=".log", dir=folder)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"cli.py {' '.join(sys.argv[1:2])}: unexpected {type(exc).__name__}\n")
+            traceback.print_exception(exc, file=fh)
+        where = f"the traceback is in {path}"
+    except OSError as err:
+        where = f"the traceback could not be written ({type(err).__name__}); run with PYTHONFAULTHANDLER or a debugger"
+    typer.secho(f"error: unexpected {type(exc).__name__} in `{name.replace('_', '-')}`: {first} ({where})",
+                err=True, fg=typer.colors.RED)
+    raise typer.Exit(code=3)
+
+
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    level = logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(level)  # a logger lowered for a status line (progress.LogStatus) does not print more
+
+
+class LayoutChoice(str, Enum):
+    mimic_iii = "mimic-iii"
+    mimic_iv = "mimic-iv"
 
 
 class EvalSplit(str, Enum):
@@ -96,7 +148,9 @@ def _flags(name: str, annotation) -> list[str]:
     return dashed
 
 
-def _shown(default) -> str:
+def _shown(default, name: str = "") -> str:
+    if isinstance(default, bool) and name:  # a flag: the option's own spelling
+        return name.replace("_", "-") if default else f"no-{name.replace('_', '-')}"
     return str(default.value if isinstance(default, Enum) else default)
 
 
@@ -113,7 +167,7 @@ def with_config_options(*classes: type) -> Callable:
             inner = typing.get_args(annotation)
             typ = next((a for a in inner if a is not type(None)), annotation) if inner else annotation
             doc = doc[:1].upper() + doc[1:]
-            help_text = doc if default is None else f"{doc} [default: {_shown(default)}]".strip()
+            help_text = doc if default is None else f"{doc} [default: {_shown(default, name)}]".strip()
             option = typer.Option(None, *_flags(name, typ), help=help_text, show_default=False)
             extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
                                            annotation=Optional[typ]))
@@ -139,42 +193,57 @@ def with_config_options(*classes: type) -> Callable:
 # ---------------------------------------------------------------------------- commands
 
 
-@command()
+@command(short_help="Generate a synthetic MIMIC-III or MIMIC-IV with a known true risk.")
 def synth(
-    out: Path = typer.Option(..., help="Directory for the synthetic MIMIC-III tables (TABLE.csv.gz)."),
+    out: Path = typer.Option(..., help="Directory for the synthetic MIMIC tables (TABLE.csv.gz)."),
     patients: int = typer.Option(2000, min=1, help="Number of patients."),
     seed: int = typer.Option(0, help="Random seed."),
     density: float = typer.Option(1.0, min=0.001, help="Event density scale (1.0 = about 5,400 CHARTEVENTS rows "
                                                        "per ICU stay)."),
+    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="mimic-iii: the MIMIC-III v1.4 layout; "
+                                                                     "mimic-iv: MIMIC-IV's hosp/ and icu/ modules "
+                                                                     "(the same synthetic world)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
-    """Generate a synthetic MIMIC-III (full-release layout) with a known true risk per admission."""
+    """Generate a synthetic MIMIC-III or MIMIC-IV (full-release layout) with a known true risk per admission."""
     _setup_logging(verbose)
+    from pipeline.progress import Progress
     from pipeline.synth import SynthConfig, generate
 
-    s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density))
+    with Progress("synth: patients", patients, plain=False) as bar:  # a bar on a terminal only
+        s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density), layout=layout.value,
+                     progress=bar.update)
+    title = "MIMIC-IV" if layout is LayoutChoice.mimic_iv else "MIMIC-III"
     typer.echo(
-        f"synthetic MIMIC-III written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
-        f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', 0):,} CHARTEVENTS rows"
+        f"synthetic {title} written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
+        f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', s.rows.get('chartevents', 0)):,} CHARTEVENTS rows"
     )
     typer.echo(f"  cohort admissions {s.cohort_admissions}, base rate {s.base_rate:.4f}, mean true risk "
                f"{s.mean_true_risk:.4f}")
     typer.echo(f"  true risk per admission (never read by extract): {s.paths.get('truth')}")
 
 
-@command()
+@command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.")
 def extract(
-    source: str = typer.Option(..., help="MIMIC-III CSV directory, or a postgresql:// DSN."),
+    source: str = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (MIMIC-IV: hosp/ and icu/), or a "
+                                          "postgresql:// DSN."),
     out: Path = typer.Option(..., help="Output directory for the features."),
-    schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables."),
+    schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables; when it has none, "
+                                                "MIMIC-IV's mimiciv_hosp and mimiciv_icu. For MIMIC-IV: a prefix P "
+                                                "(P_hosp, P_icu) or 'HOSP,ICU'."),
     prediction_hours: float = typer.Option(24.0, help="Prediction time, hours after ADMITTIME."),
     lookback_days: float = typer.Option(30.0, help="History used before the prediction time, in days."),
     hourly_hours: Optional[float] = typer.Option(None, help="Hours before the prediction time bagged hourly "
                                                             "(default: prediction hours); older history daily."),
     min_patients: int = typer.Option(5, help="Tokens seen in fewer training patients become out-of-vocabulary."),
     bins: int = typer.Option(5, help="Quantile bins per numeric item."),
-    split: SplitMode = typer.Option(SplitMode.random, help="random: 80/10/10 by patient; era: carevue "
-                                                               "train/val, metavision test."),
+    split: SplitMode = typer.Option(SplitMode.random, help="random: 80/10/10 by patient; era: MIMIC-III carevue "
+                                                           "train/val, metavision test; MIMIC-IV earlier "
+                                                           "anchor_year_groups train/val, the latest test."),
+    era_groups: Optional[list[str]] = typer.Option(None, "--era-groups", help="MIMIC-IV era split: the "
+                                                   "anchor_year_groups used, oldest first, e.g. '2014 - 2016' "
+                                                   "(repeatable); the last is the test split [default: all "
+                                                   "present]."),
     split_seed: int = typer.Option(0, help="Seed of the patient split."),
     memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
     verify_counts: bool = typer.Option(False, help="Also count every event table with a second scan and stop if "
@@ -185,42 +254,47 @@ def extract(
     """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
     _setup_logging(verbose)
     from pipeline.extraction import ExtractConfig, extract as run_extract
+    from pipeline.progress import LogStatus
 
     cfg = ExtractConfig(prediction_hours=prediction_hours, lookback_days=lookback_days, hourly_hours=hourly_hours,
                         min_patients=min_patients, n_bins=bins, split=split, split_seed=split_seed,
-                        memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers)
-    result = run_extract(source, out, cfg, schema=schema)
+                        memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers,
+                        era_groups=tuple(era_groups) if era_groups else None)
+    with LogStatus("extract", "pipeline.extraction"):  # on a terminal: the stage that just finished
+        result = run_extract(source, out, cfg, schema=schema)
     m = result.manifest
-    typer.echo(f"features written to {result.out_dir} (link file: {result.link_file})")
+    typer.echo(f"features written to {result.out_dir} (link file: {result.link_file}); release {m['release']}")
     for name, s in m["splits"].items():
         typer.echo(f"  {name:6s} admissions={s['admissions']:6d} positives={s['positives']:5d} "
                    f"label_rate={s['label_rate']}")
     typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))
 
 
-@command("load-postgres")
+@command("load-postgres", short_help="Load MIMIC-III CSV files into PostgreSQL.")
 def load_postgres(
-    source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz)."),
+    source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz), or MIMIC-IV's "
+                                           "(hosp/, icu/)."),
     dsn: str = typer.Option(..., envvar="MIMIC_PG_DSN", help="PostgreSQL DSN (password better in PGPASSWORD or "
                                                              "~/.pgpass)."),
-    schema: str = typer.Option("mimiciii", help="Target schema (mimic-code layout)."),
+    schema: Optional[str] = typer.Option(None, help="Target schema (mimic-code layout) [default: mimiciii; for "
+                                                    "MIMIC-IV the prefix of P_hosp and P_icu, mimiciv]."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each table's load."),
 ) -> None:
-    """Load a MIMIC-III CSV directory into PostgreSQL with mimic-code's table definitions."""
+    """Load a MIMIC-III or MIMIC-IV CSV directory into PostgreSQL with mimic-code's table definitions."""
     _setup_logging(verbose)
-    from pipeline.sources.pgload import load_mimic_csv
+    from pipeline.sources.pgload import load_mimic_csv, source_release, target_schema
 
+    release = source_release(source)
     for table, n in load_mimic_csv(dsn, source, schema=schema).items():
-        typer.echo(f"{schema}.{table}: {n} rows")
+        typer.echo(f"{target_schema(table, release, schema)}.{table}: {n} rows")
 
 
-@command()
+@command(short_help="Train a model, log it to MLflow, print its run id.")
 @with_config_options(TrainConfig, MortalityConfig)
 def train(
     data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
-    model: str = typer.Option("rank1", help="A model kind (deterministic, bayes-emb, bayes-full, batchensemble, "
-                                            "rank1, deep-ensemble) or a variant name of `compare` (rank1-gaussian, "
-                                            "rank1-cauchy, ...)."),
+    model: str = typer.Option("rank1", help="A model kind or a variant name as `compare` prints it: "
+                                            + ", ".join(dict.fromkeys(["rank1", *VARIANTS])) + "."),
     out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without "
                                                   "tracking runs/train/<model>-s<seed>)."),
     preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps); "
@@ -252,7 +326,7 @@ def train(
     typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
 
 
-@command()
+@command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
 def evaluate(
     run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
     split: list[EvalSplit] = typer.Option([EvalSplit.test], help="Split(s) to evaluate: val | test (repeatable)."),
@@ -284,6 +358,7 @@ def evaluate(
                               out_dir=(out / s.value) if out else None)
         typer.echo(format_table(result.report))
         typer.echo(f"metrics: {result.json_path}")
+        typer.echo("plots: " + ", ".join(str(p) for p in result.artifacts))
 
 
 def _spread(values: list, extras: list[str], accept) -> list:
@@ -299,7 +374,7 @@ def _int_or_none(word: str):
 _EXTRA = {"allow_extra_args": True}
 
 
-@command()
+@command(short_help="Subnetwork Laplace on a trained deterministic run.")
 def laplace(
     run: str = typer.Option(..., help="The trained MAP run (run id, runs:/<id>/model or another model URI) of a "
                                       "deterministic model."),
@@ -356,7 +431,8 @@ def laplace(
     typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
 
 
-@command(context_settings=_EXTRA)
+@command(context_settings=_EXTRA, options_metavar="[OPTIONS] [RUN_ID]...",
+         short_help="Compare evaluated runs: mean ± sd over seeds.")
 def compare(
     ctx: typer.Context,
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
@@ -367,7 +443,12 @@ def compare(
     out: Path = typer.Option(Path("runs/compare"), help="Directory for compare.md and compare.csv."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log which runs are read."),
 ) -> None:
-    """Models x (val, test) x (NLL, AUC-PR, ECE): mean ± sd over seeds, with the true-risk reference."""
+    """Models x (val, test) x (NLL, AUC-PR, ECE): mean ± sd over seeds, with the true-risk reference.
+
+    RUN_ID...: run ids to compare (as --runs); none: every evaluated run of the experiment. Runs
+    trained on different feature sets are compared within their own feature set (one table section
+    and one true-risk row each).
+    """
     _setup_logging(verbose)
     from pipeline.evaluation.compare import compare as run_compare, to_markdown
     from pipeline.runs.store import RUN_ID
@@ -381,7 +462,7 @@ def compare(
     typer.echo("tables: " + ", ".join(str(f) for f in files))
 
 
-@command()
+@command(short_help="Score a census: risk, interval, refer flag, report.")
 def score(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
     out: Path = typer.Option(..., help="Scores Parquet file (one row per admission)."),
@@ -399,10 +480,17 @@ def score(
                                                      "draws per admission depend on it)."),
     seed: int = typer.Option(0, help="Seed of the weight draws."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
+    cross_release: bool = typer.Option(False, "--cross-release", help="Score features (or a source) of another MIMIC "
+                                                                      "release than the model's; the share of "
+                                                                      "out-of-vocabulary tokens is reported."),
     as_of: Optional[str] = typer.Option(None, help="With --source: when its data ends, 'YYYY-MM-DD HH:MM[:SS]' on "
                                                    "its clock (default: the newest ADMITTIME/DISCHTIME). Open "
                                                    "admissions whose prediction time is later are flagged "
                                                    "before_prediction_time."),
+    report: Optional[Path] = typer.Option(None, help="Also write a self-contained HTML cohort report (keyed by "
+                                                     "pseudonym) to this file."),
+    link: bool = typer.Option(True, "--link/--no-link", help="Write the data owner's _private/ files beside --out: "
+                                                             "link.csv, unscored.csv and the report by HADM_ID."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
@@ -410,15 +498,52 @@ def score(
     from pipeline.serving.score import ScoreConfig, score as run_score
 
     cfg = ScoreConfig(samples=samples, batch_size=batch_size, chunk_rows=chunk_rows, seed=seed, threads=threads)
-    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of)
+    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of,
+                  report=report, link=link, cross_release=cross_release)
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
                f"{s.no_events} without events, {s.samples}x{s.components} draws"
                + (f", {s.before_prediction_time} before their prediction time (partial window)"
-                  if s.before_prediction_time else "")
-               + (f"; {s.not_scored} cohort HADM_IDs not scored (see the log)" if s.not_scored else ""))
+                  if s.before_prediction_time else ""))
+    if s.not_scored_by is not None:
+        typer.echo(f"  not scored: {s.not_scored}" + (" (" + ", ".join(f"{k} {v}" for k, v in s.not_scored_by.items())
+                                                      + ")" if s.not_scored else ""))
+    if cross_release and s.oov_share is not None:
+        typer.echo(f"  across MIMIC releases: {s.oov_share:.1%} of the bag tokens are out of the model's vocabulary")
+    for what, path in (("report", s.report), ("link file (data owner only)", s.link_file),
+                       ("unscored admissions (data owner only)", s.unscored_file),
+                       ("report by HADM_ID (data owner only)", s.private_report)):
+        if path is not None:
+            typer.echo(f"  {what}: {path}")
 
 
-@command("benchmark-models", context_settings=_EXTRA)
+@command(short_help="Serve a model over HTTP on 127.0.0.1.")
+def serve(
+    model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
+    port: int = typer.Option(5000, min=1, max=65535, help="TCP port on 127.0.0.1."),
+    workers: int = typer.Option(1, min=1, help="Server processes, each with its own copy of the model."),
+    threads: int = typer.Option(1, min=1, help="Torch intra-op threads per request (concurrent requests share "
+                                               "the cores)."),
+    max_rows: int = typer.Option(2048, min=1, help="Admissions per request; more is refused (HTTP 413)."),
+    max_body_mb: float = typer.Option(16.0, min=0.001, help="Request body limit in MB; larger is refused "
+                                                            "(HTTP 413)."),
+    timeout: int = typer.Option(60, min=1, help="Seconds a request may take (HTTP 504 beyond)."),
+    direct: bool = typer.Option(True, "--direct/--via-mlflow", help="JSON requests go from the checked table to "
+                                                                    "the model (--via-mlflow: through MLflow's "
+                                                                    "parsing again)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log MLflow's and uvicorn's debug lines."),
+) -> None:
+    """Serve a model with MLflow's scoring server on 127.0.0.1 (POST /invocations)."""
+    _setup_logging(verbose)
+    from pipeline.serving.server import HOST, ServeConfig, serve as run_serve
+
+    cfg = ServeConfig(model=model, port=port, workers=workers, threads=threads, max_rows=max_rows,
+                      max_body_mb=max_body_mb, timeout_s=timeout, direct=direct)
+    typer.echo(f"serving {model} on http://{HOST}:{port}/invocations (Ctrl-C stops)", err=True)
+    run_serve(cfg, log_level="debug" if verbose else "info")
+
+
+@command("benchmark-models", context_settings=_EXTRA,
+         short_help="Train and evaluate every variant, then compare.")
 def benchmark_models(
     ctx: typer.Context,
     synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC-III directory (generated when missing)."),
@@ -434,6 +559,8 @@ def benchmark_models(
                                                             "model's score_samples, 25]."),
     jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
+    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="Layout of a generated source (mimic-iv: the "
+                                                                     "era split is by anchor_year_group)."),
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
                                                                "(ensembles: distinct admissions = rows / K) "
@@ -457,7 +584,7 @@ def benchmark_models(
         w in modes for w in ctx.args) else splits
     cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or VARIANTS), split_modes=tuple(splits),
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment,
+                     patients=patients, experiment=experiment, layout=layout.value,
                      train_overrides={"batch_size": batch_size} if batch_size else {})
     result = run_grid(synth_dir, out, cfg)
     typer.echo((out / "compare.md").read_text())

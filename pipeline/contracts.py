@@ -109,7 +109,7 @@ RISK = Table("risk", (
 PYFUNC_OPTIONAL = ("observed_hours",)
 
 # Columns of sql/02_cohort.sql that a census condition (`score --cohort FILE`) may use.
-COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epoch", "disch_epoch",
+COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epoch", "disch_epoch", "era",
                   "window_start_epoch", "age", "gender", "admission_type", "admission_location", "icu_system")
 # Outcome columns of the cohort: a census condition may never use them (they are known after T).
 OUTCOME_COLUMNS = ("label",)

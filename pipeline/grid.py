@@ -41,6 +41,7 @@ class GridConfig:
     patients: int = 2000  # synthetic patients when the source has to be generated
     synth_seed: int = 0  # seed of the synthetic source
     density: float = 1.0  # synthetic event density
+    layout: str = "mimic-iii"  # layout of a generated synthetic source: mimic-iii | mimic-iv (era: anchor_year_group)
     experiment: str = "benchmark-models"  # MLflow experiment of the grid
     train_overrides: dict = field(default_factory=dict)  # extra TrainConfig settings (e.g. batch_size)
     model_overrides: dict = field(default_factory=dict)  # extra MortalityConfig settings (e.g. lstm_hidden)
@@ -88,10 +89,11 @@ def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[st
     """Synthetic source (generated when missing) and one extraction per split mode (cached)."""
     from pipeline.extraction import ExtractConfig, SplitMode, extract
 
-    if not (synth_dir / "ADMISSIONS.csv.gz").exists():
+    if not (synth_dir / "ADMISSIONS.csv.gz").exists() and not (synth_dir / "hosp" / "admissions.csv.gz").exists():
         from pipeline.synth import SynthConfig, generate
 
-        generate(synth_dir, patients=cfg.patients, seed=cfg.synth_seed, config=SynthConfig(density=cfg.density))
+        generate(synth_dir, patients=cfg.patients, seed=cfg.synth_seed, config=SynthConfig(density=cfg.density),
+                 layout=cfg.layout)
     feats = {}
     for mode in cfg.split_modes:
         fdir = out_dir / f"features-{mode}"

@@ -3,7 +3,7 @@
 `scan(paths, raw_ids)` reads every Parquet, JSON, CSV, text and log file under the given
 paths (skipping `_private/`, which holds the data owner's link file) and reports:
 - any string containing a calendar date (YYYY-MM-DD, or YYYY/MM/DD);
-- any whole number inside a string that equals a raw SUBJECT_ID, HADM_ID or ICUSTAY_ID,
+- any whole number inside a string that equals a raw SUBJECT_ID, HADM_ID or ICUSTAY_ID (stay_id),
   except in the item field of a token (`source:ITEMID:...`), which is a MIMIC item code;
 - any integer cell outside token/context id lists and counts that equals a raw id.
 Used by the tests on demo and synthetic outputs, on scores and on MLflow artifacts.
@@ -107,15 +107,17 @@ def scan(paths: Iterable[Path], raw_ids: Iterable[int | str]) -> list[Finding]:
 
 
 def raw_ids_of(source_dir: Path) -> set[str]:
-    """All SUBJECT_ID, HADM_ID and ICUSTAY_ID values of a MIMIC-III CSV directory."""
+    """All SUBJECT_ID, HADM_ID and ICU stay id (MIMIC-III ICUSTAY_ID, MIMIC-IV stay_id) values of a
+    MIMIC-III or MIMIC-IV CSV directory."""
     import duckdb
 
-    from pipeline.sources.csvdir import find_tables
+    from pipeline.sources.csvdir import detect_layout
 
-    files = find_tables(Path(source_dir))
+    release, files = detect_layout(Path(source_dir))
+    stay = "stay_id" if release.value == "mimic-iv" else "icustay_id"
     ids: set[str] = set()
     con = duckdb.connect()
-    for table, cols in (("patients", ["subject_id"]), ("admissions", ["subject_id", "hadm_id"]), ("icustays", ["icustay_id"])):
+    for table, cols in (("patients", ["subject_id"]), ("admissions", ["subject_id", "hadm_id"]), ("icustays", [stay])):
         if table not in files:
             continue
         for col in cols:

@@ -252,3 +252,22 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
         assert all(math.isfinite(float(r[f"{s}_{m}_mean"])) for s in cp.SPLITS for m in ("nll", "ece"))
     assert set(result.stage_s) == {"data", "train+evaluate", "compare"} and result.wall_s > 0
     assert (tmp_path / "mimic" / "ADMISSIONS.csv.gz").exists()  # generated once, cached for the next call
+
+
+def test_runs_on_other_feature_sets_are_never_pooled():
+    """compare with no run ids reads the whole experiment: runs trained on other features (another
+    extraction, other admissions) get their own rows and their own true-risk reference."""
+    rows = ([{**_row("deterministic", "random", s, 0.4), "features": "features-demo"} for s in (0, 1)]
+            + [{**_row("deterministic", "random", s, 0.6, truth=0.5), "features": "features-synth"} for s in (0, 1)])
+    summary = cp.summarize(rows)
+    assert [(r["features"], r["model"], r["seeds"]) for r in summary] == [
+        ("features-demo", "deterministic", 2), ("features-demo", cp.TRUE_RISK, 0),
+        ("features-synth", "deterministic", 2), ("features-synth", cp.TRUE_RISK, 0)]
+    assert summary[1]["test_nll_mean"] == pytest.approx(0.30 + 0.1)
+    assert summary[3]["test_nll_mean"] == pytest.approx(0.6)
+    md = cp.to_markdown(summary)
+    assert md.splitlines()[0].startswith("| split | features | model | seeds |") and "not pooled" in md
+    assert "| random | features-synth | true risk |" in md
+    table = list(csv.DictReader(_io.StringIO(cp.to_csv(summary))))
+    assert [t["features"] for t in table] == ["features-demo"] * 2 + ["features-synth"] * 2
+    assert "features" not in cp.to_markdown(cp.summarize(rows[:2])).splitlines()[0]  # one feature set: as before

@@ -87,22 +87,22 @@ class NoiseReplay:
         real_w = mf_mod.GaussianWeight.sample
         replay = self
 
-        def noise(kind, shape, like):  # per-member factor noise (S, K, n)
+        def noise(kind, shape, like, generator=None):  # per-member factor noise (S, K, n)
             if replay.mode == "record":
-                replay.records.append(real_noise(kind, shape, like))
+                replay.records.append(real_noise(kind, shape, like, generator))
                 return replay.records[-1]
             return replay._next()[replay.sample : replay.sample + 1]
 
-        def weight(self, draws):  # mean-field weights (S, *shape)
+        def weight(self, draws, generator=None):  # mean-field weights (S, *shape)
             if replay.mode == "record":
-                out = real_w(self, draws)
+                out = real_w(self, draws, generator)
                 replay.records.append(out)
                 return out
             return replay._next()[replay.sample : replay.sample + 1]
 
-        def emb(self, ids, samples):  # (group = sample, token) -> noise row
+        def emb(self, ids, samples, sampling, generator=None):  # (group = sample, token) -> noise row
             if replay.mode == "record":
-                table, index = real_emb(self, ids, samples)
+                table, index = real_emb(self, ids, samples, sampling, generator)
                 rows = torch.arange(ids.shape[0]).view(-1, *([1] * (ids.dim() - 1))).expand_as(ids)
                 group = rows // (ids.shape[0] // samples)
                 rec = {(int(g), int(t)): table[int(j)] for g, t, j in
@@ -187,6 +187,8 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "auc_pr" in proc.stdout and "test: n=" in proc.stdout and "val: n=" in proc.stdout
+    for split in ("val", "test"):  # where the plots are
+        assert "plots: " + ", ".join(str(tmp_path / "eval" / split / png) for png in evaluate.PLOTS) in proc.stdout
     for split in ("val", "test"):
         report = json.loads((tmp_path / "eval" / split / "metrics.json").read_text())
         for key in JSON_KEYS:
@@ -305,3 +307,18 @@ def test_cli_evaluate_reports_errors_without_traceback(tmp_path):
     cmd = [sys.executable, str(ROOT / "cli.py"), "evaluate", "--run", "0" * 32, "--split", "test"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "error: run 000" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_referral_title_and_calibration_notes_read_naturally():
+    from pipeline.evaluation import plots
+
+    curve = metrics.referral_curve(np.zeros((2, 1, 4)), np.array([0, 1, 0, 1]))
+    assert plots.referral_title(curve, "val") == ("Referring the most uncertain admissions (val), ranked by mutual "
+                                                  "information")
+    report = {"split": "test", "n": 4, "positives": 2, "samples": 2, "components": 1, "member_nll": [0.5],
+              **{m: 0.5 for m in metrics.METRICS}, "calibration_slope": -0.4, "calibration_intercept": 0.1}
+    line = next(ln for ln in evaluate.format_table(report).splitlines() if ln.startswith("calibration slope"))
+    assert "(negative: higher predicted risks went with fewer deaths, the ranking is reversed)" in line
+    assert "(> 0: risks too low, < 0: too high)" in line
+    for slope, note in ((0.5, "< 1: risks spread too far"), (1.6, "> 1: risks too close"), (1.0, "near 1")):
+        assert evaluate.slope_note(slope).startswith(note)

@@ -146,7 +146,9 @@ def test_cli_extract_on_demo(demo_dir, tmp_path):
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "f" / "manifest.json").read_text())
     lines = result.output.splitlines()
-    assert lines[0] == f"features written to {tmp_path / 'f'} (link file: {tmp_path / 'f' / '_private' / 'link.csv'})"
+    assert lines[0] == (f"features written to {tmp_path / 'f'} (link file: {tmp_path / 'f' / '_private' / 'link.csv'})"
+                        f"; release {manifest['release']}")
+    assert manifest["release"] == "mimic-iii"
     printed = {}
     for line in lines[1:4]:  # "  train  admissions=    93 positives=   25 label_rate=0.268817"
         m = re.fullmatch(r"  (\w+) +admissions= *(\d+) positives= *(\d+) label_rate=(\S+)", line)

@@ -243,18 +243,20 @@ def test_cauchy_rank1_runs_2000_steps_without_nan():
 
 
 def _both_paths(model, batch, samples, seed=5):
-    """Logits of the inference path and of the training path (same seed, evaluation mode, no grad)."""
-    from pipeline.predict import evaluation_mode
+    """Logits of the inference path and of the training path (per-member sampling and a generator
+    seeded alike passed with the call, evaluation mode, no grad); the layers' own mode is untouched."""
+    from pipeline.layers import Sampling
+    from pipeline.predict import evaluation_mode, seeded_generator
 
+    per_member = Sampling.PER_MEMBER
     with evaluation_mode(model), torch.no_grad():
-        assert model.block_inference()
-        torch.manual_seed(seed)
-        fast = model(batch, samples=samples)
+        assert model.block_inference(per_member) and not model.block_inference()  # the layers' mode: per_example
+        fast = model(batch, samples=samples, sampling=per_member, generator=seeded_generator(seed))
         model.fast_inference = False
-        assert not model.block_inference()
-        torch.manual_seed(seed)
-        slow = model(batch, samples=samples)
+        assert not model.block_inference(per_member)
+        slow = model(batch, samples=samples, sampling=per_member, generator=seeded_generator(seed))
         model.fast_inference = True
+    assert all(m.sampling == Sampling.PER_EXAMPLE for m in model.modules() if hasattr(m, "sampling"))
     return fast, slow
 
 

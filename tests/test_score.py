@@ -359,3 +359,124 @@ def test_cli_score_errors_without_traceback(demo_run, demo_features, tmp_path):
                           timeout=300)
     assert good.returncode == 0, good.stderr[-2000:]
     assert "scores written to" in good.stdout and len(pd.read_parquet(tmp_path / "ok.parquet")) > 0
+
+
+# ---------------------------------------------------------------------------- the data owner's files
+
+
+@pytest.fixture(scope="module")
+def whole_demo(demo_run, demo_dir, tmp_path_factory):
+    """The whole demo source scored (no cohort file): (ScoreSummary, output directory)."""
+    out = tmp_path_factory.mktemp("whole")
+    return sc.score(demo_run, out / "scores.parquet", source=str(demo_dir), cfg=_cfg()), out
+
+
+def _private(path: Path) -> pd.DataFrame:
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    return pd.read_csv(path)
+
+
+def test_link_file_maps_every_score_to_its_hadm_id(whole_demo):
+    from pipeline import deid
+
+    s, out = whole_demo
+    link = _private(out / "_private" / "link.csv")
+    scores = pd.read_parquet(s.out)
+    assert s.link_file == out / "_private" / "link.csv" and sorted(link["key"]) == sorted(scores["key"])
+    assert link["key"].tolist() == deid.pseudonyms(deid.load_key(), link["hadm_id"])
+
+
+def test_unscored_lists_every_admission_outside_the_cohort_with_its_reason(whole_demo, demo_features):
+    s, out = whole_demo
+    table = _private(out / "_private" / "unscored.csv")
+    assert list(table.columns) == ["hadm_id", "reason"] and len(table) == s.not_scored > 0
+    assert table["hadm_id"].is_monotonic_increasing and table["hadm_id"].is_unique
+    accounting = demo_features.manifest["tables"]["admissions"]
+    excluded = accounting["excluded_by"]  # the training extraction's counts of the same rows
+    assert len(table) == sum(excluded.values()) + accounting["quarantined"]
+    named = {"died before prediction time": "died before the prediction time",
+             "discharged before prediction time": "discharged before the prediction time"}
+    expected = {named.get(k, f"outside the cohort criteria: {k}"): v for k, v in excluded.items() if v}
+    assert table["reason"].value_counts().to_dict() == expected
+    assert s.not_scored_by == {"absent": 0, "quarantined": 0,
+                               "outside the cohort criteria": sum(v for k, v in excluded.items() if k not in named),
+                               "died or discharged before T": sum(v for k, v in excluded.items() if k in named)}
+
+
+def test_an_id_list_census_gives_each_missing_id_its_reason(demo_run, demo_features, demo_dir, whole_demo, tmp_path):
+    """A census of scored ids, excluded ids of each kind, a quarantined one and an id not in ADMISSIONS."""
+    _, whole = whole_demo
+    reasons = pd.read_csv(whole / "_private" / "unscored.csv").drop_duplicates("reason")
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in demo_dir.glob("*.csv.gz"):
+        (src / f.name).symlink_to(f)
+    (src / "ADMISSIONS.csv.gz").unlink()
+    scored = _hadm_ids(demo_features.out_dir, "test")
+    broken = scored[-1]  # its ADMITTIME blanked: quarantined
+    adm = pd.read_csv(demo_dir / "ADMISSIONS.csv.gz", dtype=str, keep_default_na=False)
+    adm.loc[adm["hadm_id"].astype(int) == broken, "admittime"] = ""
+    adm.to_csv(src / "ADMISSIONS.csv.gz", index=False)
+    census = [*scored, *reasons["hadm_id"], 99999999]
+    (tmp_path / "census.txt").write_text("\n".join(map(str, census)) + "\n")
+    s = sc.score(demo_run, tmp_path / "out" / "s.parquet", source=str(src), cohort=tmp_path / "census.txt", cfg=_cfg())
+    table = _private(tmp_path / "out" / "_private" / "unscored.csv").set_index("hadm_id")["reason"].to_dict()
+    assert table == {**dict(zip(reasons["hadm_id"], reasons["reason"])), broken: "quarantined: missing ADMITTIME",
+                     99999999: "absent: no such HADM_ID in ADMISSIONS"}
+    assert s.not_scored == len(table) and s.admissions == len(scored) - 1
+    assert s.not_scored_by["absent"] == 1 and s.not_scored_by["quarantined"] == 1
+
+
+def test_a_condition_census_lists_the_excluded_admissions_it_selects(demo_run, demo_dir, whole_demo, tmp_path):
+    _, whole = whole_demo
+    everyone = pd.read_csv(whole / "_private" / "unscored.csv")
+    (tmp_path / "c.sql").write_text("icu_system = 'metavision'\n")
+    s = sc.score(demo_run, tmp_path / "s.parquet", source=str(demo_dir), cohort=tmp_path / "c.sql", cfg=_cfg())
+    table = pd.read_csv(tmp_path / "_private" / "unscored.csv")
+    assert 0 < len(table) < len(everyone) and set(table["hadm_id"]) <= set(everyone["hadm_id"])
+    assert s.not_scored == len(table)
+
+
+def test_no_link_writes_nothing_private(demo_run, demo_features, tmp_path):
+    s = sc.score(demo_run, tmp_path / "s.parquet", data=demo_features.out_dir / "val.parquet", cfg=_cfg(), link=False)
+    assert s.link_file is None and not (tmp_path / "_private").exists()
+    s = sc.score(demo_run, tmp_path / "t.parquet", data=demo_features.out_dir / "val.parquet", cfg=_cfg())
+    link = _private(tmp_path / "_private" / "link.csv")  # from the features' own link file
+    assert sorted(link["key"]) == sorted(pd.read_parquet(s.out)["key"]) and s.not_scored_by is None
+
+
+def test_scoring_into_the_features_directory_keeps_its_link_file(demo_run, demo_features, tmp_path):
+    import shutil
+
+    feats = tmp_path / "feats"
+    shutil.copytree(demo_features.out_dir, feats)
+    before = (feats / "_private" / "link.csv").read_text()
+    sc.score(demo_run, feats / "val-scores.parquet", data=feats / "val.parquet", cfg=_cfg())
+    assert (feats / "_private" / "link.csv").read_text() == before  # not shrunk to the val keys
+
+
+def test_cli_prints_counts_per_reason_never_ids(demo_run, demo_features, demo_dir, whole_demo, tmp_path):
+    _, whole = whole_demo
+    ids = pd.read_csv(whole / "_private" / "unscored.csv")["hadm_id"].tolist()
+    scored = _hadm_ids(demo_features.out_dir, "test")[:3]
+    (tmp_path / "census.txt").write_text("\n".join(map(str, [*scored, *ids, 99999999])) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "score", "--model", demo_run, "--source",
+                           str(demo_dir), "--cohort", str(tmp_path / "census.txt"), "--out",
+                           str(tmp_path / "s.parquet"), "--samples", "2", "--threads", "1", "-v"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text
+    assert f"  not scored: {len(ids) + 1} (absent 1, quarantined 0, outside the cohort criteria " in proc.stdout
+    assert f"unscored admissions (data owner only): {tmp_path / '_private' / 'unscored.csv'}" in proc.stdout
+    assert not any(str(i) in text for i in [*scored, *ids, 99999999])  # verbose: the log lines too
+
+
+@pytest.mark.parametrize("condition", ["label = 1", "age > 60 AND \"LABEL\" = 0", "c.label IS NOT NULL"])
+def test_a_census_condition_may_not_use_the_outcome(tmp_path, condition):
+    (tmp_path / "c.sql").write_text(condition + "\n")
+    with pytest.raises(cohort.CohortError, match=r"c.sql: the cohort condition uses the outcome column\(s\) "
+                                                 r"\['label'\], known only after the prediction time"):
+        cohort.read_cohort_file(tmp_path / "c.sql")
+    (tmp_path / "ok.sql").write_text("admission_type = 'label' /* label */\n")  # a string or a comment: no column
+    assert cohort.read_cohort_file(tmp_path / "ok.sql") == "admission_type = 'label' /* label */"

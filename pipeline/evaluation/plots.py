@@ -71,13 +71,22 @@ def plot_pr_curve(
     return _save(fig, path)
 
 
-def plot_referral(curve: ReferralCurve, path: str | os.PathLike, title: str = "Uncertainty referral") -> Path:
-    """AUC-PR and NLL on retained admissions against the fraction referred."""
+def referral_title(curve: ReferralCurve, split: str | None = None) -> str:
+    """"Referring the most uncertain admissions (val), ranked by mutual information"."""
+    where = f" ({split})" if split else ""
+    measure = {"mi": "mutual information", "sd": "the spread of the draws"}.get(curve.measure.value, curve.measure.value)
+    return f"Referring the most uncertain admissions{where}, ranked by {measure}"
+
+
+def plot_referral(curve: ReferralCurve, path: str | os.PathLike, title: str | None = None) -> Path:
+    """AUC-PR and NLL on the admissions kept against the fraction referred (``title``: default
+    ``referral_title(curve)``)."""
     fig = _figure(5.0, 5.5)
     top, bottom = fig.subplots(2, 1, sharex=True)
     top.plot(curve.fractions, curve.auc_pr, "o-")
-    top.set(ylabel="AUC-PR (retained)", title=f"{title} (by {curve.measure.value})")
+    top.set(ylabel="AUC-PR (kept)", title=title or referral_title(curve))
+    top.title.set_fontsize(9)
     bottom.plot(curve.fractions, curve.nll, "o-", color="C1")
-    bottom.set(xlabel="fraction referred", ylabel="NLL (retained, nats)")
+    bottom.set(xlabel="fraction referred", ylabel="NLL (kept, nats)")
     fig.tight_layout()
     return _save(fig, path)

@@ -115,16 +115,19 @@ class LinearizedLaplaceModel(nn.Module):
         """f(x; θ_MAP): (B,) or (B, C)."""
         return map_logits(self.map_model, batch)
 
-    def forward(self, batch: dict, samples: int = 1) -> Tensor:
+    def forward(self, batch: dict, samples: int = 1, *, sampling=None, generator: torch.Generator | None = None
+                ) -> Tensor:
         """Logits (samples, B) or (samples, B, C): MC draws or repeated probit logits (``predictive``).
 
-        MC draws ε are made once per call, so every admission of the batch shares them.
+        MC draws ε are made once per call from ``generator`` (None: torch's global generator), so every
+        admission of the batch shares them. ``sampling`` is accepted as the project's models take it
+        (the draws are always one per sample for the whole batch, i.e. per member).
         """
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
         post = self.posterior
         if self.predictive == Predictive.MC:
-            eps = post.draw(samples)  # (S, samples)
+            eps = post.draw(samples, generator)  # (S, samples)
             parts = [mc_logits(mu, jac, eps) for mu, jac in self._jacobians(batch)]
             return torch.cat(parts, 1)  # (samples, B[, C])
         mu, var = self.moments(batch)

@@ -78,11 +78,8 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
     cfg.max_bags, cfg.max_tokens = rm.info.get("max_bags"), rm.info.get("max_tokens")
     model, report = fit_laplace(rm.model, train_fs, val_fs, cfg)  # raises LaplaceError for a Bayesian model
 
-    import torch
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
-        logits = predict.feature_logits(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens)
+    logits = predict.feature_logits(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
+                                    predict.seeded_generator(cfg.seed))  # (S, 1, N)
     threshold = predict.refer_threshold(metrics.mutual_information(logits), 0.1)
     val = metrics.evaluate_predictions(logits, val_fs.label, n_bootstrap=0)
     val_metrics = {k: val[k] for k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")}

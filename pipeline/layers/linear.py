@@ -98,5 +98,5 @@ class LinearDeterministic(nn.Linear):
 
     components = 1
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:  # noqa: ARG002 (uniform signature)
-        return super().forward(x)
+    def forward(self, x: Tensor, samples: int = 1, *, sampling=None, generator=None) -> Tensor:  # noqa: ARG002
+        return super().forward(x)  # (uniform signature: no weight draws)

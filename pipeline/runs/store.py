@@ -1,7 +1,9 @@
 """The tracking store and what a run holds in it: the one MLflow client, artifact names, model URIs.
 
 The tracking URI is ``MLFLOW_TRACKING_URI`` (default ``sqlite:///<cwd>/mlflow.db``). Every
-MLflow client of the library comes from ``client()``. A run is named by its id,
+MLflow client of the library comes from ``client()``, which initialises a SQLite store once per
+process under an exclusive file lock (``<db>.init.lock``): two commands started at once on a
+fresh store would otherwise both run MLflow's table creation and one would die half-way. A run is named by its id,
 ``runs:/<id>/model``, another MLflow model URI (``models:/name/version``: downloaded), or a
 local MLflow model directory; ``load_run_model`` turns any of them into a ``RunModel`` (the
 model in eval mode, its info, the training vocabulary, the run's manifest, tags and params).
@@ -47,6 +49,7 @@ def eval_artifacts(split: str) -> str:
 # tags
 FEATURES_DIR_TAG = "features_dir"  # absolute path of the features directory the run was trained on
 SPLIT_MODE_TAG = "split_mode"  # random | era (compare groups by it)
+RELEASE_TAG = "release"  # mimic-iii | mimic-iv: the MIMIC release of the training features
 
 
 class RunError(PipelineError, ValueError):
@@ -58,11 +61,44 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+_READY: set[str] = set()  # tracking URIs whose store this process has initialised
+
+
 def client():
-    """The MLflow client of the tracking store (the only place one is made)."""
+    """The MLflow client of the tracking store (the only place one is made); the store initialised
+    once, safely (``init_store``)."""
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri())
+    uri = tracking_uri()
+    init_store(uri)
+    return MlflowClient(uri)
+
+
+def init_store(uri: str) -> None:
+    """Create (or migrate) a SQLite tracking store's tables once, whoever comes first: the processes
+    take an exclusive lock on ``<db>.init.lock`` in turn, and the first one in creates the tables
+    while the others wait, then find them. MLflow's table-creation log lines are kept quiet."""
+    if uri in _READY or not uri.startswith("sqlite:///"):
+        return
+    import fcntl
+
+    from mlflow.tracking import MlflowClient
+
+    db = Path(uri.removeprefix("sqlite:///").split("?")[0])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    quiet = [logging.getLogger(n) for n in ("mlflow.store.db.utils", "alembic", "alembic.runtime.migration")]
+    levels = [q.level for q in quiet]
+    with open(db.with_name(db.name + ".init.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            for q in quiet:
+                q.setLevel(logging.WARNING)
+            MlflowClient(uri).search_experiments(max_results=1)  # builds the store: tables created or checked
+        finally:
+            for q, level in zip(quiet, levels):
+                q.setLevel(level)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _READY.add(uri)
 
 
 def experiment_id(name: str, artifact_location: str | None = None) -> str:
@@ -89,6 +125,7 @@ class RunModel:
     features_dir: Path | None = None  # features directory the run was trained on (tag FEATURES_DIR_TAG)
     tags: dict = field(default_factory=dict)  # the run's MLflow tags
     params: dict = field(default_factory=dict)  # the run's MLflow params
+    model_info: dict = field(default_factory=dict)  # the model's model_info.json (validation metrics, reliability)
 
 
 def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
@@ -114,6 +151,8 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
     import mlflow
 
     run_id, local = parse_model_uri(uri)
+    if local is None:
+        init_store(tracking_uri())
     if run_id is None and local is None:  # another MLflow model URI (registry, remote store): download it
         try:
             local = Path(mlflow.artifacts.download_artifacts(artifact_uri=str(uri), dst_path=str(
@@ -126,7 +165,8 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
         model, info = load_model(local / "artifacts" / BEST)
         extraction = local / "artifacts" / EXTRACTION  # settings for a census extraction (pyfunc.log_model)
         manifest = fileio.read_json(extraction) if extraction.exists() else None
-        return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest)
+        return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest,
+                        model_info=_model_info(local / "artifacts"))
     c = client()
     try:
         run = c.get_run(run_id)
@@ -149,7 +189,12 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
     tags = dict(run.data.tags)
     fdir = Path(tags[FEATURES_DIR_TAG]) if tags.get(FEATURES_DIR_TAG) else None
     return RunModel(model, info, fileio.read_json(model_dir / VOCAB), run_id, manifest, fdir, tags,
-                    dict(run.data.params))
+                    dict(run.data.params), _model_info(model_dir))
+
+
+def _model_info(model_files: Path) -> dict:
+    path = model_files / MODEL_INFO
+    return fileio.read_json(path) if path.exists() else {}
 
 
 def resolve_features(run: RunModel, data: Path | str | None) -> Path:
@@ -175,3 +220,10 @@ def features_split_mode(features_dir: Path | str) -> str:
     """``split_mode`` of a features directory's manifest.json (``unknown`` without one)."""
     manifest = Path(features_dir) / MANIFEST
     return split_mode(fileio.read_json(manifest) if manifest.exists() else None)
+
+
+def features_release(features_dir: Path | str) -> str:
+    """The MIMIC release of a features directory's manifest.json (``mimic-iii`` when it records none:
+    manifests written before releases were recorded are MIMIC-III's; ``unknown`` without a manifest)."""
+    manifest = Path(features_dir) / MANIFEST
+    return str(fileio.read_json(manifest).get("release") or "mimic-iii") if manifest.exists() else "unknown"

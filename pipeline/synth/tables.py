@@ -246,6 +246,7 @@ class Chunk:
     male: np.ndarray  # (P,) bool
     dob: np.ndarray  # (P,) DOB, shifted epoch seconds (midnight)
     dod_ssn: np.ndarray  # (P,) out-of-hospital death date, epoch seconds (-1: none)
+    shift: np.ndarray  # (P,) the patient's date shift, seconds (shifted time - real time)
     # admissions (A rows)
     pat: np.ndarray  # (A,) patient row
     hadm_id: np.ndarray  # (A,) HADM_ID

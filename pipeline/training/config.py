@@ -53,7 +53,7 @@ class TrainConfig:
     max_bags: int | None = None  # keep only the most recent bags of an admission (None: all)
     max_tokens: int | None = None  # keep at most this many tokens per bag (None: all)
     log_every: int = 10  # log loss, NLL and KL to MLflow every this many steps
-    progress: bool = True  # rich progress bar (only on a TTY, rank 0)
+    progress: bool = True  # progress (rank 0): a bar on a terminal, else a plain line every 5% of the steps
     threads: int | None = None  # torch intra-op threads (None: torch's default; 1 is fastest on busy small CPUs)
     model: dict[str, Any] = field(default_factory=dict)  # MortalityConfig overrides, e.g. {"lstm_hidden": 64}
 

@@ -1,4 +1,4 @@
--- Concept: MICROBIOLOGYEVENTS as events: the specimen sent (SPEC_ITEMID) at CHARTTIME, or
+-- Concept (MIMIC-III): MICROBIOLOGYEVENTS as events: the specimen sent (SPEC_ITEMID) at CHARTTIME, or
 -- at the end of CHARTDATE when only the date is known. Organisms and susceptibilities
 -- are results reported later with no result time in MIMIC-III: never used (they would
 -- leak information recorded after the prediction time).
@@ -12,5 +12,6 @@ SELECT e.row_id, e.subject_id, e.hadm_id, 'micro' AS source,
          WHEN e._error IS NOT NULL THEN e._error
          WHEN e.spec_itemid IS NULL THEN 'missing SPEC_ITEMID'
          WHEN e.charttime IS NULL AND e.chartdate IS NULL THEN 'missing CHARTTIME and CHARTDATE'
+         WHEN e.row_id IS NULL THEN 'missing ROW_ID'
        END AS reason
 FROM ${microbiologyevents} e

@@ -1,4 +1,4 @@
--- Concept: INPUTEVENTS_MV (MetaVision fluids and drugs) as events at STARTTIME.
+-- Concept (MIMIC-III): INPUTEVENTS_MV (MetaVision fluids and drugs) as events at STARTTIME.
 -- The AMOUNT of an infusion is only known when it ends, so it is used as a value only if
 -- ENDTIME precedes the prediction time (checked in the window step via value_epoch).
 -- Rewritten orders (STATUSDESCRIPTION = 'Rewritten') were superseded: quarantined.
@@ -11,5 +11,6 @@ SELECT e.row_id, e.subject_id, e.hadm_id, 'input' AS source,
          WHEN e.statusdescription = 'Rewritten' THEN 'Rewritten (superseded) order'
          WHEN e.itemid IS NULL THEN 'missing ITEMID'
          WHEN e.starttime IS NULL THEN 'missing STARTTIME'
+         WHEN e.row_id IS NULL THEN 'missing ROW_ID'
        END AS reason
 FROM ${inputevents_mv} e

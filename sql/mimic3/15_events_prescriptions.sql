@@ -1,4 +1,4 @@
--- Concept: PRESCRIPTIONS as events: FORMULARY_DRUG_CD with the numeric DOSE_VAL_RX.
+-- Concept (MIMIC-III): PRESCRIPTIONS as events: FORMULARY_DRUG_CD with the numeric DOSE_VAL_RX.
 -- STARTDATE has day resolution only, so a prescription is taken as known at the END of
 -- its start day (STARTDATE + 1 day): never earlier than it could have been written.
 -- Free-text drug names are never read. Non-numeric doses ('1-2') give no value.
@@ -13,5 +13,6 @@ SELECT e.row_id, e.subject_id, e.hadm_id, 'rx' AS source,
          WHEN e._error IS NOT NULL THEN e._error
          WHEN e.formulary_drug_cd IS NULL THEN 'missing FORMULARY_DRUG_CD'
          WHEN e.startdate IS NULL THEN 'missing STARTDATE'
+         WHEN e.row_id IS NULL THEN 'missing ROW_ID'
        END AS reason
 FROM ${prescriptions} e

@@ -1,6 +1,7 @@
--- Concept: PROCEDUREEVENTS_MV (lines, ventilation, dialysis ...) as events at STARTTIME.
--- VALUE (usually a duration) is only known at ENDTIME (value_epoch).
-SELECT e.row_id, e.subject_id, e.hadm_id, 'proc' AS source,
+-- Concept (MIMIC-IV): icu.procedureevents (lines, ventilation, dialysis ...) as events at
+-- starttime, known at storetime. value (usually a duration) is only known at endtime
+-- (value_epoch).
+SELECT CAST(NULL AS BIGINT) AS row_id, e.subject_id, e.hadm_id, 'proc' AS source,
        CAST(e.itemid AS VARCHAR) AS item, e.value AS valuenum, CAST(NULL AS VARCHAR) AS valuetext,
        epoch(e.starttime) AS event_epoch, epoch(e.storetime) AS known_epoch,
        epoch(e.endtime) AS value_epoch,
@@ -10,4 +11,4 @@ SELECT e.row_id, e.subject_id, e.hadm_id, 'proc' AS source,
          WHEN e.itemid IS NULL THEN 'missing ITEMID'
          WHEN e.starttime IS NULL THEN 'missing STARTTIME'
        END AS reason
-FROM ${procedureevents_mv} e
+FROM ${procedureevents} e
