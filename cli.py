@@ -382,8 +382,9 @@ _EXTRA = {"allow_extra_args": True}
 def laplace(
     run: str = typer.Option(..., help="The trained MAP run (run id, runs:/<id>/model or another model URI) of a "
                                       "deterministic model."),
-    subnet_size: Optional[int] = typer.Option(1000, "--subnet-size", min=1, help="S, the weights with a "
-                                              "full-covariance posterior (ignored by --hessian diag)."),
+    subnet_size: Optional[int] = typer.Option(None, "--subnet-size", min=1, help="S, the weights with a "
+                                              "full-covariance posterior [default: 1000; last-layer: the output "
+                                              "layer's size; ignored by --hessian diag]."),
     selection: str = typer.Option("wasserstein", help="wasserstein (largest diagonal-Laplace variance) | random | "
                                                       "magnitude | last-layer (the output layer)."),
     prior_precision: str = typer.Option("auto", help="auto (chosen on the validation log-likelihood over a grid) "
@@ -408,7 +409,7 @@ def laplace(
     _setup_logging(verbose)
     import torch
 
-    from pipeline.laplace.config import HessianKind, LaplaceConfig
+    from pipeline.laplace.config import HessianKind, LaplaceConfig, default_subnet_size
     from pipeline.laplace.errors import LaplaceError
     from pipeline.laplace.run import fit_laplace_run
 
@@ -421,7 +422,8 @@ def laplace(
             lam = float(prior_precision)
         except ValueError:
             raise LaplaceError(f"prior precision must be 'auto' or a number, got {prior_precision!r}") from None
-    size = None if hessian == HessianKind.DIAG.value else subnet_size
+    size = None if hessian == HessianKind.DIAG.value else (
+        default_subnet_size(selection) if subnet_size is None else subnet_size)
     cfg = LaplaceConfig(selection=selection, subnet_size=size, hessian=hessian, prior_precision=lam,
                         max_train=max_train, seed=seed)
     result = fit_laplace_run(run, cfg, data=data, samples=samples, out_dir=out, tracking=tracking,

@@ -21,7 +21,8 @@
    model at the smallest and the largest S (probit predictive, and 25 MC draws), in alternating
    blocks (median of ``--repeats``); ratio = MAP admissions/s over Laplace admissions/s.
 
-Writes benchmarks/results/laplace_fit.json and prints the table.
+Writes benchmarks/results/laplace_fit.json (``--out`` elsewhere) and prints the table; the default
+path also rewrites the docs section that shows it (``benchmarks/report.py``: docs/laplace.md).
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from pipeline import fileio  # noqa: E402
+import report  # noqa: E402  (benchmarks/report.py)
+
+from pipeline import fileio, training  # noqa: E402
 from pipeline.features import load_split  # noqa: E402
-from pipeline import training
 
 CACHE = ROOT / "benchmarks" / ".cache" / "laplace"
 RESULT = ROOT / "benchmarks" / "results" / "laplace_fit.json"
@@ -80,7 +83,7 @@ def map_run(features: Path, hidden: int, steps: int) -> Path:
         return out / "best.pt"
     shutil.rmtree(out, ignore_errors=True)
     cfg = training.TrainConfig(max_steps=steps, eval_every=max(steps // 4, 1), threads=1, progress=False,
-                         model={"lstm_hidden": hidden})
+                               model={"lstm_hidden": hidden})
     result = training.train(features, "deterministic", cfg, out_dir=out, tracking=False)
     return result.best_checkpoint
 
@@ -174,18 +177,25 @@ def summarize(fits: list[dict], hiddens: list[int], sizes: list[int]) -> tuple[d
             continue
         a, b = np.linalg.lstsq(np.stack([np.ones(len(s)), np.square(s)], 1), np.asarray(mem), rcond=None)[0]
         above = [m - a for m in mem]
+        positive = min(mem) > 0  # exponents need positive increments (tiny fits may not raise the peak at all)
         growth[str(hidden)] = {
-            "rss_exponent_all": slope(s, mem),
-            "rss_exponent_steps": [math.log(hi / lo) / math.log(y / x) for x, y, lo, hi in zip(s, s[1:], mem, mem[1:])],
+            "rss_exponent_all": slope(s, mem) if positive else None,
+            "rss_exponent_steps": [math.log(hi / lo) / math.log(y / x) for x, y, lo, hi in zip(s, s[1:], mem, mem[1:])]
+            if positive else None,
             "rss_floor_mb": float(a),
             "rss_bytes_per_s2": float(b) * 2**20,  # 16 = two float64 S x S matrices (the GGN and its factor)
             "rss_exponent_above_floor": slope(s, above) if min(above) > 0 else None,
             "time_exponent_all": slope(s, [r["fit_s"] for r in rows]),
         }
         g = growth[str(hidden)]
+
+        def fmt(x: float | None) -> str:
+            return "n/a" if x is None else f"{x:.2f}"
+
+        steps = ", ".join(fmt(e) for e in g["rss_exponent_steps"] or [])
         print(f"LSTM {hidden}: fit RSS = {a:.1f} MB + {g['rss_bytes_per_s2']:.1f} bytes x S^2 (least squares); exponent "
-              f"of the part above that floor {g['rss_exponent_above_floor']:.2f}; of the whole increment "
-              f"{g['rss_exponent_all']:.2f} (steps {', '.join(f'{e:.2f}' for e in g['rss_exponent_steps'])})")
+              f"of the part above that floor {fmt(g['rss_exponent_above_floor'])}; of the whole increment "
+              f"{fmt(g['rss_exponent_all'])} (steps {steps or 'n/a'})")
     same_s = {}
     if len(hiddens) == 2:
         lo, hi = sorted(hiddens)
@@ -226,7 +236,7 @@ def main() -> None:
     ap.add_argument("--grid-size", type=int, default=17, help="λ values of the timed grid search (0: skip)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=RESULT)
+    ap.add_argument("--out", type=Path, default=RESULT, help="results file (the default also updates the docs)")
     ap.add_argument("--summarize", action="store_true", help="only recompute the growth figures of --out's fits")
     # child mode
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -243,7 +253,9 @@ def main() -> None:
         hiddens = sorted({r["hidden"] for r in result["fits"]})
         sizes = sorted({r["subnet_size"] for r in result["fits"]})
         result["growth"], result["same_s"] = summarize(result["fits"], hiddens, sizes)
-        fileio.write_json(args.out, result)
+        fileio.write_json(args.out, result)  # the fits' own provenance (or none), not this checkout's
+        if args.out.resolve() == RESULT.resolve():
+            report.update({"laplace_fit"})
         return
 
     import torch
@@ -252,6 +264,7 @@ def main() -> None:
     from pipeline.runs.checkpoint import load_model
 
     torch.set_num_threads(args.threads)
+    measured = report.provenance()  # the checkout as the run starts
     load_start = os.getloadavg()  # the machine is shared: timings move with the load
     features = args.features or default_features()
     common = ["--features", str(features), "--selection", args.selection, "--threads", str(args.threads)]
@@ -299,14 +312,13 @@ def main() -> None:
                 print(f"  MAP / {k}: {v:.1f}x", flush=True)
 
     growth, same_s = summarize(fits, args.hidden, args.sizes)
-    fileio.write_json(args.out, {
-        "command": "python benchmarks/laplace_fit.py " + " ".join(sys.argv[1:]),
+    report.write_results("laplace_fit", {
+        **measured, "command": " ".join(["python benchmarks/laplace_fit.py", *sys.argv[1:]]),
         "features": str(features), "threads": args.threads, "selection": args.selection, "map_steps": args.steps,
-        "max_train": args.max_train, "cpu_count": os.cpu_count(), "loadavg_start": load_start,
-        "loadavg_end": os.getloadavg(), "fits": fits, "growth": growth, "same_s": same_s,
-        "grid_search": grid, "scoring": scoring,
-    })
-    print(f"wrote {args.out}")
+        "max_train": args.max_train, "grid_size": args.grid_size, "repeats": args.repeats,
+        "cpu_count": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "fits": fits,
+        "growth": growth, "same_s": same_s, "grid_search": grid, "scoring": scoring,
+    }, args.out)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,16 @@
 
     .venv/bin/python benchmarks/paired_compare.py --bench runs/bench [--a rank1-gaussian] [--b deterministic]
         [--modes random --modes era] [--splits val --splits test] [--samples S] [--batch-size 128]
-        [--bootstrap 2000] [--cache DIR] [--json PATH]
+        [--bootstrap 2000] [--cache DIR] [--runs-dir runs/laplace] [--json PATH]
 
 Reads the grid's runs (``find_runs``: the run ids of ``BENCH/runs.json``, labelled as ``compare``
 labels them, their models loaded from the tracking store, ``MLFLOW_TRACKING_URI`` as for every
 command) and its features (``BENCH/features-<mode>``), draws the per-admission logits of every run
 (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples`` per component,
-``--batch-size`` admissions per draw block, so the NLL equals the grid's metrics.json) and caches them as ``.npz``. For each split mode, split and seed it prints A's and
+``--batch-size`` admissions per draw block, so the NLL equals the grid's metrics.json) and caches them as ``.npz``.
+Runs in the directories ``--runs-dir`` names (``<dir>/<run id>``: best.pt, model_info.json,
+manifest.json, e.g. Laplace runs fitted on the grid's runs: ``--a laplace-wasserstein-2000``) join them.
+For each split mode, split and seed it prints A's and
 B's mixture NLL and ECE, the paired difference A - B with a percentile bootstrap 95% interval
 over admissions (one resample of admissions shared by A and B), and the references: the true
 risk's NLL (synthetic data) and the NLL of a constant prediction at the training label rate.
@@ -36,25 +39,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import features, fileio, metrics
 from pipeline.contracts import DEFAULT_BATCH
+from pipeline.models.variants import variant_label
 
 PAIRED = ("nll", "ece")  # metrics compared
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
 
 
-def find_runs(bench: Path) -> list[dict]:
+def find_runs(bench: Path, extra: list[Path] | tuple[Path, ...] = ()) -> list[dict]:
     """The runs of the grid written to ``bench`` (``grid.grid_runs``: its runs.json, else the tracking
     store's runs on its features), as ``compare`` labels them: run id, model label, split mode, seed;
     oldest first, so that where a (model, mode, seed) was rerun the latest run is the one the
-    callers' dicts keep. The tracking store is the grid's (``MLFLOW_TRACKING_URI``, as for every command)."""
+    callers' dicts keep. The tracking store is the grid's (``MLFLOW_TRACKING_URI``, as for every command).
+    The run directories under each of ``extra`` (``<dir>/<run id>``) follow: a Laplace run's label is its
+    own (``laplace-<selection>-<S>``) and its seed its MAP run's."""
     from pipeline.evaluation.compare import collect
     from pipeline.grid import grid_runs
 
     ids = grid_runs(bench)
-    if not ids:
-        return []
-    rows = sorted(collect(run_ids=ids), key=lambda r: r["start_time"])
-    return [{"run_id": r["run_id"], "model": r["model"], "split_mode": r["split_mode"], "seed": r["seed"]}
+    rows = sorted(collect(run_ids=ids), key=lambda r: r["start_time"]) if ids else []
+    runs = [{"run_id": r["run_id"], "model": r["model"], "split_mode": r["split_mode"], "seed": r["seed"]}
             for r in rows]
+    files = [f for d in extra for f in Path(d).glob("*/model_info.json")]
+    for info_file in sorted(files, key=lambda f: f.stat().st_mtime):
+        d = info_file.parent
+        info = fileio.read_json(info_file)
+        manifest = fileio.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
+        label = (info["model_label"] if info.get("model_kind") == "laplace"
+                 else variant_label(info["model_kind"], info["model_config"]))
+        runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]), "model": label,
+                     "split_mode": str((manifest.get("config") or {}).get("split") or "unknown")})
+    return runs
 
 
 def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | None, batch_size: int,
@@ -71,10 +85,16 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
     path = cache / f"{run['run_id']}-{split}-s{tag}-b{batch_size}-bylength.npz" if cache else None
     if path is not None and path.exists():
         return np.load(path)["logits"]
-    with tempfile.TemporaryDirectory(prefix="paired-") as tmp:
-        rm = load_run_model(run["run_id"], tmp)
-    logits = sample_logits(rm.model, fs, predict.score_samples(samples, rm.info), batch_size, 0,
-                           rm.info.get("max_bags"), rm.info.get("max_tokens"))
+    if "dir" in run:  # a run directory (--runs-dir)
+        from pipeline.runs.checkpoint import load_model
+
+        model, info = load_model(run["dir"] / "best.pt")
+    else:
+        with tempfile.TemporaryDirectory(prefix="paired-") as tmp:
+            rm = load_run_model(run["run_id"], tmp)
+        model, info = rm.model, rm.info
+    logits = sample_logits(model, fs, predict.score_samples(samples, info), batch_size, 0,
+                           info.get("max_bags"), info.get("max_tokens"))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(path, logits=logits)
@@ -160,13 +180,15 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of admissions")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")
+    ap.add_argument("--runs-dir", type=Path, action="append", default=[],
+                    help="more run directories (<dir>/<run id>/best.pt), e.g. runs/laplace (repeatable)")
     ap.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     cache = args.cache or args.bench / "paired-cache"
-    runs = find_runs(args.bench)
+    runs = find_runs(args.bench, args.runs_dir)
     results = []
     print(f"A = {args.a}, B = {args.b}; diff = A - B (negative: A better); 95% paired bootstrap over admissions "
           f"({args.bootstrap} resamples); P(A<B) = share of resamples where A is better")

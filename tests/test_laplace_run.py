@@ -86,3 +86,15 @@ def test_errors_are_one_line(tmp_path_factory, demo_features, laplace_run, map_r
     assert len(res.output.strip().splitlines()) == 1
     res = CliRunner().invoke(cli.app, ["laplace", "--run", map_run, "--prior-precision", "lots", "--no-tracking"])
     assert res.exit_code == 2 and "'auto' or a number" in res.output
+
+
+@pytest.mark.parametrize("args, label", [
+    (["--selection", "last-layer"], "laplace-last-layer-17"),  # the output layer of the tiny model: 16 + 1
+    (["--selection", "random"], "laplace-random-1000"),  # the default S
+    (["--hessian", "diag", "--subnet-size", "5"], "laplace-diag"),  # S is ignored by diag
+], ids=["last-layer", "random", "diag"])
+def test_cli_subnet_size_defaults_to_what_the_selection_needs(map_run, tmp_path, args, label):
+    res = CliRunner().invoke(cli.app, ["laplace", "--run", map_run, *args, "--prior-precision", "1", "--no-tracking",
+                                       "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith(f"{label}: ")

@@ -34,6 +34,13 @@ class Predictive(str, Enum):
 
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DEFAULT_SUBNET_SIZE = 1000  # S when none is given for a selection that needs one (wasserstein, random, magnitude)
+
+
+def default_subnet_size(selection: Selection | str) -> int | None:
+    """S when none is given: None (the output layer's size) for the last-layer selection,
+    ``DEFAULT_SUBNET_SIZE`` for the others (an unknown name too: ``LaplaceConfig`` rejects it)."""
+    return None if getattr(selection, "value", selection) == Selection.LAST_LAYER.value else DEFAULT_SUBNET_SIZE
 
 
 @dataclass
@@ -41,7 +48,7 @@ class LaplaceConfig:
     """Settings of ``fit_laplace``."""
 
     selection: Selection = Selection.WASSERSTEIN  # which weights form the subnetwork (ignored by hessian diag)
-    subnet_size: int | None = 1000  # S; None: every weight (full) / all (diag) / the output layer (last-layer)
+    subnet_size: int | None = DEFAULT_SUBNET_SIZE  # S; None: every weight (full) / all (diag) / the output layer (last-layer)
     hessian: HessianKind = HessianKind.FULL  # full: dense subnetwork GGN; diag: diagonal GGN over all weights
     prior_precision: float | None = None  # λ of the full network on the summed-NLL scale; None: grid search
     grid_log10_min: float = -4.0  # smallest λ of the grid, log10 (laplace-torch's gridsearch default)
