@@ -385,7 +385,8 @@ _EXTRA = {"allow_extra_args": True}
 @command(short_help="Subnetwork Laplace on a trained deterministic run.")
 def laplace(
     run: str = typer.Option(..., help="The trained MAP run (run id, runs:/<id>/model or another model URI) of a "
-                                      "deterministic model."),
+                                      "deterministic model; a vision run (or its model.pt) is fitted on its "
+                                      "images."),
     subnet_size: Optional[int] = typer.Option(1000, "--subnet-size", min=1, help="S, the weights with a "
                                               "full-covariance posterior (ignored by --hessian diag)."),
     selection: str = typer.Option("wasserstein", help="wasserstein (largest diagonal-Laplace variance) | random | "
@@ -398,7 +399,7 @@ def laplace(
                                                             "admission (the run's score_samples); default: the "
                                                             "probit approximation, one draw."),
     data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the MAP run was "
-                                                   "trained on)."),
+                                                   "trained on); for a vision run its CIFAR directory."),
     max_train: Optional[int] = typer.Option(None, min=1, help="GGN from at most this many training admissions "
                                                               "(a seeded subsample, scaled) [default: all]."),
     seed: int = typer.Option(0, help="Seed of the random selection, the subsample and the validation draws."),
@@ -431,9 +432,11 @@ def laplace(
     result = fit_laplace_run(run, cfg, data=data, samples=samples, out_dir=out, tracking=tracking,
                              experiment=experiment)
     r = result.report
+    refer = "" if result.refer_threshold != result.refer_threshold else (  # NaN: a vision run refers nobody
+        f"refer_threshold={result.refer_threshold:.6g}, ")
     typer.echo(f"{result.label}: S={r.subnet_size} of D={r.n_params} weights, prior precision {r.prior_precision:.4g} "
                f"({r.prior_source}), validation NLL {result.val_metrics['nll']:.4f} (MAP {r.val_nll_map:.4f}), "
-               f"refer_threshold={result.refer_threshold:.6g}, files in {result.out_dir}")
+               f"{refer}files in {result.out_dir}")
     typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
 
 
@@ -442,7 +445,7 @@ def laplace(
 def compare(
     ctx: typer.Context,
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
-                                                        "(default: mimic-mortality)."),
+                                                        "(default: mimic-mortality, and vision when present)."),
     runs: Optional[list[str]] = typer.Option(None, "--runs", help="Run ids to compare (repeatable; instead of "
                                                                   "--experiment); bare run ids after the options "
                                                                   "count too."),
@@ -453,19 +456,25 @@ def compare(
 
     RUN_ID...: run ids to compare (as --runs); none: every evaluated run of the experiment. Runs
     trained on different feature sets are compared within their own feature set (one table section
-    and one true-risk row each).
+    and one true-risk row each). Vision runs get their own section per dataset: methods x (clean,
+    severities 1..5) x (NLL, accuracy, ECE) (vision.md, vision.csv, vision_<dataset>.png); without
+    --experiment and run ids, the mimic-mortality and vision experiments.
     """
     _setup_logging(verbose)
-    from pipeline.evaluation.compare import compare as run_compare, to_markdown
+    from pipeline.evaluation.compare import to_markdown
+    from pipeline.evaluation.compare_vision import compare_all, vision_markdown
     from pipeline.runs.store import RUN_ID
 
     bad = [w for w in ctx.args if not RUN_ID.match(w)]
     if bad:
         _fail(f"unexpected argument(s) {bad}; run ids are 32 hex digits")
     runs = _spread(runs, ctx.args, lambda w: w)
-    summary, files = run_compare(experiment, runs or None, out)
-    typer.echo(to_markdown(summary))
-    typer.echo("tables: " + ", ".join(str(f) for f in files))
+    result = compare_all(experiment, runs or None, out)
+    if result.mortality:
+        typer.echo(to_markdown(result.mortality))
+    if result.vision:
+        typer.echo(vision_markdown(result.vision))
+    typer.echo("tables: " + ", ".join(str(f) for f in result.files))
 
 
 @command(short_help="Score a census: risk, interval, refer flag, report.")

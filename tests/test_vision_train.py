@@ -177,6 +177,7 @@ def test_summary_table_means_and_sds_over_seeds():
     table = markdown_table(summary, "nll").splitlines()
     assert table[0] == "| method | clean | severity 1 | severity 5 |"
     assert table[2] == "| rank1 | 0.200 ± 0.141 | 1.200 ± 0.141 | 2.200 ± 0.141 |"
+    assert table[3] == "| deterministic | 0.500 | 1.500 | 2.500 |"  # one seed: the value alone
 
 
 def test_deep_ensemble_members_get_the_deterministic_gradient(small):

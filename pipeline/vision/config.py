@@ -52,7 +52,7 @@ class VisionTrainConfig:
     eval_batch_size: int = 32  # images per evaluation forward pass (x S·K rows; small passes stay in cache)
     log_every: int = 50  # log loss / NLL / KL / lr every this many steps
     threads: int | None = None  # torch intra-op threads (None: torch's default)
-    device: str | None = None  # torch device: cpu, cuda, cuda:1 ... (None: cuda when available, else cpu)
+    device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
 
     def __post_init__(self) -> None:
         for name, enum in (("dataset", Dataset), ("nll", NllMode)):
@@ -101,7 +101,7 @@ class VisionEvalConfig:
     seed: int = 0  # seed of the weight draws (the same draws for every set)
     corruption_seed: int = 0  # seed of the generated corruptions' noise
     threads: int | None = None  # torch intra-op threads (None: torch's default)
-    device: str | None = None  # torch device: cpu, cuda, cuda:1 ... (None: cuda when available, else cpu)
+    device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
     log_to_run: bool = True  # log metrics, the report and the plot to the MLflow run
 
     def __post_init__(self) -> None:

@@ -86,17 +86,23 @@ def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, trac
     return VisionRunResult(tracker.run_id, label, result, out)
 
 
-def load_test_set(run: VisionRun, data_dir: Path | str | None = None):
-    """The run's test ImageSet: its dataset and seed's split (``data_dir`` replaces a CIFAR directory)."""
+def run_splits(settings: dict, data_dir: Path | str | None = None):
+    """The train / val / test ImageSets a run's VisionTrainConfig (a dict, as recorded) names: its dataset and
+    seed's split (``data_dir`` replaces the CIFAR directory)."""
     from .train import load_splits
 
-    settings = dict(run.train_config)
-    if not settings:
-        raise store.RunError(f"run {run.run_id}: its checkpoint records no training settings (dataset, seed)")
+    settings = dict(settings)
     if data_dir is not None:
         settings["data_dir"] = str(data_dir)
     known = {f.name for f in dataclasses.fields(VisionTrainConfig)}
-    return load_splits(VisionTrainConfig(**{k: v for k, v in settings.items() if k in known})).test
+    return load_splits(VisionTrainConfig(**{k: v for k, v in settings.items() if k in known}))
+
+
+def load_test_set(run: VisionRun, data_dir: Path | str | None = None):
+    """The run's test ImageSet (``run_splits``)."""
+    if not run.train_config:
+        raise store.RunError(f"run {run.run_id}: its checkpoint records no training settings (dataset, seed)")
+    return run_splits(run.train_config, data_dir).test
 
 
 def evaluate_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_dir: Path | str | None = None,

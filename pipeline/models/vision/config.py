@@ -48,7 +48,7 @@ class VisionConfig:
     arch: Arch = Arch.WRN  # wrn | resnet50
     num_classes: int = 10  # output classes (10 CIFAR-10 / digits, 100 CIFAR-100, 1000 ImageNet)
     in_channels: int = 3  # image channels (1 for the grayscale digits)
-    depth: int = 28  # WRN: n in WRN-n-k, 6·blocks + 4 (28, 16, 10, ...); unused by resnet50
+    depth: int = 28  # WRN: n in WRN-n-k, 6·blocks + 4 (28, 22, 16 or 10); unused by resnet50
     width: int = 10  # WRN: width multiplier k of 16/32/64 filters; unused by resnet50
     method: Method = Method.RANK1  # deterministic | batchensemble | rank1 | deep-ensemble
     ensemble_size: int = 4  # K members / mixture components (ignored by deterministic)
