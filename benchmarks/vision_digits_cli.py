@@ -156,7 +156,7 @@ def main() -> None:
     train_cmd = " ".join(["cli.py vision train", *SETTINGS, "--method M [--prior P ...]", "--seed S",
                           "--experiment", EXPERIMENT])
     report.write_results("vision_digits_cli", {
-        "command": "benchmarks/vision_digits_cli.py " + " ".join(sys.argv[1:]),
+        "command": " ".join(["benchmarks/vision_digits_cli.py", *sys.argv[1:]]),
         "commands": {"train": train_cmd, "evaluate": "cli.py vision evaluate --run RUN_ID " + " ".join(EVALUATE)
                      + " --seed S", "compare": "cli.py " + " ".join(compare_cmd[:3]) + " --out DIR"},
         "method_flags": {m: " ".join(METHODS[m]) for m in summary if m in METHODS},

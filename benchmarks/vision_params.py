@@ -43,7 +43,7 @@ def main() -> None:
         per_component_entries = r["factor_entries"] // r["components"]
         r["one_component_mean_and_scale"] = 2 * per_component_entries
         r["one_component_pct"] = 100.0 * 2 * per_component_entries / r["deterministic"]
-    report.write_results("vision_params", {**prov, "command": "benchmarks/vision_params.py " + " ".join(sys.argv[1:]),
+    report.write_results("vision_params", {**prov, "command": " ".join(["benchmarks/vision_params.py", *sys.argv[1:]]),
                                            "rows": rows}, path=args.out)
     print("| network | method | K | per-member BN | deterministic | extra | extra % | factors | member biases "
           "| member BN |")

@@ -63,8 +63,8 @@ def main() -> None:
         print(method, row, flush=True)
     import report
 
-    report.write_results("vision_rank1_diagnose", {"command": "benchmarks/vision_rank1_diagnose.py "
-                                                   + " ".join(sys.argv[1:]), **out}, path=args.out)
+    report.write_results("vision_rank1_diagnose", {"command": " ".join(["benchmarks/vision_rank1_diagnose.py",
+                                                                        *sys.argv[1:]]), **out}, path=args.out)
 
 
 if __name__ == "__main__":

@@ -182,7 +182,7 @@ def main() -> None:
         result["peak_rss_mib"].update({f"eval_{m}": peak_rss_mib("eval", m, args) for m in evals})
     import report
 
-    report.write_results("vision_step", {"command": "benchmarks/vision_step.py " + " ".join(sys.argv[1:]), **result},
+    report.write_results("vision_step", {"command": " ".join(["benchmarks/vision_step.py", *sys.argv[1:]]), **result},
                          path=args.out)  # adds the date; re-renders docs/vision.md's figures:vision_step
     print(f"{result['arch']}, K={args.k}, {args.batch} tiled rows per step, {args.threads} thread(s)")
     for m, s in step_s.items():
