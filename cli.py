@@ -36,7 +36,9 @@ from pipeline.extraction.config import SplitMode
 from pipeline.models.config import MortalityConfig
 from pipeline.models.variants import VARIANTS
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
+from pipeline.models.vision.config import VisionConfig
 from pipeline.training.config import TrainConfig
+from pipeline.vision.config import VisionTrainConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
                   context_settings={"max_content_width": 100})
@@ -54,9 +56,10 @@ def _wrap_whole_words(text: str, *args, **kwargs) -> str:
 click.formatting.wrap_text = _wrap_whole_words
 
 
-def command(*args, **kwargs) -> Callable:
-    """``app.command`` whose function reports a ``PipelineError`` as one line ``error: ...`` (exit 2) and
-    any other exception as one line pointing to a log file with its traceback (exit 3)."""
+def command(*args, on: typer.Typer | None = None, **kwargs) -> Callable:
+    """``app.command`` (``on``: a sub-app's) whose function reports a ``PipelineError`` as one line
+    ``error: ...`` (exit 2) and any other exception as one line pointing to a log file with its
+    traceback (exit 3)."""
 
     def register(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -73,7 +76,7 @@ def command(*args, **kwargs) -> Callable:
             except Exception as exc:  # a bug or an environment problem: never a raw traceback on the screen
                 _unexpected(fn.__name__, exc)
 
-        return app.command(*args, **kwargs)(run)
+        return (on or app).command(*args, **kwargs)(run)
 
     return register
 
@@ -129,23 +132,24 @@ NOT_OPTIONS = {"model", "token_vocab", "context_vocab", "sampling"}
 ALIASES = {"lstm_hidden": "hidden", "embedding_dim": "embed_dim", "lstm_layers": "layers", "dense_units": "dense"}
 
 
-def config_options(*classes: type) -> list[tuple[type, str, Any, Any, str]]:
-    """(config class, field, annotation, default, help) of every field offered as an option."""
+def config_options(*classes: type, exclude: tuple[str, ...] = ()) -> list[tuple[type, str, Any, Any, str]]:
+    """(config class, field, annotation, default, help) of every field offered as an option (not in
+    ``NOT_OPTIONS`` nor ``exclude``)."""
     out = []
     for cls in classes:
         hints = typing.get_type_hints(cls)
         docs = field_help(cls)
         for f in fields(cls):
-            if f.name in NOT_OPTIONS:
+            if f.name in NOT_OPTIONS or f.name in exclude:
                 continue
             default = f.default if f.default is not MISSING else None
             out.append((cls, f.name, hints[f.name], default, docs.get(f.name, "")))
     return out
 
 
-def _flags(name: str, annotation) -> list[str]:
+def _flags(name: str, annotation, aliases: dict[str, str] = ALIASES) -> list[str]:
     """``--field-name`` (``--x/--no-x`` for a boolean) and its alias."""
-    names = [ALIASES[name], name] if name in ALIASES else [name]
+    names = [aliases[name], name] if name in aliases else [name]
     dashed = [f"--{n.replace('_', '-')}" for n in names]
     if annotation is bool:
         return [f"{d}/--no-{d[2:]}" for d in dashed]
@@ -158,32 +162,36 @@ def _shown(default, name: str = "") -> str:
     return str(default.value if isinstance(default, Enum) else default)
 
 
-def with_config_options(*classes: type) -> Callable:
+def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
+                        rename: dict[tuple[type, str], str] | None = None) -> Callable:
     """Add one ``Optional`` option per config field to a command: the function receives the fields the
-    user set as ``settings`` ({field: value}); an unset option is None and keeps the config's (or the
-    preset's) default, shown in its help."""
+    user set as ``settings`` ({config class: {field: value}}); an unset option is None and keeps the
+    config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option;
+    ``rename``: {(class, field): option name} where two classes share a field name."""
+    rename = rename or {}
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn)
         base = [p for p in sig.parameters.values() if p.name != "settings"]
         extra, owner = [], {}
-        for cls, name, annotation, default, doc in config_options(*classes):
+        for cls, name, annotation, default, doc in config_options(*classes, exclude=exclude):
             inner = typing.get_args(annotation)
             typ = next((a for a in inner if a is not type(None)), annotation) if inner else annotation
             doc = doc[:1].upper() + doc[1:]
-            help_text = doc if default is None else f"{doc} [default: {_shown(default, name)}]".strip()
-            option = typer.Option(None, *_flags(name, typ), help=help_text, show_default=False)
-            extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+            param = rename.get((cls, name), name)
+            help_text = doc if default is None else f"{doc} [default: {_shown(default, param)}]".strip()
+            option = typer.Option(None, *_flags(param, typ), help=help_text, show_default=False)
+            extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
                                            annotation=Optional[typ]))
-            owner[name] = cls
+            owner[param] = (cls, name)
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
             settings = {n: kwargs.pop(n) for n in owner if kwargs.get(n) is not None}
             for n in owner:
                 kwargs.pop(n, None)
-            return fn(*args, settings={c: {n: v for n, v in settings.items() if owner[n] is c} for c in classes},
-                      **kwargs)
+            return fn(*args, settings={c: {owner[n][1]: v for n, v in settings.items() if owner[n][0] is c}
+                                       for c in classes}, **kwargs)
 
         run.__signature__ = sig.replace(parameters=[*base, *extra])
         run.__annotations__ = {**{p.name: p.annotation for p in base}, **{p.name: p.annotation for p in extra}}
@@ -381,7 +389,8 @@ _EXTRA = {"allow_extra_args": True}
 @command(short_help="Subnetwork Laplace on a trained deterministic run.")
 def laplace(
     run: str = typer.Option(..., help="The trained MAP run (run id, runs:/<id>/model or another model URI) of a "
-                                      "deterministic model."),
+                                      "deterministic model; a vision run (or its model.pt) is fitted on its "
+                                      "images."),
     subnet_size: Optional[int] = typer.Option(None, "--subnet-size", min=1, help="S, the weights with a "
                                               "full-covariance posterior [default: 1000; last-layer: the output "
                                               "layer's size; ignored by --hessian diag]."),
@@ -395,7 +404,7 @@ def laplace(
                                                             "admission (the run's score_samples); default: the "
                                                             "probit approximation, one draw."),
     data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the MAP run was "
-                                                   "trained on)."),
+                                                   "trained on); for a vision run its CIFAR directory."),
     max_train: Optional[int] = typer.Option(None, min=1, help="GGN from at most this many training admissions "
                                                               "(a seeded subsample, scaled) [default: all]."),
     seed: int = typer.Option(0, help="Seed of the random selection, the subsample and the validation draws."),
@@ -429,9 +438,11 @@ def laplace(
     result = fit_laplace_run(run, cfg, data=data, samples=samples, out_dir=out, tracking=tracking,
                              experiment=experiment)
     r = result.report
+    refer = "" if result.refer_threshold != result.refer_threshold else (  # NaN: a vision run refers nobody
+        f"refer_threshold={result.refer_threshold:.6g}, ")
     typer.echo(f"{result.label}: S={r.subnet_size} of D={r.n_params} weights, prior precision {r.prior_precision:.4g} "
                f"({r.prior_source}), validation NLL {result.val_metrics['nll']:.4f} (MAP {r.val_nll_map:.4f}), "
-               f"refer_threshold={result.refer_threshold:.6g}, files in {result.out_dir}")
+               f"{refer}files in {result.out_dir}")
     typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
 
 
@@ -440,7 +451,7 @@ def laplace(
 def compare(
     ctx: typer.Context,
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
-                                                        "(default: mimic-mortality)."),
+                                                        "(default: mimic-mortality, and vision when present)."),
     runs: Optional[list[str]] = typer.Option(None, "--runs", help="Run ids to compare (repeatable; instead of "
                                                                   "--experiment); bare run ids after the options "
                                                                   "count too."),
@@ -451,19 +462,25 @@ def compare(
 
     RUN_ID...: run ids to compare (as --runs); none: every evaluated run of the experiment. Runs
     trained on different feature sets are compared within their own feature set (one table section
-    and one true-risk row each).
+    and one true-risk row each). Vision runs get their own section per dataset: methods x (clean,
+    severities 1..5) x (NLL, accuracy, ECE) (vision.md, vision.csv, vision_<dataset>.png); without
+    --experiment and run ids, the mimic-mortality and vision experiments.
     """
     _setup_logging(verbose)
-    from pipeline.evaluation.compare import compare as run_compare, to_markdown
+    from pipeline.evaluation.compare import to_markdown
+    from pipeline.evaluation.compare_vision import compare_all, vision_markdown
     from pipeline.runs.store import RUN_ID
 
     bad = [w for w in ctx.args if not RUN_ID.match(w)]
     if bad:
         _fail(f"unexpected argument(s) {bad}; run ids are 32 hex digits")
     runs = _spread(runs, ctx.args, lambda w: w)
-    summary, files = run_compare(experiment, runs or None, out)
-    typer.echo(to_markdown(summary))
-    typer.echo("tables: " + ", ".join(str(f) for f in files))
+    result = compare_all(experiment, runs or None, out)
+    if result.mortality:
+        typer.echo(to_markdown(result.mortality))
+    if result.vision:
+        typer.echo(vision_markdown(result.vision))
+    typer.echo("tables: " + ", ".join(str(f) for f in result.files))
 
 
 @command(short_help="Score a census: risk, interval, refer flag, report.")
@@ -594,6 +611,97 @@ def benchmark_models(
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_s.items())
     typer.echo(f"{len(result.run_ids)} runs in {result.wall_s:.0f} s ({stages}); tables: "
                + ", ".join(str(t) for t in result.tables))
+
+
+# ---------------------------------------------------------------------------- image benchmarks
+
+vision_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                         help="Image benchmarks (issue 14): rank-1 WRN / ResNet-50 on digits, CIFAR-10/100 and "
+                              "corruptions, tracked in MLflow.", context_settings={"max_content_width": 100})
+app.add_typer(vision_app, name="vision", short_help="Image benchmarks: train and evaluate WRN / ResNet-50.")
+# VisionTrainConfig fields set by the code (the dataset's classes and channels) or not expressible as one option
+VISION_NOT_OPTIONS = ("num_classes", "in_channels", "lr_decay_epochs")
+
+
+class CorruptionChoice(str, Enum):
+    gaussian_noise = "gaussian_noise"
+    shot_noise = "shot_noise"
+    defocus_blur = "defocus_blur"
+    contrast = "contrast"
+    rotation = "rotation"
+
+
+@command("train", on=vision_app, short_help="Train an image model, log it to MLflow, print its run id.")
+@with_config_options(VisionTrainConfig, VisionConfig, exclude=VISION_NOT_OPTIONS,
+                     rename={(VisionConfig, "clip"): "factor_clip"})
+def vision_train(
+    out: Optional[Path] = typer.Option(None, help="Directory of model.pt and model_info.json (default "
+                                                  "runs/vision/<run id>)."),
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: vision]."),
+    run_name: Optional[str] = typer.Option(None, help="MLflow run name [default: <method>-<dataset>-s<seed>]."),
+    tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow "
+                                                                         "(MLFLOW_TRACKING_URI, default "
+                                                                         "sqlite:///mlflow.db)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    settings: dict | None = None,
+) -> None:
+    """Train an image model (WRN or ResNet-50; deterministic, BatchEnsemble, rank-1 or deep ensemble) with the
+    published recipe, log it to MLflow and print its run id. Defaults are the published CIFAR settings
+    (WRN-28-10, 250 epochs); docs/vision.md shows the small digits settings."""
+    _setup_logging(verbose)
+    from pipeline.vision.run import train_run
+
+    cfg = VisionTrainConfig(**settings[VisionTrainConfig], model=settings[VisionConfig])
+    r = train_run(cfg, out_dir=out, tracking=tracking, experiment=experiment, run_name=run_name)
+    res, val = r.result, r.result.val_metrics
+    typer.echo(f"{r.label} on {cfg.dataset.value}: steps={res.steps} ({res.seconds:.0f} s) val_nll={val['nll']:.4f} "
+               f"val_accuracy={val['accuracy']:.4f} val_ece={val['ece']:.4f} checkpoint={res.checkpoint}")
+    typer.echo(f"run_id: {r.run_id}" if r.run_id else "run_id: none (tracking off)")
+
+
+@command("evaluate", on=vision_app, short_help="Evaluate a vision run on clean and corrupted test images.")
+def vision_evaluate(
+    run: str = typer.Option(..., help="Vision run id (or runs:/<id>), a Laplace run of one, or a model.pt file."),
+    corruptions: bool = typer.Option(False, "--corruptions/--clean-only", help="Also score every corruption "
+                                                                               "at every severity."),
+    corruption: Optional[list[CorruptionChoice]] = typer.Option(None, "--corruption", help="Only this corruption "
+                                                                "(repeatable; implies --corruptions)."),
+    severity: Optional[list[int]] = typer.Option(None, "--severity", min=1, max=5, help="Only this severity "
+                                                 "(repeatable) [default: 1..5]."),
+    cifar_c: Optional[Path] = typer.Option(None, "--cifar-c", help="CIFAR-10-C directory: corrupted test images "
+                                                                   "from its <corruption>.npy files (every file, "
+                                                                   "or those of --corruption) instead of generated."),
+    samples: Optional[int] = typer.Option(None, min=1, help="Samples per component (S·K draws) [default: the run's "
+                                                            "eval-samples]."),
+    data_dir: Optional[Path] = typer.Option(None, help="CIFAR directory (default: the one the run was trained on)."),
+    batch_size: int = typer.Option(32, min=1, help="Images per forward pass (x S·K rows)."),
+    seed: int = typer.Option(0, help="Seed of the weight draws."),
+    corruption_seed: int = typer.Option(0, help="Seed of the generated corruptions' noise."),
+    device: Optional[str] = typer.Option(None, help="Torch device: cpu, cuda, cuda:N [default: cuda when "
+                                                    "available, else cpu]."),
+    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
+    out: Optional[Path] = typer.Option(None, help="Directory for metrics.json and severity.png (default "
+                                                  "runs/eval/<run id>/test)."),
+    log_run: bool = typer.Option(True, "--log/--no-log", help="Log metrics and plots to the MLflow run."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+) -> None:
+    """Evaluate a vision run: NLL of the mixture over S·K draws, accuracy, top-label ECE, diversity and MI on
+    the clean test split and (with --corruptions) five corruptions x five severities, with a PNG of each
+    metric against the severity."""
+    _setup_logging(verbose)
+    from pipeline.vision.config import VisionEvalConfig
+    from pipeline.vision.corruptions import CORRUPTIONS
+    from pipeline.vision.run import evaluate_run, format_report
+
+    names = tuple(dict.fromkeys(c.value for c in corruption or ()))
+    if not names and (corruptions or severity) and cifar_c is None:
+        names = CORRUPTIONS
+    cfg = VisionEvalConfig(samples=samples, corruptions=names, severities=tuple(severity or (1, 2, 3, 4, 5)),
+                           cifar_c=str(cifar_c) if cifar_c else None, batch_size=batch_size, seed=seed,
+                           corruption_seed=corruption_seed, threads=threads, device=device, log_to_run=log_run)
+    result = evaluate_run(run, cfg, data_dir=data_dir, out_dir=out)
+    typer.echo(format_report(result.report))
+    typer.echo(f"metrics: {result.json_path}" + (f"\nplot: {result.plot}" if result.plot else ""))
 
 
 if __name__ == "__main__":

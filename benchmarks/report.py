@@ -179,7 +179,9 @@ def write_results(name: str, result: dict, path: Path | None = None, root: Path 
 # Renderers: results JSON -> Markdown. Figures are rounded here, once.
 
 def _provenance(name: str, r: dict) -> str:
-    when = (f"at commit `{r['commit']}` on {r['date']}" if "commit" in r
+    commit = r.get("commit", "")
+    commit = commit[:7] if re.fullmatch(r"[0-9a-f]{40}", commit) else commit  # a full hash: its short form
+    when = ((f"at commit `{commit}` on {r['date']}" if "date" in r else f"at commit `{commit}`") if "commit" in r
             else "(this JSON predates the commit and date fields; `git log` of the file dates it)")
     return (f"<sub>Written by `{r.get('command', 'the benchmark').strip()}` {when}; "
             f"figures from `benchmarks/results/{name}.json`.</sub>")
@@ -389,6 +391,182 @@ def render_laplace_jacobian_groups(r: dict) -> str:
     head = (f"Milliseconds per admission for the subnetwork Jacobian, {r['admissions']} training admissions (longest "
             f"first), {r['threads']} torch thread(s), {_load_average(r)}; columns: admissions per backward group:")
     return "\n".join([head, "", _table(["LSTM", "Jacobian w.r.t.", *(str(g) for g in groups)], rows)])
+# ------------------------------------------------------------------------- image benchmarks (issue 14)
+
+VISION_METHODS = ("deterministic", "batchensemble", "rank1-gaussian", "rank1-cauchy", "rank1-cauchy-normal-q",
+                  "rank1-gaussian-normal-init", "deep-ensemble")  # table order (others follow)
+VISION_TABLES = (("nll", "NLL"), ("accuracy", "Accuracy"), ("ece", "ECE (top-label, 15 bins)"))
+VISION_TRAIN_TARGET = 1.3  # rank-1 training step / deterministic step (issue 14)
+
+
+def _ordered(methods) -> list[str]:
+    return sorted(methods, key=lambda m: (VISION_METHODS.index(m) if m in VISION_METHODS else len(VISION_METHODS), m))
+
+
+def _cell(stat: dict, digits: int = 3) -> str:
+    if stat.get("n", 2) == 1:
+        return f"{stat['mean']:.{digits}f}"
+    return f"{stat['mean']:.{digits}f} ± {stat['sd']:.{digits}f}"
+
+
+def _severity_tables(summary: dict) -> list[str]:
+    """Per metric: a row per method, columns clean and the severities (mean ± sd over seeds)."""
+    methods = _ordered(summary)
+    settings = ["clean"] + sorted({s for m in methods for s in summary[m] if s != "clean"}, key=int)
+    out = []
+    for metric, title in VISION_TABLES:
+        rows = [[m, *(_cell(summary[m][s][metric]) if s in summary[m] else "n/a" for s in settings)]
+                for m in methods]
+        out += [f"{title} (mean ± sd over seeds; severity columns: mean over the corruptions)", "",
+                _table(["method", *(s if s == "clean" else f"severity {s}" for s in settings)], rows), ""]
+    return out
+
+
+def _mean(values) -> float:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def render_vision_digits(r: dict) -> str:
+    summary, runs = r["summary"], r["runs"]
+    methods = _ordered(summary)
+    seeds = sorted({run["seed"] for run in runs})
+    out = [f"{len(methods)} methods x seeds {', '.join(map(str, seeds))}; clean test images and five corruptions "
+           "x five severities.", ""]
+    out += _severity_tables(summary)
+    corruptions = list(runs[0]["report"]["corrupted"])
+    worst = str(max(int(s) for s in runs[0]["report"]["by_severity"]))
+    rows = []
+    for m in methods:
+        mine = [run["report"]["corrupted"] for run in runs if run["method"] == m]
+        rows.append([m, *(f"{_mean(c[name][worst]['nll'] for c in mine):.2f} / "
+                          f"{_mean(c[name][worst]['accuracy'] for c in mine):.2f}" for name in corruptions)])
+    out += [f"Severity {worst} by corruption, NLL / accuracy (mean over seeds):", "",
+            _table(["method", *(c.replace("_", " ") for c in corruptions)], rows), ""]
+    rows = []
+    for m in methods:
+        clean = [run["report"]["clean"] for run in runs if run["method"] == m]
+        if clean[0].get("components", 1) == 1:
+            continue
+        rows.append([m, f"{_mean(c.get('disagreement') for c in clean):.3f}",
+                     f"{_mean(c.get('disagreement_normalized') for c in clean):.1f}",
+                     f"{_mean(c.get('mean_mutual_information') for c in clean):.3f}"])
+    out += ["Diversity on the clean test set (mean over seeds; the normalised disagreement is n/a where a seed's "
+            "ensemble made no error):", "",
+            _table(["method", "disagreement of the members' labels", "/ error rate", "mean MI (nats)"], rows)]
+    sources = r.get("combined_from") or []
+    if sources:
+        out += ["", "Combined from (a later file's runs replace an earlier file's runs of the same method):", ""]
+        out += [f"- `{s['file']}`: {', '.join(s['methods_used'])} (`{s['command']}` at `{s['commit'][:7]}`, "
+                f"{s['wall_seconds'] / 60:.0f} min wall)" for s in sources]
+    return "\n".join(out)
+
+
+def render_vision_digits_source(r: dict) -> str:
+    """One raw run of benchmarks/vision_digits.py: what ran, where, how long, and its clean figures."""
+    st = r["settings"]
+    methods = _ordered(r["summary"])
+    head = (f"WRN-{st['depth']}-{st['width']} at {st['size']}x{st['size']}, K = {st['k']}, {st['epochs']:g} epochs, "
+            f"{st['batch']} tiled rows per step, {st['samples']} evaluation samples per component; seeds "
+            f"{', '.join(map(str, st['seeds']))}; {r['wall_seconds'] / 60:.0f} min wall with {st['jobs']} processes.")
+    rows = [[m, *(_cell(r["summary"][m]["clean"][k]) for k, _ in VISION_TABLES)] for m in methods]
+    out = [head, "", _table(["method", "clean NLL", "clean accuracy", "clean ECE"], rows)]
+    if r.get("commit_note"):
+        out += ["", f"Note recorded with the file: {r['commit_note']}."]
+    return "\n".join(out)
+
+
+def render_vision_rank1_diagnose(r: dict) -> str:
+    runs = r["runs"]
+    names = [m for m in _ordered(runs)]
+    rows = [
+        ["training NLL, last step", *(f"{runs[m]['train_nll_last_step']:.3f}" for m in names)],
+        ["KL at the end (nats)", *(f"{runs[m]['kl']:,.0f}" for m in names)],
+        ["factor means below zero at the end (start: 50%)", *(f"{runs[m]['share_means_below_zero']:.2%}" for m in names)],
+        ["mean \\|factor mean - 1\\|", *(f"{runs[m]['mean_abs_mean_minus_1']:.3f}" for m in names)],
+        ["posterior scale, 10% / 50% / 99% quantiles (start 0.0316)",
+         *(" / ".join(f"{runs[m]['scale_quantiles'][q]:.4f}" for q in ("0.1", "0.5", "0.99")) for m in names)],
+        ["clean NLL / ECE / MI, sampled", *(" / ".join(f"{runs[m]['clean_sampled'][k]:.3f}" for k in
+                                                      ("nll", "ece", "mean_mutual_information")) for m in names)],
+        ["clean NLL / ECE / MI at the posterior means", *(" / ".join(f"{runs[m]['clean_posterior_means'][k]:.3f}" for k in
+                                                                   ("nll", "ece", "mean_mutual_information"))
+                                                          for m in names)],
+    ]
+    return (f"Seed {r['seed']}, {runs[names[0]]['factor_entries']:,} factor entries per model:\n\n"
+            + _table(["", *names], rows))
+
+
+def render_vision_params(r: dict) -> str:
+    rows = r["rows"]
+    shared = [x for x in rows if not x["member_batchnorm_option"]]
+    per_member = {(x["arch"], x["method"], x["components"]): x for x in rows if x["member_batchnorm_option"]}
+    names = {"resnet50": "ResNet-50", "wrn": "WRN-28-10"}
+    table = []
+    for x in sorted(shared, key=lambda x: (x["arch"], x["method"] != "rank1", x["components"])):
+        pm = per_member.get((x["arch"], x["method"], x["components"]))
+        table.append([names.get(x["arch"], x["arch"]), "rank-1" if x["method"] == "rank1" else "BatchEnsemble",
+                      str(x["components"]), f"{x['deterministic']:,}", f"{x['extra']:,}", f"{x['extra_pct']:.2f}",
+                      f"{x['factors']:,}", f"{x['member_biases']:,}", f"{pm['extra_pct']:.2f}" if pm else "n/a"])
+    rn = next(x for x in rows if x["arch"] == "resnet50" and x["method"] == "rank1")
+    return (_table(["network", "method", "K", "deterministic", "extra parameters", "extra %", "of which factors",
+                    "head biases", "with per-member BN: extra %"], table)
+            + f"\n\nResNet-50: {rn['factor_entries'] // rn['components']:,} factor entries per component; one "
+              f"component's mean and scale = {rn['one_component_mean_and_scale']:,} parameters = "
+              f"{rn['one_component_pct']:.3f}% of the deterministic network.")
+
+
+def render_vision_step(r: dict) -> str:
+    c, t, e = r["config"], r["train_step_seconds"], r["eval_images_per_second"]
+    ratio = r["train_ratio_rank1_to_deterministic"]
+    load = r.get("load_average_after")
+    head = (f"`benchmarks/vision_step.py --steps {c['steps']} --blocks {c['blocks']}`: {r['arch']} "
+            f"({c.get('width')} x 16/32/64 filters), K = {c['k']}, a tiled batch of {c['batch']} rows "
+            f"({c['batch'] // c['k']} distinct images tiled {c['k']} times; the deterministic network gets the same "
+            f"rows), {c['threads']} thread(s); medians over {c['blocks']} interleaved blocks of {c['steps']} steps"
+            + (f"; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) at the end" if load else "")
+            + ":")
+    rows = [
+        ["training step, deterministic", f"{t['deterministic'] * 1e3:.0f} ms", "1.00"],
+        ["training step, BatchEnsemble", f"{t['batchensemble'] * 1e3:.0f} ms",
+         f"{r['train_ratio_batchensemble_to_deterministic']:.2f}"],
+        ["training step, rank-1 (per-example draws)", f"{t['rank1'] * 1e3:.0f} ms", f"**{ratio:.2f}**"],
+        ["evaluation, deterministic, one pass", f"{e['deterministic']:.0f} images/s", ""],
+        [f"evaluation, rank-1, {c['samples']} samples x {c['k']} members ({r['eval_rank1_draws_per_image']} draws)",
+         f"{e['rank1']:.2f} images/s", f"{r['eval_ratio_rank1_to_one_deterministic_pass']:.0f}x"],
+        [f"the same per draw; per draw against deterministic passes of {c['eval_batch'] * r['eval_rank1_draws_per_image']:,} "
+         "images", "", f"{r['eval_ratio_per_draw']:.2f}x; {r['eval_ratio_per_draw_same_rows']:.2f}x"],
+    ]
+    rss = r.get("peak_rss_mib")
+    if rss:
+        rows.append(["peak RSS (each alone in a fresh process): training det / BE / rank-1",
+                     f"{rss['train_deterministic']:.0f} / {rss['train_batchensemble']:.0f} / {rss['train_rank1']:.0f} "
+                     "MiB", ""])
+        rows.append([f"peak RSS: evaluation det / rank-1 ({c['eval_batch']} images x {r['eval_rank1_draws_per_image']} "
+                     "draws per pass)", f"{rss['eval_deterministic']:.0f} / {rss['eval_rank1']:.0f} MiB", ""])
+    met = "met" if ratio <= r.get("train_target_ratio", VISION_TRAIN_TARGET) else "**not met**"
+    return (head + "\n\n" + _table(["", "time or rate", "ratio"], rows)
+            + f"\n\nTraining target (rank-1 at most {r.get('train_target_ratio', VISION_TRAIN_TARGET):g}x the "
+              f"deterministic step): {met} ({ratio:.2f}x).")
+
+
+def render_vision_digits_cli(r: dict) -> str:
+    cmds = r["commands"]
+    runs = r.get("runs") or {}
+    flags = "; ".join(f"{m}: `{f}`" for m, f in r["method_flags"].items())
+    out = ["```", f"python {cmds['train']}", f"python {cmds['evaluate']}", f"python {cmds['compare']}", "```", "",
+           f"Method flags (M): {flags}. One (method, seed) per process, {runs.get('jobs', '?')} at a time"
+           + (f", {runs['wall_s'] / 60:.0f} min wall for the runs (load average {runs['load_average_start'][0]:.1f} at "
+              f"the start, {runs['load_average_end'][0]:.1f} at the end, {runs['cpus']} CPUs)" if "wall_s" in runs else "")
+           + f". `compare` printed, for {r['dataset']} (seeds per method: "
+           + ", ".join(f"{m} {n}" for m, n in r["seeds"].items()) + "):", ""]
+    out += _severity_tables(r["summary"])
+    match = r.get("library_match") or {}
+    if match:
+        worst = max(v for v in match.values() if v is not None)
+        out.append(f"Against the library benchmark (`benchmarks/results/vision_digits.json`, the same settings): the "
+                   f"largest difference of any mean is {worst:.2g} (" + ", ".join(
+                       f"{m} {v:.2g}" for m, v in match.items() if v is not None) + ").")
+    return "\n".join(out).rstrip()
 
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
@@ -397,6 +575,14 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "laplace_fit": render_laplace_fit,
     "laplace_selection": render_laplace_selection,
     "laplace_jacobian_groups": render_laplace_jacobian_groups,
+    "vision_digits": render_vision_digits,
+    "vision_digits_main": render_vision_digits_source,
+    "vision_digits_rerun": render_vision_digits_source,
+    "vision_digits_normal_init": render_vision_digits_source,
+    "vision_digits_cli": render_vision_digits_cli,
+    "vision_rank1_diagnose": render_vision_rank1_diagnose,
+    "vision_params": render_vision_params,
+    "vision_step": render_vision_step,
 }
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 METHODS = {  # name -> VisionConfig overrides
     "deterministic": {"method": "deterministic"},
@@ -83,7 +84,6 @@ def main() -> None:
     ap.add_argument("--combine", type=Path, nargs="+", help="merge these result files (later files win per method)")
     args = ap.parse_args()
 
-    from pipeline import fileio
     from pipeline.vision.summary import summarize_runs
 
     if args.combine:
@@ -106,12 +106,14 @@ def main() -> None:
     runs.sort(key=lambda r: (args.methods.index(r["method"]), r["seed"]))
     summary = summarize_runs(runs)
     summary = {m: summary[m] for m in args.methods}
-    fileio.write_json(args.out, {"command": " ".join(["benchmarks/vision_digits.py", *sys.argv[1:]]), "commit": commit,
-                             "uncommitted_changes": dirty,
-                             "settings": {**settings, "seeds": args.seeds, "jobs": args.jobs},
-                             "wall_seconds": wall, "summary": summary, "runs": runs})
+    import report
+
+    report.write_results(args.out.stem, {"command": " ".join(["benchmarks/vision_digits.py", *sys.argv[1:]]),
+                                         "commit": commit, "uncommitted_changes": dirty,
+                                         "settings": {**settings, "seeds": args.seeds, "jobs": args.jobs},
+                                         "wall_seconds": wall, "summary": summary, "runs": runs}, path=args.out)
     print_tables(summary, args.seeds)
-    print(f"\n{len(runs)} runs in {wall:.0f} s wall with {args.jobs} processes; wrote {args.out}")
+    print(f"\n{len(runs)} runs in {wall:.0f} s wall with {args.jobs} processes")
 
 
 def code_version() -> tuple[str, list[str]]:
@@ -151,9 +153,12 @@ def combine(files: list[Path], out: Path) -> None:
     summary = summarize_runs(runs)
     for src in sources:
         src["methods_used"] = [m for m in order if provider[m] == src["file"]]
-    fileio.write_json(out, {"combined_from": sources, "summary": {m: summary[m] for m in order}, "runs": runs})
+    import report
+
     print_tables({m: summary[m] for m in order}, sorted({r["seed"] for r in runs}))
-    print(f"\nwrote {out}")
+    report.write_results(out.stem, {"command": " ".join(["benchmarks/vision_digits.py", *sys.argv[1:]]),
+                                    "combined_from": sources, "summary": {m: summary[m] for m in order},
+                                    "runs": runs}, path=out)
 
 
 if __name__ == "__main__":

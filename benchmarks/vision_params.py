@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def main() -> None:
@@ -25,8 +26,10 @@ def main() -> None:
 
     import torch
 
-    from pipeline import fileio
+    import report
     from pipeline.models.vision import VisionConfig, parameter_report
+
+    prov = report.provenance()
 
     torch.set_num_threads(1)
     rows = []
@@ -40,7 +43,8 @@ def main() -> None:
         per_component_entries = r["factor_entries"] // r["components"]
         r["one_component_mean_and_scale"] = 2 * per_component_entries
         r["one_component_pct"] = 100.0 * 2 * per_component_entries / r["deterministic"]
-    fileio.write_json(args.out, rows)
+    report.write_results("vision_params", {**prov, "command": " ".join(["benchmarks/vision_params.py", *sys.argv[1:]]),
+                                           "rows": rows}, path=args.out)
     print("| network | method | K | per-member BN | deterministic | extra | extra % | factors | member biases "
           "| member BN |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -51,7 +55,6 @@ def main() -> None:
     rn = next(r for r in rows if r["arch"] == "resnet50" and r["method"] == "rank1")
     print(f"\nResNet-50: {rn['factor_entries'] // rn['components']:,} factor entries per component; one component's "
           f"mean and scale = {rn['one_component_mean_and_scale']:,} parameters = {rn['one_component_pct']:.3f}%")
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def main() -> None:
@@ -30,7 +31,6 @@ def main() -> None:
     import torch.nn.functional as F
 
     from benchmarks.vision_digits import METHODS, code_version
-    from pipeline import fileio
     from pipeline.metrics import multiclass as mm
     from pipeline.layers import Rank1Vector, set_sampling
     from pipeline.vision import VisionTrainConfig, load_splits, predict_logits, train_vision
@@ -61,8 +61,10 @@ def main() -> None:
                "clean_sampled": {k: sampled[k] for k in keys}, "clean_posterior_means": {k: at_means[k] for k in keys}}
         out["runs"][method] = row
         print(method, row, flush=True)
-    fileio.write_json(args.out, out)
-    print(f"wrote {args.out}")
+    import report
+
+    report.write_results("vision_rank1_diagnose", {"command": " ".join(["benchmarks/vision_rank1_diagnose.py",
+                                                                        *sys.argv[1:]]), **out}, path=args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@
 
 Timings alternate between the variants in ``--blocks`` blocks, so load from other processes hits
 them alike; each figure is the median over blocks of the mean time per step / pass; the ratios
-are of those medians. The JSON goes to benchmarks/results/vision_step.json (atomic write).
+are of those medians. The JSON goes to benchmarks/results/vision_step.json (``report.write_results``:
+atomic, with the command and date; docs/vision.md's section is rendered from it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def _setup(method: str, args) -> tuple:
@@ -148,8 +150,6 @@ def main() -> None:
 
     import torch
 
-    from pipeline import fileio
-
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "-uno"], cwd=ROOT, capture_output=True, text=True).stdout
     torch.set_num_threads(args.threads)
@@ -180,7 +180,10 @@ def main() -> None:
     if not args.no_rss:
         result["peak_rss_mib"] = {f"train_{m}": peak_rss_mib("train", m, args) for m in train}
         result["peak_rss_mib"].update({f"eval_{m}": peak_rss_mib("eval", m, args) for m in evals})
-    fileio.write_json(args.out, result)
+    import report
+
+    report.write_results("vision_step", {"command": " ".join(["benchmarks/vision_step.py", *sys.argv[1:]]), **result},
+                         path=args.out)  # adds the date; re-renders docs/vision.md's figures:vision_step
     print(f"{result['arch']}, K={args.k}, {args.batch} tiled rows per step, {args.threads} thread(s)")
     for m, s in step_s.items():
         print(f"train step  {m:14s} {1000 * s:8.1f} ms  ({s / step_s['deterministic']:.2f}x deterministic)")
@@ -195,7 +198,6 @@ def main() -> None:
           f"{result['eval_ratio_per_draw_same_rows']:.2f}x per draw against equally large passes)")
     for name, mib in result.get("peak_rss_mib", {}).items():
         print(f"peak RSS    {name:20s} {mib:8.1f} MiB")
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

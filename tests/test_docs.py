@@ -227,17 +227,25 @@ def cli_options() -> dict[str, set[str]]:
     sys.path.insert(0, str(ROOT))
     import cli
 
-    group = typer.main.get_command(cli.app)
-    return {name: {opt for p in cmd.params for opt in (*p.opts, *p.secondary_opts)}
-            for name, cmd in group.commands.items()}
+    def options(group, prefix: str = "") -> dict[str, set[str]]:  # a sub-app's commands as "group command"
+        out = {}
+        for name, cmd in group.commands.items():
+            out[prefix + name] = {opt for p in cmd.params for opt in (*p.opts, *p.secondary_opts)}
+            if hasattr(cmd, "commands"):
+                out.update(options(cmd, f"{prefix}{name} "))
+        return out
+
+    return options(typer.main.get_command(cli.app))
 
 
 def cli_uses(page: Path) -> list[tuple[str, list[str]]]:
-    """(command, its --flags) of every ``python ... cli.py COMMAND ...`` the page shows as code."""
+    """(command, its --flags) of every ``python ... cli.py COMMAND ...`` the page shows as code; COMMAND may be
+    two words (a sub-app's command: ``vision train``) when a second lower-case word follows."""
     uses = []
     for span in code_spans(page.read_text(encoding="utf-8")):
-        for m in re.finditer(r"(?:python\S*|torchrun[^|;]*?)\s+cli\.py\s+([a-z][a-z-]*)([^|;]*)", span):
-            uses.append((m.group(1), re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(2))))
+        for m in re.finditer(r"(?:python\S*|torchrun[^|;]*?)\s+cli\.py\s+([a-z][a-z-]*(?:\s+[a-z][a-z-]*(?=\s|$))?)"
+                             r"([^|;]*)", span):
+            uses.append((" ".join(m.group(1).split()), re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(2))))
     return uses
 
 
@@ -260,6 +268,8 @@ def test_the_checks_read_the_docs():
 @pytest.mark.parametrize("page", PAGES, ids=rel)
 def test_cli_commands_and_flags_in_the_docs_exist(page, cli_options):
     for command, flags in cli_uses(page):
+        if command not in cli_options and command.split()[0] in cli_options:  # a second word that is an argument
+            command = command.split()[0]
         assert command in cli_options, f"{rel(page)}: `cli.py {command}`: no such command"
         for flag in flags:
             assert flag in cli_options[command] | {"--help"}, f"{rel(page)}: `cli.py {command} {flag}`: no such option"

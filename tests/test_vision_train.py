@@ -13,7 +13,8 @@ from pipeline.layers import Sampling, set_sampling
 from pipeline.layers.base import BayesianLayer
 from pipeline.vision import (Splits, VisionTrainConfig, digits_splits, evaluate_vision, load_vision_checkpoint,
                              predict_logits, train_vision)
-from pipeline.vision.train import augment, batch_indices, kl_weight, learning_rate, objective
+from pipeline.training.objective import kl_weight
+from pipeline.vision.train import augment, batch_indices, learning_rate, objective
 
 TINY_MODEL = {"depth": 10, "width": 1, "ensemble_size": 3}
 
@@ -96,8 +97,9 @@ def test_learning_rate_schedule_and_kl_weight():
     assert learning_rate(1000, spe, c, 128) == pytest.approx(0.02)
     assert learning_rate(2000, spe, c, 128) == pytest.approx(0.004)
     assert learning_rate(2250, spe, c, 128) == pytest.approx(0.0008)
-    assert kl_weight(0, 100) == 0.01 and kl_weight(99, 100) == 1.0 and kl_weight(500, 100) == 1.0
-    assert kl_weight(0, 0) == 1.0
+    # the shared weight of the 1-based step; training passes step + 1 for its 0-based step (published (step+1)/N)
+    assert kl_weight(1, 100) == 0.01 and kl_weight(100, 100) == 1.0 and kl_weight(501, 100) == 1.0
+    assert kl_weight(1, 0) == 1.0 and kl_weight(1, 12.5) == 0.08  # annealing over a fractional number of steps
 
 
 def test_batches_are_epoch_permutations():
@@ -175,6 +177,7 @@ def test_summary_table_means_and_sds_over_seeds():
     table = markdown_table(summary, "nll").splitlines()
     assert table[0] == "| method | clean | severity 1 | severity 5 |"
     assert table[2] == "| rank1 | 0.200 ± 0.141 | 1.200 ± 0.141 | 2.200 ± 0.141 |"
+    assert table[3] == "| deterministic | 0.500 | 1.500 | 2.500 |"  # one seed: the value alone
 
 
 def test_deep_ensemble_members_get_the_deterministic_gradient(small):

@@ -8,7 +8,8 @@
 test NLL gap to the true risk, and a true-risk reference row per feature set and split mode:
 runs on other admissions are never pooled (the tables gain a ``features`` column when there are
 several). ``write_tables`` writes Markdown and CSV atomically. The grid
-that trains and evaluates every variant is ``evaluation.grid``.
+that trains and evaluates every variant is ``evaluation.grid``. Vision runs (tag ``run_kind``) have
+their own tables (``compare_vision``); the rows here are the mortality runs'.
 """
 
 from __future__ import annotations
@@ -63,9 +64,9 @@ def _reports(client, run_id: str, tmp: Path) -> dict[str, dict]:
     return out
 
 
-def collect(experiment: str | None = None, run_ids: list[str] | None = None) -> list[dict]:
-    """One row per evaluated run: model, split_mode, seed and ``<split>_<metric>`` values."""
-    client = store.client()
+def fetch_runs(client, experiment: str | None = None, run_ids: list[str] | None = None,
+               default_experiment: str = store.DEFAULT_EXPERIMENT) -> list:
+    """The MLflow runs named by ``run_ids``, else the finished runs of ``experiment``."""
     if run_ids:
         runs = []
         for r in run_ids:
@@ -73,15 +74,24 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None) -> 
                 runs.append(client.get_run(r))
             except Exception as exc:  # noqa: BLE001 - MlflowException and store errors alike
                 raise CompareError(f"run {r} not found in {store.tracking_uri()} ({type(exc).__name__})") from None
-    else:
-        name = experiment or store.DEFAULT_EXPERIMENT
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise CompareError(f"experiment {name!r} not found in {store.tracking_uri()}")
-        runs = client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=10_000)
+        return runs
+    name = experiment or default_experiment
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        raise CompareError(f"experiment {name!r} not found in {store.tracking_uri()}")
+    return client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=10_000)
+
+
+def collect(experiment: str | None = None, run_ids: list[str] | None = None, runs: list | None = None) -> list[dict]:
+    """One row per evaluated mortality run: model, split_mode, seed and ``<split>_<metric>`` values (vision
+    runs are left to ``compare_vision``). ``runs``: MLflow runs already fetched."""
+    client = store.client()
+    runs = fetch_runs(client, experiment, run_ids) if runs is None else runs
     rows, defaults = [], setting_defaults()
     with tempfile.TemporaryDirectory(prefix="compare-") as tmp:
         for run in runs:
+            if store.run_kind(run.data.tags) is not store.RunKind.MORTALITY:
+                continue
             reports = _reports(client, run.info.run_id, Path(tmp))
             if not reports:
                 continue

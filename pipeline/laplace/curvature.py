@@ -37,9 +37,10 @@ class GGN:
     buffer), for C classes L = J and R = Λ J; the buffers hold FLUSH_ROWS x S numbers.
     """
 
-    def __init__(self, size: int, kind: HessianKind, dtype: torch.dtype) -> None:
+    def __init__(self, size: int, kind: HessianKind, dtype: torch.dtype, device: torch.device | None = None) -> None:
         self.kind, self.dtype, self.size = HessianKind(kind), dtype, size
-        self.matrix = torch.zeros((size, size) if self.kind == HessianKind.FULL else (size,), dtype=dtype)
+        self.matrix = torch.zeros((size, size) if self.kind == HessianKind.FULL else (size,), dtype=dtype,
+                                  device=device)
         self._left: Tensor | None = None  # (FLUSH_ROWS, S) rows L (dense kind)
         self._right: Tensor | None = None  # (FLUSH_ROWS, S) rows R (multi-class only; else R = L)
         self._fill = 0  # rows in the buffers
@@ -66,11 +67,11 @@ class GGN:
         if self._fill + n > FLUSH_ROWS:
             self.flush()
         if self._left is None:
-            self._left = torch.empty(FLUSH_ROWS, self.size, dtype=self.dtype)
+            self._left = torch.empty(FLUSH_ROWS, self.size, dtype=self.dtype, device=self.matrix.device)
         self._left[self._fill:self._fill + n] = left
         if right is not None:
             if self._right is None:
-                self._right = torch.empty(FLUSH_ROWS, self.size, dtype=self.dtype)
+                self._right = torch.empty(FLUSH_ROWS, self.size, dtype=self.dtype, device=self.matrix.device)
             self._right[self._fill:self._fill + n] = right
         self._fill += n
 
@@ -95,7 +96,7 @@ class GGN:
 def accumulate_ggn(model: nn.Module, batches: Iterable[dict], sub: Substitution, kind: HessianKind,
                    dtype: torch.dtype, scale: float = 1.0) -> tuple[Tensor, int]:
     """(GGN of the subnetwork over every batch, examples seen); the model must be ``frozen``."""
-    ggn = GGN(sub.size, kind, dtype)
+    ggn = GGN(sub.size, kind, dtype, next(model.parameters()).device)
     for batch in batches:
         for f, jac in iter_jacobians(model, batch, sub):  # one small group at a time: memory O(group·S)
             ggn.add(f, jac)

@@ -85,8 +85,8 @@ def jacobian(model: nn.Module, batch: dict, sub: Substitution, micro_batch: int 
 
 def _jacobian(model: nn.Module, batch: dict, sub: Substitution) -> tuple[Tensor, Tensor]:
     s = sub.size
-    dtype = next(model.parameters()).dtype
-    delta = torch.zeros(s, dtype=dtype, requires_grad=True)  # (S,) the subnetwork's offset from θ_MAP
+    first = next(model.parameters())
+    delta = torch.zeros(s, dtype=first.dtype, device=first.device, requires_grad=True)  # (S,) offset from θ_MAP
     with torch.enable_grad():
         f = as_logits(call_substituted(model, sub.tensors(model, delta), batch))  # (B,) or (B, C)
         rows = f.reshape(-1)  # (B,) or (B, C) -> (B·C,)

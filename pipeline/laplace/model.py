@@ -11,8 +11,9 @@ draws agree, MI = 0). Every call takes one backward pass per logit (the Jacobian
 Checkpoint (``checkpoint()`` / ``from_checkpoint``), a dict for ``torch.save`` with weights_only:
 ``format`` (LAPLACE_FORMAT), ``kind`` = "laplace", ``laplace`` (the settings: selection, hessian,
 predictive, subnet_size S, n_params D, prior_precision λ, subnet_prior_precision λ_S, dtype,
-param_names, param_shapes), ``map_kind`` / ``map_config`` (to rebuild the MAP model with
-``pipeline.models.build_model``; None for other models) and ``model``, this module's state dict:
+param_names, param_shapes), ``map_kind`` / ``map_family`` / ``map_config`` (to rebuild the MAP model
+with ``pipeline.models.build_model``, or ``pipeline.models.vision.build_vision_model`` when the family
+is ``vision``; None for other models) and ``model``, this module's state dict:
 ``map_model.*`` (θ_MAP), ``indices`` (S,) and ``factor`` ((S, S) lower Cholesky factor of the
 posterior precision, or (D,) square root of the diagonal precision).
 """
@@ -166,6 +167,7 @@ class LinearizedLaplaceModel(nn.Module):
             "kind": "laplace",
             "laplace": self.settings(),
             "map_kind": getattr(kind, "value", kind),
+            "map_family": map_family(self.map_model),
             "map_config": _plain(asdict(cfg)) if is_dataclass(cfg) else None,
             "model": self.state_dict(),
         }
@@ -184,9 +186,7 @@ class LinearizedLaplaceModel(nn.Module):
         if map_model is None:
             if payload.get("map_kind") is None or payload.get("map_config") is None:
                 raise LaplaceError("the checkpoint does not record how to build its MAP model: pass map_model")
-            from pipeline.models import MortalityConfig, build_model
-
-            map_model = build_model(payload["map_kind"], MortalityConfig(**payload["map_config"]))
+            map_model = build_map_model(payload)
         layout = ParamVector.of(map_model)
         if list(layout.names) != meta["param_names"] or [list(s) for s in layout.shapes] != meta["param_shapes"]:
             raise LaplaceError(f"the MAP model's parameters do not match the checkpoint's ({len(layout.names)} vs "
@@ -201,6 +201,22 @@ class LinearizedLaplaceModel(nn.Module):
         model._sub = Substitution.of(model.layout, None if s == model.layout.size else model.indices)
         model.layout.check_indices(model.indices)
         return model
+
+
+def map_family(model: nn.Module) -> str:
+    """``vision`` for an image model of ``pipeline.models.vision``, else ``mortality``."""
+    return "vision" if type(model).__module__.startswith("pipeline.models.vision") else "mortality"
+
+
+def build_map_model(payload: dict) -> nn.Module:
+    """An untrained MAP model of the checkpoint's family, kind and configuration (its weights come next)."""
+    if payload.get("map_family", "mortality") == "vision":
+        from pipeline.models.vision import VisionConfig, build_vision_model
+
+        return build_vision_model(VisionConfig(**payload["map_config"]))
+    from pipeline.models import MortalityConfig, build_model
+
+    return build_model(payload["map_kind"], MortalityConfig(**payload["map_config"]))
 
 
 def save_laplace(path: Path | str, model: LinearizedLaplaceModel, extra: dict | None = None) -> Path:

@@ -55,7 +55,7 @@ class ParamVector:
 
     def names_of(self, indices: Tensor) -> list[str]:
         """Name of the tensor holding each index (for reports)."""
-        pos = torch.searchsorted(torch.tensor(self.offsets[1:]), indices, right=True)  # (S,) tensor number
+        pos = torch.searchsorted(torch.tensor(self.offsets[1:]), indices.cpu(), right=True)  # (S,) tensor number
         return [self.names[int(k)] for k in pos]
 
     def module_indices(self, prefix: str) -> Tensor:
@@ -118,7 +118,7 @@ class Substitution:
             if local is None:
                 out[name] = base + part.view(base.shape)  # (numel,) -> parameter shape
             else:
-                out[name] = base.reshape(-1).index_add(0, local, part).view(base.shape)  # (numel,) -> shape
+                out[name] = base.reshape(-1).index_add(0, local.to(base.device), part).view(base.shape)  # -> shape
         return out
 
 

@@ -72,7 +72,7 @@ class Posterior:
 
     def draw(self, n: int, generator: torch.Generator | None = None) -> Tensor:
         """n draws ε ~ N(0, Σ) of the subnetwork's offset from θ_MAP: (S, n)."""
-        z = torch.randn(self.size, n, dtype=self.factor.dtype, generator=generator)  # (S, n)
+        z = torch.randn(self.size, n, dtype=self.factor.dtype, device=self.factor.device, generator=generator)  # (S, n)
         if self.diagonal:
             return z / self.factor.unsqueeze(1)  # (S, n) / (S, 1)
         return torch.linalg.solve_triangular(self.factor.t(), z, upper=True)  # C⁻ᵀ z

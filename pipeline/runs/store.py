@@ -17,6 +17,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from pipeline import fileio
@@ -54,6 +55,54 @@ RELEASE_TAG = "release"  # mimic-iii | mimic-iv: the MIMIC release of the traini
 
 class RunError(PipelineError, ValueError):
     """A run or model that cannot be found or read, or features that do not belong to it."""
+
+
+# ---------------------------------------------------------------------------- kinds of run
+# The one place that says which kind of model a run holds (to fold into a model-format dispatcher):
+# mortality runs (features of admissions in, risk out) record no tag; image models record
+# RUN_KIND_TAG = "vision" (their Laplace runs too). Each kind's loaders refuse the other's runs.
+
+
+class RunKind(str, Enum):
+    """What a run's model takes and predicts."""
+
+    MORTALITY = "mortality"  # a mortality model: admissions' features in, risk of death out
+    VISION = "vision"  # an image classifier (pipeline.models.vision; a Laplace run of one too)
+
+
+RUN_KIND_TAG = "run_kind"  # RunKind of the run (absent: mortality, every run before image models)
+_KIND_WORDS = {RunKind.MORTALITY: "a mortality model of admissions' features",
+               RunKind.VISION: "an image classifier"}
+
+
+def run_kind(tags: dict) -> RunKind:
+    """The kind a run's tags record (mortality when they record none)."""
+    value = (tags or {}).get(RUN_KIND_TAG) or RunKind.MORTALITY.value
+    try:
+        return RunKind(value)
+    except ValueError:
+        raise RunError(f"tag {RUN_KIND_TAG}={value!r} is not a kind of run ({[k.value for k in RunKind]})") from None
+
+
+def require_kind(run_id: str | None, tags: dict, expected: RunKind) -> None:
+    """Raise a one-line ``RunError`` unless the run's tags say it holds a model of kind ``expected``."""
+    found = run_kind(tags)
+    if found is not expected:
+        raise RunError(f"run {run_id} is a {found.value} run ({_KIND_WORDS[found]}); this reads {expected.value} runs "
+                       f"({_KIND_WORDS[expected]})")
+
+
+def kind_of_run(uri: str) -> RunKind:
+    """The kind of the run a model URI names (a run id or ``runs:/<id>/...``); mortality for other URIs
+    and local model directories (only mortality models are logged as MLflow models)."""
+    m = re.match(r"^(?:runs:/)?([0-9a-f]{32})(?:/.*)?$", str(uri).strip())
+    if not m:
+        return RunKind.MORTALITY
+    try:
+        run = client().get_run(m.group(1))
+    except Exception as exc:  # mlflow raises MlflowException for unknown ids
+        raise RunError(f"run {m.group(1)} not found in the tracking store {tracking_uri()}: {exc}") from None
+    return run_kind(run.data.tags)
 
 
 def tracking_uri() -> str:
@@ -184,6 +233,7 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
         run = c.get_run(run_id)
     except Exception as exc:  # mlflow raises MlflowException for unknown ids
         raise RunError(f"run {run_id} not found in the tracking store {tracking_uri()}: {exc}") from None
+    require_kind(run_id, run.data.tags, RunKind.MORTALITY)
     dst = Path(workdir or tempfile.mkdtemp(prefix="run-"))
     try:
         model_dir = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=MODEL_FILES,

@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from pipeline.errors import ConfigError
+
 CORRUPTIONS = ("gaussian_noise", "shot_noise", "defocus_blur", "contrast", "rotation")  # implemented corruptions
 SEVERITIES = (1, 2, 3, 4, 5)  # severity levels
 GAUSSIAN_NOISE = (0.04, 0.06, 0.08, 0.09, 0.10)  # additive noise stddev per severity (CIFAR-10-C)
@@ -28,9 +30,9 @@ ROTATION = (36.0, 72.0, 108.0, 144.0, 180.0)  # degrees counter-clockwise (rotat
 def corrupt(images: np.ndarray, corruption: str, severity: int, seed: int = 0) -> np.ndarray:
     """``images`` (N, C, H, W) in [0, 1] under ``corruption`` at ``severity`` (1..5), float32."""
     if corruption not in CORRUPTIONS:
-        raise ValueError(f"unknown corruption {corruption!r}; choose from {list(CORRUPTIONS)}")
+        raise ConfigError(f"unknown corruption {corruption!r}; choose from {list(CORRUPTIONS)}")
     if severity not in SEVERITIES:
-        raise ValueError(f"severity must be one of {list(SEVERITIES)}, got {severity}")
+        raise ConfigError(f"severity must be one of {list(SEVERITIES)}, got {severity}")
     x = np.asarray(images, dtype=np.float32)
     if x.ndim != 4:
         raise ValueError(f"images must be (N, C, H, W), got shape {x.shape}")
@@ -89,7 +91,7 @@ def defocus_blur(x: np.ndarray, radius: float, alias_blur: float) -> np.ndarray:
     h = kernel.shape[0] // 2
     n, c, height, width = x.shape
     if h >= min(height, width):
-        raise ValueError(f"defocus_blur: radius {radius} needs images larger than {h}x{h}, got {height}x{width}")
+        raise ConfigError(f"defocus_blur: radius {radius} needs images larger than {h}x{h}, got {height}x{width}")
     t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).reshape(n * c, 1, height, width)  # (N·C, 1, H, W)
     k = torch.from_numpy(kernel.astype(np.float32)).view(1, 1, *kernel.shape)  # (1, 1, 2h+1, 2h+1), symmetric
     y = F.conv2d(F.pad(t, (h, h, h, h), mode="reflect"), k)  # (N·C, 1, H, W)

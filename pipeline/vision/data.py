@@ -36,10 +36,8 @@ DIGITS_SPLIT = (0.6, 0.2, 0.2)  # train / val / test fractions of each digit cla
 
 
 class VisionDataError(PipelineError, ValueError):
-    """A missing or malformed image data file; the message names the file.
-
-    Subclasses ValueError for now; to be re-based on the project's common ``PipelineError``.
-    """
+    """A missing or malformed image data file, or an argument naming data that does not exist; the
+    message names the file or the argument (a ``PipelineError``: the CLI prints it as one line)."""
 
 
 @dataclass
@@ -53,12 +51,12 @@ class ImageSet:
 
     def __post_init__(self) -> None:
         if self.images.ndim != 4 or self.labels.shape != (self.images.shape[0],):
-            raise ValueError(f"{self.name}: images must be (N, C, H, W) and labels (N,), got "
+            raise VisionDataError(f"{self.name}: images must be (N, C, H, W) and labels (N,), got "
                              f"{self.images.shape} and {self.labels.shape}")
         if self.images.dtype not in (np.uint8, np.float32):
-            raise ValueError(f"{self.name}: images must be uint8 or float32, got {self.images.dtype}")
+            raise VisionDataError(f"{self.name}: images must be uint8 or float32, got {self.images.dtype}")
         if self.labels.size and (self.labels.min() < 0 or self.labels.max() >= self.num_classes):
-            raise ValueError(f"{self.name}: labels must lie in [0, {self.num_classes})")
+            raise VisionDataError(f"{self.name}: labels must lie in [0, {self.num_classes})")
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -140,15 +138,15 @@ def read_cifar(root: Path | str, dataset: str = "cifar10", split: str = "train",
     """
     root = Path(root)
     if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        raise VisionDataError(f"split must be 'train' or 'test', got {split!r}")
     if dataset == "cifar10":
         files, key, classes = (CIFAR10_TRAIN if split == "train" else CIFAR10_TEST), "labels", 10
     elif dataset == "cifar100":
         if label_mode not in ("fine", "coarse"):
-            raise ValueError(f"label_mode must be 'fine' or 'coarse', got {label_mode!r}")
+            raise VisionDataError(f"label_mode must be 'fine' or 'coarse', got {label_mode!r}")
         files, key, classes = (split,), f"{label_mode}_labels", (100 if label_mode == "fine" else 20)
     else:
-        raise ValueError(f"dataset must be 'cifar10' or 'cifar100', got {dataset!r}")
+        raise VisionDataError(f"dataset must be 'cifar10' or 'cifar100', got {dataset!r}")
     if not root.is_dir():
         raise VisionDataError(f"{root}: not a directory (expected the {dataset} python batches)")
     images, labels = [], []
@@ -165,7 +163,7 @@ def read_cifar_c(root: Path | str, corruption: str, severity: int, num_classes: 
     """One corruption at one severity (1..5) of CIFAR-10-C (or CIFAR-100-C) in ``.npy`` layout."""
     root = Path(root)
     if not 1 <= severity <= CIFAR_C_SEVERITIES:
-        raise ValueError(f"severity must lie in 1..{CIFAR_C_SEVERITIES}, got {severity}")
+        raise VisionDataError(f"severity must lie in 1..{CIFAR_C_SEVERITIES}, got {severity}")
     images = _load_npy(root / f"{corruption}.npy")
     labels = _load_npy(root / "labels.npy")
     path = root / f"{corruption}.npy"
@@ -220,9 +218,9 @@ def digits_splits(seed: int = 0, size: int = 16, fractions: tuple[float, float, 
     from torch.nn import functional as F
 
     if len(fractions) != 3 or min(fractions) <= 0 or abs(sum(fractions) - 1.0) > 1e-9:
-        raise ValueError(f"fractions must be three positive numbers summing to 1, got {fractions}")
+        raise VisionDataError(f"fractions must be three positive numbers summing to 1, got {fractions}")
     if size < 8:
-        raise ValueError(f"size must be >= 8 (the digits are 8x8), got {size}")
+        raise VisionDataError(f"size must be >= 8 (the digits are 8x8), got {size}")
     digits = load_digits()
     x = torch.from_numpy(digits.images.astype(np.float32) / 16.0).unsqueeze(1)  # (N, 8, 8) -> (N, 1, 8, 8)
     if size != 8:
@@ -249,7 +247,7 @@ def cifar_splits(root: Path | str, dataset: str = "cifar10", val_fraction: float
     train = read_cifar(root, dataset, "train")
     test = read_cifar(root, dataset, "test")
     if not 0.0 <= val_fraction < 1.0:
-        raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
+        raise VisionDataError(f"val_fraction must lie in [0, 1), got {val_fraction}")
     if val_fraction == 0.0:
         return Splits(train, test, test)
     order = np.random.default_rng(seed).permutation(len(train))

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipeline.errors import ConfigError
 from pipeline.metrics import multiclass as mm
 from pipeline.layers import Sampling, set_sampling
 from pipeline.layers.base import BayesianLayer
@@ -32,29 +33,39 @@ def predict_logits(model: nn.Module, images: np.ndarray, samples: int = 1, batch
     Evaluation mode, per-member draws (one weight draw per sample and component for each pass of
     ``batch_size`` images, as the mortality evaluation), under ``torch.random.fork_rng`` seeded with
     ``seed``: the caller's RNG stream is untouched and the same (model, seed, batch_size) always
-    draws the same weights. Modes are restored afterwards.
+    draws the same weights on a device. Modes are restored afterwards. Images go to the device of
+    the model's parameters as batch dicts ``{"images"}`` (what every model of the family takes,
+    a Laplace model of a vision network too); the logits come back to the CPU.
     """
     if samples < 1 or batch_size < 1:
-        raise ValueError(f"samples and batch_size must be >= 1, got {samples} and {batch_size}")
+        raise ConfigError(f"samples and batch_size must be >= 1, got {samples} and {batch_size}")
     layers = [m for m in model.modules() if isinstance(m, BayesianLayer)]
     modes = [(m.sampling, m.use_mean) for m in layers]
     was_training = model.training
     model.eval()
     set_sampling(model, Sampling.PER_MEMBER)
     k = model.components
+    device = model_device(model)
     chunks = []
     try:
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
             torch.manual_seed(seed)
             for start in range(0, images.shape[0], batch_size):
                 x = torch.from_numpy(np.ascontiguousarray(images[start:start + batch_size], dtype=np.float32))
-                logits = model(x, samples=samples)  # (S·K, B, C)
-                chunks.append(logits.view(samples, k, x.shape[0], -1).numpy())  # (S·K, B, C) -> (S, K, B, C)
+                logits = model({"images": x.to(device)}, samples=samples)  # (S·K, B, C)
+                chunks.append(logits.view(samples, k, x.shape[0], -1).cpu().numpy())  # (S·K, B, C) -> (S, K, B, C)
     finally:
         for m, (mode, use_mean) in zip(layers, modes):
             m.sampling, m.use_mean = mode, use_mean
         model.train(was_training)
     return np.concatenate(chunks, axis=2)  # (S, K, N, C)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device of a model's first parameter or buffer (cpu for a model with neither)."""
+    for t in (*model.parameters(), *model.buffers()):
+        return t.device
+    return torch.device("cpu")
 
 
 @dataclass

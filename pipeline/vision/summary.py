@@ -35,12 +35,18 @@ def summarize_runs(runs: Iterable[dict], metrics: Sequence[str] = SUMMARY_METRIC
 
 
 def markdown_table(summary: dict, metric: str, digits: int = 3) -> str:
-    """One metric's table: a row per method, columns clean and severities 1..5, cells mean ± sd."""
+    """One metric's table: a row per method, columns clean and severities 1..5, cells mean ± sd (the value
+    alone for one seed)."""
     settings = ["clean"] + sorted({s for rows in summary.values() for s in rows if s != "clean"}, key=int)
     head = "| method | " + " | ".join(s if s == "clean" else f"severity {s}" for s in settings) + " |"
     lines = [head, "|---" * (len(settings) + 1) + "|"]
     for method, rows in summary.items():
-        cells = [f"{rows[s][metric]['mean']:.{digits}f} ± {rows[s][metric]['sd']:.{digits}f}" if s in rows else "n/a"
-                 for s in settings]
+        cells = [_cell(rows[s][metric], digits) if s in rows else "n/a" for s in settings]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _cell(stat: dict, digits: int) -> str:
+    if stat.get("n", 2) == 1:
+        return f"{stat['mean']:.{digits}f}"
+    return f"{stat['mean']:.{digits}f} ± {stat['sd']:.{digits}f}"

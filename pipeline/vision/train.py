@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
@@ -28,15 +28,15 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from pipeline import fileio
+from pipeline.errors import ConfigError
 from pipeline.metrics import multiclass as mm
 from pipeline.models.vision import VisionConfig, build_vision_model
+from pipeline.runs.checkpoint import CHECKPOINT_FORMAT, CheckpointError, load_model, save_checkpoint
+from pipeline.training.objective import Objective, kl_weight
 
+from .config import DATASETS, Dataset, VisionTrainConfig
 from .data import ImageSet, Splits, cifar_splits, digits_splits
 from .evaluate import predict_logits
-
-CHECKPOINT_FORMAT = 1  # bump when the checkpoint layout changes
-DATASETS = {"digits": (10, 1), "cifar10": (10, 3), "cifar100": (100, 3)}  # classes, channels
 LR_REFERENCE_BATCH = 128  # distinct images per step at which base_lr applies (published)
 DECAY_REFERENCE_EPOCHS = 200.0  # lr_decay_epochs are given for a run of this many epochs (published)
 
@@ -49,64 +49,6 @@ class Tracker(Protocol):
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
 
     def log_artifact(self, path: Path | str, artifact_path: str | None = None) -> None: ...
-
-
-@dataclass
-class VisionTrainConfig:
-    """Training settings; ``model`` holds VisionConfig overrides (classes and channels come from the data)."""
-
-    dataset: str = "digits"  # digits | cifar10 | cifar100
-    data_dir: str | None = None  # CIFAR python batch directory (cifar-10-batches-py, cifar-100-python)
-    image_size: int = 16  # digits: side after bilinear upsampling from 8x8 (CIFAR is 32)
-    val_fraction: float = 0.0  # CIFAR: training share held out for validation (0: validate on test)
-    seed: int = 0  # seeds the digits split, initialisation, batch order, augmentation and weight draws
-    model: dict[str, Any] = field(default_factory=dict)  # VisionConfig overrides, e.g. {"depth": 16, "width": 4}
-    epochs: float = 250.0  # passes over the training set (published rank-1 CIFAR: 250)
-    batch_size: int = 512  # rows per step after tiling (published 64 per core x 8 cores); batch_size // K distinct
-    base_lr: float = 0.1  # SGD learning rate at 128 distinct images per step, scaled linearly (published)
-    momentum: float = 0.9  # Nesterov momentum (published: one_minus_momentum 0.1)
-    lr_warmup_epochs: float = 1.0  # linear warm-up of the learning rate (published: 1)
-    lr_decay_epochs: tuple[float, ...] = (80.0, 160.0, 180.0)  # decay points per 200 epochs, rescaled to `epochs`
-    lr_decay_ratio: float = 0.2  # factor at each decay point (published: 0.2)
-    l2: float = 1e-4  # factor of model.l2_penalty() (published rank-1: 1e-4)
-    kl_anneal_epochs: float = 200.0  # KL weight min(1, step / (kl_anneal_epochs · steps/epoch)) (published: 200)
-    nll: str = "average"  # average: mean over the S·K·B rows (published) | mixture: -log mean_d p_d(y)
-    train_samples: int = 1  # Monte Carlo samples per component in a step (published: 1)
-    clip: float = 0.0  # global gradient-norm clip (0: off, as published)
-    augment: bool | None = None  # random 2-px-padded crop + horizontal flip; None: CIFAR on (published), digits off
-    eval_every_epochs: float = 0.0  # validate every this many epochs (0: only at the end)
-    eval_samples: int = 1  # samples per component in validation (published num_eval_samples: 1)
-    eval_batch_size: int = 32  # images per evaluation forward pass (x S·K rows; small passes stay in cache)
-    log_every: int = 50  # log loss / NLL / KL / lr every this many steps
-    threads: int | None = None  # torch intra-op threads (None: torch's default)
-
-    def __post_init__(self) -> None:
-        if self.dataset not in DATASETS:
-            raise ValueError(f"VisionTrainConfig.dataset must be one of {sorted(DATASETS)}, got {self.dataset!r}")
-        if self.nll not in ("average", "mixture"):
-            raise ValueError(f"VisionTrainConfig.nll must be 'average' or 'mixture', got {self.nll!r}")
-        for name in ("batch_size", "train_samples", "eval_samples", "eval_batch_size", "log_every", "image_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"VisionTrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if not self.epochs > 0 or self.base_lr <= 0 or self.l2 < 0 or self.clip < 0 or self.kl_anneal_epochs < 0:
-            raise ValueError("VisionTrainConfig: epochs and base_lr must be > 0; l2, clip, kl_anneal_epochs >= 0")
-        if self.dataset != "digits" and self.data_dir is None:
-            raise ValueError(f"VisionTrainConfig.data_dir is required for {self.dataset} (nothing is downloaded)")
-        known = {f.name for f in fields(VisionConfig)}
-        unknown = sorted(set(self.model) - known)
-        if unknown:
-            raise ValueError(f"unknown model setting(s) {unknown}; VisionConfig has {sorted(known)}")
-        self.lr_decay_epochs = tuple(float(e) for e in self.lr_decay_epochs)
-
-    def model_config(self) -> VisionConfig:
-        """VisionConfig of the overrides with the dataset's classes and channels."""
-        classes, channels = DATASETS[self.dataset]
-        return VisionConfig(**{**self.model, "num_classes": classes, "in_channels": channels})
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["lr_decay_epochs"] = list(self.lr_decay_epochs)
-        return d
 
 
 @dataclass
@@ -130,9 +72,9 @@ class VisionTrainResult:
 
 def load_splits(cfg: VisionTrainConfig) -> Splits:
     """Train / val / test sets of ``cfg.dataset`` (local files or scikit-learn's digits)."""
-    if cfg.dataset == "digits":
+    if cfg.dataset is Dataset.DIGITS:
         return digits_splits(cfg.seed, cfg.image_size)
-    return cifar_splits(cfg.data_dir, cfg.dataset, cfg.val_fraction, cfg.seed)
+    return cifar_splits(cfg.data_dir, cfg.dataset.value, cfg.val_fraction, cfg.seed)
 
 
 def learning_rate(step: int, steps_per_epoch: int, cfg: VisionTrainConfig, distinct: int) -> float:
@@ -145,9 +87,23 @@ def learning_rate(step: int, steps_per_epoch: int, cfg: VisionTrainConfig, disti
     return base * cfg.lr_decay_ratio ** decays
 
 
-def kl_weight(step: int, anneal_steps: float) -> float:
-    """min(1, (step + 1) / anneal_steps) for the 0-based step (published); 1 without annealing."""
-    return 1.0 if anneal_steps <= 0 else min(1.0, (step + 1) / anneal_steps)
+def resolve_device(name: str | None = None) -> torch.device:
+    """The torch device ``name`` (cpu, cuda, cuda:1 ...); None: cuda when available, else cpu. A device
+    that does not exist here is a ``ConfigError`` (one line)."""
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"device {name!r} is not a torch device (cpu, cuda, cuda:N)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {name!r}: CUDA is not available here (torch {torch.__version__}); use cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        raise ConfigError(f"device {name!r}: only cpu and cuda devices are supported")
+    return device
 
 
 def batch_indices(n: int, distinct: int, steps_per_epoch: int, step: int, seed: int) -> np.ndarray:
@@ -179,30 +135,16 @@ def augment(images: Tensor, generator: torch.Generator, pad: int = 2) -> Tensor:
 
 def objective(model: nn.Module, images: Tensor, labels: Tensor, kl_w: float, n_train: int, l2: float,
               nll: str = "average", samples: int = 1) -> dict[str, Tensor]:
-    """loss = NLL + kl_w · KL / n_train + l2 · penalty, with its parts (detached).
+    """loss = NLL + kl_w · KL / n_train + l2 · penalty, with its parts (detached): the training
+    objective of every model of the family (``pipeline.training.objective.Objective``) on the batch
+    ``{"images", "label"}``.
 
     NLL ``average``: the mean over the S·K·B rows (published); ``mixture``: -log mean_d p_d(y).
     A model with ``independent_members`` (the deep ensemble) adds its members' mean NLLs instead
     (K times the row mean; its ``l2_penalty`` is the members' sum), so each member trains as the
     deterministic network does; the reported ``nll`` is the row mean for every model.
     """
-    logits = model(images, samples=samples)  # (S·K, B, classes)
-    d, b, c = logits.shape
-    y = labels.unsqueeze(0).expand(d, b)  # (B,) -> (S·K, B)
-    ll = -F.cross_entropy(logits.reshape(d * b, c), y.reshape(d * b), reduction="none").view(d, b)  # (S·K, B)
-    if nll == "average":
-        nll_t = -ll.mean()
-    else:
-        nll_t = -(torch.logsumexp(ll, 0) - math.log(d)).mean()
-    nll_loss = nll_t
-    if getattr(model, "independent_members", False):
-        if nll != "average":
-            raise ValueError("nll='mixture' couples the members; a deep ensemble's members train independently")
-        nll_loss = nll_t * (d // samples)  # Σ_k (mean NLL of member k) = K · row mean
-    kl = model.kl()
-    penalty = model.l2_penalty() if l2 else torch.zeros((), dtype=nll_t.dtype)
-    loss = nll_loss + kl_w * kl / n_train + l2 * penalty
-    return {"loss": loss, "nll": nll_t.detach(), "kl": kl.detach(), "l2": penalty.detach()}
+    return Objective(model, nll, n_train, l2, samples)({"images": images, "label": labels}, kl_w)
 
 
 # ---------------------------------------------------------------------------- training
@@ -219,6 +161,7 @@ def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | 
     cfg = cfg or VisionTrainConfig()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device)
     data = splits if splits is not None else load_splits(cfg)
     mcfg = cfg.model_config()
     train_set = data.train
@@ -226,15 +169,17 @@ def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | 
     torch.manual_seed(cfg.seed)
     model = build_vision_model(mcfg)
     model.set_normalization(*train_set.channel_stats())
+    model.to(device)
     k = model.components
     distinct = cfg.batch_size // k
     if distinct < 1 or distinct > len(train_set):
-        raise ValueError(f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct images per step; need 1.."
+        raise ConfigError(f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct images per step; need 1.."
                          f"{len(train_set)}")
     steps_per_epoch = len(train_set) // distinct
     total = max(1, round(cfg.epochs * steps_per_epoch))
     anneal = cfg.kl_anneal_epochs * steps_per_epoch
-    do_augment = cfg.augment if cfg.augment is not None else cfg.dataset != "digits"
+    do_augment = cfg.augment if cfg.augment is not None else cfg.dataset is not Dataset.DIGITS
+    loss_fn = Objective(model, cfg.nll, len(train_set), cfg.l2, cfg.train_samples)
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.base_lr, momentum=cfg.momentum, nesterov=True)
     params = [p for p in model.parameters() if p.requires_grad]
     if tracker is not None:
@@ -252,13 +197,14 @@ def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | 
         idx = batch_indices(len(train_set), distinct, steps_per_epoch, step, cfg.seed)
         images = torch.from_numpy(train_set.floats(idx))  # (B, C, H, W) in [0, 1]
         if do_augment:
-            images = augment(images, generator)
+            images = augment(images, generator)  # on the CPU: the same crops and flips on every device
         labels = torch.from_numpy(train_set.labels[idx])  # (B,)
+        batch = {"images": images.to(device), "label": labels.to(device)}
         lr = learning_rate(step, steps_per_epoch, cfg, distinct)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        kl_w = kl_weight(step, anneal)
-        parts = objective(model, images, labels, kl_w, len(train_set), cfg.l2, cfg.nll, cfg.train_samples)
+        kl_w = kl_weight(step + 1, anneal)  # the 1-based step: min(1, (step + 1) / anneal), as published
+        parts = loss_fn(batch, kl_w)
         parts["loss"].backward()
         norm = nn.utils.clip_grad_norm_(params, cfg.clip if cfg.clip > 0 else math.inf)
         if not (torch.isfinite(parts["loss"]) and torch.isfinite(norm)):
@@ -301,7 +247,7 @@ def _validate(model: nn.Module, val: ImageSet, cfg: VisionTrainConfig) -> dict:
 
 def _check_data(train: ImageSet, mcfg: VisionConfig) -> None:
     if train.images.shape[1] != mcfg.in_channels or train.num_classes != mcfg.num_classes:
-        raise ValueError(f"{train.name}: {train.images.shape[1]} channels / {train.num_classes} classes, but the "
+        raise ConfigError(f"{train.name}: {train.images.shape[1]} channels / {train.num_classes} classes, but the "
                          f"model takes {mcfg.in_channels} / {mcfg.num_classes}")
 
 
@@ -309,28 +255,21 @@ def _check_data(train: ImageSet, mcfg: VisionConfig) -> None:
 
 
 def save_vision_checkpoint(path: Path | str, result: VisionTrainResult) -> Path:
-    """torch.save of the model, its configs and validation metrics, written atomically."""
+    """The model, its configs and validation metrics as a checkpoint of kind ``vision`` (written atomically,
+    tensors on the CPU); ``pipeline.runs.checkpoint.load_model`` reads it."""
+    state = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
     payload = {"format": CHECKPOINT_FORMAT, "kind": "vision", "model_config": result.model_config.to_dict(),
-               "train_config": result.config.to_dict(), "model": result.model.state_dict(), "steps": result.steps,
+               "train_config": result.config.to_dict(), "model": state, "steps": result.steps,
                "val_metrics": {m: result.val_metrics[m] for m in ("nll", "accuracy", "ece", "n")}}
-    path = Path(path)
-    with fileio.atomic_path(path) as tmp:
-        torch.save(payload, tmp)
-    return path
+    return save_checkpoint(path, payload)
 
 
 def load_vision_checkpoint(path: Path | str) -> tuple[nn.Module, dict]:
-    """Model (evaluation mode) and its info dict (configs, steps, validation metrics)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: checkpoint not found")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if ckpt.get("format") != CHECKPOINT_FORMAT or ckpt.get("kind") != "vision":
-        raise ValueError(f"{path}: not a vision checkpoint of format {CHECKPOINT_FORMAT}")
-    model = build_vision_model(VisionConfig(**ckpt["model_config"]))
-    model.load_state_dict(ckpt["model"])
-    model.eval()
-    return model, {k: ckpt[k] for k in ("model_config", "train_config", "steps", "val_metrics")}
+    """Model (evaluation mode, on the CPU) and its info dict (configs, steps, validation metrics)."""
+    model, info = load_model(path)
+    if info.get("run_kind") != "vision" or info.get("model_kind") == "laplace":
+        raise CheckpointError(f"{path}: not a vision model checkpoint (kind {info.get('model_kind')!r})")
+    return model, info
 
 
 def with_overrides(cfg: VisionTrainConfig, **overrides) -> VisionTrainConfig:
@@ -340,5 +279,5 @@ def with_overrides(cfg: VisionTrainConfig, **overrides) -> VisionTrainConfig:
 
 
 __all__ = ["DATASETS", "Tracker", "VisionTrainConfig", "VisionTrainResult", "augment", "batch_indices",
-           "kl_weight", "learning_rate", "load_splits", "load_vision_checkpoint", "objective",
+           "learning_rate", "load_splits", "load_vision_checkpoint", "objective", "resolve_device",
            "save_vision_checkpoint", "train_vision", "with_overrides"]

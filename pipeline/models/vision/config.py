@@ -5,6 +5,7 @@ Defaults follow the authors' published configurations (google/uncertainty-baseli
 ``baselines/imagenet/rank1_bnn.py`` with ``models/resnet50_rank1.py`` for ResNet-50. Settings
 whose published value differs between the two are ``None`` here and resolved per architecture
 in ``__post_init__`` (see ``ARCH_DEFAULTS``); docs/vision.md lists every default and each change.
+Imports no torch (the command line builds its options from these fields).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import math
 from dataclasses import asdict, dataclass
 from enum import Enum
 
-from pipeline.layers import FactorInit, Perturbation, PosteriorKind, PriorKind, Rank1Config, Sampling
+from pipeline.errors import ConfigError
+from pipeline.layers.options import FactorInit, Perturbation, PosteriorKind, PriorKind, Sampling
 
 
 class Method(str, Enum):
@@ -46,7 +48,7 @@ class VisionConfig:
     arch: Arch = Arch.WRN  # wrn | resnet50
     num_classes: int = 10  # output classes (10 CIFAR-10 / digits, 100 CIFAR-100, 1000 ImageNet)
     in_channels: int = 3  # image channels (1 for the grayscale digits)
-    depth: int = 28  # WRN: n in WRN-n-k, 6·blocks + 4 (28, 16, 10, ...); unused by resnet50
+    depth: int = 28  # WRN: n in WRN-n-k, 6·blocks + 4 (28, 22, 16 or 10); unused by resnet50
     width: int = 10  # WRN: width multiplier k of 16/32/64 filters; unused by resnet50
     method: Method = Method.RANK1  # deterministic | batchensemble | rank1 | deep-ensemble
     ensemble_size: int = 4  # K members / mixture components (ignored by deterministic)
@@ -69,33 +71,39 @@ class VisionConfig:
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training, edward2) | per_member (evaluation)
 
     def __post_init__(self) -> None:
-        self.arch, self.method = Arch(self.arch), Method(self.method)
-        self.prior, self.factor_init = PriorKind(self.prior), FactorInit(self.factor_init)
+        for name, enum in (("arch", Arch), ("method", Method), ("prior", PriorKind), ("factor_init", FactorInit),
+                           ("perturbation", Perturbation), ("sampling", Sampling), ("posterior", PosteriorKind)):
+            value = getattr(self, name)
+            if value is None and name == "posterior":
+                continue
+            try:
+                setattr(self, name, enum(value))
+            except ValueError:
+                raise ConfigError(f"VisionConfig.{name} must be one of {[e.value for e in enum]}, "
+                                  f"got {getattr(value, 'value', value)!r}") from None
         if self.posterior is not None:
-            self.posterior = PosteriorKind(self.posterior)
             if self.posterior == PosteriorKind.DELTA:
-                raise ValueError("VisionConfig.posterior 'delta' is method='batchensemble'")
-        self.perturbation, self.sampling = Perturbation(self.perturbation), Sampling(self.sampling)
+                raise ConfigError("VisionConfig.posterior 'delta' is method='batchensemble'")
         for name, value in ARCH_DEFAULTS[self.arch].items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
         for name in ("num_classes", "in_channels", "ensemble_size", "width", "kl_samples"):
             if getattr(self, name) < 1:
-                raise ValueError(f"VisionConfig.{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"VisionConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.arch == Arch.WRN and (self.depth < 10 or (self.depth - 4) % 6):
-            raise ValueError(f"VisionConfig.depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, ...), got {self.depth}")
+            raise ConfigError(f"VisionConfig.depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, ...), got {self.depth}")
         if not 0.0 < self.dropout_rate < 1.0:
-            raise ValueError(f"VisionConfig.dropout_rate must lie in (0, 1), got {self.dropout_rate}")
+            raise ConfigError(f"VisionConfig.dropout_rate must lie in (0, 1), got {self.dropout_rate}")
         if not self.prior_stddev > 0 or not math.isfinite(self.prior_mean):
-            raise ValueError("VisionConfig: prior_stddev must be > 0 and prior_mean finite")
+            raise ConfigError("VisionConfig: prior_stddev must be > 0 and prior_mean finite")
         if not 0.0 <= self.random_sign_prob <= 1.0:
-            raise ValueError(f"VisionConfig.random_sign_prob must lie in [0, 1], got {self.random_sign_prob}")
+            raise ConfigError(f"VisionConfig.random_sign_prob must lie in [0, 1], got {self.random_sign_prob}")
         if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
-            raise ValueError("VisionConfig: random_sign init is for multiplicative factors; use factor_init='normal'")
+            raise ConfigError("VisionConfig: random_sign init is for multiplicative factors; use factor_init='normal'")
         if self.clip is not None and not self.clip > 0:
-            raise ValueError(f"VisionConfig.clip must be > 0 or None, got {self.clip}")
+            raise ConfigError(f"VisionConfig.clip must be > 0 or None, got {self.clip}")
         if not 0.0 <= self.bn_momentum <= 1.0 or not self.bn_eps > 0:
-            raise ValueError("VisionConfig: bn_momentum must lie in [0, 1] and bn_eps be > 0")
+            raise ConfigError("VisionConfig: bn_momentum must lie in [0, 1] and bn_eps be > 0")
 
     @property
     def components(self) -> int:
@@ -107,8 +115,10 @@ class VisionConfig:
         """Initial posterior stddev sqrt(p / (1 - p)) of the published ``dropout_rate`` p."""
         return math.sqrt(self.dropout_rate / (1.0 - self.dropout_rate))
 
-    def rank1(self) -> Rank1Config:
-        """Factor configuration of the rank-1 / BatchEnsemble layers."""
+    def rank1(self):
+        """Factor configuration (``pipeline.layers.Rank1Config``) of the rank-1 / BatchEnsemble layers."""
+        from pipeline.layers import Rank1Config
+
         return Rank1Config(prior=self.prior, posterior=self.posterior, prior_mean=self.prior_mean,
                            prior_scale=self.prior_stddev,
                            init=self.factor_init, random_sign_prob=self.random_sign_prob,

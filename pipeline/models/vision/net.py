@@ -2,7 +2,9 @@
 
 The output is the mortality models' (S·K, B) with a class axis: member axis first, sample-major
 then member-major (``logits.view(S, K, B, classes)``); ``logits.reshape(-1, classes)`` is the
-folded (S·K·B, classes) layout the layers compute in. Images are taken in [0, 1] and
+folded (S·K·B, classes) layout the layers compute in. A model takes images (B, C, H, W) or a
+batch dict holding them under ``"images"`` (the family's batch convention: the training objective
+and Laplace pass ``{"images", "label"}``). Images are taken in [0, 1] and
 standardised inside the model with per-channel ``pixel_mean`` / ``pixel_std`` buffers (set from
 the training set by ``set_normalization``; identity by default), so a checkpoint carries its
 preprocessing. Every model exposes ``kl()``, ``l2_penalty()`` and ``components``; none
@@ -37,6 +39,7 @@ class VisionNet(nn.Module):
         if cfg.method == Method.DEEP_ENSEMBLE:
             raise ValueError("use VisionDeepEnsemble (build_vision_model) for deep ensembles")
         self.cfg, self.method, self.components = cfg, cfg.method, cfg.components
+        self.kind = cfg.method  # the method, as the mortality models' ``kind`` (messages, Laplace checkpoints)
         self.stochastic = cfg.method == Method.RANK1  # weights drawn per sample (otherwise one pass, copied)
         body = {Arch.WRN: WideResNet, Arch.RESNET50: ResNet50}[cfg.arch]
         self.body = body(cfg, LayerFactory(cfg))
@@ -52,8 +55,9 @@ class VisionNet(nn.Module):
         self.pixel_mean.copy_(mean_t)
         self.pixel_std.copy_(std_t)
 
-    def forward(self, images: Tensor, samples: int = 1) -> Tensor:
-        """Logits (S·K, B, classes) for images (B, C, H, W) in [0, 1]."""
+    def forward(self, images: Tensor | dict, samples: int = 1) -> Tensor:
+        """Logits (S·K, B, classes) for images (B, C, H, W) in [0, 1] (or a batch dict holding them)."""
+        images = batch_images(images)
         check_images(images, self.cfg.in_channels)
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
@@ -104,6 +108,7 @@ class VisionDeepEnsemble(nn.Module):
     def __init__(self, cfg: VisionConfig) -> None:
         super().__init__()
         self.cfg, self.method, self.components = cfg, Method.DEEP_ENSEMBLE, cfg.ensemble_size
+        self.kind = self.method
         member = dataclasses.replace(cfg, method=Method.DETERMINISTIC)
         self.members = nn.ModuleList(VisionNet(member) for _ in range(cfg.ensemble_size))
 
@@ -111,8 +116,9 @@ class VisionDeepEnsemble(nn.Module):
         for m in self.members:
             m.set_normalization(mean, std)
 
-    def forward(self, images: Tensor, samples: int = 1) -> Tensor:
+    def forward(self, images: Tensor | dict, samples: int = 1) -> Tensor:
         """Logits (S·K, B, classes); deterministic members, so the S samples are copies."""
+        images = batch_images(images)
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
         logits = torch.cat([m(images, samples=1) for m in self.members])  # K x (1, B, classes) -> (K, B, classes)
@@ -129,6 +135,15 @@ class VisionDeepEnsemble(nn.Module):
 def build_vision_model(cfg: VisionConfig) -> nn.Module:
     """An image model of ``cfg.method``."""
     return VisionDeepEnsemble(cfg) if cfg.method == Method.DEEP_ENSEMBLE else VisionNet(cfg)
+
+
+def batch_images(batch: Tensor | dict) -> Tensor:
+    """The images of a model input: the tensor itself, or a batch dict's ``"images"``."""
+    if isinstance(batch, dict):
+        if "images" not in batch:
+            raise ValueError(f"a batch dict must hold 'images', got keys {sorted(batch)}")
+        return batch["images"]
+    return batch
 
 
 def check_images(images: Tensor, channels: int) -> None:
