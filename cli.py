@@ -37,6 +37,7 @@ from pipeline.configs import field_help
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
 from pipeline.extraction.config import SplitMode
+from pipeline.laplace.options import HessianKind, Selection, default_subnet_size
 from pipeline.models.config import MortalityConfig
 from pipeline.models.variants import VARIANTS
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
@@ -398,12 +399,13 @@ def laplace(
     subnet_size: Optional[int] = typer.Option(None, "--subnet-size", min=1, help="S, the weights with a "
                                               "full-covariance posterior [default: 1000; last-layer: the output "
                                               "layer's size; ignored by --hessian diag]."),
-    selection: str = typer.Option("wasserstein", help="wasserstein (largest diagonal-Laplace variance) | random | "
-                                                      "magnitude | last-layer (the output layer)."),
+    selection: Selection = typer.Option(Selection.WASSERSTEIN.value, help="wasserstein: largest diagonal-Laplace "
+                                        "variance; random, magnitude: the paper's baselines; last-layer: the output "
+                                        "layer."),
     prior_precision: str = typer.Option("auto", help="auto (chosen on the validation log-likelihood over a grid) "
                                                      "or a value for the full network (λ_S = λ·S/D)."),
-    hessian: str = typer.Option("full", help="full (subnetwork, full covariance) | diag (diagonal Laplace over "
-                                             "every weight, no subnetwork)."),
+    hessian: HessianKind = typer.Option(HessianKind.FULL.value, help="full: the subnetwork's full covariance; "
+                                        "diag: diagonal Laplace over every weight (no subnetwork)."),
     samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo draws of the linearized model per "
                                                             "admission (the run's score_samples); default: the "
                                                             "probit approximation, one draw."),
@@ -422,7 +424,7 @@ def laplace(
     _setup_logging(verbose)
     import torch
 
-    from pipeline.laplace.config import HessianKind, LaplaceConfig, default_subnet_size
+    from pipeline.laplace.config import LaplaceConfig
     from pipeline.laplace.errors import LaplaceError
     from pipeline.laplace.run import fit_laplace_run
 

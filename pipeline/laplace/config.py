@@ -3,44 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from enum import Enum
 
 import torch
 
 from .errors import LaplaceError
+from .options import DEFAULT_SUBNET_SIZE, HessianKind, Predictive, Selection, default_subnet_size
 
-
-class Selection(str, Enum):
-    """Which weights form the subnetwork."""
-
-    WASSERSTEIN = "wasserstein"  # the paper's rule: largest marginal variance under a diagonal GGN Laplace
-    RANDOM = "random"  # uniformly at random (the paper's baseline)
-    MAGNITUDE = "magnitude"  # largest |θ_MAP| (the paper's baseline)
-    LAST_LAYER = "last-layer"  # every weight and bias of the output layer
-
-
-class HessianKind(str, Enum):
-    """Structure of the posterior precision."""
-
-    FULL = "full"  # dense GGN over the subnetwork's S weights
-    DIAG = "diag"  # diagonal GGN over every weight of the network (no subnetwork; a baseline)
-
-
-class Predictive(str, Enum):
-    """What the fitted model's ``forward`` returns."""
-
-    PROBIT = "probit"  # logits whose sigmoid / softmax is the probit approximation (draws are copies: MI = 0)
-    MC = "mc"  # Monte Carlo draws of the linearized model's logits μ + J_S ε, ε ~ N(0, Σ)
-
+__all__ = ["DEFAULT_SUBNET_SIZE", "DTYPES", "HessianKind", "LaplaceConfig", "Predictive", "Selection",
+           "default_subnet_size"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-DEFAULT_SUBNET_SIZE = 1000  # S when none is given for a selection that needs one (wasserstein, random, magnitude)
-
-
-def default_subnet_size(selection: Selection | str) -> int | None:
-    """S when none is given: None (the output layer's size) for the last-layer selection,
-    ``DEFAULT_SUBNET_SIZE`` for the others (an unknown name too: ``LaplaceConfig`` rejects it)."""
-    return None if getattr(selection, "value", selection) == Selection.LAST_LAYER.value else DEFAULT_SUBNET_SIZE
 
 
 @dataclass
