@@ -4,6 +4,9 @@ errors (a Bayesian run, a Laplace run, S larger than the network) as one line ea
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -42,6 +45,25 @@ def test_the_run_records_its_parent_and_posterior(laplace_run, map_run):
     assert rm.info["model_kind"] == "laplace" and rm.info["score_samples"] == 5
     assert rm.info["refer_threshold"] == pytest.approx(laplace_run.refer_threshold)
     assert rm.model.subnet_size == 300 and rm.model.predictive.value == "mc"
+
+
+def test_it_records_what_a_trained_run_records(laplace_run, map_run, tmp_path):
+    """One writer of a run (runs.record): the same tags, model_info keys and artifacts as its MAP run."""
+    client = store.client()
+    lap, mp = client.get_run(laplace_run.run_id), client.get_run(map_run)
+    for tag in (store.FEATURES_DIR_TAG, store.SPLIT_MODE_TAG, store.RELEASE_TAG):
+        assert lap.data.tags[tag] == mp.data.tags[tag]
+    import mlflow
+
+    lap_info, map_info = (json.loads(Path(mlflow.artifacts.download_artifacts(
+        run_id=r, artifact_path=store.MODEL_INFO, dst_path=str(tmp_path / r))).read_text())
+        for r in (laplace_run.run_id, map_run))
+    for key in ("refer_threshold", "refer_fraction", "score_samples", "val_metrics", "val_reliability"):
+        assert key in lap_info and key in map_info
+    assert lap_info["refer_fraction"] == map_info["refer_fraction"]  # the MAP run's, not a constant
+    assert sum(lap_info["val_reliability"]["counts"]) == lap_info["val_metrics"]["n"]
+    assert {m for m in lap.data.metrics if m.startswith("best_val_")} == {
+        m for m in mp.data.metrics if m.startswith("best_val_")}
 
 
 def test_evaluate_and_compare_take_it_like_any_run(laplace_run, map_run, demo_features, tmp_path):

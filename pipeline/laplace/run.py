@@ -19,12 +19,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import features, fileio, metrics, predict
+from pipeline import features, fileio, predict
 from pipeline.configs import config_dict
-from pipeline.redact import redact_json
-from pipeline.runs import store
+from pipeline.runs import record, store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT
 from pipeline.runs.tracking import make_tracker
+from pipeline.training.config import TrainConfig
 
 from .config import LaplaceConfig, Predictive
 from .errors import LaplaceError
@@ -87,9 +87,9 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
 
     logits = predict.feature_logits(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
                                     predict.seeded_generator(cfg.seed))  # (S, 1, N)
-    threshold = predict.refer_threshold(metrics.mutual_information(logits), 0.1)
-    val = metrics.evaluate_predictions(logits, val_fs.label, n_bootstrap=0)
-    val_metrics = {k: val[k] for k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")}
+    refer_fraction = rm.info.get("refer_fraction", TrainConfig.refer_fraction)  # the MAP run's
+    val = record.validation_summary(logits, val_fs.label, refer_fraction)
+    threshold, val_metrics = val.refer_threshold, val.metrics
 
     parent = rm.run_id
     parent_params = rm.params or {}
@@ -99,7 +99,7 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
         out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)
         out.mkdir(parents=True, exist_ok=True)
         train_config = {"score_samples": draws, "max_bags": cfg.max_bags, "max_tokens": cfg.max_tokens,
-                        "seed": seed, "refer_fraction": 0.1}
+                        "seed": seed, "refer_fraction": refer_fraction}
         extra = {"model_kind": "laplace", "train_config": train_config, "refer_threshold": threshold,
                  "vocab_sizes": {"tokens": len(rm.vocab["tokens"]), "context": len(rm.vocab["context"])},
                  "step": rm.info.get("step"), "val_nll": val_metrics["nll"]}
@@ -109,33 +109,19 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
         settings = {k: v for k, v in model.settings().items() if not k.startswith("param_")}
         info = {"model_kind": "laplace", "model_label": model.label, "laplace": settings,
                 "map_kind": rm.info.get("model_kind"), "map_config": rm.info.get("model_config"),
-                "parent_run_id": parent, "train_config": train_config, "vocab_sizes": extra["vocab_sizes"],
-                "refer_threshold": threshold, "refer_fraction": 0.1, "score_samples": draws,
-                "val_metrics": val_metrics}
-        fileio.write_json(out / store.MODEL_INFO, info)
+                "parent_run_id": parent, "train_config": train_config, "vocab_sizes": extra["vocab_sizes"]}
         fileio.write_json(out / REPORT, report.to_dict())
-        fileio.write_json(out / store.VOCAB, rm.vocab)
-        if (fdir / store.MANIFEST).exists():
-            fileio.write_json(out / store.MANIFEST, redact_json(fileio.read_json(fdir / store.MANIFEST)))
+        fileio.write_json(out / store.VOCAB, rm.vocab)  # the MAP run's vocabulary (the features' may differ)
         tracker.log_params({"model_kind": "laplace", "laplace": config_dict(cfg) | {"samples": samples},
                             "train": {"seed": seed}, "parent_run_id": parent or "none",
                             "features": fdir.name, "n_train": len(train_fs), "n_val": len(val_fs)})
-        for key, value in ((store.FEATURES_DIR_TAG, str(fdir.resolve())), (store.SPLIT_MODE_TAG, store.features_split_mode(fdir)),
-                           ("model_label", model.label)):
-            tracker.set_tag(key, value)
+        tracker.set_tag("model_label", model.label)
         if parent:
             tracker.set_tag(PARENT_TAG, parent)
-        tracker.log_metrics({"laplace_prior_precision": report.prior_precision,
-                             "laplace_subnet_prior_precision": report.subnet_prior_precision,
-                             **{f"best_val_{k}": v for k, v in val_metrics.items() if k not in ("n", "positives")},
-                             "refer_threshold": threshold}, 0)
-        for name in (store.MODEL_INFO, REPORT):
-            tracker.log_artifact(out / name)
-        for name in (store.VOCAB, store.MANIFEST):
-            if (out / name).exists():
-                tracker.log_artifact(out / name, store.FEATURES_ARTIFACTS)
-        tracker.log_pyfunc(checkpoint=out / BEST, vocab=out / store.VOCAB, model_info=out / store.MODEL_INFO,
-                           default_samples=draws)
+        record.record_run(tracker, out, fdir, info=info, validation=val, checkpoint=out / BEST, score_samples=draws,
+                          step=0, artifacts=(out / REPORT,),
+                          metrics_extra={"laplace_prior_precision": report.prior_precision,
+                                         "laplace_subnet_prior_precision": report.subnet_prior_precision})
     except BaseException:
         tracker.end("FAILED")
         raise

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +39,7 @@ from pipeline.progress import Progress
 from pipeline.errors import PipelineError
 from pipeline.models import build_model, model_config
 from pipeline.models.config import MortalityConfig
-from pipeline.redact import redact_json
-from pipeline.runs import store
+from pipeline.runs import record, store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
 from pipeline.runs.tracking import make_tracker
 from pipeline.training.config import TrainConfig
@@ -138,15 +136,13 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
             _check_fresh(out_dir)
         out = Path(out_dir)
         if d.main:
-            _copy_inputs(fdir, out)
+            record.copy_inputs(fdir, out)
         if state["step"] == 0:
             train_params = {k: v for k, v in cfg.to_dict().items() if k != "model"}  # model: logged below
             tracker.log_params({"model_kind": model_kind, "model": config_dict(mcfg), "train": train_params,
                                 "n_train": len(train_fs), "n_val": len(val_fs), "world_size": d.world,
                                 "distinct_per_step": distinct, "features": fdir.name})
-            tracker.set_tag(store.FEATURES_DIR_TAG, str(fdir.resolve()))  # evaluate finds the features here
-            tracker.set_tag(store.SPLIT_MODE_TAG, store.features_split_mode(fdir))  # random | era: compare groups by it
-            tracker.set_tag(store.RELEASE_TAG, store.features_release(fdir))  # the MIMIC release trained on
+            record.tag_features(tracker, fdir)  # evaluate finds the features, compare groups by split mode
         else:
             tracker.set_tag("resumed_from_step", str(state["step"]))
         ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples), d)
@@ -155,7 +151,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
             import torch.distributed as dist
 
             dist.barrier()
-        result = _finish(model, val_fs, cfg, d, tracker, base, state, out)
+        result = _finish(model, val_fs, cfg, d, tracker, base, state, out, fdir)
     except BaseException:
         tracker.end("FAILED")
         raise
@@ -179,16 +175,6 @@ def _load_inputs(fdir: Path) -> tuple[dict, features.FeatureSet, features.Featur
     for fs in splits:
         fs.check_vocab(sizes["tokens"], sizes["context"])
     return sizes, splits[0], splits[1]
-
-
-def _copy_inputs(fdir: Path, out: Path) -> None:
-    """The run's own vocab.json / manifest.json (artifacts stay right if the features change later)."""
-    out.mkdir(parents=True, exist_ok=True)
-    if (fdir / store.VOCAB).exists():
-        with fileio.atomic_path(out / store.VOCAB) as tmp:
-            shutil.copyfile(fdir / store.VOCAB, tmp)
-    if (fdir / store.MANIFEST).exists():  # strings pass the tracking redaction (DSN passwords, dates)
-        fileio.write_json(out / store.MANIFEST, redact_json(fileio.read_json(fdir / store.MANIFEST)))
 
 
 def _check_fresh(out_dir) -> None:
@@ -314,7 +300,8 @@ def _checkpoint(model, optimizer, val_fs, cfg: TrainConfig, d: Dist, tracker, ba
     return state
 
 
-def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state: dict, out: Path) -> TrainResult:
+def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state: dict, out: Path,
+            fdir: Path) -> TrainResult:
     """Refer threshold and final metrics from best.pt on validation; artifacts and pyfunc (rank 0)."""
     result = TrainResult(run_id=tracker.run_id, best_val_nll=state["best_val_nll"], best_step=state["best_step"],
                          final_val_nll=state["val_nll"], steps=state["step"], refer_threshold=None, out_dir=out,
@@ -326,30 +313,15 @@ def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state
     model.load_state_dict(best["model"])
     logits = validate(model, val_fs, cfg, cfg.score_samples)  # (S, K, N)
     model.load_state_dict(final_state)
-    threshold = predict.refer_threshold(metrics.mutual_information(logits), cfg.refer_fraction)
-    report = metrics.evaluate_predictions(logits, val_fs.label, n_bootstrap=0)
-    scalars = {f"best_val_{k}": v for k, v in report.items()
-               if k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "mean_mutual_information")}
+    val = record.validation_summary(logits, val_fs.label, cfg.refer_fraction)
+    threshold = val.refer_threshold
     save_checkpoint(out / BEST, {**best, "refer_threshold": threshold})
     info = {"model_kind": base["model_kind"], "model_config": base["model_config"],
-            "train_config": base["train_config"], "vocab_sizes": base["vocab_sizes"], "best_step": state["best_step"],
-            "refer_threshold": threshold, "refer_fraction": cfg.refer_fraction, "score_samples": cfg.score_samples,
-            "val_metrics": {k: report[k] for k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")},
-            # the validation reliability diagram (15 bins; empty bins None): score's cohort report draws it
-            "val_reliability": {k.removeprefix("reliability_"): [None if v != v else v for v in report[k]]
-                                for k in ("reliability_counts", "reliability_mean_p", "reliability_observed")}}
-    fileio.write_json(out / store.MODEL_INFO, info)
+            "train_config": base["train_config"], "vocab_sizes": base["vocab_sizes"], "best_step": state["best_step"]}
     fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": base["model_kind"], **base["train_config"],
                                               "model": base["model_config"]})
-    tracker.log_metrics({**scalars, "refer_threshold": threshold}, state["step"])
-    for name in (store.TRAIN_CONFIG, store.MODEL_INFO):
-        tracker.log_artifact(out / name)
-    for name in (store.VOCAB, store.MANIFEST):
-        if (out / name).exists():
-            tracker.log_artifact(out / name, store.FEATURES_ARTIFACTS)
-    tracker.log_artifact(out / BEST, store.CHECKPOINT_ARTIFACTS)
-    tracker.log_pyfunc(checkpoint=out / BEST, vocab=out / store.VOCAB, model_info=out / store.MODEL_INFO,
-                       default_samples=cfg.score_samples)
+    record.record_run(tracker, out, fdir, info=info, validation=val, checkpoint=out / BEST,
+                      score_samples=cfg.score_samples, step=state["step"], artifacts=(out / store.TRAIN_CONFIG,))
     result.refer_threshold = threshold
-    result.best_metrics = {k: report[k] for k in info["val_metrics"]}
+    result.best_metrics = dict(val.metrics)
     return result
