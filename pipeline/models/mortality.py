@@ -35,6 +35,7 @@ from pipeline.layers import (
     LSTMRank1,
     MeanFieldConfig,
     expand_members,
+    initialize,
     kl_divergence,
     l2_penalty,
     set_sampling,
@@ -63,7 +64,8 @@ class MortalityNet(nn.Module):
         dim, lstm_in = cfg.embedding_dim, cfg.embedding_dim + int(cfg.time_feature)
         dense_in = cfg.lstm_hidden + cfg.embedding_dim
         if self.bayes_embeddings:
-            ecfg = EmbeddingConfig(prior_stddev=cfg.embedding_prior_stddev, init_stddev=cfg.init_stddev)
+            ecfg = EmbeddingConfig(prior_stddev=cfg.embedding_prior_stddev, init_stddev=cfg.init_stddev,
+                                   kl_weight=cfg.embedding_kl_weight)
             self.bag_embedding = EmbeddingBagBayes(cfg.token_vocab, dim, cfg.bag_mode, ecfg)
             self.context_embedding = EmbeddingBagBayes(cfg.context_vocab, dim, BagMode.MEAN, ecfg)
         else:
@@ -87,6 +89,7 @@ class MortalityNet(nn.Module):
             self.dense = LinearDeterministic(dense_in, u)
             self.output = LinearDeterministic(u, 1)
         self.dropout = nn.Dropout(cfg.dropout)
+        initialize(self, cfg.weight_init)  # torch: as built; keras: records-research's (layers.init)
         set_sampling(self, cfg.sampling)
 
     def forward(self, batch: dict[str, Tensor], samples: int = 1) -> Tensor:
@@ -148,8 +151,8 @@ class MortalityNet(nn.Module):
     def kl(self) -> Tensor:
         return kl_divergence(self)
 
-    def l2_penalty(self) -> Tensor:
-        return l2_penalty(self)
+    def l2_penalty(self, biases: bool = False) -> Tensor:
+        return l2_penalty(self, biases)
 
 
 class DeepEnsemble(nn.Module):
@@ -177,9 +180,9 @@ class DeepEnsemble(nn.Module):
     def kl(self) -> Tensor:
         return kl_divergence(self)
 
-    def l2_penalty(self) -> Tensor:
+    def l2_penalty(self, biases: bool = False) -> Tensor:
         """Mean over members of their L2 penalties (the NLL is their mean too: see the class doc)."""
-        return l2_penalty(self) / self.components
+        return l2_penalty(self, biases) / self.components
 
 
 def build_model(kind: str, cfg: MortalityConfig) -> nn.Module:

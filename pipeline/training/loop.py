@@ -7,7 +7,8 @@ Recipe (Dusenberry et al. 2020, MIMIC-III): loss = NLL + min(1, step / anneal_st
 paper keeps the tiled batch constant. NLL ``average`` = mean over the K member blocks of the
 per-member BCE; ``mixture`` = -log mean_k p_k(y). Validation every ``eval_every`` steps scores
 the mixture NLL over S·K draws (``eval_samples``, per-member sampling, a fixed evaluation seed
-so draws are common across evaluations); the best one is kept in ``best.pt``.
+so draws are common across evaluations); the best one is kept in ``best.pt`` (best by that NLL, or with
+``checkpoint_metric = loss`` by NLL + (KL + the L2 inside it) / N_val, records-research's metric).
 
 Determinism and resume: the batch of step s is a pure function of (seed, s) (``TrainSampler``),
 evaluation runs under ``torch.random.fork_rng`` so it never moves the training stream, and
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import math
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,13 +42,14 @@ from pipeline.configs import config_dict
 from pipeline.errors import PipelineError
 from pipeline.models import build_model, model_config
 from pipeline.models.config import MortalityConfig
-from pipeline.redact import redact_json
 from pipeline.runs import store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
 from pipeline.runs.tracking import make_tracker
-from pipeline.training.config import TrainConfig
+from pipeline.training.config import CheckpointMetric, TrainConfig
+from pipeline.training.inputs import TrainError, check_fresh as _check_fresh, copy_inputs as _copy_inputs
+from pipeline.training.inputs import load_inputs as _load_inputs
 from pipeline.training.distributed import Dist, all_mean, broadcast, from_rank0, init_distributed, wrap
-from pipeline.training.objective import Objective, kl_weight
+from pipeline.training.objective import Objective, kl_weight, regularizer
 from pipeline.training.rng import EVAL_STREAM, TRAIN_STREAM, rng_state, set_rng_state, stream_seed
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class TrainResult:
     """What a training run produced."""
 
     run_id: str | None  # MLflow run id (None without tracking, and on ranks > 0)
-    best_val_nll: float  # best periodic validation NLL (eval_samples draws per component)
+    best_val_nll: float  # periodic validation NLL of the best checkpoint (eval_samples draws per component)
     best_step: int  # step of the best checkpoint
     final_val_nll: float  # validation NLL of the last step
     steps: int  # steps completed
@@ -68,10 +69,6 @@ class TrainResult:
     last_checkpoint: Path  # last.pt
     best_checkpoint: Path  # best.pt (with the refer threshold)
     best_metrics: dict = field(default_factory=dict)  # validation metrics of best.pt at score_samples
-
-
-class TrainError(PipelineError, ValueError):
-    """Training inputs or settings that cannot work (missing features, a checkpoint to resume that does not fit)."""
 
 
 class TrainingDiverged(PipelineError, RuntimeError):
@@ -126,7 +123,8 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                          f"does not split over {d.world} processes")
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sampler = batches.TrainSampler(len(train_fs), distinct, cfg.seed)
-    state = {"step": 0, "best_val_nll": math.inf, "best_step": 0, "run_id": None, "val_nll": math.nan}
+    state = {"step": 0, "best_val_nll": math.inf, "best_score": math.inf, "best_step": 0, "run_id": None,
+             "val_nll": math.nan}
     if resume:
         state = _resume(Path(out_dir) / LAST, model, optimizer, model_kind, mcfg, cfg, d)
     else:
@@ -153,7 +151,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
             tracker.set_tag(store.SPLIT_MODE_TAG, store.features_split_mode(fdir))  # random | era: compare groups by it
         else:
             tracker.set_tag("resumed_from_step", str(state["step"]))
-        ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples), d)
+        ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases), d)
         state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out)
         if d.world > 1:
             import torch.distributed as dist
@@ -172,34 +170,6 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     return result
 
 
-def _load_inputs(fdir: Path) -> tuple[dict, features.FeatureSet, features.FeatureSet]:
-    """Vocabulary sizes and the train / val splits (ids checked against the vocabulary)."""
-    vocab_file = fdir / store.VOCAB
-    if not vocab_file.exists():
-        raise TrainError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
-    vocab = fileio.read_json(vocab_file)
-    sizes = {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}
-    splits = [features.load_split(fdir / f"{name}.parquet") for name in ("train", "val")]
-    for fs in splits:
-        fs.check_vocab(sizes["tokens"], sizes["context"])
-    return sizes, splits[0], splits[1]
-
-
-def _copy_inputs(fdir: Path, out: Path) -> None:
-    """The run's own vocab.json / manifest.json (artifacts stay right if the features change later)."""
-    out.mkdir(parents=True, exist_ok=True)
-    if (fdir / store.VOCAB).exists():
-        with fileio.atomic_path(out / store.VOCAB) as tmp:
-            shutil.copyfile(fdir / store.VOCAB, tmp)
-    if (fdir / store.MANIFEST).exists():  # strings pass the tracking redaction (DSN passwords, dates)
-        fileio.write_json(out / store.MANIFEST, redact_json(fileio.read_json(fdir / store.MANIFEST)))
-
-
-def _check_fresh(out_dir) -> None:
-    if out_dir is not None and (Path(out_dir) / LAST).exists():
-        raise TrainError(f"{Path(out_dir) / LAST} exists; resume from it or choose another output directory")
-
-
 def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: Dist) -> dict:
     ckpt = read_checkpoint(path)
     saved_model = config_dict(MortalityConfig(**ckpt["model_config"]))  # settings added since then: defaults
@@ -207,7 +177,8 @@ def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: 
         raise TrainError(f"{path}: checkpoint is a {ckpt['model_kind']} model with other settings; "
                          "resume with the same model settings")
     free = ("max_steps", "progress", "threads")  # may change on resume
-    saved = {k: v for k, v in ckpt["train_config"].items() if k not in free}
+    saved = {**TrainConfig().to_dict(), **ckpt["train_config"]}  # settings added since then: their defaults
+    saved = {k: v for k, v in saved.items() if k not in free}
     now = {k: v for k, v in cfg.to_dict().items() if k not in free}
     if saved != now:
         diff = sorted(k for k in now if saved.get(k) != now[k])
@@ -223,7 +194,8 @@ def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: 
         log.warning("%s was written by %d process(es), resuming with %d: weight draws are reseeded",
                     path, len(rngs), d.world)
         torch.manual_seed(stream_seed(cfg.seed + ckpt["step"], TRAIN_STREAM, d.rank))
-    return {k: ckpt[k] for k in ("step", "best_val_nll", "best_step", "run_id", "val_nll")}
+    state = {k: ckpt[k] for k in ("step", "best_val_nll", "best_step", "run_id", "val_nll")}
+    return {**state, "best_score": ckpt.get("best_score", ckpt["best_val_nll"])}  # older last.pt: scored by NLL
 
 
 def _gather_rng(d: Dist) -> list:
@@ -309,15 +281,26 @@ def _checkpoint(model, optimizer, val_fs, cfg: TrainConfig, d: Dist, tracker, ba
         raise TrainingDiverged(f"non-finite validation logits at step {step}")
     if not d.main:
         return state
-    tracker.log_metrics({"val_nll": val_nll}, step)
+    score = val_score(model, cfg, val_nll, len(val_fs))
+    loss = {"val_loss": score} if cfg.checkpoint_metric is CheckpointMetric.LOSS else {}
+    tracker.log_metrics({"val_nll": val_nll, **loss}, step)
     state = {**state, "val_nll": val_nll}
-    if val_nll < state["best_val_nll"]:
-        state.update(best_val_nll=val_nll, best_step=step)
+    if score < state["best_score"]:
+        state.update(best_val_nll=val_nll, best_score=score, best_step=step)
         save_checkpoint(out / BEST, {**base, "model": model.state_dict(), "step": step, "val_nll": val_nll,
                                           "refer_threshold": None})
     save_checkpoint(out / LAST, {**base, **state, "run_id": tracker.run_id, "model": model.state_dict(),
                                       "optimizer": optimizer.state_dict(), "rng": rngs})
     return state
+
+
+def val_score(model, cfg: TrainConfig, val_nll: float, n_val: int) -> float:
+    """What the best checkpoint minimises (``cfg.checkpoint_metric``): the validation NLL, or
+    records-research's validation loss NLL + (KL + the L2 inside it) / N_val."""
+    if cfg.checkpoint_metric is CheckpointMetric.NLL:
+        return val_nll
+    with torch.no_grad():
+        return val_nll + float(regularizer(model, cfg.l2, cfg.l2_in_kl, cfg.l2_biases)) / n_val
 
 
 def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state: dict, out: Path) -> TrainResult:
