@@ -35,6 +35,7 @@ class MortalityConfig:
     embedding_dim: int = 32  # token and context embedding size
     bag_mode: BagMode = BagMode.MEAN  # reduction of a bag's token embeddings: mean | sum
     time_feature: bool = True  # append sign(h)·log1p(|h|) of the bag start hour to each bag
+    bag_size_feature: bool = False  # append log1p(tokens in the bag) to each bag (a mean hides how much was charted)
     lstm_hidden: int = 64  # LSTM units (small for 2-core CPU training; paper scale: 256)
     lstm_layers: int = 1  # stacked LSTM layers
     dense_units: int = 128  # hidden dense layer width (relu6)

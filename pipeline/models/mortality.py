@@ -61,7 +61,7 @@ class MortalityNet(nn.Module):
         self.components = cfg.components if mixture else 1
         self.stochastic = self.kind in (ModelKind.BAYES_EMB, ModelKind.BAYES_FULL, ModelKind.RANK1)
         self.bayes_embeddings = self.stochastic
-        dim, lstm_in = cfg.embedding_dim, cfg.embedding_dim + int(cfg.time_feature)
+        dim, lstm_in = cfg.embedding_dim, cfg.embedding_dim + int(cfg.time_feature) + int(cfg.bag_size_feature)
         dense_in = cfg.lstm_hidden + cfg.embedding_dim
         if self.bayes_embeddings:
             ecfg = EmbeddingConfig(prior_stddev=cfg.embedding_prior_stddev, init_stddev=cfg.init_stddev,
@@ -101,9 +101,9 @@ class MortalityNet(nn.Module):
         s_run = samples if self.stochastic else 1  # deterministic weights: compute once
         s_emb = s_run if self.bayes_embeddings else 1
         lengths = mask.sum(1)  # (B,)
-        hour = torch.sign(hours) * torch.log1p(hours.abs()) * mask if self.cfg.time_feature else None  # (B, T)
+        extra = self._bag_channels(tokens, mask, hours)  # (B, T, E) or None
         encode = self._encode_blocks if self.block_inference() else self._encode
-        h, ctx = encode(tokens, lengths, hour, context, s_run, s_emb)  # (S·K·B, H), (S_e·B, D)
+        h, ctx = encode(tokens, lengths, extra, context, s_run, s_emb)  # (S·K·B, H), (S_e·B, D)
         z = torch.cat([h, expand_members(ctx, s_run, k, b)], 1)  # (S·K·B, H + D)
         z = self.dropout(F.relu6(self.dense(z, samples=s_run)))  # (S·K·B, U)
         logits = self.output(z, samples=s_run).view(s_run * k, b)  # (S·K·B, 1) -> (S·K, B)
@@ -115,19 +115,31 @@ class MortalityNet(nn.Module):
         per_member = all(m.sampling == Sampling.PER_MEMBER for m in layers if isinstance(m, BayesianLayer))
         return self.fast_inference and not torch.is_grad_enabled() and isinstance(self.lstm, LSTMRank1) and per_member
 
-    def _encode(self, tokens: Tensor, lengths: Tensor, hour: Tensor | None, context: Tensor, s_run: int,
+    def _bag_channels(self, tokens: Tensor, mask: Tensor, hours: Tensor) -> Tensor | None:
+        """Scalar channels appended to each bag's embedding (B, T, E): sign(h)·log1p(|h|) of its start
+        hour (``time_feature``) and log1p of its token count (``bag_size_feature``); 0 on padding."""
+        channels = []
+        if self.cfg.time_feature:
+            channels.append(torch.sign(hours) * torch.log1p(hours.abs()))
+        if self.cfg.bag_size_feature:
+            channels.append(torch.log1p((tokens != 0).sum(-1).to(hours.dtype)))
+        if not channels:
+            return None
+        return torch.stack(channels, 2) * mask.unsqueeze(2).to(hours.dtype)  # E x (B, T) -> (B, T, E)
+
+    def _encode(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, context: Tensor, s_run: int,
                 s_emb: int) -> tuple[Tensor, Tensor]:
         """LSTM final state (S·K·B, H) and context embedding (S_e·B, D) over tiled rows."""
         b, k = tokens.shape[0], self.components
         bags = self.bag_embedding(tile_members(tokens, s_emb), samples=s_emb)  # (S_e·B, T, D)
         ctx = self.context_embedding(tile_members(context, s_emb), samples=s_emb)  # (S_e·B, D)
-        if hour is not None:
-            bags = torch.cat([bags, tile_members(hour, s_emb).unsqueeze(2).to(bags.dtype)], 2)  # (S_e·B, T, D+1)
+        if extra is not None:
+            bags = torch.cat([bags, tile_members(extra, s_emb).to(bags.dtype)], 2)  # (S_e·B, T, D+E)
         x = expand_members(bags, s_run, k, b)  # (S·K·B, T, D')
         _, (h_n, _) = self.lstm(x, tile_members(lengths, s_run * k), samples=s_run)  # h_n (L, S·K·B, H)
         return h_n[-1], ctx
 
-    def _encode_blocks(self, tokens: Tensor, lengths: Tensor, hour: Tensor | None, context: Tensor, s_run: int,
+    def _encode_blocks(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, context: Tensor, s_run: int,
                        s_emb: int) -> tuple[Tensor, Tensor]:
         """``_encode`` for per-member draws: each sample's bags once, per-block LSTM kernels.
 
@@ -138,10 +150,10 @@ class MortalityNet(nn.Module):
         order = torch.sort(lengths, descending=True, stable=True).indices  # (B,)
         bags = self.bag_embedding.sample_bags(tokens.index_select(0, order), s_emb)  # (B, T, S_e, D), sorted rows
         ctx = self.context_embedding.sample_bags(context, s_emb)  # (B, S_e, D)
-        if hour is not None:
-            # (B, T) -> (B, T, 1, 1) -> (B, T, S_e, 1)
-            hour = hour.index_select(0, order).to(bags.dtype)[:, :, None, None].expand(*bags.shape[:3], 1)
-            bags = torch.cat([bags, hour], 3)  # (B, T, S_e, D+1)
+        if extra is not None:
+            # (B, T, E) -> (B, T, 1, E) -> (B, T, S_e, E)
+            e = extra.index_select(0, order).to(bags.dtype)[:, :, None, :].expand(*bags.shape[:3], extra.shape[2])
+            bags = torch.cat([bags, e], 3)  # (B, T, S_e, D+E)
         h = final_hidden(self.lstm, bags, lengths.index_select(0, order), s_run)  # (S·K·B, H), sorted rows
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(b, device=order.device)
