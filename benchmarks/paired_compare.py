@@ -1,11 +1,13 @@
 """Paired comparison of two model variants of a benchmark grid on the same admissions.
 
     .venv/bin/python benchmarks/paired_compare.py --bench runs/bench [--a rank1-gaussian] [--b deterministic]
-        [--modes random --modes era] [--splits val --splits test] [--samples 25] [--batch-size 128]
-        [--bootstrap 2000] [--cache DIR] [--json PATH]
+        [--bench-b OTHER] [--modes random --modes era] [--splits val --splits test] [--samples 25]
+        [--batch-size 128] [--bootstrap 2000] [--cache DIR] [--json PATH]
 
-Reads the grid's run directories (``BENCH/work/runs/train/<run id>``: best.pt, model_info.json,
-manifest.json, vocab.json) and its features (``BENCH/features-<mode>``), draws the per-admission
+Reads the grid's run directories (``BENCH/work/train/<variant>-<mode>-s<seed>``, and the older
+``BENCH/work/runs/train/<run id>``: the model file, best.pt or baseline.npz, model_info.json,
+manifest.json, vocab.json) and its features (``BENCH/features-<mode>``); B's runs come from
+``--bench-b`` when given (another grid on the same features: a setting against the default), draws the per-admission
 logits of every run (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples``
 per component, ``--batch-size`` admissions per draw block, so the NLL equals the grid's
 metrics.json) and caches them as ``.npz``. For each split mode, split and seed it prints A's and
@@ -45,7 +47,8 @@ def find_runs(work: Path) -> list[dict]:
     """Run directories of a grid's work dir: run id, model label, split mode, seed; oldest first, so
     that where a (model, mode, seed) was rerun the latest run is the one the callers' dicts keep."""
     runs = []
-    for info_file in sorted((work / "runs" / "train").glob("*/model_info.json"), key=lambda f: f.stat().st_mtime):
+    found = [*(work / "train").glob("*/model_info.json"), *(work / "runs" / "train").glob("*/model_info.json")]
+    for info_file in sorted(found, key=lambda f: f.stat().st_mtime):
         d = info_file.parent
         info = fileio.read_json(info_file)
         manifest = fileio.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
@@ -58,13 +61,14 @@ def find_runs(work: Path) -> list[dict]:
 def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int, batch_size: int,
                cache: Path | None) -> np.ndarray:
     """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, samples, batch size)."""
-    path = cache / f"{run['run_id']}-{split}-s{samples}-b{batch_size}-bylength.npz" if cache else None
+    stamp = int((run["dir"] / "model_info.json").stat().st_mtime)  # a rerun into the same directory: new logits
+    path = cache / f"{run['run_id']}-{stamp}-{split}-s{samples}-b{batch_size}-bylength.npz" if cache else None
     if path is not None and path.exists():
         return np.load(path)["logits"]
     from pipeline.evaluation.evaluate import sample_logits
-    from pipeline.runs.checkpoint import load_model
+    from pipeline.runs.formats import load_model, model_file
 
-    model, info = load_model(run["dir"] / "best.pt")
+    model, info = load_model(model_file(run["dir"]))  # best.pt or baseline.npz
     logits = sample_logits(model, fs, samples, batch_size, 0, info.get("max_bags"), info.get("max_tokens"))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,6 +148,7 @@ def main() -> None:
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
     ap.add_argument("--a", default="rank1-gaussian", help="model label A (compare.py labels)")
     ap.add_argument("--b", default="deterministic", help=f"model label B ({TRUTH!r}: the true risk)")
+    ap.add_argument("--bench-b", type=Path, default=None, help="B's grid directory, on the same features [--bench]")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [val, test]")
     ap.add_argument("--samples", type=int, default=25, help="samples per mixture component")
@@ -158,6 +163,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     cache = args.cache or args.bench / "paired-cache"
     runs = find_runs(args.bench / "work")
+    runs_b = find_runs(args.bench_b / "work") if args.bench_b else runs
+    cache_b = (args.cache or args.bench_b / "paired-cache") if args.bench_b else cache
     results = []
     print(f"A = {args.a}, B = {args.b}; diff = A - B (negative: A better); 95% paired bootstrap over admissions "
           f"({args.bootstrap} resamples); P(A<B) = share of resamples where A is better")
@@ -165,7 +172,7 @@ def main() -> None:
         for split in args.splits or ["val", "test"]:
             fdir, fs, risk, rate = _features(args.bench, mode, split)
             ra = {r["seed"]: r for r in runs if r["model"] == args.a and r["split_mode"] == mode}
-            rb = {r["seed"]: r for r in runs if r["model"] == args.b and r["split_mode"] == mode}
+            rb = {r["seed"]: r for r in runs_b if r["model"] == args.b and r["split_mode"] == mode}
             seeds = sorted(set(ra or rb) & set(rb or ra))
             if not seeds or (TRUTH in (args.a, args.b) and risk is None):
                 continue
@@ -176,7 +183,7 @@ def main() -> None:
                   f"{'ece A':>7s} {'ece B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
                   f"{'floor A':>7s} {'floor B':>7s}   {'slope A':>7s} {'slope B':>7s}")
             la = {s: _logits(args.a, ra.get(s), fs, risk, split, args, cache) for s in seeds}
-            lb = {s: _logits(args.b, rb.get(s), fs, risk, split, args, cache) for s in seeds}
+            lb = {s: _logits(args.b, rb.get(s), fs, risk, split, args, cache_b) for s in seeds}
             rows = [(str(s), paired(fs.label, [la[s]], [lb[s]], args.bootstrap)) for s in seeds]
             rows.append(("pooled", paired(fs.label, [la[s] for s in seeds], [lb[s] for s in seeds], args.bootstrap)))
             for name, r in rows:
