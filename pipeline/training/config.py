@@ -79,6 +79,8 @@ class TrainConfig:
     refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the MI threshold)
     max_bags: int | None = None  # keep only the most recent bags of an admission (None: all)
     max_tokens: int | None = None  # keep at most this many tokens per bag (None: all)
+    source_oov_rate: float = 0.0  # training only: P(all of an admission's tokens of a source -> that source's OOV token)
+    token_oov_rate: float = 0.0  # training only: P(a token -> its source's OOV token) (training.augment)
     log_every: int = 10  # log loss, NLL and KL to MLflow every this many steps
     progress: bool = True  # rich progress bar (only on a TTY, rank 0)
     threads: int | None = None  # torch intra-op threads (None: torch's default; 1 is fastest on busy small CPUs)
@@ -100,6 +102,9 @@ class TrainConfig:
             raise ConfigError("TrainConfig: lr must be > 0 and clip, l2, anneal_steps >= 0")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"TrainConfig.threads must be >= 1, got {self.threads}")
+        for name in ("source_oov_rate", "token_oov_rate"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"TrainConfig.{name} must lie in [0, 1), got {getattr(self, name)}")
         if not 0.0 <= self.refer_fraction < 1.0:
             raise ConfigError(f"TrainConfig.refer_fraction must lie in [0, 1), got {self.refer_fraction}")
 

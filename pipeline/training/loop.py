@@ -45,6 +45,7 @@ from pipeline.models.config import MortalityConfig
 from pipeline.runs import store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
 from pipeline.runs.tracking import make_tracker
+from pipeline.training.augment import OovAugment
 from pipeline.training.config import CheckpointMetric, TrainConfig
 from pipeline.training.inputs import TrainError, check_fresh as _check_fresh, copy_inputs as _copy_inputs
 from pipeline.training.inputs import load_inputs as _load_inputs
@@ -152,7 +153,9 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
         else:
             tracker.set_tag("resumed_from_step", str(state["step"]))
         ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases), d)
-        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out)
+        augment = OovAugment(fileio.read_json(fdir / store.VOCAB)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,
+                             cfg.seed)
+        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out, augment)
         if d.world > 1:
             import torch.distributed as dist
 
@@ -226,7 +229,7 @@ def train_step(objective: nn.Module, optimizer, params: list, batch: dict, kl_w:
 
 
 def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict,
-          state: dict, out: Path) -> dict:
+          state: dict, out: Path, augment: OovAugment | None = None) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
     bar, task = _progress(cfg.progress and d.main, cfg.max_steps, state["step"])
     last_good = (out / LAST, state["step"]) if state["step"] else None
@@ -234,6 +237,8 @@ def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d:
     try:
         for step in range(state["step"] + 1, cfg.max_steps + 1):
             batch = batches.collate(train_fs, sampler.indices(step - 1, d.rank, d.world), cfg.max_bags, cfg.max_tokens)
+            if augment is not None:
+                batch = augment(batch, step, d.rank)  # unseen items simulated (training.augment); off by default
             w = kl_weight(step, cfg.anneal_steps)
             stats = train_step(ddp, optimizer, params, batch, w, cfg.clip, d)
             if not torch.isfinite(stats).all():
