@@ -1,7 +1,8 @@
 # Setup is automatic: every target creates .venv from pyproject.toml when it is missing.
 SHELL   := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
-PY      ?= python3
+# pyproject's requires-python is 3.11: python3.11 when on PATH, else python3 (checked before the venv is made)
+PY      ?= $(shell command -v python3.11 2>/dev/null || echo python3)
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
@@ -9,6 +10,7 @@ OUT     ?= runs/main
 PATIENTS ?= 2000
 DENSITY ?= 1.0
 SEED    ?= 0
+LAYOUT  ?= mimic-iii
 # Synthetic data only: pseudonyms, and so the admissions' order in the features and the training
 # batches, follow the de-identification key; a fixed key makes `make main` give the same numbers
 # on every clone. Real data takes its own secret key (MIMIC_DEID_KEY or a key file), never this one.
@@ -17,26 +19,31 @@ SYNTH_KEY ?= synthetic-data-only-not-a-secret
 .PHONY: setup main test bench-extract bench-models clean
 
 $(STAMP): pyproject.toml
-	test -x $(VPY) || $(PY) -m venv $(VENV)
+	test -x $(VPY) || { $(PY) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
+	  || { echo "make: $(PY) is not Python 3.11 with venv and ensurepip (set PY=python3.11; Debian: apt install python3.11-venv)" >&2; exit 1; }; \
+	  $(PY) -m venv $(VENV); }
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -e '.[postgres,spark,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-## main: the whole job on the embedded default (DuckDB + synthetic MIMIC-III):
-## synth -> extract -> train rank-1 -> evaluate (25 samples) -> metric table
+## main: the whole job on the embedded default (DuckDB + synthetic MIMIC-III; LAYOUT=mimic-iv: the same
+## world in MIMIC-IV's layout):
+## synth -> extract -> train rank-1 -> evaluate (the model's score_samples) -> metric table
 main: export MIMIC_DEID_KEY = $(SYNTH_KEY)
 main: $(STAMP)
 	mkdir -p $(OUT)
-	$(VPY) cli.py synth --out $(OUT)/mimic --patients $(PATIENTS) --seed $(SEED) --density $(DENSITY)
+	$(VPY) cli.py synth --out $(OUT)/mimic --patients $(PATIENTS) --seed $(SEED) --density $(DENSITY) --layout $(LAYOUT)
 	$(VPY) cli.py extract --source $(OUT)/mimic --out $(OUT)/features
-	$(VPY) cli.py train --data $(OUT)/features --model rank1 --seed $(SEED) --threads 1 --no-progress | tee $(OUT)/train.log
-	$(VPY) cli.py evaluate --run "$$(sed -n 's/^run_id: //p' $(OUT)/train.log)" --split val --split test --samples 25 --threads 1
+	$(VPY) cli.py train --data $(OUT)/features --model rank1 --seed $(SEED) --threads 1 | tee $(OUT)/train.log
+	$(VPY) cli.py evaluate --run "$$(sed -n 's/^run_id: //p' $(OUT)/train.log)" --split val --split test --threads 1
 
-## test: the whole test suite (what CI runs)
+## test: the whole test suite (what CI runs); PostgreSQL comes from the pgserver wheel (dev extra).
+## PYTEST_ARGS narrows it, e.g. make test PYTEST_ARGS='tests/test_pgsource.py -x'
+PYTEST_ARGS ?=
 test: $(STAMP)
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q $(PYTEST_ARGS)
 
 ## bench-extract: extraction at 1%, 3%, 10% of MIMIC-III's patients (benchmarks/extract.py)
 bench-extract: $(STAMP)

@@ -3,7 +3,9 @@
 Each command is a thin typed wrapper over a library function in `pipeline/` that returns data;
 heavy libraries (torch, mlflow, duckdb, pandas) are imported inside the commands so that
 `python cli.py --help` answers at once. Every library error is a `pipeline.errors.PipelineError`:
-the commands let it through and `command` prints it as one line (exit code 2).
+the commands let it through and `command` prints it as one line (exit code 2); any other
+exception is a bug or an environment problem: one line too, with the traceback in a log file
+(exit code 3), never on the screen.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import functools
 import inspect
 import json
 import logging
+import os
 import sys
 import typing
 from dataclasses import MISSING, fields
@@ -21,17 +24,43 @@ from typing import Any, Callable, Optional
 
 import typer
 
+try:  # typer vendors its own click (typer._click); older typers use click itself
+    from typer import _click as click
+except ImportError:  # pragma: no cover
+    import click
+
 from pipeline.configs import field_help
+from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
+from pipeline.extraction.config import SplitMode
 from pipeline.models.config import MortalityConfig
+from pipeline.models.variants import VARIANTS
+from pipeline.baselines.config import BASELINES
+from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
+from pipeline.models.vision.config import VisionConfig
 from pipeline.training.config import TrainConfig
+from pipeline.vision.config import VisionTrainConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
                   context_settings={"max_content_width": 100})
+LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
+SAMPLES_DEFAULT = f"[default: the model's score_samples; {DEFAULT_SAMPLES} when it has none]"  # --samples help
+BATCH_HELP = "Admissions per forward pass (memory grows with it; a rank-1 model's draws depend on the batches)."
+_click_wrap = click.formatting.wrap_text  # noqa: the help formatter's wrapping, wrapped below
 
 
-def command(*args, **kwargs) -> Callable:
-    """``app.command`` whose function reports a ``PipelineError`` as one line ``error: ...`` (exit 2)."""
+def _wrap_whole_words(text: str, *args, **kwargs) -> str:
+    """click's help wrapping without breaking at hyphens (``--no-verify-counts``, ``deep-ensemble`` stay whole)."""
+    return _click_wrap(text.replace("-", "\u2011"), *args, **kwargs).replace("\u2011", "-")
+
+
+click.formatting.wrap_text = _wrap_whole_words
+
+
+def command(*args, on: typer.Typer | None = None, **kwargs) -> Callable:
+    """``app.command`` (``on``: a sub-app's) whose function reports a ``PipelineError`` as one line
+    ``error: ...`` (exit 2) and any other exception as one line pointing to a log file with its
+    traceback (exit 3)."""
 
     def register(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -40,8 +69,15 @@ def command(*args, **kwargs) -> Callable:
                 return fn(*a, **kw)
             except PipelineError as exc:
                 _fail(str(exc))
+            except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+                raise
+            except KeyboardInterrupt:
+                typer.secho("interrupted", err=True, fg=typer.colors.RED)
+                raise typer.Exit(code=130) from None
+            except Exception as exc:  # a bug or an environment problem: never a raw traceback on the screen
+                _unexpected(fn.__name__, exc)
 
-        return app.command(*args, **kwargs)(run)
+        return (on or app).command(*args, **kwargs)(run)
 
     return register
 
@@ -51,17 +87,37 @@ def _fail(message: str) -> typing.NoReturn:
     raise typer.Exit(code=2)
 
 
+def _unexpected(name: str, exc: BaseException) -> typing.NoReturn:
+    """One line naming the exception and the log file that holds its traceback; exit code 3."""
+    import tempfile
+    import traceback
+
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    try:
+        folder = Path(os.environ.get(LOG_DIR_ENV) or Path("runs") / "logs")
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix=f"{name}-error-", suffix=".log", dir=folder)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"cli.py {' '.join(sys.argv[1:2])}: unexpected {type(exc).__name__}\n")
+            traceback.print_exception(exc, file=fh)
+        where = f"the traceback is in {path}"
+    except OSError as err:
+        where = f"the traceback could not be written ({type(err).__name__}); run with PYTHONFAULTHANDLER or a debugger"
+    typer.secho(f"error: unexpected {type(exc).__name__} in `{name.replace('_', '-')}`: {first} ({where})",
+                err=True, fg=typer.colors.RED)
+    raise typer.Exit(code=3)
+
+
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    level = logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(level)  # a logger lowered for a status line (progress.LogStatus) does not print more
 
 
-class SplitChoice(str, Enum):
-    random = "random"
-    era = "era"
+class LayoutChoice(str, Enum):
+    mimic_iii = "mimic-iii"
+    mimic_iv = "mimic-iv"
 
 
 class EvalSplit(str, Enum):
@@ -77,59 +133,66 @@ NOT_OPTIONS = {"model", "token_vocab", "context_vocab", "sampling"}
 ALIASES = {"lstm_hidden": "hidden", "embedding_dim": "embed_dim", "lstm_layers": "layers", "dense_units": "dense"}
 
 
-def config_options(*classes: type) -> list[tuple[type, str, Any, Any, str]]:
-    """(config class, field, annotation, default, help) of every field offered as an option."""
+def config_options(*classes: type, exclude: tuple[str, ...] = ()) -> list[tuple[type, str, Any, Any, str]]:
+    """(config class, field, annotation, default, help) of every field offered as an option (not in
+    ``NOT_OPTIONS`` nor ``exclude``)."""
     out = []
     for cls in classes:
         hints = typing.get_type_hints(cls)
         docs = field_help(cls)
         for f in fields(cls):
-            if f.name in NOT_OPTIONS:
+            if f.name in NOT_OPTIONS or f.name in exclude:
                 continue
             default = f.default if f.default is not MISSING else None
             out.append((cls, f.name, hints[f.name], default, docs.get(f.name, "")))
     return out
 
 
-def _flags(name: str, annotation) -> list[str]:
+def _flags(name: str, annotation, aliases: dict[str, str] = ALIASES) -> list[str]:
     """``--field-name`` (``--x/--no-x`` for a boolean) and its alias."""
-    names = [ALIASES[name], name] if name in ALIASES else [name]
+    names = [aliases[name], name] if name in aliases else [name]
     dashed = [f"--{n.replace('_', '-')}" for n in names]
     if annotation is bool:
         return [f"{d}/--no-{d[2:]}" for d in dashed]
     return dashed
 
 
-def _shown(default) -> str:
+def _shown(default, name: str = "") -> str:
+    if isinstance(default, bool) and name:  # a flag: the option's own spelling
+        return name.replace("_", "-") if default else f"no-{name.replace('_', '-')}"
     return str(default.value if isinstance(default, Enum) else default)
 
 
-def with_config_options(*classes: type) -> Callable:
+def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
+                        rename: dict[tuple[type, str], str] | None = None) -> Callable:
     """Add one ``Optional`` option per config field to a command: the function receives the fields the
-    user set as ``settings`` ({field: value}); an unset option is None and keeps the config's (or the
-    preset's) default, shown in its help."""
+    user set as ``settings`` ({config class: {field: value}}); an unset option is None and keeps the
+    config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option;
+    ``rename``: {(class, field): option name} where two classes share a field name."""
+    rename = rename or {}
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn)
         base = [p for p in sig.parameters.values() if p.name != "settings"]
         extra, owner = [], {}
-        for cls, name, annotation, default, doc in config_options(*classes):
+        for cls, name, annotation, default, doc in config_options(*classes, exclude=exclude):
             inner = typing.get_args(annotation)
             typ = next((a for a in inner if a is not type(None)), annotation) if inner else annotation
             doc = doc[:1].upper() + doc[1:]
-            help_text = doc if default is None else f"{doc} [default: {_shown(default)}]".strip()
-            option = typer.Option(None, *_flags(name, typ), help=help_text, show_default=False)
-            extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+            param = rename.get((cls, name), name)
+            help_text = doc if default is None else f"{doc} [default: {_shown(default, param)}]".strip()
+            option = typer.Option(None, *_flags(param, typ), help=help_text, show_default=False)
+            extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
                                            annotation=Optional[typ]))
-            owner[name] = cls
+            owner[param] = (cls, name)
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
             settings = {n: kwargs.pop(n) for n in owner if kwargs.get(n) is not None}
             for n in owner:
                 kwargs.pop(n, None)
-            return fn(*args, settings={c: {n: v for n, v in settings.items() if owner[n] is c} for c in classes},
-                      **kwargs)
+            return fn(*args, settings={c: {owner[n][1]: v for n, v in settings.items() if owner[n][0] is c}
+                                       for c in classes}, **kwargs)
 
         run.__signature__ = sig.replace(parameters=[*base, *extra])
         run.__annotations__ = {**{p.name: p.annotation for p in base}, **{p.name: p.annotation for p in extra}}
@@ -143,42 +206,57 @@ def with_config_options(*classes: type) -> Callable:
 # ---------------------------------------------------------------------------- commands
 
 
-@command()
+@command(short_help="Generate a synthetic MIMIC-III or MIMIC-IV with a known true risk.")
 def synth(
-    out: Path = typer.Option(..., help="Directory for the synthetic MIMIC-III tables (TABLE.csv.gz)."),
-    patients: int = typer.Option(2000, min=1, help="Number of patients."),
-    seed: int = typer.Option(0, help="Random seed."),
-    density: float = typer.Option(1.0, min=0.001, help="Event density scale (1.0 = about 5,400 CHARTEVENTS rows "
-                                                       "per ICU stay)."),
+    out: Path = typer.Option(..., help="Directory for the synthetic MIMIC tables (TABLE.csv.gz)."),
+    patients: int = typer.Option(2000, min=1, max=MAX_PATIENTS, help="Number of patients."),
+    seed: int = typer.Option(0, min=0, help="Random seed."),
+    density: float = typer.Option(1.0, min=0.001, max=MAX_DENSITY, help="Event density scale (1.0 = about 5,400 "
+                                                                        "CHARTEVENTS rows per ICU stay)."),
+    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="mimic-iii: the MIMIC-III v1.4 layout; "
+                                                                     "mimic-iv: MIMIC-IV's hosp/ and icu/ modules "
+                                                                     "(the same synthetic world)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
-    """Generate a synthetic MIMIC-III (full-release layout) with a known true risk per admission."""
+    """Generate a synthetic MIMIC-III or MIMIC-IV (full-release layout) with a known true risk per admission."""
     _setup_logging(verbose)
+    from pipeline.progress import Progress
     from pipeline.synth import SynthConfig, generate
 
-    s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density))
+    with Progress("synth: patients", patients, plain=False) as bar:  # a bar on a terminal only
+        s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density), layout=layout.value,
+                     progress=bar.update)
+    title = "MIMIC-IV" if layout is LayoutChoice.mimic_iv else "MIMIC-III"
     typer.echo(
-        f"synthetic MIMIC-III written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
-        f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', 0):,} CHARTEVENTS rows"
+        f"synthetic {title} written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
+        f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', s.rows.get('chartevents', 0)):,} CHARTEVENTS rows"
     )
     typer.echo(f"  cohort admissions {s.cohort_admissions}, base rate {s.base_rate:.4f}, mean true risk "
                f"{s.mean_true_risk:.4f}")
     typer.echo(f"  true risk per admission (never read by extract): {s.paths.get('truth')}")
 
 
-@command()
+@command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.")
 def extract(
-    source: str = typer.Option(..., help="MIMIC-III CSV directory, or a postgresql:// DSN."),
+    source: str = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (MIMIC-IV: hosp/ and icu/), or a "
+                                          "postgresql:// DSN."),
     out: Path = typer.Option(..., help="Output directory for the features."),
-    schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables."),
+    schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables; when it has none, "
+                                                "MIMIC-IV's mimiciv_hosp and mimiciv_icu. For MIMIC-IV: a prefix P "
+                                                "(P_hosp, P_icu) or 'HOSP,ICU'."),
     prediction_hours: float = typer.Option(24.0, help="Prediction time, hours after ADMITTIME."),
     lookback_days: float = typer.Option(30.0, help="History used before the prediction time, in days."),
     hourly_hours: Optional[float] = typer.Option(None, help="Hours before the prediction time bagged hourly "
                                                             "(default: prediction hours); older history daily."),
     min_patients: int = typer.Option(5, help="Tokens seen in fewer training patients become out-of-vocabulary."),
     bins: int = typer.Option(5, help="Quantile bins per numeric item."),
-    split: SplitChoice = typer.Option(SplitChoice.random, help="random: 80/10/10 by patient; era: carevue "
-                                                               "train/val, metavision test."),
+    split: SplitMode = typer.Option(SplitMode.random, help="random: 80/10/10 by patient; era: MIMIC-III carevue "
+                                                           "train/val, metavision test; MIMIC-IV earlier "
+                                                           "anchor_year_groups train/val, the latest test."),
+    era_groups: Optional[list[str]] = typer.Option(None, "--era-groups", help="MIMIC-IV era split: the "
+                                                   "anchor_year_groups used, oldest first, e.g. '2014 - 2016' "
+                                                   "(repeatable); the last is the test split [default: all "
+                                                   "present]."),
     split_seed: int = typer.Option(0, help="Seed of the patient split."),
     memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
     verify_counts: bool = typer.Option(False, help="Also count every event table with a second scan and stop if "
@@ -188,44 +266,50 @@ def extract(
 ) -> None:
     """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
     _setup_logging(verbose)
-    from pipeline.extraction import ExtractConfig, SplitMode, extract as run_extract
+    from pipeline.extraction import ExtractConfig, extract as run_extract
+    from pipeline.progress import LogStatus
 
     cfg = ExtractConfig(prediction_hours=prediction_hours, lookback_days=lookback_days, hourly_hours=hourly_hours,
-                        min_patients=min_patients, n_bins=bins, split=SplitMode(split.value), split_seed=split_seed,
-                        memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers)
-    result = run_extract(source, out, cfg, schema=schema)
+                        min_patients=min_patients, n_bins=bins, split=split, split_seed=split_seed,
+                        memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers,
+                        era_groups=tuple(era_groups) if era_groups else None)
+    with LogStatus("extract", "pipeline.extraction"):  # on a terminal: the stage that just finished
+        result = run_extract(source, out, cfg, schema=schema)
     m = result.manifest
-    typer.echo(f"features written to {result.out_dir} (link file: {result.link_file})")
+    typer.echo(f"features written to {result.out_dir} (link file: {result.link_file}); release {m['release']}")
     for name, s in m["splits"].items():
         typer.echo(f"  {name:6s} admissions={s['admissions']:6d} positives={s['positives']:5d} "
                    f"label_rate={s['label_rate']}")
     typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))
 
 
-@command("load-postgres")
+@command("load-postgres", short_help="Load MIMIC-III CSV files into PostgreSQL.")
 def load_postgres(
-    source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz)."),
+    source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz), or MIMIC-IV's "
+                                           "(hosp/, icu/)."),
     dsn: str = typer.Option(..., envvar="MIMIC_PG_DSN", help="PostgreSQL DSN (password better in PGPASSWORD or "
                                                              "~/.pgpass)."),
-    schema: str = typer.Option("mimiciii", help="Target schema (mimic-code layout)."),
+    schema: Optional[str] = typer.Option(None, help="Target schema (mimic-code layout) [default: mimiciii; for "
+                                                    "MIMIC-IV the prefix of P_hosp and P_icu, mimiciv]."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each table's load."),
 ) -> None:
-    """Load a MIMIC-III CSV directory into PostgreSQL with mimic-code's table definitions."""
+    """Load a MIMIC-III or MIMIC-IV CSV directory into PostgreSQL with mimic-code's table definitions."""
     _setup_logging(verbose)
-    from pipeline.sources.pgload import load_mimic_csv
+    from pipeline.sources.pgload import load_mimic_csv, source_release, target_schema
 
+    release = source_release(source)
     for table, n in load_mimic_csv(dsn, source, schema=schema).items():
-        typer.echo(f"{schema}.{table}: {n} rows")
+        typer.echo(f"{target_schema(table, release, schema)}.{table}: {n} rows")
 
 
-@command()
+@command(short_help="Train a model, log it to MLflow, print its run id.")
 @with_config_options(TrainConfig, MortalityConfig)
 def train(
     data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
-    model: str = typer.Option("rank1", help="A model kind (deterministic, bayes-emb, bayes-full, batchensemble, "
-                                            "rank1, deep-ensemble), a variant name of `compare` (rank1-gaussian, "
-                                            "rank1-cauchy, ...) or a classical baseline (logreg, gbm: settings "
-                                            "chosen on validation; takes --seed, --threads, --refer-fraction)."),
+    model: str = typer.Option("rank1", help="A model kind or a variant name as `compare` prints it: "
+                                            + ", ".join(dict.fromkeys(["rank1", *VARIANTS])) + "; or a classical "
+                                            "baseline: " + ", ".join(BASELINES) + " (settings chosen on validation; "
+                                            "takes --seed, --threads, --refer-fraction)."),
     out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without "
                                                   "tracking runs/train/<model>-s<seed>)."),
     preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps) | "
@@ -292,19 +376,19 @@ def _train_baseline(data: Path, model: str, out: Optional[Path], preset: str, re
     typer.echo(f"run_id: {r.run_id}" if r.run_id else "run_id: none (tracking off)")
 
 
-@command()
+@command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
 def evaluate(
     run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
     split: list[EvalSplit] = typer.Option([EvalSplit.test], help="Split(s) to evaluate: val | test (repeatable)."),
     samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo samples per mixture component (S·K draws "
-                                                            "in all) [default: the model's score_samples, 25]."),
+                                                            f"in all) {SAMPLES_DEFAULT}."),
     data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the run was trained on)."),
     truth: Optional[Path] = typer.Option(None, help="True risk CSV (HADM_ID, TRUE_RISK) (default: "
                                                     "SOURCE/_truth/truth.csv.gz when present)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Metrics JSON (one split only) (default: "
                                                                   "OUT/<split>/metrics.json)."),
     out: Optional[Path] = typer.Option(None, help="Directory for JSON and plots (default: runs/eval/<run id>)."),
-    batch_size: int = typer.Option(128, min=1, help="Admissions per forward pass (memory grows with it)."),
+    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help=BATCH_HELP),
     bootstrap: int = typer.Option(1000, min=0, help="Bootstrap resamples for the 95% intervals."),
     seed: int = typer.Option(0, help="Seed of the weight draws and the bootstrap."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
@@ -324,6 +408,7 @@ def evaluate(
                               out_dir=(out / s.value) if out else None)
         typer.echo(format_table(result.report))
         typer.echo(f"metrics: {result.json_path}")
+        typer.echo("plots: " + ", ".join(str(p) for p in result.artifacts))
 
 
 def _spread(values: list, extras: list[str], accept) -> list:
@@ -339,32 +424,104 @@ def _int_or_none(word: str):
 _EXTRA = {"allow_extra_args": True}
 
 
-@command(context_settings=_EXTRA)
+@command(short_help="Subnetwork Laplace on a trained deterministic run.")
+def laplace(
+    run: str = typer.Option(..., help="The trained MAP run (run id, runs:/<id>/model or another model URI) of a "
+                                      "deterministic model; a vision run (or its model.pt) is fitted on its "
+                                      "images."),
+    subnet_size: Optional[int] = typer.Option(None, "--subnet-size", min=1, help="S, the weights with a "
+                                              "full-covariance posterior [default: 1000; last-layer: the output "
+                                              "layer's size; ignored by --hessian diag]."),
+    selection: str = typer.Option("wasserstein", help="wasserstein (largest diagonal-Laplace variance) | random | "
+                                                      "magnitude | last-layer (the output layer)."),
+    prior_precision: str = typer.Option("auto", help="auto (chosen on the validation log-likelihood over a grid) "
+                                                     "or a value for the full network (λ_S = λ·S/D)."),
+    hessian: str = typer.Option("full", help="full (subnetwork, full covariance) | diag (diagonal Laplace over "
+                                             "every weight, no subnetwork)."),
+    samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo draws of the linearized model per "
+                                                            "admission (the run's score_samples); default: the "
+                                                            "probit approximation, one draw."),
+    data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the MAP run was "
+                                                   "trained on); for a vision run its CIFAR directory."),
+    max_train: Optional[int] = typer.Option(None, min=1, help="GGN from at most this many training admissions "
+                                                              "(a seeded subsample, scaled) [default: all]."),
+    seed: int = typer.Option(0, help="Seed of the random selection, the subsample and the validation draws."),
+    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
+    out: Optional[Path] = typer.Option(None, help="Directory of the run's files (default runs/laplace/<run id>)."),
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: laplace]."),
+    tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+) -> None:
+    """Subnetwork linearized Laplace on a trained deterministic run, logged as a new run (Daxberger et al. 2021)."""
+    _setup_logging(verbose)
+    import torch
+
+    from pipeline.laplace.config import HessianKind, LaplaceConfig, default_subnet_size
+    from pipeline.laplace.errors import LaplaceError
+    from pipeline.laplace.run import fit_laplace_run
+
+    if threads:
+        torch.set_num_threads(threads)
+    if prior_precision == "auto":
+        lam = None
+    else:
+        try:
+            lam = float(prior_precision)
+        except ValueError:
+            raise LaplaceError(f"prior precision must be 'auto' or a number, got {prior_precision!r}") from None
+    size = None if hessian == HessianKind.DIAG.value else (
+        default_subnet_size(selection) if subnet_size is None else subnet_size)
+    cfg = LaplaceConfig(selection=selection, subnet_size=size, hessian=hessian, prior_precision=lam,
+                        max_train=max_train, seed=seed)
+    result = fit_laplace_run(run, cfg, data=data, samples=samples, out_dir=out, tracking=tracking,
+                             experiment=experiment)
+    r = result.report
+    refer = "" if result.refer_threshold != result.refer_threshold else (  # NaN: a vision run refers nobody
+        f"refer_threshold={result.refer_threshold:.6g}, ")
+    typer.echo(f"{result.label}: S={r.subnet_size} of D={r.n_params} weights, prior precision {r.prior_precision:.4g} "
+               f"({r.prior_source}), validation NLL {result.val_metrics['nll']:.4f} (MAP {r.val_nll_map:.4f}), "
+               f"{refer}files in {result.out_dir}")
+    typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
+
+
+@command(context_settings=_EXTRA, options_metavar="[OPTIONS] [RUN_ID]...",
+         short_help="Compare evaluated runs: mean ± sd over seeds.")
 def compare(
     ctx: typer.Context,
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
-                                                        "(default: mimic-mortality)."),
+                                                        "(default: mimic-mortality, and vision when present)."),
     runs: Optional[list[str]] = typer.Option(None, "--runs", help="Run ids to compare (repeatable; instead of "
                                                                   "--experiment); bare run ids after the options "
                                                                   "count too."),
     out: Path = typer.Option(Path("runs/compare"), help="Directory for compare.md and compare.csv."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log which runs are read."),
 ) -> None:
-    """Models x (val, test) x (NLL, AUC-PR, ECE): mean ± sd over seeds, with the true-risk reference."""
+    """Models x (val, test) x (NLL, AUC-PR, ECE): mean ± sd over seeds, with the true-risk reference.
+
+    RUN_ID...: run ids to compare (as --runs); none: every evaluated run of the experiment. Runs
+    trained on different feature sets are compared within their own feature set (one table section
+    and one true-risk row each). Vision runs get their own section per dataset: methods x (clean,
+    severities 1..5) x (NLL, accuracy, ECE) (vision.md, vision.csv, vision_<dataset>.png); without
+    --experiment and run ids, the mimic-mortality and vision experiments.
+    """
     _setup_logging(verbose)
-    from pipeline.evaluation.compare import compare as run_compare, to_markdown
+    from pipeline.evaluation.compare import to_markdown
+    from pipeline.evaluation.compare_vision import compare_all, vision_markdown
     from pipeline.runs.store import RUN_ID
 
     bad = [w for w in ctx.args if not RUN_ID.match(w)]
     if bad:
         _fail(f"unexpected argument(s) {bad}; run ids are 32 hex digits")
     runs = _spread(runs, ctx.args, lambda w: w)
-    summary, files = run_compare(experiment, runs or None, out)
-    typer.echo(to_markdown(summary))
-    typer.echo("tables: " + ", ".join(str(f) for f in files))
+    result = compare_all(experiment, runs or None, out)
+    if result.mortality:
+        typer.echo(to_markdown(result.mortality))
+    if result.vision:
+        typer.echo(vision_markdown(result.vision))
+    typer.echo("tables: " + ", ".join(str(f) for f in result.files))
 
 
-@command()
+@command(short_help="Score a census: risk, interval, refer flag, report.")
 def score(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
     out: Path = typer.Option(..., help="Scores Parquet file (one row per admission)."),
@@ -374,18 +531,25 @@ def score(
     cohort: Optional[Path] = typer.Option(None, help="With --source: HADM_IDs (one per line) or a SQL condition on "
                                                      "the cohort columns."),
     schema: str = typer.Option("mimiciii", help="PostgreSQL schema of --source."),
-    samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo samples per mixture component [default: "
-                                                            "the model's score_samples, 25]."),
-    batch_size: int = typer.Option(128, min=1, help="Admissions per forward pass (memory grows with it)."),
+    samples: Optional[int] = typer.Option(None, min=1,
+                                          help=f"Monte Carlo samples per mixture component {SAMPLES_DEFAULT}."),
+    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help=BATCH_HELP),
     chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory; batches are formed "
                                                      "by length within a chunk, so a rank-1 model's Monte Carlo "
                                                      "draws per admission depend on it)."),
     seed: int = typer.Option(0, help="Seed of the weight draws."),
     threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
+    cross_release: bool = typer.Option(False, "--cross-release", help="Score features (or a source) of another MIMIC "
+                                                                      "release than the model's; the share of "
+                                                                      "out-of-vocabulary tokens is reported."),
     as_of: Optional[str] = typer.Option(None, help="With --source: when its data ends, 'YYYY-MM-DD HH:MM[:SS]' on "
                                                    "its clock (default: the newest ADMITTIME/DISCHTIME). Open "
                                                    "admissions whose prediction time is later are flagged "
                                                    "before_prediction_time."),
+    report: Optional[Path] = typer.Option(None, help="Also write a self-contained HTML cohort report (keyed by "
+                                                     "pseudonym) to this file."),
+    link: bool = typer.Option(True, "--link/--no-link", help="Write the data owner's _private/ files beside --out: "
+                                                             "link.csv, unscored.csv and the report by HADM_ID."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
@@ -393,12 +557,22 @@ def score(
     from pipeline.serving.score import ScoreConfig, score as run_score
 
     cfg = ScoreConfig(samples=samples, batch_size=batch_size, chunk_rows=chunk_rows, seed=seed, threads=threads)
-    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of)
+    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of,
+                  report=report, link=link, cross_release=cross_release)
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
                f"{s.no_events} without events, {s.samples}x{s.components} draws"
                + (f", {s.before_prediction_time} before their prediction time (partial window)"
-                  if s.before_prediction_time else "")
-               + (f"; {s.not_scored} cohort HADM_IDs not scored (see the log)" if s.not_scored else ""))
+                  if s.before_prediction_time else ""))
+    if s.not_scored_by is not None:
+        typer.echo(f"  not scored: {s.not_scored}" + (" (" + ", ".join(f"{k} {v}" for k, v in s.not_scored_by.items())
+                                                      + ")" if s.not_scored else ""))
+    if cross_release and s.oov_share is not None:
+        typer.echo(f"  across MIMIC releases: {s.oov_share:.1%} of the bag tokens are out of the model's vocabulary")
+    for what, path in (("report", s.report), ("link file (data owner only)", s.link_file),
+                       ("unscored admissions (data owner only)", s.unscored_file),
+                       ("report by HADM_ID (data owner only)", s.private_report)):
+        if path is not None:
+            typer.echo(f"  {what}: {path}")
 
 
 def _settings(pairs: list[str]) -> tuple[dict, dict]:
@@ -420,7 +594,34 @@ def _settings(pairs: list[str]) -> tuple[dict, dict]:
     return out
 
 
-@command("benchmark-models", context_settings=_EXTRA)
+@command(short_help="Serve a model over HTTP on 127.0.0.1.")
+def serve(
+    model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
+    port: int = typer.Option(5000, min=1, max=65535, help="TCP port on 127.0.0.1."),
+    workers: int = typer.Option(1, min=1, help="Server processes, each with its own copy of the model."),
+    threads: int = typer.Option(1, min=1, help="Torch intra-op threads per request (concurrent requests share "
+                                               "the cores)."),
+    max_rows: int = typer.Option(2048, min=1, help="Admissions per request; more is refused (HTTP 413)."),
+    max_body_mb: float = typer.Option(16.0, min=0.001, help="Request body limit in MB; larger is refused "
+                                                            "(HTTP 413)."),
+    timeout: int = typer.Option(60, min=1, help="Seconds a request may take (HTTP 504 beyond)."),
+    direct: bool = typer.Option(True, "--direct/--via-mlflow", help="JSON requests go from the checked table to "
+                                                                    "the model (--via-mlflow: through MLflow's "
+                                                                    "parsing again)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log MLflow's and uvicorn's debug lines."),
+) -> None:
+    """Serve a model with MLflow's scoring server on 127.0.0.1 (POST /invocations)."""
+    _setup_logging(verbose)
+    from pipeline.serving.server import HOST, ServeConfig, serve as run_serve
+
+    cfg = ServeConfig(model=model, port=port, workers=workers, threads=threads, max_rows=max_rows,
+                      max_body_mb=max_body_mb, timeout_s=timeout, direct=direct)
+    typer.echo(f"serving {model} on http://{HOST}:{port}/invocations (Ctrl-C stops)", err=True)
+    run_serve(cfg, log_level="debug" if verbose else "info")
+
+
+@command("benchmark-models", context_settings=_EXTRA,
+         short_help="Train and evaluate every variant, then compare.")
 def benchmark_models(
     ctx: typer.Context,
     synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC-III directory (generated when missing)."),
@@ -434,10 +635,11 @@ def benchmark_models(
     max_steps: int = typer.Option(1000, min=1, help="Training steps per run (about 1 minute per run with --jobs 2 "
                                                     "on 2 cores)."),
     eval_every: int = typer.Option(250, min=1, help="Periodic validation interval."),
-    samples: Optional[int] = typer.Option(None, min=1, help="Evaluation samples per component [default: the "
-                                                            "model's score_samples, 25]."),
+    samples: Optional[int] = typer.Option(None, min=1, help=f"Evaluation samples per component {SAMPLES_DEFAULT}."),
     jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
+    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="Layout of a generated source (mimic-iv: the "
+                                                                     "era split is by anchor_year_group)."),
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
                                                                "(ensembles: distinct admissions = rows / K) "
@@ -445,9 +647,9 @@ def benchmark_models(
     preset: str = typer.Option("default", help="Training preset of the LSTM variants (default | paper | "
                                                "records-research); --max-steps, --eval-every and --set win."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="A training or model setting for every LSTM "
-                                                                 "variant, FIELD=VALUE (repeatable; the fields of "
-                                                                 "`train`'s options: lstm_hidden=128, "
-                                                                 "anneal_steps=500, ...)."),
+                                                                 "variant, FIELD=VALUE (repeatable; any field of "
+                                                                 "`train`'s options, e.g. lstm_hidden=128 or "
+                                                                 "anneal_steps=500)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each job."),
 ) -> None:
     """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
@@ -467,7 +669,7 @@ def benchmark_models(
     train_set, model_set = _settings(set_ or [])
     cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or MODELS), split_modes=tuple(splits),
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment, preset=preset,
+                     patients=patients, experiment=experiment, layout=layout.value, preset=preset,
                      train_overrides={**train_set, **({"batch_size": batch_size} if batch_size else {})},
                      model_overrides=model_set)
     result = run_grid(synth_dir, out, cfg)
@@ -475,6 +677,97 @@ def benchmark_models(
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_s.items())
     typer.echo(f"{len(result.run_ids)} runs in {result.wall_s:.0f} s ({stages}); tables: "
                + ", ".join(str(t) for t in result.tables))
+
+
+# ---------------------------------------------------------------------------- image benchmarks
+
+vision_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                         help="Image benchmarks (issue 14): rank-1 WRN / ResNet-50 on digits, CIFAR-10/100 and "
+                              "corruptions, tracked in MLflow.", context_settings={"max_content_width": 100})
+app.add_typer(vision_app, name="vision", short_help="Image benchmarks: train and evaluate WRN / ResNet-50.")
+# VisionTrainConfig fields set by the code (the dataset's classes and channels) or not expressible as one option
+VISION_NOT_OPTIONS = ("num_classes", "in_channels", "lr_decay_epochs")
+
+
+class CorruptionChoice(str, Enum):
+    gaussian_noise = "gaussian_noise"
+    shot_noise = "shot_noise"
+    defocus_blur = "defocus_blur"
+    contrast = "contrast"
+    rotation = "rotation"
+
+
+@command("train", on=vision_app, short_help="Train an image model, log it to MLflow, print its run id.")
+@with_config_options(VisionTrainConfig, VisionConfig, exclude=VISION_NOT_OPTIONS,
+                     rename={(VisionConfig, "clip"): "factor_clip"})
+def vision_train(
+    out: Optional[Path] = typer.Option(None, help="Directory of model.pt and model_info.json (default "
+                                                  "runs/vision/<run id>)."),
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: vision]."),
+    run_name: Optional[str] = typer.Option(None, help="MLflow run name [default: <method>-<dataset>-s<seed>]."),
+    tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow "
+                                                                         "(MLFLOW_TRACKING_URI, default "
+                                                                         "sqlite:///mlflow.db)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    settings: dict | None = None,
+) -> None:
+    """Train an image model (WRN or ResNet-50; deterministic, BatchEnsemble, rank-1 or deep ensemble) with the
+    published recipe, log it to MLflow and print its run id. Defaults are the published CIFAR settings
+    (WRN-28-10, 250 epochs); docs/vision.md shows the small digits settings."""
+    _setup_logging(verbose)
+    from pipeline.vision.run import train_run
+
+    cfg = VisionTrainConfig(**settings[VisionTrainConfig], model=settings[VisionConfig])
+    r = train_run(cfg, out_dir=out, tracking=tracking, experiment=experiment, run_name=run_name)
+    res, val = r.result, r.result.val_metrics
+    typer.echo(f"{r.label} on {cfg.dataset.value}: steps={res.steps} ({res.seconds:.0f} s) val_nll={val['nll']:.4f} "
+               f"val_accuracy={val['accuracy']:.4f} val_ece={val['ece']:.4f} checkpoint={res.checkpoint}")
+    typer.echo(f"run_id: {r.run_id}" if r.run_id else "run_id: none (tracking off)")
+
+
+@command("evaluate", on=vision_app, short_help="Evaluate a vision run on clean and corrupted test images.")
+def vision_evaluate(
+    run: str = typer.Option(..., help="Vision run id (or runs:/<id>), a Laplace run of one, or a model.pt file."),
+    corruptions: bool = typer.Option(False, "--corruptions/--clean-only", help="Also score every corruption "
+                                                                               "at every severity."),
+    corruption: Optional[list[CorruptionChoice]] = typer.Option(None, "--corruption", help="Only this corruption "
+                                                                "(repeatable; implies --corruptions)."),
+    severity: Optional[list[int]] = typer.Option(None, "--severity", min=1, max=5, help="Only this severity "
+                                                 "(repeatable) [default: 1..5]."),
+    cifar_c: Optional[Path] = typer.Option(None, "--cifar-c", help="CIFAR-10-C directory: corrupted test images "
+                                                                   "from its <corruption>.npy files (every file, "
+                                                                   "or those of --corruption) instead of generated."),
+    samples: Optional[int] = typer.Option(None, min=1, help="Samples per component (S·K draws) [default: the run's "
+                                                            "eval-samples]."),
+    data_dir: Optional[Path] = typer.Option(None, help="CIFAR directory (default: the one the run was trained on)."),
+    batch_size: int = typer.Option(32, min=1, help="Images per forward pass (x S·K rows)."),
+    seed: int = typer.Option(0, help="Seed of the weight draws."),
+    corruption_seed: int = typer.Option(0, help="Seed of the generated corruptions' noise."),
+    device: Optional[str] = typer.Option(None, help="Torch device: cpu, cuda, cuda:N [default: cuda when "
+                                                    "available, else cpu]."),
+    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
+    out: Optional[Path] = typer.Option(None, help="Directory for metrics.json and severity.png (default "
+                                                  "runs/eval/<run id>/test)."),
+    log_run: bool = typer.Option(True, "--log/--no-log", help="Log metrics and plots to the MLflow run."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+) -> None:
+    """Evaluate a vision run: NLL of the mixture over S·K draws, accuracy, top-label ECE, diversity and MI on
+    the clean test split and (with --corruptions) five corruptions x five severities, with a PNG of each
+    metric against the severity."""
+    _setup_logging(verbose)
+    from pipeline.vision.config import VisionEvalConfig
+    from pipeline.vision.corruptions import CORRUPTIONS
+    from pipeline.vision.run import evaluate_run, format_report
+
+    names = tuple(dict.fromkeys(c.value for c in corruption or ()))
+    if not names and (corruptions or severity) and cifar_c is None:
+        names = CORRUPTIONS
+    cfg = VisionEvalConfig(samples=samples, corruptions=names, severities=tuple(severity or (1, 2, 3, 4, 5)),
+                           cifar_c=str(cifar_c) if cifar_c else None, batch_size=batch_size, seed=seed,
+                           corruption_seed=corruption_seed, threads=threads, device=device, log_to_run=log_run)
+    result = evaluate_run(run, cfg, data_dir=data_dir, out_dir=out)
+    typer.echo(format_report(result.report))
+    typer.echo(f"metrics: {result.json_path}" + (f"\nplot: {result.plot}" if result.plot else ""))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """How much of a benchmark's NLL gap to the true risk does averaging over trained runs remove?
 
     .venv/bin/python benchmarks/averaging_ceiling.py --bench runs/bench [--modes random --modes era]
-        [--splits test] [--samples 25] [--batch-size 128] [--threads 1] [--cache DIR]
+        [--splits test] [--samples S] [--batch-size 128] [--threads 1] [--cache DIR]
 
 A Bayesian posterior (rank-1 mixture, deep ensemble) improves on a point estimate by averaging
 predictions over plausible weights. Averaging whole trained runs (independent initialisations,
@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paired_compare import _features, find_runs, run_logits
 
 from pipeline import metrics
+from pipeline.contracts import DEFAULT_BATCH
 
 
 def pooled_nll(labels, probs: list[np.ndarray]) -> float:
@@ -44,8 +45,8 @@ def main() -> None:
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [test]")
-    ap.add_argument("--samples", type=int, default=25, help="samples per mixture component")
-    ap.add_argument("--batch-size", type=int, default=128, help="admissions per draw block (grid: 128)")
+    ap.add_argument("--samples", type=int, default=None, help="samples per mixture component [the model's score_samples]")
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per draw block (the grid's)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")
     args = ap.parse_args()
@@ -53,7 +54,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     cache = args.cache or args.bench / "paired-cache"
-    runs = find_runs(args.bench / "work")
+    runs = find_runs(args.bench)
     for mode in args.modes or ["random", "era"]:
         for split in args.splits or ["test"]:
             _, fs, risk, _ = _features(args.bench, mode, split)

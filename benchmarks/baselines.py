@@ -1,7 +1,7 @@
 """Training and scoring time of the classical baselines against the LSTMs, and the featurizer's time.
 
     .venv/bin/python benchmarks/baselines.py --features runs/data/bench2k/features-random
-        [--lstm-steps 4000] [--samples 25] [--target 58976] [--scale-features runs/data/bench8k/features-random]
+        [--lstm-steps 4000] [--samples S] [--target 58976] [--scale-features runs/data/bench8k/features-random]
         [--replicate] [--json benchmarks/results/baselines.json]
 
 On one features directory (the default synthetic benchmark), in this one process with one
@@ -9,7 +9,7 @@ thread, timed back to back: training of ``logreg`` and ``gbm`` (featurizing trai
 fitting every setting of their validation search, as ``train --model`` does, without MLflow) and
 of the default ``rank1`` and ``deterministic`` LSTMs for ``--lstm-steps`` steps (periodic
 validation included, no tracking); then scoring the test split with each (baselines: one draw;
-LSTMs: ``--samples`` per component). Ratios are against the rank-1 LSTM's time.
+LSTMs: ``--samples`` per component, the model's score_samples by default). Ratios are against the rank-1 LSTM's time.
 
 The featurizer: its time per admission on this benchmark and on ``--scale-features`` (all three
 splits of each), extrapolated linearly to ``--target`` admissions (MIMIC-III's cohort, 58,976:
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipeline import features, fileio  # noqa: E402
 from pipeline.baselines.config import BaselineConfig, BaselineKind  # noqa: E402
 from pipeline.baselines.featurize import Featurizer  # noqa: E402
+from pipeline.contracts import DEFAULT_BATCH  # noqa: E402
 from pipeline.training.baselines import prediction_hours, train_baseline  # noqa: E402
 
 
@@ -85,7 +86,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--features", type=Path, required=True, help="features directory (the default benchmark)")
     ap.add_argument("--lstm-steps", type=int, default=4000, help="training steps of the LSTMs (the default: 4000)")
-    ap.add_argument("--samples", type=int, default=25, help="scoring samples per component of the LSTMs")
+    ap.add_argument("--samples", type=int, default=None,
+                    help="scoring samples per component of the LSTMs [the model's score_samples]")
     ap.add_argument("--target", type=int, default=58976, help="admissions to extrapolate the featurizer to")
     ap.add_argument("--scale-features", type=Path, default=None, help="a larger benchmark's features directory")
     ap.add_argument("--replicate", action="store_true", help="also featurize --target replicated admissions")
@@ -117,19 +119,20 @@ def main() -> None:
             t = time.perf_counter()
             r = train(args.features, kind, cfg, out_dir=Path(tmp) / kind, tracking=False)
             out["train_seconds"][kind] = time.perf_counter() - t
-            models[kind] = load_model(r.best_checkpoint)[0]
+            models[kind], info = load_model(r.best_checkpoint)
+            out["samples"] = predict.score_samples(args.samples, info)
             print(f"train {kind}: {out['train_seconds'][kind]:.1f} s", flush=True)
     for name, model in models.items():
-        samples = 1 if name in {k.value for k in BaselineKind} else args.samples
+        samples = 1 if name in {k.value for k in BaselineKind} else out["samples"]
         best = np.inf
         for _ in range(3):
             t = time.perf_counter()
-            predict.score_features(model, test, samples, 1e-9, 128)
+            predict.score_features(model, test, samples, 1e-9, DEFAULT_BATCH)
             best = min(best, time.perf_counter() - t)
         out["score_seconds"][name] = best
     ref_t, ref_s = out["train_seconds"]["rank1"], out["score_seconds"]["rank1"]
     print(f"\n{'model':14s} {'train s':>9s} {'x rank1':>8s} {'score s':>9s} {'x rank1':>8s}  (test: {len(test)} "
-          f"admissions; LSTMs {args.lstm_steps} steps, {args.samples} samples/component; baselines 1 draw)")
+          f"admissions; LSTMs {args.lstm_steps} steps, {out['samples']} samples/component; baselines 1 draw)")
     for name in out["train_seconds"]:
         tr, sc = out["train_seconds"][name], out["score_seconds"][name]
         print(f"{name:14s} {tr:9.2f} {tr / ref_t:8.3f} {sc:9.3f} {sc / ref_s:8.4f}")

@@ -1,6 +1,6 @@
-"""Evaluation throughput: 25 samples x K draws of a rank-1 model against one deterministic pass.
+"""Evaluation throughput: DEFAULT_SAMPLES samples x K draws of a rank-1 model against one deterministic pass.
 
-    .venv/bin/python benchmarks/evaluate.py [--n 512] [--samples 25] [--threads 2] [--blocks 3]
+    .venv/bin/python benchmarks/evaluate.py [--n 512] [--samples S] [--threads 2] [--blocks 3]
                                             [--batch-size 128] [--bootstrap 1000]
 
 Random features shaped like the default synthetic benchmark (``train_throughput.random_features``),
@@ -31,15 +31,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import random_features
 
 from pipeline import features, fileio
+from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=512, help="admissions evaluated per block")
-    ap.add_argument("--samples", type=int, default=25, help="samples per mixture component (rank-1)")
+    ap.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="samples per mixture component (rank-1)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--blocks", type=int, default=3, help="alternating timed blocks per model")
-    ap.add_argument("--batch-size", type=int, default=128, help="admissions per forward pass")
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per forward pass")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples in the metrics")
     args = ap.parse_args()
     import torch

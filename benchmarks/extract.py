@@ -13,6 +13,8 @@
    row-by-row event pass into per-subject files, then pandas per subject), which must agree
    on the events used; and the floor (one DuckDB scan that parses and aggregates
    CHARTEVENTS) at the largest scale.
+4. Writes benchmarks/results/extract.json (``--json`` elsewhere) and, for the default path, the
+   docs section that shows it (``benchmarks/report.py``: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ FULL_EVENT_ROWS = {
     "datetimeevents": 4_485_937,
 }
 PY = sys.executable
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import report  # noqa: E402  (benchmarks/report.py)
 
 
 def run_child(args: list[str], env: dict | None = None) -> tuple[float, float, str]:
@@ -87,6 +92,7 @@ def main() -> None:
     ap.add_argument("--no-pandas", action="store_true")
     args = ap.parse_args()
 
+    measured = report.provenance()  # the checkout as the run starts
     env = dict(os.environ, MIMIC_DEID_KEY=os.environ.get("MIMIC_DEID_KEY", "benchmark-key"))
     rows = []
     for frac in sorted(args.scales):
@@ -114,7 +120,7 @@ def main() -> None:
     big = rows[-1]
     full_wall = big["wall_s"] * (full_rows / big["event_rows"]) ** max(slope, 1.0)
 
-    result = {"scales": rows, "growth_exponent": slope, "full_event_rows": full_rows,
+    result = {**measured, "scales": rows, "growth_exponent": slope, "full_event_rows": full_rows,
               "full_scale_extrapolated_s": full_wall, "command": "benchmarks/extract.py " + " ".join(sys.argv[1:])}
 
     if not args.no_pandas:
@@ -151,9 +157,7 @@ def main() -> None:
           f"extract runs at {result['extract_vs_floor']:.2f}x the floor's rows/s")
     print(f"growth exponent (time vs rows): {slope:.2f}; full MIMIC-III ({full_rows:,d} event rows) "
           f"extrapolates to {full_wall / 60:.1f} min; peak RSS at the largest scale {big['peak_rss_mb']:.0f} MB")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    report.write_results("extract", result, args.json)  # and the docs section that shows it (docs/performance.md)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,19 @@
 """Paired comparison of two model variants of a benchmark grid on the same admissions.
 
     .venv/bin/python benchmarks/paired_compare.py --bench runs/bench [--a rank1-gaussian] [--b deterministic]
-        [--bench-b OTHER] [--modes random --modes era] [--splits val --splits test] [--samples 25]
-        [--batch-size 128] [--bootstrap 2000] [--cache DIR] [--json PATH]
+        [--bench-b OTHER] [--modes random --modes era] [--splits val --splits test] [--samples S]
+        [--batch-size 128] [--bootstrap 2000] [--cache DIR] [--runs-dir runs/laplace] [--json PATH]
 
-Reads the grid's run directories (``BENCH/work/train/<variant>-<mode>-s<seed>``, and the older
-``BENCH/work/runs/train/<run id>``: the model file, best.pt or baseline.npz, model_info.json,
-manifest.json, vocab.json) and its features (``BENCH/features-<mode>``); B's runs come from
-``--bench-b`` when given (another grid on the same features: a setting against the default), draws the per-admission
-logits of every run (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples``
-per component, ``--batch-size`` admissions per draw block, so the NLL equals the grid's
-metrics.json) and caches them as ``.npz``. For each split mode, split and seed it prints A's and
+Reads the grid's runs (``find_runs``: the run ids of ``BENCH/runs.json``, labelled as ``compare``
+labels them, their models loaded from the tracking store, ``MLFLOW_TRACKING_URI`` as for every
+command; the classical baselines' runs among them) and its features (``BENCH/features-<mode>``);
+B's runs come from ``--bench-b`` when given (another grid on the same features: a setting against
+the default). It draws the per-admission logits of every run
+(``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples`` per component,
+``--batch-size`` admissions per draw block, so the NLL equals the grid's metrics.json) and caches them as ``.npz``.
+Runs in the directories ``--runs-dir`` names (``<dir>/<run id>``: the model file, best.pt or baseline.npz,
+model_info.json, manifest.json, e.g. Laplace runs fitted on the grid's runs: ``--a laplace-wasserstein-2000``)
+join them (A's and B's). For each split mode, split and seed it prints A's and
 B's mixture NLL and ECE, the paired difference A - B with a percentile bootstrap 95% interval
 over admissions (one resample of admissions shared by A and B), and the references: the true
 risk's NLL (synthetic data) and the NLL of a constant prediction at the training label rate.
@@ -37,39 +40,63 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import features, fileio, metrics
+from pipeline.contracts import DEFAULT_BATCH
 from pipeline.models.variants import variant_label
 
 PAIRED = ("nll", "ece")  # metrics compared
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
 
 
-def find_runs(work: Path) -> list[dict]:
-    """Run directories of a grid's work dir: run id, model label, split mode, seed; oldest first, so
-    that where a (model, mode, seed) was rerun the latest run is the one the callers' dicts keep."""
-    runs = []
-    found = [*(work / "train").glob("*/model_info.json"), *(work / "runs" / "train").glob("*/model_info.json")]
-    for info_file in sorted(found, key=lambda f: f.stat().st_mtime):
+def find_runs(bench: Path, extra: list[Path] | tuple[Path, ...] = ()) -> list[dict]:
+    """The runs of the grid written to ``bench`` (``grid.grid_runs``: its runs.json, else the tracking
+    store's runs on its features), as ``compare`` labels them: run id, model label, split mode, seed;
+    oldest first, so that where a (model, mode, seed) was rerun the latest run is the one the
+    callers' dicts keep. The tracking store is the grid's (``MLFLOW_TRACKING_URI``, as for every command).
+    The run directories under each of ``extra`` (``<dir>/<run id>``) follow: a Laplace run's label is its
+    own (``laplace-<selection>-<S>``) and its seed its MAP run's."""
+    from pipeline.evaluation.compare import collect
+    from pipeline.grid import grid_runs
+
+    ids = grid_runs(bench)
+    rows = sorted(collect(run_ids=ids), key=lambda r: r["start_time"]) if ids else []
+    runs = [{"run_id": r["run_id"], "model": r["model"], "split_mode": r["split_mode"], "seed": r["seed"]}
+            for r in rows]
+    files = [f for d in extra for f in Path(d).glob("*/model_info.json")]
+    for info_file in sorted(files, key=lambda f: f.stat().st_mtime):
         d = info_file.parent
         info = fileio.read_json(info_file)
         manifest = fileio.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
-        runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]),
-                     "model": variant_label(info["model_kind"], info["model_config"]),
+        label = (info["model_label"] if info.get("model_kind") == "laplace"
+                 else variant_label(info["model_kind"], info["model_config"]))
+        runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]), "model": label,
                      "split_mode": str((manifest.get("config") or {}).get("split") or "unknown")})
     return runs
 
 
-def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int, batch_size: int,
+def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | None, batch_size: int,
                cache: Path | None) -> np.ndarray:
-    """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, samples, batch size)."""
-    stamp = int((run["dir"] / "model_info.json").stat().st_mtime)  # a rerun into the same directory: new logits
-    path = cache / f"{run['run_id']}-{stamp}-{split}-s{samples}-b{batch_size}-bylength.npz" if cache else None
+    """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, samples, batch size;
+    ``samples`` None: the model's score_samples)."""
+    import tempfile
+
+    from pipeline import predict
+    from pipeline.evaluation.evaluate import sample_logits
+    from pipeline.runs.store import load_run_model
+
+    tag = "model" if samples is None else samples
+    path = cache / f"{run['run_id']}-{split}-s{tag}-b{batch_size}-bylength.npz" if cache else None
     if path is not None and path.exists():
         return np.load(path)["logits"]
-    from pipeline.evaluation.evaluate import sample_logits
-    from pipeline.runs.formats import load_model, model_file
+    if "dir" in run:  # a run directory (--runs-dir): its model file, best.pt or baseline.npz
+        from pipeline.runs.formats import load_model, model_file
 
-    model, info = load_model(model_file(run["dir"]))  # best.pt or baseline.npz
-    logits = sample_logits(model, fs, samples, batch_size, 0, info.get("max_bags"), info.get("max_tokens"))
+        model, info = load_model(model_file(run["dir"]))
+    else:
+        with tempfile.TemporaryDirectory(prefix="paired-") as tmp:
+            rm = load_run_model(run["run_id"], tmp)
+        model, info = rm.model, rm.info
+    logits = sample_logits(model, fs, predict.score_samples(samples, info), batch_size, 0,
+                           info.get("max_bags"), info.get("max_tokens"))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(path, logits=logits)
@@ -146,24 +173,26 @@ def _fmt(x) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
-    ap.add_argument("--a", default="rank1-gaussian", help="model label A (compare.py labels)")
+    ap.add_argument("--a", default="rank1-gaussian", help="model label A (pipeline.evaluation.compare labels)")
     ap.add_argument("--b", default="deterministic", help=f"model label B ({TRUTH!r}: the true risk)")
     ap.add_argument("--bench-b", type=Path, default=None, help="B's grid directory, on the same features [--bench]")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [val, test]")
-    ap.add_argument("--samples", type=int, default=25, help="samples per mixture component")
-    ap.add_argument("--batch-size", type=int, default=128, help="admissions per draw block (grid: 128)")
+    ap.add_argument("--samples", type=int, default=None, help="samples per mixture component [the model's score_samples]")
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per draw block (the grid's)")
     ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of admissions")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")
+    ap.add_argument("--runs-dir", type=Path, action="append", default=[],
+                    help="more run directories (<dir>/<run id>/best.pt), e.g. runs/laplace (repeatable)")
     ap.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     cache = args.cache or args.bench / "paired-cache"
-    runs = find_runs(args.bench / "work")
-    runs_b = find_runs(args.bench_b / "work") if args.bench_b else runs
+    runs = find_runs(args.bench, args.runs_dir)
+    runs_b = find_runs(args.bench_b, args.runs_dir) if args.bench_b else runs
     cache_b = (args.cache or args.bench_b / "paired-cache") if args.bench_b else cache
     results = []
     print(f"A = {args.a}, B = {args.b}; diff = A - B (negative: A better); 95% paired bootstrap over admissions "

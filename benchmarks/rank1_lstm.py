@@ -3,6 +3,9 @@ parameter overhead of the rank-1 factors.
 
 Run:  .venv/bin/python benchmarks/rank1_lstm.py [--batch 64] [--steps 48] [--hidden 64] [--reps 15] [--threads 1]
 
+Writes benchmarks/results/rank1_lstm.json (``--json`` elsewhere) and, for the default path, the
+docs section that shows it (``benchmarks/report.py``: docs/performance.md).
+
 Timing: forward + backward of a K = 4 rank-1 LSTM on a member-major tiled batch (K·B rows)
 against ``nn.LSTM`` on the same (K·B, T, D) input, for both sampling modes. Candidates run
 interleaved round by round; each ratio is best-of-rounds time / best-of-rounds nn.LSTM time
@@ -33,7 +36,9 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import report  # noqa: E402  (benchmarks/report.py)
 from pipeline.layers import LSTMRank1, set_sampling  # noqa: E402
 from pipeline.models import MortalityConfig, build_model  # noqa: E402
 
@@ -101,7 +106,9 @@ def keep_freed_memory() -> bool:
     return bool(libc.mallopt(m_mmap_threshold, 1 << 30)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
 
 
-def timing_table(args: argparse.Namespace) -> None:
+def timing_table(args: argparse.Namespace) -> list[dict]:
+    """Print the timing table; its rows (ratios to the reference, reference milliseconds, faults)."""
+    rows: list[dict] = []
     k, n = args.components, args.components * args.batch
     print("forward+backward time / nn.LSTM time on the same tiled batch "
           f"(best of {args.reps} interleaved rounds; faults = minor page faults per call)")
@@ -123,6 +130,12 @@ def timing_table(args: argparse.Namespace) -> None:
                 print(f"{regime:<8} {label:<10} {name:<11} {ms:>7.1f} {res['per_example'][0] / ms:>12.2f} "
                       f"{res['per_member'][0] / ms:>11.2f}   "
                       f"{res[ref][1]:>6.0f} / {res['per_example'][1]:>6.0f} / {res['per_member'][1]:>6.0f}")
+                rows.append({"malloc": regime, "lengths": "variable" if variable else "equal", "reference": name,
+                             "reference_ms": ms, "per_example": res["per_example"][0] / ms,
+                             "per_member": res["per_member"][0] / ms,
+                             "faults": {"reference": res[ref][1], "per_example": res["per_example"][1],
+                                        "per_member": res["per_member"][1]}})
+    return rows
 
 
 def grouped_counts(model: nn.Module) -> dict[str, int]:
@@ -144,7 +157,9 @@ def grouped_counts(model: nn.Module) -> dict[str, int]:
     return groups
 
 
-def param_table(hidden: int, k: int) -> None:
+def param_table(hidden: int, k: int) -> list[dict]:
+    """Print the parameter table; its rows."""
+    rows: list[dict] = []
     print(f"\nparameter overhead at K = {k} over the deterministic LSTM + dense layers (embeddings excluded);"
           "\n'1-bias' also drops nn.LSTM's redundant second bias (b_hh) from the deterministic count")
     print(f"{'H':>4} {'E':>4} {'model':<14} {'deterministic':>13} {'extra':>7} {'overhead':>9} {'1-bias':>7}   "
@@ -160,6 +175,10 @@ def param_table(hidden: int, k: int) -> None:
                               for g in other if other[g] != det[g])
             print(f"{h:>4} {e:>4} {kind:<14} {det_total:>13,} {extra:>7,} {100 * extra / det_total:>8.2f}% "
                   f"{100 * (extra + b_hh) / (det_total - b_hh):>6.2f}%   {parts}")
+            rows.append({"hidden": h, "embedding": e, "model": kind, "deterministic": det_total, "extra": extra,
+                         "overhead_pct": 100 * extra / det_total,
+                         "one_bias_overhead_pct": 100 * (extra + b_hh) / (det_total - b_hh)})
+    return rows
 
 
 def main() -> None:
@@ -171,16 +190,28 @@ def main() -> None:
     parser.add_argument("--components", type=int, default=4, help="K")
     parser.add_argument("--reps", type=int, default=15, help="timed rounds")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    parser.add_argument("--params-only", action="store_true", help="print only the parameter table")
+    parser.add_argument("--params-only", action="store_true", help="print only the parameter table (writes no JSON)")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="results file (default: benchmarks/results/rank1_lstm.json, which also updates the docs)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    command = " ".join(["benchmarks/rank1_lstm.py", *sys.argv[1:]])
+    measured = report.provenance()  # the checkout as the run starts
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    load = os.getloadavg()[0]
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"rows K*B = {args.components}*{args.batch} = {args.components * args.batch}, T = {args.steps}, "
-          f"D = {args.input}, H = {args.hidden}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n")
-    if not args.params_only:
-        timing_table(args)
-    param_table(args.hidden, args.components)
+          f"D = {args.input}, H = {args.hidden}, load average {load:.1f} on {os.cpu_count()} CPUs\n")
+    if args.params_only:
+        param_table(args.hidden, args.components)
+        return
+    timing = timing_table(args)
+    parameters = param_table(args.hidden, args.components)
+    config = {name: getattr(args, name) for name in ("batch", "steps", "input", "hidden", "components", "reps",
+                                                      "threads")}
+    result = {**measured, "command": command, "torch": torch.__version__, "load_average": load, "cpus": os.cpu_count(),
+              "config": config, "timing": timing, "parameters": parameters}
+    report.write_results("rank1_lstm", result, args.json)
 
 
 if __name__ == "__main__":

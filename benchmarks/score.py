@@ -1,11 +1,11 @@
-"""Batch scoring cost: 25 samples x K = 4 over a cohort, peak memory, achieved FLOP/s.
+"""Batch scoring cost: DEFAULT_SAMPLES samples x K = 4 over a cohort, peak memory, achieved FLOP/s.
 
-    .venv/bin/python benchmarks/score.py [--n 3000] [--small 1000] [--samples 25] [--threads 2]
+    .venv/bin/python benchmarks/score.py [--n 3000] [--small 1000] [--samples S] [--threads 2]
                                          [--batch-size 128] [--target 58976] [--hidden H]
 
 Scores random features shaped like the default synthetic benchmark (about 23 bags of about
 31 tokens, 833 tokens) with the default rank-1 model (K = 4, LSTM 64 or ``--hidden``, dense 128; weights
-untrained, which does not change the cost) through ``pipeline.score.score_files``: chunked
+untrained, which does not change the cost) through ``pipeline.serving.score.score_files``: chunked
 Parquet reading, S·K draws per batch, Parquet output. Each size runs in a fresh child
 process, so its peak RSS (ru_maxrss) is its own: equal peaks at two cohort sizes show that
 memory is bounded by the chunk and batch sizes, not by the cohort. The time at ``--n`` is
@@ -65,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import random_features
 
 from pipeline import features, fileio, predict
+from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 
 
 def analytic_flops(fs: features.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
@@ -259,9 +260,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=3000, help="admissions scored for the timing")
     ap.add_argument("--small", type=int, default=1000, help="a smaller cohort, for the peak-RSS comparison")
-    ap.add_argument("--samples", type=int, default=25, help="samples per component")
+    ap.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="samples per component")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    ap.add_argument("--batch-size", type=int, default=128, help="admissions per forward pass")
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per forward pass")
     ap.add_argument("--target", type=int, default=58_976, help="cohort size to extrapolate to")
     ap.add_argument("--hidden", type=int, default=0, help="LSTM units (0: the default model's)")
     ap.add_argument("--repeat", type=int, default=3, help="times each cohort is scored (best and median reported)")

@@ -1,4 +1,4 @@
-"""FeatureSet -> padded torch batches (DESIGN.md "Batches"), and the training batch order.
+"""FeatureSet -> padded torch batches (docs/architecture.md, "Batches"), and the training batch order.
 
 ``collate`` builds one batch with vectorised numpy indexing; ``iter_batches`` and
 ``length_order`` serve evaluation and scoring; ``TrainSampler`` picks the admissions of every
@@ -21,7 +21,7 @@ from pipeline.features import FeatureSet, ranks
 
 
 def collate(fs: FeatureSet, idx, max_bags: int | None = None, max_tokens: int | None = None) -> dict:
-    """The DESIGN.md batch dict for admissions ``idx`` (B,) of ``fs`` (torch tensors).
+    """The batch dict (docs/architecture.md) for admissions ``idx`` (B,) of ``fs`` (torch tensors).
 
     ``max_bags`` keeps the most recent bags; ``max_tokens`` keeps an evenly spaced subset of
     each bag's ids. T and L are the largest bag count and bag size in the batch (L >= 1).

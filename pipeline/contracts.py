@@ -3,7 +3,8 @@
 - ``FEATURES``: the features table that ``extract`` writes (one row per admission) and that
   training, evaluation, ``score`` and the MLflow pyfunc read.
 - ``RISK``: the risk table that ``predict`` computes and ``score`` / the pyfunc return.
-- ``COHORT_COLUMNS``: the columns of ``sql/02_cohort.sql`` that a census condition may use.
+- ``COHORT_COLUMNS``: the columns of ``sql/02_cohort.sql`` that a census condition may use
+  (``OUTCOME_COLUMNS``: the others).
 
 A column's type is written as Arrow spells it (``list<list<int32>>``); ``arrow_type`` builds the
 pyarrow type and ``accepts`` says whether a file's type can be read as it (any integer width,
@@ -21,6 +22,13 @@ FEATURE_VERSION = 2  # 2: observed_hours and before_prediction_time columns (rea
 # Monte Carlo samples per mixture component when neither the caller nor the model says (a model
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25
+# Admissions per forward pass of every scoring entry point (evaluate, score, the pyfunc and `serve`,
+# predict.score_features, the refer threshold chosen in training). One number because a rank-1
+# model's weight draws are shared by the rows of a batch: which admissions are scored together
+# changes each admission's draws (never their distribution), so the same seed gives the same
+# numbers only with the same batches. 128: what evaluation has always used (`make main`'s table),
+# about 0.5 GB peak at DEFAULT_SAMPLES samples x 4 components.
+DEFAULT_BATCH = 128
 
 
 class Use(str, Enum):
@@ -108,11 +116,13 @@ RISK = Table("risk", (
 # boolean input arrives as NaN where absent, which MLflow refuses to cast.
 PYFUNC_OPTIONAL = ("observed_hours",)
 
-# Columns of sql/02_cohort.sql that a census condition (`score --cohort FILE`) may use.
-COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epoch", "disch_epoch",
+# Columns of sql/02_cohort.sql that a census condition (`score --cohort FILE`) may use: the condition
+# is applied to a projection of these columns only (the SQL's ${census_columns}).
+COHORT_COLUMNS = ("hadm_id", "subject_id", "admit_epoch", "pred_epoch", "dob_epoch", "era",
                   "window_start_epoch", "age", "gender", "admission_type", "admission_location", "icu_system")
-# Outcome columns of the cohort: a census condition may never use them (they are known after T).
-OUTCOME_COLUMNS = ("label",)
+# The cohort's other columns, its outcomes, known only after T: a census condition naming one is
+# refused. A census is about patients still in hospital, so the discharge time is an outcome too.
+OUTCOME_COLUMNS = ("label", "disch_epoch")
 
 
 # ---------------------------------------------------------------------------- types

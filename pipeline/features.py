@@ -250,16 +250,56 @@ def from_pandas(frame, source: str = "<dataframe>") -> FeatureSet:
         if name not in frame.columns:
             continue
         values = frame[name].tolist()
-        if name == "bags":
-            values = [None if v is None else [list(b) for b in v] for v in values]
-        elif typ != pa.string() and pa.types.is_list(typ):
-            values = [None if v is None else list(v) for v in values]
+        depth = FEATURES.column(name).type.count("list<") if name != LABEL else 0
+        spec = FEATURES.column(name).type if name != LABEL else "float32"
         try:
-            arrays.append(pa.array(values, type=typ))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-            raise FeatureError(f"{source}: column {name!r} does not convert to {typ}: {exc}") from None
+            arrays.append(_converted(values, typ, depth))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            raise FeatureError(f"{source}: column {name!r} row {_unconvertible(values, typ, depth)} is not a "
+                               f"{spec}") from None  # Arrow's message quotes the value: not repeated
         names.append(name)
     return from_arrow(pa.table(arrays, names=names), source=source)
+
+
+def _leaf(typ):
+    while pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        typ = typ.value_type
+    return typ
+
+
+def _converted(values: list, typ, depth: int) -> pa.Array:
+    """``values`` as an Arrow array of ``typ``. Numbers convert safely (an id 1.5 or a NaN where an
+    integer belongs is refused, not truncated; whole numbers may come as floats, hours as integers);
+    a boolean is not a number; strings and booleans take their type as they are."""
+    if depth:
+        values = [_nested_list(v, depth) for v in values]
+    leaf = _leaf(typ)
+    if not (pa.types.is_integer(leaf) or pa.types.is_floating(leaf)):
+        return pa.array(values, type=typ)
+    inferred = pa.array(values)
+    if pa.types.is_boolean(_leaf(inferred.type)) or pa.types.is_string(_leaf(inferred.type)):
+        raise TypeError("not a number")
+    return inferred.cast(typ, safe=True)
+
+
+def _nested_list(value, depth: int):
+    """``value`` (lists, tuples or numpy arrays, ``depth`` levels deep) as nested Python lists; None
+    stays None; a string, a mapping or a scalar where a list belongs is a TypeError."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise TypeError("not a list")
+    return [_nested_list(v, depth - 1) for v in value] if depth > 1 else list(value)
+
+
+def _unconvertible(values: list, typ, depth: int) -> int:
+    """Index of the first value that is not a ``depth``-deep list Arrow converts to ``typ`` (-1: none)."""
+    for i, v in enumerate(values):
+        try:
+            _converted([v], typ, depth)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            return i
+    return -1
 
 
 def iter_parquet(path: Path | str, chunk_rows: int = 4096) -> Iterator[FeatureSet]:

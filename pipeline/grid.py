@@ -4,8 +4,9 @@ A workflow over the stages (extraction, training, evaluation), so it sits beside
 any of them: synthetic MIMIC-III (generated when missing) -> one extraction per split mode
 (cached) -> ``run_job`` for each (variant, mode, seed) in a pool of worker processes (one torch
 thread each; every job a fresh process, so a crash or a leak stays in its job) -> the comparison
-tables of ``evaluation.compare``. The classical baselines (``logreg``, ``gbm``) are deterministic
-given the data, so they run once per split mode (with the first seed), not once per seed.
+tables of ``evaluation.compare``. The grid's runs are listed in ``<out>/runs.json`` (``grid_runs``).
+The classical baselines (``logreg``, ``gbm``) are deterministic given the data, so they run once
+per split mode (with the first seed), not once per seed; their runs are listed like the others'.
 """
 
 from __future__ import annotations
@@ -17,13 +18,18 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import fileio
 from pipeline.baselines.config import BASELINES, BaselineConfig
+from pipeline.contracts import DEFAULT_BATCH
 from pipeline.errors import PipelineError
 from pipeline.evaluation.compare import SPLITS, compare
 from pipeline.models.variants import VARIANTS, resolve
 from pipeline.runs import store
 
 MODELS = VARIANTS + BASELINES  # what the grid can train: the LSTM variants, then the classical baselines
+
+
+RUNS_FILE = "runs.json"  # in the grid's out dir: its runs, oldest first (run_id, variant, split_mode, seed)
 
 
 class GridError(PipelineError, ValueError):
@@ -40,11 +46,12 @@ class GridConfig:
     max_steps: int = 1000  # training steps per run (about 1 minute per run with 2 parallel jobs on 2 cores)
     eval_every: int = 250  # periodic validation interval
     samples: int | None = None  # evaluation samples per component (None: the model's score_samples)
-    eval_batch_size: int = 128  # admissions per 25-sample forward pass (peak memory about 0.5 GB per job)
+    eval_batch_size: int = DEFAULT_BATCH  # admissions per forward pass in validation and evaluation
     jobs: int = 2  # worker processes
     patients: int = 2000  # synthetic patients when the source has to be generated
     synth_seed: int = 0  # seed of the synthetic source
     density: float = 1.0  # synthetic event density
+    layout: str = "mimic-iii"  # layout of a generated synthetic source: mimic-iii | mimic-iv (era: anchor_year_group)
     experiment: str = "benchmark-models"  # MLflow experiment of the grid
     preset: str = "default"  # training preset of the LSTM variants (training.config.Preset); the settings below win
     train_overrides: dict = field(default_factory=dict)  # extra TrainConfig settings (e.g. batch_size)
@@ -97,6 +104,25 @@ def grid_jobs(cfg: GridConfig) -> list[tuple[str, str, int]]:
             for s in (cfg.seeds[:1] if v in BASELINES else cfg.seeds)]
 
 
+def record_run(out_dir: Path | str, run_id: str, variant: str, mode: str, seed: int) -> None:
+    """Append a finished job to ``out_dir/RUNS_FILE`` (rewritten atomically; a rerun grid appends, so a
+    (variant, mode, seed) run again has its latest run last)."""
+    path = Path(out_dir) / RUNS_FILE
+    runs = fileio.read_json(path) if path.exists() else []
+    runs.append({"run_id": run_id, "variant": variant, "split_mode": mode, "seed": seed})
+    fileio.write_json(path, runs)
+
+
+def grid_runs(out_dir: Path | str) -> list[str]:
+    """Run ids of the grids written to ``out_dir``, oldest first: those of ``RUNS_FILE``; for a grid that
+    predates the file, the finished runs of the tracking store trained on its features (``features-<mode>``)."""
+    out = Path(out_dir).resolve()
+    path = out / RUNS_FILE
+    if path.exists():
+        return [r["run_id"] for r in fileio.read_json(path)]
+    return store.runs_tagged(store.FEATURES_DIR_TAG, [str(d) for d in sorted(out.glob("features-*")) if d.is_dir()])
+
+
 def _worker_init(uri: str) -> None:
     """A grid worker: one torch thread and the parent's tracking store (the default one is cwd-relative)."""
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -107,10 +133,11 @@ def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[st
     """Synthetic source (generated when missing) and one extraction per split mode (cached)."""
     from pipeline.extraction import ExtractConfig, SplitMode, extract
 
-    if not (synth_dir / "ADMISSIONS.csv.gz").exists():
+    if not (synth_dir / "ADMISSIONS.csv.gz").exists() and not (synth_dir / "hosp" / "admissions.csv.gz").exists():
         from pipeline.synth import SynthConfig, generate
 
-        generate(synth_dir, patients=cfg.patients, seed=cfg.synth_seed, config=SynthConfig(density=cfg.density))
+        generate(synth_dir, patients=cfg.patients, seed=cfg.synth_seed, config=SynthConfig(density=cfg.density),
+                 layout=cfg.layout)
     feats = {}
     for mode in cfg.split_modes:
         fdir = out_dir / f"features-{mode}"
@@ -144,6 +171,7 @@ def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None 
                 run_ids.append(future.result())
             except Exception as exc:
                 raise GridError(f"{v} {mode} seed {s} failed: {type(exc).__name__}: {exc}") from exc
+            record_run(out, run_ids[-1], v, mode, s)
     t2 = time.perf_counter()
     _, tables = compare(run_ids=run_ids, out_dir=out)
     t3 = time.perf_counter()

@@ -1,8 +1,11 @@
 """Prediction with uncertainty: logits of every weight draw -> per-admission risk table.
 
 ``predict_logits`` runs the model in evaluation mode with per-member sampling: each of the
-S·K weight draws is one block applied to the whole batch (DESIGN.md ensemble convention), so
-there is never a loop over admissions. Under ``torch.no_grad`` rank-1 / BatchEnsemble models
+S·K weight draws is one block applied to the whole batch (docs/architecture.md, ensemble convention), so
+there is never a loop over admissions. The sampling mode and the random stream (a
+``torch.Generator``) are passed with the call, never set on the model: concurrent calls on one
+model (the served pyfunc's request threads) share no mutable state, and a call's draws depend
+only on its own generator, whatever else runs. Under ``torch.no_grad`` rank-1 / BatchEnsemble models
 then take their inference path (``pipeline.layers.inference``: per-block kernels, each sample's
 embeddings once), with the same draws as the training path. ``risk_table`` turns the (S, K, N) logits into the
 published columns; the metrics themselves come from ``pipeline.metrics``.
@@ -17,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline import metrics
-from pipeline.contracts import DEFAULT_SAMPLES, RISK
+from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES, RISK
 from pipeline.errors import ConfigError
 
 MI_FLOOR = 1e-9  # nats; MI below this is rounding noise of identical draws (e.g. a deterministic model)
@@ -43,29 +46,37 @@ def components_of(model) -> int:
 
 @contextlib.contextmanager
 def evaluation_mode(model) -> Iterator[None]:
-    """``model.eval()`` with per-member sampling; restores the previous state on exit."""
-    from pipeline.layers import BayesianLayer, Sampling
-
-    layers = [m for m in model.modules() if isinstance(m, BayesianLayer)]
-    saved = [(m.sampling, m.use_mean) for m in layers]
+    """Dropout off for the call: ``model.eval()`` while a training model is evaluated (the training
+    loop's validation), its mode restored on exit. A model already in evaluation mode (a loaded run,
+    the served model) is not touched at all, so concurrent calls never write to it. The sampling
+    mode is not set here: ``predict_logits`` passes it with each call."""
     was_training = model.training
-    model.eval()
-    for m in layers:
-        m.sampling = Sampling.PER_MEMBER
+    if was_training:
+        model.eval()
     try:
         yield
     finally:
-        for m, (mode, mean) in zip(layers, saved):
-            m.sampling, m.use_mean = mode, mean
-        model.train(was_training)
+        if was_training:
+            model.train(True)
 
 
-def predict_logits(model, batches: Iterable[dict], samples: int) -> np.ndarray:
+def seeded_generator(seed: int):
+    """A CPU ``torch.Generator`` seeded with ``seed``: the random stream of one call (its numbers
+    equal those of the global generator after ``torch.manual_seed(seed)``)."""
+    import torch
+
+    return torch.Generator().manual_seed(int(seed))
+
+
+def predict_logits(model, batches: Iterable[dict], samples: int, generator=None) -> np.ndarray:
     """Logits of every draw for every admission, (S, K, N) float32, d = s·K + k.
 
-    ``batches`` are DESIGN.md batch dicts; the model returns (S·K, B) per batch.
+    ``batches`` are batch dicts (docs/architecture.md, "Batches"); the model returns (S·K, B) per batch, its
+    weights drawn per member from ``generator`` (a ``torch.Generator``; None: torch's global generator).
     """
     import torch
+
+    from pipeline.layers import Sampling
 
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
@@ -75,7 +86,7 @@ def predict_logits(model, batches: Iterable[dict], samples: int) -> np.ndarray:
     with evaluation_mode(inner), torch.no_grad():
         for batch in batches:
             b = batch["label"].shape[0]
-            out = inner(batch, samples=samples)  # (S·K, B)
+            out = inner(batch, samples=samples, sampling=Sampling.PER_MEMBER, generator=generator)  # (S·K, B)
             if tuple(out.shape) != (samples * k, b):
                 raise RuntimeError(f"model returned logits of shape {tuple(out.shape)}, expected ({samples * k}, {b})")
             parts.append(out.reshape(samples, k, b).float().numpy())  # (S·K, B) -> (S, K, B)
@@ -85,10 +96,10 @@ def predict_logits(model, batches: Iterable[dict], samples: int) -> np.ndarray:
 
 
 def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | None = None,
-                   max_tokens: int | None = None) -> np.ndarray:
+                   max_tokens: int | None = None, generator=None) -> np.ndarray:
     """Logits (S, K, N) of every admission of a FeatureSet, in its row order.
 
-    Batches hold admissions of similar length (``data.length_order``): the recurrence runs
+    Batches hold admissions of similar length (``batches.length_order``): the recurrence runs
     only the rows still going at each step, so a batch of one long and many short admissions
     would spend its last steps on a handful of rows. Memory is bounded by ``batch_size``·S·K.
     Every row of a batch shares its S·K weight draws, so batch composition (and hence which
@@ -104,7 +115,8 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
     from pipeline import batches
 
     order = batches.length_order(fs, max_bags)  # (N,)
-    logits = predict_logits(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order), samples)
+    logits = predict_logits(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order), samples,
+                            generator)
     out = np.empty_like(logits)
     out[:, :, order] = logits  # batch order -> row order
     return out
@@ -174,10 +186,11 @@ def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None,
     )
 
 
-def score_features(model, fs, samples: int, refer: float, batch_size: int = 256,
-                   max_bags: int | None = None, max_tokens: int | None = None) -> pd.DataFrame:
-    """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K)."""
-    logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens)  # (S, K, N)
+def score_features(model, fs, samples: int, refer: float, batch_size: int = DEFAULT_BATCH,
+                   max_bags: int | None = None, max_tokens: int | None = None, generator=None) -> pd.DataFrame:
+    """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K; weight draws from
+    ``generator``, None: torch's global generator)."""
+    logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens, generator)  # (S, K, N)
     if logits.shape[2] == 0:
         return RISK.arrow_schema().empty_table().to_pandas()
     return risk_table(logits, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags, observed_hours=fs.observed_hours,

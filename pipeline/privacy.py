@@ -3,10 +3,11 @@
 `scan(paths, raw_ids)` reads every Parquet, JSON, CSV, text and log file under the given
 paths (skipping `_private/`, which holds the data owner's link file) and reports:
 - any string containing a calendar date (YYYY-MM-DD, or YYYY/MM/DD);
-- any whole number inside a string that equals a raw SUBJECT_ID, HADM_ID or ICUSTAY_ID,
+- any whole number inside a string that equals a raw SUBJECT_ID, HADM_ID or ICUSTAY_ID (stay_id),
   except in the item field of a token (`source:ITEMID:...`), which is a MIMIC item code;
 - any integer cell outside token/context id lists and counts that equals a raw id.
-Used by the tests on demo and synthetic outputs, on scores and on MLflow artifacts.
+Used by the tests on demo and synthetic outputs, on scores and on MLflow artifacts (the raw ids
+of a source: tests/helpers/raw_ids.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-DATE = re.compile(r"\b(1[89]|2[0-3])\d{2}[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])\b")
+# Digits, not word boundaries, delimit a date: "2150-03-04T10:00" and "run_2150-03-04" hold one too.
+DATE = re.compile(r"(?<!\d)(1[89]|2[0-3])\d{2}[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])(?!\d)")
 NUMBER = re.compile(r"(?<![\w.])\d{4,9}(?![\w.])")
 TOKEN = re.compile(r"^(chart|lab|input|output|rx|proc|micro|dtevent):[^:]*(:|$)")
 # Integer columns that are counts or vocabulary ids by construction.
@@ -103,25 +105,3 @@ def scan(paths: Iterable[Path], raw_ids: Iterable[int | str]) -> list[Finding]:
                     if part and (why := check_string(part, ids)):
                         findings.append(Finding(str(f), f"line {i + 1}", why))
     return findings
-
-
-def raw_ids_of(source_dir: Path) -> set[str]:
-    """All SUBJECT_ID, HADM_ID and ICUSTAY_ID values of a MIMIC-III CSV directory."""
-    import duckdb
-
-    from pipeline.sources.csvdir import find_tables
-
-    files = find_tables(Path(source_dir))
-    ids: set[str] = set()
-    con = duckdb.connect()
-    for table, cols in (("patients", ["subject_id"]), ("admissions", ["subject_id", "hadm_id"]), ("icustays", ["icustay_id"])):
-        if table not in files:
-            continue
-        for col in cols:
-            rows = con.sql(
-                f"SELECT DISTINCT CAST(\"{col}\" AS VARCHAR) FROM read_csv('{files[table]}', header=true, all_varchar=true, "
-                f"normalize_names=true, delim=',', quote='\"', escape='\"')"
-            ).fetchall()
-            ids |= {r[0] for r in rows if r[0]}
-    con.close()
-    return ids

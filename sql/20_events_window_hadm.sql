@@ -1,5 +1,7 @@
 -- Concept: one HADM_ID-linked table's events joined to the cohort, before the prediction
--- time. One hash join on HADM_ID (the cohort is the small build side); the window and the
+-- time. Shared by the releases: `events` is the release's event SQL (sql/mimic3/1x_*,
+-- sql/mimic4/1x_*), one row shape, with the row's own quarantine reason (if any).
+-- One hash join on HADM_ID (the cohort is the small build side); the window and the
 -- sanity checks are then plain expressions, so the scan streams.
 -- Returns used events (reason NULL) and quarantined rows (reason set), one row per source
 -- row. Rows not returned are outside the window: not of a cohort admission, at or after
@@ -20,7 +22,6 @@ checked AS (
   SELECT joined.*,
          CASE
            WHEN reason IS NOT NULL THEN reason
-           WHEN row_id IS NULL THEN 'missing ROW_ID'
            WHEN dob_epoch IS NOT NULL AND event_epoch < dob_epoch THEN 'event before date of birth'
            WHEN disch_epoch IS NOT NULL AND event_epoch > disch_epoch + 86400.0
              THEN 'event more than 24 h after discharge'

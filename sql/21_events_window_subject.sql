@@ -1,5 +1,6 @@
 -- Concept: one SUBJECT_ID-linked table's events (labs) joined to the cohort, before the
--- prediction time. An event can serve several admissions of the patient (history).
+-- prediction time. Shared by the releases (`events`: the release's event SQL, one row
+-- shape). An event can serve several admissions of the patient (history).
 -- Returns used events (reason NULL; one row per admission and event) and quarantined
 -- rows (reason set; one row per source row). Rows not returned are outside the window:
 -- not of a cohort admission, at or after the prediction time, recorded (STORETIME) at or
@@ -15,7 +16,6 @@ checked AS (
   SELECT ev.*,
          CASE
            WHEN ev.reason IS NOT NULL THEN ev.reason
-           WHEN ev.row_id IS NULL THEN 'missing ROW_ID'
            WHEN s.dob_epoch IS NOT NULL AND ev.event_epoch < s.dob_epoch THEN 'event before date of birth'
            WHEN d.disch_epoch IS NOT NULL AND ev.event_epoch > d.disch_epoch + 86400.0
              THEN 'event more than 24 h after discharge'

@@ -1,30 +1,29 @@
-"""Shared fixtures: the MIMIC-III demo, a fixed de-identification key, extracted features."""
+"""Shared fixtures: the MIMIC-III demo, a fixed de-identification key, extracted features, a
+session-local MLflow tracking store with a tiny trained run, and the PostgreSQL server.
+
+Plain helpers (no fixtures) live in tests/helpers/; no test module imports another one.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import sys
 
 import pytest
+from helpers.paths import ROOT, demo_path
+from helpers.runs import trained_run
 
-ROOT = Path(__file__).resolve().parents[1]
+# The PostgreSQL fixtures (one throwaway server per session, the demo loaded into it) are defined
+# in tests/helpers/postgres.py and offered to every module from here.
+from helpers.postgres import pg_demo, pg_dsn, pg_server  # noqa: F401
+
 # Tests never touch a real key file: a fixed test key (never a production secret).
 os.environ.setdefault("MIMIC_DEID_KEY", "test-only-deid-key")
 os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{ROOT / '.pytest_cache' / 'mlflow-tests.db'}")
 
 
-def demo_path() -> Path:
-    env = os.environ.get("MIMIC_DEMO_DIR")
-    candidates = [Path(env)] if env else []
-    candidates += [ROOT.parent / "shared" / "mimic-iii-demo", ROOT / "shared" / "mimic-iii-demo"]
-    for cand in candidates:
-        if (cand / "ADMISSIONS.csv.gz").exists():
-            return cand
-    raise FileNotFoundError(f"MIMIC-III demo not found in {[str(c) for c in candidates]}; set MIMIC_DEMO_DIR")
-
-
 @pytest.fixture(scope="session")
-def demo_dir() -> Path:
+def demo_dir():
     return demo_path()
 
 
@@ -50,6 +49,32 @@ def synth_features(tmp_path_factory):
     return root, extract(root / "mimic", root / "features")
 
 
+@pytest.fixture(scope="module")
+def tracking_store(tmp_path_factory):
+    """This session's own sqlite tracking store (no lock contention with other test sessions), for
+    the environment (pipeline.runs, subprocesses) and for mlflow's fluent API alike; the working
+    directory moves to the session folder, so artifacts (./mlruns) land there too. Modules that
+    track runs request it for all their tests: ``pytestmark = pytest.mark.usefixtures("tracking_store")``."""
+    import mlflow
+
+    work = tmp_path_factory.getbasetemp() / "tracking"
+    work.mkdir(exist_ok=True)
+    uri = f"sqlite:///{work / 'mlflow.db'}"
+    previous = mlflow.get_tracking_uri()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        mlflow.set_tracking_uri(uri)
+        yield uri
+        mlflow.set_tracking_uri(previous)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tracking_store, tmp_path_factory, demo_features):
+    """Run id of the tiny rank-1 training on the demo features (helpers.runs.TINY; once per session)."""
+    return trained_run(tmp_path_factory, demo_features.out_dir)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """The test models are tiny: one intra-op thread avoids OpenMP sync stalls on a small shared CPU."""
@@ -57,3 +82,9 @@ def _one_torch_thread():
 
     torch.set_num_threads(1)
     yield
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the PostgreSQL each server of the session ran: version, binaries' source (tests/helpers/postgres.py)."""
+    for line in getattr(sys.modules.get("helpers.postgres"), "STARTED", []):
+        terminalreporter.write_line(f"postgres: {line}")

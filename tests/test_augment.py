@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_data import write_features
+from helpers.features import write_features
 
 from pipeline import training
 from pipeline.training.augment import OovAugment, dedupe

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from test_evaluate import _tracking, trained_run  # noqa: F401  (_tracking: this session's own tracking store)
+from helpers.runs import trained_run
 
 from pipeline.baselines.config import BaselineConfig, BaselineKind
 from pipeline.baselines.featurize import DENSE, Featurizer, context_ages
@@ -209,7 +209,7 @@ def synth_dir(synth_features):
 
 
 @pytest.fixture(scope="module")
-def baseline_runs(synth_dir, _tracking, tmp_path_factory):  # noqa: F811
+def baseline_runs(synth_dir, tracking_store, tmp_path_factory):
     from pipeline.training.baselines import train_baseline
 
     out = tmp_path_factory.mktemp("baseline_runs")
@@ -218,7 +218,7 @@ def baseline_runs(synth_dir, _tracking, tmp_path_factory):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def rank1_run(synth_dir, tmp_path_factory, _tracking):  # noqa: F811
+def rank1_run(synth_dir, tmp_path_factory, tracking_store):
     return trained_run(tmp_path_factory, synth_dir)
 
 

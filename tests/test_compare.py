@@ -1,4 +1,4 @@
-"""pipeline.compare: mean ± sd over seeds per model and split mode, the true-risk row,
+"""pipeline.evaluation.compare: mean ± sd over seeds per model and split mode, the true-risk row,
 Markdown/CSV tables, collecting evaluated runs from MLflow, and a tiny benchmark grid."""
 
 from __future__ import annotations
@@ -6,18 +6,21 @@ from __future__ import annotations
 import csv
 import io as _io
 import math
+import sys
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_evaluate import _tracking  # noqa: F401  (this session's own tracking store)
 
 from pipeline import fileio, grid
+from pipeline import metrics as M
 from pipeline.evaluation import compare as cp
 from pipeline.models import variants
 
 ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
 def _row(model, mode, seed, base, truth=0.30):
@@ -240,8 +243,51 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     assert not (tmp_path / "out" / "features-random").exists()
     rows = list(csv.DictReader(open(tmp_path / "out" / "compare.csv")))
     fitted = [r for r in rows if r["model"] != cp.TRUE_RISK]
-    assert all(r["seeds"] == "2" and float(r["test_nll_sd"]) >= 0 for r in fitted)
+    assert sorted(r["model"] for r in fitted) == ["deterministic", "rank1-cauchy"]
+    runs = cp.collect(run_ids=result.run_ids)  # what MLflow recorded for the four runs
+    for r in fitted:  # mean and sample sd (n - 1) over the two seeds, to the CSV's 6 significant digits
+        nll = [x["test_nll"] for x in runs if x["model"] == r["model"]]
+        assert r["seeds"] == "2" and len(nll) == 2
+        assert float(r["test_nll_mean"]) == pytest.approx(np.mean(nll), rel=1e-5)
+        assert float(r["test_nll_sd"]) == pytest.approx(np.std(nll, ddof=1), rel=1e-5, abs=1e-12)
     for r in rows:
         assert all(math.isfinite(float(r[f"{s}_{m}_mean"])) for s in cp.SPLITS for m in ("nll", "ece"))
     assert set(result.stage_s) == {"data", "train+evaluate", "compare"} and result.wall_s > 0
     assert (tmp_path / "mimic" / "ADMISSIONS.csv.gz").exists()  # generated once, cached for the next call
+
+    # the benchmarks that read a grid (paired_compare, averaging_ceiling) find its runs and redraw its NLL
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import paired_compare
+
+    from pipeline import features
+
+    found = paired_compare.find_runs(tmp_path / "out")
+    assert sorted(r["run_id"] for r in found) == sorted(result.run_ids)
+    assert sorted((r["model"], r["split_mode"], r["seed"]) for r in found) == [
+        ("deterministic", "era", 0), ("deterministic", "era", 1), ("rank1-cauchy", "era", 0), ("rank1-cauchy", "era", 1)]
+    run = next(r for r in found if r["model"] == "rank1-cauchy")
+    fs = features.load_split(tmp_path / "out" / "features-era" / "val.parquet")
+    logits = paired_compare.run_logits(run, fs, "val", cfg.samples, cfg.eval_batch_size, tmp_path / "cache")
+    assert M.mixture_nll(logits, fs.label) == pytest.approx(
+        next(x["val_nll"] for x in runs if x["run_id"] == run["run_id"]), rel=1e-6)
+    (tmp_path / "out" / grid.RUNS_FILE).unlink()  # a grid written before runs.json: its runs found by their features
+    assert {r["run_id"] for r in paired_compare.find_runs(tmp_path / "out")} == set(result.run_ids)
+
+
+def test_runs_on_other_feature_sets_are_never_pooled():
+    """compare with no run ids reads the whole experiment: runs trained on other features (another
+    extraction, other admissions) get their own rows and their own true-risk reference."""
+    rows = ([{**_row("deterministic", "random", s, 0.4), "features": "features-demo"} for s in (0, 1)]
+            + [{**_row("deterministic", "random", s, 0.6, truth=0.5), "features": "features-synth"} for s in (0, 1)])
+    summary = cp.summarize(rows)
+    assert [(r["features"], r["model"], r["seeds"]) for r in summary] == [
+        ("features-demo", "deterministic", 2), ("features-demo", cp.TRUE_RISK, 0),
+        ("features-synth", "deterministic", 2), ("features-synth", cp.TRUE_RISK, 0)]
+    assert summary[1]["test_nll_mean"] == pytest.approx(0.30 + 0.1)
+    assert summary[3]["test_nll_mean"] == pytest.approx(0.6)
+    md = cp.to_markdown(summary)
+    assert md.splitlines()[0].startswith("| split | features | model | seeds |") and "not pooled" in md
+    assert "| random | features-synth | true risk |" in md
+    table = list(csv.DictReader(_io.StringIO(cp.to_csv(summary))))
+    assert [t["features"] for t in table] == ["features-demo"] * 2 + ["features-synth"] * 2
+    assert "features" not in cp.to_markdown(cp.summarize(rows[:2])).splitlines()[0]  # one feature set: as before

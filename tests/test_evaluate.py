@@ -2,8 +2,8 @@
 `cli.py evaluate` end to end on the demo (JSON keys, plots, MLflow metrics, privacy), the
 true-risk reference on synthetic data, and clear errors.
 
-``trained_run`` (one tiny training per features directory and model kind, cached in the
-session's temporary folder) is shared with test_score.py and test_serve.py.
+Runs are tracked in the session's own store (``tracking_store``); ``demo_run`` and
+``helpers.runs.trained_run`` give tiny trainings shared with the scoring and serving tests.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_data import N_CONTEXT, N_TOKENS, write_features
+from helpers.features import N_CONTEXT, N_TOKENS, write_features
+from helpers.runs import TINY, trained_run
+from helpers.raw_ids import raw_ids_of
 
-from pipeline import batches, errors, features, fileio, metrics, predict, privacy
+from pipeline import batches, errors, features, metrics, predict, privacy
 from pipeline.evaluation import evaluate, truth
 from pipeline.layers import embedding as emb_mod
 from pipeline.layers import factors as factors_mod
@@ -30,42 +32,9 @@ from pipeline.models import MortalityConfig, build_model
 from pipeline.runs import store
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"embedding_dim": 8, "lstm_hidden": 16, "dense_units": 16, "components": 3}
 JSON_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives", "samples", "components")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _tracking(tmp_path_factory):
-    """This session's own sqlite tracking store (no lock contention with other test sessions), for
-    the environment (pipeline.tracking, subprocesses) and for mlflow's fluent API alike; the
-    working directory moves to the session folder, so artifacts (./mlruns) land there too."""
-    import mlflow
-
-    work = tmp_path_factory.getbasetemp() / "tracking"
-    work.mkdir(exist_ok=True)
-    uri = f"sqlite:///{work / 'mlflow.db'}"
-    previous = mlflow.get_tracking_uri()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(work)
-        mp.setenv("MLFLOW_TRACKING_URI", uri)
-        mlflow.set_tracking_uri(uri)
-        yield uri
-        mlflow.set_tracking_uri(previous)
-
-
-def trained_run(tmp_path_factory, features_dir: Path, kind: str = "rank1", steps: int = 20) -> str:
-    """Run id of a tiny training on ``features_dir`` (trained once per session, tracked in MLflow)."""
-    from pipeline.training import TrainConfig, train
-
-    cache = tmp_path_factory.getbasetemp() / "trained_runs" / f"{features_dir.name}-{kind}-{steps}"
-    if (cache / "run_id").exists():
-        return (cache / "run_id").read_text().strip()
-    cfg = TrainConfig(max_steps=steps, eval_every=10, eval_samples=2, score_samples=4, lr=1e-2, progress=False,
-                      threads=1, model=dict(TINY))
-    result = train(features_dir, kind, cfg, out_dir=cache / "ckpt", experiment="evaluate-tests",
-                   run_name=f"{kind}-{features_dir.name}")
-    fileio.write_text(cache / "run_id", result.run_id)
-    return result.run_id
+pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
 # ---------------------------------------------------------------------------- mixture NLL
@@ -119,22 +88,22 @@ class NoiseReplay:
         real_w = mf_mod.GaussianWeight.sample
         replay = self
 
-        def noise(kind, shape, like):  # per-member factor noise (S, K, n)
+        def noise(kind, shape, like, generator=None):  # per-member factor noise (S, K, n)
             if replay.mode == "record":
-                replay.records.append(real_noise(kind, shape, like))
+                replay.records.append(real_noise(kind, shape, like, generator))
                 return replay.records[-1]
             return replay._next()[replay.sample : replay.sample + 1]
 
-        def weight(self, draws):  # mean-field weights (S, *shape)
+        def weight(self, draws, generator=None):  # mean-field weights (S, *shape)
             if replay.mode == "record":
-                out = real_w(self, draws)
+                out = real_w(self, draws, generator)
                 replay.records.append(out)
                 return out
             return replay._next()[replay.sample : replay.sample + 1]
 
-        def emb(self, ids, samples):  # (group = sample, token) -> noise row
+        def emb(self, ids, samples, sampling, generator=None):  # (group = sample, token) -> noise row
             if replay.mode == "record":
-                table, index = real_emb(self, ids, samples)
+                table, index = real_emb(self, ids, samples, sampling, generator)
                 rows = torch.arange(ids.shape[0]).view(-1, *([1] * (ids.dim() - 1))).expand_as(ids)
                 group = rows // (ids.shape[0] // samples)
                 rec = {(int(g), int(t)): table[int(j)] for g, t, j in
@@ -208,11 +177,6 @@ def test_sample_logits_is_seeded_and_batched_over_draws(small_val):
 # ---------------------------------------------------------------------------- end to end on the demo
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory, demo_features):
-    return trained_run(tmp_path_factory, demo_features.out_dir)
-
-
 def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -224,6 +188,8 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "auc_pr" in proc.stdout and "test: n=" in proc.stdout and "val: n=" in proc.stdout
+    for split in ("val", "test"):  # where the plots are
+        assert "plots: " + ", ".join(str(tmp_path / "eval" / split / png) for png in evaluate.PLOTS) in proc.stdout
     for split in ("val", "test"):
         report = json.loads((tmp_path / "eval" / split / "metrics.json").read_text())
         for key in JSON_KEYS:
@@ -233,6 +199,7 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
         assert report["positives"] == demo_features.manifest["splits"][split]["positives"]
         assert len(report["nll_ci"]) == 2 and report["nll_ci"][0] <= report["nll"] <= report["nll_ci"][1]
         assert report["truth"] is False and "true_risk" not in report
+        assert evaluate.format_table(report) + f"\nmetrics: {tmp_path / 'eval' / split / 'metrics.json'}" in proc.stdout
         for png in evaluate.PLOTS:
             assert (tmp_path / "eval" / split / png).read_bytes()[:4] == b"\x89PNG"
     run = MlflowClient(tracking_uri()).get_run(demo_run)
@@ -243,9 +210,9 @@ def test_cli_evaluate_demo_end_to_end(demo_run, demo_features, demo_dir, tmp_pat
     logged = {a.path for a in MlflowClient(tracking_uri()).list_artifacts(demo_run, "eval/test")}
     assert logged == {f"eval/test/{f}" for f in ("metrics.json", *evaluate.PLOTS)}
     # privacy: no raw identifier or date in the JSON, the file names or the printed table
-    findings = privacy.scan([tmp_path / "eval"], privacy.raw_ids_of(demo_dir))
+    findings = privacy.scan([tmp_path / "eval"], raw_ids_of(demo_dir))
     assert not findings, [str(f) for f in findings]
-    raw = privacy.raw_ids_of(demo_dir)
+    raw = raw_ids_of(demo_dir)
     for name in [p.name for p in (tmp_path / "eval").rglob("*")] + proc.stdout.split():
         assert privacy.check_string(name, raw) is None, name
 
@@ -341,3 +308,18 @@ def test_cli_evaluate_reports_errors_without_traceback(tmp_path):
     cmd = [sys.executable, str(ROOT / "cli.py"), "evaluate", "--run", "0" * 32, "--split", "test"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "error: run 000" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_referral_title_and_calibration_notes_read_naturally():
+    from pipeline.evaluation import plots
+
+    curve = metrics.referral_curve(np.zeros((2, 1, 4)), np.array([0, 1, 0, 1]))
+    assert plots.referral_title(curve, "val") == ("Referring the most uncertain admissions (val), ranked by mutual "
+                                                  "information")
+    report = {"split": "test", "n": 4, "positives": 2, "samples": 2, "components": 1, "member_nll": [0.5],
+              **{m: 0.5 for m in metrics.METRICS}, "calibration_slope": -0.4, "calibration_intercept": 0.1}
+    line = next(ln for ln in evaluate.format_table(report).splitlines() if ln.startswith("calibration slope"))
+    assert "(negative: higher predicted risks went with fewer deaths, the ranking is reversed)" in line
+    assert "(> 0: risks too low, < 0: too high)" in line
+    for slope, note in ((0.5, "< 1: risks spread too far"), (1.6, "> 1: risks too close"), (1.0, "near 1")):
+        assert evaluate.slope_note(slope).startswith(note)

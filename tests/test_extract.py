@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.contracts import FEATURES
 from pipeline.extraction import ExtractConfig, SplitMode, extract
 from pipeline.sources import SourceError
 
@@ -58,10 +60,7 @@ def test_feature_format(demo_features):
     vocab = json.loads((out / "vocab.json").read_text())
     for split in ("train", "val", "test"):
         table = pq.read_table(out / f"{split}.parquet")
-        assert table.column_names == [
-            "key", "label", "age", "gender", "admission_type", "admission_location",
-            "icu_system", "context", "bag_hours", "bags", "n_events", "observed_hours", "before_prediction_time",
-        ]
+        assert table.column_names == list(FEATURES.names())
         frame = table.to_pandas()
         assert frame["key"].str.fullmatch(r"[0-9a-f]{32}").all()
         assert (frame["age"] <= 90).all() and (frame["age"] >= 18).all()
@@ -143,7 +142,20 @@ def test_cli_extract_on_demo(demo_dir, tmp_path):
 
     result = CliRunner().invoke(cli.app, ["extract", "--source", str(demo_dir), "--out", str(tmp_path / "f")])
     assert result.exit_code == 0, result.output
-    assert "train" in result.output and (tmp_path / "f" / "train.parquet").exists()
+    manifest = json.loads((tmp_path / "f" / "manifest.json").read_text())
+    lines = result.output.splitlines()
+    assert lines[0] == (f"features written to {tmp_path / 'f'} (link file: {tmp_path / 'f' / '_private' / 'link.csv'})"
+                        f"; release {manifest['release']}")
+    assert manifest["release"] == "mimic-iii"
+    printed = {}
+    for line in lines[1:4]:  # "  train  admissions=    93 positives=   25 label_rate=0.268817"
+        m = re.fullmatch(r"  (\w+) +admissions= *(\d+) positives= *(\d+) label_rate=(\S+)", line)
+        assert m, line
+        printed[m[1]] = {"admissions": int(m[2]), "positives": int(m[3]), "label_rate": float(m[4])}
+    assert printed == {k: {c: v[c] for c in ("admissions", "positives", "label_rate")}
+                       for k, v in manifest["splits"].items()}
+    assert sorted(printed) == ["test", "train", "val"]
+    assert json.loads(lines[4]) == {"cohort": manifest["cohort"], "vocab": manifest["vocab"]} and len(lines) == 5
     bad = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path / "nope"), "--out", str(tmp_path / "g")])
     assert bad.exit_code == 2 and "does not exist" in bad.output
 

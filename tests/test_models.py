@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -53,16 +54,62 @@ def test_output_shape_and_sample_layout(kind, samples):
     per_sample = out.view(samples, k, 6)
     if kind not in STOCHASTIC or samples == 1:
         assert torch.equal(per_sample, per_sample[:1].expand_as(per_sample))
-    if k > 1:  # members differ
-        assert not torch.allclose(per_sample[0, 0], per_sample[0, 1])
+
+
+def _member(model, k: int):
+    """Member k of a K-component model on its own: for deep ensembles ``members[k]``; for rank-1 and
+    BatchEnsemble the K = 1 model with the shared weights and member k's factors and biases."""
+    if model.kind == "deep-ensemble":
+        return model.members[k]
+    single = build_model(model.kind, dataclasses.replace(model.cfg, components=1))
+    shapes = {name: v.shape for name, v in single.state_dict().items()}
+    single.load_state_dict({name: v[k : k + 1] if v.shape != shapes[name] else v  # (K, n) -> (1, n)
+                            for name, v in model.state_dict().items()})
+    return single
+
+
+@pytest.mark.parametrize("kind", ["rank1", "batchensemble", "deep-ensemble"])
+@pytest.mark.parametrize("samples", [1, 3])
+def test_component_k_of_the_output_is_member_k(kind, samples):
+    """Logits (S·K, B) hold component k at rows s·K + k: each is member k's own model (posterior means)."""
+    model = build_model(kind, tiny_cfg(init_stddev=0.2))
+    set_sampling(model, use_mean=True)
+    batch = make_batch()
+    out = model(batch, samples=samples).view(samples, 3, 6)  # (S·K, B) -> (S, K, B)
+    members = []
+    for k in range(3):
+        member = _member(model, k)
+        set_sampling(member, use_mean=True)
+        members.append(member(batch)[0])
+        for s in range(samples):
+            torch.testing.assert_close(out[s, k], members[k], rtol=1e-5, atol=1e-6)
+    assert min((members[i] - members[j]).abs().max() for i, j in ((0, 1), (0, 2), (1, 2))) > 1e-3  # distinct
 
 
 @pytest.mark.parametrize("kind", sorted(STOCHASTIC))
 @pytest.mark.parametrize("sampling", ["per_example", "per_member"])
-def test_stochastic_models_draw_different_samples(kind, sampling):
-    model = build_model(kind, tiny_cfg(init_stddev=0.2, sampling=sampling))
-    out = model(make_batch(), samples=2).view(2, model.components, 6)
-    assert not torch.allclose(out[0], out[1])
+def test_samples_are_the_mean_plus_scaled_noise(kind, sampling):
+    """A draw is mean + σ·ε: with the same ε (seed) the logits' deviations from the posterior-mean logits
+    grow linearly with the posterior scale σ (to first order; float64 keeps rounding out), and the S
+    draws differ from one another."""
+    deviations = {}
+    for sd in (1e-5, 3e-5):
+        torch.manual_seed(0)
+        model = build_model(kind, tiny_cfg(init_stddev=sd, sampling=sampling)).double()
+        batch = {**make_batch(), "hours": make_batch()["hours"].double()}
+        with torch.no_grad():
+            torch.manual_seed(1)
+            draws = model(batch, samples=2)
+            torch.manual_seed(1)
+            assert torch.equal(model(batch, samples=2), draws)  # the draws follow the torch seed
+            set_sampling(model, use_mean=True)
+            deviations[sd] = draws - model(batch, samples=2)  # (S·K, B)
+    small, large = deviations[1e-5], deviations[3e-5]
+    scale = float(large.abs().max())
+    assert scale > 0
+    torch.testing.assert_close(large, 3 * small, rtol=0, atol=2e-3 * scale)
+    per_sample = small.view(2, -1)  # (S, K·B)
+    assert float((per_sample[0] - per_sample[1]).abs().max()) > 0.2 * float(small.abs().max())  # new ε per sample
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -196,18 +243,20 @@ def test_cauchy_rank1_runs_2000_steps_without_nan():
 
 
 def _both_paths(model, batch, samples, seed=5):
-    """Logits of the inference path and of the training path (same seed, evaluation mode, no grad)."""
-    from pipeline.predict import evaluation_mode
+    """Logits of the inference path and of the training path (per-member sampling and a generator
+    seeded alike passed with the call, evaluation mode, no grad); the layers' own mode is untouched."""
+    from pipeline.layers import Sampling
+    from pipeline.predict import evaluation_mode, seeded_generator
 
+    per_member = Sampling.PER_MEMBER
     with evaluation_mode(model), torch.no_grad():
-        assert model.block_inference()
-        torch.manual_seed(seed)
-        fast = model(batch, samples=samples)
+        assert model.block_inference(per_member) and not model.block_inference()  # the layers' mode: per_example
+        fast = model(batch, samples=samples, sampling=per_member, generator=seeded_generator(seed))
         model.fast_inference = False
-        assert not model.block_inference()
-        torch.manual_seed(seed)
-        slow = model(batch, samples=samples)
+        assert not model.block_inference(per_member)
+        slow = model(batch, samples=samples, sampling=per_member, generator=seeded_generator(seed))
         model.fast_inference = True
+    assert all(m.sampling == Sampling.PER_EXAMPLE for m in model.modules() if hasattr(m, "sampling"))
     return fast, slow
 
 
@@ -368,7 +417,8 @@ def test_rank1_config_errors_name_the_setting():
 
 def test_rank1_settings_survive_checkpoint_reload(tmp_path):
     from pipeline.configs import config_dict
-    from pipeline.runs.checkpoint import CHECKPOINT_FORMAT, load_model
+    from pipeline.runs.checkpoint import CHECKPOINT_FORMAT
+    from pipeline.runs.formats import load_model
 
     cfg = tiny_cfg(prior_mean=0.0, prior_stddev=1.0, factor_init="random_sign", init_stddev=0.03)
     model = build_model("rank1", cfg)

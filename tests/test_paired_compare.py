@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -75,3 +76,22 @@ def test_references_constant_and_truth():
     assert ref["const_nll"] == pytest.approx(-(3 * np.log(0.75) + np.log(0.25)) / 4)
     assert ref["true_nll"] == pytest.approx(-(np.log(0.9) * 2 + np.log(0.8) + np.log(0.5)) / 4)
     assert pc.references(y, None, 0.25)["true_nll"] is None
+
+
+def _run_dir(root: Path, run_id: str, info: dict, split: str) -> None:
+    d = root / run_id
+    d.mkdir(parents=True)
+    (d / "model_info.json").write_text(json.dumps(info))
+    (d / "manifest.json").write_text(json.dumps({"config": {"split": split}}))
+
+
+@pytest.mark.usefixtures("tracking_store")
+def test_find_runs_adds_the_laplace_run_directories_with_their_own_labels(tmp_path):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    _run_dir(tmp_path / "laplace", "b" * 32, {"model_kind": "laplace", "model_label": "laplace-random-2000",
+                                              "model_config": None, "train_config": {"seed": "1"}}, "era")
+    assert pc.find_runs(bench) == []  # a grid without runs, and a store without them
+    both = {r["run_id"]: r for r in pc.find_runs(bench, [tmp_path / "laplace"])}
+    assert both["b" * 32]["model"] == "laplace-random-2000" and both["b" * 32]["seed"] == 1  # its MAP run's seed
+    assert both["b" * 32]["split_mode"] == "era" and both["b" * 32]["dir"] == tmp_path / "laplace" / ("b" * 32)

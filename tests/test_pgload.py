@@ -1,4 +1,4 @@
-"""pipeline.pgload + pipeline.dsn: MIMIC-III CSV -> PostgreSQL (mimic-code layout), DSN redaction."""
+"""pipeline.sources.pgload: MIMIC-III CSV -> PostgreSQL (mimic-code layout). (DSN redaction: test_redact.py.)"""
 
 from __future__ import annotations
 
@@ -7,15 +7,11 @@ import gzip
 import io
 import logging
 from pathlib import Path
-from urllib.parse import quote
 
-import pgserver
+from helpers import postgres as pgserver
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pgserver import TempPostgres, demo_dir, pg_demo, pg_server  # noqa: F401  (session fixtures)
+from helpers.postgres import TempPostgres, demo_dir  # plain helpers (the pg_* fixtures come from conftest)
 
-from pipeline.redact import redact_dsn
 from pipeline.sources.pgload import DDL, PgLoadError, columns, find_table_files, load_mimic_csv, read_header
 
 psycopg = pytest.importorskip("psycopg")
@@ -29,55 +25,6 @@ README_COUNTS = {
     "microbiologyevents": 2_003, "procedureevents_mv": 753, "diagnoses_icd": 1_761,
     "procedures_icd": 506, "d_items": 12_487, "d_labitems": 753,
 }
-
-
-# ---- redact_dsn (no server needed) -----------------------------------------------------
-@pytest.mark.parametrize(
-    "dsn,expected",
-    [
-        ("postgresql://u:s3cret@h:5432/db", "postgresql://u:***@h:5432/db"),
-        ("postgres://u:s3cret@h/db?sslmode=require", "postgres://u:***@h/db?sslmode=require"),
-        ("postgresql://u@h/db", "postgresql://u@h/db"),
-        ("postgresql://h:5432/db", "postgresql://h:5432/db"),
-        ("postgresql://u:p%40ss@h/db", "postgresql://u:***@h/db"),
-        ("postgresql://u:p@ss/w:rd@h/db", "postgresql://u:***@h/db"),  # unencoded @ / :
-        ("postgresql://u:pw@h1:5432,h2:5433/db", "postgresql://u:***@h1:5432,h2:5433/db"),
-        ("postgresql://u@h/db?password=s3cret", "postgresql://u@h/db?password=***"),
-        ("postgresql://h/db?user=u&password=s3cret&sslmode=verify-full",
-         "postgresql://h/db?user=u&password=***&sslmode=verify-full"),
-        ("postgresql://h/db?sslpassword=k3y", "postgresql://h/db?sslpassword=***"),
-        ("host=h port=5432 password=s3cret dbname=db", "host=h port=5432 password=*** dbname=db"),
-        ("host=h password = s3cret dbname=db", "host=h password = *** dbname=db"),
-        ("password='s3 cr\\'et' host=h", "password=*** host=h"),
-        ("host=h sslpassword=k3y", "host=h sslpassword=***"),
-        ("host=h PASSWORD=s3cret", "host=h PASSWORD=***"),
-        ("host=h user=u dbname=db", "host=h user=u dbname=db"),
-    ],
-)
-def test_redact_dsn(dsn: str, expected: str) -> None:
-    assert redact_dsn(dsn) == expected
-
-
-_PW = st.text(
-    st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="?#'\\"), min_size=1, max_size=30
-)
-
-
-@settings(max_examples=150, deadline=None)
-@given(pw=_PW, encode=st.booleans())
-def test_redact_dsn_uri_property(pw: str, encode: bool) -> None:
-    secret = quote(pw, safe="") if encode else pw
-    assert redact_dsn(f"postgresql://mimic:{secret}@127.0.0.1:5432/mimic") == "postgresql://mimic:***@127.0.0.1:5432/mimic"
-    assert redact_dsn(f"postgresql://127.0.0.1/mimic?password={quote(pw, safe='')}&x=1") == (
-        "postgresql://127.0.0.1/mimic?password=***&x=1"
-    )
-
-
-@settings(max_examples=150, deadline=None)
-@given(pw=st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=0, max_size=30))
-def test_redact_dsn_keyvalue_property(pw: str) -> None:
-    quoted = "'" + pw.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    assert redact_dsn(f"host=h password={quoted} dbname=d") == "host=h password=*** dbname=d"
 
 
 # ---- file discovery and headers (no server needed) -------------------------------------

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import logging
 
+import pandas as pd
 import pytest
-from pgserver import demo_dir as _demo_dir, pg_demo, pg_server  # noqa: F401  (session fixtures)
+from helpers.postgres import demo_dir as _demo_dir  # a plain function (the pg_* fixtures come from conftest)
 
+from pipeline.contracts import COHORT_COLUMNS
 from pipeline.extraction import extract
 from pipeline.redact import REDACTED
 from pipeline.sources import SourceError
@@ -70,6 +72,14 @@ def test_postgres_census_matches_duckdb_and_checks_as_of(pg_demo, demo_features,
     pg = extract(pg_demo.dsn, tmp_path / "pg", vocab=vocab, schema=pg_demo.schema)
     dk = extract(_demo_dir(), tmp_path / "dk", vocab=vocab)
     assert (pg.out_dir / "cohort.parquet").read_bytes() == (dk.out_dir / "cohort.parquet").read_bytes()
+    census = "icu_system = 'metavision' AND age >= 18"  # a census condition, applied to the census columns
+    pg = extract(pg_demo.dsn, tmp_path / "pg-c", vocab=vocab, schema=pg_demo.schema, cohort_filter=census)
+    dk = extract(_demo_dir(), tmp_path / "dk-c", vocab=vocab, cohort_filter=census)
+    assert (pg.out_dir / "cohort.parquet").read_bytes() == (dk.out_dir / "cohort.parquet").read_bytes()
+    assert 0 < pg.manifest["cohort"]["admissions"] < 117 and pg.manifest["cohort_filter_applied"]
+    by_id = [r.excluded.sort_values("hadm_id").reset_index(drop=True) for r in (pg, dk)]
+    assert list(by_id[0].columns) == [*COHORT_COLUMNS, "exclusion"] and len(by_id[0]) > 0
+    pd.testing.assert_frame_equal(by_id[0], by_id[1], check_dtype=False)
     for source, kw in ((pg_demo.dsn, {"schema": pg_demo.schema}), (_demo_dir(), {})):
         with pytest.raises(SourceError, match="as_of is before the newest ADMITTIME or DISCHTIME"):
             extract(source, tmp_path / "early", vocab=vocab, as_of=0.0, **kw)

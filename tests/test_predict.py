@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
-from test_data import N_CONTEXT, N_TOKENS, write_features
+from helpers.features import N_CONTEXT, N_TOKENS, write_features
 
 from pipeline import batches, features, metrics, predict
 from pipeline.layers import Sampling, set_sampling
@@ -147,3 +148,51 @@ def test_score_features_zero_bag_rows(val):
     assert table[["risk_mean", "risk_sd", "mutual_info"]].notna().all().all()
     assert (table["risk_sd"] > 0).all()  # rank-1 draws differ
     assert table["refer"].tolist() == (table["mutual_info"] > 0.0).tolist()
+
+
+@pytest.mark.parametrize("kind", ["rank1", "bayes-full", "bayes-emb"])
+def test_a_call_draws_from_its_own_generator_only(val, kind):
+    """The draws follow the call's generator: the global stream neither feeds nor moves them, and the
+    same seed gives the numbers of ``torch.manual_seed`` + the global generator."""
+    model = _model(kind)
+    model.eval()
+    a = predict.feature_logits(model, val, samples=3, batch_size=8, generator=predict.seeded_generator(11))
+    torch.manual_seed(999)
+    state = torch.get_rng_state()
+    b = predict.feature_logits(model, val, samples=3, batch_size=8, generator=predict.seeded_generator(11))
+    assert torch.equal(state, torch.get_rng_state())  # the global generator was not used
+    np.testing.assert_array_equal(a, b)
+    torch.manual_seed(11)
+    np.testing.assert_array_equal(a, predict.feature_logits(model, val, samples=3, batch_size=8))
+    assert not np.array_equal(a, predict.feature_logits(model, val, samples=3, batch_size=8,
+                                                        generator=predict.seeded_generator(12)))
+
+
+def test_concurrent_calls_on_one_model_give_the_answers_of_calls_alone(val):
+    """The served model: request threads share one model in evaluation mode. Each call passes its
+    sampling mode and generator, nothing is saved and restored on the model, so overlapping calls
+    (other seeds, other samples, the training mode's per-example draws) neither fail nor change
+    each other's answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = _model("rank1")
+    model.eval().requires_grad_(False)
+    jobs = [(seed, samples) for seed in range(6) for samples in (2, 5)] * 3
+
+    def call(job):
+        seed, samples = job
+        return predict.score_features(model, val, samples, 0.01, 4, generator=predict.seeded_generator(seed))
+
+    alone = {job: call(job) for job in set(jobs)}
+
+    def per_example_forward(_):  # a caller using the layers' own (training) mode at the same time
+        with torch.no_grad():
+            return model(batches.collate(val, np.arange(5)), samples=2).shape
+
+    torch.set_num_threads(1)
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(call, job) for job in jobs] + [pool.submit(per_example_forward, i) for i in range(8)]
+        answers = [f.result() for f in futures[:len(jobs)]]
+    for job, table in zip(jobs, answers):
+        pd.testing.assert_frame_equal(table, alone[job])
+    assert all(m.sampling == Sampling.PER_EXAMPLE for m in model.modules() if hasattr(m, "sampling"))

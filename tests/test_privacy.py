@@ -7,9 +7,10 @@ import stat
 
 import pandas as pd
 import pytest
+from helpers.raw_ids import raw_ids_of
 
 from pipeline import deid, fileio
-from pipeline.privacy import check_string, raw_ids_of, scan
+from pipeline.privacy import check_string, scan
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_data import write_features
+from helpers.features import write_features
 
 from pipeline import training
 from pipeline.layers import LinearRank1, LSTMRank1, Rank1Config, keras_init, l2_penalty
@@ -87,8 +87,10 @@ def test_dense_factor_draws_are_clipped_and_means_are_not():
         layer.r.mean.fill_(20.0)
     layer.use_mean = True
     assert (layer.draw(rows=4)["r"].value == 20.0).all()
-    lstm = LSTMRank1(4, 3, components=2, config=Rank1Config(init_stddev=50.0, clip=10.0))
-    assert lstm.draw(rows=2 * 400)[0]["r_ih"].value.abs().max() > 10.0  # edward2 clips dense layers only
+    model = build_model("rank1", model_config({"init_stddev": 50.0, "factor_clip": 10.0}, SIZES))
+    assert model.dense.config.clip == model.output.config.clip == 10.0 and model.lstm.config.clip is None
+    assert model.lstm.draw(rows=2 * 400)[0]["r_ih"].value.abs().max() > 10.0  # edward2 clips dense layers only
+    assert model.dense.draw(rows=2 * 400)["r"].value.abs().max() <= 10.0
 
 
 def test_initial_scale_jitter():

@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_evaluate import _tracking, trained_run  # noqa: F401  (_tracking: this session's own tracking store)
+from helpers.runs import trained_run
+from helpers.raw_ids import raw_ids_of
 
 from pipeline import privacy
 from pipeline.extraction import extract
@@ -27,10 +28,7 @@ from pipeline.sources import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory, demo_features):
-    return trained_run(tmp_path_factory, demo_features.out_dir)
+pytestmark = pytest.mark.usefixtures("tracking_store")  # demo_run and trained_run track runs there
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +59,7 @@ def test_score_demo_features(demo_run, demo_features, demo_dir, tmp_path):
     assert ((out["risk_mean"] > 0) & (out["risk_mean"] < 1)).all() and (out["risk_sd"] >= 0).all()
     assert (out["risk_p05"] <= out["risk_mean"] + 1e-12).all() and (out["risk_mean"] <= out["risk_p95"] + 1e-12).all()
     assert s.referred == int(out["refer"].sum()) and (s.samples, s.components) == (3, 3)
-    assert not privacy.scan([s.out], privacy.raw_ids_of(demo_dir))
+    assert not privacy.scan([s.out], raw_ids_of(demo_dir))
     assert not list(tmp_path.glob(".*.tmp"))  # atomic: no temporary file left
 
 
@@ -151,7 +149,7 @@ def test_source_scoring_equals_features_scoring(demo_run, demo_features, demo_di
     a = sc.score(demo_run, tmp_path / "a.parquet", data=demo_features.out_dir / "test.parquet", cfg=_cfg())
     b = sc.score(demo_run, tmp_path / "b.parquet", source=str(demo_dir), cohort=tmp_path / "cohort.txt", cfg=_cfg())
     pd.testing.assert_frame_equal(pd.read_parquet(a.out), pd.read_parquet(b.out))
-    assert not privacy.scan([b.out], privacy.raw_ids_of(demo_dir))
+    assert not privacy.scan([b.out], raw_ids_of(demo_dir))
 
 
 def test_source_scoring_with_a_sql_condition(demo_run, demo_features, demo_dir, tmp_path):
@@ -340,7 +338,7 @@ def test_out_of_vocabulary_ids_name_the_row(run_model, demo_features, tmp_path):
 
 
 def test_features_of_another_extraction_are_refused(run_model, tmp_path):
-    from test_data import write_features
+    from helpers.features import write_features
 
     other = write_features(tmp_path / "other")
     with pytest.raises(sc.ScoreError, match=r"not the model's vocabulary"):
@@ -362,3 +360,242 @@ def test_cli_score_errors_without_traceback(demo_run, demo_features, tmp_path):
                           timeout=300)
     assert good.returncode == 0, good.stderr[-2000:]
     assert "scores written to" in good.stdout and len(pd.read_parquet(tmp_path / "ok.parquet")) > 0
+
+
+# ---------------------------------------------------------------------------- the data owner's files
+
+
+@pytest.fixture(scope="module")
+def whole_demo(demo_run, demo_dir, tmp_path_factory):
+    """The whole demo source scored (no cohort file): (ScoreSummary, output directory)."""
+    out = tmp_path_factory.mktemp("whole")
+    return sc.score(demo_run, out / "scores.parquet", source=str(demo_dir), cfg=_cfg()), out
+
+
+def _private(path: Path) -> pd.DataFrame:
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    return pd.read_csv(path)
+
+
+def test_link_file_maps_every_score_to_its_hadm_id(whole_demo):
+    from pipeline import deid
+
+    s, out = whole_demo
+    link = _private(out / "_private" / "link.csv")
+    scores = pd.read_parquet(s.out)
+    assert s.link_file == out / "_private" / "link.csv" and sorted(link["key"]) == sorted(scores["key"])
+    assert link["key"].tolist() == deid.pseudonyms(deid.load_key(), link["hadm_id"])
+
+
+def test_unscored_lists_every_admission_outside_the_cohort_with_its_reason(whole_demo, demo_features):
+    s, out = whole_demo
+    table = _private(out / "_private" / "unscored.csv")
+    assert list(table.columns) == ["hadm_id", "reason"] and len(table) == s.not_scored > 0
+    assert table["hadm_id"].is_monotonic_increasing and table["hadm_id"].is_unique
+    accounting = demo_features.manifest["tables"]["admissions"]
+    excluded = accounting["excluded_by"]  # the training extraction's counts of the same rows
+    assert len(table) == sum(excluded.values()) + accounting["quarantined"]
+    named = {"died before prediction time": "died before the prediction time",
+             "discharged before prediction time": "discharged before the prediction time"}
+    expected = {named.get(k, f"outside the cohort criteria: {k}"): v for k, v in excluded.items() if v}
+    assert table["reason"].value_counts().to_dict() == expected
+    assert s.not_scored_by == {"absent": 0, "quarantined": 0,
+                               "outside the cohort criteria": sum(v for k, v in excluded.items() if k not in named),
+                               "died or discharged before T": sum(v for k, v in excluded.items() if k in named)}
+
+
+def test_an_id_list_census_gives_each_missing_id_its_reason(demo_run, demo_features, demo_dir, whole_demo, tmp_path):
+    """A census of scored ids, excluded ids of each kind, a quarantined one and an id not in ADMISSIONS."""
+    _, whole = whole_demo
+    reasons = pd.read_csv(whole / "_private" / "unscored.csv").drop_duplicates("reason")
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in demo_dir.glob("*.csv.gz"):
+        (src / f.name).symlink_to(f)
+    (src / "ADMISSIONS.csv.gz").unlink()
+    scored = _hadm_ids(demo_features.out_dir, "test")
+    broken = scored[-1]  # its ADMITTIME blanked: quarantined
+    adm = pd.read_csv(demo_dir / "ADMISSIONS.csv.gz", dtype=str, keep_default_na=False)
+    adm.loc[adm["hadm_id"].astype(int) == broken, "admittime"] = ""
+    adm.to_csv(src / "ADMISSIONS.csv.gz", index=False)
+    census = [*scored, *reasons["hadm_id"], 99999999]
+    (tmp_path / "census.txt").write_text("\n".join(map(str, census)) + "\n")
+    s = sc.score(demo_run, tmp_path / "out" / "s.parquet", source=str(src), cohort=tmp_path / "census.txt", cfg=_cfg())
+    table = _private(tmp_path / "out" / "_private" / "unscored.csv").set_index("hadm_id")["reason"].to_dict()
+    assert table == {**dict(zip(reasons["hadm_id"], reasons["reason"])), broken: "quarantined: missing ADMITTIME",
+                     99999999: "absent: no such HADM_ID in ADMISSIONS"}
+    assert s.not_scored == len(table) and s.admissions == len(scored) - 1
+    assert s.not_scored_by["absent"] == 1 and s.not_scored_by["quarantined"] == 1
+
+
+def test_a_condition_census_lists_the_excluded_admissions_it_selects(demo_run, demo_dir, whole_demo, tmp_path):
+    _, whole = whole_demo
+    everyone = pd.read_csv(whole / "_private" / "unscored.csv")
+    (tmp_path / "c.sql").write_text("icu_system = 'metavision'\n")
+    s = sc.score(demo_run, tmp_path / "s.parquet", source=str(demo_dir), cohort=tmp_path / "c.sql", cfg=_cfg())
+    table = pd.read_csv(tmp_path / "_private" / "unscored.csv")
+    assert 0 < len(table) < len(everyone) and set(table["hadm_id"]) <= set(everyone["hadm_id"])
+    assert s.not_scored == len(table)
+
+
+def test_no_link_writes_nothing_private(demo_run, demo_features, tmp_path):
+    s = sc.score(demo_run, tmp_path / "s.parquet", data=demo_features.out_dir / "val.parquet", cfg=_cfg(), link=False)
+    assert s.link_file is None and not (tmp_path / "_private").exists()
+    s = sc.score(demo_run, tmp_path / "t.parquet", data=demo_features.out_dir / "val.parquet", cfg=_cfg())
+    link = _private(tmp_path / "_private" / "link.csv")  # from the features' own link file
+    assert sorted(link["key"]) == sorted(pd.read_parquet(s.out)["key"]) and s.not_scored_by is None
+
+
+def test_scoring_into_the_features_directory_keeps_its_link_file(demo_run, demo_features, tmp_path):
+    import shutil
+
+    feats = tmp_path / "feats"
+    shutil.copytree(demo_features.out_dir, feats)
+    before = (feats / "_private" / "link.csv").read_text()
+    sc.score(demo_run, feats / "val-scores.parquet", data=feats / "val.parquet", cfg=_cfg())
+    assert (feats / "_private" / "link.csv").read_text() == before  # not shrunk to the val keys
+
+
+def test_cli_prints_counts_per_reason_never_ids(demo_run, demo_features, demo_dir, whole_demo, tmp_path):
+    _, whole = whole_demo
+    ids = pd.read_csv(whole / "_private" / "unscored.csv")["hadm_id"].tolist()
+    scored = _hadm_ids(demo_features.out_dir, "test")[:3]
+    (tmp_path / "census.txt").write_text("\n".join(map(str, [*scored, *ids, 99999999])) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "score", "--model", demo_run, "--source",
+                           str(demo_dir), "--cohort", str(tmp_path / "census.txt"), "--out",
+                           str(tmp_path / "s.parquet"), "--samples", "2", "--threads", "1", "-v"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text
+    assert f"  not scored: {len(ids) + 1} (absent 1, quarantined 0, outside the cohort criteria " in proc.stdout
+    assert f"unscored admissions (data owner only): {tmp_path / '_private' / 'unscored.csv'}" in proc.stdout
+    assert not any(str(i) in text for i in [*scored, *ids, 99999999])  # verbose: the log lines too
+
+
+@pytest.mark.parametrize("condition, named", [
+    ("label = 1", "label"), ("age > 60 AND \"LABEL\" = 0", "label"), ("c.label IS NOT NULL", "label"),
+    ("disch_epoch < pred_epoch + 3*86400", "disch_epoch"),  # known only at discharge: after T for a census
+])
+def test_a_census_condition_may_not_use_the_outcome(tmp_path, condition, named):
+    (tmp_path / "c.sql").write_text(condition + "\n")
+    with pytest.raises(cohort.CohortError, match=r"c.sql: the cohort condition uses the outcome column\(s\) "
+                                                 rf"\['{named}'\], known only after the prediction time"):
+        cohort.read_cohort_file(tmp_path / "c.sql")
+    (tmp_path / "ok.sql").write_text("admission_type = 'label' /* label */\n")  # a string or a comment: no column
+    assert cohort.read_cohort_file(tmp_path / "ok.sql") == "admission_type = 'label' /* label */"
+
+
+@pytest.mark.parametrize("condition", [
+    "hadm_id IN (SELECT hadm_id FROM admissions_classified WHERE COLUMNS('^lab') = 1)",
+    "hadm_id IN (FROM cohort SELECT hadm_id)",  # DuckDB's FROM-first form
+    "hadm_id IN (TABLE cohort)",
+])
+def test_a_census_condition_may_not_hold_a_subquery(tmp_path, condition):
+    """A subquery could read another table (admissions_classified holds the label) whatever it names."""
+    (tmp_path / "c.sql").write_text(condition + "\n")
+    with pytest.raises(cohort.CohortError, match=r"c.sql: the cohort condition holds a subquery \((SELECT|FROM|TABLE)\); "
+                                                 r"it is one expression over the columns \['hadm_id'"):
+        cohort.read_cohort_file(tmp_path / "c.sql")
+
+
+def _classified(con) -> None:
+    """A tiny admissions_classified: four eligible admissions (two deaths, one still open) and one excluded."""
+    con.execute("""CREATE TABLE admissions_classified AS SELECT * FROM (VALUES
+        (1, 10, 100, 0.0, 86400.0, 90000.0, -1e9, 70.0, 'M', 'EMERGENCY', 'ER', 'carevue', 'a', 1, NULL),
+        (2, 11, 101, 0.0, 86400.0, 400000.0, -1e9, 60.0, 'F', 'EMERGENCY', 'ER', 'metavision', 'b', 1, NULL),
+        (3, 12, 102, 0.0, 86400.0, 500000.0, -1e9, 50.0, 'F', 'ELECTIVE', 'ER', 'metavision', 'b', 0, NULL),
+        (4, 13, 103, 0.0, 86400.0, NULL, -1e9, 40.0, 'M', 'URGENT', 'ER', 'carevue', 'a', 0, NULL),
+        (5, 14, 104, 0.0, 86400.0, 3600.0, -1e9, 30.0, 'M', 'URGENT', 'ER', 'carevue', 'a', 0,
+         'discharged before prediction time'))
+        t(row_id, subject_id, hadm_id, admit_epoch, pred_epoch, disch_epoch, dob_epoch, age, gender,
+          admission_type, admission_location, icu_system, era, label, exclusion)""")
+
+
+def _cohort_sql(condition: str) -> str:
+    from pipeline import contracts, sqlgen
+
+    return sqlgen.render(sqlgen.COHORT, lookback_days=30.0, cohort_filter=condition,
+                         census_columns=", ".join(contracts.COHORT_COLUMNS))
+
+
+def test_every_cohort_column_is_a_census_column_or_an_outcome():
+    import duckdb
+
+    from pipeline import contracts
+
+    con = duckdb.connect()
+    _classified(con)
+    rel = con.sql(_cohort_sql("TRUE"))
+    assert sorted(rel.columns) == sorted([*contracts.COHORT_COLUMNS, *contracts.OUTCOME_COLUMNS])
+    assert sorted(r[0] for r in rel.fetchall()) == [100, 101, 102, 103]  # hadm_id first
+    chosen = con.sql(_cohort_sql("age >= 60 AND COLUMNS('^adm') IS NOT NULL")).fetchall()
+    assert sorted(r[0] for r in chosen) == [100, 101]
+
+
+@pytest.mark.parametrize("condition", [
+    "COLUMNS('^lab') = 1",  # a column regex: no outcome in the projection it expands over
+    "COLUMNS('^disch') IS NOT NULL",
+    "label = 1", "disch_epoch < pred_epoch + 3*86400",  # what read_cohort refuses by name, refused here too
+    "struct_extract(census, 'label') = 1",  # the row as a struct holds the census columns only
+    "eligible.label = 1", "admissions_classified.label = 1",  # the inner and the base table are out of reach
+])
+def test_the_census_condition_sees_no_outcome(condition):
+    """sql/02_cohort.sql applies the condition to the census columns only: every way to reach an
+    outcome fails in the database (before, COLUMNS('^lab') = 1 chose exactly the deaths)."""
+    import duckdb
+
+    con = duckdb.connect()
+    _classified(con)
+    with pytest.raises(duckdb.Error):
+        con.sql(_cohort_sql(condition)).fetchall()
+
+
+def test_a_census_by_an_outcome_regex_is_refused(demo_run, demo_dir, tmp_path):
+    """The reviewer's bypass on the demo (31 admissions, 31 deaths) now stops with one line."""
+    (tmp_path / "c.sql").write_text("COLUMNS('^lab') = 1\n")
+    with pytest.raises(sc.ScoreError, match=r"c.sql: the cohort condition could not be run \(Binder Error\)"):
+        sc.score(demo_run, tmp_path / "s.parquet", source=str(demo_dir), cohort=tmp_path / "c.sql", cfg=_cfg())
+    assert not (tmp_path / "s.parquet").exists()
+
+
+def test_score_and_the_pyfunc_agree_by_default_beyond_one_batch(demo_run, demo_features, tmp_path):
+    """One default batch size (contracts.DEFAULT_BATCH) for every scoring entry point: on more admissions
+    than one batch holds, `score` and the pyfunc (same seed) give the same draws, so the same numbers."""
+    import mlflow
+
+    from pipeline.contracts import DEFAULT_BATCH
+
+    parts = [pq.read_table(demo_features.out_dir / f"{s}.parquet").to_pandas() for s in ("train", "val", "test")]
+    frame = pd.concat(parts, ignore_index=True)
+    copies = []
+    for i in range(-(-(DEFAULT_BATCH + 20) // len(frame))):  # enough copies for more than one batch
+        copy = frame.copy()
+        copy["key"] = [f"{i:x}{k[1:]}" for k in copy["key"]]  # distinct pseudonym-shaped keys
+        copies.append(copy)
+    census = pd.concat(copies, ignore_index=True)
+    assert len(census) > DEFAULT_BATCH and census["key"].is_unique
+    path = tmp_path / "census.parquet"
+    census.to_parquet(path)
+    s = sc.score(demo_run, tmp_path / "s.parquet", data=path, cfg=sc.ScoreConfig(samples=3, seed=5, threads=1))
+    scored = pd.read_parquet(s.out)
+    served = mlflow.pyfunc.load_model(f"runs:/{demo_run}/model").predict(census, params={"samples": 3, "seed": 5})
+    assert scored["key"].tolist() == served["key"].tolist() == census["key"].tolist()
+    np.testing.assert_allclose(scored["risk_mean"], served["risk_mean"], rtol=1e-6)
+    np.testing.assert_allclose(scored["mutual_info"], served["mutual_info"], rtol=1e-5, atol=1e-9)
+
+
+def test_every_scoring_entry_point_defaults_to_one_batch_size():
+    import inspect
+
+    from pipeline import grid, predict
+    from pipeline.contracts import DEFAULT_BATCH
+    from pipeline.evaluation import evaluate
+    from pipeline.runs import pyfunc
+    from pipeline.training.config import TrainConfig
+
+    assert (sc.ScoreConfig().batch_size == evaluate.EvalConfig().batch_size == TrainConfig().eval_batch_size
+            == grid.GridConfig().eval_batch_size == DEFAULT_BATCH)
+    for fn in (predict.score_features, evaluate.sample_logits):
+        assert inspect.signature(fn).parameters["batch_size"].default == DEFAULT_BATCH, fn
+    assert pyfunc.request_settings({}, {}).batch_size == DEFAULT_BATCH

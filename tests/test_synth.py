@@ -1,4 +1,4 @@
-"""Synthetic MIMIC-III generator (pipeline/synth.py): layout, determinism, truth, quirks."""
+"""Synthetic MIMIC-III generator (pipeline/synth/): layout, determinism, truth, quirks."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pipeline.errors import ConfigError
 from pipeline.synth import COLUMNS, SynthConfig, generate
 from pipeline.synth import generator as synth
+from pipeline.synth.limits import MAX_PATIENTS
 
 EVENT_TIMES = [  # (table, time column) that must not fall after DISCHTIME
     ("CHARTEVENTS", "CHARTTIME"), ("LABEVENTS", "CHARTTIME"), ("INPUTEVENTS_CV", "CHARTTIME"),
@@ -292,13 +294,40 @@ def test_chart_rows_per_stay_follow_the_config(tmp_path):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(patients=0), "patients"), (dict(patients=90_000), "patients"), (dict(patients=2.5), "patients"),
     (dict(seed=-1), "seed"), (dict(config=SynthConfig(density=0)), "density"),
+    (dict(config=SynthConfig(density=20)), r"density must be in \(0, 10\], got 20"),
     (dict(config=SynthConfig(chunk_patients=0)), "chunk_patients"),
     (dict(config=SynthConfig(admissions_probs=(0.5, 0.5, 0.5))), "admissions_probs"),
+    (dict(layout="mimic-v"), "layout"),
 ])
 def test_bad_arguments(tmp_path, kwargs, message):
+    """Bad input is a PipelineError (the CLI prints it as one line), never a bare ValueError."""
     args = dict(out_dir=tmp_path, patients=10, seed=0) | kwargs
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message):
         generate(**args)
+
+
+def test_an_exhausted_id_range_names_patients():
+    from pipeline.synth.tables import IdPool
+
+    pool = IdPool(np.random.default_rng(0), 100, 103, "HADM_ID")
+    pool.take(2)
+    with pytest.raises(ConfigError, match=r"HADM_ID range exhausted: more than 3 ids needed; patients is too large"):
+        pool.take(2)
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--patients", str(MAX_PATIENTS + 1)], "--patients"), (["--density", "20"], "--density"),
+    (["--seed", "-1"], "--seed"), (["--patients", "0"], "--patients"),
+])
+def test_the_cli_refuses_what_the_library_would(tmp_path, argv, option):
+    """The CLI's limits are the library's: bad values stop before anything is written (exit 2)."""
+    from typer.testing import CliRunner
+
+    import cli
+
+    res = CliRunner().invoke(cli.app, ["synth", "--out", str(tmp_path / "s"), *argv])
+    assert res.exit_code == 2 and f"Invalid value for '{option}'" in res.output
+    assert not (tmp_path / "s").exists()
 
 
 def test_failure_leaves_no_partial_files(tmp_path, monkeypatch):

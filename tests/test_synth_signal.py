@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from helpers.raw_ids import raw_ids_of
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score
 
-from pipeline.privacy import raw_ids_of, scan
+from pipeline.privacy import scan
 
 
 def _bag_of_tokens(frame: pd.DataFrame, vocab_size: int) -> np.ndarray:
@@ -54,6 +55,21 @@ def test_synthetic_outputs_pass_the_scan(synth_features):
     assert findings == [], "\n".join(map(str, findings[:20]))
 
 
-def test_extract_never_reads_truth(synth_features):
+def test_extract_never_reads_truth(synth_features, tmp_path):
+    """The same tables without _truth/ give byte-identical outputs: extraction never reads the answers."""
+    from pipeline.extraction import extract
+
     root, res = synth_features
+    assert (root / "mimic" / "_truth" / "truth.csv.gz").exists()
+    blind = tmp_path / "mimic"
+    blind.mkdir()
+    for path in (root / "mimic").iterdir():
+        if path.name != "_truth":
+            (blind / path.name).symlink_to(path)
+    again = extract(blind, tmp_path / "features")
+    assert set(res.manifest["sha256"]) >= {"train", "val", "test", "vocab"}  # every output file
+    assert again.manifest["sha256"] == res.manifest["sha256"]
+    assert again.link_file.read_bytes() == res.link_file.read_bytes()
+    same = {k: v for k, v in res.manifest.items() if k != "source"}  # the source names its directory
+    assert {k: v for k, v in again.manifest.items() if k != "source"} == same
     assert "_truth" not in str(res.manifest["source"]["tables"])

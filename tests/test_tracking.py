@@ -1,5 +1,5 @@
-"""pipeline.tracking + pipeline.pyfunc: redaction, `cli.py train` -> MLflow run -> pyfunc by URI,
-privacy of the logged artifacts, and the MLproject.
+"""pipeline.runs (tracking, pyfunc): `cli.py train` -> MLflow run -> pyfunc by URI, privacy of the
+logged artifacts, and the MLproject. (The redaction itself: test_redact.py.)
 
 One CLI run on the demo features (rank-1, 20 steps) is shared by the module; it uses its own
 sqlite tracking store and artifact directory under a temporary folder.
@@ -19,37 +19,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from helpers.raw_ids import raw_ids_of
 
-from pipeline import privacy, redact
-from pipeline.layers.priors import PriorKind
+from pipeline import privacy
 from pipeline.predict import RISK_COLUMNS
 from pipeline.runs import store
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.mark.parametrize(
-    "params, expected",
-    [
-        ({"dsn": "postgresql://u:pw@h/db"}, {"dsn": "***"}),
-        ({"source": "postgresql://u:s3cret@h:5432/db"}, {"source": "postgresql://u:***@h:5432/db"}),
-        ({"conn": "host=h password=s3cret user=u"}, {"conn": "host=h password=*** user=u"}),
-        ({"deid_key": "abc", "MIMIC_DEID_KEY": "abc", "api-token": "t"}, {"deid_key": "***", "MIMIC_DEID_KEY": "***", "api-token": "***"}),
-        ({"data": "/data/2101-03-04/features"}, {"data": "/data/<date>/features"}),
-        ({"model": {"lstm_hidden": 64, "prior": PriorKind.GAUSSIAN}, "max_tokens": None},
-         {"model.lstm_hidden": "64", "model.prior": "gaussian", "max_tokens": "None"}),
-    ],
-)
-def test_redact_params(params, expected):
-    assert redact.redact_params(params) == expected
-
-
-def test_redact_json_keeps_structure():
-    manifest = {"source": {"kind": "postgres", "location": "postgresql://u:pw@h/db", "password": "pw"},
-                "splits": [{"admissions": 3, "note": "run 2101-02-03"}], "vocab": {"tokens": 5}}
-    assert redact.redact_json(manifest) == {
-        "source": {"kind": "postgres", "location": "postgresql://u:***@h/db", "password": "***"},
-        "splits": [{"admissions": 3, "note": "run <date>"}], "vocab": {"tokens": 5}}
 
 
 def test_tracking_uri_default_and_env(monkeypatch, tmp_path):
@@ -145,8 +121,9 @@ def test_pyfunc_rejects_out_of_vocabulary_ids(loaded, demo_features):
     frame = pq.read_table(demo_features.out_dir / "test.parquet").to_pandas().head(3)
     frame.at[1, "bags"] = [[1, 10**6]]
     frame.at[1, "bag_hours"] = [0.0]
-    with pytest.raises(Exception, match=r"column 'bags' row 1: id 1000000 outside the vocabulary"):
+    with pytest.raises(Exception, match=r"column 'bags' row 1: a token id outside the model's vocabulary") as err:
         loaded.predict(frame)
+    assert "1000000" not in str(err.value)  # a request's values are not echoed
 
 
 def test_pyfunc_loads_without_the_repository(cli_run, demo_features, tmp_path):
@@ -185,7 +162,7 @@ def test_logged_artifacts_pass_privacy_scan(cli_run, demo_dir, tmp_path):
                                                                      "extraction.json"}
     extraction = json.loads((model_dir / "artifacts" / "extraction.json").read_text())
     assert set(extraction) <= {"config", "feature_version"}  # settings only: no counts, sources or paths
-    findings = privacy.scan([run_dir, model_dir], privacy.raw_ids_of(demo_dir))
+    findings = privacy.scan([run_dir, model_dir], raw_ids_of(demo_dir))
     # MLflow stamps every MLmodel with its own creation time (utc_time_created); that is the
     # only date allowed, and nothing else may be found.
     allowed = [f for f in findings if Path(f.path).name == "MLmodel" and f.problem == "calendar date"

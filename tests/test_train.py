@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_data import write_features
+from helpers.features import write_features
 from torch import nn
 
 from pipeline import features, metrics, models, predict, training
 from pipeline.models import build_model
-from pipeline.runs import checkpoint
+from pipeline.runs import checkpoint, formats
 from pipeline.training import loop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,11 +100,16 @@ def test_training_reduces_validation_nll(feats, tmp_path, kind):
     res = training.train(feats, kind, cfg, out_dir=tmp_path, tracking=False)
     assert res.steps == 40 and res.best_step in (20, 40)
     assert res.best_val_nll < before - 0.05, (before, res.best_val_nll)
-    assert res.refer_threshold is not None and math.isfinite(res.refer_threshold)
-    if kind == "deterministic":  # identical draws: MI is 0 up to rounding, nobody is referred
-        assert res.refer_threshold == predict.MI_FLOOR
-    model, info = checkpoint.load_model(res.best_checkpoint)
+    model, info = formats.load_model(res.best_checkpoint)
     assert info["refer_threshold"] == res.refer_threshold and info["step"] == res.best_step
+    # the threshold refers the top refer_fraction of validation by MI, at score_samples with the eval seed
+    val = features.load_split(feats / "val.parquet")
+    mi = metrics.mutual_information(training.validate(model, val, cfg, cfg.score_samples))  # (N,)
+    assert res.refer_threshold == predict.refer_threshold(mi, cfg.refer_fraction)
+    if kind == "deterministic":  # identical draws: MI is 0 up to rounding, nobody is referred
+        assert res.refer_threshold == predict.MI_FLOOR and not (mi > res.refer_threshold).any()
+    else:  # the 90% quantile of 48 distinct MIs lies between the 43rd and 44th smallest: the top 5 are referred
+        assert len(np.unique(mi)) == len(val) == 48 and (mi > res.refer_threshold).sum() == 5
     assert (tmp_path / "model_info.json").exists() and (tmp_path / "last.pt").exists()
 
 
@@ -168,7 +173,8 @@ def test_nan_guard_stops_and_keeps_last_good_checkpoint(feats, tmp_path, monkeyp
     assert checkpoint.read_checkpoint(tmp_path / "best.pt")["step"] == 4
     monkeypatch.setattr(training.Objective, "forward", forward)
     res = training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, resume=True, tracking=False)
-    assert res.steps == 12 and math.isfinite(res.final_val_nll)
+    clean = training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path / "clean", tracking=False)
+    assert res.steps == 12 and res.final_val_nll == clean.final_val_nll  # step 4 kept exactly, as if never poisoned
 
 
 def test_nan_in_validation_stops_with_the_step(feats, tmp_path, monkeypatch):

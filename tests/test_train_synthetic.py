@@ -16,28 +16,43 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_path):
+def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_path, monkeypatch):
+    """The pyfunc logged by `cli.py train` gives, at a fixed seed, exactly predict.score_features's risk
+    table of the run's best checkpoint (same rows, same numbers), with the stored samples by default."""
     import mlflow
+    import torch
+
+    from pipeline import features, predict
+    from pipeline.runs.store import load_run_model
 
     _, res = synth_features
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, str(ROOT / "cli.py"), "train", "--data", str(res.out_dir), "--model", "rank1",
            "--max-steps", "30", "--eval-every", "15", "--score-samples", "4", "--hidden", "16", "--embed-dim", "8",
-           "--threads", "1"]
+           "--threads", "1", "--max-bags", "12"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id = re.search(r"^run_id: ([0-9a-f]{32})$", proc.stdout, re.MULTILINE).group(1)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     try:
         model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
         test = pd.read_parquet(res.out_dir / "test.parquet").head(50)
-        scores = model.predict(test, params={"samples": 3})
+        scores = {n: model.predict(test, params={"samples": n, "seed": 11} if n else {"seed": 11}) for n in (3, None)}
+        run = load_run_model(run_id)  # the checkpoint, read without the pyfunc
     finally:
         mlflow.set_tracking_uri(previous)
-    assert list(scores["key"]) == list(test["key"])
-    assert scores["risk_mean"].between(0, 1).all() and np.isfinite(scores["risk_sd"]).all()
+    assert (run.info["score_samples"], run.info["max_bags"]) == (4, 12)
+    fs = features.from_pandas(test)
+    for samples, n in ((3, 3), (None, 4)):  # no samples given: the model's score_samples
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(11)
+            direct = predict.score_features(run.model, fs, n, run.info["refer_threshold"], max_bags=12)
+        pd.testing.assert_frame_equal(scores[samples], direct, check_exact=True)
+    assert list(scores[3]["key"]) == list(test["key"])
+    assert scores[3]["risk_sd"].gt(0).all()  # rank-1 draws differ, so the seed decides the numbers
 
 
 def test_cauchy_rank1_trains_2000_steps_on_synthetic_features(synth_features, tmp_path):

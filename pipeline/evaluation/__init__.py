@@ -1,4 +1,5 @@
-"""Evaluation of trained runs: 25-sample metrics, the true-risk reference, plots, and comparison over seeds.
+"""Evaluation of trained runs: Monte Carlo metrics (the model's score_samples), the true-risk reference,
+plots, and comparison over seeds.
 
 - ``evaluate``: ``evaluate_run`` (a run's split -> report, JSON, plots, logged to the run).
 - ``truth``: the synthetic source's true risk joined to the features.

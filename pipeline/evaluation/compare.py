@@ -2,11 +2,14 @@
 
 ``collect`` reads every evaluated run (the ``eval/<split>/metrics.json`` artifacts that
 ``evaluation.evaluate`` logs) of an experiment or a list of run ids into one row per run.
-``summarize`` groups the rows by model variant (``models.variants``) and feature split mode
-(``random``, or ``era``: carevue-era train, metavision-era test) and gives mean ± sd over seeds
-of NLL, AUC-PR and ECE on val and test, the test NLL gap to the true risk, and a true-risk
-reference row per split mode. ``write_tables`` writes Markdown and CSV atomically. The grid
-that trains and evaluates every variant is ``evaluation.grid``.
+``summarize`` groups the rows by the feature set the runs were trained on, feature split mode
+(``random``, or ``era``: carevue-era train, metavision-era test) and model variant
+(``models.variants``) and gives mean ± sd over seeds of NLL, AUC-PR and ECE on val and test, the
+test NLL gap to the true risk, and a true-risk reference row per feature set and split mode:
+runs on other admissions are never pooled (the tables gain a ``features`` column when there are
+several). ``write_tables`` writes Markdown and CSV atomically. The grid
+that trains and evaluates every variant is ``evaluation.grid``. Vision runs (tag ``run_kind``) have
+their own tables (``compare_vision``); the rows here are the mortality runs'.
 """
 
 from __future__ import annotations
@@ -61,9 +64,9 @@ def _reports(client, run_id: str, tmp: Path) -> dict[str, dict]:
     return out
 
 
-def collect(experiment: str | None = None, run_ids: list[str] | None = None) -> list[dict]:
-    """One row per evaluated run: model, split_mode, seed and ``<split>_<metric>`` values."""
-    client = store.client()
+def fetch_runs(client, experiment: str | None = None, run_ids: list[str] | None = None,
+               default_experiment: str = store.DEFAULT_EXPERIMENT) -> list:
+    """The MLflow runs named by ``run_ids``, else the finished runs of ``experiment``."""
     if run_ids:
         runs = []
         for r in run_ids:
@@ -71,15 +74,24 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None) -> 
                 runs.append(client.get_run(r))
             except Exception as exc:  # noqa: BLE001 - MlflowException and store errors alike
                 raise CompareError(f"run {r} not found in {store.tracking_uri()} ({type(exc).__name__})") from None
-    else:
-        name = experiment or store.DEFAULT_EXPERIMENT
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise CompareError(f"experiment {name!r} not found in {store.tracking_uri()}")
-        runs = client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=10_000)
+        return runs
+    name = experiment or default_experiment
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        raise CompareError(f"experiment {name!r} not found in {store.tracking_uri()}")
+    return client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=10_000)
+
+
+def collect(experiment: str | None = None, run_ids: list[str] | None = None, runs: list | None = None) -> list[dict]:
+    """One row per evaluated mortality run: model, split_mode, seed and ``<split>_<metric>`` values (vision
+    runs are left to ``compare_vision``). ``runs``: MLflow runs already fetched."""
+    client = store.client()
+    runs = fetch_runs(client, experiment, run_ids) if runs is None else runs
     rows, defaults = [], setting_defaults()
     with tempfile.TemporaryDirectory(prefix="compare-") as tmp:
         for run in runs:
+            if store.run_kind(run.data.tags) is not store.RunKind.MORTALITY:
+                continue
             reports = _reports(client, run.info.run_id, Path(tmp))
             if not reports:
                 continue
@@ -91,8 +103,8 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None) -> 
 # run params that do not define a variant: seeds make the spread, the rest are logistics
 _NOT_SETTINGS = {"train.seed", "train.progress", "train.threads", "train.log_every", "train.eval_every",
                  "train.eval_batch_size", "model.token_vocab", "n_train", "n_val", "world_size",
-                 "baseline.seed", "baseline.threads"}
-SETTING_PREFIXES = ("model.", "train.", "baseline.")  # run params that set a variant (baseline.: the classical ones)
+                 "laplace.batch_size", "laplace.max_bags", "laplace.max_tokens", "baseline.seed", "baseline.threads"}
+SETTING_PREFIXES = ("model.", "train.", "laplace.", "baseline.")  # run params that set a variant (baseline.: the classical ones)
 
 
 def settings_of(params: dict, reports: dict[str, dict]) -> dict[str, str]:
@@ -108,9 +120,11 @@ def _row(run, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
     first = next(iter(reports.values()))
     params = run.data.params
     model_config = {k.removeprefix("model."): v for k, v in params.items() if k.startswith("model.")}
-    row = {"run_id": run.info.run_id, "model": variant_label(first.get("model_kind"),
-                                                             model_config or {"prior": first.get("prior")}, defaults),
+    label = first.get("model_label") or variant_label(first.get("model_kind"),
+                                                       model_config or {"prior": first.get("prior")}, defaults)
+    row = {"run_id": run.info.run_id, "model": label,
            "split_mode": first.get("split_mode") or run.data.tags.get("split_mode", "unknown"),
+           "features": str(params.get("features") or first.get("features") or "unknown"),
            "seed": int(params.get("train.seed", params.get("baseline.seed", -1))),
            "start_time": int(run.info.start_time or 0),
            "settings": settings_of(params, reports)}
@@ -144,12 +158,12 @@ def label_variants(rows: list[dict], defaults: dict[str, str] | None = None) -> 
     record counts as its default (``setting_defaults``: older runs predate it). Within a variant, a
     seed evaluated by several runs counts once (the latest run), never twice."""
     defaults = setting_defaults() if defaults is None else defaults
-    by_model: dict[tuple[str, str], list[dict]] = {}
+    by_model: dict[tuple[str, str, str], list[dict]] = {}
     for r in rows:
-        by_model.setdefault((r["split_mode"], r["model"]), []).append(r)
+        by_model.setdefault((r.get("features", "unknown"), r["split_mode"], r["model"]), []).append(r)
     out = []
-    for (mode, model), g in by_model.items():
-        keys = sorted({k for r in g for k in r.get("settings", {})})
+    for (_, mode, model), g in by_model.items():
+        keys = sorted({k for r in g for k in r.get("settings", {}) if k != "features"})  # a group has one feature set
 
         def value(r: dict, k: str) -> str:
             return canon(r.get("settings", {}).get(k, defaults.get(k, "None")))
@@ -170,25 +184,26 @@ def label_variants(rows: list[dict], defaults: dict[str, str] | None = None) -> 
 
 
 def summarize(rows: list[dict]) -> list[dict]:
-    """Mean and sd over seeds per (split_mode, model variant), plus a true-risk row per split mode."""
+    """Mean and sd over seeds per (feature set, split_mode, model variant), plus a true-risk row per
+    feature set and split mode."""
     order = {v: i for i, v in enumerate(VARIANTS)}
-    groups: dict[tuple[str, str], list[dict]] = {}
+    groups: dict[tuple[str, str, str], list[dict]] = {}
     for r in label_variants(rows):
-        groups.setdefault((r["split_mode"], r["model"]), []).append(r)
+        groups.setdefault((r["split_mode"], r.get("features", "unknown"), r["model"]), []).append(r)
     out = []
-    for mode in sorted({k[0] for k in groups}):
-        models = sorted((m for md, m in groups if md == mode),
+    for mode, feats in sorted({k[:2] for k in groups}):
+        models = sorted((m for md, fs, m in groups if (md, fs) == (mode, feats)),
                         key=lambda m: (order.get(m.split(" [")[0], len(order)), m))
         for model in models:
-            g = groups[(mode, model)]
-            rec = {"split_mode": mode, "model": model, "seeds": len(g)}
+            g = groups[(mode, feats, model)]
+            rec = {"split_mode": mode, "features": feats, "model": model, "seeds": len(g)}
             for col in summary_columns():
                 rec[f"{col}_mean"], rec[f"{col}_sd"], n = _mean_sd([r.get(col) for r in g])
                 if col in PARTIAL_NA and 0 < n < len(g):  # runs evaluated before it existed: not the same runs
                     rec[f"{col}_mean"] = rec[f"{col}_sd"] = math.nan
             out.append(rec)
-        runs = [r for (md, _), g in groups.items() if md == mode for r in g]
-        truth = {"split_mode": mode, "model": TRUE_RISK, "seeds": 0, f"{GAP}_mean": 0.0,
+        runs = [r for (md, fs, _), g in groups.items() if (md, fs) == (mode, feats) for r in g]
+        truth = {"split_mode": mode, "features": feats, "model": TRUE_RISK, "seeds": 0, f"{GAP}_mean": 0.0,
                  f"{GAP}_sd": math.nan}  # the reference's gap to itself
         own = [c for c in summary_columns() if c != GAP]
         for col in own:  # val_nll -> val_true_nll, ...
@@ -208,17 +223,22 @@ def _cell(mean: float, sd: float) -> str:
 def to_markdown(summary: list[dict]) -> str:
     """Markdown table (mean ± sd over seeds; a single seed shows the value alone)."""
     cols = summary_columns()
-    head = ["split", "model", "seeds"] + [c.replace("_", " ", 1).replace("_", "-") for c in cols]
+    several = len({r.get("features", "unknown") for r in summary}) > 1  # runs on other admissions: say which
+    head = ["split", *(["features"] if several else []), "model", "seeds"]
+    head += [c.replace("_", " ", 1).replace("_", "-") for c in cols]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in summary:
-        cells = [r["split_mode"], r["model"], str(r["seeds"] or "")]
+        cells = [r["split_mode"], *([r.get("features", "unknown")] if several else []), r["model"],
+                 str(r["seeds"] or "")]
         cells += [_cell(r[f"{c}_mean"], r[f"{c}_sd"]) for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     note = ("\nsplit: `random` = 80/10/10 by patient; `era` = carevue-era train/val, metavision-era test "
             "(distribution shift). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model NLL - "
             "true-risk NLL on the same admissions; test ece-floor = the mean test ECE of a perfectly calibrated "
             "predictor making the same predictions (labels drawn from them): a test ECE near its floor is "
-            "within chance at this test size.\n")
+            "within chance at this test size."
+            + (" features: the feature set the runs were trained on; each has its own rows and true-risk "
+               "reference (runs on other admissions are not pooled)." if several else "") + "\n")
     return "\n".join(lines) + "\n" + note
 
 
@@ -227,11 +247,13 @@ def to_csv(summary: list[dict]) -> str:
     import csv
     import io as _io
 
-    cols = ["split_mode", "model", "seeds"] + [f"{c}_{s}" for c in summary_columns() for s in ("mean", "sd")]
+    cols = ["split_mode", "features", "model", "seeds"]
+    cols += [f"{c}_{s}" for c in summary_columns() for s in ("mean", "sd")]
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)
     for r in summary:
+        r = {"features": "unknown", **r}
         w.writerow([("" if isinstance(r[c], float) and not math.isfinite(r[c]) else
                      (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c])) for c in cols])
     return buf.getvalue()

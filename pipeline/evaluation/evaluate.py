@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import fileio, metrics
+from pipeline.contracts import DEFAULT_BATCH
 from pipeline.errors import ConfigError
 from pipeline.evaluation.truth import find_truth, load_true_risk
 from pipeline.runs import store
@@ -50,7 +51,7 @@ class EvalConfig:
     """Settings of one evaluation."""
 
     samples: int | None = None  # Monte Carlo samples per mixture component (S; None: the model's score_samples)
-    batch_size: int = 128  # admissions per forward pass (memory grows with batch_size·S·K; 128: ~0.5 GB peak at 25x4 draws)
+    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it; the draws depend on it)
     n_bootstrap: int = 1000  # bootstrap resamples for the 95% intervals (0: none)
     seed: int = 0  # torch seed of the weight draws and numpy seed of the bootstrap
     threads: int | None = None  # torch intra-op threads (None: torch's default)
@@ -99,19 +100,17 @@ class EvalResult:
 # ---------------------------------------------------------------------------- sampling and metrics
 
 
-def sample_logits(model, fs, samples: int, batch_size: int = 128, seed: int = 0, max_bags: int | None = None,
+def sample_logits(model, fs, samples: int, batch_size: int = DEFAULT_BATCH, seed: int = 0, max_bags: int | None = None,
                   max_tokens: int | None = None) -> np.ndarray:
     """Logits (S, K, N) of a FeatureSet: S·K weight draws per batch, each over the whole batch.
 
-    The torch RNG is seeded with ``seed`` inside ``fork_rng`` (the caller's stream is untouched).
+    The draws come from a generator seeded with ``seed`` (``predict.seeded_generator``: the numbers of
+    ``torch.manual_seed(seed)``); torch's global stream is untouched.
     """
-    import torch
-
     from pipeline import predict
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return predict.feature_logits(model, fs, samples, batch_size, max_bags, max_tokens)  # (S, K, N)
+    return predict.feature_logits(model, fs, samples, batch_size, max_bags, max_tokens,
+                                  predict.seeded_generator(seed))  # (S, K, N)
 
 
 def report_of(logits, labels, true_risk=None, n_bootstrap: int = 1000, seed: int = 0) -> dict:
@@ -127,11 +126,11 @@ def write_plots(logits, labels, true_risk, out_dir: Path, split: str) -> list[Pa
 
     p = metrics.predictive(logits)  # (N,)
     rel = metrics.reliability(labels, p)
+    curve = metrics.referral_curve(logits, labels)
     return [
         plots.plot_reliability(rel, out_dir / PLOTS[0], title=f"Reliability ({split})"),
         plots.plot_pr_curve(labels, p, out_dir / PLOTS[1], true_risk=true_risk, title=f"Precision-recall ({split})"),
-        plots.plot_referral(metrics.referral_curve(logits, labels), out_dir / PLOTS[2],
-                            title=f"Uncertainty referral ({split})"),
+        plots.plot_referral(curve, out_dir / PLOTS[2], title=plots.referral_title(curve, split)),
     ]
 
 
@@ -198,6 +197,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed)
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(split=split.value, split_mode=split_mode(manifest), model_kind=rm.info.get("model_kind"),
+                  model_label=rm.info.get("model_label"),
                   prior=(rm.info.get("model_config") or {}).get("prior"), run_id=rm.run_id,
                   features=redact_value(fdir.resolve().name), truth=truth_file is not None)
     out = Path(out_dir) if out_dir else Path("runs") / "eval" / (rm.run_id or "local") / split.value
@@ -227,12 +227,26 @@ def format_table(report: dict) -> str:
                      f"95th percentile {_num(report.get('ece_floor_p95'))}; P(>= observed) = "
                      f"{_num(report.get('ece_p_value'))}")
     if report.get("calibration_slope") is not None:
-        lines.append(f"calibration slope {_num(report['calibration_slope'])} (> 1: too close to the base rate), "
-                     f"intercept {_num(report.get('calibration_intercept'))} (> 0: risks too low)")
+        slope = report["calibration_slope"]
+        lines.append(f"calibration slope {_num(slope)} ({slope_note(slope)}), "
+                     f"intercept {_num(report.get('calibration_intercept'))} (> 0: risks too low, < 0: too high)")
     lines.append(f"members: nll=[{', '.join(_num(v) for v in report['member_nll'])}] "
                  f"disagreement/(1-acc)={_num(report.get('disagreement_normalized'))} "
                  f"mean MI={_num(report.get('mean_mutual_information'))}")
     return "\n".join(lines)
+
+
+def slope_note(slope: float) -> str:
+    """What a calibration slope (logistic fit of the outcome on the logit of the risk) says."""
+    if slope != slope:
+        return "not estimable"
+    if slope < 0:
+        return "negative: higher predicted risks went with fewer deaths, the ranking is reversed"
+    if slope < 0.9:
+        return "< 1: risks spread too far from the base rate (overconfident)"
+    if slope > 1.1:
+        return "> 1: risks too close to the base rate (underconfident)"
+    return "near 1: the spread of the risks fits"
 
 
 def _num(v) -> str:

@@ -71,13 +71,54 @@ def plot_pr_curve(
     return _save(fig, path)
 
 
-def plot_referral(curve: ReferralCurve, path: str | os.PathLike, title: str = "Uncertainty referral") -> Path:
-    """AUC-PR and NLL on retained admissions against the fraction referred."""
+def referral_title(curve: ReferralCurve, split: str | None = None) -> str:
+    """"Referring the most uncertain admissions (val), ranked by mutual information"."""
+    where = f" ({split})" if split else ""
+    measure = {"mi": "mutual information", "sd": "the spread of the draws"}.get(curve.measure.value, curve.measure.value)
+    return f"Referring the most uncertain admissions{where}, ranked by {measure}"
+
+
+def plot_referral(curve: ReferralCurve, path: str | os.PathLike, title: str | None = None) -> Path:
+    """AUC-PR and NLL on the admissions kept against the fraction referred (``title``: default
+    ``referral_title(curve)``)."""
     fig = _figure(5.0, 5.5)
     top, bottom = fig.subplots(2, 1, sharex=True)
     top.plot(curve.fractions, curve.auc_pr, "o-")
-    top.set(ylabel="AUC-PR (retained)", title=f"{title} (by {curve.measure.value})")
+    top.set(ylabel="AUC-PR (kept)", title=title or referral_title(curve))
+    top.title.set_fontsize(9)
     bottom.plot(curve.fractions, curve.nll, "o-", color="C1")
-    bottom.set(xlabel="fraction referred", ylabel="NLL (retained, nats)")
+    bottom.set(xlabel="fraction referred", ylabel="NLL (kept, nats)")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+SEVERITY_METRICS = {"nll": "NLL (nats)", "accuracy": "accuracy", "ece": "ECE (top-label)"}  # panels of plot_severity
+
+
+def plot_severity(series: dict, path: str | os.PathLike, title: str = "Metrics against corruption severity") -> Path:
+    """One panel per metric (NLL, accuracy, ECE) against the setting: clean, then severities 1..5.
+
+    ``series`` = {line label: {setting ("clean", "1".."5"): {metric: value or (mean, sd)}}}: a line per
+    method (a comparison, with ±sd bars over seeds) or per corruption (one run). Settings a line lacks
+    are left out of it.
+    """
+    settings = ["clean"] + sorted({s for rows in series.values() for s in rows if s != "clean"}, key=int)
+    x = {s: (0 if s == "clean" else int(s)) for s in settings}
+    fig = _figure(4.0 * len(SEVERITY_METRICS), 3.8)
+    axes = fig.subplots(1, len(SEVERITY_METRICS))
+    for ax, (metric, label) in zip(axes, SEVERITY_METRICS.items()):
+        for name, rows in series.items():
+            points = [(x[s], rows[s][metric]) for s in settings if s in rows and metric in rows[s]]
+            if not points:
+                continue
+            xs = [p[0] for p in points]
+            means = [v[0] if isinstance(v, (tuple, list)) else v for _, v in points]
+            sds = [v[1] if isinstance(v, (tuple, list)) else 0.0 for _, v in points]
+            ax.errorbar(xs, means, yerr=sds if any(sds) else None, marker="o", ms=3, capsize=2, label=name)
+        ax.set_xticks([x[s] for s in settings], ["clean" if s == "clean" else s for s in settings])
+        ax.set(xlabel="corruption severity", ylabel=label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return _save(fig, path)

@@ -1,15 +1,15 @@
 """Extraction: a MIMIC-III source -> de-identified, time-bagged token sequences (Parquet, ``contracts.FEATURES``).
 
-- ``config``: ``ExtractConfig``, ``SplitMode``, ``ExtractResult``.
+- ``config``: ``ExtractConfig``, ``SplitMode``, ``ExtractResult`` (standard library only).
 - ``extract``: the flow (cohort and events by the source's SQL, then local DuckDB + pyarrow:
   pseudonymise, split, fit bins and vocabulary on train, tokenise, bag, write).
 - ``cohort``: split assignment by patient and context tokens.  ``tokens``: vocabulary, tokens, bags.
 - ``accounting``: rows read = used + quarantined + outside the window, per table.
+Names load their module on first use (``pipeline.lazy``): the CLI reads ``SplitMode`` without pandas.
 """
 
-from __future__ import annotations
+from pipeline.lazy import lazy
 
-from pipeline.extraction.config import ExtractConfig, ExtractResult, SplitMode
-from pipeline.extraction.extract import extract
-
-__all__ = ["ExtractConfig", "ExtractResult", "SplitMode", "extract"]
+_HOMES = {**dict.fromkeys(("ExtractConfig", "ExtractResult", "SplitMode"), "config"), "extract": "extract"}
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy(__name__, _HOMES)

@@ -22,7 +22,7 @@ def table_accounting(src) -> tuple[dict, dict]:
     ).to_pylist()
     by = {r["exclusion"]: int(r["n"]) for r in rows}
     q_rows = src.fetch_arrow(
-        "SELECT row_id, exclusion FROM admissions_classified WHERE exclusion LIKE 'quarantine:%' ORDER BY row_id",
+        "SELECT row_id, exclusion FROM admissions_classified WHERE exclusion LIKE 'quarantine:%' ORDER BY row_id, exclusion",
         "ADMISSIONS",
     ).to_pylist()
     quar["admissions"] = [(r["row_id"], None, r["exclusion"].removeprefix("quarantine:")) for r in q_rows] + [
@@ -46,7 +46,10 @@ def table_accounting(src) -> tuple[dict, dict]:
         rel = src.relation(table)
         read, rejects = _rows_read(src.count_rows(table), src.scan_rejects(table))
         used = int(src.fetch_arrow(used_sql.format(rel=rel), table.upper()).column(0)[0].as_py())
-        bad = src.fetch_arrow(f"SELECT q.row_id, q._error FROM {rel} q WHERE q._error IS NOT NULL ORDER BY q.row_id", table.upper()).to_pylist()
+        row_id = src.specs[table].row_id  # None: the release has no row id (MIMIC-IV), listed by reason only
+        ident = f"q.{row_id}" if row_id else "CAST(NULL AS BIGINT)"
+        bad = src.fetch_arrow(f"SELECT {ident} AS row_id, q._error FROM {rel} q WHERE q._error IS NOT NULL "
+                              f"ORDER BY {ident}, q._error", table.upper()).to_pylist()
         quar[table] = [(r["row_id"], None, r["_error"]) for r in bad] + [(None, line, why) for line, why in rejects]
         acc[table] = {
             "rows_read": read,
@@ -60,7 +63,7 @@ def table_accounting(src) -> tuple[dict, dict]:
 def scan_all_events(src, tables: list[str], rel: dict, verify: bool, workers: int):
     """Yield (table, (rows read, rejected lines)) after materializing each ``ev_<table>``;
     ``workers`` scans at a time where the source allows it, started in the order given."""
-    jobs = [(t, sqlgen.events_sql(t, rel)) for t in tables]
+    jobs = [(t, sqlgen.events_sql(t, rel, src.release)) for t in tables]
     if workers <= 1 or not getattr(src, "concurrent_scans", False):
         for table, sql in jobs:
             yield table, _scan_events(src, table, sql, verify)
@@ -117,10 +120,14 @@ def _rows_read(counted: tuple[int, list], scan_rejects: list) -> tuple[int, list
     return n + len(malformed), merge_rejects(malformed, scan_rejects)
 
 
-def event_accounting(con, table: str, counted: tuple[int, list]) -> tuple[dict, list]:
+def event_accounting(con, table: str, counted: tuple[int, list], row_ids: bool = True) -> tuple[dict, list]:
+    """``row_ids``: the table's rows carry an id (MIMIC-III's ROW_ID, MIMIC-IV's labevent_id ...), so
+    rows used are counted by distinct id; without one (most MIMIC-IV tables), every used row of
+    ``ev_<table>`` is one source row (those tables link by HADM_ID: one row each)."""
     total, rejects = counted  # rows read, every rejected line
+    rows = "count(DISTINCT row_id)" if row_ids else "count(*)"
     used, events_used = con.sql(
-        f"SELECT count(DISTINCT row_id) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NULL) FROM ev_{table}"
+        f"SELECT {rows} FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NULL) FROM ev_{table}"
     ).fetchall()[0]  # source rows used; events used (a lab row can serve several admissions)
     q_rows = con.sql(f"SELECT row_id, reason FROM ev_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()
     quarantine = [(r, None, why) for r, why in q_rows] + [(None, line, why) for line, why in rejects]

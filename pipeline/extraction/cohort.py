@@ -6,6 +6,7 @@ import hashlib
 
 import pandas as pd
 
+from pipeline.errors import ConfigError
 from pipeline.extraction import tokens
 from pipeline.extraction.config import ExtractConfig, SplitMode
 
@@ -15,21 +16,44 @@ def _unit_hash(seed: int, subject_id: int) -> float:
     return int(digest[:15], 16) / 16**15
 
 
-def assign_splits(cohort: pd.DataFrame, cfg: ExtractConfig) -> pd.Series:
+def assign_splits(cohort: pd.DataFrame, cfg: ExtractConfig, release: str = "mimic-iii") -> pd.Series:
     """Split label per admission; every patient lands in exactly one split.
 
-    era mode: a patient with any metavision stay goes to test, where only the metavision
-    stays are kept ('excluded' marks the others); everyone else splits 8:1 into train/val.
+    era mode, MIMIC-III: a patient with any metavision stay goes to test, where only the
+    metavision stays are kept ('excluded' marks the others); everyone else splits 8:1 into
+    train/val. MIMIC-IV (``era_split_iv``): by the patient's anchor_year_group.
     """
     u = cohort["subject_id"].map(lambda s: _unit_hash(cfg.split_seed, int(s)))
     if cfg.split is SplitMode.random:
         cut1, cut2 = cfg.train_fraction, cfg.train_fraction + cfg.val_fraction
         return pd.Series(["train" if x < cut1 else "val" if x < cut2 else "test" for x in u], index=cohort.index)
+    if release == "mimic-iv":
+        return era_split_iv(cohort, u, cfg.era_groups)
     mv = cohort["icu_system"].eq("metavision")
     mv_patient = cohort["subject_id"].isin(cohort.loc[mv, "subject_id"])
     out = pd.Series(["train" if x < 8 / 9 else "val" for x in u], index=cohort.index)
     out[mv_patient & mv] = "test"
     out[mv_patient & ~mv] = "excluded"
+    return out
+
+
+def era_split_iv(cohort: pd.DataFrame, u: pd.Series, groups: tuple[str, ...] | None) -> pd.Series:
+    """MIMIC-IV era split: patients of the latest anchor_year_group used go to test, patients of the
+    earlier ones split 8:1 into train/val (by ``u``, the patient hash); ``groups`` (oldest first)
+    chooses the groups, None all present; patients of other groups are 'excluded'. A patient has one
+    anchor_year_group (the real 3-year window of their anchor year), so the split stays by patient."""
+    era = cohort["era"]
+    present = sorted(str(g) for g in era.dropna().unique())
+    used = list(groups) if groups else present
+    unknown = [g for g in used if g not in present]
+    if unknown:
+        raise ConfigError(f"era_groups {unknown} are not anchor_year_groups of the cohort; present: {present}")
+    if len(used) < 2:
+        raise ConfigError(f"the era split needs at least two anchor_year_groups (earlier ones train, the last tests); "
+                          f"{'given' if groups else 'the cohort has'} {used}")
+    out = pd.Series(["train" if x < 8 / 9 else "val" for x in u], index=cohort.index)
+    out[era == used[-1]] = "test"
+    out[~era.isin(used)] = "excluded"
     return out
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 class SplitMode(str, Enum):
     random = "random"  # 80/10/10 by patient
-    era = "era"  # carevue-era stays in train/val, metavision-era stays in test
+    era = "era"  # MIMIC-III: carevue-era stays in train/val, metavision-era in test; MIMIC-IV: by anchor_year_group
 
 
 @dataclass
@@ -23,6 +23,7 @@ class ExtractConfig:
     text_max_len: int = 40  # text values are truncated to this many characters
     split: SplitMode = SplitMode.random  # how admissions are split (always by patient)
     split_seed: int = 0  # seed of the deterministic patient hash
+    era_groups: tuple[str, ...] | None = None  # MIMIC-IV era split: anchor_year_groups used, oldest first; the last is test (None: all present)
     train_fraction: float = 0.8  # fraction of patients in train (random split)
     val_fraction: float = 0.1  # fraction of patients in val (random split)
     memory_limit: str = "3GB"  # DuckDB memory limit (spills to disk beyond it; the process stays under ~4 GB)
@@ -37,6 +38,10 @@ class ExtractConfig:
     def to_json(self) -> dict:
         d = asdict(self)
         d["split"] = self.split.value
+        if self.era_groups is None:  # unset: not written (manifests of MIMIC-III stay as they were)
+            del d["era_groups"]
+        else:
+            d["era_groups"] = list(self.era_groups)
         return d
 
 
@@ -46,3 +51,6 @@ class ExtractResult:
     manifest: dict
     link_file: Path
     files: dict[str, Path] = field(default_factory=dict)
+    # scoring only: the ADMISSIONS rows outside the cohort, their cohort columns and `exclusion` (the
+    # reason); raw HADM_IDs, so in memory only, for the data owner's _private/unscored.csv
+    excluded: object = None

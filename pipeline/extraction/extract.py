@@ -1,8 +1,9 @@
-"""Extraction: MIMIC-III source -> de-identified, time-bagged token sequences (Parquet).
+"""Extraction: a MIMIC-III or MIMIC-IV source -> de-identified, time-bagged token sequences (Parquet).
 
-Flow (see README "Data flow"):
-  1. source SQL (DuckDB over CSV, or PostgreSQL): classify admissions, build the cohort,
-     select each event table's events before the prediction time (sql/, in build order);
+Flow (docs/cohort-and-features.md, "Data flow"):
+  1. source SQL (DuckDB over CSV, or PostgreSQL): map the release onto the staging shape,
+     classify admissions, build the cohort, select each event table's events before the
+     prediction time (sql/, in build order);
   2. local DuckDB + pyarrow: pseudonymize, split by patient, fit bins and vocabulary on the
      training split, tokenize, bag by hour/day, write one Parquet file per split;
   3. accounting: for every table, rows read = used + quarantined + outside the window.
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import resource
 import shutil
 import time
 from pathlib import Path
@@ -19,10 +22,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import deid, fileio, sqlgen
-from pipeline.contracts import FEATURE_VERSION, FEATURES
+from pipeline.contracts import COHORT_COLUMNS, FEATURE_VERSION, FEATURES
 from pipeline.errors import ConfigError
 from pipeline.extraction import tokens
 from pipeline.extraction.accounting import event_accounting, scan_all_events, table_accounting
@@ -30,19 +34,47 @@ from pipeline.extraction.cohort import assign_splits, context_tokens, encode_con
 from pipeline.extraction.config import ExtractConfig, ExtractResult
 from pipeline.sources import open_source
 from pipeline.sources.base import SourceError
-from pipeline.sources.tables import EVENT_TABLES
+from pipeline.sources.tables import Release, event_tables_of
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
 
 
+class ReleaseMismatch(SourceError):
+    """The source is of another MIMIC release than the one asked for (a model's)."""
+
+    def __init__(self, expected: Release, found: Release) -> None:
+        self.expected, self.found = expected, found
+        super().__init__(f"the source is {found.title} but {expected.title} was expected (the model was trained "
+                         f"on {expected.title} features): refused; score across releases only when asked "
+                         "explicitly (then the share of out-of-vocabulary tokens is reported)")
+
+
+def rss_mb() -> float | None:
+    """This process's resident memory now, in MB (None where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_s() -> float:
+    """CPU seconds this process has used so far (every thread, user + system): on a shared machine,
+    the load-robust measure of a stage's cost."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 @contextlib.contextmanager
 def _stage(name: str):
-    """Log the wall time of one extraction stage (INFO; `cli.py extract -v` shows it)."""
-    t0 = time.perf_counter()
+    """Log the wall time of one extraction stage, its CPU time and the memory at its end (INFO; `cli.py extract -v`)."""
+    t0, c0 = time.perf_counter(), cpu_s()
     yield
-    log.info("%-28s %7.2f s", name, time.perf_counter() - t0)
+    rss = rss_mb()
+    log.info("%-28s %7.2f s  CPU %7.2f s%s", name, time.perf_counter() - t0, cpu_s() - c0,
+             f"  RSS {rss:6.0f} MB" if rss is not None else "")
 
 
 def _connect(cfg: ExtractConfig, tmp_dir: Path):
@@ -52,7 +84,7 @@ def _connect(cfg: ExtractConfig, tmp_dir: Path):
     con.execute(f"SET memory_limit = '{cfg.memory_limit}'")
     con.execute(f"SET temp_directory = '{tmp_dir.as_posix()}'")
     con.execute("SET preserve_insertion_order = false")
-    # Every join in sql/ and tokens.py is written big-side LEFT, small-side RIGHT (the build
+    # Every join in sql/ is written big-side LEFT, small-side RIGHT (the build
     # side). DuckDB cannot estimate a CSV scan's size and would otherwise flip the build side
     # onto the event scan: 4x the memory (out of memory at MIMIC scale) and slower.
     con.execute("SET disabled_optimizers = 'build_side_probe_side'")
@@ -67,12 +99,17 @@ def extract(
     config: ExtractConfig | None = None,
     *,
     vocab: tokens.Vocab | None = None,
-    schema: str = "mimiciii",
+    schema: str | None = None,
     cohort_filter: str = "TRUE",
     as_of: float | None = None,
+    release: str | None = None,
 ) -> ExtractResult:
     """Run the extraction; see the module docstring. With `vocab` given (scoring), nothing is
     refitted and every admission goes to one file, `cohort.parquet`.
+
+    ``schema`` (PostgreSQL): see ``PostgresSource`` (None: ``mimiciii``, else mimic-code's MIMIC-IV
+    schemas). ``release`` ("mimic-iii" / "mimic-iv"): the release the source must be (a model's),
+    checked before anything is read; None accepts either.
 
     ``as_of`` (scoring only; epoch seconds on the source's clock) is when the source's data ends:
     an open admission whose prediction time T is later has only ``observed_hours`` of its window
@@ -83,36 +120,42 @@ def extract(
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / ".tmp"
     tmp.mkdir(exist_ok=True)
-    started = time.perf_counter()
-    con = _connect(cfg, tmp)
-    src = open_source(source, con, schema=schema)
-    try:
+    started, cpu0 = time.perf_counter(), cpu_s()
+    con = src = None
+    try:  # whatever fails (the source included), the spill folder goes
+        con = _connect(cfg, tmp)
+        src = open_source(source, con, schema=schema)
+        if release is not None and Release(release) is not src.release:
+            raise ReleaseMismatch(Release(release), src.release)
         result = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
     finally:
-        src.close()
-        con.close()
+        if src is not None:
+            src.close()
+        if con is not None:
+            con.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    log.info("extract finished in %.1f s", time.perf_counter() - started)
+    log.info("extract finished in %.1f s (CPU %.1f s)", time.perf_counter() - started, cpu_s() - cpu0)
     return result
 
 
 def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, cohort_filter: str,
          as_of: float | None = None) -> ExtractResult:
     rel = src.relations()
-    params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days))
+    params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days),
+                  census_columns=", ".join(COHORT_COLUMNS))  # what a census condition sees: no outcome
     scoring = vocab is not None  # a census with the training vocabulary (no splits, no refit)
     open_admissions = "TRUE" if scoring else "FALSE"  # scoring a census: no DISCHTIME = still in hospital
-    src.materialize(sqlgen.render(sqlgen.ADMISSIONS_CLASSIFIED, **rel, **params, open_admissions=open_admissions),
-                    "admissions_classified", "ADMISSIONS")
-    src.materialize(
-        sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
-    )
-    src.materialize("SELECT DISTINCT subject_id, dob_epoch FROM cohort", "cohort_subjects", "cohort subjects")
-    cohort = src.fetch_arrow("SELECT * FROM cohort ORDER BY hadm_id", "cohort").to_pandas()
-    accounting, quarantine = table_accounting(src)
+    with _stage("cohort"):
+        src.materialize(sqlgen.admissions_classified(rel, src.release, **params, open_admissions=open_admissions),
+                        "admissions_classified", "ADMISSIONS")
+        src.materialize(
+            sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
+        )
+        src.materialize(sqlgen.render(sqlgen.COHORT_SUBJECTS), "cohort_subjects", "cohort subjects")
+        cohort = src.fetch_arrow(sqlgen.render(sqlgen.COHORT_ROWS), "cohort").to_pandas()
+        accounting, quarantine = table_accounting(src)
     if cohort.empty:
-        eligible = src.fetch_arrow("SELECT count(*) AS n FROM admissions_classified WHERE exclusion IS NULL",
-                                   "admissions_classified").column("n")[0].as_py()
+        eligible = src.fetch_arrow(sqlgen.render(sqlgen.COHORT_ELIGIBLE), "admissions_classified").column("n")[0].as_py()
         filtered = f", and the cohort condition kept none of the {eligible} eligible" if cohort_filter != "TRUE" else ""
         raise SourceError(
             f"the cohort is empty: of {accounting['admissions']['rows_read']} ADMISSIONS rows, "
@@ -129,7 +172,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     data_end = _as_of(src, as_of) if scoring else None  # checked before the event scans
     key = deid.load_key()
     cohort["key"] = deid.pseudonyms(key, cohort["hadm_id"].astype("int64"))
-    cohort["split"] = "cohort" if scoring else assign_splits(cohort, cfg)
+    cohort["split"] = "cohort" if scoring else assign_splits(cohort, cfg, src.release)
     excluded_era = int((cohort["split"] == "excluded").sum())
     cohort = cohort[cohort["split"] != "excluded"].sort_values("key").reset_index(drop=True)
     cohort["adm_idx"] = range(len(cohort))
@@ -137,24 +180,16 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     con.execute("CREATE OR REPLACE TEMP TABLE adm AS SELECT * FROM adm_arrow")
     con.unregister("adm_arrow")
 
-    present = [t for t in EVENT_TABLES if t in src.tables]  # largest first
+    present = [t for t in event_tables_of(src.release) if t in src.tables]  # largest first
     with _stage("events (all tables)"):
         for table, counted in scan_all_events(src, present, rel, cfg.verify_counts, cfg.scan_workers):
-            accounting[table], quarantine[table] = event_accounting(con, table, counted)
-    union = " UNION ALL ".join(
-        f"SELECT hadm_id, source, item, valuenum, valuetext, t_hours FROM ev_{t} WHERE reason IS NULL" for t in present
-    ) or "SELECT NULL::BIGINT AS hadm_id, NULL AS source, NULL AS item, NULL::DOUBLE AS valuenum, NULL AS valuetext, NULL::DOUBLE AS t_hours WHERE FALSE"
-    with _stage("union events"):
-        con.execute(
-            f"""CREATE OR REPLACE TEMP TABLE events AS
-            SELECT a.adm_idx, a.split, a.subject_id AS subject_key, e.source, e.item, e.valuenum, e.valuetext, e.t_hours
-            FROM ({union}) e JOIN adm a ON a.hadm_id = e.hadm_id"""
-        )
-    for table in present:
-        con.execute(f"DROP TABLE ev_{table}")
+            accounting[table], quarantine[table] = event_accounting(con, table, counted,
+                                                                    src.specs[table].row_id is not None)
+    with _stage("union events"):  # a view, not a copy: the windows' rows are read in place until bagged
+        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {sqlgen.events_union([f'ev_{t}' for t in present])}")
     last_event = None
     if scoring:  # an event used shows the data reaches at least its time
-        last = dict(con.sql("SELECT adm_idx, max(t_hours) FROM events GROUP BY adm_idx").fetchall())
+        last = dict(con.sql(sqlgen.render(sqlgen.LAST_EVENT)).fetchall())
         last_event = cohort["adm_idx"].map(last).astype("float64")
     cohort["observed_hours"] = observed_hours(cohort, cfg.prediction_hours, data_end, last_event)
     cohort["before_prediction_time"] = cohort["observed_hours"] < cfg.prediction_hours
@@ -168,13 +203,16 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         with _stage("fit vocabulary"):
             vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len)
             vocab.context = fit_context(ctx, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
-    with _stage("tokenize"):
+    with _stage("tokenize"):  # the vocabulary's tables and the tokenized view (its ids are computed by the bags)
         tokens.register(con, vocab)
         tokens.tokenize(con, vocab, cfg.text_max_len)
-        con.execute("DROP TABLE events")
     with _stage("bag"):
-        bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly).to_pandas()
-        con.execute("DROP TABLE tokenized")
+        bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly)
+        # why the other admissions get no score (serving's _private/unscored.csv); read before a CSV
+        # source's connection (the local one) closes
+        excluded = (src.fetch_arrow(sqlgen.render(sqlgen.COHORT_EXCLUSIONS, **params), "ADMISSIONS (exclusions)").to_pandas()
+                    if scoring else None)
+        con.close()  # the local DuckDB is done (ev_<table>, events, tokenized): closing it hands its memory back
     with _stage("assemble"):
         features = _assemble(cohort, ctx, vocab, bags)
     with _stage("write"):
@@ -183,7 +221,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     manifest = _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, cohort_filter != "TRUE")
     fileio.write_json(out / "manifest.json", manifest)
     files["manifest"] = out / "manifest.json"
-    return ExtractResult(out, manifest, link, files)
+    return ExtractResult(out, manifest, link, files, excluded)
 
 
 def observed_hours(cohort: pd.DataFrame, window_hours: float, as_of: float | None,
@@ -203,9 +241,7 @@ def observed_hours(cohort: pd.DataFrame, window_hours: float, as_of: float | Non
 
 def _as_of(src, as_of: float | None) -> float:
     """The data's end (epoch s): ``as_of`` checked against the newest ADMISSIONS time, or that time."""
-    row = src.fetch_arrow(
-        "SELECT max(admit_epoch) AS admit, max(disch_epoch) AS disch FROM admissions_classified "
-        "WHERE exclusion IS NULL OR exclusion NOT LIKE 'quarantine:%'", "ADMISSIONS (newest time)").to_pylist()[0]
+    row = src.fetch_arrow(sqlgen.render(sqlgen.DATA_END), "ADMISSIONS (newest time)").to_pylist()[0]
     newest = max((float(v) for v in row.values() if v is not None), default=None)
     if as_of is None:
         if newest is None:
@@ -217,16 +253,27 @@ def _as_of(src, as_of: float | None) -> float:
     return float(as_of)
 
 
-def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pd.DataFrame) -> pd.DataFrame:
-    frame = cohort[["adm_idx", "key", "split", "label", "age", "gender", "admission_type", "admission_location", "icu_system",
-                    "observed_hours", "before_prediction_time"]].copy()
-    frame["context"] = encode_context(ctx, vocab.context)
-    frame = frame.merge(bags, on="adm_idx", how="left")
-    empty = frame["n_events"].isna()
-    frame.loc[empty, "n_events"] = 0
-    frame["bag_hours"] = [[] if e else list(v) for e, v in zip(empty, frame["bag_hours"])]
-    frame["bags"] = [[] if e else [list(b) for b in v] for e, v in zip(empty, frame["bags"])]
-    return frame.sort_values("key").reset_index(drop=True)
+def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pa.Table) -> pa.Table:
+    """Every admission in key order (the cohort's order: adm_idx numbers it), as the FEATURES columns
+    plus ``split``. The bags stay Arrow arrays (a few bytes per token, never Python lists); an admission
+    without events (absent from ``bags``) has zero bags."""
+    schema = FEATURES.arrow_schema()
+    n = len(cohort)
+    hours, lists = bags.column("bag_hours").combine_chunks(), bags.column("bags").combine_chunks()
+    present = bags.column("adm_idx").to_numpy()
+    n_bags = np.zeros(n, np.int64)
+    n_bags[present] = pc.list_value_length(hours).to_numpy(zero_copy_only=False)
+    offsets = pa.array(np.r_[0, np.cumsum(n_bags)].astype(np.int32), pa.int32())
+    n_events = np.zeros(n, np.int32)
+    n_events[present] = bags.column("n_events").to_numpy()
+    built = ("context", "bag_hours", "bags", "n_events")  # from the vocabulary and the bags; the rest from the cohort
+    cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type) for name in schema.names if name not in built}
+    cols["context"] = pa.array(encode_context(ctx, vocab.context), schema.field("context").type)
+    cols["bag_hours"] = pa.ListArray.from_arrays(offsets, hours.flatten()).cast(schema.field("bag_hours").type)
+    cols["bags"] = pa.ListArray.from_arrays(offsets, lists.flatten()).cast(schema.field("bags").type)
+    cols["n_events"] = pa.array(n_events, pa.int32())
+    table = pa.table([cols[name] for name in schema.names], schema=schema)
+    return table.append_column("split", pa.array(cohort["split"].tolist(), pa.string()))
 
 
 def write_parquet(table: pa.Table, path: Path) -> Path:
@@ -235,14 +282,12 @@ def write_parquet(table: pa.Table, path: Path) -> Path:
     return path
 
 
-def _write_outputs(out: Path, features: pd.DataFrame, vocab: tokens.Vocab, quarantine: dict, scoring: bool) -> dict:
+def _write_outputs(out: Path, features: pa.Table, vocab: tokens.Vocab, quarantine: dict, scoring: bool) -> dict:
     files: dict[str, Path] = {}
     names = ["cohort"] if scoring else list(SPLITS)
-    schema = FEATURES.arrow_schema()
     for split in names:
-        part = features[features["split"] == split]
-        cols = {name: part[name].tolist() for name in schema.names}
-        files[split] = write_parquet(pa.table(cols, schema=schema), out / f"{split}.parquet")
+        part = features.filter(pc.equal(features.column("split"), split)).drop_columns(["split"])
+        files[split] = write_parquet(part.combine_chunks(), out / f"{split}.parquet")
     if not scoring:
         files["vocab"] = fileio.write_json(out / "vocab.json", vocab.to_json())
     qschema = pa.schema([("table", pa.string()), ("row_id", pa.int64()), ("line", pa.int64()), ("reason", pa.string())])
@@ -262,8 +307,9 @@ def _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, filtered
         n, pos = len(part), int(part["label"].sum())
         splits[split] = {"admissions": n, "patients": int(part["subject_id"].nunique()), "positives": pos, "label_rate": round(pos / n, 6) if n else None}
     hashes = {name: fileio.sha256_file(path) for name, path in sorted(files.items())}
-    return {
+    out = {
         "feature_version": FEATURE_VERSION,
+        "release": src.release.value,
         "source": {"kind": src.kind, "location": src.description, "tables": {t: i.location for t, i in sorted(src.tables.items())}},
         "config": cfg.to_json(),
         "cohort_filter_applied": filtered,
@@ -279,3 +325,8 @@ def _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, filtered
         "vocab": {"tokens": len(vocab.tokens), "context": len(vocab.context), "binned_items": len(vocab.bins), "text_items": len(vocab.text_items)},
         "sha256": hashes,
     }
+    if src.release is Release.mimic4:  # the era split's groups: patients per anchor_year_group and split
+        eras = cohort.groupby(["era", "split"])["subject_id"].nunique()
+        out["cohort"]["anchor_year_group"] = {str(g): {str(s): int(n) for s, n in eras[g].items()}
+                                              for g in sorted(eras.index.get_level_values(0).unique())}
+    return out

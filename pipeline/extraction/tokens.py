@@ -9,13 +9,20 @@ out-of-vocabulary token per source (`source:<oov>`). Token id 0 is padding.
 
 Bags: events in the last `hourly_hours` before the prediction time fall in hourly bags,
 older history in daily bags. A bag's start is given in hours relative to ADMITTIME.
+
+The SQL is in `sql/` (40-45, run on the local DuckDB); this module renders it and moves the
+fitted vocabulary between Python and the local tables.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+
+from pipeline import sqlgen
 
 PAD = "<pad>"
 SOURCES = ["chart", "lab", "input", "output", "rx", "proc", "micro", "dtevent"]
@@ -40,108 +47,73 @@ def oov(source: str) -> str:
     return f"{source}:<oov>"
 
 
-def text_expr(col: str, max_len: int) -> str:
-    """Normalized text value: trimmed, truncated, ':' free (keeps tokens parseable)."""
-    return f"replace(substr(trim({col}), 1, {max_len}), ':', ';')"
-
-
 def fit(con, n_bins: int, min_patients: int, max_text_values: int, text_max_len: int) -> Vocab:
-    """Fit bins, categorical text items and the token vocabulary on `events` WHERE split='train'."""
-    qs = ", ".join(f"{i / n_bins:.6f}" for i in range(1, n_bins))
-    bins_rows = con.sql(
-        f"""
-        SELECT source || ':' || item AS key, quantile_cont(valuenum, [{qs}]) AS cuts
-        FROM events WHERE split = 'train' AND valuenum IS NOT NULL
-        GROUP BY ALL HAVING count(DISTINCT subject_key) >= {min_patients}
-        ORDER BY key
-        """
-    ).fetchall()
+    """Fit bins, categorical text items and the token vocabulary on `events` WHERE split='train'
+    (sql/40_fit_bins, 41_fit_text_items, 43_fit_vocabulary)."""
+    quantiles = ", ".join(f"{i / n_bins:.6f}" for i in range(1, n_bins))
+    bins_rows = con.sql(sqlgen.render(sqlgen.FIT_BINS, quantiles=quantiles, min_patients=min_patients)).fetchall()
     bins = {k: sorted(set(float(c) for c in cuts)) for k, cuts in bins_rows}
-    text_rows = con.sql(
-        f"""
-        SELECT source || ':' || item AS key FROM events
-        WHERE split = 'train' AND valuenum IS NULL AND valuetext IS NOT NULL
-        GROUP BY ALL HAVING count(DISTINCT {text_expr('valuetext', text_max_len)}) <= {max_text_values}
-        ORDER BY key
-        """
-    ).fetchall()
+    text_rows = con.sql(sqlgen.render(sqlgen.FIT_TEXT_ITEMS, text_max_len=text_max_len,
+                                      max_text_values=max_text_values)).fetchall()
     vocab = Vocab([PAD] + [oov(s) for s in SOURCES], [PAD], bins, [r[0] for r in text_rows])
     register(con, vocab)
-    kept = con.sql(
-        f"""
-        SELECT token FROM ({token_sql(text_max_len, "e.split = 'train'")})
-        GROUP BY token HAVING count(DISTINCT subject_key) >= {min_patients} ORDER BY token
-        """
-    ).fetchall()
+    kept = con.sql(sqlgen.render(sqlgen.FIT_VOCABULARY, tokens=token_sql(text_max_len, "e.split = 'train'"),
+                                 min_patients=min_patients)).fetchall()
     vocab.tokens += [t for (t,) in kept if t not in vocab.tokens]
     return vocab
 
 
+def bin_ranges(bins: dict[str, list[float]]) -> pa.Table:
+    """The bins as ranges, one row per bin: (key, bin, lo, hi) with lo <= value < hi; bin B of an
+    item holds the values with B of its ascending cut points at or below them (-inf/+inf at the ends)."""
+    keys, index, lo, hi = [], [], [], []
+    for key, cuts in bins.items():
+        edges = [-math.inf, *cuts, math.inf]
+        for b in range(len(cuts) + 1):
+            keys.append(key)
+            index.append(b)
+            lo.append(edges[b])
+            hi.append(edges[b + 1])
+    return pa.table({"key": pa.array(keys, pa.string()), "bin": pa.array(index, pa.int32()),
+                     "lo": pa.array(lo, pa.float64()), "hi": pa.array(hi, pa.float64())})
+
+
 def register(con, vocab: Vocab) -> None:
-    """Load the fitted bins, categorical items and vocabulary as local tables."""
-    bins = pa.table(
-        {
-            "key": pa.array(list(vocab.bins), pa.string()),
-            "cuts": pa.array([list(c) for c in vocab.bins.values()], pa.list_(pa.float64())),
-        }
-    )
+    """Load the fitted bins (as ranges), categorical items and vocabulary as local tables."""
     items = pa.table({"key": pa.array(vocab.text_items, pa.string())})
     tokens = pa.table({"token": pa.array(vocab.tokens, pa.string()), "tid": pa.array(range(len(vocab.tokens)), pa.int32())})
-    for name, table in (("bins_t", bins), ("text_items_t", items), ("vocab_t", tokens)):
+    for name, table in (("bin_ranges_t", bin_ranges(vocab.bins)), ("text_items_t", items), ("vocab_t", tokens)):
         con.register(f"{name}_arrow", table)
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_arrow")
         con.unregister(f"{name}_arrow")
 
 
 def token_sql(text_max_len: int, where: str = "TRUE") -> str:
-    """SELECT of events with their token string (bins and categorical items registered)."""
-    bin_expr = "len(list_filter(b.cuts, lambda c: c <= e.valuenum))"
-    return f"""
-        SELECT e.adm_idx, e.split, e.subject_key, e.t_hours, e.source,
-               CASE
-                 WHEN e.valuenum IS NOT NULL AND b.key IS NOT NULL
-                   THEN e.source || ':' || e.item || ':q' || CAST({bin_expr} AS VARCHAR)
-                 WHEN e.valuenum IS NULL AND e.valuetext IS NOT NULL AND ti.key IS NOT NULL
-                   THEN e.source || ':' || e.item || ':t:' || {text_expr('e.valuetext', text_max_len)}
-                 ELSE e.source || ':' || e.item
-               END AS token
-        FROM events e
-        LEFT JOIN bins_t b ON b.key = e.source || ':' || e.item
-        LEFT JOIN text_items_t ti ON ti.key = e.source || ':' || e.item
-        WHERE {where}
-    """
+    """SELECT of events with their token string (bins and categorical items registered): sql/42_tokens."""
+    return sqlgen.render(sqlgen.TOKENS, text_max_len=text_max_len, event_filter=where)
 
 
 def tokenize(con, vocab: Vocab, text_max_len: int) -> None:
-    """events -> tokenized(adm_idx, t_hours, tid): token ids, OOV per source."""
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE tokenized AS
-        SELECT t.adm_idx, t.t_hours, COALESCE(v.tid, o.tid) AS tid
-        FROM ({token_sql(text_max_len)}) t
-        LEFT JOIN vocab_t v ON v.token = t.token
-        LEFT JOIN vocab_t o ON o.token = t.source || ':<oov>'
-        """
-    )
+    """events -> tokenized(adm_idx, t_hours, tid): token ids, OOV per source (sql/44_tokenized). A view:
+    the bags read it once, so the token ids are computed there and never stored."""
+    sql = sqlgen.render(sqlgen.TOKENIZED, tokens=token_sql(text_max_len))
+    con.execute(f"CREATE OR REPLACE TEMP VIEW tokenized AS {sql}")
 
 
 def bag(con, prediction_hours: float, hourly_hours: float) -> pa.Table:
-    """tokenized -> one row per admission: adm_idx, bag_hours, bags, n_events."""
+    """tokenized -> one row per admission with events: adm_idx, bag_hours, bags, n_events.
+
+    sql/45_bags gives one row per (admission, bag) in order; the rows of an admission are nested
+    here into its lists (bag starts, token ids per bag), without copying the values."""
     edge = prediction_hours - hourly_hours  # hours after admission where hourly bags begin
-    return con.sql(
-        f"""
-        WITH b AS (
-          SELECT adm_idx,
-                 CASE WHEN t_hours >= {edge} THEN floor(t_hours)
-                      ELSE {edge} + floor((t_hours - {edge}) / 24.0) * 24.0 END AS start,
-                 list_sort(list_distinct(list(tid))) AS tids,
-                 count(*) AS n
-          FROM tokenized GROUP BY ALL
-        )
-        SELECT adm_idx,
-               list(CAST(start AS FLOAT) ORDER BY start) AS bag_hours,
-               list(CAST(tids AS INTEGER[]) ORDER BY start) AS bags,
-               CAST(sum(n) AS INTEGER) AS n_events
-        FROM b GROUP BY adm_idx ORDER BY adm_idx
-        """
-    ).to_arrow_table()
+    rows = con.sql(sqlgen.render(sqlgen.BAGS, edge=float(edge))).to_arrow_table()
+    adm = rows.column("adm_idx").to_numpy()
+    first = np.flatnonzero(np.r_[True, adm[1:] != adm[:-1]]) if len(adm) else np.zeros(0, np.int64)
+    offsets = pa.array(np.r_[first, len(adm)].astype(np.int32), pa.int32())
+    n = rows.column("n").to_numpy()
+    return pa.table({
+        "adm_idx": pa.array(adm[first], rows.schema.field("adm_idx").type),
+        "bag_hours": pa.ListArray.from_arrays(offsets, rows.column("bag_start").combine_chunks()),
+        "bags": pa.ListArray.from_arrays(offsets, rows.column("tids").combine_chunks()),
+        "n_events": pa.array(np.add.reduceat(n, first) if len(n) else np.zeros(0, np.int64), pa.int32()),
+    })

@@ -10,7 +10,7 @@ from pipeline.lazy import lazy
 
 _HOMES = {  # public name -> submodule that defines it
     **dict.fromkeys(("BayesianLayer", "kl_divergence", "l2_penalty", "set_sampling"), "base"),
-    **dict.fromkeys(("Conv2dBatchEnsemble", "Conv2dRank1"), "conv"),
+    **dict.fromkeys(("Conv2dBatchEnsemble", "Conv2dDeterministic", "Conv2dRank1"), "conv"),
     **dict.fromkeys(("EmbeddingBagBayes", "EmbeddingBagDeterministic", "EmbeddingBayes", "EmbeddingConfig"),
                     "embedding"),
     **dict.fromkeys(("Draw", "Rank1Config", "Rank1Vector", "materialize"), "factors"),

@@ -14,13 +14,21 @@ class BayesianLayer(nn.Module):
     """Base of every layer with a variational posterior.
 
     Attributes ``sampling`` (a ``Sampling``) and ``use_mean`` (posterior means instead of
-    draws, for tests and deterministic evaluation) are set per layer or by ``set_sampling``.
+    draws, for tests and deterministic evaluation) are set per layer or by ``set_sampling``:
+    they are the layer's defaults (training). A call may override the sampling mode and give
+    its own ``torch.Generator`` (``forward(..., sampling=, generator=)``): evaluation and
+    serving pass both per call and never change a layer's attributes, so concurrent calls on
+    one model share no mutable state and a call's draws depend only on its generator.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.sampling = Sampling.PER_EXAMPLE
         self.use_mean = False
+
+    def mode_for(self, sampling: Sampling | str | None = None) -> Sampling:
+        """The sampling mode of a call: ``sampling`` when given, else the layer's own."""
+        return self.sampling if sampling is None else Sampling(sampling)
 
     def kl(self) -> Tensor:
         """KL(q || p) of this layer's own variational parameters (a scalar)."""

@@ -1,4 +1,4 @@
-"""2-D convolutions of the family: rank-1 and BatchEnsemble (groups = 1).
+"""2-D convolutions of the family: rank-1, BatchEnsemble (groups = 1) and a plain deterministic one.
 
 Factor s scales input channels, r scales output channels, so W'[o, i] = W[o, i] r_o s_i
 (multiplicative) or W[o, i] + r_o s_i over the whole kernel window (additive).
@@ -74,3 +74,12 @@ class Conv2dBatchEnsemble(Conv2dRank1):
         cfg = Rank1Config(**{**vars(cfg), "posterior": PosteriorKind.DELTA})
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          bias, components, cfg)
+
+
+class Conv2dDeterministic(nn.Conv2d):
+    """Plain Conv2d with the family's ``forward(x, samples)`` signature."""
+
+    components = 1
+
+    def forward(self, x: Tensor, samples: int = 1) -> Tensor:  # noqa: ARG002 (uniform signature)
+        return super().forward(x)

@@ -59,18 +59,21 @@ class EmbeddingBayes(BayesianLayer):
             self.mean[0].zero_()
             self.rho.fill_(inverse_softplus(self.config.init_stddev))
 
-    def forward(self, ids: Tensor, samples: int = 1) -> Tensor:
+    def forward(self, ids: Tensor, samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
         check_ids(ids, self.num_embeddings)
         out = F.embedding(ids, self.mean, padding_idx=0)  # (N, *, D)
         if not self.use_mean:
-            table, index = self._noise(ids, samples)
+            table, index = self._noise(ids, samples, self.mode_for(sampling), generator)
             out = out + F.embedding(index, table, padding_idx=0)
         return out * (ids != 0).unsqueeze(-1).to(out.dtype)  # padding embeds to zero
 
-    def _noise(self, ids: Tensor, samples: int) -> tuple[Tensor, Tensor]:
-        """Noise rows for the used (group, token) pairs and an index into them (0 = padding)."""
+    def _noise(self, ids: Tensor, samples: int, sampling: Sampling,
+               generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        """Noise rows for the used (group, token) pairs and an index into them (0 = padding),
+        drawn from ``generator`` (None: torch's global generator)."""
         n = ids.shape[0]
-        if self.sampling == Sampling.PER_MEMBER:
+        if sampling == Sampling.PER_MEMBER:
             group = torch.arange(n, device=ids.device) // block_size(n, samples, 1)
         else:
             group = torch.arange(n, device=ids.device)
@@ -79,7 +82,8 @@ class EmbeddingBayes(BayesianLayer):
         keys = torch.where(ids == 0, torch.zeros_like(keys), keys + 1)  # 0 = padding
         uniq, index = torch.unique(keys, return_inverse=True)  # uniq sorted: padding first
         tokens = (uniq - 1).remainder(self.num_embeddings)  # (U,)
-        eps = torch.randn(uniq.shape[0], self.embedding_dim, dtype=self.mean.dtype, device=ids.device)
+        eps = torch.randn(uniq.shape[0], self.embedding_dim, dtype=self.mean.dtype, device=ids.device,
+                          generator=generator)
         table = F.softplus(self.rho).index_select(0, tokens) * eps  # (U, D)
         if uniq.numel() and int(uniq[0]) == 0:
             return table * (uniq != 0).unsqueeze(1).to(table.dtype), index  # padding row -> 0
@@ -103,34 +107,37 @@ class EmbeddingBagBayes(EmbeddingBayes):
         super().__init__(num_embeddings, embedding_dim, config)
         self.mode = BagMode(mode)
 
-    def forward(self, ids: Tensor, samples: int = 1) -> Tensor:
+    def forward(self, ids: Tensor, samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
         check_ids(ids, self.num_embeddings)
         lead, length = ids.shape[:-1], ids.shape[-1]
         bags = math.prod(lead)
         out = bag(ids.reshape(bags, length), self.mean, self.mode)  # (N·P, D), P = bags per row
         if not self.use_mean and ids.numel():
-            table, index = self._noise(ids, samples)
+            table, index = self._noise(ids, samples, self.mode_for(sampling), generator)
             out = out + bag(index.reshape(bags, length), table, self.mode)
         return out.view(*lead, self.embedding_dim)
 
-    def sample_bags(self, ids: Tensor, samples: int) -> Tensor:
+    def sample_bags(self, ids: Tensor, samples: int, *, sampling: Sampling | None = None,
+                    generator: torch.Generator | None = None) -> Tensor:
         """Bags of ``samples`` per-member table draws: ids (B, *, L) -> (B, *, S, D).
 
-        ``out[..., s, :]`` equals ``forward(tile_members(ids, S), S)`` block s (same noise
-        for the same RNG state: the same (sample, token) pairs go through ``_noise``).
+        ``out[..., s, :]`` equals ``forward(tile_members(ids, S), S, sampling="per_member")``
+        block s (same noise for the same generator state: the same (sample, token) pairs go
+        through ``_noise``). ``sampling`` (the call's mode, None = the layer's) must be per_member.
         """
         check_ids(ids, self.num_embeddings)
         lead, length, d = ids.shape[:-1], ids.shape[-1], self.embedding_dim
         flat = ids.reshape(math.prod(lead), length)  # (M, L)
         if self.use_mean or not ids.numel():
             return bag(flat, self.mean, self.mode).view(*lead, 1, d).expand(*lead, samples, d)
-        if self.sampling != Sampling.PER_MEMBER:
+        if self.mode_for(sampling) != Sampling.PER_MEMBER:
             raise ValueError("sample_bags draws one table per sample: per_member sampling only")
         used = torch.zeros(self.num_embeddings, dtype=torch.bool, device=ids.device)
         used[flat.reshape(-1)] = True
         tokens = used.nonzero().squeeze(1)  # (U,) distinct ids, sorted (0 first when padding occurs)
         u = tokens.shape[0]
-        table, index = self._noise(tokens.repeat(samples), samples)  # (sample, token) pairs, sample-major
+        table, index = self._noise(tokens.repeat(samples), samples, Sampling.PER_MEMBER, generator)  # sample-major
         noise = F.embedding(index, table).view(samples, u, d)  # (S·U,) -> (S, U, D)
         rows = self.mean.index_select(0, tokens).unsqueeze(1) + noise.transpose(0, 1)  # (U, S, D)
         table = torch.cat([rows.new_zeros(1, samples * d), rows.reshape(u, samples * d)])  # (1 + U, S·D), 0: pad
@@ -151,13 +158,15 @@ class EmbeddingBagDeterministic(nn.Module):
         self.mode = BagMode(mode)
         self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=0)
 
-    def forward(self, ids: Tensor, samples: int = 1) -> Tensor:
+    def forward(self, ids: Tensor, samples: int = 1, *, sampling: Sampling | None = None,  # noqa: ARG002
+                generator: torch.Generator | None = None) -> Tensor:  # noqa: ARG002 (uniform signature)
         check_ids(ids, self.num_embeddings)
         lead, length = ids.shape[:-1], ids.shape[-1]
         out = bag(ids.reshape(math.prod(lead), length), self.embedding.weight, self.mode)  # (N·P, D)
         return out.view(*lead, self.embedding_dim)
 
-    def sample_bags(self, ids: Tensor, samples: int) -> Tensor:
+    def sample_bags(self, ids: Tensor, samples: int, *, sampling: Sampling | None = None,  # noqa: ARG002
+                    generator: torch.Generator | None = None) -> Tensor:  # noqa: ARG002
         """``forward`` with a broadcast sample axis: ids (B, *, L) -> (B, *, S, D)."""
         out = self(ids)  # (B, *, D)
         return out.unsqueeze(-2).expand(*out.shape[:-1], samples, self.embedding_dim)

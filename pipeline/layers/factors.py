@@ -35,7 +35,7 @@ class Rank1Config:
     kl_samples: int = 1  # Monte Carlo draws for KL terms without a closed form
     prior_signs: bool = False  # sign-symmetric prior: ½ prior(prior_mean) + ½ prior(-prior_mean) (see kl)
     init_scale_jitter: float = 0.0  # sd of the noise (truncated at 2 sd) added to the raw, pre-softplus initial scale
-    clip: float | None = None  # dense layers: sampled factors clipped to [-clip, clip] (edward2 DenseRank1: 10)
+    clip: float | None = None  # sampled factor values clamped to [-clip, clip] (edward2 uses 10); None: no clamp
 
     def __post_init__(self) -> None:
         self.prior = PriorKind(self.prior)
@@ -56,10 +56,12 @@ class Rank1Config:
                 raise ValueError(f"Rank1Config.{name} must be > 0, got {getattr(self, name)}")
         if self.kl_samples < 1:
             raise ValueError(f"Rank1Config.kl_samples must be >= 1, got {self.kl_samples}")
-        if self.init_scale_jitter < 0 or (self.clip is not None and not self.clip > 0):
-            raise ValueError("Rank1Config: init_scale_jitter must be >= 0 and clip > 0 (or None)")
+        if self.init_scale_jitter < 0:
+            raise ValueError(f"Rank1Config.init_scale_jitter must be >= 0, got {self.init_scale_jitter}")
         if self.prior_signs and self.prior_mean == 0.0:
             raise ValueError("Rank1Config.prior_signs needs a prior_mean other than 0 (multiplicative factors)")
+        if self.clip is not None and not self.clip > 0:
+            raise ValueError(f"Rank1Config.clip must be > 0 or None, got {self.clip}")
 
     @property
     def mean_init(self) -> FactorInit:
@@ -129,8 +131,13 @@ class Rank1Vector(nn.Module):
             raise ValueError("a delta (point-mass) factor has no scale")
         return F.softplus(self.rho)
 
-    def draw(self, rows: int, samples: int, sampling: Sampling, use_mean: bool) -> Draw:
-        """Sample for a leading size rows = samples·K·B (per row or per block)."""
+    def draw(self, rows: int, samples: int, sampling: Sampling, use_mean: bool,
+             generator: torch.Generator | None = None) -> Draw:
+        """Sample for a leading size rows = samples·K·B (per row or per block) from ``generator``
+        (None: torch's global generator).
+
+        With ``config.clip`` sampled values are clamped to [-clip, clip] (means are not), as
+        edward2's rank-1 layers do: a heavy-tailed (Cauchy) draw cannot scale a unit by 1e4."""
         k, n = self.components, self.size
         b = block_size(rows, samples, k)
         if use_mean or self.rho is None:
@@ -138,12 +145,16 @@ class Rank1Vector(nn.Module):
             return Draw(self.mean.repeat(samples, 1), per_block=True)
         kind = self.config.posterior.value
         if Sampling(sampling) == Sampling.PER_MEMBER:
-            eps = standard_noise(kind, (samples, k, n), self.mean)  # (S, K, n)
-            value = self.mean + self.scale() * eps  # (S, K, n)
+            eps = standard_noise(kind, (samples, k, n), self.mean, generator)  # (S, K, n)
+            value = self._clip(self.mean + self.scale() * eps)  # (S, K, n)
             return Draw(value.reshape(samples * k, n), per_block=True)
-        eps = standard_noise(kind, (samples, k, b, n), self.mean)  # (S, K, B, n)
-        value = self.mean.view(1, k, 1, n) + self.scale().view(1, k, 1, n) * eps
+        eps = standard_noise(kind, (samples, k, b, n), self.mean, generator)  # (S, K, B, n)
+        value = self._clip(self.mean.view(1, k, 1, n) + self.scale().view(1, k, 1, n) * eps)
         return Draw(value.reshape(rows, n), per_block=False)
+
+    def _clip(self, value: Tensor) -> Tensor:
+        clip = self.config.clip
+        return value if clip is None else value.clamp(-clip, clip)
 
     def kl(self) -> Tensor:
         """KL summed over the K components and n entries (0 for delta factors).
@@ -185,13 +196,17 @@ class Rank1Layer(BayesianLayer):
     s: Rank1Vector
     weight: nn.Parameter
 
-    def draw(self, rows: int, samples: int = 1) -> dict[str, Draw]:
-        """Factor draws for a leading size rows = samples·K·B."""
-        return {name: vec.draw(rows, samples, self.sampling, self.use_mean)
+    def draw(self, rows: int, samples: int = 1, sampling: Sampling | None = None,
+             generator: torch.Generator | None = None) -> dict[str, Draw]:
+        """Factor draws for a leading size rows = samples·K·B (``sampling``: the call's mode, None =
+        the layer's; ``generator``: the call's random stream, None = torch's global one)."""
+        mode = self.mode_for(sampling)
+        return {name: vec.draw(rows, samples, mode, self.use_mean, generator)
                 for name, vec in (("r", self.r), ("s", self.s))}
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
-        return self.forward_with(x, self.draw(x.shape[0], samples), samples)
+    def forward(self, x: Tensor, samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
+        return self.forward_with(x, self.draw(x.shape[0], samples, sampling, generator), samples)
 
     def kl(self) -> Tensor:
         return self.r.kl() + self.s.kl()

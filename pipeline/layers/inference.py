@@ -29,6 +29,7 @@ from enum import Enum
 import torch
 from torch import Tensor
 
+from .base import Sampling
 from .factors import Draw, Perturbation
 from .lstm import LSTMRank1
 from .recurrence import gate_permutation
@@ -80,14 +81,15 @@ def block_kernels(lstm: LSTMRank1, draws: list[dict[str, Draw]]) -> list[Tensor]
 
 @torch.no_grad()
 def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int,
-                 backend: Backend | str = Backend.AUTO) -> Tensor:
+                 backend: Backend | str = Backend.AUTO, generator: torch.Generator | None = None) -> Tensor:
     """Top layer's state after each row's last real step, per-member draws of ``lstm``.
 
     x (B, T, S_x, D): per-sample inputs, S_x = 1 (shared by every draw) or S (sample s feeds
     the K blocks s·K .. s·K + K - 1); lengths (B,) non-increasing (rows sorted by length, so that
     the rows still running at any step are the first ones). Returns (S·K·B, H) member-major
-    (DESIGN.md), zeros for length 0. Draws come from ``lstm.draw`` (one per block; per_member);
-    both backends take the same draws, so they agree up to float rounding.
+    (docs/architecture.md), zeros for length 0. Draws come from ``lstm.draw`` (one per block, per_member
+    whatever the layer's own mode, from ``generator``; None: torch's global generator); both
+    backends take the same draws, so they agree up to float rounding.
     """
     backend = Backend(backend)
     b, _, s_x, _ = x.shape
@@ -97,7 +99,7 @@ def final_hidden(lstm: LSTMRank1, x: Tensor, lengths: Tensor, samples: int,
     lengths = lengths.to(device=x.device, dtype=torch.long)
     if b > 1 and bool((lengths[1:] > lengths[:-1]).any()):
         raise ValueError("final_hidden: rows must be sorted by non-increasing length")
-    draws = lstm.draw(g * b, samples)
+    draws = lstm.draw(g * b, samples, Sampling.PER_MEMBER, generator)
     if backend == Backend.FUSED or (backend == Backend.AUTO and lstm.hidden_size >= FUSED_MIN_HIDDEN):
         return _fused_per_draw(lstm, x, lengths, draws, g)
     kernels = block_kernels(lstm, draws)

@@ -47,16 +47,6 @@ class LinearRank1(Rank1Layer):
             bound = 1.0 / math.sqrt(self.in_features)
             nn.init.uniform_(self.bias, -bound, bound)
 
-    def draw(self, rows: int, samples: int = 1) -> dict[str, Draw]:
-        """Factor draws (``Rank1Layer.draw``), sampled ones clipped to [-clip, clip] when the config says
-        (edward2's DenseRank1 clips its sampled factors to [-10, 10]; means are never clipped)."""
-        draws = super().draw(rows, samples)
-        clip = self.config.clip
-        if clip is None or self.use_mean:
-            return draws
-        return {name: Draw(d.value.clamp(-clip, clip), d.per_block) if getattr(self, name).stochastic else d
-                for name, d in draws.items()}
-
     def forward_with(self, x: Tensor, draws: dict[str, Draw], samples: int = 1) -> Tensor:
         """Apply given factor draws: x (N, *, in) -> (N, *, out)."""
         if x.dim() == 2 and draws["s"].per_block and draws["r"].per_block and not torch.is_grad_enabled():
@@ -112,5 +102,5 @@ class LinearDeterministic(nn.Linear):
 
     components = 1
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:  # noqa: ARG002 (uniform signature)
-        return super().forward(x)
+    def forward(self, x: Tensor, samples: int = 1, *, sampling=None, generator=None) -> Tensor:  # noqa: ARG002
+        return super().forward(x)  # (uniform signature: no weight draws)

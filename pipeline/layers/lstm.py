@@ -69,19 +69,25 @@ class LSTMRank1(BayesianLayer):
         for p in [*self.weight_ih, *self.weight_hh, *self.bias]:
             nn.init.uniform_(p, -bound, bound)
 
-    def draw(self, rows: int, samples: int = 1) -> list[dict[str, Draw]]:
-        """Factor draws per layer for a leading size rows = samples·K·B."""
-        return [{name: vec.draw(rows, samples, self.sampling, self.use_mean) for name, vec in f.items()}
+    def draw(self, rows: int, samples: int = 1, sampling: Sampling | None = None,
+             generator: torch.Generator | None = None) -> list[dict[str, Draw]]:
+        """Factor draws per layer for a leading size rows = samples·K·B (``sampling``: the call's
+        mode, None = the layer's; ``generator``: the call's random stream, None = torch's global one)."""
+        mode = self.mode_for(sampling)
+        return [{name: vec.draw(rows, samples, mode, self.use_mean, generator) for name, vec in f.items()}
                 for f in self.factors]
 
-    def forward(self, x: Tensor, lengths: Tensor, samples: int = 1) -> tuple[Tensor, State]:
-        return self.forward_with(x, lengths, self.draw(x.shape[0], samples), samples)
+    def forward(self, x: Tensor, lengths: Tensor, samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> tuple[Tensor, State]:
+        draws = self.draw(x.shape[0], samples, sampling, generator)
+        return self.forward_with(x, lengths, draws, samples, sampling=sampling)
 
     def forward_with(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]],
-                     samples: int = 1) -> tuple[Tensor, State]:
-        """Run with given factor draws (per-block draws are required for ``per_member``)."""
+                     samples: int = 1, sampling: Sampling | None = None) -> tuple[Tensor, State]:
+        """Run with given factor draws (per-block draws are required for ``per_member``; ``sampling``:
+        the call's mode, None = the layer's)."""
         lengths = check_sequence(x, lengths, self.input_size)
-        if self.sampling == Sampling.PER_MEMBER and (bool((lengths == x.shape[1]).all()) or self.additive):
+        if self.mode_for(sampling) == Sampling.PER_MEMBER and (bool((lengths == x.shape[1]).all()) or self.additive):
             return self._per_member(x, lengths, draws)
         return self._per_example(x, lengths, draws, samples)
 
@@ -202,7 +208,8 @@ class LSTMDeterministic(nn.LSTM):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1) -> None:
         super().__init__(input_size, hidden_size, num_layers, batch_first=True)
 
-    def forward(self, x: Tensor, lengths: Tensor, samples: int = 1) -> tuple[Tensor, State]:  # noqa: ARG002
+    def forward(self, x: Tensor, lengths: Tensor, samples: int = 1, *, sampling=None,  # noqa: ARG002
+                generator=None) -> tuple[Tensor, State]:  # noqa: ARG002 (uniform signature: no weight draws)
         lengths = check_sequence(x, lengths, self.input_size)
         out, h_n, c_n = fused_lstm(x, lengths, self._flat_weights, self.num_layers, self.hidden_size,
                                    self.training)

@@ -46,9 +46,9 @@ class GaussianWeight(nn.Module):
     def stddev(self) -> Tensor:
         return F.softplus(self.rho)
 
-    def sample(self, draws: int) -> Tensor:
-        """``draws`` independent weight samples: (draws, *shape)."""
-        eps = torch.randn((draws, *self.mu.shape), dtype=self.mu.dtype, device=self.mu.device)
+    def sample(self, draws: int, generator: torch.Generator | None = None) -> Tensor:
+        """``draws`` independent weight samples: (draws, *shape), from ``generator`` (None: the global one)."""
+        eps = torch.randn((draws, *self.mu.shape), dtype=self.mu.dtype, device=self.mu.device, generator=generator)
         return self.mu + self.stddev() * eps
 
     def kl(self) -> Tensor:
@@ -69,18 +69,20 @@ class LinearMeanField(BayesianLayer):
         self.weight = GaussianWeight((out_features, in_features), bound, self.config)
         self.bias = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound)) if bias else None
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
+    def forward(self, x: Tensor, samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
         if self.use_mean:
             return F.linear(x, self.weight.mu, self.bias)
-        if self.sampling == Sampling.PER_MEMBER:
+        if self.mode_for(sampling) == Sampling.PER_MEMBER:
             block_size(x.shape[0], samples, 1)  # validates N = S·B
-            w = self.weight.sample(samples)  # (S, out, in)
+            w = self.weight.sample(samples, generator)  # (S, out, in)
             xs = x.reshape(samples, -1, self.in_features)  # (S, B·rest, in)
             y = torch.bmm(xs, w.transpose(1, 2)).reshape(*x.shape[:-1], self.out_features)
         else:
             mean = F.linear(x, self.weight.mu)
             var = F.linear(x * x, self.weight.stddev() ** 2)
-            y = mean + var.clamp_min(1e-16).sqrt() * torch.randn_like(mean)  # local reparameterisation
+            eps = torch.randn(mean.shape, dtype=mean.dtype, device=mean.device, generator=generator)
+            y = mean + var.clamp_min(1e-16).sqrt() * eps  # local reparameterisation
         return y if self.bias is None else y + self.bias
 
     def kl(self) -> Tensor:
@@ -104,15 +106,17 @@ class LSTMMeanField(BayesianLayer):
         self.weight_hh = nn.ModuleList(GaussianWeight((h4, hidden_size), bound, self.config) for _ in sizes)
         self.bias = nn.ParameterList(nn.Parameter(torch.empty(h4).uniform_(-bound, bound)) for _ in sizes)
 
-    def forward(self, x: Tensor, lengths: Tensor, samples: int = 1) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def forward(self, x: Tensor, lengths: Tensor, samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         lengths = check_sequence(x, lengths, self.input_size)
         if self.use_mean:
             return self._fused(x, lengths, [[self._flat(l, self.weight_ih[l].mu, self.weight_hh[l].mu)]
                                             for l in range(self.num_layers)], 1)
-        draws = samples if self.sampling == Sampling.PER_MEMBER else x.shape[0]
-        sampled = [(self.weight_ih[l].sample(draws), self.weight_hh[l].sample(draws))
+        per_member = self.mode_for(sampling) == Sampling.PER_MEMBER
+        draws = samples if per_member else x.shape[0]
+        sampled = [(self.weight_ih[l].sample(draws, generator), self.weight_hh[l].sample(draws, generator))
                    for l in range(self.num_layers)]  # (draws, 4H, D), (draws, 4H, H) per layer
-        if self.sampling == Sampling.PER_MEMBER:
+        if per_member:
             block_size(x.shape[0], samples, 1)  # validates N = S·B
             return self._fused(x, lengths, [[self._flat(l, w_ih[j], w_hh[j]) for j in range(samples)]
                                             for l, (w_ih, w_hh) in enumerate(sampled)], samples)

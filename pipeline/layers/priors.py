@@ -75,11 +75,12 @@ def kl_elementwise(
     return kl_monte_carlo(q, p, mc_samples)
 
 
-def standard_noise(kind: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
-    """Standard (loc 0, scale 1) noise of a family, for reparameterised sampling."""
+def standard_noise(kind: str, shape: tuple[int, ...], like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """Standard (loc 0, scale 1) noise of a family, for reparameterised sampling, drawn from
+    ``generator`` (None: torch's global generator)."""
     if _family(kind) == "cauchy":
-        return torch.empty(shape, dtype=like.dtype, device=like.device).cauchy_()
-    return torch.randn(shape, dtype=like.dtype, device=like.device)
+        return torch.empty(shape, dtype=like.dtype, device=like.device).cauchy_(generator=generator)
+    return torch.randn(shape, dtype=like.dtype, device=like.device, generator=generator)
 
 
 def _family(kind: str) -> str:

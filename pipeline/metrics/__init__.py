@@ -2,7 +2,7 @@
 
 Shapes: ``D`` weight draws, ``N`` admissions. A rank-1 model evaluated with ``S`` Monte Carlo
 samples per mixture component and ``K`` components gives ``D = S*K`` draws. Flattened draws are
-sample-major then member-major (DESIGN.md): draw ``d = s*K + k``, so ``(D, N) <-> (S, K, N)``.
+sample-major then member-major (docs/architecture.md): draw ``d = s*K + k``, so ``(D, N) <-> (S, K, N)``.
 A *member* is one mixture component: its prediction is the mean probability over its S samples.
 
 All logarithms are natural (NLL, entropies and mutual information are in nats). Only numpy is

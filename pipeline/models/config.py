@@ -86,15 +86,17 @@ class MortalityConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"MortalityConfig.dropout must be in [0, 1), got {self.dropout}")
 
-    def rank1(self):
-        """Factor configuration (``layers.Rank1Config``) shared by the rank-1 / BatchEnsemble layers."""
+    def rank1(self, dense: bool = False):
+        """Factor configuration (``layers.Rank1Config``) of the rank-1 / BatchEnsemble layers: the LSTM's
+        (``dense=False``: never clipped) or the dense layers' (``Rank1Config.clip`` = ``factor_clip``, as
+        edward2's DenseRank1 clips its sampled factors and its LSTM cell does not)."""
         from pipeline.layers import Rank1Config
 
         return Rank1Config(prior=self.prior, prior_mean=self.prior_mean, prior_scale=self.prior_stddev,
                            init=self.factor_init, random_sign_prob=self.random_sign_prob,
                            init_stddev=self.init_stddev, perturbation=self.perturbation, kl_samples=self.kl_samples,
                            prior_signs=self.prior_signs, init_scale_jitter=self.init_stddev_jitter,
-                           clip=self.factor_clip)
+                           clip=self.factor_clip if dense else None)
 
 
 def model_config(overrides: dict[str, Any], vocab_sizes: dict[str, int]) -> MortalityConfig:

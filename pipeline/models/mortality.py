@@ -8,6 +8,11 @@ bags (B, T, L) -> bag embeddings (mean of token embeddings) [+ time feature]
 Every model returns logits (S·K, B) (see ``pipeline.layers.members``), exposes ``kl()``,
 ``l2_penalty()`` and ``components``; none computes metrics.
 
+``forward(batch, samples, sampling=, generator=)``: the sampling mode and the random stream of one
+call (None: each layer's own mode, torch's global generator). Evaluation and serving pass
+per-member sampling and their own ``torch.Generator``, and never change the model's state, so
+one model serves concurrent calls and a call's draws depend only on its generator.
+
 Rank-1 / BatchEnsemble models under ``torch.no_grad`` with per-member sampling (evaluation,
 scoring) take an inference path with the same draws: each sample's bag embeddings are computed
 once for the untiled batch (``sample_bags``) and the LSTM runs on materialised per-block kernels
@@ -75,10 +80,10 @@ class MortalityNet(nn.Module):
         if self.kind in (ModelKind.RANK1, ModelKind.BATCHENSEMBLE):
             lstm_cls, dense_cls = ((LSTMRank1, LinearRank1) if self.kind == ModelKind.RANK1
                                    else (LSTMBatchEnsemble, LinearBatchEnsemble))
-            rcfg = cfg.rank1()
-            self.lstm = lstm_cls(lstm_in, h, cfg.lstm_layers, components=k, config=rcfg)
-            self.dense = dense_cls(dense_in, u, components=k, config=rcfg)
-            self.output = dense_cls(u, 1, components=k, config=rcfg)
+            dcfg = cfg.rank1(dense=True)  # factor_clip applies to the dense layers only
+            self.lstm = lstm_cls(lstm_in, h, cfg.lstm_layers, components=k, config=cfg.rank1())
+            self.dense = dense_cls(dense_in, u, components=k, config=dcfg)
+            self.output = dense_cls(u, 1, components=k, config=dcfg)
         elif self.kind == ModelKind.BAYES_FULL:
             mcfg = MeanFieldConfig(prior_stddev=cfg.weight_prior_stddev, init_stddev=cfg.init_stddev)
             self.lstm = LSTMMeanField(lstm_in, h, cfg.lstm_layers, config=mcfg)
@@ -92,8 +97,10 @@ class MortalityNet(nn.Module):
         initialize(self, cfg.weight_init)  # torch: as built; keras: records-research's (layers.init)
         set_sampling(self, cfg.sampling)
 
-    def forward(self, batch: dict[str, Tensor], samples: int = 1) -> Tensor:
-        """Logits (S·K, B) for a batch dict (see DESIGN.md)."""
+    def forward(self, batch: dict[str, Tensor], samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
+        """Logits (S·K, B) for a batch dict (see docs/architecture.md, "Batches"); ``sampling`` / ``generator``:
+        this call's sampling mode and random stream (None: each layer's own mode, torch's global generator)."""
         tokens, mask, hours, context = check_batch(batch, self.cfg)
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
@@ -102,17 +109,19 @@ class MortalityNet(nn.Module):
         s_emb = s_run if self.bayes_embeddings else 1
         lengths = mask.sum(1)  # (B,)
         extra = self._bag_channels(tokens, mask, hours)  # (B, T, E) or None
-        encode = self._encode_blocks if self.block_inference() else self._encode
-        h, ctx = encode(tokens, lengths, extra, context, s_run, s_emb)  # (S·K·B, H), (S_e·B, D)
+        draw = {"sampling": sampling, "generator": generator}  # this call's mode and random stream
+        encode = self._encode_blocks if self.block_inference(sampling) else self._encode
+        h, ctx = encode(tokens, lengths, extra, context, s_run, s_emb, draw)  # (S·K·B, H), (S_e·B, D)
         z = torch.cat([h, expand_members(ctx, s_run, k, b)], 1)  # (S·K·B, H + D)
-        z = self.dropout(F.relu6(self.dense(z, samples=s_run)))  # (S·K·B, U)
-        logits = self.output(z, samples=s_run).view(s_run * k, b)  # (S·K·B, 1) -> (S·K, B)
+        z = self.dropout(F.relu6(self.dense(z, samples=s_run, **draw)))  # (S·K·B, U)
+        logits = self.output(z, samples=s_run, **draw).view(s_run * k, b)  # (S·K·B, 1) -> (S·K, B)
         return logits if s_run == samples else logits.repeat(samples, 1)
 
-    def block_inference(self) -> bool:
-        """Whether ``forward`` takes the per-member inference path (see the module docstring)."""
+    def block_inference(self, sampling: Sampling | None = None) -> bool:
+        """Whether ``forward(..., sampling=sampling)`` takes the per-member inference path (see the
+        module docstring)."""
         layers = (self.lstm, self.bag_embedding, self.context_embedding)
-        per_member = all(m.sampling == Sampling.PER_MEMBER for m in layers if isinstance(m, BayesianLayer))
+        per_member = all(m.mode_for(sampling) == Sampling.PER_MEMBER for m in layers if isinstance(m, BayesianLayer))
         return self.fast_inference and not torch.is_grad_enabled() and isinstance(self.lstm, LSTMRank1) and per_member
 
     def _bag_channels(self, tokens: Tensor, mask: Tensor, hours: Tensor) -> Tensor | None:
@@ -128,19 +137,19 @@ class MortalityNet(nn.Module):
         return torch.stack(channels, 2) * mask.unsqueeze(2).to(hours.dtype)  # E x (B, T) -> (B, T, E)
 
     def _encode(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, context: Tensor, s_run: int,
-                s_emb: int) -> tuple[Tensor, Tensor]:
+                s_emb: int, draw: dict) -> tuple[Tensor, Tensor]:
         """LSTM final state (S·K·B, H) and context embedding (S_e·B, D) over tiled rows."""
         b, k = tokens.shape[0], self.components
-        bags = self.bag_embedding(tile_members(tokens, s_emb), samples=s_emb)  # (S_e·B, T, D)
-        ctx = self.context_embedding(tile_members(context, s_emb), samples=s_emb)  # (S_e·B, D)
+        bags = self.bag_embedding(tile_members(tokens, s_emb), samples=s_emb, **draw)  # (S_e·B, T, D)
+        ctx = self.context_embedding(tile_members(context, s_emb), samples=s_emb, **draw)  # (S_e·B, D)
         if extra is not None:
             bags = torch.cat([bags, tile_members(extra, s_emb).to(bags.dtype)], 2)  # (S_e·B, T, D+E)
         x = expand_members(bags, s_run, k, b)  # (S·K·B, T, D')
-        _, (h_n, _) = self.lstm(x, tile_members(lengths, s_run * k), samples=s_run)  # h_n (L, S·K·B, H)
+        _, (h_n, _) = self.lstm(x, tile_members(lengths, s_run * k), samples=s_run, **draw)  # h_n (L, S·K·B, H)
         return h_n[-1], ctx
 
     def _encode_blocks(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, context: Tensor, s_run: int,
-                       s_emb: int) -> tuple[Tensor, Tensor]:
+                       s_emb: int, draw: dict) -> tuple[Tensor, Tensor]:
         """``_encode`` for per-member draws: each sample's bags once, per-block LSTM kernels.
 
         Admissions are sorted by length for the recurrence (the noise draws do not depend on the
@@ -148,13 +157,14 @@ class MortalityNet(nn.Module):
         """
         b, g = tokens.shape[0], s_run * self.components
         order = torch.sort(lengths, descending=True, stable=True).indices  # (B,)
-        bags = self.bag_embedding.sample_bags(tokens.index_select(0, order), s_emb)  # (B, T, S_e, D), sorted rows
-        ctx = self.context_embedding.sample_bags(context, s_emb)  # (B, S_e, D)
+        bags = self.bag_embedding.sample_bags(tokens.index_select(0, order), s_emb, **draw)  # (B, T, S_e, D), sorted
+        ctx = self.context_embedding.sample_bags(context, s_emb, **draw)  # (B, S_e, D)
         if extra is not None:
             # (B, T, E) -> (B, T, 1, E) -> (B, T, S_e, E)
             e = extra.index_select(0, order).to(bags.dtype)[:, :, None, :].expand(*bags.shape[:3], extra.shape[2])
             bags = torch.cat([bags, e], 3)  # (B, T, S_e, D+E)
-        h = final_hidden(self.lstm, bags, lengths.index_select(0, order), s_run)  # (S·K·B, H), sorted rows
+        h = final_hidden(self.lstm, bags, lengths.index_select(0, order), s_run,
+                         generator=draw["generator"])  # (S·K·B, H), sorted rows
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(b, device=order.device)
         h = h.view(g, b, -1).index_select(1, inverse).view(g * b, -1)  # (G·B, H) -> (G, B, H), batch order
@@ -182,11 +192,13 @@ class DeepEnsemble(nn.Module):
         self.cfg, self.kind, self.components = cfg, ModelKind.DEEP_ENSEMBLE, cfg.components
         self.members = nn.ModuleList(MortalityNet(ModelKind.DETERMINISTIC, cfg) for _ in range(cfg.components))
 
-    def forward(self, batch: dict[str, Tensor], samples: int = 1) -> Tensor:
+    def forward(self, batch: dict[str, Tensor], samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
         """Logits (S·K, B); deterministic members, so the S samples are copies."""
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
-        logits = torch.cat([m(batch, samples=1) for m in self.members])  # (K, B)
+        logits = torch.cat([m(batch, samples=1, sampling=sampling, generator=generator)
+                            for m in self.members])  # (K, B)
         return logits.repeat(samples, 1)  # (S·K, B)
 
     def kl(self) -> Tensor:

@@ -20,7 +20,8 @@ VARIANT_SPECS: dict[str, tuple[str, dict]] = {
     "rank1-gaussian": ("rank1", {"prior": "gaussian"}),
     "rank1-cauchy": ("rank1", {"prior": "cauchy"}),
     # rank-1 with BatchEnsemble's random-sign factor start under a prior wide enough not to undo it
-    # (N(1, 1): a -1 start costs 2 nats, not the 200 of N(1, 0.1)); README "Comparison"
+    # (N(1, 1): a -1 start costs 2 nats, not the 200 of N(1, 0.1));
+    # docs/experiments/2026-11-29-random-sign-rank1-variants.md
     "rank1-signs": ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_stddev": 1.0}),
     # the same start under a sign-symmetric prior, ½N(1, 0.1) + ½N(-1, 0.1): a sign costs nothing
     "rank1-symmetric": ("rank1", {"prior": "gaussian", "factor_init": "random_sign", "prior_signs": True}),

@@ -4,6 +4,12 @@ A checkpoint is a ``torch.save`` dict: ``format`` (``CHECKPOINT_FORMAT``), ``mod
 ``model_config`` (a ``MortalityConfig`` as a dict), ``train_config``, ``vocab_sizes``, ``model``
 (the state dict), ``step``, ``val_nll``, ``refer_threshold`` and, in ``last.pt``, the optimizer,
 RNG states and best-so-far of a resumable run. It is loaded with ``weights_only=True``.
+
+Two other kinds share the file format, told apart by ``kind``: ``laplace`` (``pipeline.laplace``: a
+MAP model and its posterior) and ``vision`` (an image model of ``pipeline.models.vision``:
+``model_config`` a ``VisionConfig``, ``train_config`` a ``VisionTrainConfig``, ``steps``,
+``val_metrics``). ``runs.formats.load_model`` reads all three (and the baselines' model file); its
+info says ``run_kind`` (mortality | vision).
 """
 
 from __future__ import annotations
@@ -43,16 +49,3 @@ def read_checkpoint(path: Path | str) -> dict:
         raise CheckpointError(f"{path}: checkpoint format {ckpt.get('format')}, expected {CHECKPOINT_FORMAT}")
     return ckpt
 
-
-def load_model(path: Path | str):
-    """Model (eval mode) and its info dict (kind, configs, refer threshold, score samples, caps)."""
-    from pipeline.models import MortalityConfig, build_model
-
-    ckpt = read_checkpoint(path)
-    model = build_model(ckpt["model_kind"], MortalityConfig(**ckpt["model_config"]))
-    model.load_state_dict(ckpt["model"])
-    model.eval()
-    tc = ckpt["train_config"]
-    info = {k: ckpt.get(k) for k in ("model_kind", "model_config", "train_config", "step", "val_nll", "refer_threshold")}
-    info.update(score_samples=tc["score_samples"], max_bags=tc["max_bags"], max_tokens=tc["max_tokens"])
-    return model, info

@@ -5,29 +5,152 @@ features' ``manifest.json`` sits next to ``vocab.json``, ``extraction.json`` (th
 only: no counts, no identifiers; ``score --source`` re-extracts a census with them) as
 artifacts, a copy of the ``pipeline`` package's sources as ``code_paths`` (so the model loads
 where the repository is absent) and a signature: input = the features table columns,
-output = ``pipeline.predict.RISK_COLUMNS``, params = ``samples`` and ``batch_size``.
+output = ``pipeline.predict.RISK_COLUMNS``, params = ``samples``, ``batch_size`` and ``seed``.
+The model is logged from code (``pyfunc_code.py``, MLflow's models-from-code): loading it runs
+that file, no pickled object.
 
-    mlflow.pyfunc.load_model("runs:/<run_id>/model").predict(features_df, params={"samples": 25})
+    mlflow.pyfunc.load_model("runs:/<run_id>/model").predict(features_df, params={"samples": 50})
+
+A request is read by ``read_request`` and its params by ``request_settings``, both reusable by any
+pyfunc that returns the risk table: a bad request raises ``RequestError``, one line naming the
+column and the row (its index in the request), never a value of a row. ``observed_hours`` is
+optional: null / NaN (or the column absent) means not recorded, the row is scored and comes back
+with observed_hours -1 and before_prediction_time false (as features of version 1); a negative
+or infinite value is refused. Each call draws its weights from its own generator seeded with
+``seed`` (default 0): the same request gives the same answer whatever else the process runs.
 
 This module imports mlflow at import time; the CLI never imports it at startup.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import mlflow.pyfunc
+import numpy as np
+import pandas as pd
 
+from pipeline.contracts import DEFAULT_BATCH, FEATURES, PYFUNC_OPTIONAL, Use
+from pipeline.errors import PipelineError
 from pipeline.runs.store import EXTRACTION, MANIFEST, MODEL_ARTIFACT
 
-DEFAULT_BATCH = 256  # admissions per forward pass
+log = logging.getLogger(__name__)
+
+INPUT_REQUIRED = FEATURES.names(Use.REQUIRED)  # the columns a request must hold
+# Other columns of the features table that a request may carry and the model ignores (a features
+# file passed whole): in the signature as optional columns of any type, so MLflow neither warns
+# about them nor casts them.
+INPUT_IGNORED = tuple(c for c in FEATURES.names() if c not in (*INPUT_REQUIRED, *PYFUNC_OPTIONAL))
+MODEL_CODE = Path(__file__).with_name("pyfunc_code.py")  # the models-from-code file (set_model)
+
+
+class RequestError(PipelineError, ValueError):
+    """A request the model cannot score: one line for the client naming the column and row (the
+    row's index in the request), never a value of a row."""
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    """The params of one request, resolved."""
+
+    samples: int  # Monte Carlo samples per component (default: the model's score_samples)
+    batch_size: int  # admissions per forward pass
+    seed: int  # seed of this request's own weight draws
+
+
+def request_settings(params: dict | None, info: dict) -> RequestSettings:
+    """``samples`` / ``batch_size`` / ``seed`` of a request's params (defaults: the model's
+    score_samples, ``DEFAULT_BATCH``, 0); a bad value is a ``RequestError``."""
+    from pipeline import predict
+
+    params = dict(params or {})
+    unknown = sorted(set(params) - {"samples", "batch_size", "seed"})
+    if unknown:
+        raise RequestError(f"unknown params {unknown}; known: samples, batch_size, seed")
+    values = {}
+    for name, low in (("samples", 1), ("batch_size", 1), ("seed", 0)):
+        v = params.get(name)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < low:
+            raise RequestError(f"param {name!r} must be a whole number >= {low}")
+        values[name] = int(v)
+    return RequestSettings(predict.score_samples(values.get("samples"), info), values.get("batch_size", DEFAULT_BATCH),
+                           values.get("seed", 0))
+
+
+def read_request(frame, vocab_sizes: dict, window_hours: float | None):
+    """The validated ``FeatureSet`` of a request DataFrame (the features columns; ``observed_hours``
+    optional, ``before_prediction_time`` derived from it and the model's window ``window_hours``)."""
+    from pipeline import features
+
+    if not isinstance(frame, pd.DataFrame):
+        raise RequestError("the input must be a table of the features columns (over HTTP: a JSON object with "
+                           "dataframe_split or dataframe_records)")
+    if len(frame) == 0:
+        raise RequestError("the request holds no admissions (0 rows)")
+    missing = [c for c in INPUT_REQUIRED if c not in frame.columns]
+    if missing:
+        raise RequestError(f"missing column(s) {missing}; required: {list(INPUT_REQUIRED)}, optional: "
+                           f"{list(PYFUNC_OPTIONAL)}")
+    observed = _observed_hours(frame) if "observed_hours" in frame.columns else None
+    events = _whole_numbers(frame["n_events"], "n_events")
+    cols = [*INPUT_REQUIRED]
+    try:
+        fs = features.from_pandas(frame[cols].assign(n_events=events), source="request")
+    except features.FeatureError as exc:
+        raise RequestError(str(exc).removeprefix("request: ")) from None
+    for name, ids, size, row_of in (("bags", fs.tokens, vocab_sizes["tokens"], fs._token_row),
+                                    ("context", fs.context.ravel(), vocab_sizes["context"],
+                                     lambda j: j // max(fs.context.shape[1], 1))):
+        bad = np.flatnonzero((ids < 0) | (ids >= size))
+        if bad.size:
+            raise RequestError(f"column {name!r} row {row_of(int(bad[0]))}: a token id outside the model's "
+                               f"vocabulary [0, {size}) ({bad.size} such ids); were these features extracted "
+                               "with the model's vocab.json?")
+    if observed is not None:
+        fs.observed_hours = observed
+        if window_hours is not None:
+            fs.before_prediction_time = observed < float(window_hours)  # nan (not recorded) -> False
+    return fs
+
+
+def _whole_numbers(col: pd.Series, name: str) -> np.ndarray:
+    """int64 values of a column of whole numbers >= 0 (no null, no NaN, no fraction)."""
+    values = pd.to_numeric(col, errors="coerce")  # text -> NaN
+    x = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(x) | (x < 0) | (x != np.round(x))
+    if col.map(lambda v: isinstance(v, (bool, np.bool_))).any():
+        bad |= col.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy()
+    if bad.any():
+        raise RequestError(f"column {name!r} row {int(np.flatnonzero(bad)[0])} must be a whole number >= 0 "
+                           f"({int(bad.sum())} such rows)")
+    return x.astype(np.int64)
+
+
+def _observed_hours(frame: pd.DataFrame) -> np.ndarray:
+    """float32 ``observed_hours``: null / NaN -> NaN (not recorded); not a number, negative or infinite -> error."""
+    col = frame["observed_hours"]
+    text = col.map(lambda v: isinstance(v, (str, bytes, bool, np.bool_, list, dict, tuple)))
+    values = pd.to_numeric(col.where(~text, np.nan), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = text.to_numpy() | np.isinf(values) | (values < 0)
+    if bad.any():
+        raise RequestError(f"column 'observed_hours' row {int(np.flatnonzero(bad)[0])} must be a number of hours "
+                           f">= 0, or null when not recorded ({int(bad.sum())} such rows)")
+    return values.astype(np.float32)
 
 
 class MortalityRiskModel(mlflow.pyfunc.PythonModel):
-    """Loads the checkpoint once; ``predict`` returns the risk table of a features DataFrame."""
+    """Loads the checkpoint once; ``predict`` returns the risk table of a features DataFrame.
+
+    The loaded model is only read by ``predict`` (evaluation mode, no gradients, sampling mode
+    and generator passed per call), so one instance serves concurrent requests."""
 
     def load_context(self, context) -> None:
         from pipeline import fileio
@@ -35,48 +158,44 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
 
         self.model, self.info = load_model(context.artifacts["checkpoint"])  # best.pt or baseline.npz (formats)
         if hasattr(self.model, "requires_grad_"):  # a torch model: inference only; no global autograd switch
-            self.model.requires_grad_(False)  # (the host process may train)
+            self.model.eval().requires_grad_(False)  # (the host process may train)
         self.vocab_sizes = fileio.read_json(context.artifacts["model_info"])["vocab_sizes"]
         extraction = fileio.read_json(context.artifacts["extraction"]) if "extraction" in context.artifacts else {}
         self.window_hours = (extraction.get("config") or {}).get("prediction_hours")  # None: not logged
         if self.window_hours is None:
-            import logging
+            log.warning("the model was logged without its extraction settings: before_prediction_time cannot be "
+                        "derived from an input's observed_hours and stays False")
 
-            logging.getLogger(__name__).warning(
-                "the model was logged without its extraction settings: before_prediction_time cannot be derived "
-                "from an input's observed_hours and stays False")
+    def check_request(self, model_input, params: dict | None = None) -> None:
+        """Raise ``RequestError`` (one line) unless ``predict`` can score this request (the server's
+        guard asks before MLflow parses a request)."""
+        request_settings(params, self.info)
+        read_request(model_input, self.vocab_sizes, self.window_hours)
 
-    def predict(self, context, model_input, params=None):
+    def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
-        import torch
+        from pipeline import predict
 
-        from pipeline import features, predict
-
-        params = dict(params or {})
-        samples = predict.score_samples(params.get("samples"), self.info)
-        batch = int(params.get("batch_size") or DEFAULT_BATCH)
-        fs = features.from_pandas(model_input, source="pyfunc input")
-        fs.check_vocab(self.vocab_sizes["tokens"], self.vocab_sizes["context"])
-        if fs.before_prediction_time is None and fs.observed_hours is not None and self.window_hours is not None:
-            fs.before_prediction_time = fs.observed_hours < float(self.window_hours)  # nan (not recorded) -> False
-        seed = params.get("seed")
-        with torch.random.fork_rng(devices=[]):
-            if seed is not None:
-                torch.manual_seed(int(seed))
-            return predict.score_features(self.model, fs, samples, self.info["refer_threshold"], batch,
-                                          self.info.get("max_bags"), self.info.get("max_tokens"))
+        settings = request_settings(params, self.info)
+        fs = read_request(model_input, self.vocab_sizes, self.window_hours)
+        return predict.score_features(self.model, fs, settings.samples, self.info["refer_threshold"],
+                                      settings.batch_size, self.info.get("max_bags"), self.info.get("max_tokens"),
+                                      predict.seeded_generator(settings.seed))
 
 
 def signature(default_samples: int):
-    """Input = the features columns a model reads (``contracts.FEATURES``), output = the risk table
-    (``contracts.RISK``), params = samples / batch_size / seed."""
+    """Input = the features columns a model reads (``contracts.FEATURES``; the others optional and
+    ignored), output = the risk table (``contracts.RISK``), params = samples / batch_size / seed."""
     from mlflow.models import ModelSignature
-    from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
+    from mlflow.types.schema import AnyType, ColSpec, ParamSchema, ParamSpec, Schema
 
-    from pipeline.contracts import FEATURES, PYFUNC_OPTIONAL, RISK, Use, mlflow_type
+    from pipeline.contracts import RISK, mlflow_type
 
-    inputs = Schema([ColSpec(mlflow_type(FEATURES.column(c).type), c, required=c not in PYFUNC_OPTIONAL)
-                     for c in (*FEATURES.names(Use.REQUIRED), *PYFUNC_OPTIONAL)])
+    # List columns are AnyType: read_request checks them (MLflow's own check of a list column refuses
+    # whole numbers in a float list, and its message quotes the rows).
+    inputs = Schema([ColSpec(AnyType() if "list<" in FEATURES.column(c).type else mlflow_type(FEATURES.column(c).type),
+                             c, required=c not in PYFUNC_OPTIONAL) for c in (*INPUT_REQUIRED, *PYFUNC_OPTIONAL)]
+                    + [ColSpec(AnyType(), c, required=False) for c in INPUT_IGNORED])
     outputs = Schema([ColSpec(mlflow_type(c.type), c.name) for c in RISK.columns])
     params = ParamSchema([
         ParamSpec("samples", "long", int(default_samples)),
@@ -106,8 +225,8 @@ def code_copy(dest: Path) -> Path:
 def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str, default_samples: int):
     """Log the pyfunc into the active MLflow run under ``ARTIFACT_PATH``; returns ModelInfo."""
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        # MLflow's advice to add predict() type hints / an input example: the signature is explicit
-        # and an input example would copy admissions into the model directory.
+        # MLflow's advice to add an input example: the signature is explicit and an input example
+        # would copy admissions into the model directory.
         warnings.simplefilter("ignore", UserWarning)
         code = code_copy(Path(tmp))
         artifacts = {"checkpoint": str(checkpoint), "vocab": str(vocab), "model_info": str(model_info)}
@@ -116,11 +235,14 @@ def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str,
             from pipeline import fileio
 
             saved = fileio.read_json(manifest)
-            fileio.write_json(Path(tmp) / EXTRACTION, {k: saved[k] for k in ("feature_version", "config") if k in saved})
+            kept = {k: saved[k] for k in ("feature_version", "config") if k in saved}
+            if saved.get("release", "mimic-iii") != "mimic-iii":  # a model recording no release is MIMIC-III's
+                kept["release"] = saved["release"]
+            fileio.write_json(Path(tmp) / EXTRACTION, kept)
             artifacts["extraction"] = str(Path(tmp) / EXTRACTION)
         return mlflow.pyfunc.log_model(
             name=MODEL_ARTIFACT,
-            python_model=MortalityRiskModel(),
+            python_model=str(MODEL_CODE),
             artifacts=artifacts,
             code_paths=[str(code)],
             signature=signature(default_samples),

@@ -1,7 +1,9 @@
 """The tracking store and what a run holds in it: the one MLflow client, artifact names, model URIs.
 
 The tracking URI is ``MLFLOW_TRACKING_URI`` (default ``sqlite:///<cwd>/mlflow.db``). Every
-MLflow client of the library comes from ``client()``. A run is named by its id,
+MLflow client of the library comes from ``client()``, which initialises a SQLite store once per
+process under an exclusive file lock (``<db>.init.lock``): two commands started at once on a
+fresh store would otherwise both run MLflow's table creation and one would die half-way. A run is named by its id,
 ``runs:/<id>/model``, another MLflow model URI (``models:/name/version``: downloaded), or a
 local MLflow model directory; ``load_run_model`` turns any of them into a ``RunModel`` (the
 model in eval mode, its info, the training vocabulary, the run's manifest, tags and params).
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from pipeline import fileio
 from pipeline.errors import PipelineError
-from pipeline.runs.formats import FILES, load_model, model_file
+from pipeline.runs.formats import FILES, RunKind, load_model, model_file
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +49,52 @@ def eval_artifacts(split: str) -> str:
 # tags
 FEATURES_DIR_TAG = "features_dir"  # absolute path of the features directory the run was trained on
 SPLIT_MODE_TAG = "split_mode"  # random | era (compare groups by it)
+RELEASE_TAG = "release"  # mimic-iii | mimic-iv: the MIMIC release of the training features
 
 
 class RunError(PipelineError, ValueError):
     """A run or model that cannot be found or read, or features that do not belong to it."""
+
+
+# ---------------------------------------------------------------------------- kinds of run
+# Which kind of model a run holds (formats.RunKind; formats loads each): mortality runs (features of
+# admissions in, risk out) record no tag; image models record RUN_KIND_TAG = "vision" (their Laplace
+# runs too). Each kind's loaders refuse the other's runs here, before downloading a model.
+
+
+RUN_KIND_TAG = "run_kind"  # RunKind of the run (absent: mortality, every run before image models)
+_KIND_WORDS = {RunKind.MORTALITY: "a mortality model of admissions' features",
+               RunKind.VISION: "an image classifier"}
+
+
+def run_kind(tags: dict) -> RunKind:
+    """The kind a run's tags record (mortality when they record none)."""
+    value = (tags or {}).get(RUN_KIND_TAG) or RunKind.MORTALITY.value
+    try:
+        return RunKind(value)
+    except ValueError:
+        raise RunError(f"tag {RUN_KIND_TAG}={value!r} is not a kind of run ({[k.value for k in RunKind]})") from None
+
+
+def require_kind(run_id: str | None, tags: dict, expected: RunKind) -> None:
+    """Raise a one-line ``RunError`` unless the run's tags say it holds a model of kind ``expected``."""
+    found = run_kind(tags)
+    if found is not expected:
+        raise RunError(f"run {run_id} is a {found.value} run ({_KIND_WORDS[found]}); this reads {expected.value} runs "
+                       f"({_KIND_WORDS[expected]})")
+
+
+def kind_of_run(uri: str) -> RunKind:
+    """The kind of the run a model URI names (a run id or ``runs:/<id>/...``); mortality for other URIs
+    and local model directories (only mortality models are logged as MLflow models)."""
+    m = re.match(r"^(?:runs:/)?([0-9a-f]{32})(?:/.*)?$", str(uri).strip())
+    if not m:
+        return RunKind.MORTALITY
+    try:
+        run = client().get_run(m.group(1))
+    except Exception as exc:  # mlflow raises MlflowException for unknown ids
+        raise RunError(f"run {m.group(1)} not found in the tracking store {tracking_uri()}: {exc}") from None
+    return run_kind(run.data.tags)
 
 
 def tracking_uri() -> str:
@@ -58,11 +102,44 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+_READY: set[str] = set()  # tracking URIs whose store this process has initialised
+
+
 def client():
-    """The MLflow client of the tracking store (the only place one is made)."""
+    """The MLflow client of the tracking store (the only place one is made); the store initialised
+    once, safely (``init_store``)."""
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri())
+    uri = tracking_uri()
+    init_store(uri)
+    return MlflowClient(uri)
+
+
+def init_store(uri: str) -> None:
+    """Create (or migrate) a SQLite tracking store's tables once, whoever comes first: the processes
+    take an exclusive lock on ``<db>.init.lock`` in turn, and the first one in creates the tables
+    while the others wait, then find them. MLflow's table-creation log lines are kept quiet."""
+    if uri in _READY or not uri.startswith("sqlite:///"):
+        return
+    import fcntl
+
+    from mlflow.tracking import MlflowClient
+
+    db = Path(uri.removeprefix("sqlite:///").split("?")[0])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    quiet = [logging.getLogger(n) for n in ("mlflow.store.db.utils", "alembic", "alembic.runtime.migration")]
+    levels = [q.level for q in quiet]
+    with open(db.with_name(db.name + ".init.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            for q in quiet:
+                q.setLevel(logging.WARNING)
+            MlflowClient(uri).search_experiments(max_results=1)  # builds the store: tables created or checked
+        finally:
+            for q, level in zip(quiet, levels):
+                q.setLevel(level)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _READY.add(uri)
 
 
 def experiment_id(name: str, artifact_location: str | None = None) -> str:
@@ -72,6 +149,18 @@ def experiment_id(name: str, artifact_location: str | None = None) -> str:
     if exp is not None:
         return exp.experiment_id
     return c.create_experiment(name, artifact_location=artifact_location)
+
+
+def runs_tagged(tag: str, values: list[str]) -> list[str]:
+    """Ids of the finished runs of every experiment whose ``tag`` is one of ``values``, oldest first."""
+    c = client()
+    experiments = [e.experiment_id for e in c.search_experiments(max_results=50_000)]
+    runs = []
+    for value in values if experiments else []:
+        quoted = "'" + value.replace("'", "\\'") + "'"
+        runs += c.search_runs(experiments, f"tags.{tag} = {quoted} AND attributes.status = 'FINISHED'",
+                              max_results=50_000)
+    return [r.info.run_id for r in sorted(runs, key=lambda r: r.info.start_time or 0)]
 
 
 # ---------------------------------------------------------------------------- loading a run
@@ -89,6 +178,7 @@ class RunModel:
     features_dir: Path | None = None  # features directory the run was trained on (tag FEATURES_DIR_TAG)
     tags: dict = field(default_factory=dict)  # the run's MLflow tags
     params: dict = field(default_factory=dict)  # the run's MLflow params
+    model_info: dict = field(default_factory=dict)  # the model's model_info.json (validation metrics, reliability)
 
 
 def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
@@ -114,6 +204,8 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
     import mlflow
 
     run_id, local = parse_model_uri(uri)
+    if local is None:
+        init_store(tracking_uri())
     if run_id is None and local is None:  # another MLflow model URI (registry, remote store): download it
         try:
             local = Path(mlflow.artifacts.download_artifacts(artifact_uri=str(uri), dst_path=str(
@@ -126,12 +218,14 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
         model, info = load_model(model_file(local / "artifacts"))
         extraction = local / "artifacts" / EXTRACTION  # settings for a census extraction (pyfunc.log_model)
         manifest = fileio.read_json(extraction) if extraction.exists() else None
-        return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest)
+        return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest,
+                        model_info=_model_info(local / "artifacts"))
     c = client()
     try:
         run = c.get_run(run_id)
     except Exception as exc:  # mlflow raises MlflowException for unknown ids
         raise RunError(f"run {run_id} not found in the tracking store {tracking_uri()}: {exc}") from None
+    require_kind(run_id, run.data.tags, RunKind.MORTALITY)
     dst = Path(workdir or tempfile.mkdtemp(prefix="run-"))
     try:
         model_dir = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=MODEL_FILES,
@@ -152,7 +246,12 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
     tags = dict(run.data.tags)
     fdir = Path(tags[FEATURES_DIR_TAG]) if tags.get(FEATURES_DIR_TAG) else None
     return RunModel(model, info, fileio.read_json(model_dir / VOCAB), run_id, manifest, fdir, tags,
-                    dict(run.data.params))
+                    dict(run.data.params), _model_info(model_dir))
+
+
+def _model_info(model_files: Path) -> dict:
+    path = model_files / MODEL_INFO
+    return fileio.read_json(path) if path.exists() else {}
 
 
 def resolve_features(run: RunModel, data: Path | str | None) -> Path:
@@ -178,3 +277,10 @@ def features_split_mode(features_dir: Path | str) -> str:
     """``split_mode`` of a features directory's manifest.json (``unknown`` without one)."""
     manifest = Path(features_dir) / MANIFEST
     return split_mode(fileio.read_json(manifest) if manifest.exists() else None)
+
+
+def features_release(features_dir: Path | str) -> str:
+    """The MIMIC release of a features directory's manifest.json (``mimic-iii`` when it records none:
+    manifests written before releases were recorded are MIMIC-III's; ``unknown`` without a manifest)."""
+    manifest = Path(features_dir) / MANIFEST
+    return str(fileio.read_json(manifest).get("release") or "mimic-iii") if manifest.exists() else "unknown"

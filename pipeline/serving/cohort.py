@@ -3,6 +3,10 @@
 An id list is one id per line, ids separated by white space, or a table export whose header
 names a HADM_ID column; anything else is one SQL condition over ``contracts.COHORT_COLUMNS``.
 A line that does not fit is an error naming its number, never its contents (it may hold ids).
+Who is scored today cannot depend on what happens after the prediction time: the condition is run
+on a projection of the census columns only (sql/02_cohort.sql), so no form of it reaches an
+outcome; one that names an outcome column (``contracts.OUTCOME_COLUMNS``) is refused with one line
+saying so, and one that holds a subquery (which could read another table) is refused too.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipeline.contracts import COHORT_COLUMNS
+from pipeline.contracts import COHORT_COLUMNS, OUTCOME_COLUMNS
 from pipeline.errors import PipelineError
 
 
@@ -43,7 +47,39 @@ def read_cohort(path: Path) -> tuple[str, list[int] | None]:
     condition = " ".join(ln for _, ln in lines)
     if ";" in condition:
         raise CohortError(f"{path}: a cohort condition is one SQL expression (no ';'); columns: {list(COHORT_COLUMNS)}")
+    names, query = _tokens(condition)
+    outcome = sorted(set(names) & set(OUTCOME_COLUMNS))
+    if outcome:
+        raise CohortError(f"{path}: the cohort condition uses the outcome column(s) {outcome}, known only after the "
+                          f"prediction time; a census is chosen by the columns {list(COHORT_COLUMNS)}")
+    if query:
+        raise CohortError(f"{path}: the cohort condition holds a subquery ({query.upper()}); it is one expression "
+                          f"over the columns {list(COHORT_COLUMNS)}")
     return condition, None
+
+
+_QUERY_WORDS = ("SELECT", "FROM", "WITH", "TABLE")  # sqlglot token types that start or name a subquery
+
+
+def column_names(condition: str) -> list[str]:
+    """The lower-cased names (bare or quoted identifiers) in a SQL condition, strings and comments
+    excluded; [] when the text does not tokenize (the database then reports it)."""
+    return _tokens(condition)[0]
+
+
+def _tokens(condition: str) -> tuple[list[str], str | None]:
+    """(the lower-cased names of ``column_names``, the first subquery keyword or None) of a condition."""
+    from sqlglot.dialects.duckdb import DuckDB
+    from sqlglot.errors import TokenError
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = DuckDB().tokenize(condition)
+    except TokenError:
+        return [], None
+    names = [t.text.lower() for t in tokens if t.token_type in (TokenType.VAR, TokenType.IDENTIFIER)]
+    query = next((t.text for t in tokens if t.token_type.name in _QUERY_WORDS), None)
+    return names, query
 
 
 def _ids_of(path: Path, lines: list[tuple[int, str]]) -> list[int] | None:
@@ -121,3 +157,70 @@ def _cohort_lines(path: Path) -> list[tuple[int, str]]:
     if not lines:
         raise CohortError(f"{path}: empty cohort file (expected HADM_IDs, one per line, or a SQL condition)")
     return lines
+
+
+# ---------------------------------------------------------------------------- admissions without a score
+
+ABSENT = "absent"
+QUARANTINED = "quarantined"
+OUTSIDE = "outside the cohort criteria"
+BEFORE_T = "died or discharged before T"
+CATEGORIES = (ABSENT, QUARANTINED, OUTSIDE, BEFORE_T)  # the reasons counted on the console, in this order
+_BEFORE_T = {"died before prediction time": "died before the prediction time",
+             "discharged before prediction time": "discharged before the prediction time"}
+
+
+def reason_of(exclusion: str) -> tuple[str, str]:
+    """(category, the reason written to unscored.csv) of an ``exclusion`` of sql/01_admissions_classified.sql."""
+    if exclusion.startswith("quarantine:"):
+        return QUARANTINED, f"quarantined: {exclusion.removeprefix('quarantine:')}"
+    if exclusion in _BEFORE_T:
+        return BEFORE_T, _BEFORE_T[exclusion]
+    return OUTSIDE, f"outside the cohort criteria: {exclusion}"
+
+
+def unscored(excluded, scored: set[int], requested: list[int] | None = None, condition: str | None = None):
+    """The admissions a census asked for that got no score: DataFrame (hadm_id, reason, category),
+    sorted by HADM_ID (raw ids: for the data owner's ``_private/unscored.csv`` only).
+
+    ``excluded`` are the source's ADMISSIONS rows outside the cohort (``ExtractResult.excluded``:
+    the census columns and ``exclusion``); ``scored`` the HADM_IDs scored. An id list (``requested``):
+    each id without a score, absent where ADMISSIONS has no such row. A SQL ``condition``: the
+    excluded admissions it selects (it is run on their columns in a local DuckDB; a quarantined row
+    whose columns are missing is not selected). Neither: every excluded admission with a HADM_ID.
+    """
+    import pandas as pd
+
+    rows = excluded[excluded["hadm_id"].notna()].drop_duplicates("hadm_id").copy()
+    rows["hadm_id"] = rows["hadm_id"].astype("int64")
+    if condition is not None and requested is None:
+        rows = _selected(rows, condition)
+    reasons = dict(zip(rows["hadm_id"], rows["exclusion"]))
+    ids = sorted(set(requested) - scored) if requested is not None else sorted(set(reasons) - scored)
+    out = []
+    for h in ids:
+        category, reason = reason_of(reasons[h]) if h in reasons else (ABSENT, "absent: no such HADM_ID in ADMISSIONS")
+        out.append((h, reason, category))
+    return pd.DataFrame(out, columns=["hadm_id", "reason", "category"])
+
+
+def _selected(rows, condition: str):
+    """The rows of ``rows`` that the census condition selects (run on their census columns only)."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.register("census", rows[list(COHORT_COLUMNS)])
+        keep = con.execute(f"SELECT hadm_id FROM census WHERE ({condition})").fetchnumpy()["hadm_id"]
+    except duckdb.Error:  # the database's message may quote the condition's values: only its kind
+        raise CohortError("the cohort condition could not be run on the admissions outside the cohort "
+                          "(for the unscored list)") from None
+    finally:
+        con.close()
+    return rows[rows["hadm_id"].isin(set(int(h) for h in keep))]
+
+
+def counts(table) -> dict[str, int]:
+    """Admissions per category (``CATEGORIES`` order, zeros kept) of an ``unscored`` table."""
+    found = table["category"].value_counts().to_dict() if len(table) else {}
+    return {c: int(found.get(c, 0)) for c in (*CATEGORIES, *sorted(set(found) - set(CATEGORIES)))}

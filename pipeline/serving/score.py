@@ -7,6 +7,14 @@ the source: a list of HADM_IDs (one per line, optional header) or a SQL conditio
 columns of ``sql/02_cohort.sql`` (``serving.cohort``). Features stream through in chunks (``features.iter_parquet``),
 so memory is bounded by ``chunk_rows`` and ``batch_size``·S·K, and the output Parquet
 (``contracts.RISK``) is written atomically.
+
+For the data owner (``link``), beside the output in ``_private/`` (directory 0700, files 0600):
+``link.csv`` (pseudonym -> HADM_ID of every scored admission; from the extraction, or from the
+features' own ``_private/link.csv``) and, for a source, ``unscored.csv`` (HADM_ID, reason: absent,
+quarantined with its reason, outside the cohort criteria, died or discharged before T;
+``cohort.unscored``). Only counts per reason reach the console and the log. ``report``: the
+cohort report (``serving.report``), keyed by pseudonym; with ``link`` a copy keyed by HADM_ID
+goes to ``_private/`` too.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline import features, fileio, predict
-from pipeline.contracts import COHORT_COLUMNS, RISK
+from pipeline.contracts import COHORT_COLUMNS, DEFAULT_BATCH, RISK
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.runs.store import load_run_model
+from pipeline.serving import cohort as cohort_mod
+from pipeline.serving import release
 from pipeline.serving.cohort import read_cohort
 
 log = logging.getLogger(__name__)
@@ -40,7 +50,7 @@ class ScoreConfig:
     """Settings of one scoring run."""
 
     samples: int | None = None  # Monte Carlo samples per component (None: the model's score_samples)
-    batch_size: int = 128  # admissions per forward pass (memory grows with batch_size·S·K; 128: ~0.5 GB peak at 25x4)
+    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it; the draws depend on it)
     chunk_rows: int = 4096  # admissions read from Parquet at a time (each chunk is batched by length on its own)
     seed: int = 0  # torch seed of the weight draws (same seed, rows, chunk_rows and batch_size -> same scores)
     threads: int | None = None  # torch intra-op threads (None: torch's default)
@@ -64,8 +74,14 @@ class ScoreSummary:
     samples: int  # samples per component used
     components: int  # K of the model
     inputs: list[Path] = field(default_factory=list)  # feature files scored
-    not_scored: int = 0  # HADM_IDs of an id-list cohort file with no score (absent, quarantined or excluded)
+    not_scored: int = 0  # admissions of the census with no score (listed in unscored.csv)
     before_prediction_time: int = 0  # rows whose data ended before the prediction time (partial window)
+    oov_share: float | None = None  # scored across MIMIC releases (cross_release): share of out-of-vocabulary tokens
+    not_scored_by: dict | None = None  # not_scored per reason (cohort.CATEGORIES); None: not known (features input)
+    link_file: Path | None = None  # _private/link.csv (pseudonym -> HADM_ID), when written
+    unscored_file: Path | None = None  # _private/unscored.csv (HADM_ID, reason), when written
+    report: Path | None = None  # the cohort report (pseudonyms)
+    private_report: Path | None = None  # the data owner's copy of the report (HADM_IDs), in _private/
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -87,9 +103,10 @@ def feature_files(data: Path | str) -> list[Path]:
 
 
 def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Path, cohort_filter: str = "TRUE",
-                   schema: str = "mimiciii", as_of: float | None = None) -> Path:
-    """Extract ``source`` with the training configuration and vocabulary; returns ``cohort.parquet``
-    (``as_of``: see ``extract.extract``)."""
+                   schema: str = "mimiciii", as_of: float | None = None, release: str | None = None):
+    """Extract ``source`` with the training configuration and vocabulary; returns the ``ExtractResult``
+    (``files["cohort"]``: cohort.parquet; ``excluded``: the admissions outside the cohort; ``as_of``,
+    ``release``: see ``extract.extract``)."""
     from pipeline.extraction import ExtractConfig, SplitMode, extract
     from pipeline.extraction.tokens import Vocab
 
@@ -103,9 +120,8 @@ def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Pat
                     sorted(set(saved) - known))
     cfg = ExtractConfig(**{k: v for k, v in saved.items() if k in known})
     cfg.split = SplitMode(cfg.split)
-    result = extract(source, out_dir, cfg, vocab=Vocab.from_json(vocab), schema=schema, cohort_filter=cohort_filter,
-                     as_of=as_of)
-    return result.files["cohort"]
+    return extract(source, out_dir, cfg, vocab=Vocab.from_json(vocab), schema=schema, cohort_filter=cohort_filter,
+                   as_of=as_of, release=release)
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -133,14 +149,14 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
         _check_vocab_file(f, run.vocab)
     total = referred = empty = early = 0
     out = Path(out)
-    with fileio.atomic_path(out) as tmp, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
+    gen = predict.seeded_generator(cfg.seed)  # one stream for the whole run, chunk after chunk
+    with fileio.atomic_path(out) as tmp:
         with pq.ParquetWriter(tmp, RISK.arrow_schema(), compression="zstd") as writer:
             for f in files:
                 for fs in _chunks(f, cfg.chunk_rows):
                     fs.check_vocab(*sizes)
                     table = predict.score_features(run.model, fs, samples, refer, cfg.batch_size,
-                                                   run.info.get("max_bags"), run.info.get("max_tokens"))
+                                                   run.info.get("max_bags"), run.info.get("max_tokens"), gen)
                     writer.write_table(pa.Table.from_pandas(table, schema=RISK.arrow_schema(), preserve_index=False))
                     total += len(table)
                     referred += int(table["refer"].sum())
@@ -173,12 +189,17 @@ def _check_vocab_file(path: Path, vocab: dict) -> None:
 
 def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, source: str | None = None,
           cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
-          as_of: str | None = None) -> ScoreSummary:
+          as_of: str | None = None, report: Path | str | None = None, link: bool = True,
+          cross_release: bool = False) -> ScoreSummary:
     """Score ``data`` (features) or ``source`` (MIMIC-III, optionally restricted by ``cohort``) into ``out``.
 
     ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
     ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open
     admissions whose prediction time is later are scored on the hours observed and flagged.
+    ``report``: an HTML cohort report; ``link``: the data owner's files in ``_private/`` beside
+    ``out`` (see the module docstring). ``cross_release``: allow features (or a source) of another
+    MIMIC release than the model's (``serving.release``); the summary then reports the share of
+    out-of-vocabulary tokens.
     """
     cfg = cfg or ScoreConfig()
     if (data is None) == (source is None):
@@ -188,16 +209,24 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     if as_of is not None and source is None:
         raise ScoreError("as_of applies to a source extraction; features record their window already")
     as_of_epoch = parse_as_of(as_of) if as_of is not None else None
+    if report is not None and Path(report).resolve().parent == (Path(out).resolve().parent / "_private"):
+        raise ScoreError(f"{report}: the report keyed by pseudonym does not belong in _private/ (the data owner's "
+                         "copy, keyed by HADM_ID, is written there with link)")
     with tempfile.TemporaryDirectory(prefix="score-") as tmp:
         run = load_run_model(model_uri, Path(tmp) / "model")
+        model_release = release.release_of(run.manifest)
         if data is not None:
-            return score_files(run, feature_files(data), out, cfg)
+            files = feature_files(data)
+            crossing = release.check(model_release, release.features_release(files), cross_release, str(data))
+            summary = _with_oov(score_files(run, files, out, cfg), run, files, crossing)
+            links = _features_links(files) if link else None
+            return _finish(run, summary, links, report)
         condition, ids = read_cohort(Path(cohort)) if cohort is not None else ("TRUE", None)
         from pipeline.sources.base import SourceError
 
         try:
-            path = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema,
-                                  as_of_epoch)
+            result = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema,
+                                    as_of_epoch, release=None if cross_release else model_release)
         except SourceError as exc:
             m = _COHORT_SQL_ERROR.match(str(exc))
             if cohort is None or not m:
@@ -207,14 +236,88 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
             raise ScoreError(f"{cohort}: the cohort condition could not be run ({kind}); it must be one SQL "
                              f"expression over the columns {list(COHORT_COLUMNS)}, or the file a list of HADM_IDs; "
                              "the database's message is not shown (it can quote the file's values)") from None
-        summary = score_files(run, [path], out, cfg)
-        if ids:
-            summary.not_scored = _not_scored(ids, path)
-            if summary.not_scored:
-                log.warning("%d of the %d HADM_IDs of %s have no score: not in ADMISSIONS, quarantined, or outside "
-                            "the cohort criteria (the extraction log counts each reason)", summary.not_scored,
-                            len(ids), cohort)
-        return summary
+        path = result.files["cohort"]
+        summary = _with_oov(score_files(run, [path], out, cfg), run, [path],
+                            release.features_release([path]) != model_release)
+        from pipeline import deid
+
+        table = deid.read_link_file(result.link_file)
+        links = dict(zip(table["key"], table["hadm_id"].astype("int64")))
+        missing = cohort_mod.unscored(result.excluded, set(links.values()), ids,
+                                      None if cohort is None or ids is not None else condition)
+        summary.not_scored_by = cohort_mod.counts(missing)
+        summary.not_scored = len(missing)
+        if summary.not_scored:
+            log.warning("%d admissions of the census have no score: %s", summary.not_scored,
+                        ", ".join(f"{k} {v}" for k, v in summary.not_scored_by.items() if v))
+        if link:
+            summary.unscored_file = _write_private(Path(out).parent / "_private" / "unscored.csv",
+                                                   missing[["hadm_id", "reason"]].to_csv(index=False))
+        return _finish(run, summary, links if link else None, report)
+
+
+def _write_private(path: Path, text: str) -> Path:
+    """A file of the data owner's (raw HADM_IDs): mode 0600 in a 0700 directory."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    return fileio.write_text(path, text, mode=0o600)
+
+
+def _features_links(files: list[Path]) -> dict | None:
+    """pseudonym -> HADM_ID from the features' own ``_private/link.csv`` (None when the data owner's
+    file is not beside them)."""
+    from pipeline import deid
+
+    path = files[0].parent / "_private" / "link.csv"
+    if not path.exists():
+        log.info("no %s beside the features: no link file written", path)
+        return None
+    table = deid.read_link_file(path)
+    return dict(zip(table["key"], table["hadm_id"].astype("int64")))
+
+
+def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str | None) -> ScoreSummary:
+    """The link file and the reports of a scored census (see the module docstring)."""
+    import pyarrow.parquet as pq
+
+    from pipeline import deid
+    from pipeline.serving import report as report_mod
+
+    private = summary.out.parent / "_private"
+    scores = pq.read_table(summary.out).to_pandas() if (links is not None or report is not None) else None
+    if links is not None:
+        keys = [k for k in scores["key"] if k in links]
+        if len(keys) < len(scores):
+            log.warning("%d scored admissions are not in the features' link file", len(scores) - len(keys))
+        target = private / "link.csv"
+        source = summary.inputs[0].parent / "_private" / "link.csv" if summary.inputs else None
+        if source is None or not target.exists() or target.resolve() != source.resolve():  # never shrink extract's
+            summary.link_file = deid.write_link_file(target, keys, [int(links[k]) for k in keys])
+        else:
+            summary.link_file = target
+    if report is not None:
+        inp = report_mod.ReportInput(
+            scores=scores, run_id=run.run_id, model_kind=str(run.info.get("model_kind")), samples=summary.samples,
+            components=summary.components, refer_threshold=float(run.info["refer_threshold"]),
+            val_metrics=run.model_info.get("val_metrics"),
+            reliability=validation_reliability(run), not_scored=summary.not_scored_by)
+        summary.report = report_mod.write_report(report, inp)
+        if links is not None:
+            inp.ids = links
+            summary.private_report = report_mod.write_report(private / Path(report).name, inp, mode=0o600)
+    return summary
+
+
+def _with_oov(summary: ScoreSummary, run, files: list[Path], crossing: bool) -> ScoreSummary:
+    """Across releases: the share of out-of-vocabulary tokens in what was scored, logged and reported."""
+    if crossing:
+        n_sources = sum(t.endswith(":<oov>") for t in run.vocab["tokens"])
+        summary.oov_share = release.oov_share(files, n_sources)
+        log.warning("scored across MIMIC releases: %s of the bag tokens are out of the model's vocabulary",
+                    "none" if summary.oov_share is None else f"{summary.oov_share:.1%}")
+    return summary
 
 
 def parse_as_of(text: str) -> float:
@@ -229,11 +332,28 @@ def parse_as_of(text: str) -> float:
     raise ScoreError("as_of must be a timestamp YYYY-MM-DD HH:MM[:SS] on the source's clock")
 
 
-def _not_scored(ids: list[int], cohort_parquet: Path) -> int:
-    """How many of the requested HADM_IDs are missing from the extracted cohort (compared by pseudonym)."""
-    import pyarrow.parquet as pq
+def validation_reliability(run) -> dict | None:
+    """The model's validation reliability bins (counts, mean_p, observed): recorded at training
+    (``model_info.json``), else from the run's evaluation of ``val`` (``eval/val/metrics.json``),
+    else None."""
+    rel = run.model_info.get("val_reliability")
+    if rel:
+        return rel
+    if run.run_id is None:
+        return None
+    import mlflow
 
-    from pipeline import deid
+    from pipeline.runs.store import METRICS, eval_artifacts, tracking_uri
 
-    scored = set(pq.read_table(cohort_parquet, columns=["key"]).column("key").to_pylist())
-    return sum(k not in scored for k in deid.pseudonyms(deid.load_key(), ids))
+    try:
+        with tempfile.TemporaryDirectory(prefix="eval-val-") as tmp:
+            path = mlflow.artifacts.download_artifacts(run_id=run.run_id,
+                                                       artifact_path=f"{eval_artifacts('val')}/{METRICS}",
+                                                       dst_path=tmp, tracking_uri=tracking_uri())
+            m = fileio.read_json(path)
+    except Exception:  # not evaluated on val
+        log.info("run %s has no validation reliability (train again, or evaluate --split val)", run.run_id)
+        return None
+    return {"counts": m.get("reliability_counts"), "mean_p": m.get("reliability_mean_p"),
+            "observed": m.get("reliability_observed")}
+

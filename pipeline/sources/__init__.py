@@ -1,10 +1,15 @@
-"""MIMIC-III sources: where the tables come from, each exposed as a SQL relation of one shape.
+"""MIMIC sources: where the tables come from, each exposed as a SQL relation of one shape.
 
-- ``tables``: the tables and columns the pipeline reads, with their types.
+A source is MIMIC-III or MIMIC-IV (``source.release``), detected from its layout: a directory of
+tables, or one with ``hosp/`` and ``icu/`` modules; a ``mimiciii`` schema, or ``mimiciv_hosp`` and
+``mimiciv_icu``.
+
+- ``tables``: the releases and the tables and columns the pipeline reads from each, with their types.
 - ``base``: ``SourceError``, a table's description, the empty stand-in of a missing optional table.
 - ``csvdir``: a directory of CSV / CSV.gz files read by embedded DuckDB (layout detected).
-- ``postgres``: a PostgreSQL database (mimic-code's ``mimiciii`` schema); the SQL runs inside it.
-- ``pgload``: loads a CSV directory into PostgreSQL with mimic-code's table definitions.
+- ``postgres``: a PostgreSQL database (mimic-code's schemas); the SQL runs inside it.
+- ``pgload``: loads a CSV directory into PostgreSQL with mimic-code's table definitions
+  (``ddl_mimic4``: MIMIC-IV's).
 
 ``open_source`` picks the kind from the location: a ``postgresql://`` (or key=value) DSN, else a directory.
 """
@@ -22,12 +27,12 @@ def is_dsn(location: str | Path) -> bool:
     return text.startswith(("postgresql://", "postgres://")) or " dbname=" in f" {text}"
 
 
-def open_source(location: str | Path, con, schema: str = "mimiciii"):
+def open_source(location: str | Path, con, schema: str | None = None):
     """The source at ``location`` (DSN or CSV directory), with its relations on the DuckDB connection ``con``."""
     if is_dsn(location):
         from pipeline.sources.postgres import PostgresSource
 
-        return PostgresSource(str(location), con, schema=schema)
+        return PostgresSource(str(location), con, schema=schema or "mimiciii")
     from pipeline.sources.csvdir import CsvSource
 
     return CsvSource(Path(location), con)

@@ -40,7 +40,7 @@ def merge_rejects(*lists: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return sorted(merged.items())
 
 
-_ECHO = re.compile(r"^\s*(LINE \d+:|\^\s*$)")
+_ECHO = re.compile(r"^\s*(LINE \d+:|\^+\s*$)")
 
 
 def short_error(exc: Exception) -> str:

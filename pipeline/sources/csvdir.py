@@ -1,10 +1,10 @@
-"""MIMIC-III sources: a directory of CSV / CSV.gz files (read by embedded DuckDB) or a
-PostgreSQL database (mimic-code's `mimiciii` schema, see `pipeline.sources.postgres`).
+"""A directory of MIMIC CSV / CSV.gz files, read by embedded DuckDB.
 
 A source exposes each table as a SQL relation in the DuckDB dialect with the lowercase
 columns of `pipeline.sources.tables` plus `_error` (NULL, or why the row cannot be used, such as an
-unparseable timestamp). Layout is detected, not configured: `TABLE.csv` or `TABLE.csv.gz`,
-UPPERCASE or lowercase file names and headers.
+unparseable timestamp). Layout is detected, not configured: MIMIC-III's tables in the directory
+itself, MIMIC-IV's in its module subdirectories `hosp/` and `icu/` (and v1.0's `core/`);
+`TABLE.csv` or `TABLE.csv.gz`, UPPERCASE or lowercase file names and headers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 
 from pipeline.sources.base import EmptyTable, SourceError, TableInfo, empty_relation, short_error
-from pipeline.sources.tables import FLOAT, TABLES, TEXT, TableSpec
+from pipeline.sources.tables import FLOAT, MIMIC3_ONLY, TABLES, TEXT, Release, TableSpec, tables_of
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,47 @@ def find_tables(directory: Path, strict: bool = False) -> dict[str, Path]:
     return found
 
 
+MODULE_DIRS = ("core", "hosp", "icu")  # MIMIC-IV modules (v1.0 had core/; v2 moved it into hosp/)
+
+
+def module_dirs(directory: Path) -> dict[str, Path]:
+    """The MIMIC-IV module subdirectories of ``directory`` (lowercase name -> path); empty for MIMIC-III."""
+    return {p.name.lower(): p for p in sorted(Path(directory).iterdir())
+            if p.is_dir() and p.name.lower() in MODULE_DIRS}
+
+
+def detect_layout(directory: Path | str, strict: bool = False) -> tuple[Release, dict[str, Path]]:
+    """The release of a CSV directory and its table files (lowercase name -> file).
+
+    MIMIC-IV when it has module subdirectories (``hosp/``, ``icu/``), which must both be there, with
+    no MIMIC-III table beside or inside them; else MIMIC-III (tables in the directory itself)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise SourceError(f"source directory {directory} does not exist")
+    modules = module_dirs(directory)
+    if not modules:
+        return Release.mimic3, find_tables(directory, strict)
+    if "icu" not in modules or not ({"hosp", "core"} & set(modules)):
+        found, missing = ", ".join(f"{m}/" for m in modules), "icu/" if "icu" not in modules else "hosp/"
+        raise SourceError(f"{directory}: found {found} but no {missing}: a MIMIC-IV source needs both modules, "
+                          "hosp/ and icu/")
+    beside = {n: p for n, p in find_tables(directory).items() if n in TABLES or n in MIMIC3_ONLY}
+    if beside:
+        name = sorted(beside)[0]
+        raise SourceError(f"{beside[name]}: a MIMIC-III table beside hosp/ and icu/ (MIMIC-IV keeps its tables in "
+                          "the modules); remove it, or give the MIMIC-III directory on its own")
+    files: dict[str, Path] = {}
+    for module, path in modules.items():
+        for name, file in find_tables(path, strict).items():
+            if name in MIMIC3_ONLY:
+                raise SourceError(f"{file}: {name.upper()} is a MIMIC-III table, not a MIMIC-IV one: a MIMIC-III "
+                                  f"file in a MIMIC-IV folder ({module}/)")
+            if name in files:
+                raise SourceError(f"{directory}: table {name} is in two modules, {files[name]} and {file}")
+            files[name] = file
+    return Release.mimic4, files
+
+
 def _typed(col: str, typ: str) -> tuple[str, str | None]:
     """(typed expression, error check) for a raw VARCHAR CSV column."""
     q = f'"{col}"'
@@ -84,7 +125,7 @@ def _typed(col: str, typ: str) -> tuple[str, str | None]:
 
 
 class CsvSource:
-    """MIMIC-III as a directory of CSV files, exposed as DuckDB views on `con`."""
+    """A MIMIC-III or MIMIC-IV directory of CSV files (``detect_layout``), exposed as DuckDB views on `con`."""
 
     kind = "csv"
 
@@ -95,15 +136,18 @@ class CsvSource:
         self._running: set = set()  # cursors of scans in flight (``interrupt_scans``)
         self._lock = threading.Lock()
         self.tables: dict[str, TableInfo] = {}
-        files = find_tables(self.directory)
-        for name, spec in TABLES.items():
+        self.release, files = detect_layout(self.directory)
+        self.specs = tables_of(self.release)
+        for name, spec in self.specs.items():
             if name not in files:
+                where = self.directory / spec.module if spec.module else self.directory
+                shown = name if spec.module else name.upper()
                 if spec.required:
                     raise SourceError(
-                        f"required table {name.upper()} not found in {self.directory} "
-                        f"(expected {name.upper()}.csv or {name.upper()}.csv.gz)"
+                        f"required table {name.upper()} not found in {where} "
+                        f"(expected {shown}.csv or {shown}.csv.gz; {self.release.title} layout)"
                     )
-                log.warning("optional table %s not found in %s: its events are skipped", name.upper(), self.directory)
+                log.warning("optional table %s not found in %s: its events are skipped", name.upper(), where)
                 continue
             try:
                 self.tables[name] = self._register(spec, files[name])
@@ -115,6 +159,9 @@ class CsvSource:
     def _register(self, spec: TableSpec, path: Path) -> TableInfo:
         header = read_header(path)
         by_lower = {h.strip().lower(): h for h in header}
+        if spec.module and "row_id" in by_lower:
+            raise SourceError(f"{path}: has a ROW_ID column, which MIMIC-IV tables do not: a MIMIC-III "
+                              f"{spec.name.upper()} file in a MIMIC-IV folder")
         info = TableInfo(spec.name, str(path))
         select, checks = [], []
         for col, typ in spec.columns.items():
@@ -145,10 +192,10 @@ class CsvSource:
     def relation(self, name: str) -> str:
         if name in self.tables:
             return f"src_{name}"
-        return empty_relation(TABLES[name])
+        return empty_relation(self.specs[name])
 
     def relations(self) -> dict[str, str]:
-        return {name: self.relation(name) for name in TABLES}
+        return {name: self.relation(name) for name in self.specs}
 
     def execute(self, sql: str, what: str) -> None:
         """Run a statement in the source (DuckDB dialect); errors name `what`."""

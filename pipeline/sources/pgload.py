@@ -1,6 +1,11 @@
-"""Load a MIMIC-III CSV directory into PostgreSQL with mimic-code's table layout.
+"""Load a MIMIC-III or MIMIC-IV CSV directory into PostgreSQL with mimic-code's table layout.
 
-Tables and columns are named and typed as mimic-code's `postgres_create_tables.sql`
+MIMIC-IV (a directory with hosp/ and icu/) goes into the schemas `<prefix>_hosp` and `<prefix>_icu`
+(mimic-code: `mimiciv_hosp`, `mimiciv_icu`), each table as mimic-code's mimic-iv/buildmimic/postgres
+create.sql defines it (`ddl_mimic4`), with the primary keys of its constraint.sql; the rest of this
+docstring holds for both releases.
+
+MIMIC-III tables and columns are named and typed as mimic-code's `postgres_create_tables.sql`
 creates them (lowercase names, `row_id INT`, `charttime TIMESTAMP(0)`, `valuenum DOUBLE
 PRECISION`, NOT NULL, primary keys and unique keys), without its CHARTEVENTS inheritance
 partitions (queries on the parent table see the same rows). Each table is loaded in one
@@ -20,6 +25,7 @@ from typing import IO
 
 from pipeline.errors import PipelineError
 from pipeline.redact import redact_dsn
+from pipeline.sources.ddl_mimic4 import DDL_IV, PRIMARY_KEYS_IV
 
 log = logging.getLogger(__name__)
 
@@ -154,17 +160,31 @@ _UNIQUE: dict[str, tuple[str, str]] = {
 }
 
 
-def constraints(table: str) -> list[tuple[str, str, str]]:
-    """(constraint name, PRIMARY KEY | UNIQUE, column) added to `table` after its COPY."""
-    out = [(f"{table}_rowid_pk", "PRIMARY KEY", "row_id")]
+MIMIC3, MIMIC4 = "mimic-iii", "mimic-iv"  # the values of pipeline.sources.tables.Release
+
+
+def ddl(table: str, release: str = MIMIC3) -> str:
+    """mimic-code's column definitions of `table` in `release`."""
+    return DDL[table] if release == MIMIC3 else DDL_IV[table][1]
+
+
+def known_tables(release: str = MIMIC3) -> list[str]:
+    return sorted(DDL if release == MIMIC3 else DDL_IV)
+
+
+def constraints(table: str, release: str = MIMIC3) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(constraint name, PRIMARY KEY | UNIQUE, columns) added to `table` after its COPY."""
+    if release == MIMIC4:
+        return [(f"{table}_pk", "PRIMARY KEY", PRIMARY_KEYS_IV[table])] if table in PRIMARY_KEYS_IV else []
+    out = [(f"{table}_rowid_pk", "PRIMARY KEY", ("row_id",))]
     if table in _UNIQUE:
-        out.append((_UNIQUE[table][0], "UNIQUE", _UNIQUE[table][1]))
+        out.append((_UNIQUE[table][0], "UNIQUE", (_UNIQUE[table][1],)))
     return out
 
 
-def columns(table: str) -> list[str]:
+def columns(table: str, release: str = MIMIC3) -> list[str]:
     """Column names of `table` in mimic-code's order."""
-    return [part.split()[0] for part in DDL[table].split(",")]
+    return [part.split()[0] for part in ddl(table, release).split(",")]
 
 
 class PgLoadError(PipelineError, ValueError):
@@ -198,8 +218,8 @@ def read_header(path: Path) -> list[str]:
         raise PgLoadError(str(exc)) from None
 
 
-def _check_header(path: Path, table: str, header: list[str]) -> None:
-    expected = columns(table)
+def _check_header(path: Path, table: str, header: list[str], release: str = MIMIC3) -> None:
+    expected = columns(table, release)
     unknown = [c for c in header if c not in expected]
     missing = [c for c in expected if c not in header]
     dupes = sorted({c for c in header if header.count(c) > 1})
@@ -211,7 +231,8 @@ def _check_header(path: Path, table: str, header: list[str]) -> None:
     if dupes:
         problems.append(f"duplicated columns {dupes}")
     if problems:
-        raise PgLoadError(f"{path}: header does not match mimic-code's {table.upper()}: " + "; ".join(problems))
+        title = "MIMIC-IV " if release == MIMIC4 else ""
+        raise PgLoadError(f"{path}: header does not match mimic-code's {title}{table.upper()}: " + "; ".join(problems))
 
 
 def _server_error(path: Path, schema: str, table: str, exc: Exception) -> PgLoadError:
@@ -225,7 +246,7 @@ def _server_error(path: Path, schema: str, table: str, exc: Exception) -> PgLoad
     return PgLoadError(f"{path}: loading {schema}.{table} failed: {text}")
 
 
-def load_table(conn, path: Path, table: str, schema: str = "mimiciii") -> int:
+def load_table(conn, path: Path, table: str, schema: str = "mimiciii", release: str = MIMIC3) -> int:
     """Replace `schema.table` with the rows of one CSV file in one transaction; return rows.
 
     `conn` is an autocommit psycopg connection. DROP ... CASCADE (as mimic-code does) also
@@ -235,7 +256,7 @@ def load_table(conn, path: Path, table: str, schema: str = "mimiciii") -> int:
     from psycopg import sql
 
     header = read_header(path)
-    _check_header(path, table, header)
+    _check_header(path, table, header, release)
     qualified = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in header)
     copy_sql = sql.SQL(
@@ -244,15 +265,16 @@ def load_table(conn, path: Path, table: str, schema: str = "mimiciii") -> int:
     try:
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(qualified))
-            cur.execute(sql.SQL("CREATE TABLE {} ({})").format(qualified, sql.SQL(DDL[table])))
+            cur.execute(sql.SQL("CREATE TABLE {} ({})").format(qualified, sql.SQL(ddl(table, release))))
             with cur.copy(copy_sql) as copy, _open_bytes(path) as fh:
                 while chunk := fh.read(COPY_CHUNK_BYTES):
                     copy.write(chunk)
             rows = cur.rowcount
-            for name, kind, column in constraints(table):
+            for name, kind, cols_of_key in constraints(table, release):
                 cur.execute(
                     sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} {} ({})").format(
-                        qualified, sql.Identifier(name), sql.SQL(kind), sql.Identifier(column)
+                        qualified, sql.Identifier(name), sql.SQL(kind),
+                        sql.SQL(", ").join(sql.Identifier(c) for c in cols_of_key)
                     )
                 )
         conn.execute(sql.SQL("ANALYZE {}").format(qualified))
@@ -264,30 +286,35 @@ def load_table(conn, path: Path, table: str, schema: str = "mimiciii") -> int:
 
 
 def load_mimic_csv(
-    dsn: str, source_dir: Path, schema: str = "mimiciii", tables: list[str] | None = None
+    dsn: str, source_dir: Path, schema: str | None = None, tables: list[str] | None = None
 ) -> dict[str, int]:
-    """Load MIMIC-III CSVs from `source_dir` into `schema`; return rows loaded per table.
+    """Load MIMIC-III or MIMIC-IV CSVs from `source_dir` into PostgreSQL; return rows loaded per table.
 
+    MIMIC-III goes into `schema` (default `mimiciii`); MIMIC-IV (hosp/ and icu/) into
+    `<schema>_hosp` and `<schema>_icu` (default prefix `mimiciv`, as mimic-code).
     `tables` (any case) limits the load; None loads every known table present. Requested
-    tables without a file, and files that are not MIMIC-III tables, are skipped with a
+    tables without a file, and files that are not tables of the release, are skipped with a
     warning. Each table is replaced in its own transaction, so a failure leaves earlier
     tables loaded and the failing one as it was before.
     """
     import psycopg
     from psycopg import sql
 
-    if not _IDENT.match(schema):
+    if schema is not None and not _IDENT.match(schema):
         raise PgLoadError(f"schema name {schema!r} must match {_IDENT.pattern}")
-    files = find_table_files(Path(source_dir))
+    release, files = _release_files(Path(source_dir))
+    title = "MIMIC-III" if release == MIMIC3 else "MIMIC-IV"
+    known = known_tables(release)
+    schema_of = {t: target_schema(t, release, schema) for t in known}
     if tables is None:
-        wanted = sorted(t for t in files if t in DDL)
+        wanted = sorted(t for t in files if t in known)
     else:
         wanted = list(dict.fromkeys(t.lower() for t in tables))
-        unknown = [t for t in wanted if t not in DDL]
+        unknown = [t for t in wanted if t not in known]
         if unknown:
-            raise PgLoadError(f"not MIMIC-III tables: {unknown}; known: {sorted(DDL)}")
-    for t in sorted(set(files) - set(DDL)):
-        log.warning("skipping %s: not a MIMIC-III table", files[t].name)
+            raise PgLoadError(f"not {title} tables: {unknown}; known: {known}")
+    for t in sorted(set(files) - set(known)):
+        log.warning("skipping %s: not a %s table", files[t].name, title)
     for t in wanted:
         if t not in files:
             log.warning("skipping %s: no %s.csv[.gz] in %s", t, t.upper(), source_dir)
@@ -300,12 +327,38 @@ def load_mimic_csv(
         raise PgLoadError(f"cannot connect to {safe_dsn}: {redact_dsn(str(exc)).strip()}") from None
     counts: dict[str, int] = {}
     with conn:
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        for name in dict.fromkeys(schema_of[t] for t in wanted):
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(name)))
         for table in wanted:
             t0 = time.perf_counter()
-            counts[table] = load_table(conn, files[table], table, schema)
+            counts[table] = load_table(conn, files[table], table, schema_of[table], release)
             log.info(
                 "loaded %d rows into %s.%s from %s in %.2fs (%s)",
-                counts[table], schema, table, files[table].name, time.perf_counter() - t0, safe_dsn,
+                counts[table], schema_of[table], table, files[table].name, time.perf_counter() - t0, safe_dsn,
             )
     return counts
+
+
+def target_schema(table: str, release: str = MIMIC3, schema: str | None = None) -> str:
+    """The schema a table is loaded into: MIMIC-III ``schema`` (default ``mimiciii``); MIMIC-IV
+    ``<schema>_<module>`` (default prefix ``mimiciv``: ``mimiciv_hosp``, ``mimiciv_icu``, as mimic-code)."""
+    if release == MIMIC3:
+        return schema or "mimiciii"
+    return f"{schema or 'mimiciv'}_{DDL_IV[table][0]}"
+
+
+def source_release(source_dir: Path | str) -> str:
+    """The release of a CSV directory: "mimic-iii" or "mimic-iv" (hosp/ and icu/)."""
+    return _release_files(Path(source_dir))[0]
+
+
+def _release_files(source_dir: Path) -> tuple[str, dict[str, Path]]:
+    """(release, lowercase table name -> file) of a CSV directory (layout detected, as extraction does)."""
+    from pipeline.sources.base import SourceError
+    from pipeline.sources.csvdir import detect_layout
+
+    try:
+        release, files = detect_layout(source_dir, strict=True)
+    except SourceError as exc:
+        raise PgLoadError(str(exc)) from None
+    return release.value, files

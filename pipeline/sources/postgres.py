@@ -1,4 +1,5 @@
-"""MIMIC-III in PostgreSQL (mimic-code's `mimiciii` schema) as an extraction source.
+"""MIMIC in PostgreSQL as an extraction source: mimic-code's `mimiciii` schema, or its MIMIC-IV
+schemas `mimiciv_hosp` and `mimiciv_icu` (found without being told; `schema` overrides).
 
 The SQL of `sql/` is transpiled from DuckDB to PostgreSQL with sqlglot and runs inside the
 database: the cohort and the windowed events are computed there, and only the cohort's
@@ -18,7 +19,7 @@ import pyarrow as pa
 from pipeline import sqlgen
 from pipeline.redact import redact_dsn
 from pipeline.sources.base import SourceError, TableInfo, empty_relation, short_error
-from pipeline.sources.tables import TABLES
+from pipeline.sources.tables import Release, tables_of
 
 log = logging.getLogger(__name__)
 
@@ -35,61 +36,92 @@ _OID_TYPES = {
 }
 
 
+DEFAULT_SCHEMA = "mimiciii"  # mimic-code's MIMIC-III schema; when absent, MIMIC-IV's (MIMIC4_PREFIX_hosp, _icu)
+MIMIC4_PREFIX = "mimiciv"
+
+
 class PostgresSource:
-    """A live PostgreSQL database holding the MIMIC-III tables in `schema`."""
+    """A live PostgreSQL database holding MIMIC-III (one schema) or MIMIC-IV (hosp and icu schemas).
+
+    ``schema``: a MIMIC-III schema, a MIMIC-IV prefix P (schemas P_hosp and P_icu), a pair
+    "HOSP,ICU", or a schema holding MIMIC-IV's tables together. The default (``mimiciii``) falls back
+    to mimic-code's MIMIC-IV schemas ``mimiciv_hosp`` and ``mimiciv_icu`` when it has no tables."""
 
     kind = "postgres"
 
-    def __init__(self, dsn: str, local_con, schema: str = "mimiciii") -> None:
+    def __init__(self, dsn: str, local_con, schema: str | None = DEFAULT_SCHEMA) -> None:
         import psycopg
 
-        self.schema = schema
+        schema = schema or DEFAULT_SCHEMA
         self.local = local_con
-        self.description = f"postgres:{redact_dsn(dsn)} schema={schema}"
         try:
             self.conn = psycopg.connect(dsn, autocommit=True)
         except Exception as exc:
             raise SourceError(f"cannot connect to PostgreSQL {redact_dsn(dsn)}: {short_error(exc)}") from None
+        self.release, self.schemas, present = self._locate(schema, dsn)
+        self.schema = ",".join(dict.fromkeys(self.schemas.values()))
+        self.description = f"postgres:{redact_dsn(dsn)} schema={self.schema}"
+        self.specs = tables_of(self.release)
         self.tables: dict[str, TableInfo] = {}
-        present = self._columns()
-        if not present:
-            raise SourceError(f"PostgreSQL schema {schema!r} has no MIMIC-III tables ({redact_dsn(dsn)})")
-        for name, spec in TABLES.items():
-            if name not in present:
+        for name, spec in self.specs.items():
+            where = self.schemas[spec.module]
+            if name not in present[where]:
                 if spec.required:
-                    raise SourceError(f"required table {schema}.{name} not found in PostgreSQL")
-                log.warning("optional table %s.%s not found: its events are skipped", schema, name)
+                    raise SourceError(f"required table {where}.{name} not found in PostgreSQL")
+                log.warning("optional table %s.%s not found: its events are skipped", where, name)
                 continue
-            info = TableInfo(name, f"{schema}.{name}")
+            info = TableInfo(name, f"{where}.{name}")
             for col in spec.columns:
-                if col in present[name]:
+                if col in present[where][name]:
                     info.columns[col] = col
                 elif col in spec.optional_columns:
                     info.missing_optional.append(col)
                 else:
-                    raise SourceError(f"PostgreSQL table {schema}.{name} has no column {col} (required)")
+                    raise SourceError(f"PostgreSQL table {where}.{name} has no column {col} (required)")
             self.tables[name] = info
 
-    def _columns(self) -> dict[str, set[str]]:
+    def _locate(self, schema: str, dsn: str) -> tuple[Release, dict[str, str], dict[str, dict[str, set[str]]]]:
+        """(release, module -> schema, schema -> table -> columns) of the MIMIC tables that ``schema`` names."""
+        names = [schema] + ([MIMIC4_PREFIX] if schema == DEFAULT_SCHEMA else [])
+        for name in names:
+            pair = [p.strip() for p in name.split(",")]
+            hosp, icu = pair if len(pair) == 2 else (f"{name}_hosp", f"{name}_icu")
+            cols = self._columns(list(dict.fromkeys([name, hosp, icu])))
+            flat = cols.get(name, {})
+            if flat and len(pair) == 1:
+                if "anchor_age" in flat.get("patients", set()):  # MIMIC-IV's tables in one schema
+                    return Release.mimic4, {"hosp": name, "icu": name}, cols
+                return Release.mimic3, {"": name}, cols
+            if cols.get(hosp) and cols.get(icu):
+                return Release.mimic4, {"hosp": hosp, "icu": icu}, cols
+            if cols.get(hosp) or cols.get(icu):
+                found, missing = (hosp, icu) if cols.get(hosp) else (icu, hosp)
+                raise SourceError(f"PostgreSQL schema {found} has MIMIC-IV tables but {missing} has none: a MIMIC-IV "
+                                  f"source needs both modules ({redact_dsn(dsn)})")
+        raise SourceError(f"PostgreSQL schema {schema!r} has no MIMIC-III tables, and there are no MIMIC-IV schemas "
+                          f"{schema}_hosp and {schema}_icu ({redact_dsn(dsn)})")
+
+    def _columns(self, schemas: list[str]) -> dict[str, dict[str, set[str]]]:
         rows = self.conn.execute(
-            "SELECT lower(table_name), lower(column_name) FROM information_schema.columns WHERE table_schema = %s",
-            (self.schema,),
+            "SELECT table_schema, lower(table_name), lower(column_name) FROM information_schema.columns "
+            "WHERE table_schema = ANY(%s)",
+            (schemas,),
         ).fetchall()
-        out: dict[str, set[str]] = {}
-        for table, col in rows:
-            out.setdefault(table, set()).add(col)
+        out: dict[str, dict[str, set[str]]] = {}
+        for schema, table, col in rows:
+            out.setdefault(schema, {}).setdefault(table, set()).add(col)
         return out
 
     def relation(self, name: str) -> str:
-        spec = TABLES[name]
+        spec = self.specs[name]
         if name not in self.tables:
             return empty_relation(spec)
         info = self.tables[name]
         cols = [c if c in info.columns else f"CAST(NULL AS {t}) AS {c}" for c, t in spec.columns.items()]
-        return f"(SELECT {', '.join(cols)}, CAST(NULL AS VARCHAR) AS _error FROM {self.schema}.{name})"
+        return f"(SELECT {', '.join(cols)}, CAST(NULL AS VARCHAR) AS _error FROM {info.location})"
 
     def relations(self) -> dict[str, str]:
-        return {name: self.relation(name) for name in TABLES}
+        return {name: self.relation(name) for name in self.specs}
 
     def _sql(self, sql: str) -> str:
         return sqlgen.to_dialect(sql, sqlgen.Dialect.postgres)
@@ -153,9 +185,9 @@ class PostgresSource:
 
     def count_rows(self, name: str) -> tuple[int, list[tuple[int, str]]]:
         try:
-            n = self.conn.execute(f"SELECT count(*) FROM {self.schema}.{name}").fetchone()[0]
+            n = self.conn.execute(f"SELECT count(*) FROM {self.tables[name].location}").fetchone()[0]
         except Exception as exc:
-            raise SourceError(f"{self.schema}.{name} (PostgreSQL): {short_error(exc)}") from None
+            raise SourceError(f"{self.tables[name].location} (PostgreSQL): {short_error(exc)}") from None
         return int(n), []
 
     def scan_rejects(self, name: str) -> list[tuple[int, str]]:

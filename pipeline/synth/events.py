@@ -494,8 +494,9 @@ def microbiologyevents(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
 
 
 # ---------------------------------------------------------------------------- PRESCRIPTIONS, DIAGNOSES_ICD
-def prescriptions(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
-    """PRESCRIPTIONS: orders (Poisson), drug odds shifted by severity; dates at midnight."""
+def prescriptions(rng, ch: Chunk, density: float, exact: bool = False) -> dict[str, pa.Array]:
+    """PRESCRIPTIONS: orders (Poisson), drug odds shifted by severity; dates at midnight (``exact``:
+    STARTDATE/ENDDATE keep the order's time, as MIMIC-IV's starttime/stoptime; same draws)."""
     adm, h, a, b = hosp_cells(ch)
     s = ch.sev[adm, h]
     cell, _ = poisson_events(rng, ((b - a) * density * 0.28 * np.exp(0.15 * s))[:, None])
@@ -507,7 +508,7 @@ def prescriptions(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
     drug = (cum < rng.random(len(cell))[:, None] * cum[:, -1:]).sum(1)
     ea = adm[cell]
     t = event_time(ch, ea, a[cell] + rng.random(len(cell)) * (b - a)[cell])
-    start = t // DAY * DAY
+    start = t if exact else t // DAY * DAY
     n = len(drug)
     cols = key_cols(ch, ea, ch.stay_at[ea, h[cell]])
     cols.update(STARTDATE=col_ts(start), ENDDATE=col_ts(start + rng.integers(1, 8, n) * DAY))

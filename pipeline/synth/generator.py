@@ -33,7 +33,8 @@ Generative model (h = hours from ADMITTIME, T = `prediction_hours`, k = floor(T)
    and X-ray rates scale with exp(gamma s(h)). Arterial line, ventilation and vasopressors start
    when s(h) crosses a per-admission threshold and stop with hysteresis. About half the chart
    rows are nuisance items (alarm limits, nursing text) that carry no signal.
-6. ICU stays start within hours of admission (up to 36 h for some). A stay begun before T - 1 h
+6. ICU stays start within hours of admission (up to 36 h for some); with `icu_fraction` < 1 the
+   other admissions stay on the ward (no ICU stay, events or ICU treatments). A stay begun before T - 1 h
    ends before T w.p. sigmoid(-1.5 - b), else after T (at death for 85 % of deaths); 10 % of
    long survivors return to the ICU after T. Times after T are shortened to fit the stay.
 
@@ -52,9 +53,11 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.errors import ConfigError
 from pipeline.synth import catalog as cat
 from pipeline.synth import events as ev
 from pipeline.synth import tables as tb
+from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.synth.tables import (
     ADULT,
     CHILD,
@@ -101,25 +104,28 @@ class SynthConfig:
     newborn_fraction: float = 0.05  # patients admitted as NEWBORN (age 0)
     pediatric_fraction: float = 0.02  # patients aged 1-17 (excluded by the cohort)
     admissions_probs: tuple[float, float, float] = (0.78, 0.15, 0.07)  # adults with 1, 2, 3 admissions
+    icu_fraction: float = 1.0  # admissions with an ICU stay (1.0: all, as MIMIC-III; MIMIC-IV: about 0.17)
     metavision_from: str = "2008-06-01"  # real (unshifted) date from which stays are charted in MetaVision
     max_stay_days: float = 60.0  # hospital stays are capped at this length
     gzip_level: int = 4  # gzip compression level of every file (4: ~2x faster than 6, ~6 % larger)
 
     def validate(self) -> None:
         if not self.prediction_hours > 0:
-            raise ValueError(f"SynthConfig.prediction_hours must be > 0, got {self.prediction_hours}")
-        if not 0 < self.density <= 10:
-            raise ValueError(f"SynthConfig.density must be in (0, 10], got {self.density}")
+            raise ConfigError(f"SynthConfig.prediction_hours must be > 0, got {self.prediction_hours}")
+        if not 0 < self.density <= MAX_DENSITY:
+            raise ConfigError(f"SynthConfig.density must be in (0, {MAX_DENSITY:g}], got {self.density}")
         if self.chart_rows_per_stay < 0:
-            raise ValueError(f"SynthConfig.chart_rows_per_stay must be >= 0, got {self.chart_rows_per_stay}")
+            raise ConfigError(f"SynthConfig.chart_rows_per_stay must be >= 0, got {self.chart_rows_per_stay}")
         if self.chunk_patients < 1:
-            raise ValueError(f"SynthConfig.chunk_patients must be >= 1, got {self.chunk_patients}")
+            raise ConfigError(f"SynthConfig.chunk_patients must be >= 1, got {self.chunk_patients}")
         if self.newborn_fraction < 0 or self.pediatric_fraction < 0 or self.newborn_fraction + self.pediatric_fraction >= 1:
-            raise ValueError("SynthConfig newborn_fraction + pediatric_fraction must be in [0, 1)")
+            raise ConfigError("SynthConfig newborn_fraction + pediatric_fraction must be in [0, 1)")
+        if not 0 < self.icu_fraction <= 1:
+            raise ConfigError(f"SynthConfig.icu_fraction must be in (0, 1], got {self.icu_fraction}")
         if len(self.admissions_probs) != 3 or abs(sum(self.admissions_probs) - 1) > 1e-9:
-            raise ValueError(f"SynthConfig.admissions_probs must be 3 probabilities summing to 1, got {self.admissions_probs}")
+            raise ConfigError(f"SynthConfig.admissions_probs must be 3 probabilities summing to 1, got {self.admissions_probs}")
         if self.max_stay_days * 24 < self.prediction_hours + 2:
-            raise ValueError("SynthConfig.max_stay_days must leave at least 2 h after the prediction time")
+            raise ConfigError("SynthConfig.max_stay_days must leave at least 2 h after the prediction time")
 
 
 @dataclass
@@ -282,6 +288,10 @@ def _simulate(rng, cfg: SynthConfig, subject_id: np.ndarray, hadm_pool, icu_pool
     out2 = np.floor((in2 + (end_h - in2) * rng.uniform(0.3, 0.8, A)) * HOUR) / HOUR
     stay_adm = np.concatenate([np.arange(A), np.flatnonzero(two)])
     s_in, s_out = np.concatenate([in_h, in2[two]]), np.concatenate([out_h, out2[two]])
+    if cfg.icu_fraction < 1:  # ward-only admissions: no stay, so no ICU events and no ventilation or pressors
+        ward = rng.random(A) >= cfg.icu_fraction
+        keep = ~ward[stay_adm]
+        stay_adm, s_in, s_out = stay_adm[keep], s_in[keep], s_out[keep]
     order = np.lexsort((s_in, stay_adm))
     stay_adm, s_in, s_out = stay_adm[order], s_in[order], s_out[order]
     S = len(stay_adm)
@@ -308,7 +318,7 @@ def _simulate(rng, cfg: SynthConfig, subject_id: np.ndarray, hadm_pool, icu_pool
     ssn = alive & (rng.random(P) < _sigmoid(-2.0 + 0.8 * (np.clip(age0, 18, 95) - 65) / 15)) & (kind == ADULT)
     dod_ssn = np.where(ssn, (last_end + offset + rng.integers(1, 1500, P) * DAY) // DAY * DAY, -1)
     return Chunk(
-        T=T, subject_id=subject_id, male=male, dob=dob // DAY * DAY, dod_ssn=dod_ssn,
+        T=T, subject_id=subject_id, male=male, dob=dob // DAY * DAY, dod_ssn=dod_ssn, shift=offset,
         pat=c["pat"], hadm_id=hadm_pool.take(A), admit=c["real"] + offset[c["pat"]], end_h=end_h, died=died,
         early=c["early"], risk=c["risk"], age=c["age"], kind=c["kind"], atype=atype, aloc=c["aloc"],
         reason=c["reason"], edreg_h=c["edreg_h"], system=(c["real"] >= _epoch(cfg.metavision_from)).astype(np.int64),
@@ -320,50 +330,74 @@ def _simulate(rng, cfg: SynthConfig, subject_id: np.ndarray, hadm_pool, icu_pool
 
 
 # ---------------------------------------------------------------------------- generate
-def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthConfig | None = None) -> SynthSummary:
-    """Write a synthetic MIMIC-III (full-release layout) for `patients` patients into `out_dir`.
+def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthConfig | None = None,
+             layout: str = "mimic-iii", progress=None) -> SynthSummary:
+    """Write a synthetic MIMIC-III (full-release layout) for `patients` patients into `out_dir`;
+    ``layout="mimic-iv"`` writes the same world in MIMIC-IV's layout (hosp/, icu/; `synth.mimic4`).
 
     Same seed and arguments give byte-identical files. Tables are generated `chunk_patients`
     at a time and appended to gzip streams under temporary names, renamed at the end.
+    `progress(done)` is called with the patients written so far after each chunk.
     """
     from pipeline.fileio import write_json
 
     cfg = config or SynthConfig()
     cfg.validate()
-    if isinstance(patients, bool) or not isinstance(patients, (int, np.integer)) or not 1 <= patients <= 89_999:
-        raise ValueError(f"patients must be an integer in [1, 89999] (SUBJECT_ID range), got {patients!r}")
+    if isinstance(patients, bool) or not isinstance(patients, (int, np.integer)) or not 1 <= patients <= MAX_PATIENTS:
+        raise ConfigError(f"patients must be an integer in [1, {MAX_PATIENTS}] (SUBJECT_ID range), got {patients!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    if layout not in ("mimic-iii", "mimic-iv"):
+        raise ConfigError(f"layout must be 'mimic-iii' or 'mimic-iv', got {layout!r}")
     out = Path(out_dir)
     (out / "_truth").mkdir(parents=True, exist_ok=True)
     ids = np.random.default_rng([seed, 1 << 20])
     subject = np.sort(tb.IdPool(ids, 10_000, 100_000, "SUBJECT_ID").take(patients))
     hadm_pool, icu_pool = tb.IdPool(ids, 100_000, 200_000, "HADM_ID"), tb.IdPool(ids, 200_000, 300_000, "ICUSTAY_ID")
     writers: dict[str, tb.CsvGzWriter] = {}
+    iv = None
     try:
-        for name in COLUMNS:
-            writers[name] = tb.CsvGzWriter(out / f"{name}.csv.gz", COLUMNS[name], cfg.gzip_level)
+        if layout == "mimic-iv":
+            from pipeline.synth.mimic4 import Mimic4Writer
+
+            iv = Mimic4Writer(out, cfg.gzip_level, seed)
+        else:
+            for name in COLUMNS:
+                writers[name] = tb.CsvGzWriter(out / f"{name}.csv.gz", COLUMNS[name], cfg.gzip_level)
         writers["truth"] = tb.CsvGzWriter(out / "_truth" / "truth.csv.gz", TRUTH_COLUMNS, cfg.gzip_level)
-        stats = _write_chunks(writers, cfg, seed, subject, hadm_pool, icu_pool)
-        writers["D_ITEMS"].write(tb.d_items())
-        writers["D_LABITEMS"].write(tb.d_labitems())
+
+        def emit(name: str, cols: dict, ch: Chunk | None = None, ci: int = 0) -> None:
+            if iv is None or name == "truth":
+                writers[name].write(cols)
+            else:
+                iv.write(name, cols, ch, ci)
+
+        stats = _write_chunks(emit, cfg, seed, subject, hadm_pool, icu_pool, exact_rx=iv is not None,
+                              progress=progress)
+        emit("D_ITEMS", tb.d_items())
+        emit("D_LABITEMS", tb.d_labitems())
         for w in writers.values():
             w.close()
+        if iv is not None:
+            iv.close()
     except BaseException:
         for w in writers.values():
             if w.tmp.exists():
                 w.abort()
+        if iv is not None:
+            iv.abort()
         raise
     summary = SynthSummary(
         out_dir=out, patients=patients, admissions=stats["admissions"], icustays=stats["icustays"],
         deaths=stats["deaths"], cohort_admissions=stats["cohort"],
         base_rate=stats["cohort_deaths"] / max(stats["cohort"], 1), mean_true_risk=stats["risk_sum"] / max(stats["cohort"], 1),
-        rows={name: w.rows for name, w in writers.items() if name != "truth"},
-        paths={name: w.path for name, w in writers.items()},
+        rows={**{name: w.rows for name, w in writers.items() if name != "truth"}, **(iv.rows if iv else {})},
+        paths={**{name: w.path for name, w in writers.items()},
+               **({name.split("/")[1]: w.path for name, w in iv.writers.items()} if iv else {})},
     )
     readme = out / "_truth" / "README.json"
     write_json(readme, {
-        "generator": "pipeline.synth", "seed": int(seed), "patients": int(patients),
+        "generator": "pipeline.synth", "seed": int(seed), "patients": int(patients), "layout": layout,
         "prediction_hours": cfg.prediction_hours,
         "truth": "TRUE_RISK = P(in-hospital death after ADMITTIME + prediction_hours | everything generated up to "
                  "then), exact (the logistic model below); one row per admission alive in hospital at that time.",
@@ -375,29 +409,32 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     return summary
 
 
-def _write_chunks(writers, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_pool) -> dict[str, float]:
-    """Simulate and write every chunk; returns counts for the summary."""
+def _write_chunks(emit, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_pool, exact_rx: bool = False,
+                  progress=None) -> dict[str, float]:
+    """Simulate and write every chunk through ``emit(table, columns, chunk, chunk index)``; returns counts
+    for the summary. ``exact_rx``: PRESCRIPTIONS keep the order's time (the MIMIC-IV layout). ``progress``:
+    called with the patients written so far after each chunk."""
     stats = dict(admissions=0, icustays=0, deaths=0, cohort=0, cohort_deaths=0, risk_sum=0.0)
     rows_per_hour = cfg.chart_rows_per_stay / _CHART_REF_HOURS
     dens = cfg.density
     for ci, start in enumerate(range(0, len(subject), cfg.chunk_patients)):
         ch = _simulate(np.random.default_rng([seed, ci, 0]), cfg, subject[start:start + cfg.chunk_patients], hadm_pool, icu_pool)
         rng = {name: np.random.default_rng([seed, ci, i + 1]) for i, name in enumerate(_TABLE_STREAMS)}
-        writers["PATIENTS"].write(tb.patients(rng["PATIENTS"], ch))
-        writers["ADMISSIONS"].write(tb.admissions(rng["ADMISSIONS"], ch))
-        writers["ICUSTAYS"].write(tb.icustays(rng["ICUSTAYS"], ch))
-        writers["DIAGNOSES_ICD"].write(ev.diagnoses_icd(rng["DIAGNOSES_ICD"], ch))
+        emit("PATIENTS", tb.patients(rng["PATIENTS"], ch), ch, ci)
+        emit("ADMISSIONS", tb.admissions(rng["ADMISSIONS"], ch), ch, ci)
+        emit("ICUSTAYS", tb.icustays(rng["ICUSTAYS"], ch), ch, ci)
+        emit("DIAGNOSES_ICD", ev.diagnoses_icd(rng["DIAGNOSES_ICD"], ch), ch, ci)
         for system in (0, 1):
-            writers["CHARTEVENTS"].write(ev.chartevents(rng["CHARTEVENTS"], ch, system, dens, rows_per_hour))
-        writers["LABEVENTS"].write(ev.labevents(rng["LABEVENTS"], ch, dens))
-        writers["INPUTEVENTS_CV"].write(ev.inputevents_cv(rng["INPUTEVENTS_CV"], ch, dens))
-        writers["INPUTEVENTS_MV"].write(ev.inputevents_mv(rng["INPUTEVENTS_MV"], ch, dens))
-        writers["OUTPUTEVENTS"].write(ev.outputevents(rng["OUTPUTEVENTS"], ch, dens))
-        writers["DATETIMEEVENTS"].write(ev.datetimeevents(rng["DATETIMEEVENTS"], ch, dens))
-        writers["PROCEDUREEVENTS_MV"].write(ev.procedureevents_mv(rng["PROCEDUREEVENTS_MV"], ch, dens))
-        writers["MICROBIOLOGYEVENTS"].write(ev.microbiologyevents(rng["MICROBIOLOGYEVENTS"], ch, dens))
-        writers["PRESCRIPTIONS"].write(ev.prescriptions(rng["PRESCRIPTIONS"], ch, dens))
-        writers["truth"].write(tb.truth(ch))
+            emit("CHARTEVENTS", ev.chartevents(rng["CHARTEVENTS"], ch, system, dens, rows_per_hour), ch, ci)
+        emit("LABEVENTS", ev.labevents(rng["LABEVENTS"], ch, dens), ch, ci)
+        emit("INPUTEVENTS_CV", ev.inputevents_cv(rng["INPUTEVENTS_CV"], ch, dens), ch, ci)
+        emit("INPUTEVENTS_MV", ev.inputevents_mv(rng["INPUTEVENTS_MV"], ch, dens), ch, ci)
+        emit("OUTPUTEVENTS", ev.outputevents(rng["OUTPUTEVENTS"], ch, dens), ch, ci)
+        emit("DATETIMEEVENTS", ev.datetimeevents(rng["DATETIMEEVENTS"], ch, dens), ch, ci)
+        emit("PROCEDUREEVENTS_MV", ev.procedureevents_mv(rng["PROCEDUREEVENTS_MV"], ch, dens), ch, ci)
+        emit("MICROBIOLOGYEVENTS", ev.microbiologyevents(rng["MICROBIOLOGYEVENTS"], ch, dens), ch, ci)
+        emit("PRESCRIPTIONS", ev.prescriptions(rng["PRESCRIPTIONS"], ch, dens, exact=exact_rx), ch, ci)
+        emit("truth", tb.truth(ch))
         cohort = (ch.kind == ADULT) & ~ch.early
         stats["admissions"] += len(ch.pat)
         stats["icustays"] += len(ch.stay_adm)
@@ -405,4 +442,6 @@ def _write_chunks(writers, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_
         stats["cohort"] += int(cohort.sum())
         stats["cohort_deaths"] += int(ch.died[cohort].sum())
         stats["risk_sum"] += float(ch.risk[cohort].sum())
+        if progress is not None:
+            progress(min(start + cfg.chunk_patients, len(subject)))
     return stats

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from pipeline.errors import ConfigError
 from pipeline.synth import catalog as cat
 
 MIN, HOUR, DAY = 60, 3600, 86400
@@ -204,7 +205,8 @@ class IdPool:
 
     def take(self, n: int) -> np.ndarray:
         if self._next + n > len(self._ids):
-            raise ValueError(f"{self._name} range exhausted: more than {len(self._ids)} ids needed; use fewer patients")
+            raise ConfigError(f"{self._name} range exhausted: more than {len(self._ids)} ids needed; patients is too "
+                              "large for it (use fewer)")
         out = self._ids[self._next:self._next + n]
         self._next += n
         return out
@@ -246,6 +248,7 @@ class Chunk:
     male: np.ndarray  # (P,) bool
     dob: np.ndarray  # (P,) DOB, shifted epoch seconds (midnight)
     dod_ssn: np.ndarray  # (P,) out-of-hospital death date, epoch seconds (-1: none)
+    shift: np.ndarray  # (P,) the patient's date shift, seconds (shifted time - real time)
     # admissions (A rows)
     pat: np.ndarray  # (A,) patient row
     hadm_id: np.ndarray  # (A,) HADM_ID

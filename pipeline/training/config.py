@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Any
 
 from pipeline.configs import config_dict
-from pipeline.contracts import DEFAULT_SAMPLES
+from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.errors import ConfigError
 
 
@@ -75,14 +75,14 @@ class TrainConfig:
     eval_every: int = 250  # validate (and checkpoint) every this many steps, and at the end
     eval_samples: int = 2  # samples per component in periodic validation (cheap)
     score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
-    eval_batch_size: int = 256  # admissions per evaluation forward pass
+    eval_batch_size: int = DEFAULT_BATCH  # admissions per validation forward pass (the draws depend on the batches)
     refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the MI threshold)
     max_bags: int | None = None  # keep only the most recent bags of an admission (None: all)
     max_tokens: int | None = None  # keep at most this many tokens per bag (None: all)
     source_oov_rate: float = 0.0  # training only: P(all of an admission's tokens of a source -> that source's OOV token)
     token_oov_rate: float = 0.0  # training only: P(a token -> its source's OOV token) (training.augment)
     log_every: int = 10  # log loss, NLL and KL to MLflow every this many steps
-    progress: bool = True  # rich progress bar (only on a TTY, rank 0)
+    progress: bool = True  # progress (rank 0): a bar on a terminal, else a plain line every 5% of the steps
     threads: int | None = None  # torch intra-op threads (None: torch's default; 1 is fastest on busy small CPUs)
     model: dict[str, Any] = field(default_factory=dict)  # MortalityConfig overrides, e.g. {"lstm_hidden": 64}
 

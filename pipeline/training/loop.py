@@ -1,4 +1,4 @@
-"""Training of the mortality models: loss, loop, checkpoints, resume, distributed data parallel.
+"""Training of the mortality models: the loop, periodic validation, checkpoints, resume, the run's artifacts.
 
 Recipe (Dusenberry et al. 2020, MIMIC-III): loss = NLL + min(1, step / anneal_steps) · KL / N_train
 + l2 · model.l2_penalty(); Adam (lr 3e-4); global-norm clipping 7.3. A step sees
@@ -19,17 +19,14 @@ thread count). One caveat: a run stopped by ``max_steps`` at a step that is not 
 ``eval_every`` was validated there, which the uninterrupted run skips, so its best checkpoint
 may differ; the final weights and final validation NLL do not.
 
-Distributed: under ``torchrun`` (RANK / WORLD_SIZE set) the model is wrapped in
-DistributedDataParallel (gloo on CPU); each rank takes a contiguous, disjoint shard of the
-global batch, so gradients (averaged by DDP) equal the single-process ones. Only rank 0
-evaluates, tracks and writes checkpoints.
+Distributed training under ``torchrun``: ``training.distributed``. The run's files and MLflow
+record: ``runs.checkpoint``, ``runs.store`` (artifact names), ``runs.tracking``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +36,7 @@ from torch import nn
 
 from pipeline import batches, features, fileio, metrics, predict
 from pipeline.configs import config_dict
+from pipeline.progress import Progress
 from pipeline.errors import PipelineError
 from pipeline.models import build_model, model_config
 from pipeline.models.config import MortalityConfig
@@ -83,16 +81,13 @@ def validate(model: nn.Module, val: features.FeatureSet, cfg: TrainConfig, sampl
         return predict.feature_logits(model, val, samples, cfg.eval_batch_size, cfg.max_bags, cfg.max_tokens)
 
 
-def _progress(enabled: bool, total: int, start: int):
-    """A started rich Progress and task id, or (None, None)."""
-    if not (enabled and sys.stderr.isatty()):
-        return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                   TextColumn("{task.fields[status]}"), transient=True)
-    bar.start()
-    return bar, bar.add_task("train", total=total, completed=start, status="")
+def progress_status(stats, w: float, anneal_steps: int) -> str:
+    """The progress line's loss: the NLL, and the loss labelled with the KL weight while it ramps up
+    (the loss then grows with the weight: not a divergence)."""
+    loss, nll = stats[0].item(), stats[1].item()
+    if w < 1.0:
+        return f"nll {nll:.4f}, loss {loss:.4f} at KL weight {w:.3g} (ramping up to 1 by step {anneal_steps})"
+    return f"nll {nll:.4f}, loss {loss:.4f}"
 
 
 def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = None, *,
@@ -150,6 +145,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                                 "distinct_per_step": distinct, "features": fdir.name})
             tracker.set_tag(store.FEATURES_DIR_TAG, str(fdir.resolve()))  # evaluate finds the features here
             tracker.set_tag(store.SPLIT_MODE_TAG, store.features_split_mode(fdir))  # random | era: compare groups by it
+            tracker.set_tag(store.RELEASE_TAG, store.features_release(fdir))  # the MIMIC release trained on
         else:
             tracker.set_tag("resumed_from_step", str(state["step"]))
         ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases), d)
@@ -231,7 +227,7 @@ def train_step(objective: nn.Module, optimizer, params: list, batch: dict, kl_w:
 def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict,
           state: dict, out: Path, augment: OovAugment | None = None) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
-    bar, task = _progress(cfg.progress and d.main, cfg.max_steps, state["step"])
+    bar = Progress("train", cfg.max_steps, state["step"], enabled=cfg.progress and d.main)
     last_good = (out / LAST, state["step"]) if state["step"] else None
     ddp.train()
     try:
@@ -248,8 +244,7 @@ def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d:
             if step % cfg.log_every == 0:
                 tracker.log_metrics({"train_loss": stats[0].item(), "train_nll": stats[1].item(),
                                      "train_kl": stats[2].item(), "kl_weight": w, "grad_norm": stats[3].item()}, step)
-            if bar is not None:
-                bar.update(task, completed=step, status=f"loss {stats[0].item():.4f}")
+            bar.update(step, progress_status(stats, w, cfg.anneal_steps))
             if step % cfg.eval_every == 0 or step == cfg.max_steps:
                 try:
                     state = _checkpoint(model, optimizer, val_fs, cfg, d, tracker, base, {**state, "step": step}, out)
@@ -258,8 +253,7 @@ def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d:
                 last_good = (out / LAST, step)
                 ddp.train()
     finally:
-        if bar is not None:
-            bar.stop()
+        bar.close()
     return state
 
 
@@ -328,7 +322,10 @@ def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state
     info = {"model_kind": base["model_kind"], "model_config": base["model_config"],
             "train_config": base["train_config"], "vocab_sizes": base["vocab_sizes"], "best_step": state["best_step"],
             "refer_threshold": threshold, "refer_fraction": cfg.refer_fraction, "score_samples": cfg.score_samples,
-            "val_metrics": {k: report[k] for k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")}}
+            "val_metrics": {k: report[k] for k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")},
+            # the validation reliability diagram (15 bins; empty bins None): score's cohort report draws it
+            "val_reliability": {k.removeprefix("reliability_"): [None if v != v else v for v in report[k]]
+                                for k in ("reliability_counts", "reliability_mean_p", "reliability_observed")}}
     fileio.write_json(out / store.MODEL_INFO, info)
     fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": base["model_kind"], **base["train_config"],
                                               "model": base["model_config"]})

@@ -1,0 +1,87 @@
+"""Per-admission cost of the subnetwork Jacobian against the size of the backward group.
+
+    .venv/bin/python benchmarks/laplace_jacobian_groups.py [--features DIR] [--hidden 64 256] [--groups 1 2 4 8 16]
+        [--admissions 64]
+
+Each logit's backward pass runs over every admission computed with it, so the per-admission cost of
+the Jacobian grows with the group (``pipeline.laplace.jacobian.MICRO_BATCH`` is the chosen size).
+For every LSTM size of ``benchmarks/laplace_fit.py`` (its cached MAP runs and features) and every
+group size: milliseconds per admission for the Jacobian with respect to all D weights and to 1,000
+random weights, over ``--admissions`` training admissions (longest first, as the fit orders them),
+after one warm-up group. Writes benchmarks/results/laplace_jacobian_groups.json (``--out``
+elsewhere); the default path also rewrites the docs section that shows it (docs/laplace.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import report  # noqa: E402  (benchmarks/report.py)
+from laplace_fit import default_features, map_run  # noqa: E402
+
+from pipeline import batches  # noqa: E402
+from pipeline.features import load_split  # noqa: E402
+
+RESULT = Path(__file__).resolve().parent / "results" / "laplace_jacobian_groups.json"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--features", type=Path, default=None,
+                    help="features directory (default: the synthetic benchmark)")
+    ap.add_argument("--hidden", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--groups", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--admissions", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=400, help="training steps of the MAP runs")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args()
+
+    import torch
+
+    from pipeline.laplace.jacobian import jacobian
+    from pipeline.laplace.params import ParamVector, Substitution, frozen
+    from pipeline.runs.formats import load_model
+
+    torch.set_num_threads(args.threads)
+    measured = report.provenance()  # the checkout as the run starts
+    load_start = os.getloadavg()
+    features = args.features or default_features()
+    fs = load_split(features / "train.parquet")
+    pick = np.random.default_rng(0).choice(len(fs), args.admissions, replace=False)
+    pick = pick[np.argsort(-fs.n_bags[pick], kind="stable")]
+    rows = []
+    for hidden in args.hidden:
+        model, _ = load_model(map_run(features, hidden, args.steps))
+        layout = ParamVector.of(model)
+        subset = torch.randperm(layout.size, generator=torch.Generator().manual_seed(0))[:1000].sort().values
+        for name, idx in (("all", None), ("1000", subset)):
+            sub = Substitution.of(layout, idx)
+            with frozen(model):
+                jacobian(model, batches.collate(fs, pick[:4]), sub, micro_batch=4)  # warm-up
+                for g in args.groups:
+                    groups = [batches.collate(fs, pick[i:i + g]) for i in range(0, len(pick), g)]
+                    t0 = time.perf_counter()
+                    for b in groups:
+                        jacobian(model, b, sub, micro_batch=g)
+                    ms = 1000 * (time.perf_counter() - t0) / len(pick)
+                    rows.append({"hidden": hidden, "weights": name, "group": g, "ms_per_admission": ms})
+                    print(f"LSTM {hidden:3d}, J w.r.t. {name:>4s} weights, groups of {g:2d}: {ms:6.2f} ms/admission",
+                          flush=True)
+    report.write_results("laplace_jacobian_groups", {
+        **measured, "command": " ".join(["python benchmarks/laplace_jacobian_groups.py", *sys.argv[1:]]),
+        "threads": args.threads, "admissions": args.admissions, "map_steps": args.steps, "cpu_count": os.cpu_count(),
+        "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "rows": rows,
+    }, args.out)
+
+
+if __name__ == "__main__":
+    main()

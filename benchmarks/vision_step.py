@@ -1,0 +1,204 @@
+"""Rank-1 Wide ResNet cost against the deterministic network, measured in one process.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/vision_step.py [--depth 16 --width 2 --size 16]
+        [--batch 64] [--k 4] [--steps 8] [--blocks 5] [--eval-images 64] [--samples 25] [--threads 1]
+
+1. Training step (forward, NLL + KL / N + L2, backward, SGD step) of rank-1 WRN with K members on
+   a tiled batch of ``--batch`` rows (batch / K distinct images tiled K times, per-example factor
+   draws) against the deterministic WRN on the same tiled batch (the same ``--batch`` rows);
+   BatchEnsemble for reference. Target: rank-1 / deterministic <= 1.3.
+2. Evaluation throughput: rank-1 with ``--samples`` samples per member (per-member draws, S·K
+   networks per image, no grad) against one deterministic pass over the same images.
+   For scale, the deterministic network also runs on as many rows per forward pass as the rank-1
+   evaluation (eval batch x S·K images): the per-draw cost at equal tensor sizes.
+3. Peak RSS of each measurement, each run alone in a fresh child process (``VmHWM`` of
+   /proc/self/status: the high-water mark of that process only).
+
+Timings alternate between the variants in ``--blocks`` blocks, so load from other processes hits
+them alike; each figure is the median over blocks of the mean time per step / pass; the ratios
+are of those medians. The JSON goes to benchmarks/results/vision_step.json (``report.write_results``:
+atomic, with the command and date; docs/vision.md's section is rendered from it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _setup(method: str, args) -> tuple:
+    import torch
+
+    from pipeline.models.vision import VisionConfig, build_vision_model
+    from pipeline.vision.train import objective
+
+    torch.manual_seed(0)
+    k = args.k if method != "deterministic" else 1
+    cfg = VisionConfig(arch="wrn", depth=args.depth, width=args.width, method=method, ensemble_size=args.k,
+                       num_classes=10, in_channels=3)
+    model = build_vision_model(cfg)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True)
+    distinct = args.batch // k  # the model tiles them K times: the tiled batch is args.batch rows for every method
+    images = torch.rand(distinct, 3, args.size, args.size)
+    labels = torch.randint(0, 10, (distinct,))
+
+    def step() -> None:
+        parts = objective(model, images, labels, 1.0, 50_000, 1e-4)
+        parts["loss"].backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return model, step
+
+
+def _eval_setup(method: str, args, rows_like_rank1: bool = False):
+    import torch
+
+    from pipeline.layers import Sampling, set_sampling
+    from pipeline.models.vision import VisionConfig, build_vision_model
+
+    torch.manual_seed(0)
+    cfg = VisionConfig(arch="wrn", depth=args.depth, width=args.width, method=method, ensemble_size=args.k,
+                       num_classes=10, in_channels=3)
+    model = build_vision_model(cfg).eval()
+    set_sampling(model, Sampling.PER_MEMBER)
+    samples = args.samples if method == "rank1" else 1
+    batch = args.eval_batch * (args.samples * args.k if rows_like_rank1 else 1)  # images per forward pass
+    images = torch.rand(args.eval_images * (batch // args.eval_batch), 3, args.size, args.size)
+
+    def run() -> None:
+        with torch.no_grad():
+            for start in range(0, images.shape[0], batch):
+                model(images[start:start + batch], samples=samples)
+
+    return run
+
+
+def _child(kind: str, method: str, args, queue) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    fn = _setup(method, args)[1] if kind == "train" else _eval_setup(method, args)
+    for _ in range(2 if kind == "train" else 1):
+        fn()
+    queue.put(vm_hwm_mib())
+
+
+def vm_hwm_mib() -> float:
+    """This process's peak resident set (VmHWM, reset by exec unlike ru_maxrss, which a spawned child
+    inherits from the forking parent's size)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0  # kB -> MiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def peak_rss_mib(kind: str, method: str, args) -> float:
+    """Peak RSS (MiB) of a fresh process that builds the model and runs the measurement."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(kind, method, args, queue))
+    proc.start()
+    value = queue.get(timeout=600)
+    proc.join()
+    return value
+
+
+def timed_blocks(fns: dict, reps: int, blocks: int) -> dict[str, float]:
+    """Median over ``blocks`` of the mean seconds per call, variants interleaved block by block."""
+    for fn in fns.values():
+        fn()  # warm-up (allocator, oneDNN primitives)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(blocks):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            times[name].append((time.perf_counter() - start) / reps)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--depth", type=int, default=16, help="WRN depth (6n + 4)")
+    ap.add_argument("--width", type=int, default=2, help="WRN width multiplier")
+    ap.add_argument("--size", type=int, default=16, help="image side (pixels)")
+    ap.add_argument("--batch", type=int, default=64, help="tiled rows per training step")
+    ap.add_argument("--k", type=int, default=4, help="ensemble size K")
+    ap.add_argument("--steps", type=int, default=8, help="training steps per timing block")
+    ap.add_argument("--blocks", type=int, default=5, help="interleaved timing blocks")
+    ap.add_argument("--eval-images", type=int, default=64, help="images per evaluation timing")
+    ap.add_argument("--eval-batch", type=int, default=16, help="images per evaluation forward pass")
+    ap.add_argument("--samples", type=int, default=25, help="samples per member in rank-1 evaluation")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--no-rss", action="store_true", help="skip the peak-RSS child processes")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vision_step.json")
+    args = ap.parse_args()
+
+    import torch
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "-uno"], cwd=ROOT, capture_output=True, text=True).stdout
+    torch.set_num_threads(args.threads)
+    train = {m: _setup(m, args)[1] for m in ("deterministic", "batchensemble", "rank1")}
+    step_s = timed_blocks(train, args.steps, args.blocks)
+    evals = {m: _eval_setup(m, args) for m in ("deterministic", "rank1")}
+    draws = args.samples * args.k
+    eval_s = timed_blocks({**evals, "deterministic_same_rows": _eval_setup("deterministic", args, True)}, 1,
+                          args.blocks)
+    eval_s["deterministic_same_rows"] /= draws  # seconds for eval_images images
+    images_per_s = {m: args.eval_images / s for m, s in eval_s.items()}
+    result = {
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "arch": f"WRN-{args.depth}-{args.width} at {args.size}x{args.size}",
+        "train_step_seconds": step_s,
+        "train_ratio_rank1_to_deterministic": step_s["rank1"] / step_s["deterministic"],
+        "train_ratio_batchensemble_to_deterministic": step_s["batchensemble"] / step_s["deterministic"],
+        "train_target_ratio": 1.3,
+        "eval_images_per_second": images_per_s,
+        "eval_rank1_draws_per_image": draws,
+        "eval_ratio_rank1_to_one_deterministic_pass": eval_s["rank1"] / eval_s["deterministic"],
+        "eval_ratio_per_draw": eval_s["rank1"] / eval_s["deterministic"] / draws,
+        "eval_ratio_per_draw_same_rows": eval_s["rank1"] / eval_s["deterministic_same_rows"] / draws,
+        "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+        "commit": commit, "uncommitted_changes": [line[3:] for line in dirty.splitlines()],
+        "load_average_after": list(os.getloadavg()),
+    }
+    if not args.no_rss:
+        result["peak_rss_mib"] = {f"train_{m}": peak_rss_mib("train", m, args) for m in train}
+        result["peak_rss_mib"].update({f"eval_{m}": peak_rss_mib("eval", m, args) for m in evals})
+    import report
+
+    report.write_results("vision_step", {"command": " ".join(["benchmarks/vision_step.py", *sys.argv[1:]]), **result},
+                         path=args.out)  # adds the date; re-renders docs/vision.md's figures:vision_step
+    print(f"{result['arch']}, K={args.k}, {args.batch} tiled rows per step, {args.threads} thread(s)")
+    for m, s in step_s.items():
+        print(f"train step  {m:14s} {1000 * s:8.1f} ms  ({s / step_s['deterministic']:.2f}x deterministic)")
+    print(f"rank-1 / deterministic training step: {result['train_ratio_rank1_to_deterministic']:.2f}x (target <= 1.3)")
+    what = {"rank1": f"{args.samples} samples x {args.k} members", "deterministic": "one pass",
+            "deterministic_same_rows": f"one pass, {args.eval_batch * draws} images per forward"}
+    for m, v in images_per_s.items():
+        print(f"evaluation  {m:24s} {v:9.1f} images/s ({what[m]})")
+    print(f"rank-1 {args.samples}-sample evaluation / one deterministic pass: "
+          f"{result['eval_ratio_rank1_to_one_deterministic_pass']:.1f}x time "
+          f"({result['eval_ratio_per_draw']:.2f}x per draw of {draws}; "
+          f"{result['eval_ratio_per_draw_same_rows']:.2f}x per draw against equally large passes)")
+    for name, mib in result.get("peak_rss_mib", {}).items():
+        print(f"peak RSS    {name:20s} {mib:8.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

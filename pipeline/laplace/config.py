@@ -1,0 +1,99 @@
+"""Settings of subnetwork linearized Laplace (Daxberger et al., ICML 2021); see docs/laplace.md."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+
+import torch
+
+from .errors import LaplaceError
+
+
+class Selection(str, Enum):
+    """Which weights form the subnetwork."""
+
+    WASSERSTEIN = "wasserstein"  # the paper's rule: largest marginal variance under a diagonal GGN Laplace
+    RANDOM = "random"  # uniformly at random (the paper's baseline)
+    MAGNITUDE = "magnitude"  # largest |θ_MAP| (the paper's baseline)
+    LAST_LAYER = "last-layer"  # every weight and bias of the output layer
+
+
+class HessianKind(str, Enum):
+    """Structure of the posterior precision."""
+
+    FULL = "full"  # dense GGN over the subnetwork's S weights
+    DIAG = "diag"  # diagonal GGN over every weight of the network (no subnetwork; a baseline)
+
+
+class Predictive(str, Enum):
+    """What the fitted model's ``forward`` returns."""
+
+    PROBIT = "probit"  # logits whose sigmoid / softmax is the probit approximation (draws are copies: MI = 0)
+    MC = "mc"  # Monte Carlo draws of the linearized model's logits μ + J_S ε, ε ~ N(0, Σ)
+
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DEFAULT_SUBNET_SIZE = 1000  # S when none is given for a selection that needs one (wasserstein, random, magnitude)
+
+
+def default_subnet_size(selection: Selection | str) -> int | None:
+    """S when none is given: None (the output layer's size) for the last-layer selection,
+    ``DEFAULT_SUBNET_SIZE`` for the others (an unknown name too: ``LaplaceConfig`` rejects it)."""
+    return None if getattr(selection, "value", selection) == Selection.LAST_LAYER.value else DEFAULT_SUBNET_SIZE
+
+
+@dataclass
+class LaplaceConfig:
+    """Settings of ``fit_laplace``."""
+
+    selection: Selection = Selection.WASSERSTEIN  # which weights form the subnetwork (ignored by hessian diag)
+    subnet_size: int | None = DEFAULT_SUBNET_SIZE  # S; None: every weight (full) / all (diag) / the output layer (last-layer)
+    hessian: HessianKind = HessianKind.FULL  # full: dense subnetwork GGN; diag: diagonal GGN over all weights
+    prior_precision: float | None = None  # λ of the full network on the summed-NLL scale; None: grid search
+    grid_log10_min: float = -4.0  # smallest λ of the grid, log10 (laplace-torch's gridsearch default)
+    grid_log10_max: float = 4.0  # largest λ of the grid, log10
+    grid_size: int = 17  # grid points, evenly spaced in log10 λ
+    predictive: Predictive = Predictive.PROBIT  # what forward returns: probit logits or MC draws
+    skip_unused: bool = True  # wasserstein: leave out weights no training logit depends on (diagonal GGN 0)
+    max_train: int | None = None  # GGN from at most this many training admissions (seeded subsample, scaled N/M)
+    batch_size: int = 32  # admissions collated per batch (Jacobians run in groups of jacobian.MICRO_BATCH)
+    max_bags: int | None = None  # as the MAP run: keep only the most recent bags of an admission
+    max_tokens: int | None = None  # as the MAP run: keep at most this many tokens per bag
+    seed: int = 0  # seeds the random selection and the training subsample
+    dtype: str = "float64"  # GGN, Cholesky factor and predictive linear algebra: float64 | float32
+
+    def __post_init__(self) -> None:
+        for name, enum in (("selection", Selection), ("hessian", HessianKind), ("predictive", Predictive)):
+            value = getattr(self, name)
+            if value not in {e.value for e in enum}:
+                raise LaplaceError(f"LaplaceConfig.{name} must be one of {[e.value for e in enum]}, got {value!r}")
+            setattr(self, name, enum(value))
+        if self.dtype not in DTYPES:
+            raise LaplaceError(f"LaplaceConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.subnet_size is not None and self.subnet_size < 1:
+            raise LaplaceError(f"LaplaceConfig.subnet_size must be >= 1 or None, got {self.subnet_size}")
+        if self.hessian == HessianKind.DIAG and self.subnet_size is not None:
+            raise LaplaceError("hessian diag is diagonal Laplace over every weight: leave subnet_size unset (None)")
+        if self.prior_precision is not None and not (self.prior_precision >= 0 and self.prior_precision < float("inf")):
+            raise LaplaceError(f"LaplaceConfig.prior_precision must be finite and >= 0, got {self.prior_precision}")
+        if self.grid_size < 1 or not self.grid_log10_min <= self.grid_log10_max:
+            raise LaplaceError("LaplaceConfig: grid_size must be >= 1 and grid_log10_min <= grid_log10_max")
+        for name in ("batch_size",):
+            if getattr(self, name) < 1:
+                raise LaplaceError(f"LaplaceConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_train", "max_bags", "max_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise LaplaceError(f"LaplaceConfig.{name} must be >= 1 or None, got {getattr(self, name)}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    def grid(self) -> list[float]:
+        """The λ values of the grid search (ascending)."""
+        return torch.logspace(self.grid_log10_min, self.grid_log10_max, self.grid_size, dtype=torch.float64).tolist()
+
+    def to_dict(self) -> dict:
+        """JSON-able (enums as their values)."""
+        return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(self).items()}

@@ -1,0 +1,240 @@
+"""A Laplace run: subnetwork Laplace fitted on a trained (MAP) run, logged as a run of its own.
+
+``fit_laplace_run`` loads the MAP run (any model URI of ``runs.store``), checks it is a
+deterministic model, fits ``fit_laplace`` on the run's training features (the prior precision on
+its validation split unless given), chooses the refer threshold on validation as training does
+(the mutual information of ``score_samples`` Monte Carlo draws; with the probit predictive every
+draw is the same, MI = 0, and nobody is referred), and writes the run: ``best.pt`` (the Laplace
+checkpoint, which ``runs.formats.load_model`` reads like any model), ``model_info.json``,
+the training vocabulary and manifest, the fit report, and the pyfunc, in a new MLflow run tagged
+with its parent (``mlflow.parentRunId``). Evaluate, compare, score and the pyfunc then take it
+like any run; its rows in ``compare`` read ``laplace-<selection>-<S>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline import features, fileio, metrics, predict
+from pipeline.configs import config_dict
+from pipeline.redact import redact_json
+from pipeline.runs import store
+from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT
+from pipeline.runs.tracking import make_tracker
+
+from .config import LaplaceConfig, Predictive
+from .errors import LaplaceError
+from .fit import LaplaceReport, fit_laplace
+from .model import LAPLACE_FORMAT
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT = "laplace"  # MLflow experiment of Laplace runs when none is given
+REPORT = "laplace_report.json"  # the fit report artifact
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests the run under its MAP run
+
+assert LAPLACE_FORMAT == CHECKPOINT_FORMAT, "a Laplace best.pt is read by runs.checkpoint"
+
+
+@dataclass
+class LaplaceRunResult:
+    """What ``fit_laplace_run`` produced."""
+
+    run_id: str | None  # the new MLflow run (None without tracking)
+    parent_run_id: str | None  # the MAP run
+    label: str  # laplace-<selection>-<S> (compare's row name)
+    report: LaplaceReport  # the fit report
+    refer_threshold: float  # MI threshold chosen on validation
+    val_metrics: dict  # validation metrics of the Laplace predictive at score_samples draws
+    out_dir: Path  # the run's files (best.pt, model_info.json, ...)
+
+
+def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None = None,
+                    samples: int | None = None, out_dir: Path | str | None = None, tracking: bool = True,
+                    experiment: str | None = None, run_name: str | None = None) -> LaplaceRunResult:
+    """Fit Laplace on the MAP run ``map_uri`` and log it (see the module docstring).
+
+    ``samples``: Monte Carlo draws of the linearized model per admission, stored as the run's
+    ``score_samples``; with it the predictive is Monte Carlo (``cfg.predictive`` = mc), without
+    it the probit approximation with one draw.
+
+    A vision run (tag ``run_kind`` = vision, or an image model's checkpoint file) is fitted on its
+    images instead (``fit_vision_laplace_run``); ``data`` is then a CIFAR directory.
+    """
+    if Path(str(map_uri)).is_file() or store.kind_of_run(map_uri) is store.RunKind.VISION:
+        return fit_vision_laplace_run(map_uri, cfg, data=data, samples=samples, out_dir=out_dir, tracking=tracking,
+                                      experiment=experiment, run_name=run_name)
+    with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:
+        rm = store.load_run_model(map_uri, tmp)
+    if rm.info.get("model_kind") == "laplace":
+        raise LaplaceError(f"{map_uri} is already a Laplace run; give the MAP run it was fitted on")
+    fdir = store.resolve_features(rm, data)
+    train_fs = features.load_split(fdir / "train.parquet")
+    val_fs = features.load_split(fdir / "val.parquet")
+    for fs in (train_fs, val_fs):
+        fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))
+    if samples is not None:
+        if samples < 1:
+            raise LaplaceError(f"samples must be >= 1, got {samples}")
+        cfg.predictive = Predictive.MC
+    draws = samples if samples is not None else 1
+    cfg.max_bags, cfg.max_tokens = rm.info.get("max_bags"), rm.info.get("max_tokens")
+    model, report = fit_laplace(rm.model, train_fs, val_fs, cfg)  # raises LaplaceError for a Bayesian model
+
+    logits = predict.feature_logits(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
+                                    predict.seeded_generator(cfg.seed))  # (S, 1, N)
+    threshold = predict.refer_threshold(metrics.mutual_information(logits), 0.1)
+    val = metrics.evaluate_predictions(logits, val_fs.label, n_bootstrap=0)
+    val_metrics = {k: val[k] for k in ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")}
+
+    parent = rm.run_id
+    parent_params = rm.params or {}
+    seed = parent_params.get("train.seed", (rm.info.get("train_config") or {}).get("seed"))
+    tracker = make_tracker(tracking, experiment=experiment or DEFAULT_EXPERIMENT, run_name=run_name or model.label)
+    try:
+        out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)
+        out.mkdir(parents=True, exist_ok=True)
+        train_config = {"score_samples": draws, "max_bags": cfg.max_bags, "max_tokens": cfg.max_tokens,
+                        "seed": seed, "refer_fraction": 0.1}
+        extra = {"model_kind": "laplace", "train_config": train_config, "refer_threshold": threshold,
+                 "vocab_sizes": {"tokens": len(rm.vocab["tokens"]), "context": len(rm.vocab["context"])},
+                 "step": rm.info.get("step"), "val_nll": val_metrics["nll"]}
+        from .model import save_laplace
+
+        save_laplace(out / BEST, model, extra)
+        settings = {k: v for k, v in model.settings().items() if not k.startswith("param_")}
+        info = {"model_kind": "laplace", "model_label": model.label, "laplace": settings,
+                "map_kind": rm.info.get("model_kind"), "map_config": rm.info.get("model_config"),
+                "parent_run_id": parent, "train_config": train_config, "vocab_sizes": extra["vocab_sizes"],
+                "refer_threshold": threshold, "refer_fraction": 0.1, "score_samples": draws,
+                "val_metrics": val_metrics}
+        fileio.write_json(out / store.MODEL_INFO, info)
+        fileio.write_json(out / REPORT, report.to_dict())
+        fileio.write_json(out / store.VOCAB, rm.vocab)
+        if (fdir / store.MANIFEST).exists():
+            fileio.write_json(out / store.MANIFEST, redact_json(fileio.read_json(fdir / store.MANIFEST)))
+        tracker.log_params({"model_kind": "laplace", "laplace": config_dict(cfg) | {"samples": samples},
+                            "train": {"seed": seed}, "parent_run_id": parent or "none",
+                            "features": fdir.name, "n_train": len(train_fs), "n_val": len(val_fs)})
+        for key, value in ((store.FEATURES_DIR_TAG, str(fdir.resolve())), (store.SPLIT_MODE_TAG, store.features_split_mode(fdir)),
+                           ("model_label", model.label)):
+            tracker.set_tag(key, value)
+        if parent:
+            tracker.set_tag(PARENT_TAG, parent)
+        tracker.log_metrics({"laplace_prior_precision": report.prior_precision,
+                             "laplace_subnet_prior_precision": report.subnet_prior_precision,
+                             **{f"best_val_{k}": v for k, v in val_metrics.items() if k not in ("n", "positives")},
+                             "refer_threshold": threshold}, 0)
+        for name in (store.MODEL_INFO, REPORT):
+            tracker.log_artifact(out / name)
+        for name in (store.VOCAB, store.MANIFEST):
+            if (out / name).exists():
+                tracker.log_artifact(out / name, store.FEATURES_ARTIFACTS)
+        tracker.log_pyfunc(checkpoint=out / BEST, vocab=out / store.VOCAB, model_info=out / store.MODEL_INFO,
+                           default_samples=draws)
+    except BaseException:
+        tracker.end("FAILED")
+        raise
+    tracker.end("FINISHED")
+    return LaplaceRunResult(tracker.run_id, parent, model.label, report, threshold, val_metrics, out)
+
+
+# ---------------------------------------------------------------------------- vision runs
+
+
+def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None = None,
+                           samples: int | None = None, out_dir: Path | str | None = None, tracking: bool = True,
+                           experiment: str | None = None, run_name: str | None = None) -> LaplaceRunResult:
+    """Laplace on a deterministic image model (a vision run or its ``model.pt``), logged as a vision run.
+
+    The GGN is the multi-class one (Λ = diag(p) - p pᵀ per image) over the run's training images (its
+    dataset and seed's split; ``data``: the CIFAR directory instead of the recorded one), the prior
+    precision is chosen on its validation images unless given, and the predictive is the multi-class
+    probit (softmax of κ ⊙ μ) or, with ``samples``, Monte Carlo over the linearized model. The new run
+    (experiment ``vision`` unless named) holds ``checkpoint/best.pt``, ``model_info.json`` and the fit
+    report, tagged ``run_kind`` = vision and with its parent: the vision evaluation takes it like any
+    vision run. No refer threshold (nobody is referred from an image benchmark).
+    """
+    import numpy as np
+    import torch
+
+    from pipeline.metrics import multiclass as mm
+    from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT, load_vision_run
+    from pipeline.vision.evaluate import predict_logits
+    from pipeline.vision.run import run_splits
+
+    from .fit import fit_laplace_batches
+    from .model import save_laplace
+
+    with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:
+        vr = load_vision_run(map_uri, tmp)
+    if vr.info.get("model_kind") == "laplace":
+        raise LaplaceError(f"{map_uri} is already a Laplace run; give the MAP run it was fitted on")
+    if samples is not None:
+        if samples < 1:
+            raise LaplaceError(f"samples must be >= 1, got {samples}")
+        cfg.predictive = Predictive.MC
+    draws = samples if samples is not None else 1
+    if not vr.train_config:
+        raise LaplaceError(f"{map_uri}: the vision run records no training settings (dataset, seed)")
+    splits = run_splits(vr.train_config, data)
+    train, val = splits.train, splits.val
+    n = len(train)
+    keep = np.arange(n)
+    if cfg.max_train is not None and cfg.max_train < n:
+        keep = np.sort(np.random.default_rng(cfg.seed).choice(n, cfg.max_train, replace=False))
+
+    def chunks(images, order: np.ndarray):
+        for start in range(0, len(order), cfg.batch_size):
+            idx = order[start:start + cfg.batch_size]
+            yield {"images": torch.from_numpy(images.floats(idx)),  # (B, C, H, W) in [0, 1]
+                   "label": torch.from_numpy(images.labels[idx])}  # (B,) class ids
+
+    val_batches = (lambda: chunks(val, np.arange(len(val)))) if len(val) else None
+    model, report = fit_laplace_batches(vr.model, lambda: chunks(train, keep), val_batches, cfg, n_train=n,
+                                        n_train_used=len(keep))  # raises LaplaceError for a Bayesian model
+    logits = predict_logits(model, val.floats(), draws, cfg.batch_size, seed=cfg.seed)  # (S, 1, N, C)
+    val_all = mm.evaluate_predictions(logits, val.labels, components=1)
+    val_metrics = {k: val_all[k] for k in ("nll", "accuracy", "ece", "brier", "n")}
+
+    parent = vr.run_id
+    tc = dict(vr.train_config)
+    seed = tc.get("seed")
+    tracker = make_tracker(tracking, experiment=experiment or VISION_EXPERIMENT, run_name=run_name or model.label)
+    try:
+        out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)
+        out.mkdir(parents=True, exist_ok=True)
+        train_config = {**tc, "score_samples": draws}
+        extra = {"run_kind": store.RunKind.VISION.value, "model_kind": "laplace", "train_config": train_config,
+                 "refer_threshold": None, "step": vr.info.get("steps"), "val_nll": val_metrics["nll"]}
+        save_laplace(out / BEST, model, extra)
+        settings = {k: v for k, v in model.settings().items() if not k.startswith("param_")}
+        info = {"run_kind": store.RunKind.VISION.value, "model_kind": "laplace", "model_label": model.label,
+                "laplace": settings, "map_kind": vr.info.get("model_kind"), "map_config": vr.info.get("model_config"),
+                "parent_run_id": parent, "train_config": train_config, "score_samples": draws,
+                "val_metrics": val_metrics}
+        fileio.write_json(out / store.MODEL_INFO, info)
+        fileio.write_json(out / REPORT, report.to_dict())
+        tracker.log_params({"model_kind": "laplace", "laplace": config_dict(cfg) | {"samples": samples},
+                            "train": {k: v for k, v in tc.items() if k != "model"}, "map_model": tc.get("model") or {},
+                            "parent_run_id": parent or "none", "n_train": n, "n_val": len(val)})
+        for key, value in ((store.RUN_KIND_TAG, store.RunKind.VISION.value), (DATASET_TAG, str(tc.get("dataset"))),
+                           (LABEL_TAG, model.label)):
+            tracker.set_tag(key, value)
+        if parent:
+            tracker.set_tag(PARENT_TAG, parent)
+        tracker.log_metrics({"laplace_prior_precision": report.prior_precision,
+                             "laplace_subnet_prior_precision": report.subnet_prior_precision,
+                             **{f"best_val_{k}": v for k, v in val_metrics.items() if k != "n"}}, 0)
+        for name in (store.MODEL_INFO, REPORT):
+            tracker.log_artifact(out / name)
+        tracker.log_artifact(out / BEST, store.CHECKPOINT_ARTIFACTS)
+    except BaseException:
+        tracker.end("FAILED")
+        raise
+    tracker.end("FINISHED")
+    return LaplaceRunResult(tracker.run_id, parent, model.label, report, math.nan, val_metrics, out)

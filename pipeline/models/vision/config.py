@@ -1,0 +1,131 @@
+"""Configuration of the image models: architecture, method and the rank-1 settings.
+
+Defaults follow the authors' published configurations (google/uncertainty-baselines):
+``baselines/cifar/rank1_bnn.py`` with ``models/wide_resnet_rank1.py`` for the Wide ResNet and
+``baselines/imagenet/rank1_bnn.py`` with ``models/resnet50_rank1.py`` for ResNet-50. Settings
+whose published value differs between the two are ``None`` here and resolved per architecture
+in ``__post_init__`` (see ``ARCH_DEFAULTS``); docs/vision.md lists every default and each change.
+Imports no torch (the command line builds its options from these fields).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from enum import Enum
+
+from pipeline.errors import ConfigError
+from pipeline.layers.options import FactorInit, Perturbation, PosteriorKind, PriorKind, Sampling
+
+
+class Method(str, Enum):
+    """How the K members / mixture components are made (names as on the command line)."""
+
+    DETERMINISTIC = "deterministic"  # one network, K = 1
+    BATCHENSEMBLE = "batchensemble"  # shared W, K point-mass rank-1 factor pairs (Wen et al. 2020)
+    RANK1 = "rank1"  # shared W, K-component mixture posterior over the rank-1 factors
+    DEEP_ENSEMBLE = "deep-ensemble"  # K independently initialised deterministic networks
+
+
+class Arch(str, Enum):
+    """Network families."""
+
+    WRN = "wrn"  # Wide ResNet WRN-depth-width (pre-activation basic blocks, CIFAR layout)
+    RESNET50 = "resnet50"  # ResNet-50, torchvision v1.5 layout (stride on the 3x3 conv)
+
+
+# Published values that differ between the CIFAR (WRN-28-10) and ImageNet (ResNet-50) scripts.
+ARCH_DEFAULTS: dict[Arch, dict[str, float]] = {
+    Arch.WRN: {"prior_stddev": 0.1, "random_sign_prob": 0.5},  # cifar/rank1_bnn.py flags
+    Arch.RESNET50: {"prior_stddev": 0.05, "random_sign_prob": 0.75},  # imagenet/rank1_bnn.py flags
+}
+
+
+@dataclass
+class VisionConfig:
+    """Architecture and Bayesian settings of one image model."""
+
+    arch: Arch = Arch.WRN  # wrn | resnet50
+    num_classes: int = 10  # output classes (10 CIFAR-10 / digits, 100 CIFAR-100, 1000 ImageNet)
+    in_channels: int = 3  # image channels (1 for the grayscale digits)
+    depth: int = 28  # WRN: n in WRN-n-k, 6·blocks + 4 (28, 22, 16 or 10); unused by resnet50
+    width: int = 10  # WRN: width multiplier k of 16/32/64 filters; unused by resnet50
+    method: Method = Method.RANK1  # deterministic | batchensemble | rank1 | deep-ensemble
+    ensemble_size: int = 4  # K members / mixture components (ignored by deterministic)
+    prior: PriorKind = PriorKind.GAUSSIAN  # rank-1 prior family: gaussian | cauchy
+    posterior: PosteriorKind | None = None  # normal | cauchy; None: the prior's family (normal q + cauchy p: MC KL)
+    prior_mean: float = 1.0  # prior location of r and s (multiplicative factors)
+    prior_stddev: float | None = None  # prior stddev (gaussian) or scale (cauchy); None: 0.1 wrn, 0.05 resnet50
+    factor_init: FactorInit = FactorInit.RANDOM_SIGN  # factor mean init: random_sign (published) | normal
+    random_sign_prob: float | None = None  # P(mean = +1) under random_sign; None: 0.5 wrn, 0.75 resnet50
+    init_mean_stddev: float = 0.5  # stddev of the normal factor-mean init (factor_init = normal only)
+    dropout_rate: float = 1e-3  # posterior scale init given as a dropout rate p: stddev sqrt(p / (1 - p))
+    perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # W∘(r sᵀ) (published) | W + r sᵀ
+    prior_signs: bool = False  # sign-symmetric prior ½N(+m) + ½N(-m) (not published; see pipeline.layers)
+    clip: float | None = 10.0  # sampled factors clamped to [-clip, clip] (edward2's rank-1 layers: 10)
+    kl_samples: int = 1  # MC draws for KL terms without a closed form
+    member_batchnorm: bool = False  # per-member ("ensemble-specific") BatchNorm; published runs share one
+    bn_momentum: float = 0.1  # BatchNorm running-stat momentum, torch convention (Keras decay 0.9)
+    bn_eps: float = 1e-5  # BatchNorm epsilon (published: 1e-5, the torch default)
+    l2_norm_and_bias: bool = True  # l2_penalty() also covers BN scales/offsets and biases (published)
+    sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training, edward2) | per_member (evaluation)
+
+    def __post_init__(self) -> None:
+        for name, enum in (("arch", Arch), ("method", Method), ("prior", PriorKind), ("factor_init", FactorInit),
+                           ("perturbation", Perturbation), ("sampling", Sampling), ("posterior", PosteriorKind)):
+            value = getattr(self, name)
+            if value is None and name == "posterior":
+                continue
+            try:
+                setattr(self, name, enum(value))
+            except ValueError:
+                raise ConfigError(f"VisionConfig.{name} must be one of {[e.value for e in enum]}, "
+                                  f"got {getattr(value, 'value', value)!r}") from None
+        if self.posterior is not None:
+            if self.posterior == PosteriorKind.DELTA:
+                raise ConfigError("VisionConfig.posterior 'delta' is method='batchensemble'")
+        for name, value in ARCH_DEFAULTS[self.arch].items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        for name in ("num_classes", "in_channels", "ensemble_size", "width", "kl_samples"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"VisionConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.arch == Arch.WRN and (self.depth < 10 or (self.depth - 4) % 6):
+            raise ConfigError(f"VisionConfig.depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, ...), got {self.depth}")
+        if not 0.0 < self.dropout_rate < 1.0:
+            raise ConfigError(f"VisionConfig.dropout_rate must lie in (0, 1), got {self.dropout_rate}")
+        if not self.prior_stddev > 0 or not math.isfinite(self.prior_mean):
+            raise ConfigError("VisionConfig: prior_stddev must be > 0 and prior_mean finite")
+        if not 0.0 <= self.random_sign_prob <= 1.0:
+            raise ConfigError(f"VisionConfig.random_sign_prob must lie in [0, 1], got {self.random_sign_prob}")
+        if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
+            raise ConfigError("VisionConfig: random_sign init is for multiplicative factors; use factor_init='normal'")
+        if self.clip is not None and not self.clip > 0:
+            raise ConfigError(f"VisionConfig.clip must be > 0 or None, got {self.clip}")
+        if not 0.0 <= self.bn_momentum <= 1.0 or not self.bn_eps > 0:
+            raise ConfigError("VisionConfig: bn_momentum must lie in [0, 1] and bn_eps be > 0")
+
+    @property
+    def components(self) -> int:
+        """K of the model: ``ensemble_size`` for every method but deterministic (1)."""
+        return 1 if self.method == Method.DETERMINISTIC else self.ensemble_size
+
+    @property
+    def init_stddev(self) -> float:
+        """Initial posterior stddev sqrt(p / (1 - p)) of the published ``dropout_rate`` p."""
+        return math.sqrt(self.dropout_rate / (1.0 - self.dropout_rate))
+
+    def rank1(self):
+        """Factor configuration (``pipeline.layers.Rank1Config``) of the rank-1 / BatchEnsemble layers."""
+        from pipeline.layers import Rank1Config
+
+        return Rank1Config(prior=self.prior, posterior=self.posterior, prior_mean=self.prior_mean,
+                           prior_scale=self.prior_stddev,
+                           init=self.factor_init, random_sign_prob=self.random_sign_prob,
+                           init_mean_stddev=self.init_mean_stddev, init_stddev=self.init_stddev,
+                           perturbation=self.perturbation, kl_samples=self.kl_samples,
+                           prior_signs=self.prior_signs, clip=self.clip)
+
+    def to_dict(self) -> dict:
+        """JSON-able dict (str enums -> values)."""
+        return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(self).items()}

@@ -1,0 +1,208 @@
+"""The cohort report of a scoring run: one self-contained HTML page a clinical team reads.
+
+``render`` returns the page: a summary (admissions scored, not scored by reason, referred,
+scored before their prediction time, mean risk, the model's run and validation metrics), every
+admission ordered by risk with its mean risk and 5-95% interval drawn as a bar and its refer,
+partial-window and no-event flags, and the reliability diagram of the model's validation split.
+Everything is inline: CSS in a <style> element, plots as inline SVG; no script, no font, no
+image file and no URL of any kind, so the page shows the same offline, on a ward screen or on
+paper (print styles: the table header repeats, rows do not split). No calendar date is written.
+
+Rows are keyed by pseudonym; the data owner's copy (``ids``: pseudonym -> HADM_ID) shows
+HADM_IDs instead and belongs in ``_private/``.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import fileio
+
+SCALES = (0.05, 0.1, 0.2, 0.25, 0.5, 1.0)  # the bars' risk axis ends at the first of these above every p95
+BAR_W, BAR_H = 240, 16  # px of one admission's risk bar
+
+
+@dataclass
+class ReportInput:
+    """What the report shows (the scores table is ``contracts.RISK``)."""
+
+    scores: object  # pandas DataFrame of the risk table, one row per admission
+    run_id: str | None  # the model's MLflow run (None: a model directory)
+    model_kind: str  # rank1, deterministic, ...
+    samples: int  # Monte Carlo samples per component used
+    components: int  # K
+    refer_threshold: float  # mutual information above which an admission is referred
+    val_metrics: dict | None = None  # the model's validation metrics (nll, auc_pr, auc_roc, ece, brier, n, positives)
+    reliability: dict | None = None  # validation reliability bins: counts, mean_p, observed (lists)
+    not_scored: dict | None = None  # reason -> count (None: not known, e.g. features scored as given)
+    ids: dict | None = field(default=None, repr=False)  # pseudonym -> HADM_ID: the data owner's copy only
+
+
+def _pct(p: float, digits: int = 1) -> str:
+    return "n/a" if p is None or p != p else f"{100.0 * p:.{digits}f}%"
+
+
+def _num(v, digits: int = 3) -> str:
+    return "n/a" if v is None or v != v else f"{v:.{digits}f}"
+
+
+def scale_of(scores) -> float:
+    """End of the bars' risk axis: the first of ``SCALES`` at or above every admission's p95."""
+    top = float(scores["risk_p95"].max()) if len(scores) else 0.0
+    return next((s for s in SCALES if top <= s), 1.0)
+
+
+def risk_bar(mean: float, lo: float, hi: float, scale: float, refer: bool) -> str:
+    """Inline SVG: the 5-95% interval as a band, the mean as a tick, on a 0..scale axis."""
+    def x(p: float) -> float:
+        return round(min(max(p, 0.0), scale) / scale * (BAR_W - 2) + 1, 1)
+
+    band = "#d9822b" if refer else "#7a9cc6"
+    return (f'<svg class="bar" width="{BAR_W}" height="{BAR_H}" viewBox="0 0 {BAR_W} {BAR_H}" role="img" '
+            f'aria-label="risk {_pct(mean)}, 5-95% {_pct(lo)} to {_pct(hi)}">'
+            f'<rect x="0" y="5" width="{BAR_W}" height="6" fill="#eeeeee"/>'
+            f'<rect x="{x(lo)}" y="3" width="{max(x(hi) - x(lo), 1.5)}" height="10" fill="{band}"/>'
+            f'<rect x="{x(mean) - 1.5}" y="0" width="3" height="{BAR_H}" fill="#111111"/></svg>')
+
+
+def reliability_svg(rel: dict, size: int = 320) -> str:
+    """Inline SVG of a reliability diagram: observed death rate against mean predicted risk per bin
+    (dot area by admissions), the diagonal of perfect calibration."""
+    pad, inner = 44, size - 58
+    counts = [int(c or 0) for c in rel.get("counts") or []]
+    pts = [(m, o, c) for m, o, c in zip(rel.get("mean_p") or [], rel.get("observed") or [], counts)
+           if c and m is not None and o is not None and m == m and o == o]
+    top = max([0.1] + [max(m, o) for m, o, _ in pts])
+    top = next((s for s in SCALES if top <= s), 1.0)
+
+    def px(v: float) -> float:
+        return round(pad + v / top * inner, 1)
+
+    def py(v: float) -> float:
+        return round(size - pad + 10 - v / top * inner, 1)
+
+    parts = [f'<svg width="{size}" height="{size}" viewBox="0 0 {size} {size}" role="img" '
+             'aria-label="reliability diagram of the validation split">',
+             f'<rect x="{pad}" y="{py(top)}" width="{inner}" height="{inner}" fill="#fafafa" stroke="#999999"/>',
+             f'<line x1="{px(0)}" y1="{py(0)}" x2="{px(top)}" y2="{py(top)}" stroke="#999999" stroke-dasharray="4 3"/>']
+    for t in (0.0, top / 2, top):
+        parts.append(f'<text x="{px(t)}" y="{py(0) + 16}" text-anchor="middle" font-size="11">{_pct(t, 0)}</text>')
+        parts.append(f'<text x="{pad - 4}" y="{py(t) + 4}" text-anchor="end" font-size="11">{_pct(t, 0)}</text>')
+    parts.append(f'<text x="{px(top / 2)}" y="{size - 6}" text-anchor="middle" font-size="12">predicted risk '
+                 '(bin mean)</text>')
+    parts.append(f'<text x="12" y="{py(top / 2)}" text-anchor="middle" font-size="12" '
+                 f'transform="rotate(-90 12 {py(top / 2)})">observed death rate</text>')
+    biggest = max([c for _, _, c in pts] or [1])
+    for m, o, c in pts:
+        r = round(3 + 7 * math.sqrt(c / biggest), 1)
+        parts.append(f'<circle cx="{px(min(m, top))}" cy="{py(min(o, top))}" r="{r}" fill="#2f6db5" '
+                     f'fill-opacity="0.75"><title>{c} admissions: predicted {_pct(m)}, observed {_pct(o)}</title>'
+                     '</circle>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; font-size: 17px;
+       color: #111; background: #fff; margin: 24px; line-height: 1.35; }
+h1 { font-size: 26px; margin: 0 0 4px 0; } h2 { font-size: 20px; margin: 28px 0 8px 0; }
+.note { color: #444; font-size: 15px; max-width: 60em; }
+.summary { display: flex; flex-wrap: wrap; gap: 32px; align-items: flex-start; }
+table.facts td { padding: 3px 14px 3px 0; vertical-align: top; } table.facts td:first-child { color: #444; }
+table.facts td.n { font-weight: 600; text-align: right; font-variant-numeric: tabular-nums; }
+table.adm { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
+table.adm th { text-align: left; border-bottom: 2px solid #333; padding: 6px 8px; font-size: 15px; }
+table.adm td { border-bottom: 1px solid #ddd; padding: 5px 8px; vertical-align: middle; }
+table.adm td.num { text-align: right; } table.adm tr.refer { background: #fff3e6; }
+.key { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 14px; }
+.flag { display: inline-block; padding: 1px 7px; border-radius: 4px; font-size: 14px; font-weight: 600; }
+.flag.refer { background: #d9822b; color: #fff; } .flag.partial { background: #6b4fa1; color: #fff; }
+.flag.empty { background: #777; color: #fff; }
+.legend svg { vertical-align: middle; }
+@media print {
+  body { margin: 10mm; font-size: 12pt; } h2 { break-after: avoid; }
+  table.adm thead { display: table-header-group; } table.adm tr { break-inside: avoid; }
+  table.adm tr.refer, .flag { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+}
+"""
+
+
+def render(inp: ReportInput) -> str:
+    """The report as one HTML document (see the module docstring)."""
+    s = inp.scores.sort_values(["risk_mean", "key"], ascending=[False, True], kind="mergesort").reset_index(drop=True)
+    n = len(s)
+    referred, partial, empty = int(s["refer"].sum()), int(s["before_prediction_time"].sum()), int(s["no_events"].sum())
+    ns = inp.not_scored
+    facts = [("Admissions scored", f"{n:,}")]
+    if ns is None:
+        facts.append(("Not scored", "not known (features scored as given)"))
+    else:
+        facts.append(("Not scored", f"{sum(ns.values()):,}"))
+        facts += [(f"&nbsp;&nbsp;{html.escape(reason)}", f"{count:,}") for reason, count in ns.items() if count]
+    facts += [("Referred for review (model uncertain)", f"{referred:,}" + (f" ({_pct(referred / n)})" if n else "")),
+              ("Scored before their prediction time (partial window)", f"{partial:,}"),
+              ("Without any event (context only)", f"{empty:,}"),
+              ("Mean predicted risk", _pct(float(s["risk_mean"].mean())) if n else "n/a")]
+    model = [("Model run", html.escape(inp.run_id or "a model directory")),
+             ("Model", html.escape(f"{inp.model_kind}, {inp.samples} samples x {inp.components} components")),
+             ("Refer threshold (mutual information)", _num(inp.refer_threshold, 4))]
+    vm = inp.val_metrics or {}
+    if vm:
+        model += [("Validation admissions", f"{int(vm.get('n') or 0):,} ({int(vm.get('positives') or 0):,} deaths)"),
+                  ("Validation NLL / Brier", f"{_num(vm.get('nll'))} / {_num(vm.get('brier'))}"),
+                  ("Validation AUC-ROC / AUC-PR", f"{_num(vm.get('auc_roc'))} / {_num(vm.get('auc_pr'))}"),
+                  ("Validation ECE", _num(vm.get("ece")))]
+
+    def fact_table(rows):
+        return '<table class="facts">' + "".join(f'<tr><td>{k}</td><td class="n">{v}</td></tr>' for k, v in rows) \
+            + "</table>"
+
+    rel = (f'<div><div class="note">Validation reliability: dots on the dashed line are calibrated.</div>'
+           f'{reliability_svg(inp.reliability)}</div>') if inp.reliability else \
+        '<div class="note">No validation reliability was recorded with this model.</div>'
+    scale = scale_of(s)
+    label = "HADM_ID" if inp.ids is not None else "Admission (pseudonym)"
+    body = []
+    for i, r in enumerate(s.itertuples(index=False), 1):
+        key = str(inp.ids.get(r.key, "?")) if inp.ids is not None else r.key
+        flags = []
+        if r.refer:
+            flags.append('<span class="flag refer">REFER</span>')
+        if r.before_prediction_time:
+            flags.append(f'<span class="flag partial">PARTIAL {_num(r.observed_hours, 1)} h</span>')
+        if r.no_events:
+            flags.append('<span class="flag empty">NO EVENTS</span>')
+        body.append(f'<tr class="{"refer" if r.refer else ""}"><td class="num">{i}</td>'
+                    f'<td class="key">{html.escape(key)}</td><td class="num"><b>{_pct(r.risk_mean)}</b></td>'
+                    f'<td class="num">{_pct(r.risk_p05)} &ndash; {_pct(r.risk_p95)}</td>'
+                    f'<td>{risk_bar(r.risk_mean, r.risk_p05, r.risk_p95, scale, bool(r.refer))}</td>'
+                    f'<td>{" ".join(flags)}</td></tr>')
+    legend = risk_bar(scale * 0.4, scale * 0.25, scale * 0.6, scale, False)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Mortality risk: cohort report</title><style>{_CSS}</style></head>
+<body>
+<h1>Mortality risk: cohort report</h1>
+<div class="note">Predicted probability of in-hospital death after the prediction time, with the spread of the
+model's draws. A high-uncertainty admission is marked REFER: review it rather than rely on the number.
+PARTIAL: the data ended before the prediction time, so the risk rests on the hours observed.</div>
+<h2>Summary</h2>
+<div class="summary">{fact_table(facts)}{fact_table(model)}{rel}</div>
+<h2>Admissions by risk</h2>
+<div class="note legend">Bar: {legend} the band is the 5&ndash;95% range of the model's draws, the black tick the
+mean risk; the axis runs from 0 to {_pct(scale, 0)}. Highest risk first.</div>
+<table class="adm"><thead><tr><th>#</th><th>{label}</th><th>Risk</th><th>5&ndash;95%</th><th>Risk and interval
+</th><th>Flags</th></tr></thead>
+<tbody>
+{chr(10).join(body)}
+</tbody></table>
+</body></html>
+"""
+
+
+def write_report(path: Path | str, inp: ReportInput, mode: int | None = None) -> Path:
+    """Write the report atomically (``mode`` 0o600 for the data owner's copy)."""
+    return fileio.write_text(Path(path), render(inp), mode=mode)

@@ -1,0 +1,140 @@
+"""The served model: MLflow's scoring server for a run's pyfunc, on 127.0.0.1, behind a request guard.
+
+``serve`` loads the model (``runs:/<id>/model``, a run id, an MLflow model URI or a model
+directory) with ``mlflow.pyfunc.load_model`` and runs MLflow's own FastAPI scoring app
+(``mlflow.pyfunc.scoring_server.init``: /ping, /health, /version, /invocations, every input
+format MLflow reads) under uvicorn in this process, so nothing has to be on PATH. In front of
+/invocations sits ``guard.RequestGuard`` (size limits: 413; bad requests: 400 with one line; no
+stack trace or row contents in an answer or the log; a JSON request checked once and handed to
+the model directly).
+
+Requests run in worker threads, concurrently, on one loaded model: the pyfunc passes its
+sampling mode and its own generator with every call (``pipeline.predict``), so a request's
+answer is the same whatever else the server is doing. ``workers`` > 1 runs that many processes
+(uvicorn), each with its own copy of the model; ``threads`` is torch's intra-op threads per
+request (1: concurrent requests share the cores without oversubscribing them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass
+
+from pipeline.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"  # loopback only: the served model answers local clients (a proxy in front for others)
+CONFIG_ENV = "PIPELINE_SERVE_CONFIG"  # the ServeConfig of uvicorn's worker processes (workers > 1), as JSON
+
+
+
+
+@dataclass
+class ServeConfig:
+    """Settings of one served model."""
+
+    model: str  # runs:/<id>/model, a run id, an MLflow model URI or a local model directory
+    port: int = 5000  # TCP port on 127.0.0.1
+    workers: int = 1  # server processes, each with its own copy of the model (docs/scoring.md: what was measured)
+    threads: int | None = 1  # torch intra-op threads per request (None: torch's default, one per core)
+    max_rows: int = 2048  # admissions per request; more is a 413 (split the census into requests)
+    max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
+    timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
+    direct: bool = True  # JSON requests: the guard's parsed table straight to the model (False: through MLflow's app)
+
+    def __post_init__(self) -> None:
+        for name, low in (("port", 1), ("workers", 1), ("max_rows", 1), ("timeout_s", 1)):
+            if int(getattr(self, name)) < low:
+                raise ConfigError(f"ServeConfig.{name} must be >= {low}, got {getattr(self, name)}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"ServeConfig.threads must be >= 1, got {self.threads}")
+        if not self.max_body_mb > 0:
+            raise ConfigError(f"ServeConfig.max_body_mb must be > 0, got {self.max_body_mb}")
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1e6)
+
+
+def model_uri(uri: str) -> str:
+    """The MLflow URI of a run id / ``runs:/<id>/model`` / model URI / local model directory."""
+    from pipeline.runs.store import parse_model_uri
+
+    run_id, local = parse_model_uri(uri)
+    return f"runs:/{run_id}/model" if run_id else str(local) if local else str(uri).strip()
+
+
+def load(uri: str):
+    """MLflow's PyFuncModel of ``uri`` (read from the tracking store of ``store.tracking_uri``)."""
+    import mlflow
+
+    from pipeline.runs.store import RunError, init_store, tracking_uri
+
+    init_store(tracking_uri())
+    mlflow.set_tracking_uri(tracking_uri())
+    try:
+        return mlflow.pyfunc.load_model(model_uri(uri))
+    except Exception as exc:
+        raise RunError(f"cannot load the model {uri}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+
+
+# ---------------------------------------------------------------------------- the server
+
+
+def build_app(cfg: ServeConfig):
+    """MLflow's scoring app for ``cfg.model`` behind the request guard (the model loaded here)."""
+    from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
+    from mlflow.pyfunc import scoring_server
+
+    from pipeline.serving.guard import GuardedModel, RequestGuard
+
+    if cfg.threads:
+        import torch
+
+        torch.set_num_threads(cfg.threads)
+    os.environ[MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.name] = str(cfg.timeout_s)
+    model = GuardedModel(load(cfg.model))
+    return RequestGuard(scoring_server.init(model), model, cfg)
+
+
+def create_app():
+    """uvicorn's app factory in a worker process (``workers`` > 1): the config comes from ``CONFIG_ENV``."""
+    _log_setup()
+    return build_app(ServeConfig(**json.loads(os.environ[CONFIG_ENV])))
+
+
+def _log_setup() -> None:
+    """The guard's INFO lines (one per request, no row contents) to stderr, in every process, whatever
+    level the rest of the logging has (its own handler; not passed on to the root's)."""
+    guard_log = logging.getLogger("pipeline.serving.guard")
+    if not any(getattr(h, "serve_log", False) for h in guard_log.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.serve_log = True
+        guard_log.addHandler(handler)
+        guard_log.propagate = False
+    guard_log.setLevel(logging.INFO)
+
+
+def serve(cfg: ServeConfig, log_level: str = "info") -> None:
+    """Serve ``cfg.model`` on http://127.0.0.1:``cfg.port`` until interrupted (SIGINT / SIGTERM)."""
+    import uvicorn
+
+    _log_setup()
+    if cfg.workers == 1:
+        app = build_app(cfg)  # a model that does not load fails here, before the port is taken
+        uvicorn.run(app, host=HOST, port=cfg.port, log_level=log_level, timeout_graceful_shutdown=5)
+        return
+    import sys
+
+    path = list(sys.path)
+    load(cfg.model)  # fail once, here, rather than in every worker
+    # loading put the model's copy of the pipeline sources first on sys.path (its code_paths); the
+    # workers inherit sys.path and must import this pipeline, the one that serves
+    sys.path[:] = path
+    os.environ[CONFIG_ENV] = json.dumps(asdict(cfg))
+    uvicorn.run("pipeline.serving.server:create_app", factory=True, host=HOST, port=cfg.port, workers=cfg.workers,
+                log_level=log_level, timeout_graceful_shutdown=5)

@@ -1,0 +1,128 @@
+"""Settings of the image benchmarks' training and evaluation (torch-free: the command line builds its
+options from these fields, one per field, the comment its help)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+from pipeline.configs import config_dict
+from pipeline.errors import ConfigError
+from pipeline.models.vision.config import VisionConfig
+from pipeline.training.config import NllMode
+
+
+class Dataset(str, Enum):
+    """Image datasets (read from local files; nothing is downloaded)."""
+
+    DIGITS = "digits"  # scikit-learn's bundled 1,797 handwritten 8x8 digits, upsampled
+    CIFAR10 = "cifar10"  # CIFAR-10 python batches (cifar-10-batches-py)
+    CIFAR100 = "cifar100"  # CIFAR-100 python files (cifar-100-python), fine labels
+
+
+DATASETS = {Dataset.DIGITS: (10, 1), Dataset.CIFAR10: (10, 3), Dataset.CIFAR100: (100, 3)}  # classes, channels
+
+
+@dataclass
+class VisionTrainConfig:
+    """Training settings; ``model`` holds VisionConfig overrides (classes and channels come from the data)."""
+
+    dataset: Dataset = Dataset.DIGITS  # digits | cifar10 | cifar100
+    data_dir: str | None = None  # CIFAR python batch directory (cifar-10-batches-py, cifar-100-python)
+    image_size: int = 16  # digits: side after bilinear upsampling from 8x8 (CIFAR is 32)
+    val_fraction: float = 0.0  # CIFAR: training share held out for validation (0: validate on test)
+    seed: int = 0  # seeds the digits split, initialisation, batch order, augmentation and weight draws
+    model: dict[str, Any] = field(default_factory=dict)  # VisionConfig overrides, e.g. {"depth": 16, "width": 4}
+    epochs: float = 250.0  # passes over the training set (published rank-1 CIFAR: 250)
+    batch_size: int = 512  # rows per step after tiling (published 64 per core x 8 cores); batch_size // K distinct
+    base_lr: float = 0.1  # SGD learning rate at 128 distinct images per step, scaled linearly (published)
+    momentum: float = 0.9  # Nesterov momentum (published: one_minus_momentum 0.1)
+    lr_warmup_epochs: float = 1.0  # linear warm-up of the learning rate (published: 1)
+    lr_decay_epochs: tuple[float, ...] = (80.0, 160.0, 180.0)  # decay points per 200 epochs, rescaled to `epochs`
+    lr_decay_ratio: float = 0.2  # factor at each decay point (published: 0.2)
+    l2: float = 1e-4  # factor of model.l2_penalty() (published rank-1: 1e-4)
+    kl_anneal_epochs: float = 200.0  # KL weight min(1, step / (kl_anneal_epochs · steps/epoch)) (published: 200)
+    nll: NllMode = NllMode.AVERAGE  # average: mean over the S·K·B rows (published) | mixture: -log mean_d p_d(y)
+    train_samples: int = 1  # Monte Carlo samples per component in a step (published: 1)
+    clip: float = 0.0  # global gradient-norm clip (0: off, as published)
+    augment: bool | None = None  # random 2-px-padded crop + horizontal flip; None: CIFAR on (published), digits off
+    eval_every_epochs: float = 0.0  # validate every this many epochs (0: only at the end)
+    eval_samples: int = 1  # samples per component in validation and the run's evaluation default (published: 1)
+    eval_batch_size: int = 32  # images per evaluation forward pass (x S·K rows; small passes stay in cache)
+    log_every: int = 50  # log loss / NLL / KL / lr every this many steps
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
+    device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
+
+    def __post_init__(self) -> None:
+        for name, enum in (("dataset", Dataset), ("nll", NllMode)):
+            value = getattr(self, name)
+            if value not in {e.value for e in enum}:
+                raise ConfigError(f"VisionTrainConfig.{name} must be one of {[e.value for e in enum]}, got "
+                                  f"{getattr(value, 'value', value)!r}")
+            setattr(self, name, enum(value))
+        for name in ("batch_size", "train_samples", "eval_samples", "eval_batch_size", "log_every", "image_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"VisionTrainConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not self.epochs > 0 or self.base_lr <= 0 or self.l2 < 0 or self.clip < 0 or self.kl_anneal_epochs < 0:
+            raise ConfigError("VisionTrainConfig: epochs and base_lr must be > 0; l2, clip, kl_anneal_epochs >= 0")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"VisionTrainConfig.threads must be >= 1, got {self.threads}")
+        if self.dataset is not Dataset.DIGITS and self.data_dir is None:
+            raise ConfigError(f"VisionTrainConfig.data_dir is required for {self.dataset.value} (nothing is "
+                              "downloaded)")
+        known = {f.name for f in fields(VisionConfig)}
+        unknown = sorted(set(self.model) - known)
+        if unknown:
+            raise ConfigError(f"unknown model setting(s) {unknown}; VisionConfig has {sorted(known)}")
+        self.lr_decay_epochs = tuple(float(e) for e in self.lr_decay_epochs)
+
+    def model_config(self) -> VisionConfig:
+        """VisionConfig of the overrides with the dataset's classes and channels."""
+        classes, channels = DATASETS[self.dataset]
+        return VisionConfig(**{**self.model, "num_classes": classes, "in_channels": channels})
+
+    def to_dict(self) -> dict:
+        """JSON-able settings (enums as their values): what checkpoints and runs record."""
+        d = config_dict(self)
+        d["lr_decay_epochs"] = list(self.lr_decay_epochs)
+        return d
+
+
+@dataclass
+class VisionEvalConfig:
+    """Settings of one evaluation of a vision run (clean test images and corruptions)."""
+
+    samples: int | None = None  # samples per component (S; S·K draws) (None: the run's eval_samples / score_samples)
+    corruptions: tuple[str, ...] = ()  # corruptions to score at every severity (empty: clean only)
+    severities: tuple[int, ...] = (1, 2, 3, 4, 5)  # severities of each corruption
+    cifar_c: str | None = None  # CIFAR-10-C directory: corrupted images from its .npy files instead of generated
+    batch_size: int = 32  # images per forward pass (x S·K rows)
+    seed: int = 0  # seed of the weight draws (the same draws for every set)
+    corruption_seed: int = 0  # seed of the generated corruptions' noise
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
+    device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
+    log_to_run: bool = True  # log metrics, the report and the plot to the MLflow run
+
+    def __post_init__(self) -> None:
+        from pipeline.vision.corruptions import CORRUPTIONS, SEVERITIES
+
+        self.corruptions, self.severities = tuple(self.corruptions), tuple(int(s) for s in self.severities)
+        if self.samples is not None and self.samples < 1:
+            raise ConfigError(f"VisionEvalConfig.samples must be >= 1, got {self.samples}")
+        if self.batch_size < 1:
+            raise ConfigError(f"VisionEvalConfig.batch_size must be >= 1, got {self.batch_size}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"VisionEvalConfig.threads must be >= 1, got {self.threads}")
+        bad = [c for c in self.corruptions if c not in CORRUPTIONS and self.cifar_c is None]
+        if bad:
+            raise ConfigError(f"unknown corruption(s) {bad}; choose from {list(CORRUPTIONS)} (or any file of a "
+                              "CIFAR-10-C directory with cifar_c)")
+        if len(set(self.corruptions)) != len(self.corruptions):
+            raise ConfigError(f"corruptions named twice: {list(self.corruptions)}")
+        wrong = [s for s in self.severities if s not in SEVERITIES]
+        if wrong or not self.severities:
+            raise ConfigError(f"severities must be some of {list(SEVERITIES)}, got {list(self.severities)}")
+
+
+__all__ = ["DATASETS", "Dataset", "VisionEvalConfig", "VisionTrainConfig"]

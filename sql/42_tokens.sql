@@ -1,0 +1,18 @@
+-- Concept: the token string of every event that meets the condition `event_filter`.
+-- 'source:item:qB' for a numeric value of a binned item, B = the number of its cut points at
+-- or below the value (bin_ranges_t: one row per bin, lo <= value < hi, -inf/+inf at the ends);
+-- 'source:item:t:VALUE' for a text value of a categorical item (text_items_t), normalized as
+-- in 41_fit_text_items; else 'source:item'.
+SELECT e.adm_idx, e.split, e.subject_key, e.t_hours, e.source,
+       CASE
+         WHEN e.valuenum IS NOT NULL AND b.key IS NOT NULL
+           THEN e.source || ':' || e.item || ':q' || CAST(b.bin AS VARCHAR)
+         WHEN e.valuenum IS NULL AND e.valuetext IS NOT NULL AND ti.key IS NOT NULL
+           THEN e.source || ':' || e.item || ':t:' || replace(substr(trim(e.valuetext), 1, ${text_max_len}), ':', ';')
+         ELSE e.source || ':' || e.item
+       END AS token
+FROM events e
+LEFT JOIN bin_ranges_t b
+  ON b.key = e.source || ':' || e.item AND e.valuenum >= b.lo AND e.valuenum < b.hi
+LEFT JOIN text_items_t ti ON ti.key = e.source || ':' || e.item
+WHERE ${event_filter}

@@ -1,0 +1,14 @@
+-- Concept (MIMIC-III): DATETIMEEVENTS as events: ITEMID only (the VALUE is a calendar date: never used).
+SELECT e.row_id, e.subject_id, e.hadm_id, 'dtevent' AS source,
+       CAST(e.itemid AS VARCHAR) AS item, CAST(NULL AS DOUBLE) AS valuenum,
+       CAST(NULL AS VARCHAR) AS valuetext,
+       epoch(e.charttime) AS event_epoch, epoch(e.storetime) AS known_epoch,
+       CAST(NULL AS DOUBLE) AS value_epoch,
+       CASE
+         WHEN e._error IS NOT NULL THEN e._error
+         WHEN e.error = 1 THEN 'ERROR flag set'
+         WHEN e.itemid IS NULL THEN 'missing ITEMID'
+         WHEN e.charttime IS NULL THEN 'missing CHARTTIME'
+         WHEN e.row_id IS NULL THEN 'missing ROW_ID'
+       END AS reason
+FROM ${datetimeevents} e

@@ -1,0 +1,12 @@
+-- Concept (MIMIC-IV): icu.outputevents (urine and drain output) as events: itemid with value,
+-- known at storetime. MIMIC-IV has no ISERROR column.
+SELECT CAST(NULL AS BIGINT) AS row_id, e.subject_id, e.hadm_id, 'output' AS source,
+       CAST(e.itemid AS VARCHAR) AS item, e.value AS valuenum, CAST(NULL AS VARCHAR) AS valuetext,
+       epoch(e.charttime) AS event_epoch, epoch(e.storetime) AS known_epoch,
+       CAST(NULL AS DOUBLE) AS value_epoch,
+       CASE
+         WHEN e._error IS NOT NULL THEN e._error
+         WHEN e.itemid IS NULL THEN 'missing ITEMID'
+         WHEN e.charttime IS NULL THEN 'missing CHARTTIME'
+       END AS reason
+FROM ${outputevents} e

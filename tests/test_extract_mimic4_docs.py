@@ -1,0 +1,39 @@
+"""docs/mimic-iv.md's performance figures are the benchmark's: the block between its markers is what
+benchmarks/extract_mimic4.py renders from benchmarks/results/extract_mimic4.json, and that JSON holds
+the three scales of the issue with the floor measured in the same run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("extract_mimic4", ROOT / "benchmarks" / "extract_mimic4.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_doc_figures_are_the_benchmarks():
+    bench = _bench()
+    result = json.loads(bench.RESULT.read_text())
+    text = bench.DOC.read_text(encoding="utf-8")
+    assert bench.markdown(result) in text
+    assert text.count(bench.BEGIN) == 1 and text.count(bench.END) == 1
+
+
+def test_benchmark_json_is_complete():
+    bench = _bench()
+    result = json.loads(bench.RESULT.read_text())
+    assert [r["scale"] for r in result["scales"]] == [0.01, 0.03, 0.10]
+    assert [r["patients"] for r in result["scales"]] == [round(bench.FULL_PATIENTS * s) for s in (0.01, 0.03, 0.10)]
+    assert result["full_event_rows"] == sum(bench.FULL_EVENT_ROWS.values()) == 471_484_802
+    for r in result["scales"]:
+        assert r["event_rows"] == sum(r["event_rows_by_table"].values()) and r["wall_s"] > 0
+    big = result["scales"][-1]
+    assert result["floor"]["chartevents_rows"] == big["event_rows_by_table"]["chartevents"]
+    assert abs(result["extract_vs_floor"] - (big["event_rows"] / big["wall_s"]) / result["floor"]["rows_per_s"]) < 1e-9

@@ -1,0 +1,100 @@
+"""A Laplace run end to end: `cli.py laplace` on a trained deterministic run -> a new MLflow run
+(tagged with its parent) that evaluate, compare, score and the pyfunc take like any run; and its
+errors (a Bayesian run, a Laplace run, S larger than the network) as one line each."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import cli
+from helpers.runs import trained_run
+from pipeline import features, predict
+from pipeline.evaluation import compare, evaluate
+from pipeline.laplace import LaplaceConfig, LaplaceError, Predictive
+from pipeline.laplace.run import PARENT_TAG, fit_laplace_run
+from pipeline.runs import store
+
+pytestmark = pytest.mark.usefixtures("tracking_store")
+
+
+@pytest.fixture(scope="module")
+def map_run(tmp_path_factory, demo_features):
+    return trained_run(tmp_path_factory, demo_features.out_dir, kind="deterministic")
+
+
+@pytest.fixture(scope="module")
+def laplace_run(map_run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("laplace-run")
+    return fit_laplace_run(map_run, LaplaceConfig(subnet_size=300, prior_precision=1.0), samples=5, out_dir=out,
+                           experiment="laplace-tests")
+
+
+def test_the_run_records_its_parent_and_posterior(laplace_run, map_run):
+    client = store.client()
+    run = client.get_run(laplace_run.run_id)
+    assert run.data.tags[PARENT_TAG] == map_run == laplace_run.parent_run_id
+    assert run.data.tags["model_label"] == laplace_run.label == "laplace-wasserstein-300"
+    assert run.data.params["laplace.subnet_size"] == "300" and run.data.params["train.seed"] == "0"
+    rm = store.load_run_model(laplace_run.run_id)
+    assert rm.info["model_kind"] == "laplace" and rm.info["score_samples"] == 5
+    assert rm.info["refer_threshold"] == pytest.approx(laplace_run.refer_threshold)
+    assert rm.model.subnet_size == 300 and rm.model.predictive.value == "mc"
+
+
+def test_evaluate_and_compare_take_it_like_any_run(laplace_run, map_run, demo_features, tmp_path):
+    cfg = evaluate.EvalConfig(n_bootstrap=20)
+    lap = evaluate.evaluate_run(laplace_run.run_id, "test", cfg, out_dir=tmp_path / "lap")
+    assert lap.report["model_label"] == laplace_run.label and lap.report["samples"] == 5  # the run's score_samples
+    assert lap.logits.shape == (5, 1, demo_features.manifest["splits"]["test"]["admissions"])
+    assert lap.report["mean_mutual_information"] > 0  # Monte Carlo draws of the linearized model differ
+    evaluate.evaluate_run(map_run, "test", cfg, out_dir=tmp_path / "map")
+    summary, _ = compare.compare(run_ids=[map_run, laplace_run.run_id])
+    assert {r["model"] for r in summary} >= {"deterministic", laplace_run.label}
+
+
+def test_score_and_pyfunc_agree_with_predict(laplace_run, demo_features, tmp_path):
+    import mlflow
+
+    from pipeline.serving.score import ScoreConfig, score
+
+    summary = score(f"runs:/{laplace_run.run_id}/model", tmp_path / "s.parquet", data=demo_features.out_dir / "test.parquet",
+                    cfg=ScoreConfig(seed=3))
+    scores = pd.read_parquet(summary.out)
+    assert summary.samples == 5 and len(scores) == demo_features.manifest["splits"]["test"]["admissions"]
+    frame = pd.read_parquet(demo_features.out_dir / "test.parquet")
+    served = mlflow.pyfunc.load_model(f"runs:/{laplace_run.run_id}/model").predict(frame, params={"samples": 5})
+    assert list(served.columns) == list(predict.RISK_COLUMNS)
+    rm = store.load_run_model(laplace_run.run_id)
+    fs = features.load_split(demo_features.out_dir / "test.parquet")
+    # the probit mean needs no draws: the Monte Carlo mean approaches it (5 draws: loosely)
+    rm.model.predictive = Predictive.PROBIT
+    probit = predict.score_features(rm.model, fs, 1, 0.5)["risk_mean"].to_numpy()
+    assert np.corrcoef(probit, scores["risk_mean"].to_numpy())[0, 1] > 0.95
+
+
+def test_errors_are_one_line(tmp_path_factory, demo_features, laplace_run, map_run):
+    rank1 = trained_run(tmp_path_factory, demo_features.out_dir, kind="rank1")
+    with pytest.raises(LaplaceError, match="Laplace needs a deterministic model with one component"):
+        fit_laplace_run(rank1, LaplaceConfig(subnet_size=10, prior_precision=1.0), tracking=False)
+    with pytest.raises(LaplaceError, match="already a Laplace run"):
+        fit_laplace_run(laplace_run.run_id, LaplaceConfig(subnet_size=10, prior_precision=1.0), tracking=False)
+    res = CliRunner().invoke(cli.app, ["laplace", "--run", map_run, "--subnet-size", "99999999", "--no-tracking"])
+    assert res.exit_code == 2 and "exceeds the model's" in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    res = CliRunner().invoke(cli.app, ["laplace", "--run", map_run, "--prior-precision", "lots", "--no-tracking"])
+    assert res.exit_code == 2 and "'auto' or a number" in res.output
+
+
+@pytest.mark.parametrize("args, label", [
+    (["--selection", "last-layer"], "laplace-last-layer-17"),  # the output layer of the tiny model: 16 + 1
+    (["--selection", "random"], "laplace-random-1000"),  # the default S
+    (["--hessian", "diag", "--subnet-size", "5"], "laplace-diag"),  # S is ignored by diag
+], ids=["last-layer", "random", "diag"])
+def test_cli_subnet_size_defaults_to_what_the_selection_needs(map_run, tmp_path, args, label):
+    res = CliRunner().invoke(cli.app, ["laplace", "--run", map_run, *args, "--prior-precision", "1", "--no-tracking",
+                                       "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith(f"{label}: ")

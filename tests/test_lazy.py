@@ -1,0 +1,102 @@
+"""pipeline.lazy: a package's names load their module on first use, once; the torch-importing packages
+stay cheap to import."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def pkg(tmp_path, monkeypatch):
+    """A package ``lazypkg`` whose ``thing`` lives in ``lazypkg.heavy`` (which counts its imports)."""
+    root = tmp_path / "lazypkg"
+    root.mkdir()
+    (root / "__init__.py").write_text(
+        "from pipeline.lazy import lazy\n"
+        "LIGHT = 1\n"
+        "__getattr__, __dir__ = lazy(__name__, {'thing': 'heavy', 'other': 'heavy'})\n")
+    (root / "heavy.py").write_text(
+        "import builtins\n"
+        "builtins.lazypkg_imports = getattr(builtins, 'lazypkg_imports', 0) + 1\n"
+        "thing = object()\n"
+        "other = 'o'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield importlib.import_module("lazypkg")
+    for name in ("lazypkg", "lazypkg.heavy"):
+        sys.modules.pop(name, None)
+    import builtins
+
+    if hasattr(builtins, "lazypkg_imports"):
+        del builtins.lazypkg_imports
+
+
+def test_names_load_their_module_on_first_use_only(pkg):
+    import builtins
+
+    assert "lazypkg.heavy" not in sys.modules  # importing the package loads nothing
+    assert {"thing", "other", "LIGHT"} <= set(dir(pkg))  # listed before use
+    thing = pkg.thing
+    assert "lazypkg.heavy" in sys.modules and thing is sys.modules["lazypkg.heavy"].thing
+    assert vars(pkg)["thing"] is thing  # cached on the package: later look-ups skip __getattr__
+    from lazypkg import other, thing as again
+
+    assert again is thing and other == "o"
+    assert builtins.lazypkg_imports == 1  # the module ran once
+
+
+def test_a_name_of_its_own_submodule_stays_the_name(tmp_path, monkeypatch):
+    """``extraction.extract`` is the function in ``extraction/extract.py``: importing the submodule
+    directly first (which sets the package's attribute to the module) does not hide it."""
+    root = tmp_path / "samepkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("from pipeline.lazy import lazy\n"
+                                      "__getattr__, __dir__ = lazy(__name__, {'run': 'run'})\n")
+    (root / "run.py").write_text("def run():\n    return 'ran'\n\nHELPER = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        from samepkg.run import HELPER  # the submodule first
+
+        from samepkg import run
+
+        assert HELPER == 1 and callable(run) and run() == "ran"
+    finally:
+        for name in ("samepkg", "samepkg.run"):
+            sys.modules.pop(name, None)
+
+
+def test_extract_is_the_function_whatever_was_imported_first():
+    code = ("from pipeline.extraction.extract import write_parquet\n"
+            "from pipeline.extraction import extract\n"
+            "import inspect; assert inspect.isfunction(extract), extract\n"
+            "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr[-2000:]
+
+
+def test_unknown_names_are_attribute_errors(pkg):
+    with pytest.raises(AttributeError, match="module 'lazypkg' has no attribute 'nothing'"):
+        pkg.nothing  # noqa: B018
+    assert not hasattr(pkg, "heavy_thing") and "lazypkg.heavy" not in sys.modules
+    with pytest.raises(ImportError):
+        from lazypkg import nothing  # noqa: F401
+
+
+def test_torch_packages_import_without_torch():
+    """The lazy packages' configs and choices import without torch (what ``cli.py --help`` relies on)."""
+    code = ("import sys\n"
+            "import pipeline.layers, pipeline.models, pipeline.training\n"
+            "from pipeline.models import ModelKind, MortalityConfig\n"
+            "from pipeline.training import TrainConfig\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\n"
+            "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr[-2000:]

@@ -1,0 +1,199 @@
+"""Training and evaluation routines of the image models on a small digits subset."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline.metrics import multiclass as mm
+from pipeline.layers import Sampling, set_sampling
+from pipeline.layers.base import BayesianLayer
+from pipeline.vision import (Splits, VisionTrainConfig, digits_splits, evaluate_vision, load_vision_checkpoint,
+                             predict_logits, train_vision)
+from pipeline.training.objective import kl_weight
+from pipeline.vision.train import augment, batch_indices, learning_rate, objective
+
+TINY_MODEL = {"depth": 10, "width": 1, "ensemble_size": 3}
+
+
+@pytest.fixture(scope="module")
+def small():
+    s = digits_splits(0, size=8)
+    return Splits(s.train.subset(np.arange(240)), s.val.subset(np.arange(90)), s.test.subset(np.arange(60)))
+
+
+def cfg(method: str, **kw) -> VisionTrainConfig:
+    base = {"dataset": "digits", "image_size": 8, "epochs": 1.0, "batch_size": 24, "base_lr": 0.4,
+            "kl_anneal_epochs": 1.0, "log_every": 5, "model": {**TINY_MODEL, "method": method}}
+    return VisionTrainConfig(**{**base, **kw})
+
+
+class RecordingTracker:
+    def __init__(self):
+        self.params, self.metrics, self.artifacts = {}, [], []
+
+    def log_params(self, params):
+        self.params.update(params)
+
+    def log_metrics(self, metrics, step):
+        self.metrics.append((step, dict(metrics)))
+
+    def log_artifact(self, path, artifact_path=None):
+        self.artifacts.append((str(path), artifact_path))
+
+
+@pytest.mark.parametrize("method", ["deterministic", "batchensemble", "rank1", "deep-ensemble"])
+def test_train_every_method_is_reproducible_and_saves(method, small, tmp_path):
+    tracker = RecordingTracker()
+    a = train_vision(cfg(method), splits=small, out_dir=tmp_path, tracker=tracker)
+    k = 1 if method == "deterministic" else 3
+    distinct = 24 // k
+    assert a.steps_per_epoch == 240 // distinct and a.steps == a.steps_per_epoch
+    assert math.isfinite(a.final_train["loss"]) and (a.final_train["kl"] > 0) == (method == "rank1")
+    assert a.val_metrics["n"] == 90 and a.val_metrics["components"] == k
+    assert tracker.params["distinct_per_step"] == distinct and tracker.artifacts == [(str(a.checkpoint), "checkpoint")]
+    assert any("train_loss" in m for _, m in tracker.metrics) and any("val_nll" in m for _, m in tracker.metrics)
+    b = train_vision(cfg(method), splits=small)
+    for (name, p), q in zip(a.model.state_dict().items(), b.model.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert a.val_metrics["nll"] == b.val_metrics["nll"]
+    model, info = load_vision_checkpoint(a.checkpoint)
+    x = small.test.floats()
+    assert np.array_equal(predict_logits(model, x, 2, seed=5), predict_logits(a.model, x, 2, seed=5))
+    assert info["model_config"]["method"] == method and info["steps"] == a.steps
+
+
+def test_deterministic_training_learns(small):
+    r = train_vision(cfg("deterministic", epochs=6.0), splits=small)
+    assert r.val_metrics["accuracy"] > 0.6 and r.val_metrics["nll"] < 1.5  # chance: 0.1 and log(10) = 2.30
+
+
+def test_non_finite_loss_raises(small):
+    with pytest.raises(FloatingPointError, match="step 1"):
+        train_vision(cfg("deterministic", l2=float("inf")), splits=small)
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="data_dir is required"):
+        VisionTrainConfig(dataset="cifar10")
+    with pytest.raises(ValueError, match="unknown model setting"):
+        VisionTrainConfig(model={"depht": 16})
+    with pytest.raises(ValueError, match="nll"):
+        VisionTrainConfig(nll="sum")
+    c = VisionTrainConfig(dataset="cifar100", data_dir="/x", model={"arch": "resnet50"})
+    assert (c.model_config().num_classes, c.model_config().in_channels) == (100, 3)
+
+
+def test_learning_rate_schedule_and_kl_weight():
+    c = VisionTrainConfig(epochs=250.0, base_lr=0.1)
+    spe = 10
+    assert learning_rate(0, spe, c, 128) == pytest.approx(0.01)  # warm-up: 1/10 of the first epoch
+    assert learning_rate(9, spe, c, 128) == pytest.approx(0.1)
+    assert learning_rate(10, spe, c, 64) == pytest.approx(0.05)  # linear in distinct images per step
+    assert learning_rate(999, spe, c, 128) == pytest.approx(0.1)  # 80/200 of 250 epochs = epoch 100
+    assert learning_rate(1000, spe, c, 128) == pytest.approx(0.02)
+    assert learning_rate(2000, spe, c, 128) == pytest.approx(0.004)
+    assert learning_rate(2250, spe, c, 128) == pytest.approx(0.0008)
+    # the shared weight of the 1-based step; training passes step + 1 for its 0-based step (published (step+1)/N)
+    assert kl_weight(1, 100) == 0.01 and kl_weight(100, 100) == 1.0 and kl_weight(501, 100) == 1.0
+    assert kl_weight(1, 0) == 1.0 and kl_weight(1, 12.5) == 0.08  # annealing over a fractional number of steps
+
+
+def test_batches_are_epoch_permutations():
+    n, distinct, spe = 50, 8, 6
+    epoch0 = np.concatenate([batch_indices(n, distinct, spe, s, seed=1) for s in range(spe)])
+    assert len(set(epoch0.tolist())) == 48  # 6 batches of 8, no repeats, 2 left out
+    epoch1 = np.concatenate([batch_indices(n, distinct, spe, s, seed=1) for s in range(spe, 2 * spe)])
+    assert not np.array_equal(epoch0, epoch1)
+    assert np.array_equal(batch_indices(n, distinct, spe, 7, seed=1), batch_indices(n, distinct, spe, 7, seed=1))
+
+
+def test_augment_crops_and_flips_without_losing_centred_content():
+    x = torch.zeros(64, 2, 16, 16)
+    x[:, :, 7, 8] = 1.0  # at least 4 px from every edge, flipped too: a shift of at most 4 px keeps it
+    g = torch.Generator().manual_seed(0)
+    y = augment(x, g, pad=4)
+    assert y.shape == x.shape and torch.equal(y.sum((2, 3)), x.sum((2, 3)))  # one pixel moved, never cropped
+    positions = {tuple(torch.nonzero(y[i, 0])[0].tolist()) for i in range(64)}
+    assert len(positions) > 10  # shifted around
+    assert torch.equal(y[:, 0], y[:, 1])  # channels move together
+
+
+def test_objective_average_and_mixture(small):
+    from pipeline.models.vision import build_vision_model
+
+    model = build_vision_model(cfg("rank1").model_config())
+    images, labels = torch.from_numpy(small.train.floats(np.arange(6))), torch.from_numpy(small.train.labels[:6])
+    torch.manual_seed(0)
+    avg = objective(model, images, labels, 0.5, 240, 1e-4, "average")
+    torch.manual_seed(0)
+    mix = objective(model, images, labels, 0.5, 240, 1e-4, "mixture")
+    torch.manual_seed(0)
+    logits = model(images)  # (K, B, C), the same draws
+    ll = torch.log_softmax(logits, -1).gather(2, labels.view(1, 6, 1).expand(3, 6, 1))[..., 0]  # (K, B)
+    assert torch.allclose(avg["nll"], -ll.mean())
+    assert torch.allclose(mix["nll"], -(torch.logsumexp(ll, 0) - math.log(3)).mean())
+    assert mix["nll"] <= avg["nll"]  # Jensen
+    assert torch.allclose(avg["loss"], avg["nll"] + 0.5 * avg["kl"] / 240 + 1e-4 * avg["l2"])
+
+
+def test_evaluate_vision_report(small):
+    r = train_vision(cfg("rank1"), splits=small)
+    model = r.model
+    layers = [m for m in model.modules() if isinstance(m, BayesianLayer)]
+    set_sampling(model, Sampling.PER_EXAMPLE)
+    model.train()
+    rep = evaluate_vision(model, small.test, samples=2, corruptions=("contrast", "rotation"), severities=(1, 5))
+    assert model.training and all(m.sampling == Sampling.PER_EXAMPLE for m in layers)  # modes restored
+    logits = predict_logits(model, small.test.floats(), 2)
+    assert logits.shape == (2, 3, 60, 10)
+    assert rep.clean == mm.evaluate_predictions(logits, small.test.labels, components=3)
+    assert set(rep.corrupted) == {"contrast", "rotation"} and set(rep.corrupted["rotation"]) == {1, 5}
+    summary = rep.by_severity()
+    both = [rep.corrupted[c][5]["nll"] for c in ("contrast", "rotation")]
+    assert summary[5]["nll"] == pytest.approx(sum(both) / 2)
+    d = rep.to_dict()
+    assert set(d) == {"samples", "clean", "corrupted", "by_severity"} and "5" in d["corrupted"]["rotation"]
+    other = predict_logits(model, small.test.floats(), 2, seed=1)
+    assert not np.array_equal(logits, other)  # the seed sets the weight draws
+
+
+def test_summary_table_means_and_sds_over_seeds():
+    from pipeline.vision.summary import markdown_table, summarize_runs
+
+    def run(method, seed, nll):
+        row = {"nll": nll, "accuracy": 0.9, "ece": 0.05}
+        return {"method": method, "seed": seed,
+                "report": {"clean": row, "by_severity": {"1": {**row, "nll": nll + 1}, "5": {**row, "nll": nll + 2}}}}
+
+    runs = [run("rank1", 0, 0.1), run("rank1", 1, 0.3), run("deterministic", 0, 0.5)]
+    summary = summarize_runs(runs)
+    assert summary["rank1"]["clean"]["nll"] == {"mean": pytest.approx(0.2), "sd": pytest.approx(0.1414213562), "n": 2}
+    assert summary["rank1"]["5"]["nll"]["mean"] == pytest.approx(2.2)
+    assert summary["deterministic"]["1"]["nll"] == {"mean": 1.5, "sd": 0.0, "n": 1}
+    table = markdown_table(summary, "nll").splitlines()
+    assert table[0] == "| method | clean | severity 1 | severity 5 |"
+    assert table[2] == "| rank1 | 0.200 ± 0.141 | 1.200 ± 0.141 | 2.200 ± 0.141 |"
+    assert table[3] == "| deterministic | 0.500 | 1.500 | 2.500 |"  # one seed: the value alone
+
+
+def test_deep_ensemble_members_get_the_deterministic_gradient(small):
+    """Summed member losses: member k's gradient is the deterministic network's on the same images."""
+    import dataclasses
+
+    from pipeline.models.vision import VisionNet, build_vision_model
+
+    mcfg = cfg("deep-ensemble").model_config()
+    ensemble = build_vision_model(mcfg)
+    det = VisionNet(dataclasses.replace(mcfg, method="deterministic"))
+    det.load_state_dict(ensemble.members[1].state_dict())
+    images, labels = torch.from_numpy(small.train.floats(np.arange(8))), torch.from_numpy(small.train.labels[:8])
+    objective(ensemble, images, labels, 1.0, 240, 1e-3)["loss"].backward()
+    objective(det, images, labels, 1.0, 240, 1e-3)["loss"].backward()
+    for (name, p), q in zip(ensemble.members[1].named_parameters(), det.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-6, rtol=1e-5), name
+    with pytest.raises(ValueError, match="mixture"):
+        objective(ensemble, images, labels, 1.0, 240, 1e-3, "mixture")
