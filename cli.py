@@ -6,6 +6,10 @@ heavy libraries (torch, mlflow, duckdb, pandas) are imported inside the commands
 the commands let it through and `command` prints it as one line (exit code 2); any other
 exception is a bug or an environment problem: one line too, with the traceback in a log file
 (exit code 3), never on the screen.
+
+One concern over ~400 lines: the command line's options and help, one thin function per command
+(what each does is in the library); `with_config_options` builds train's and vision train's options
+from their config dataclasses so that the long option lists are not copied here.
 """
 
 from __future__ import annotations

@@ -60,7 +60,6 @@ SYNTH = {"icu_fraction": 0.17, "chart_rows_per_stay": 4286.0, "admissions_probs"
          "newborn_fraction": 0.0, "pediatric_fraction": 0.0, "density": 1.0}
 REPS = 2  # the profile's queries: best of this many runs
 TARGET_S, TARGET_MB = 15 * 60, 4096  # issue 15: under 15 minutes and 4 GB on 2 cores, at least 0.8x the floor
-BEGIN, END = "<!-- extract_mimic4: written by benchmarks/extract_mimic4.py -->", "<!-- /extract_mimic4 -->"
 PY = sys.executable
 
 
@@ -327,9 +326,8 @@ def _mb(limit: str) -> float:
 
 
 def markdown(result: dict) -> str:
-    """The figures block of docs/mimic-iv.md, from the benchmark's JSON (also what the test renders)."""
-    lines = [BEGIN, "", f"Command: `{result['command'].strip()}` ({result['cpus']} CPUs, shared), "
-             f"results in `benchmarks/results/extract_mimic4.json`.", "",
+    """docs/mimic-iv.md's figures:extract_mimic4 section, from the benchmark's JSON (report.py's renderer)."""
+    lines = [f"Measured on {result['cpus']} CPUs, shared.", "",
              "| scale | patients | admissions | event rows | extract (s) | CPU (s) | load | M rows/s | M rows per CPU s "
              "| peak RSS (MB) | RSS after DuckDB (MB) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -379,14 +377,7 @@ def markdown(result: dict) -> str:
         lines.append(f"| {table} | {row['rows']:,} | {row['rows_kept']:,} | {row['bare_cpu_s']:.2f} | "
                      f"{row['typed_cpu_s']:.2f} | {row['events_cpu_s']:.2f} | "
                      f"{row['events_cpu_s'] / row['bare_cpu_s']:.2f} | {ops} |")
-    lines += ["", END]
     return "\n".join(lines)
-
-
-def write_doc(result: dict, doc: Path = DOC) -> None:
-    text = doc.read_text(encoding="utf-8")
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
-    doc.write_text(text[:start] + markdown(result) + text[stop:], encoding="utf-8")
 
 
 def main() -> None:
@@ -394,19 +385,16 @@ def main() -> None:
     ap.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.03, 0.10])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=RESULT)
-    ap.add_argument("--no-doc", action="store_true", help="do not rewrite the figures block of docs/mimic-iv.md")
     ap.add_argument("--profile-child", metavar="SRC", help=argparse.SUPPRESS)  # internal: profile_tables in a child
     args = ap.parse_args()
     if args.profile_child:
         print(json.dumps(profile_tables(args.profile_child)))
         return
+    from report import provenance, write_results
+
+    started = provenance()  # the commit the run starts at
     result = measure(args.scales, args.seed)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.json}")
-    if not args.no_doc:
-        write_doc(result)
-        print(f"wrote the figures of {DOC}")
+    write_results("extract_mimic4", {**started, **result}, path=args.json)  # the canonical JSON re-renders docs/mimic-iv.md
 
 
 if __name__ == "__main__":

@@ -569,8 +569,48 @@ def render_vision_digits_cli(r: dict) -> str:
     return "\n".join(out).rstrip()
 
 
+def render_extract_mimic4(r: dict) -> str:
+    """benchmarks/extract_mimic4.py's own rendering (its tables follow its JSON's structure)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("extract_mimic4", Path(__file__).with_name("extract_mimic4.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.markdown(r)
+
+
+def _server_label(server: dict) -> str:
+    """'workers 1, threads 1, via MLflow' / 'direct' (the serve defaults: one worker, one thread, direct)."""
+    workers, threads = server.get("workers", "1"), server.get("threads", "1")
+    path = "via MLflow" if "via-mlflow" in server else "direct"
+    default = workers == "1" and threads == "1" and path == "direct"
+    return f"workers {workers}, threads {threads}, {path}{' (default)' if default else ''}"
+
+
+def render_serve_load(r: dict) -> str:
+    """benchmarks/serve_load.py: one row per server configuration and number of clients."""
+    samples = r.get("samples")
+    head = (f"{r['batch']}-admission requests ({r['distinct']} distinct bodies) from `{r['features']}`, "
+            f"{r['requests']} requests per row, samples per component "
+            f"{'the model' + chr(39) + 's score_samples' if samples is None else samples}; {r['cpus']} CPUs, "
+            f"shared; load average {r['load_average'][0]:.1f} at the start, {r['load_average'][-1]:.1f} at the end.")
+    rows = []
+    for server in r["servers"]:
+        for i, row in enumerate(server["rows"]):
+            rows.append([_server_label(server["server"]) if i == 0 else "", str(row["clients"]),
+                         f"{row['admissions_per_s']:,.0f}", f"{row['p50_ms']:,.0f}", f"{row['p99_ms']:,.0f}",
+                         str(row["errors"]), str(row["lost_rows"]), f"{row['identical']}/{row['requests']}",
+                         f"{row['server_cpu_ms_per_request']:,.0f}"])
+    return head + "\n\n" + _table(["server", "clients", "admissions/s", "p50 ms", "p99 ms", "errors", "lost rows",
+                                   "identical to alone", "server CPU ms per request"], rows)
+
+
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "extract": render_extract,
+    "extract_mimic4": render_extract_mimic4,
+    "serve_load": render_serve_load,
+    "serve_load_2048": render_serve_load,
+    "serve_load_samples12": render_serve_load,
     "rank1_lstm": render_rank1_lstm,
     "laplace_fit": render_laplace_fit,
     "laplace_selection": render_laplace_selection,

@@ -212,6 +212,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "serve_load.json")
     args = ap.parse_args()
 
+    from report import provenance
+
+    started = provenance()  # the commit the run starts at
     reqs = bodies(args.features, args.batch, args.distinct, {"samples": args.samples} if args.samples else None)
     print(f"{len(reqs)} distinct requests of {args.batch} admissions ({sum(map(len, reqs)) / len(reqs) / 1e3:.0f} kB "
           f"each); {args.requests} requests per client count; {os.cpu_count()} CPUs", flush=True)
@@ -248,11 +251,12 @@ def main() -> None:
         finally:
             stop_server(proc)
         results.append({"server": spec, "rows": rows})
-    fileio.write_json(args.out, {"model": str(args.model), "features": args.features.name, "batch": args.batch,
-                                 "samples": args.samples,
-                                 "requests": args.requests, "distinct": args.distinct, "cpus": os.cpu_count(),
-                                 "load_average": os.getloadavg(), "servers": results})
-    print(f"results: {args.out}")
+    from report import write_results
+
+    result = {"command": " ".join(["benchmarks/serve_load.py", *sys.argv[1:]]), "model": str(args.model),
+              "features": args.features.name, "batch": args.batch, "samples": args.samples, "requests": args.requests,
+              "distinct": args.distinct, "cpus": os.cpu_count(), "load_average": os.getloadavg(), "servers": results}
+    write_results(args.out.stem, {**started, **result}, path=args.out)  # docs/scoring.md's figures:<stem>
 
 
 if __name__ == "__main__":

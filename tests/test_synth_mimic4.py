@@ -180,10 +180,10 @@ def test_compare_table_shows_the_mimic4_era_split_beside_the_random_split(tmp_pa
     result = grid.run_grid(tmp_path / "mimic", tmp_path / "out", cfg)
     assert len(result.run_ids) == 2 and (tmp_path / "mimic" / "hosp" / "admissions.csv.gz").exists()
     md = (tmp_path / "out" / "compare.md").read_text()
-    assert "| random | deterministic |" in md and "| era | deterministic |" in md
+    assert "| random | features-random | deterministic |" in md and "| era | features-era | deterministic |" in md
     from pipeline.evaluation.compare import TRUE_RISK  # the true-risk reference holds on this layout too
 
-    assert f"| random | {TRUE_RISK} |" in md and f"| era | {TRUE_RISK} |" in md
+    assert f"| random | features-random | {TRUE_RISK} |" in md and f"| era | features-era | {TRUE_RISK} |" in md
     import json
 
     era = json.loads((tmp_path / "out" / "features-era" / "manifest.json").read_text())

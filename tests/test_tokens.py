@@ -102,10 +102,16 @@ def test_vocab_round_trips_through_json(con):
     assert tokens.Vocab.from_json(old).text_items == []
 
 
-def test_text_values_are_trimmed_truncated_and_colon_free(con):
-    con.execute("CREATE TABLE x AS SELECT * FROM (VALUES ('  a:b:c  '), ('abcdefgh'), ('  '), (NULL)) v(s)")
-    out = con.sql(f"SELECT {tokens.text_expr('s', 4)} FROM x").fetchall()
-    assert [r[0] for r in out] == ["a;b;", "abcd", "", None]
+def test_text_values_are_trimmed_truncated_and_colon_free():
+    """sql/42_tokens: a categorical item's text value is trimmed, cut to text_max_len, ':' -> ';'."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE events AS SELECT 0 AS adm_idx, 'train' AS split, 'k' AS subject_key, 1.0 AS t_hours, "
+                "'chart' AS source, '7' AS item, CAST(NULL AS DOUBLE) AS valuenum, s AS valuetext "
+                "FROM (VALUES ('  a:b:c  '), ('abcdefgh'), ('  '), (NULL)) v(s)")
+    con.execute("CREATE TABLE bin_ranges_t (key VARCHAR, bin INTEGER, lo DOUBLE, hi DOUBLE)")
+    con.execute("CREATE TABLE text_items_t AS SELECT 'chart:7' AS key")
+    out = [r[0] for r in con.sql(f"SELECT token FROM ({tokens.token_sql(4)})").fetchall()]
+    assert sorted(out) == sorted(["chart:7:t:a;b;", "chart:7:t:abcd", "chart:7:t:", "chart:7"])
 
 
 def _bag(hours_tids: list[tuple[int, float, int]], prediction_hours: float, hourly_hours: float) -> list[dict]:
