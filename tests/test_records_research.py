@@ -12,7 +12,7 @@ import torch
 from helpers.features import write_features
 
 from pipeline import training
-from pipeline.layers import LinearRank1, LSTMRank1, Rank1Config, keras_init, l2_penalty
+from pipeline.layers import LinearRank1, Rank1Config, keras_init, l2_penalty
 from pipeline.layers.init import HE_TRUNCATION
 from pipeline.models import build_model, model_config
 from pipeline.runs import checkpoint
