@@ -40,6 +40,7 @@ from pipeline.extraction.config import SplitMode
 from pipeline.laplace.options import HessianKind, Selection, default_subnet_size
 from pipeline.models.config import MortalityConfig
 from pipeline.models.variants import VARIANTS
+from pipeline.baselines.config import BASELINES
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.models.vision.config import VisionConfig
 from pipeline.training.config import TrainConfig
@@ -311,11 +312,15 @@ def load_postgres(
 def train(
     data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
     model: str = typer.Option("rank1", help="A model kind or a variant name as `compare` prints it: "
-                                            + ", ".join(dict.fromkeys(["rank1", *VARIANTS])) + "."),
+                                            + ", ".join(dict.fromkeys(["rank1", *VARIANTS])) + "; or a classical "
+                                            "baseline: " + ", ".join(BASELINES) + " (settings chosen on validation; "
+                                            "takes --seed, --threads, --refer-fraction)."),
     out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without "
                                                   "tracking runs/train/<model>-s<seed>)."),
-    preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps); "
-                                               "options below override it."),
+    preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps) | "
+                                               "records-research (the authors' MIMIC-III flag defaults: LSTM 256, "
+                                               "10k steps, N(1, 1) prior, random signs, Keras init...); options "
+                                               "below override it."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pt (same settings; max-steps may "
                                                         "grow)."),
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: mimic-mortality]."),
@@ -328,6 +333,11 @@ def train(
 ) -> None:
     """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
     _setup_logging(verbose)
+    from pipeline.baselines.config import BASELINES
+
+    if model in BASELINES:
+        _train_baseline(data, model, out, preset, resume, experiment, run_name, tracking, settings)
+        return
     from pipeline.models.variants import resolve
     from pipeline.training import train as run_train
 
@@ -341,6 +351,34 @@ def train(
     typer.echo(f"steps={result.steps} best_step={result.best_step} best_val_nll={result.best_val_nll:.6f} "
                f"refer_threshold={result.refer_threshold:.6g} checkpoint={result.best_checkpoint}")
     typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
+
+
+BASELINE_TRAIN_OPTIONS = ("seed", "threads", "refer_fraction", "progress")  # train options a baseline takes
+
+
+def _train_baseline(data: Path, model: str, out: Optional[Path], preset: str, resume: bool,
+                    experiment: Optional[str], run_name: Optional[str], tracking: bool, settings: dict) -> None:
+    """`train --model logreg|gbm`: a classical baseline, every choice made on validation."""
+    from pipeline.baselines.config import BaselineConfig
+    from pipeline.training.baselines import train_baseline
+
+    def flags(names) -> str:
+        return ", ".join("--" + n.replace("_", "-") for n in names)
+
+    refused = sorted(set(settings[TrainConfig]) - set(BASELINE_TRAIN_OPTIONS)) + sorted(settings[MortalityConfig])
+    refused += (["preset"] if preset != "default" else []) + (["resume"] if resume else [])
+    if refused:
+        _fail(f"{model} is a classical baseline: {flags(refused)} do not apply to it (it takes "
+              f"{flags(BASELINE_TRAIN_OPTIONS)})")
+    train_settings = settings[TrainConfig]
+    cfg = BaselineConfig(seed=train_settings.get("seed", 0), threads=train_settings.get("threads"))
+    r = train_baseline(data, model, cfg, out_dir=out, tracking=tracking, experiment=experiment, run_name=run_name,
+                       refer_fraction=train_settings.get("refer_fraction", TrainConfig.refer_fraction))
+    chosen = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.chosen.items()
+                      if k != "val_nll")
+    typer.echo(f"{r.kind}: {chosen} best_val_nll={r.val_nll:.6f} refer_threshold={r.refer_threshold:.6g} "
+               f"checkpoint={r.model_file}")
+    typer.echo(f"run_id: {r.run_id}" if r.run_id else "run_id: none (tracking off)")
 
 
 @command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
@@ -543,6 +581,25 @@ def score(
             typer.echo(f"  {what}: {path}")
 
 
+def _settings(pairs: list[str]) -> tuple[dict, dict]:
+    """``FIELD=VALUE`` words -> (TrainConfig settings, MortalityConfig settings); values read as JSON
+    where they parse (numbers, true/false, null), else as text."""
+    train_fields = {f.name for f in fields(TrainConfig)} - NOT_OPTIONS
+    model_fields = {f.name for f in fields(MortalityConfig)} - NOT_OPTIONS
+    out: tuple[dict, dict] = ({}, {})
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in train_fields | model_fields:
+            _fail(f"--set {pair!r}: expected FIELD=VALUE with FIELD one of {sorted(train_fields | model_fields)}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        out[0 if name in train_fields else 1][name] = value
+    return out
+
+
 @command(short_help="Serve a model over HTTP on 127.0.0.1.")
 def serve(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
@@ -577,7 +634,9 @@ def benchmark_models(
     out: Path = typer.Option(..., help="Output directory (features, work dirs, compare.md/csv)."),
     seeds: list[int] = typer.Option([0, 1, 2], help="Training seeds (repeatable)."),
     models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: every "
-                                                                      "variant of pipeline.models.variants)."),
+                                                                      "variant of pipeline.models.variants, then "
+                                                                      "the baselines logreg and gbm, once per "
+                                                                      "split)."),
     splits: list[str] = typer.Option(["random", "era"], help="Feature split modes (repeatable)."),
     max_steps: int = typer.Option(1000, min=1, help="Training steps per run (about 1 minute per run with --jobs 2 "
                                                     "on 2 cores)."),
@@ -591,27 +650,34 @@ def benchmark_models(
     batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
                                                                "(ensembles: distinct admissions = rows / K) "
                                                                "[default: 64]."),
+    preset: str = typer.Option("default", help="Training preset of the LSTM variants (default | paper | "
+                                               "records-research); --max-steps, --eval-every and --set win."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="A training or model setting for every LSTM "
+                                                                 "variant, FIELD=VALUE (repeatable; any field of "
+                                                                 "`train`'s options, e.g. lstm_hidden=128 or "
+                                                                 "anneal_steps=500)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each job."),
 ) -> None:
     """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
     _setup_logging(verbose)
-    from pipeline.grid import GridConfig, run_grid
-    from pipeline.models.variants import VARIANTS
+    from pipeline.grid import MODELS, GridConfig, run_grid
 
     modes = ("random", "era")
-    bad = [w for w in ctx.args if _int_or_none(w) is None and w not in VARIANTS and w not in modes]
+    bad = [w for w in ctx.args if _int_or_none(w) is None and w not in MODELS and w not in modes]
     if bad:
         _fail(f"unexpected argument(s) {bad}")
     given = {n for n in ("seeds", "splits") if ctx.get_parameter_source(n).name != "DEFAULT"}
     seeds = _spread(seeds if "seeds" in given else [], ctx.args, _int_or_none) if any(
         _int_or_none(w) is not None for w in ctx.args) else seeds
-    models = _spread(models, ctx.args, lambda w: w if w in VARIANTS else None)
+    models = _spread(models, ctx.args, lambda w: w if w in MODELS else None)
     splits = _spread(splits if "splits" in given else [], ctx.args, lambda w: w if w in modes else None) if any(
         w in modes for w in ctx.args) else splits
-    cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or VARIANTS), split_modes=tuple(splits),
+    train_set, model_set = _settings(set_ or [])
+    cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or MODELS), split_modes=tuple(splits),
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment, layout=layout.value,
-                     train_overrides={"batch_size": batch_size} if batch_size else {})
+                     patients=patients, experiment=experiment, layout=layout.value, preset=preset,
+                     train_overrides={**train_set, **({"batch_size": batch_size} if batch_size else {})},
+                     model_overrides=model_set)
     result = run_grid(synth_dir, out, cfg)
     typer.echo((out / "compare.md").read_text())
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_s.items())

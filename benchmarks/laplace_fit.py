@@ -119,7 +119,7 @@ def child(args: argparse.Namespace) -> None:
     import torch
 
     from pipeline.laplace import LaplaceConfig, fit_laplace, save_laplace
-    from pipeline.runs.checkpoint import load_model
+    from pipeline.runs.formats import load_model
 
     torch.set_num_threads(args.threads)
     model, info = load_model(args.checkpoint)
@@ -261,7 +261,7 @@ def main() -> None:
     import torch
 
     from pipeline.laplace import Predictive, load_laplace
-    from pipeline.runs.checkpoint import load_model
+    from pipeline.runs.formats import load_model
 
     torch.set_num_threads(args.threads)
     measured = report.provenance()  # the checkout as the run starts

@@ -49,7 +49,7 @@ def main() -> None:
 
     from pipeline.laplace.jacobian import jacobian
     from pipeline.laplace.params import ParamVector, Substitution, frozen
-    from pipeline.runs.checkpoint import load_model
+    from pipeline.runs.formats import load_model
 
     torch.set_num_threads(args.threads)
     measured = report.provenance()  # the checkout as the run starts

@@ -46,7 +46,7 @@ def main() -> None:
     import torch
 
     from pipeline.laplace import LaplaceConfig, fit_laplace
-    from pipeline.runs.checkpoint import load_model
+    from pipeline.runs.formats import load_model
 
     torch.set_num_threads(args.threads)
     measured = report.provenance()  # the checkout as the run starts

@@ -1,17 +1,19 @@
 """Paired comparison of two model variants of a benchmark grid on the same admissions.
 
     .venv/bin/python benchmarks/paired_compare.py --bench runs/bench [--a rank1-gaussian] [--b deterministic]
-        [--modes random --modes era] [--splits val --splits test] [--samples S] [--batch-size 128]
-        [--bootstrap 2000] [--cache DIR] [--runs-dir runs/laplace] [--json PATH]
+        [--bench-b OTHER] [--modes random --modes era] [--splits val --splits test] [--samples S]
+        [--batch-size 128] [--bootstrap 2000] [--cache DIR] [--runs-dir runs/laplace] [--json PATH]
 
 Reads the grid's runs (``find_runs``: the run ids of ``BENCH/runs.json``, labelled as ``compare``
 labels them, their models loaded from the tracking store, ``MLFLOW_TRACKING_URI`` as for every
-command) and its features (``BENCH/features-<mode>``), draws the per-admission logits of every run
+command; the classical baselines' runs among them) and its features (``BENCH/features-<mode>``);
+B's runs come from ``--bench-b`` when given (another grid on the same features: a setting against
+the default). It draws the per-admission logits of every run
 (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples`` per component,
 ``--batch-size`` admissions per draw block, so the NLL equals the grid's metrics.json) and caches them as ``.npz``.
-Runs in the directories ``--runs-dir`` names (``<dir>/<run id>``: best.pt, model_info.json,
-manifest.json, e.g. Laplace runs fitted on the grid's runs: ``--a laplace-wasserstein-2000``) join them.
-For each split mode, split and seed it prints A's and
+Runs in the directories ``--runs-dir`` names (``<dir>/<run id>``: the model file, best.pt or baseline.npz,
+model_info.json, manifest.json, e.g. Laplace runs fitted on the grid's runs: ``--a laplace-wasserstein-2000``)
+join them (A's and B's). For each split mode, split and seed it prints A's and
 B's mixture NLL and ECE, the paired difference A - B with a percentile bootstrap 95% interval
 over admissions (one resample of admissions shared by A and B), and the references: the true
 risk's NLL (synthetic data) and the NLL of a constant prediction at the training label rate.
@@ -85,10 +87,10 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
     path = cache / f"{run['run_id']}-{split}-s{tag}-b{batch_size}-bylength.npz" if cache else None
     if path is not None and path.exists():
         return np.load(path)["logits"]
-    if "dir" in run:  # a run directory (--runs-dir)
-        from pipeline.runs.checkpoint import load_model
+    if "dir" in run:  # a run directory (--runs-dir): its model file, best.pt or baseline.npz
+        from pipeline.runs.formats import load_model, model_file
 
-        model, info = load_model(run["dir"] / "best.pt")
+        model, info = load_model(model_file(run["dir"]))
     else:
         with tempfile.TemporaryDirectory(prefix="paired-") as tmp:
             rm = load_run_model(run["run_id"], tmp)
@@ -173,6 +175,7 @@ def main() -> None:
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
     ap.add_argument("--a", default="rank1-gaussian", help="model label A (pipeline.evaluation.compare labels)")
     ap.add_argument("--b", default="deterministic", help=f"model label B ({TRUTH!r}: the true risk)")
+    ap.add_argument("--bench-b", type=Path, default=None, help="B's grid directory, on the same features [--bench]")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [val, test]")
     ap.add_argument("--samples", type=int, default=None, help="samples per mixture component [the model's score_samples]")
@@ -189,6 +192,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     cache = args.cache or args.bench / "paired-cache"
     runs = find_runs(args.bench, args.runs_dir)
+    runs_b = find_runs(args.bench_b, args.runs_dir) if args.bench_b else runs
+    cache_b = (args.cache or args.bench_b / "paired-cache") if args.bench_b else cache
     results = []
     print(f"A = {args.a}, B = {args.b}; diff = A - B (negative: A better); 95% paired bootstrap over admissions "
           f"({args.bootstrap} resamples); P(A<B) = share of resamples where A is better")
@@ -196,7 +201,7 @@ def main() -> None:
         for split in args.splits or ["val", "test"]:
             fdir, fs, risk, rate = _features(args.bench, mode, split)
             ra = {r["seed"]: r for r in runs if r["model"] == args.a and r["split_mode"] == mode}
-            rb = {r["seed"]: r for r in runs if r["model"] == args.b and r["split_mode"] == mode}
+            rb = {r["seed"]: r for r in runs_b if r["model"] == args.b and r["split_mode"] == mode}
             seeds = sorted(set(ra or rb) & set(rb or ra))
             if not seeds or (TRUTH in (args.a, args.b) and risk is None):
                 continue
@@ -207,7 +212,7 @@ def main() -> None:
                   f"{'ece A':>7s} {'ece B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
                   f"{'floor A':>7s} {'floor B':>7s}   {'slope A':>7s} {'slope B':>7s}")
             la = {s: _logits(args.a, ra.get(s), fs, risk, split, args, cache) for s in seeds}
-            lb = {s: _logits(args.b, rb.get(s), fs, risk, split, args, cache) for s in seeds}
+            lb = {s: _logits(args.b, rb.get(s), fs, risk, split, args, cache_b) for s in seeds}
             rows = [(str(s), paired(fs.label, [la[s]], [lb[s]], args.bootstrap)) for s in seeds]
             rows.append(("pooled", paired(fs.label, [la[s] for s in seeds], [lb[s] for s in seeds], args.bootstrap)))
             for name, r in rows:

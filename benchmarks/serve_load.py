@@ -43,7 +43,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline import fileio  # noqa: E402
 
 COLUMNS = ["key", "context", "bag_hours", "bags", "n_events", "observed_hours"]
 

@@ -5,6 +5,8 @@ any of them: synthetic MIMIC-III (generated when missing) -> one extraction per 
 (cached) -> ``run_job`` for each (variant, mode, seed) in a pool of worker processes (one torch
 thread each; every job a fresh process, so a crash or a leak stays in its job) -> the comparison
 tables of ``evaluation.compare``. The grid's runs are listed in ``<out>/runs.json`` (``grid_runs``).
+The classical baselines (``logreg``, ``gbm``) are deterministic given the data, so they run once
+per split mode (with the first seed), not once per seed; their runs are listed like the others'.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import fileio
+from pipeline.baselines.config import BASELINES, BaselineConfig
 from pipeline.contracts import DEFAULT_BATCH
 from pipeline.errors import PipelineError
 from pipeline.evaluation.compare import SPLITS, compare
 from pipeline.models.variants import VARIANTS, resolve
 from pipeline.runs import store
+
+MODELS = VARIANTS + BASELINES  # what the grid can train: the LSTM variants, then the classical baselines
 
 
 RUNS_FILE = "runs.json"  # in the grid's out dir: its runs, oldest first (run_id, variant, split_mode, seed)
@@ -36,7 +41,7 @@ class GridConfig:
     """The benchmark grid (every variant x seed x split mode)."""
 
     seeds: tuple[int, ...] = (0, 1, 2)  # training seeds
-    variants: tuple[str, ...] = VARIANTS  # model variants (names of models.variants.VARIANT_SPECS)
+    variants: tuple[str, ...] = MODELS  # model variants (models.variants.VARIANT_SPECS) and baselines (logreg, gbm)
     split_modes: tuple[str, ...] = ("random", "era")  # feature extractions
     max_steps: int = 1000  # training steps per run (about 1 minute per run with 2 parallel jobs on 2 cores)
     eval_every: int = 250  # periodic validation interval
@@ -48,6 +53,7 @@ class GridConfig:
     density: float = 1.0  # synthetic event density
     layout: str = "mimic-iii"  # layout of a generated synthetic source: mimic-iii | mimic-iv (era: anchor_year_group)
     experiment: str = "benchmark-models"  # MLflow experiment of the grid
+    preset: str = "default"  # training preset of the LSTM variants (training.config.Preset); the settings below win
     train_overrides: dict = field(default_factory=dict)  # extra TrainConfig settings (e.g. batch_size)
     model_overrides: dict = field(default_factory=dict)  # extra MortalityConfig settings (e.g. lstm_hidden)
 
@@ -70,18 +76,32 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
     from pipeline.evaluation.evaluate import EvalConfig, evaluate_run
     from pipeline.training import TrainConfig, train
 
+    name = f"{variant}-{mode}-s{seed}"
+    ecfg = EvalConfig(samples=cfg.samples, batch_size=cfg.eval_batch_size, threads=1)
+    if variant in BASELINES:
+        from pipeline.training.baselines import train_baseline
+
+        run_id = train_baseline(features, variant, BaselineConfig(seed=seed, threads=1),
+                                out_dir=Path(work) / "train" / name, experiment=cfg.experiment, run_name=name).run_id
+        for split in SPLITS:
+            evaluate_run(run_id, split, ecfg, out_dir=Path(work) / "eval" / run_id / split)
+        return run_id
     kind, variant_settings = resolve(variant)
     model = {**variant_settings, **cfg.model_overrides}
     settings = {"eval_batch_size": cfg.eval_batch_size, **cfg.train_overrides}
-    tcfg = TrainConfig.from_preset("default", seed=seed, max_steps=cfg.max_steps, eval_every=cfg.eval_every,
+    tcfg = TrainConfig.from_preset(cfg.preset, seed=seed, max_steps=cfg.max_steps, eval_every=cfg.eval_every,
                                    threads=1, progress=False, **settings, model=model)
-    name = f"{variant}-{mode}-s{seed}"
     result = train(features, kind, tcfg, out_dir=Path(work) / "train" / name, experiment=cfg.experiment,
                    run_name=name)
-    ecfg = EvalConfig(samples=cfg.samples, batch_size=cfg.eval_batch_size, threads=1)
     for split in SPLITS:
         evaluate_run(result.run_id, split, ecfg, out_dir=Path(work) / "eval" / result.run_id / split)
     return result.run_id
+
+
+def grid_jobs(cfg: GridConfig) -> list[tuple[str, str, int]]:
+    """(variant, split mode, seed) of every run of the grid; a baseline once per split mode (first seed)."""
+    return [(v, mode, s) for mode in cfg.split_modes for v in cfg.variants
+            for s in (cfg.seeds[:1] if v in BASELINES else cfg.seeds)]
 
 
 def record_run(out_dir: Path | str, run_id: str, variant: str, mode: str, seed: int) -> None:
@@ -130,16 +150,16 @@ def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[st
 def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None = None) -> GridResult:
     """The whole benchmark; tables go to ``out_dir`` (see the module docstring)."""
     cfg = cfg or GridConfig()
-    unknown = sorted(set(cfg.variants) - set(VARIANTS))
+    unknown = sorted(set(cfg.variants) - set(MODELS))
     if unknown:
-        raise GridError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
+        raise GridError(f"unknown variant(s) {unknown}; choose from {list(MODELS)}")
     out = Path(out_dir).resolve()
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     feats = prepare_features(Path(synth_dir).resolve(), out, cfg)
     t1 = time.perf_counter()
-    grid = [(v, mode, s) for mode in cfg.split_modes for v in cfg.variants for s in cfg.seeds]
+    grid = grid_jobs(cfg)
     store.experiment_id(cfg.experiment)  # created here, not by two jobs racing to create it
     context = multiprocessing.get_context("spawn")  # no torch state inherited from the parent
     with ProcessPoolExecutor(max_workers=max(1, cfg.jobs), mp_context=context, max_tasks_per_child=1,

@@ -105,8 +105,13 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
     Every row of a batch shares its S·K weight draws, so batch composition (and hence which
     admissions are scored together: the FeatureSet, the chunk it came in) changes a rank-1
     model's draws per admission, never their distribution; a deterministic model's logits do
-    not depend on it.
+    not depend on it. A model that scores a FeatureSet itself (``feature_logits``: the classical
+    baselines of ``pipeline.baselines``, point models) is asked directly: no batches, one draw
+    repeated S times.
     """
+    own = getattr(model, "feature_logits", None)
+    if own is not None:
+        return own(fs, samples)  # (S, 1, N)
     from pipeline import batches
 
     order = batches.length_order(fs, max_bags)  # (N,)

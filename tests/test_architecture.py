@@ -21,7 +21,7 @@ PKG = ROOT / "pipeline"
 MAX_LINES = 420  # "about 400"
 CORE = ("errors", "contracts", "configs", "lazy", "fileio", "redact", "deid", "privacy", "sqlgen")  # pipeline/*.py
 STAGES = ("sources", "extraction", "synth", "features", "batches", "layers", "models", "metrics", "predict",
-          "progress", "runs", "training", "evaluation", "serving", "laplace", "vision", "grid")
+          "progress", "runs", "training", "evaluation", "serving", "laplace", "vision", "grid", "baselines")
 
 
 def module_name(path: Path, pkg_dir: Path) -> str:

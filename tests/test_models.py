@@ -263,6 +263,7 @@ def _both_paths(model, batch, samples, seed=5):
 @pytest.mark.parametrize("kind, kw", [
     ("rank1", {}), ("rank1", {"lstm_layers": 2}), ("rank1", {"perturbation": "additive"}),
     ("rank1", {"prior": "cauchy"}), ("rank1", {"bag_mode": "sum", "time_feature": False}),
+    ("rank1", {"bag_size_feature": True}), ("rank1", {"bag_size_feature": True, "time_feature": False}),
     ("batchensemble", {}), ("batchensemble", {"lstm_layers": 2}),
 ])
 @pytest.mark.parametrize("chunk_rows", [1, 1024])
@@ -416,7 +417,8 @@ def test_rank1_config_errors_name_the_setting():
 
 def test_rank1_settings_survive_checkpoint_reload(tmp_path):
     from pipeline.configs import config_dict
-    from pipeline.runs.checkpoint import CHECKPOINT_FORMAT, load_model
+    from pipeline.runs.checkpoint import CHECKPOINT_FORMAT
+    from pipeline.runs.formats import load_model
 
     cfg = tiny_cfg(prior_mean=0.0, prior_stddev=1.0, factor_init="random_sign", init_stddev=0.03)
     model = build_model("rank1", cfg)
@@ -508,3 +510,15 @@ def test_prior_signs_needs_a_nonzero_prior_mean():
 
     with pytest.raises(ValueError, match="prior_signs"):
         Rank1Config(prior_signs=True, prior_mean=0.0)
+
+
+def test_bag_channels_hold_the_hour_and_the_bag_size():
+    model = build_model("deterministic", tiny_cfg(bag_size_feature=True))
+    assert model.lstm.input_size == 8 + 2
+    batch = make_batch()
+    tokens, mask, hours = batch["tokens"], batch["mask"], batch["hours"]
+    extra = model._bag_channels(tokens, mask, hours)  # (B, T, 2)
+    size = (tokens != 0).sum(-1).float()
+    torch.testing.assert_close(extra[..., 1], torch.log1p(size) * mask)
+    torch.testing.assert_close(extra[..., 0], torch.sign(hours) * torch.log1p(hours.abs()) * mask)
+    assert build_model("deterministic", tiny_cfg(time_feature=False))._bag_channels(tokens, mask, hours) is None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from torch import nn
 
 from pipeline import features, metrics, models, predict, training
 from pipeline.models import build_model
-from pipeline.runs import checkpoint
+from pipeline.runs import checkpoint, formats
 from pipeline.training import loop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,7 +99,7 @@ def test_training_reduces_validation_nll(feats, tmp_path, kind):
     res = training.train(feats, kind, cfg, out_dir=tmp_path, tracking=False)
     assert res.steps == 40 and res.best_step in (20, 40)
     assert res.best_val_nll < before - 0.05, (before, res.best_val_nll)
-    model, info = checkpoint.load_model(res.best_checkpoint)
+    model, info = formats.load_model(res.best_checkpoint)
     assert info["refer_threshold"] == res.refer_threshold and info["step"] == res.best_step
     # the threshold refers the top refer_fraction of validation by MI, at score_samples with the eval seed
     val = features.load_split(feats / "val.parquet")

@@ -103,15 +103,15 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None, run
 # run params that do not define a variant: seeds make the spread, the rest are logistics
 _NOT_SETTINGS = {"train.seed", "train.progress", "train.threads", "train.log_every", "train.eval_every",
                  "train.eval_batch_size", "model.token_vocab", "n_train", "n_val", "world_size",
-                 "laplace.batch_size", "laplace.max_bags", "laplace.max_tokens"}
+                 "laplace.batch_size", "laplace.max_bags", "laplace.max_tokens", "baseline.seed", "baseline.threads"}
+SETTING_PREFIXES = ("model.", "train.", "laplace.", "baseline.")  # run params that set a variant (baseline.: the classical ones)
 
 
 def settings_of(params: dict, reports: dict[str, dict]) -> dict[str, str]:
     """What defines a run's variant beyond its model label: the model and training params (seed and
     logistics excluded), the features it was trained on, and the samples of each evaluation."""
     out = {k: str(v) for k, v in params.items()
-           if (k.startswith(("model.", "train.", "laplace.")) or k in ("features", "distinct_per_step"))
-           and k not in _NOT_SETTINGS}
+           if (k.startswith(SETTING_PREFIXES) or k in ("features", "distinct_per_step")) and k not in _NOT_SETTINGS}
     out.update({f"eval.{split}.samples": str(rep.get("samples")) for split, rep in reports.items()})
     return out
 
@@ -125,7 +125,8 @@ def _row(run, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
     row = {"run_id": run.info.run_id, "model": label,
            "split_mode": first.get("split_mode") or run.data.tags.get("split_mode", "unknown"),
            "features": str(params.get("features") or first.get("features") or "unknown"),
-           "seed": int(params.get("train.seed", -1)), "start_time": int(run.info.start_time or 0),
+           "seed": int(params.get("train.seed", params.get("baseline.seed", -1))),
+           "start_time": int(run.info.start_time or 0),
            "settings": settings_of(params, reports)}
     for split, rep in reports.items():
         ref = rep.get("true_risk") or {}

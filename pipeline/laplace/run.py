@@ -5,7 +5,7 @@ deterministic model, fits ``fit_laplace`` on the run's training features (the pr
 its validation split unless given), chooses the refer threshold on validation as training does
 (the mutual information of ``score_samples`` Monte Carlo draws; with the probit predictive every
 draw is the same, MI = 0, and nobody is referred), and writes the run: ``best.pt`` (the Laplace
-checkpoint, which ``runs.checkpoint.load_model`` reads like any model), ``model_info.json``,
+checkpoint, which ``runs.formats.load_model`` reads like any model), ``model_info.json``,
 the training vocabulary and manifest, the fit report, and the pyfunc, in a new MLflow run tagged
 with its parent (``mlflow.parentRunId``). Evaluate, compare, score and the pyfunc then take it
 like any run; its rows in ``compare`` read ``laplace-<selection>-<S>``.
@@ -189,7 +189,6 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
 
     parent = vr.run_id
     tc = dict(vr.train_config)
-    seed = tc.get("seed")
     tracker = make_tracker(tracking, experiment=experiment or VISION_EXPERIMENT, run_name=run_name or model.label)
     try:
         out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)

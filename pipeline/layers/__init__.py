@@ -18,7 +18,9 @@ _HOMES = {  # public name -> submodule that defines it
     **dict.fromkeys(("LSTMBatchEnsemble", "LSTMDeterministic", "LSTMRank1"), "lstm"),
     **dict.fromkeys(("LinearMeanField", "LSTMMeanField", "MeanFieldConfig"), "meanfield"),
     **dict.fromkeys(("block_rows", "component_rows", "expand_members", "tile_members", "untile"), "members"),
-    **dict.fromkeys(("BagMode", "FactorInit", "Perturbation", "PosteriorKind", "PriorKind", "Sampling"), "options"),
+    **dict.fromkeys(("BagMode", "FactorInit", "Perturbation", "PosteriorKind", "PriorKind", "Sampling", "WeightInit"),
+                    "options"),
+    **dict.fromkeys(("initialize", "keras_init"), "init"),
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy(__name__, _HOMES)

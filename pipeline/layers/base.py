@@ -38,6 +38,10 @@ class BayesianLayer(nn.Module):
         """Deterministic weight tensors that an L2 penalty applies to (none by default)."""
         return iter(())
 
+    def l2_biases(self) -> Iterator[Tensor]:
+        """Deterministic bias tensors that an L2 penalty with biases applies to (none by default)."""
+        return iter(())
+
 
 def set_sampling(module: nn.Module, mode: str | None = None, use_mean: bool | None = None) -> None:
     """Set the sampling mode and/or mean-only flag on every Bayesian layer of ``module``."""
@@ -58,27 +62,32 @@ def kl_divergence(module: nn.Module) -> Tensor:
     return torch.stack([t.reshape(()) for t in terms]).sum()
 
 
-def l2_penalty(module: nn.Module) -> Tensor:
-    """Sum of squares of every deterministic weight matrix / kernel / embedding table.
+def l2_penalty(module: nn.Module, biases: bool = False) -> Tensor:
+    """Sum of squares of every deterministic weight matrix / kernel / embedding table (and, with
+    ``biases``, every deterministic bias: Keras' bias_regularizer, as records-research sets it).
 
-    Biases, rank-1 factors and variational parameters are excluded. Plain torch layers
-    (Linear, Conv2d, Embedding, EmbeddingBag, LSTM) count their weight tensors.
+    Rank-1 factors and variational parameters are excluded, biases unless asked. Plain torch
+    layers (Linear, Conv2d, Embedding, EmbeddingBag, LSTM) count their weight (and bias) tensors.
     """
     total = _zero(module)
     for m in module.modules():
-        for w in _l2_tensors(m):
+        for w in _l2_tensors(m, biases):
             total = total + w.pow(2).sum()
     return total
 
 
-def _l2_tensors(m: nn.Module) -> Iterator[Tensor]:
+def _l2_tensors(m: nn.Module, biases: bool = False) -> Iterator[Tensor]:
     if isinstance(m, BayesianLayer):
         yield from m.l2_weights()
+        if biases:
+            yield from m.l2_biases()
     elif isinstance(m, (nn.Linear, nn.Conv2d, nn.Embedding, nn.EmbeddingBag)):
         yield m.weight
+        if biases and getattr(m, "bias", None) is not None:
+            yield m.bias
     elif isinstance(m, nn.LSTM):
         for name, p in m.named_parameters(recurse=False):
-            if name.startswith("weight_"):
+            if name.startswith("weight_") or (biases and name.startswith("bias_")):
                 yield p
 
 

@@ -32,11 +32,14 @@ class EmbeddingConfig:
     prior_stddev: float = 1.0  # stddev of the zero-mean Gaussian prior on every entry
     init_mean_stddev: float = 1.0  # stddev of the N(0, ·) initial posterior means (as nn.Embedding)
     init_stddev: float = 1e-3  # initial posterior stddev (through softplus)
+    kl_weight: float = 1.0  # multiplies this table's KL (1: the ELBO; below 1 a tempered posterior, an ablation)
 
     def __post_init__(self) -> None:
         for name in ("prior_stddev", "init_mean_stddev", "init_stddev"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"EmbeddingConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.kl_weight < 0:
+            raise ValueError(f"EmbeddingConfig.kl_weight must be >= 0, got {self.kl_weight}")
 
 
 class EmbeddingBayes(BayesianLayer):
@@ -88,8 +91,9 @@ class EmbeddingBayes(BayesianLayer):
         return torch.cat([table.new_zeros(1, self.embedding_dim), table]), index + 1
 
     def kl(self) -> Tensor:
-        """KL over every row except padding row 0."""
-        return kl_normal_normal(self.mean[1:], F.softplus(self.rho[1:]), 0.0, self.config.prior_stddev).sum()
+        """KL over every row except padding row 0 (times ``kl_weight``)."""
+        kl = kl_normal_normal(self.mean[1:], F.softplus(self.rho[1:]), 0.0, self.config.prior_stddev).sum()
+        return kl if self.config.kl_weight == 1.0 else kl * self.config.kl_weight
 
 
 class EmbeddingBagBayes(EmbeddingBayes):

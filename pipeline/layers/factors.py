@@ -34,6 +34,7 @@ class Rank1Config:
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # multiplicative | additive
     kl_samples: int = 1  # Monte Carlo draws for KL terms without a closed form
     prior_signs: bool = False  # sign-symmetric prior: ½ prior(prior_mean) + ½ prior(-prior_mean) (see kl)
+    init_scale_jitter: float = 0.0  # sd of the noise (truncated at 2 sd) added to the raw, pre-softplus initial scale
     clip: float | None = None  # sampled factor values clamped to [-clip, clip] (edward2 uses 10); None: no clamp
 
     def __post_init__(self) -> None:
@@ -55,6 +56,8 @@ class Rank1Config:
                 raise ValueError(f"Rank1Config.{name} must be > 0, got {getattr(self, name)}")
         if self.kl_samples < 1:
             raise ValueError(f"Rank1Config.kl_samples must be >= 1, got {self.kl_samples}")
+        if self.init_scale_jitter < 0:
+            raise ValueError(f"Rank1Config.init_scale_jitter must be >= 0, got {self.init_scale_jitter}")
         if self.prior_signs and self.prior_mean == 0.0:
             raise ValueError("Rank1Config.prior_signs needs a prior_mean other than 0 (multiplicative factors)")
         if self.clip is not None and not self.clip > 0:
@@ -114,6 +117,9 @@ class Rank1Vector(nn.Module):
                 self.mean.normal_(cfg.prior_mean, cfg.init_mean_stddev)
             if self.rho is not None:
                 self.rho.fill_(inverse_softplus(cfg.init_stddev))
+                if cfg.init_scale_jitter > 0:  # edward2's trainable_normal: TruncatedNormal(raw scale, 0.1)
+                    j = cfg.init_scale_jitter
+                    self.rho.add_(nn.init.trunc_normal_(torch.empty_like(self.rho), 0.0, j, -2 * j, 2 * j))
 
     @property
     def stochastic(self) -> bool:

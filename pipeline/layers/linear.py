@@ -63,6 +63,10 @@ class LinearRank1(Rank1Layer):
             y = y + component_rows(self.bias, n, samples).view(n, *mid, self.out_features)
         return y
 
+    def l2_biases(self):
+        if self.bias is not None:
+            yield self.bias
+
     def _forward_blocks(self, x: Tensor, draws: dict[str, Draw]) -> Tensor:
         """``forward_with`` for one draw per block (inference): each block's W_j built once.
 

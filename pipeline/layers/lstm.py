@@ -186,6 +186,9 @@ class LSTMRank1(BayesianLayer):
         yield from self.weight_ih
         yield from self.weight_hh
 
+    def l2_biases(self) -> Iterator[Tensor]:
+        yield from self.bias
+
 
 class LSTMBatchEnsemble(LSTMRank1):
     """BatchEnsemble LSTM: rank-1 LSTM with point-mass (delta) factors, no KL."""

@@ -50,6 +50,13 @@ class FactorInit(str, Enum):
     NORMAL = "normal"  # N(prior_mean, init_mean_stddev)
 
 
+class WeightInit(str, Enum):
+    """Initialisation of the deterministic weights (``layers.init``)."""
+
+    TORCH = "torch"  # each layer's PyTorch default
+    KERAS = "keras"  # glorot / orthogonal LSTM, forget bias 1, he-normal rank-1 dense, zero biases (records-research)
+
+
 class BagMode(str, Enum):
     """Reduction of a bag's token embeddings (padding excluded)."""
 

@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from pipeline.errors import ConfigError
-from pipeline.layers.options import BagMode, FactorInit, Perturbation, PriorKind, Sampling
+from pipeline.layers.options import BagMode, FactorInit, Perturbation, PriorKind, Sampling, WeightInit
 
 
 class ModelKind(str, Enum):
@@ -35,6 +35,7 @@ class MortalityConfig:
     embedding_dim: int = 32  # token and context embedding size
     bag_mode: BagMode = BagMode.MEAN  # reduction of a bag's token embeddings: mean | sum
     time_feature: bool = True  # append sign(h)·log1p(|h|) of the bag start hour to each bag
+    bag_size_feature: bool = False  # append log1p(tokens in the bag) to each bag (a mean hides how much was charted)
     lstm_hidden: int = 64  # LSTM units (small for 2-core CPU training; paper scale: 256)
     lstm_layers: int = 1  # stacked LSTM layers
     dense_units: int = 128  # hidden dense layer width (relu6)
@@ -44,20 +45,27 @@ class MortalityConfig:
     prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at prior_mean
     prior_signs: bool = False  # rank-1 prior symmetric in sign: ½ prior(+prior_mean) + ½ prior(-prior_mean)
     init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter (embeddings included)
+    init_stddev_jitter: float = 0.0  # rank-1 factors: sd of noise on the raw (pre-softplus) initial stddev (edward2: 0.1)
     factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (None: normal, BatchEnsemble random_sign)
     random_sign_prob: float = 0.5  # P(+1) for random-sign factor init
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training) | per_member (evaluation)
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # rank-1 factors: multiplicative | additive
     embedding_prior_stddev: float = 1.0  # N(0, ·) prior on variational embedding entries
+    embedding_kl_weight: float = 1.0  # weight of the variational embeddings' KL (1: the ELBO; an ablation knob)
     weight_prior_stddev: float = 1.0  # N(0, ·) prior on mean-field weights (bayes-full)
     kl_samples: int = 1  # MC draws for KL terms without closed form
     dropout: float = 0.0  # dropout on the dense layer's output (training only)
+    weight_init: WeightInit = WeightInit.TORCH  # deterministic weights: torch (PyTorch defaults) | keras (records-research)
+    factor_clip: float | None = None  # clip sampled rank-1 factors of the dense layers to [-c, c] (edward2: 10)
 
     def __post_init__(self) -> None:
         self.bag_mode = BagMode(self.bag_mode)
         self.prior = PriorKind(self.prior)
         self.sampling = Sampling(self.sampling)
         self.perturbation = Perturbation(self.perturbation)
+        self.weight_init = WeightInit(self.weight_init)
+        if self.init_stddev_jitter < 0 or (self.factor_clip is not None and not self.factor_clip > 0):
+            raise ConfigError("MortalityConfig: init_stddev_jitter must be >= 0 and factor_clip > 0 (or None)")
         if self.factor_init is not None and self.factor_init not in {f.value for f in FactorInit}:
             raise ConfigError(f"MortalityConfig.factor_init must be one of {[f.value for f in FactorInit]} or None, "
                              f"got {self.factor_init!r}")
@@ -66,6 +74,8 @@ class MortalityConfig:
             raise ConfigError(f"MortalityConfig.prior_mean must be finite or None, got {self.prior_mean}")
         if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
             raise ConfigError("MortalityConfig.factor_init random_sign is for multiplicative factors")
+        if self.embedding_kl_weight < 0:
+            raise ConfigError(f"MortalityConfig.embedding_kl_weight must be >= 0, got {self.embedding_kl_weight}")
         for name in ("prior_stddev", "init_stddev"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"MortalityConfig.{name} must be > 0, got {getattr(self, name)}")
@@ -76,14 +86,17 @@ class MortalityConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"MortalityConfig.dropout must be in [0, 1), got {self.dropout}")
 
-    def rank1(self):
-        """Factor configuration (``layers.Rank1Config``) shared by the rank-1 / BatchEnsemble layers."""
+    def rank1(self, dense: bool = False):
+        """Factor configuration (``layers.Rank1Config``) of the rank-1 / BatchEnsemble layers: the LSTM's
+        (``dense=False``: never clipped) or the dense layers' (``Rank1Config.clip`` = ``factor_clip``, as
+        edward2's DenseRank1 clips its sampled factors and its LSTM cell does not)."""
         from pipeline.layers import Rank1Config
 
         return Rank1Config(prior=self.prior, prior_mean=self.prior_mean, prior_scale=self.prior_stddev,
                            init=self.factor_init, random_sign_prob=self.random_sign_prob,
                            init_stddev=self.init_stddev, perturbation=self.perturbation, kl_samples=self.kl_samples,
-                           prior_signs=self.prior_signs)
+                           prior_signs=self.prior_signs, init_scale_jitter=self.init_stddev_jitter,
+                           clip=self.factor_clip if dense else None)
 
 
 def model_config(overrides: dict[str, Any], vocab_sizes: dict[str, int]) -> MortalityConfig:

@@ -40,6 +40,7 @@ from pipeline.layers import (
     LSTMRank1,
     MeanFieldConfig,
     expand_members,
+    initialize,
     kl_divergence,
     l2_penalty,
     set_sampling,
@@ -65,10 +66,11 @@ class MortalityNet(nn.Module):
         self.components = cfg.components if mixture else 1
         self.stochastic = self.kind in (ModelKind.BAYES_EMB, ModelKind.BAYES_FULL, ModelKind.RANK1)
         self.bayes_embeddings = self.stochastic
-        dim, lstm_in = cfg.embedding_dim, cfg.embedding_dim + int(cfg.time_feature)
+        dim, lstm_in = cfg.embedding_dim, cfg.embedding_dim + int(cfg.time_feature) + int(cfg.bag_size_feature)
         dense_in = cfg.lstm_hidden + cfg.embedding_dim
         if self.bayes_embeddings:
-            ecfg = EmbeddingConfig(prior_stddev=cfg.embedding_prior_stddev, init_stddev=cfg.init_stddev)
+            ecfg = EmbeddingConfig(prior_stddev=cfg.embedding_prior_stddev, init_stddev=cfg.init_stddev,
+                                   kl_weight=cfg.embedding_kl_weight)
             self.bag_embedding = EmbeddingBagBayes(cfg.token_vocab, dim, cfg.bag_mode, ecfg)
             self.context_embedding = EmbeddingBagBayes(cfg.context_vocab, dim, BagMode.MEAN, ecfg)
         else:
@@ -78,10 +80,10 @@ class MortalityNet(nn.Module):
         if self.kind in (ModelKind.RANK1, ModelKind.BATCHENSEMBLE):
             lstm_cls, dense_cls = ((LSTMRank1, LinearRank1) if self.kind == ModelKind.RANK1
                                    else (LSTMBatchEnsemble, LinearBatchEnsemble))
-            rcfg = cfg.rank1()
-            self.lstm = lstm_cls(lstm_in, h, cfg.lstm_layers, components=k, config=rcfg)
-            self.dense = dense_cls(dense_in, u, components=k, config=rcfg)
-            self.output = dense_cls(u, 1, components=k, config=rcfg)
+            dcfg = cfg.rank1(dense=True)  # factor_clip applies to the dense layers only
+            self.lstm = lstm_cls(lstm_in, h, cfg.lstm_layers, components=k, config=cfg.rank1())
+            self.dense = dense_cls(dense_in, u, components=k, config=dcfg)
+            self.output = dense_cls(u, 1, components=k, config=dcfg)
         elif self.kind == ModelKind.BAYES_FULL:
             mcfg = MeanFieldConfig(prior_stddev=cfg.weight_prior_stddev, init_stddev=cfg.init_stddev)
             self.lstm = LSTMMeanField(lstm_in, h, cfg.lstm_layers, config=mcfg)
@@ -92,6 +94,7 @@ class MortalityNet(nn.Module):
             self.dense = LinearDeterministic(dense_in, u)
             self.output = LinearDeterministic(u, 1)
         self.dropout = nn.Dropout(cfg.dropout)
+        initialize(self, cfg.weight_init)  # torch: as built; keras: records-research's (layers.init)
         set_sampling(self, cfg.sampling)
 
     def forward(self, batch: dict[str, Tensor], samples: int = 1, *, sampling: Sampling | None = None,
@@ -105,10 +108,10 @@ class MortalityNet(nn.Module):
         s_run = samples if self.stochastic else 1  # deterministic weights: compute once
         s_emb = s_run if self.bayes_embeddings else 1
         lengths = mask.sum(1)  # (B,)
-        hour = torch.sign(hours) * torch.log1p(hours.abs()) * mask if self.cfg.time_feature else None  # (B, T)
+        extra = self._bag_channels(tokens, mask, hours)  # (B, T, E) or None
         draw = {"sampling": sampling, "generator": generator}  # this call's mode and random stream
         encode = self._encode_blocks if self.block_inference(sampling) else self._encode
-        h, ctx = encode(tokens, lengths, hour, context, s_run, s_emb, draw)  # (S·K·B, H), (S_e·B, D)
+        h, ctx = encode(tokens, lengths, extra, context, s_run, s_emb, draw)  # (S·K·B, H), (S_e·B, D)
         z = torch.cat([h, expand_members(ctx, s_run, k, b)], 1)  # (S·K·B, H + D)
         z = self.dropout(F.relu6(self.dense(z, samples=s_run, **draw)))  # (S·K·B, U)
         logits = self.output(z, samples=s_run, **draw).view(s_run * k, b)  # (S·K·B, 1) -> (S·K, B)
@@ -121,19 +124,31 @@ class MortalityNet(nn.Module):
         per_member = all(m.mode_for(sampling) == Sampling.PER_MEMBER for m in layers if isinstance(m, BayesianLayer))
         return self.fast_inference and not torch.is_grad_enabled() and isinstance(self.lstm, LSTMRank1) and per_member
 
-    def _encode(self, tokens: Tensor, lengths: Tensor, hour: Tensor | None, context: Tensor, s_run: int,
+    def _bag_channels(self, tokens: Tensor, mask: Tensor, hours: Tensor) -> Tensor | None:
+        """Scalar channels appended to each bag's embedding (B, T, E): sign(h)·log1p(|h|) of its start
+        hour (``time_feature``) and log1p of its token count (``bag_size_feature``); 0 on padding."""
+        channels = []
+        if self.cfg.time_feature:
+            channels.append(torch.sign(hours) * torch.log1p(hours.abs()))
+        if self.cfg.bag_size_feature:
+            channels.append(torch.log1p((tokens != 0).sum(-1).to(hours.dtype)))
+        if not channels:
+            return None
+        return torch.stack(channels, 2) * mask.unsqueeze(2).to(hours.dtype)  # E x (B, T) -> (B, T, E)
+
+    def _encode(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, context: Tensor, s_run: int,
                 s_emb: int, draw: dict) -> tuple[Tensor, Tensor]:
         """LSTM final state (S·K·B, H) and context embedding (S_e·B, D) over tiled rows."""
         b, k = tokens.shape[0], self.components
         bags = self.bag_embedding(tile_members(tokens, s_emb), samples=s_emb, **draw)  # (S_e·B, T, D)
         ctx = self.context_embedding(tile_members(context, s_emb), samples=s_emb, **draw)  # (S_e·B, D)
-        if hour is not None:
-            bags = torch.cat([bags, tile_members(hour, s_emb).unsqueeze(2).to(bags.dtype)], 2)  # (S_e·B, T, D+1)
+        if extra is not None:
+            bags = torch.cat([bags, tile_members(extra, s_emb).to(bags.dtype)], 2)  # (S_e·B, T, D+E)
         x = expand_members(bags, s_run, k, b)  # (S·K·B, T, D')
         _, (h_n, _) = self.lstm(x, tile_members(lengths, s_run * k), samples=s_run, **draw)  # h_n (L, S·K·B, H)
         return h_n[-1], ctx
 
-    def _encode_blocks(self, tokens: Tensor, lengths: Tensor, hour: Tensor | None, context: Tensor, s_run: int,
+    def _encode_blocks(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, context: Tensor, s_run: int,
                        s_emb: int, draw: dict) -> tuple[Tensor, Tensor]:
         """``_encode`` for per-member draws: each sample's bags once, per-block LSTM kernels.
 
@@ -144,10 +159,10 @@ class MortalityNet(nn.Module):
         order = torch.sort(lengths, descending=True, stable=True).indices  # (B,)
         bags = self.bag_embedding.sample_bags(tokens.index_select(0, order), s_emb, **draw)  # (B, T, S_e, D), sorted
         ctx = self.context_embedding.sample_bags(context, s_emb, **draw)  # (B, S_e, D)
-        if hour is not None:
-            # (B, T) -> (B, T, 1, 1) -> (B, T, S_e, 1)
-            hour = hour.index_select(0, order).to(bags.dtype)[:, :, None, None].expand(*bags.shape[:3], 1)
-            bags = torch.cat([bags, hour], 3)  # (B, T, S_e, D+1)
+        if extra is not None:
+            # (B, T, E) -> (B, T, 1, E) -> (B, T, S_e, E)
+            e = extra.index_select(0, order).to(bags.dtype)[:, :, None, :].expand(*bags.shape[:3], extra.shape[2])
+            bags = torch.cat([bags, e], 3)  # (B, T, S_e, D+E)
         h = final_hidden(self.lstm, bags, lengths.index_select(0, order), s_run,
                          generator=draw["generator"])  # (S·K·B, H), sorted rows
         inverse = torch.empty_like(order)
@@ -158,8 +173,8 @@ class MortalityNet(nn.Module):
     def kl(self) -> Tensor:
         return kl_divergence(self)
 
-    def l2_penalty(self) -> Tensor:
-        return l2_penalty(self)
+    def l2_penalty(self, biases: bool = False) -> Tensor:
+        return l2_penalty(self, biases)
 
 
 class DeepEnsemble(nn.Module):
@@ -189,9 +204,9 @@ class DeepEnsemble(nn.Module):
     def kl(self) -> Tensor:
         return kl_divergence(self)
 
-    def l2_penalty(self) -> Tensor:
+    def l2_penalty(self, biases: bool = False) -> Tensor:
         """Mean over members of their L2 penalties (the NLL is their mean too: see the class doc)."""
-        return l2_penalty(self) / self.components
+        return l2_penalty(self, biases) / self.components
 
 
 def build_model(kind: str, cfg: MortalityConfig) -> nn.Module:

@@ -1,6 +1,9 @@
 """A trained run, owned in one place: its checkpoint, its MLflow record, its logged model.
 
-- ``checkpoint``: the checkpoint file format (write atomically, read, rebuild the model).
+- ``formats``: the one loader of a run's model (``load_model``): the model file's format (a torch
+  ``best.pt`` or a classical baseline's ``baseline.npz``), a checkpoint's kind (mortality,
+  laplace, vision) and ``RunKind``.
+- ``checkpoint``: the torch checkpoint file (write atomically, read).
 - ``store``: the tracking store (the one MLflow client factory), artifact names, model URIs
   (a run id, ``runs:/<id>/model``, ``models:/name/version``, a local model directory) and the
   features a run was trained on.

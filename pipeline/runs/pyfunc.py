@@ -154,10 +154,11 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
 
     def load_context(self, context) -> None:
         from pipeline import fileio
-        from pipeline.runs.checkpoint import load_model
+        from pipeline.runs.formats import load_model
 
-        self.model, self.info = load_model(context.artifacts["checkpoint"])
-        self.model.eval().requires_grad_(False)  # inference only; no global autograd switch (the host may train)
+        self.model, self.info = load_model(context.artifacts["checkpoint"])  # best.pt or baseline.npz (formats)
+        if hasattr(self.model, "requires_grad_"):  # a torch model: inference only; no global autograd switch
+            self.model.eval().requires_grad_(False)  # (the host process may train)
         self.vocab_sizes = fileio.read_json(context.artifacts["model_info"])["vocab_sizes"]
         extraction = fileio.read_json(context.artifacts["extraction"]) if "extraction" in context.artifacts else {}
         self.window_hours = (extraction.get("config") or {}).get("prediction_hours")  # None: not logged

@@ -17,12 +17,11 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from pipeline import fileio
 from pipeline.errors import PipelineError
-from pipeline.runs.checkpoint import BEST, load_model
+from pipeline.runs.formats import FILES, RunKind, load_model, model_file
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +30,14 @@ RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 # ---------------------------------------------------------------------------- artifact layout of a run
 MODEL_ARTIFACT = "model"  # the logged pyfunc (MLflow model) inside the run
-MODEL_FILES = f"{MODEL_ARTIFACT}/artifacts"  # the pyfunc's files: BEST, VOCAB, MODEL_INFO, EXTRACTION
+MODEL_FILES = f"{MODEL_ARTIFACT}/artifacts"  # the pyfunc's files: the model file (formats.FILES), VOCAB, MODEL_INFO, EXTRACTION
 VOCAB = "vocab.json"  # the training vocabulary (tokens, context, bins, text items)
 MANIFEST = "manifest.json"  # the training features' manifest (redacted copy)
 MODEL_INFO = "model_info.json"  # kind, configs, refer threshold, validation metrics
 TRAIN_CONFIG = "train_config.json"  # the training settings
 EXTRACTION = "extraction.json"  # the features' extraction settings (``score --source`` re-extracts with them)
 FEATURES_ARTIFACTS = "features"  # the run's copy of VOCAB and MANIFEST
-CHECKPOINT_ARTIFACTS = "checkpoint"  # the run's copy of BEST
+CHECKPOINT_ARTIFACTS = "checkpoint"  # the run's copy of its model file (best.pt or baseline.npz)
 METRICS = "metrics.json"  # an evaluation report
 
 
@@ -58,16 +57,9 @@ class RunError(PipelineError, ValueError):
 
 
 # ---------------------------------------------------------------------------- kinds of run
-# The one place that says which kind of model a run holds (to fold into a model-format dispatcher):
-# mortality runs (features of admissions in, risk out) record no tag; image models record
-# RUN_KIND_TAG = "vision" (their Laplace runs too). Each kind's loaders refuse the other's runs.
-
-
-class RunKind(str, Enum):
-    """What a run's model takes and predicts."""
-
-    MORTALITY = "mortality"  # a mortality model: admissions' features in, risk of death out
-    VISION = "vision"  # an image classifier (pipeline.models.vision; a Laplace run of one too)
+# Which kind of model a run holds (formats.RunKind; formats loads each): mortality runs (features of
+# admissions in, risk out) record no tag; image models record RUN_KIND_TAG = "vision" (their Laplace
+# runs too). Each kind's loaders refuse the other's runs here, before downloading a model.
 
 
 RUN_KIND_TAG = "run_kind"  # RunKind of the run (absent: mortality, every run before image models)
@@ -178,8 +170,8 @@ def runs_tagged(tag: str, values: list[str]) -> list[str]:
 class RunModel:
     """A trained model with what its run recorded."""
 
-    model: object  # torch module in eval mode
-    info: dict  # checkpoint.load_model info: model_kind, refer_threshold, score_samples, max_bags, max_tokens...
+    model: object  # torch module in eval mode, or a baselines.BaselineModel (formats.ModelFormat)
+    info: dict  # formats.load_model info: model_kind, model_format, refer_threshold, score_samples, max_bags...
     vocab: dict  # the training vocab.json (tokens, context, bins, text_items)
     run_id: str | None  # MLflow run id (None for a local model directory)
     manifest: dict | None = None  # the training features' manifest.json (redacted copy), when logged
@@ -199,7 +191,7 @@ def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
     if RUN_ID.match(text):
         return text, None
     path = Path(text)
-    if (path / "artifacts" / BEST).exists():
+    if model_file(path / "artifacts") is not None:
         return None, path
     if re.match(r"^[a-z][a-z0-9+.-]*:/", text) and not text.startswith("runs:/"):  # models:/, s3://, file:/...
         return None, None
@@ -220,10 +212,10 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
                 workdir or tempfile.mkdtemp(prefix="model-")), tracking_uri=tracking_uri()))
         except Exception as exc:
             raise RunError(f"cannot download the model {uri}: {exc}") from None
-        if not (local / "artifacts" / BEST).exists():
-            raise RunError(f"{uri} is not a model logged by training (no artifacts/{BEST})")
+        if model_file(local / "artifacts") is None:
+            raise RunError(f"{uri} is not a model logged by training (no artifacts/{' or '.join(FILES.values())})")
     if local is not None:
-        model, info = load_model(local / "artifacts" / BEST)
+        model, info = load_model(model_file(local / "artifacts"))
         extraction = local / "artifacts" / EXTRACTION  # settings for a census extraction (pyfunc.log_model)
         manifest = fileio.read_json(extraction) if extraction.exists() else None
         return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest,
@@ -240,7 +232,10 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
                                                              dst_path=str(dst), tracking_uri=tracking_uri()))
     except Exception as exc:
         raise RunError(f"run {run_id} has no logged model ({MODEL_FILES}): {exc}") from None
-    model, info = load_model(model_dir / BEST)
+    path = model_file(model_dir)
+    if path is None:
+        raise RunError(f"run {run_id} has no model file in {MODEL_FILES} ({' or '.join(FILES.values())})")
+    model, info = load_model(path)
     manifest = None
     try:
         path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=f"{FEATURES_ARTIFACTS}/{MANIFEST}",

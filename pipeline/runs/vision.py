@@ -16,7 +16,8 @@ from pathlib import Path
 
 from pipeline import fileio
 from pipeline.runs import store
-from pipeline.runs.checkpoint import BEST, CheckpointError, load_model
+from pipeline.runs.checkpoint import BEST, CheckpointError
+from pipeline.runs.formats import load_model
 
 MODEL_FILE = "model.pt"  # an image model's checkpoint (a Laplace run of one: BEST)
 VISION_EXPERIMENT = "vision"  # MLflow experiment of vision runs (and their Laplace runs) when none is given
@@ -29,7 +30,7 @@ class VisionRun:
     """An image model (evaluation mode, on the CPU) with what its run recorded."""
 
     model: object  # VisionNet / VisionDeepEnsemble / LinearizedLaplaceModel of one
-    info: dict  # runs.checkpoint.load_model's info: run_kind, model_kind, model_config, train_config, score_samples
+    info: dict  # runs.formats.load_model's info: run_kind, model_kind, model_config, train_config, score_samples
     run_id: str | None  # the MLflow run (None for a checkpoint file)
     tags: dict = field(default_factory=dict)  # the run's MLflow tags
     params: dict = field(default_factory=dict)  # the run's MLflow params

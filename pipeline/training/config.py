@@ -19,16 +19,40 @@ class NllMode(str, Enum):
     MIXTURE = "mixture"  # -log mean_d p_d(y): tighter bound, couples the components
 
 
+class CheckpointMetric(str, Enum):
+    """What the best checkpoint minimises on validation."""
+
+    NLL = "nll"  # the mixture NLL over the eval_samples x K draws
+    LOSS = "loss"  # NLL + (KL + the L2 inside it) / N_val, unannealed (records-research's default metric)
+
+
 class Preset(str, Enum):
-    """Named size presets (explicit settings override them)."""
+    """Named presets (explicit settings override them)."""
 
     DEFAULT = "default"  # small: trains in minutes on 2 CPU cores
     PAPER = "paper"  # paper scale: LSTM 256, more steps
+    RECORDS_RESEARCH = "records-research"  # the authors' MIMIC-III flag defaults (docs/experiments/2026-12-01-*)
+
+
+# sqrt(p / (1 - p)) for p = 1e-3: edward2's rank-1 "dropout rate" turned into the posterior stddev it starts at
+RECORDS_RESEARCH_INIT_STDDEV = (1e-3 / (1 - 1e-3)) ** 0.5
 
 PRESETS: dict[Preset, dict[str, Any]] = {
     Preset.DEFAULT: {},
     Preset.PAPER: {"max_steps": 20_000, "eval_every": 1_000, "anneal_steps": 5_000,
                    "model": {"lstm_hidden": 256, "embedding_dim": 32}},
+    # Google-Health/records-research model-uncertainty/ (bayesian_rnn_flags.py defaults, bayesian_rnn_model.py,
+    # bayesian_rnn_eager_main.py) with edward2's LSTMCellRank1 / DenseRank1 / rank1 utils; the value of each
+    # and where it is read: docs/experiments/2026-12-01-records-research-preset.md
+    Preset.RECORDS_RESEARCH: {
+        "max_steps": 10_000, "anneal_steps": 5_000, "lr": 3.0352e-4, "clip": 7.29199, "batch_size": 64,
+        "l2": 1e-4, "l2_in_kl": True, "l2_biases": True, "checkpoint_metric": "loss", "eval_samples": 1,
+        "nll": "average", "train_samples": 1,
+        "model": {"lstm_hidden": 256, "lstm_layers": 1, "dense_units": 128, "components": 4, "prior": "gaussian",
+                  "prior_mean": 1.0, "prior_stddev": 1.0, "factor_init": "random_sign", "random_sign_prob": 0.5,
+                  "init_stddev": RECORDS_RESEARCH_INIT_STDDEV, "init_stddev_jitter": 0.1, "weight_init": "keras",
+                  "factor_clip": 10.0},
+    },
 }
 
 
@@ -44,6 +68,9 @@ class TrainConfig:
     nll: NllMode = NllMode.AVERAGE  # likelihood term: average | mixture
     anneal_steps: int = 1_000  # KL weight min(1, step / anneal_steps); 0 = full weight at once
     l2: float = 1e-4  # factor of model.l2_penalty() (sum of squared deterministic weights)
+    l2_in_kl: bool = False  # put l2·penalty inside the KL term (divided by N_train, annealed) instead of every step's loss
+    l2_biases: bool = False  # the L2 penalty covers deterministic biases too (Keras bias_regularizer)
+    checkpoint_metric: CheckpointMetric = CheckpointMetric.NLL  # best checkpoint by validation nll | loss
     train_samples: int = 1  # Monte Carlo samples per component in a training step
     eval_every: int = 250  # validate (and checkpoint) every this many steps, and at the end
     eval_samples: int = 2  # samples per component in periodic validation (cheap)
@@ -52,6 +79,8 @@ class TrainConfig:
     refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the MI threshold)
     max_bags: int | None = None  # keep only the most recent bags of an admission (None: all)
     max_tokens: int | None = None  # keep at most this many tokens per bag (None: all)
+    source_oov_rate: float = 0.0  # training only: P(all of an admission's tokens of a source -> that source's OOV token)
+    token_oov_rate: float = 0.0  # training only: P(a token -> its source's OOV token) (training.augment)
     log_every: int = 10  # log loss, NLL and KL to MLflow every this many steps
     progress: bool = True  # progress (rank 0): a bar on a terminal, else a plain line every 5% of the steps
     threads: int | None = None  # torch intra-op threads (None: torch's default; 1 is fastest on busy small CPUs)
@@ -61,6 +90,10 @@ class TrainConfig:
         if self.nll not in {m.value for m in NllMode}:
             raise ConfigError(f"TrainConfig.nll must be one of {[m.value for m in NllMode]}, got {self.nll!r}")
         self.nll = NllMode(self.nll)
+        if self.checkpoint_metric not in {m.value for m in CheckpointMetric}:
+            raise ConfigError(f"TrainConfig.checkpoint_metric must be one of {[m.value for m in CheckpointMetric]}, "
+                              f"got {self.checkpoint_metric!r}")
+        self.checkpoint_metric = CheckpointMetric(self.checkpoint_metric)
         for name in ("max_steps", "batch_size", "train_samples", "eval_every", "eval_samples", "score_samples",
                      "eval_batch_size", "log_every"):
             if getattr(self, name) < 1:
@@ -69,6 +102,9 @@ class TrainConfig:
             raise ConfigError("TrainConfig: lr must be > 0 and clip, l2, anneal_steps >= 0")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"TrainConfig.threads must be >= 1, got {self.threads}")
+        for name in ("source_oov_rate", "token_oov_rate"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"TrainConfig.{name} must lie in [0, 1), got {getattr(self, name)}")
         if not 0.0 <= self.refer_fraction < 1.0:
             raise ConfigError(f"TrainConfig.refer_fraction must lie in [0, 1), got {self.refer_fraction}")
 

@@ -7,7 +7,8 @@ Recipe (Dusenberry et al. 2020, MIMIC-III): loss = NLL + min(1, step / anneal_st
 paper keeps the tiled batch constant. NLL ``average`` = mean over the K member blocks of the
 per-member BCE; ``mixture`` = -log mean_k p_k(y). Validation every ``eval_every`` steps scores
 the mixture NLL over S·K draws (``eval_samples``, per-member sampling, a fixed evaluation seed
-so draws are common across evaluations); the best one is kept in ``best.pt``.
+so draws are common across evaluations); the best one is kept in ``best.pt`` (best by that NLL, or with
+``checkpoint_metric = loss`` by NLL + (KL + the L2 inside it) / N_val, records-research's metric).
 
 Determinism and resume: the batch of step s is a pure function of (seed, s) (``TrainSampler``),
 evaluation runs under ``torch.random.fork_rng`` so it never moves the training stream, and
@@ -42,9 +43,12 @@ from pipeline.models.config import MortalityConfig
 from pipeline.runs import record, store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
 from pipeline.runs.tracking import make_tracker
-from pipeline.training.config import TrainConfig
+from pipeline.training.augment import OovAugment
+from pipeline.training.config import CheckpointMetric, TrainConfig
+from pipeline.training.inputs import TrainError, check_fresh as _check_fresh
+from pipeline.training.inputs import load_inputs as _load_inputs
 from pipeline.training.distributed import Dist, all_mean, broadcast, from_rank0, init_distributed, wrap
-from pipeline.training.objective import Objective, kl_weight
+from pipeline.training.objective import Objective, kl_weight, regularizer
 from pipeline.training.rng import EVAL_STREAM, TRAIN_STREAM, rng_state, set_rng_state, stream_seed
 
 log = logging.getLogger(__name__)
@@ -55,7 +59,7 @@ class TrainResult:
     """What a training run produced."""
 
     run_id: str | None  # MLflow run id (None without tracking, and on ranks > 0)
-    best_val_nll: float  # best periodic validation NLL (eval_samples draws per component)
+    best_val_nll: float  # periodic validation NLL of the best checkpoint (eval_samples draws per component)
     best_step: int  # step of the best checkpoint
     final_val_nll: float  # validation NLL of the last step
     steps: int  # steps completed
@@ -64,10 +68,6 @@ class TrainResult:
     last_checkpoint: Path  # last.pt
     best_checkpoint: Path  # best.pt (with the refer threshold)
     best_metrics: dict = field(default_factory=dict)  # validation metrics of best.pt at score_samples
-
-
-class TrainError(PipelineError, ValueError):
-    """Training inputs or settings that cannot work (missing features, a checkpoint to resume that does not fit)."""
 
 
 class TrainingDiverged(PipelineError, RuntimeError):
@@ -119,7 +119,8 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                          f"does not split over {d.world} processes")
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sampler = batches.TrainSampler(len(train_fs), distinct, cfg.seed)
-    state = {"step": 0, "best_val_nll": math.inf, "best_step": 0, "run_id": None, "val_nll": math.nan}
+    state = {"step": 0, "best_val_nll": math.inf, "best_score": math.inf, "best_step": 0, "run_id": None,
+             "val_nll": math.nan}
     if resume:
         state = _resume(Path(out_dir) / LAST, model, optimizer, model_kind, mcfg, cfg, d)
     else:
@@ -145,8 +146,10 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
             record.tag_features(tracker, fdir)  # evaluate finds the features, compare groups by split mode
         else:
             tracker.set_tag("resumed_from_step", str(state["step"]))
-        ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples), d)
-        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out)
+        ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases), d)
+        augment = OovAugment(fileio.read_json(fdir / store.VOCAB)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,
+                             cfg.seed)
+        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out, augment)
         if d.world > 1:
             import torch.distributed as dist
 
@@ -164,24 +167,6 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     return result
 
 
-def _load_inputs(fdir: Path) -> tuple[dict, features.FeatureSet, features.FeatureSet]:
-    """Vocabulary sizes and the train / val splits (ids checked against the vocabulary)."""
-    vocab_file = fdir / store.VOCAB
-    if not vocab_file.exists():
-        raise TrainError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
-    vocab = fileio.read_json(vocab_file)
-    sizes = {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}
-    splits = [features.load_split(fdir / f"{name}.parquet") for name in ("train", "val")]
-    for fs in splits:
-        fs.check_vocab(sizes["tokens"], sizes["context"])
-    return sizes, splits[0], splits[1]
-
-
-def _check_fresh(out_dir) -> None:
-    if out_dir is not None and (Path(out_dir) / LAST).exists():
-        raise TrainError(f"{Path(out_dir) / LAST} exists; resume from it or choose another output directory")
-
-
 def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: Dist) -> dict:
     ckpt = read_checkpoint(path)
     saved_model = config_dict(MortalityConfig(**ckpt["model_config"]))  # settings added since then: defaults
@@ -189,7 +174,8 @@ def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: 
         raise TrainError(f"{path}: checkpoint is a {ckpt['model_kind']} model with other settings; "
                          "resume with the same model settings")
     free = ("max_steps", "progress", "threads")  # may change on resume
-    saved = {k: v for k, v in ckpt["train_config"].items() if k not in free}
+    saved = {**TrainConfig().to_dict(), **ckpt["train_config"]}  # settings added since then: their defaults
+    saved = {k: v for k, v in saved.items() if k not in free}
     now = {k: v for k, v in cfg.to_dict().items() if k not in free}
     if saved != now:
         diff = sorted(k for k in now if saved.get(k) != now[k])
@@ -205,7 +191,8 @@ def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: 
         log.warning("%s was written by %d process(es), resuming with %d: weight draws are reseeded",
                     path, len(rngs), d.world)
         torch.manual_seed(stream_seed(cfg.seed + ckpt["step"], TRAIN_STREAM, d.rank))
-    return {k: ckpt[k] for k in ("step", "best_val_nll", "best_step", "run_id", "val_nll")}
+    state = {k: ckpt[k] for k in ("step", "best_val_nll", "best_step", "run_id", "val_nll")}
+    return {**state, "best_score": ckpt.get("best_score", ckpt["best_val_nll"])}  # older last.pt: scored by NLL
 
 
 def _gather_rng(d: Dist) -> list:
@@ -236,7 +223,7 @@ def train_step(objective: nn.Module, optimizer, params: list, batch: dict, kl_w:
 
 
 def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict,
-          state: dict, out: Path) -> dict:
+          state: dict, out: Path, augment: OovAugment | None = None) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
     bar = Progress("train", cfg.max_steps, state["step"], enabled=cfg.progress and d.main)
     last_good = (out / LAST, state["step"]) if state["step"] else None
@@ -244,6 +231,8 @@ def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d:
     try:
         for step in range(state["step"] + 1, cfg.max_steps + 1):
             batch = batches.collate(train_fs, sampler.indices(step - 1, d.rank, d.world), cfg.max_bags, cfg.max_tokens)
+            if augment is not None:
+                batch = augment(batch, step, d.rank)  # unseen items simulated (training.augment); off by default
             w = kl_weight(step, cfg.anneal_steps)
             stats = train_step(ddp, optimizer, params, batch, w, cfg.clip, d)
             if not torch.isfinite(stats).all():
@@ -289,15 +278,26 @@ def _checkpoint(model, optimizer, val_fs, cfg: TrainConfig, d: Dist, tracker, ba
         raise TrainingDiverged(f"non-finite validation logits at step {step}")
     if not d.main:
         return state
-    tracker.log_metrics({"val_nll": val_nll}, step)
+    score = val_score(model, cfg, val_nll, len(val_fs))
+    loss = {"val_loss": score} if cfg.checkpoint_metric is CheckpointMetric.LOSS else {}
+    tracker.log_metrics({"val_nll": val_nll, **loss}, step)
     state = {**state, "val_nll": val_nll}
-    if val_nll < state["best_val_nll"]:
-        state.update(best_val_nll=val_nll, best_step=step)
+    if score < state["best_score"]:
+        state.update(best_val_nll=val_nll, best_score=score, best_step=step)
         save_checkpoint(out / BEST, {**base, "model": model.state_dict(), "step": step, "val_nll": val_nll,
                                           "refer_threshold": None})
     save_checkpoint(out / LAST, {**base, **state, "run_id": tracker.run_id, "model": model.state_dict(),
                                       "optimizer": optimizer.state_dict(), "rng": rngs})
     return state
+
+
+def val_score(model, cfg: TrainConfig, val_nll: float, n_val: int) -> float:
+    """What the best checkpoint minimises (``cfg.checkpoint_metric``): the validation NLL, or
+    records-research's validation loss NLL + (KL + the L2 inside it) / N_val."""
+    if cfg.checkpoint_metric is CheckpointMetric.NLL:
+        return val_nll
+    with torch.no_grad():
+        return val_nll + float(regularizer(model, cfg.l2, cfg.l2_in_kl, cfg.l2_biases)) / n_val
 
 
 def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state: dict, out: Path,

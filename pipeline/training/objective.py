@@ -1,5 +1,8 @@
 """The training objective: NLL + w(step)·KL / N_train + l2·penalty, all in one forward (DDP-friendly).
 
+With ``l2_in_kl`` the penalty joins the KL instead: NLL + w(step)·(KL + l2·penalty) / N_train, as
+Keras regularizers in ``model.losses`` do in the authors' training loop (records-research).
+
 One definition for every model of the family: a mortality model's one logit per admission
 (S·K, B) is a Bernoulli likelihood, an image model's logits (S·K, B, classes) a softmax one
 (``log_likelihood``); the NLL over the S·K draws is their average or the mixture's (``nll_of``).
@@ -45,9 +48,11 @@ class Objective(nn.Module):
     so that each member gets the gradient it would get alone; the reported ``nll`` is the row mean.
     """
 
-    def __init__(self, model: nn.Module, nll: NllMode, n_train: int, l2: float, samples: int) -> None:
+    def __init__(self, model: nn.Module, nll: NllMode, n_train: int, l2: float, samples: int,
+                 l2_in_kl: bool = False, l2_biases: bool = False) -> None:
         super().__init__()
         self.model, self.nll, self.n_train, self.l2, self.samples = model, NllMode(nll), n_train, l2, samples
+        self.l2_in_kl, self.l2_biases = l2_in_kl, l2_biases
         if getattr(model, "independent_members", False) and self.nll is not NllMode.AVERAGE:
             raise ConfigError("nll='mixture' couples the members; a deep ensemble's members train independently")
 
@@ -58,9 +63,25 @@ class Objective(nn.Module):
         if getattr(self.model, "independent_members", False):
             nll_loss = nll * (logits.shape[0] // self.samples)  # Σ_k (mean NLL of member k) = K · row mean
         kl = self.model.kl()
-        penalty = self.model.l2_penalty() if self.l2 else torch.zeros((), dtype=nll.dtype)
-        loss = nll_loss + kl_weight * kl / self.n_train + self.l2 * penalty
+        penalty = penalty_of(self.model, self.l2_biases) if self.l2 else torch.zeros((), dtype=nll.dtype)
+        if self.l2_in_kl:
+            loss = nll_loss + kl_weight * (kl + self.l2 * penalty) / self.n_train
+        else:
+            loss = nll_loss + kl_weight * kl / self.n_train + self.l2 * penalty
         return {"loss": loss, "nll": nll.detach(), "kl": kl.detach(), "l2": penalty.detach()}
+
+
+def regularizer(model: nn.Module, l2: float, l2_in_kl: bool, l2_biases: bool) -> torch.Tensor:
+    """KL plus the L2 inside it (``l2_in_kl``): what records-research's validation loss adds, over N_val."""
+    reg = model.kl()
+    if l2_in_kl and l2:
+        reg = reg + l2 * penalty_of(model, l2_biases)
+    return reg
+
+
+def penalty_of(model: nn.Module, biases: bool) -> torch.Tensor:
+    """``model.l2_penalty()``, with the biases when asked (models without that option: weights only)."""
+    return model.l2_penalty(biases=True) if biases else model.l2_penalty()
 
 
 def kl_weight(step: int, anneal_steps: float) -> float:

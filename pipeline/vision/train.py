@@ -31,7 +31,8 @@ from torch.nn import functional as F
 from pipeline.errors import ConfigError
 from pipeline.metrics import multiclass as mm
 from pipeline.models.vision import VisionConfig, build_vision_model
-from pipeline.runs.checkpoint import CHECKPOINT_FORMAT, CheckpointError, load_model, save_checkpoint
+from pipeline.runs.checkpoint import CHECKPOINT_FORMAT, CheckpointError, save_checkpoint
+from pipeline.runs.formats import load_model
 from pipeline.training.objective import Objective, kl_weight
 
 from .config import DATASETS, Dataset, VisionTrainConfig
@@ -256,7 +257,7 @@ def _check_data(train: ImageSet, mcfg: VisionConfig) -> None:
 
 def save_vision_checkpoint(path: Path | str, result: VisionTrainResult) -> Path:
     """The model, its configs and validation metrics as a checkpoint of kind ``vision`` (written atomically,
-    tensors on the CPU); ``pipeline.runs.checkpoint.load_model`` reads it."""
+    tensors on the CPU); ``pipeline.runs.formats.load_model`` reads it."""
     state = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
     payload = {"format": CHECKPOINT_FORMAT, "kind": "vision", "model_config": result.model_config.to_dict(),
                "train_config": result.config.to_dict(), "model": state, "steps": result.steps,

@@ -1,0 +1,111 @@
+"""Training of the classical baselines (``train --model logreg|gbm``), logged like any run.
+
+The same inputs as the LSTMs (``train`` / ``val`` Parquet, ``vocab.json``, ``manifest.json``),
+featurized by ``baselines.Featurizer`` and fitted by ``baselines.fit`` with every choice made on
+validation; then, as ``loop._finish`` does for an LSTM, the validation metrics of the chosen
+model, the refer threshold (a point model's mutual information is 0, so it is the floor and
+nobody is referred), ``model_info.json``, ``train_config.json``, the run's copies of the
+vocabulary and manifest, the model file (``baseline.npz``, ``runs.formats``) and the MLflow
+pyfunc with the risk table. ``evaluate``, ``compare``, ``score``, serve and ``spark_udf`` then take
+the run like any other. Torch is never imported here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import fileio
+from pipeline.baselines.config import BaselineConfig, BaselineKind
+from pipeline.baselines.featurize import Featurizer
+from pipeline.baselines.fit import fit_gbm, fit_logreg
+from pipeline.baselines.model import BaselineModel
+from pipeline.runs import record, store
+from pipeline.runs.formats import BASELINE_FILE, FORMAT_TAG, ModelFormat
+from pipeline.runs.tracking import make_tracker
+from pipeline.training.inputs import check_fresh, load_inputs
+
+FITS = {BaselineKind.LOGREG: fit_logreg, BaselineKind.GBM: fit_gbm}  # kind -> fitting function
+
+
+@dataclass
+class BaselineResult:
+    """What a baseline training run produced."""
+
+    run_id: str | None  # MLflow run id (None without tracking)
+    kind: str  # logreg | gbm
+    val_nll: float  # validation NLL of the chosen model
+    chosen: dict  # the settings validation chose (C; tree size and rounds)
+    refer_threshold: float  # MI threshold stored with the model (the floor: a point model refers nobody)
+    out_dir: Path  # run directory
+    model_file: Path  # baseline.npz
+    val_metrics: dict = field(default_factory=dict)  # validation metrics of the chosen model
+    seconds: dict = field(default_factory=dict)  # wall time of featurizing and fitting
+
+
+def prediction_hours(fdir: Path) -> float | None:
+    """The features' prediction time (hours after ADMITTIME) from manifest.json, None when absent."""
+    manifest = fdir / store.MANIFEST
+    if not manifest.exists():
+        return None
+    return (fileio.read_json(manifest).get("config") or {}).get("prediction_hours")
+
+
+def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: BaselineConfig | None = None, *,
+                   out_dir: Path | str | None = None, tracking: bool = True, experiment: str | None = None,
+                   run_name: str | None = None, artifact_location: str | None = None,
+                   refer_fraction: float = 0.1) -> BaselineResult:
+    """Fit ``kind`` on ``features_dir``'s train split, choosing on its val split; log it as a run.
+
+    The run directory defaults to ``runs/train/<run id>`` (untracked: ``runs/train/<kind>-s<seed>``);
+    one that already holds a model file is an error.
+    """
+    cfg = cfg or BaselineConfig()
+    kind = BaselineKind(kind)
+    fdir = Path(features_dir)
+    check_fresh(out_dir, BASELINE_FILE)
+    t0 = time.perf_counter()
+    vocab_sizes, train_fs, val_fs = load_inputs(fdir)
+    vocab = fileio.read_json(fdir / store.VOCAB)
+    featurizer = Featurizer.from_vocab(vocab, prediction_hours(fdir), cfg.recent_hours).fit(train_fs)
+    xtr, xva = featurizer.matrix(train_fs), featurizer.matrix(val_fs)
+    t1 = time.perf_counter()
+    predictor, chosen = FITS[kind](featurizer, xtr, train_fs.label, xva, val_fs.label, cfg)
+    t2 = time.perf_counter()
+    model = BaselineModel(kind, featurizer, predictor)
+    logits = model.feature_logits(val_fs, 1)  # (1, 1, N)
+    val = record.validation_summary(logits, val_fs.label, refer_fraction)
+    threshold = val.refer_threshold
+    settings = {k: v for k, v in chosen.items() if k != "search"}
+    model.meta = {"model_config": settings, "train_config": cfg.to_dict(), "val_nll": float(val.metrics["nll"]),
+                  "refer_threshold": threshold, "rounds": settings.get("rounds")}
+    tracker = make_tracker(tracking, experiment=experiment, run_name=run_name, artifact_location=artifact_location)
+    try:
+        out = Path(out_dir) if out_dir is not None else Path("runs") / "train" / (tracker.run_id or f"{kind.value}-s{cfg.seed}")
+        check_fresh(out, BASELINE_FILE)
+        record.copy_inputs(fdir, out)
+        model.save(out / BASELINE_FILE)
+        seconds = {"featurize": t1 - t0, "fit": t2 - t1}
+        info = {"model_kind": kind.value, FORMAT_TAG: ModelFormat.BASELINE.value, "model_config": settings,
+                "train_config": cfg.to_dict(), "vocab_sizes": vocab_sizes, "search": chosen.get("search", []),
+                "seconds": seconds}
+        fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": kind.value, **cfg.to_dict()})
+        tracker.log_params({"model_kind": kind.value, "baseline": cfg.to_dict(), "chosen": settings,
+                            "n_train": len(train_fs), "n_val": len(val_fs), "features": fdir.name})
+        tracker.set_tag(FORMAT_TAG, ModelFormat.BASELINE.value)
+        record.record_run(tracker, out, fdir, info=info, validation=val, checkpoint=out / BASELINE_FILE,
+                          score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG,),
+                          metrics_extra={"featurize_seconds": seconds["featurize"], "fit_seconds": seconds["fit"]})
+    except BaseException:
+        tracker.end("FAILED")
+        raise
+    tracker.end("FINISHED")
+    return BaselineResult(tracker.run_id, kind.value, float(val.metrics["nll"]), settings, threshold, out,
+                          out / BASELINE_FILE, dict(val.metrics), seconds)
+
+
+def is_baseline(model: str) -> bool:
+    """Whether ``train --model`` names a classical baseline."""
+    return model in {k.value for k in BaselineKind}
+

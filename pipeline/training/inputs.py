@@ -1,0 +1,35 @@
+"""What every training run reads and copies, torch-free (the LSTMs' loop and the baselines share it):
+the vocabulary sizes and the train / val splits of a features directory, and the guard against
+overwriting a run directory (the run's own copies of its inputs: ``runs.record.copy_inputs``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline import features, fileio
+from pipeline.errors import PipelineError
+from pipeline.runs import store
+from pipeline.runs.checkpoint import LAST
+
+
+class TrainError(PipelineError, ValueError):
+    """Training inputs or settings that cannot work (missing features, a checkpoint to resume that does not fit)."""
+
+
+def load_inputs(fdir: Path) -> tuple[dict, features.FeatureSet, features.FeatureSet]:
+    """Vocabulary sizes and the train / val splits (ids checked against the vocabulary)."""
+    vocab_file = fdir / store.VOCAB
+    if not vocab_file.exists():
+        raise TrainError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
+    vocab = fileio.read_json(vocab_file)
+    sizes = {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}
+    splits = [features.load_split(fdir / f"{name}.parquet") for name in ("train", "val")]
+    for fs in splits:
+        fs.check_vocab(sizes["tokens"], sizes["context"])
+    return sizes, splits[0], splits[1]
+
+
+def check_fresh(out_dir, marker: str = LAST) -> None:
+    """Raise unless ``out_dir`` is None or holds no ``marker`` file (a run's last checkpoint / model file)."""
+    if out_dir is not None and (Path(out_dir) / marker).exists():
+        raise TrainError(f"{Path(out_dir) / marker} exists; resume from it or choose another output directory")
