@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from helpers.runs import trained_run
+from helpers.serving import INPUT, PARAMS, mlflow_serve, records, strict
 
 from pipeline.baselines.config import BaselineConfig, BaselineKind
 from pipeline.baselines.featurize import DENSE, Featurizer, context_ages
@@ -331,8 +332,6 @@ def test_grid_runs_baselines_once_per_split():
 @pytest.fixture(scope="module")
 def census(synth_dir) -> pd.DataFrame:
     """Two test admissions, the second with its events removed."""
-    from test_serve import INPUT
-
     frame = pq.read_table(synth_dir / "test.parquet", columns=INPUT).to_pandas().head(2)
     frame.at[1, "bags"], frame.at[1, "bag_hours"], frame.at[1, "n_events"] = [], [], 0
     return frame.reset_index(drop=True)
@@ -341,42 +340,18 @@ def census(synth_dir) -> pd.DataFrame:
 @pytest.mark.slow
 def test_mlflow_models_serve_answers_for_a_baseline(baseline_runs, census, tmp_path):
     """`mlflow models serve` of the gbm run answers what the in-process pyfunc answers."""
-    import json
-    import time
-    import urllib.error
     import urllib.request
 
     import mlflow
-    from test_serve import PARAMS, _free_port, _records, _stop, _strict
 
     uri = f"runs:/{baseline_runs['gbm'].run_id}/model"
     expected = mlflow.pyfunc.load_model(uri).predict(census, params=PARAMS)
-    port = _free_port()
-    bindir = str(Path(sys.executable).parent)
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PATH": f"{bindir}:{os.environ['PATH']}"}
-    cmd = [str(Path(bindir) / "mlflow"), "models", "serve", "-m", uri, "--env-manager", "local", "-p", str(port),
-           "-h", "127.0.0.1"]
-    with open(tmp_path / "serve.log", "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=5) as r:
-                        if r.status == 200:
-                            break
-                except (urllib.error.URLError, ConnectionError, TimeoutError):
-                    pass
-                assert time.monotonic() < deadline, "server did not answer /ping within 120 s"
-                time.sleep(0.5)
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations",
-                                         data=json.dumps(_records(census, [24.0, 5.5])).encode(),
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=120) as r:
-                answer = json.loads(r.read(), parse_constant=_strict)
-        finally:
-            _stop(proc)
+    with mlflow_serve(uri, tmp_path) as port:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations",
+                                     data=json.dumps(records(census, [24.0, 5.5])).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            answer = json.loads(r.read(), parse_constant=strict)
     out = pd.DataFrame(answer["predictions"])
     assert list(out.columns) == list(RISK_COLUMNS) and out["key"].tolist() == census["key"].tolist()
     np.testing.assert_allclose(out["risk_mean"], expected["risk_mean"], rtol=1e-6)
@@ -387,7 +362,6 @@ def test_mlflow_models_serve_answers_for_a_baseline(baseline_runs, census, tmp_p
 def test_spark_udf_scores_with_a_baseline(baseline_runs, census, tmp_path, monkeypatch):
     pytest.importorskip("pyspark", reason="pyspark is the `spark` extra: pip install -e '.[spark]'")
     from pyspark.sql import SparkSession
-    from test_serve import INPUT, PARAMS
 
     import mlflow
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import re
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +19,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.serving import COLUMNS, INPUT, PARAMS, free_port, mlflow_serve, records, stop, strict
 from helpers.system import java_missing
-from pipeline.contracts import FEATURES, PYFUNC_OPTIONAL, Use
 from pipeline.predict import RISK_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-INPUT = list(FEATURES.names(Use.REQUIRED))  # the pyfunc's required input columns
-COLUMNS = [*INPUT, *PYFUNC_OPTIONAL]  # and its optional ones
-PARAMS = {"samples": 3, "seed": 5}  # fixed draws: served and in-process predictions must agree
 pytestmark = pytest.mark.usefixtures("tracking_store")  # demo_run (conftest) is tracked there
 
 
@@ -48,61 +43,13 @@ def expected(demo_run, census):
     return mlflow.pyfunc.load_model(f"runs:/{demo_run}/model").predict(census, params=PARAMS)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _records(frame: pd.DataFrame, observed_hours: list[float]) -> dict:
-    rows = [[r.key, [int(c) for c in r.context], [float(h) for h in r.bag_hours],
-             [[int(t) for t in b] for b in r.bags], int(r.n_events), h] for r, h in zip(frame.itertuples(), observed_hours)]
-    return {"dataframe_split": {"columns": COLUMNS, "data": rows}, "params": PARAMS}
-
-
-def _strict(constant: str):
-    raise ValueError(f"the server answered with {constant}, which is not JSON")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, SIGKILL after 20 s."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=20)
-
-
 def test_mlflow_models_serve_answers_two_admissions(demo_run, census, expected, tmp_path):
-    port = _free_port()
-    bindir = str(Path(sys.executable).parent)
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PATH": f"{bindir}:{os.environ['PATH']}"}
-    cmd = [str(Path(bindir) / "mlflow"), "models", "serve", "-m", f"runs:/{demo_run}/model", "--env-manager", "local",
-           "-p", str(port), "-h", "127.0.0.1"]
-    log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            assert time.monotonic() < deadline, "server did not answer /ping within 120 s"
-            time.sleep(0.5)
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=json.dumps(_records(census, [24.0, 5.5])).encode(),
+    with mlflow_serve(f"runs:/{demo_run}/model", tmp_path) as port:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations",
+                                     data=json.dumps(records(census, [24.0, 5.5])).encode(),
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=120) as r:
-            answer = json.loads(r.read(), parse_constant=_strict)  # NaN / Infinity would break strict clients
-    finally:
-        _stop(proc)
-        log.close()
+            answer = json.loads(r.read(), parse_constant=strict)  # NaN / Infinity would break strict clients
     out = pd.DataFrame(answer["predictions"])
     assert list(out.columns) == list(RISK_COLUMNS) and len(out) == 2
     assert out["key"].tolist() == census["key"].tolist()
@@ -163,7 +110,7 @@ def rows(demo_features) -> list[list]:
 def served(demo_run, tmp_path_factory):
     """`cli.py serve` on a free port (one worker, one thread, --max-rows 40, --max-body-mb 1): (port, log file)."""
     work = tmp_path_factory.mktemp("served")
-    port, log_path = _free_port(), work / "serve.log"
+    port, log_path = free_port(), work / "serve.log"
     cmd = [sys.executable, str(ROOT / "cli.py"), "serve", "--model", f"runs:/{demo_run}/model", "--port", str(port),
            "--workers", "1", "--threads", "1", "--max-rows", str(MAX_ROWS), "--max-body-mb", "1"]
     with open(log_path, "wb") as log:
@@ -177,7 +124,7 @@ def served(demo_run, tmp_path_factory):
             time.sleep(0.5)
         yield port, log_path
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def _get(port: int, path: str) -> int | None:
@@ -278,7 +225,7 @@ def test_null_or_nan_observed_hours_means_not_recorded(served, rows):
     data = _with(rows[:1], "observed_hours", None) + _with(rows[1:2], "observed_hours", float("nan")) + \
         _with(rows[2:3], "observed_hours", 5.5)
     code, body = _post(port, _split(data))
-    out = pd.DataFrame(json.loads(body, parse_constant=_strict)["predictions"])
+    out = pd.DataFrame(json.loads(body, parse_constant=strict)["predictions"])
     assert code == 200 and out["observed_hours"].tolist() == [-1.0, -1.0, 5.5]
     assert out["before_prediction_time"].tolist() == [False, False, True]
     without = [r[:len(INPUT)] for r in rows[:3]]  # no observed_hours column at all: the same
