@@ -8,6 +8,8 @@
   (a run id, ``runs:/<id>/model``, ``models:/name/version``, a local model directory) and the
   features a run was trained on.
 - ``tracking``: a run being written (params, metrics, artifacts, the pyfunc), redacted.
+- ``record``: what every trained run records (validation summary, run files, features tags,
+  artifacts, the pyfunc), written once for training, the baselines and Laplace.
 - ``pyfunc``: the run's model as an MLflow pyfunc (features in, risk table out).
 
 Training writes runs; evaluation, scoring, comparison and the benchmarks read them through
