@@ -32,10 +32,10 @@ from pipeline.runs.store import RunModel, load_run_model, resolve_features, spli
 
 log = logging.getLogger(__name__)
 
-LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier", "accuracy", "disagreement", "disagreement_normalized",
+LOGGED = (*metrics.METRICS, "accuracy", "disagreement", "disagreement_normalized",
           "mean_predictive_entropy", "mean_mutual_information", "ece_floor", "ece_p_value", "calibration_slope",
           "calibration_intercept")  # scalars logged per split
-TRUTH_LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier")  # true-risk scalars (and model gaps) logged
+TRUTH_LOGGED = metrics.METRICS  # true-risk scalars (and model gaps) logged
 PLOTS = ("reliability.png", "pr_curve.png", "referral.png")  # artifacts written per split
 
 

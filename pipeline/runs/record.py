@@ -22,8 +22,8 @@ from pipeline.redact import redact_json
 
 from . import store
 
-VAL_METRICS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")  # model_info.json's val_metrics
-LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier", "mean_mutual_information")  # logged as best_val_<name>
+VAL_METRICS = (*metrics.METRICS, "n", "positives")  # model_info.json's val_metrics
+LOGGED = (*metrics.METRICS, "mean_mutual_information")  # logged as best_val_<name>
 
 
 @dataclass
