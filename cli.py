@@ -41,6 +41,7 @@ from pipeline.laplace.options import HessianKind, Selection, default_subnet_size
 from pipeline.models.config import MortalityConfig
 from pipeline.models.variants import VARIANTS
 from pipeline.baselines.config import BASELINES
+from pipeline.sources.tables import Release
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.models.vision.config import VisionConfig
 from pipeline.training.config import TrainConfig
@@ -118,11 +119,6 @@ def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     for handler in logging.getLogger().handlers:
         handler.setLevel(level)  # a logger lowered for a status line (progress.LogStatus) does not print more
-
-
-class LayoutChoice(str, Enum):
-    mimic_iii = "mimic-iii"
-    mimic_iv = "mimic-iv"
 
 
 class EvalSplit(str, Enum):
@@ -218,7 +214,7 @@ def synth(
     seed: int = typer.Option(0, min=0, help="Random seed."),
     density: float = typer.Option(1.0, min=0.001, max=MAX_DENSITY, help="Event density scale (1.0 = about 5,400 "
                                                                         "CHARTEVENTS rows per ICU stay)."),
-    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="mimic-iii: the MIMIC-III v1.4 layout; "
+    layout: Release = typer.Option(Release.mimic3, help="mimic-iii: the MIMIC-III v1.4 layout; "
                                                                      "mimic-iv: MIMIC-IV's hosp/ and icu/ modules "
                                                                      "(the same synthetic world)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
@@ -229,11 +225,10 @@ def synth(
     from pipeline.synth import SynthConfig, generate
 
     with Progress("synth: patients", patients, plain=False) as bar:  # a bar on a terminal only
-        s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density), layout=layout.value,
+        s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density), layout=layout,
                      progress=bar.update)
-    title = "MIMIC-IV" if layout is LayoutChoice.mimic_iv else "MIMIC-III"
     typer.echo(
-        f"synthetic {title} written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
+        f"synthetic {layout.title} written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
         f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', s.rows.get('chartevents', 0)):,} CHARTEVENTS rows"
     )
     typer.echo(f"  cohort admissions {s.cohort_admissions}, base rate {s.base_rate:.4f}, mean true risk "
@@ -644,7 +639,7 @@ def benchmark_models(
     samples: Optional[int] = typer.Option(None, min=1, help=f"Evaluation samples per component {SAMPLES_DEFAULT}."),
     jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
-    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="Layout of a generated source (mimic-iv: the "
+    layout: Release = typer.Option(Release.mimic3, help="Layout of a generated source (mimic-iv: the "
                                                                      "era split is by anchor_year_group)."),
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
@@ -675,7 +670,7 @@ def benchmark_models(
     train_set, model_set = _settings(set_ or [])
     cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or MODELS), split_modes=tuple(splits),
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment, layout=layout.value, preset=preset,
+                     patients=patients, experiment=experiment, layout=layout, preset=preset,
                      train_overrides={**train_set, **({"batch_size": batch_size} if batch_size else {})},
                      model_overrides=model_set)
     result = run_grid(synth_dir, out, cfg)

@@ -71,7 +71,7 @@ def tag_features(tracker, fdir: Path) -> None:
     score checks the release."""
     tracker.set_tag(store.FEATURES_DIR_TAG, str(Path(fdir).resolve()))
     tracker.set_tag(store.SPLIT_MODE_TAG, store.features_split_mode(fdir))
-    tracker.set_tag(store.RELEASE_TAG, store.features_release(fdir))
+    tracker.set_tag(store.RELEASE_TAG, store.features_dir_release(fdir))
 
 
 def record_run(tracker, out: Path, fdir: Path, *, info: dict, validation: Validation, checkpoint: Path,

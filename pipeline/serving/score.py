@@ -217,7 +217,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         model_release = release.release_of(run.manifest)
         if data is not None:
             files = feature_files(data)
-            crossing = release.check(model_release, release.features_release(files), cross_release, str(data))
+            crossing = release.check(model_release, release.files_release(files), cross_release, str(data))
             summary = _with_oov(score_files(run, files, out, cfg), run, files, crossing)
             links = _features_links(files) if link else None
             return _finish(run, summary, links, report)
@@ -238,7 +238,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
                              "the database's message is not shown (it can quote the file's values)") from None
         path = result.files["cohort"]
         summary = _with_oov(score_files(run, [path], out, cfg), run, [path],
-                            release.features_release([path]) != model_release)
+                            release.files_release([path]) != model_release)
         from pipeline import deid
 
         table = deid.read_link_file(result.link_file)
