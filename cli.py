@@ -1,4 +1,4 @@
-"""Command line of the MIMIC-III mortality-risk pipeline.
+"""Command line of the MIMIC-III / MIMIC-IV mortality-risk pipeline.
 
 Each command is a thin typed wrapper over a library function in `pipeline/` that returns data;
 heavy libraries (torch, mlflow, duckdb, pandas) are imported inside the commands so that
@@ -283,7 +283,7 @@ def extract(
     typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))
 
 
-@command("load-postgres", short_help="Load MIMIC-III CSV files into PostgreSQL.")
+@command("load-postgres", short_help="Load MIMIC-III or MIMIC-IV CSV files into PostgreSQL.")
 def load_postgres(
     source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz), or MIMIC-IV's "
                                            "(hosp/, icu/)."),
@@ -527,7 +527,7 @@ def score(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
     out: Path = typer.Option(..., help="Scores Parquet file (one row per admission)."),
     data: Optional[Path] = typer.Option(None, help="Features Parquet file or directory (written by `extract`)."),
-    source: Optional[str] = typer.Option(None, help="MIMIC-III CSV directory or postgresql:// DSN (extracted with "
+    source: Optional[str] = typer.Option(None, help="MIMIC-III or MIMIC-IV CSV directory or postgresql:// DSN (extracted with "
                                                     "the training vocabulary)."),
     cohort: Optional[Path] = typer.Option(None, help="With --source: HADM_IDs (one per line) or a SQL condition on "
                                                      "the cohort columns."),
@@ -617,15 +617,16 @@ def serve(
 
     cfg = ServeConfig(model=model, port=port, workers=workers, threads=threads, max_rows=max_rows,
                       max_body_mb=max_body_mb, timeout_s=timeout, direct=direct)
-    typer.echo(f"serving {model} on http://{HOST}:{port}/invocations (Ctrl-C stops)", err=True)
-    run_serve(cfg, log_level="debug" if verbose else "info")
+    run_serve(cfg, log_level="debug" if verbose else "info",  # the line once the model has loaded
+              on_ready=lambda: typer.echo(f"serving {model} on http://{HOST}:{port}/invocations (Ctrl-C stops)",
+                                          err=True))
 
 
 @command("benchmark-models", context_settings=_EXTRA,
          short_help="Train and evaluate every variant, then compare.")
 def benchmark_models(
     ctx: typer.Context,
-    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC-III directory (generated when missing)."),
+    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC directory (generated when missing, in --layout)."),
     out: Path = typer.Option(..., help="Output directory (features, work dirs, compare.md/csv)."),
     seeds: list[int] = typer.Option([0, 1, 2], help="Training seeds (repeatable)."),
     models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: every "

@@ -133,8 +133,9 @@ def _worker_init(uri: str) -> None:
 def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[str, Path]:
     """Synthetic source (generated when missing) and one extraction per split mode (cached)."""
     from pipeline.extraction import ExtractConfig, SplitMode, extract
+    from pipeline.sources.csvdir import detect_layout
 
-    if not (synth_dir / "ADMISSIONS.csv.gz").exists() and not (synth_dir / "hosp" / "admissions.csv.gz").exists():
+    if not synth_dir.is_dir() or "admissions" not in detect_layout(synth_dir)[1]:
         from pipeline.synth import SynthConfig, generate
 
         generate(synth_dir, patients=cfg.patients, seed=cfg.synth_seed, config=SynthConfig(density=cfg.density),
@@ -142,7 +143,7 @@ def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[st
     feats = {}
     for mode in cfg.split_modes:
         fdir = out_dir / f"features-{mode}"
-        if not (fdir / "manifest.json").exists():
+        if not (fdir / store.MANIFEST).exists():
             extract(synth_dir, fdir, ExtractConfig(split=SplitMode(mode)))
         feats[mode] = fdir
     return feats
@@ -171,6 +172,7 @@ def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None 
             try:
                 run_ids.append(future.result())
             except Exception as exc:
+                pool.shutdown(wait=False, cancel_futures=True)  # the jobs not started yet do not start
                 raise GridError(f"{v} {mode} seed {s} failed: {type(exc).__name__}: {exc}") from exc
             record_run(out, run_ids[-1], v, mode, s)
     t2 = time.perf_counter()

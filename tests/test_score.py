@@ -1,4 +1,4 @@
-"""pipeline.score: batch scoring of features and of a MIMIC-III source with the training
+"""pipeline.serving.score: batch scoring of features and of a MIMIC source with the training
 vocabulary, cohort files, chunked streaming, no-event admissions and clear input errors."""
 
 from __future__ import annotations

@@ -223,7 +223,7 @@ def code_copy(dest: Path) -> Path:
 
 
 def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str, default_samples: int):
-    """Log the pyfunc into the active MLflow run under ``ARTIFACT_PATH``; returns ModelInfo."""
+    """Log the pyfunc into the active MLflow run under ``MODEL_ARTIFACT``; returns ModelInfo."""
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         # MLflow's advice to add an input example: the signature is explicit and an input example
         # would copy admissions into the model directory.

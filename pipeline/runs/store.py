@@ -50,6 +50,9 @@ def eval_artifacts(split: str) -> str:
 FEATURES_DIR_TAG = "features_dir"  # absolute path of the features directory the run was trained on
 SPLIT_MODE_TAG = "split_mode"  # random | era (compare groups by it)
 RELEASE_TAG = "release"  # mimic-iii | mimic-iv: the MIMIC release of the training features
+# tags that hold a local path, read back to find files: their dates are not masked (a path such as
+# /data/2024-01-05/features is the operator's, not a record's, and masked it would name no directory)
+PATH_TAGS = frozenset({FEATURES_DIR_TAG})
 
 
 class RunError(PipelineError, ValueError):

@@ -1,6 +1,6 @@
-"""Batch scoring of a census: features (or a MIMIC-III source) -> one risk row per admission.
+"""Batch scoring of a census: features (or a MIMIC source) -> one risk row per admission.
 
-Input is a features Parquet file / directory written by the extraction, or a MIMIC-III
+Input is a features Parquet file / directory written by the extraction, or a MIMIC-III / MIMIC-IV
 source extracted on the fly with the training vocabulary and bins (nothing refitted; the
 de-identification key must be the training one for keys to match). A cohort file restricts
 the source: a list of HADM_IDs (one per line, optional header) or a SQL condition on the
@@ -191,7 +191,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
           cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
           as_of: str | None = None, report: Path | str | None = None, link: bool = True,
           cross_release: bool = False) -> ScoreSummary:
-    """Score ``data`` (features) or ``source`` (MIMIC-III, optionally restricted by ``cohort``) into ``out``.
+    """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into ``out``.
 
     ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
     ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open
@@ -203,7 +203,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     """
     cfg = cfg or ScoreConfig()
     if (data is None) == (source is None):
-        raise ScoreError("give exactly one of data (features) or source (MIMIC-III)")
+        raise ScoreError("give exactly one of data (features) or source (a MIMIC source)")
     if cohort is not None and source is None:
         raise ScoreError("a cohort restricts a source extraction; with features (data), filter them instead")
     if as_of is not None and source is None:
@@ -352,7 +352,7 @@ def validation_reliability(run) -> dict | None:
                                                        dst_path=tmp, tracking_uri=tracking_uri())
             m = fileio.read_json(path)
     except Exception:  # not evaluated on val
-        log.info("run %s has no validation reliability (train again, or evaluate --split val)", run.run_id)
+        log.info("run %s has no validation reliability (train it again, or evaluate it on the val split)", run.run_id)
         return None
     return {"counts": m.get("reliability_counts"), "mean_p": m.get("reliability_mean_p"),
             "observed": m.get("reliability_observed")}
