@@ -39,6 +39,7 @@ from pipeline.errors import PipelineError
 from pipeline.extraction.config import SplitMode
 from pipeline.laplace.options import HessianKind, Selection, default_subnet_size
 from pipeline.models.config import MortalityConfig
+from pipeline.serving.server import ServeConfig
 from pipeline.models.variants import VARIANTS
 from pipeline.baselines.config import BASELINES
 from pipeline.sources.tables import Release
@@ -165,34 +166,43 @@ def _shown(default, name: str = "") -> str:
 
 
 def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
-                        rename: dict[tuple[type, str], str] | None = None) -> Callable:
+                        rename: dict[tuple[type, str], str] | None = None,
+                        flags: dict[tuple[type, str], list[str]] | None = None,
+                        limits: dict[tuple[type, str], dict] | None = None) -> Callable:
     """Add one ``Optional`` option per config field to a command: the function receives the fields the
     user set as ``settings`` ({config class: {field: value}}); an unset option is None and keeps the
     config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option;
-    ``rename``: {(class, field): option name} where two classes share a field name."""
-    rename = rename or {}
+    ``rename``: {(class, field): parameter and option name} where two classes share a field name or the
+    option has a name of its own; ``flags``: {(class, field): the option's own spellings} (e.g.
+    ``--direct/--via-mlflow``); ``limits``: {(class, field): typer's ``min``/``max``}. A ``tuple[X, ...]``
+    field is a repeatable option, handed over as a tuple."""
+    rename, flags, limits = rename or {}, flags or {}, limits or {}
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn)
         base = [p for p in sig.parameters.values() if p.name != "settings"]
-        extra, owner = [], {}
+        extra, owner, tuples = [], {}, set()
         for cls, name, annotation, default, doc in config_options(*classes, exclude=exclude):
             inner = typing.get_args(annotation)
             typ = next((a for a in inner if a is not type(None)), annotation) if inner else annotation
+            if typing.get_origin(typ) is tuple and typing.get_args(typ)[1:] == (Ellipsis,):  # a repeatable option
+                typ, tuples = list[typing.get_args(typ)[0]], tuples | {name}
             doc = doc[:1].upper() + doc[1:]
             param = rename.get((cls, name), name)
             help_text = doc if default is None else f"{doc} [default: {_shown(default, param)}]".strip()
-            option = typer.Option(None, *_flags(param, typ), help=help_text, show_default=False)
+            option = typer.Option(None, *flags.get((cls, name), _flags(param, typ)), help=help_text,
+                                  show_default=False, **limits.get((cls, name), {}))
             extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
                                            annotation=Optional[typ]))
             owner[param] = (cls, name)
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            settings = {n: kwargs.pop(n) for n in owner if kwargs.get(n) is not None}
+            settings = {n: kwargs.pop(n) for n in owner if kwargs.get(n) not in (None, [])}
             for n in owner:
                 kwargs.pop(n, None)
-            return fn(*args, settings={c: {owner[n][1]: v for n, v in settings.items() if owner[n][0] is c}
+            return fn(*args, settings={c: {owner[n][1]: tuple(v) if owner[n][1] in tuples else v
+                                           for n, v in settings.items() if owner[n][0] is c}
                                        for c in classes}, **kwargs)
 
         run.__signature__ = sig.replace(parameters=[*base, *extra])
@@ -596,30 +606,24 @@ def _settings(pairs: list[str]) -> tuple[dict, dict]:
 
 
 @command(short_help="Serve a model over HTTP on 127.0.0.1.")
+@with_config_options(ServeConfig, exclude=("model",), rename={(ServeConfig, "timeout_s"): "timeout"},
+                     flags={(ServeConfig, "direct"): ["--direct/--via-mlflow"]},
+                     limits={(ServeConfig, "port"): {"min": 1, "max": 65535}, (ServeConfig, "workers"): {"min": 1},
+                             (ServeConfig, "threads"): {"min": 1}, (ServeConfig, "max_rows"): {"min": 1},
+                             (ServeConfig, "max_body_mb"): {"min": 0.001}, (ServeConfig, "timeout_s"): {"min": 1}})
 def serve(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
-    port: int = typer.Option(5000, min=1, max=65535, help="TCP port on 127.0.0.1."),
-    workers: int = typer.Option(1, min=1, help="Server processes, each with its own copy of the model."),
-    threads: int = typer.Option(1, min=1, help="Torch intra-op threads per request (concurrent requests share "
-                                               "the cores)."),
-    max_rows: int = typer.Option(2048, min=1, help="Admissions per request; more is refused (HTTP 413)."),
-    max_body_mb: float = typer.Option(16.0, min=0.001, help="Request body limit in MB; larger is refused "
-                                                            "(HTTP 413)."),
-    timeout: int = typer.Option(60, min=1, help="Seconds a request may take (HTTP 504 beyond)."),
-    direct: bool = typer.Option(True, "--direct/--via-mlflow", help="JSON requests go from the checked table to "
-                                                                    "the model (--via-mlflow: through MLflow's "
-                                                                    "parsing again)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log MLflow's and uvicorn's debug lines."),
+    settings: dict = None,
 ) -> None:
     """Serve a model with MLflow's scoring server on 127.0.0.1 (POST /invocations)."""
     _setup_logging(verbose)
-    from pipeline.serving.server import HOST, ServeConfig, serve as run_serve
+    from pipeline.serving.server import HOST, serve as run_serve
 
-    cfg = ServeConfig(model=model, port=port, workers=workers, threads=threads, max_rows=max_rows,
-                      max_body_mb=max_body_mb, timeout_s=timeout, direct=direct)
+    cfg = ServeConfig(model=model, **settings[ServeConfig])
     run_serve(cfg, log_level="debug" if verbose else "info",  # the line once the model has loaded
-              on_ready=lambda: typer.echo(f"serving {model} on http://{HOST}:{port}/invocations (Ctrl-C stops)",
-                                          err=True))
+              on_ready=lambda: typer.echo(f"serving {model} on http://{HOST}:{cfg.port}/invocations (Ctrl-C "
+                                          "stops)", err=True))
 
 
 @command("benchmark-models", context_settings=_EXTRA,

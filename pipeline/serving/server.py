@@ -41,7 +41,7 @@ class ServeConfig:
     max_rows: int = 2048  # admissions per request; more is a 413 (split the census into requests)
     max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
     timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
-    direct: bool = True  # JSON requests: the guard's parsed table straight to the model (False: through MLflow's app)
+    direct: bool = True  # JSON requests: the guard's parsed table straight to the model (off: through MLflow's app)
 
     def __post_init__(self) -> None:
         for name, low in (("port", 1), ("workers", 1), ("max_rows", 1), ("timeout_s", 1)):
