@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover
 from pipeline.configs import field_help
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
-from pipeline.extraction.config import SplitMode
+from pipeline.extraction.config import ExtractConfig, SplitMode
 from pipeline.laplace.options import HessianKind, Selection, default_subnet_size
 from pipeline.models.config import MortalityConfig
 from pipeline.serving.server import ServeConfig
@@ -247,6 +247,11 @@ def synth(
 
 
 @command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.")
+@with_config_options(ExtractConfig, rename={(ExtractConfig, "n_bins"): "bins"},
+                     limits={**{(ExtractConfig, f): {"min": 1} for f in ("scan_workers", "threads", "n_bins",
+                                                                         "max_text_values", "text_max_len")},
+                             **{(ExtractConfig, f): {"min": 0.0, "max": 1.0} for f in ("train_fraction",
+                                                                                      "val_fraction")}})
 def extract(
     source: str = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (MIMIC-IV: hosp/ and icu/), or a "
                                           "postgresql:// DSN."),
@@ -254,35 +259,15 @@ def extract(
     schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables; when it has none, "
                                                 "MIMIC-IV's mimiciv_hosp and mimiciv_icu. For MIMIC-IV: a prefix P "
                                                 "(P_hosp, P_icu) or 'HOSP,ICU'."),
-    prediction_hours: float = typer.Option(24.0, help="Prediction time, hours after ADMITTIME."),
-    lookback_days: float = typer.Option(30.0, help="History used before the prediction time, in days."),
-    hourly_hours: Optional[float] = typer.Option(None, help="Hours before the prediction time bagged hourly "
-                                                            "(default: prediction hours); older history daily."),
-    min_patients: int = typer.Option(5, help="Tokens seen in fewer training patients become out-of-vocabulary."),
-    bins: int = typer.Option(5, help="Quantile bins per numeric item."),
-    split: SplitMode = typer.Option(SplitMode.random, help="random: 80/10/10 by patient; era: MIMIC-III carevue "
-                                                           "train/val, metavision test; MIMIC-IV earlier "
-                                                           "anchor_year_groups train/val, the latest test."),
-    era_groups: Optional[list[str]] = typer.Option(None, "--era-groups", help="MIMIC-IV era split: the "
-                                                   "anchor_year_groups used, oldest first, e.g. '2014 - 2016' "
-                                                   "(repeatable); the last is the test split [default: all "
-                                                   "present]."),
-    split_seed: int = typer.Option(0, help="Seed of the patient split."),
-    memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
-    verify_counts: bool = typer.Option(False, help="Also count every event table with a second scan and stop if "
-                                                   "it disagrees with the single-pass count (slower)."),
-    scan_workers: int = typer.Option(2, min=1, help="Event tables scanned at once (CSV sources)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage's time."),
+    settings: dict = None,
 ) -> None:
     """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
     _setup_logging(verbose)
-    from pipeline.extraction import ExtractConfig, extract as run_extract
+    from pipeline.extraction import extract as run_extract
     from pipeline.progress import LogStatus
 
-    cfg = ExtractConfig(prediction_hours=prediction_hours, lookback_days=lookback_days, hourly_hours=hourly_hours,
-                        min_patients=min_patients, n_bins=bins, split=split, split_seed=split_seed,
-                        memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers,
-                        era_groups=tuple(era_groups) if era_groups else None)
+    cfg = ExtractConfig(**settings[ExtractConfig])
     with LogStatus("extract", "pipeline.extraction"):  # on a terminal: the stage that just finished
         result = run_extract(source, out, cfg, schema=schema)
     m = result.manifest

@@ -208,3 +208,34 @@ def test_the_mlproject_is_rendered_from_the_train_options():
     proc = subprocess.run([sys.executable, str(ROOT / "mlflow" / "render_mlproject.py"), "--check"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], {}),  # every field keeps the config's default
+    (["--bins", "3", "--split", "era", "--era-groups", "2008 - 2010", "--era-groups", "2011 - 2013",
+      "--hourly-hours", "6", "--verify-counts", "--scan-workers", "1"],
+     {"n_bins": 3, "split": "era", "era_groups": ("2008 - 2010", "2011 - 2013"), "hourly_hours": 6.0,
+      "verify_counts": True, "scan_workers": 1}),
+])
+def test_extract_options_are_the_config_fields(args, expected, monkeypatch, tmp_path):
+    """`extract`'s options come from ExtractConfig (``--bins`` for n_bins, ``--era-groups`` repeatable)."""
+    import pipeline.extraction
+    from pipeline.errors import PipelineError
+    from pipeline.extraction import ExtractConfig
+
+    seen = {}
+
+    def fake_extract(source, out, cfg, schema):
+        seen["cfg"] = cfg
+        raise PipelineError("stopped by the test")
+
+    monkeypatch.setattr(pipeline.extraction, "extract", fake_extract)
+    result = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path), "--out", str(tmp_path / "f"), *args])
+    assert "stopped by the test" in result.output, result.output
+    assert seen["cfg"] == ExtractConfig(**expected)
+
+
+@pytest.mark.parametrize("args, bad", [(["--scan-workers", "0"], "--scan-workers"), (["--split", "x"], "--split")])
+def test_extract_refuses_out_of_range_options(args, bad, tmp_path):
+    result = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path), "--out", str(tmp_path / "f"), *args])
+    assert result.exit_code == 2 and bad in result.output
