@@ -36,6 +36,7 @@ except ImportError:  # pragma: no cover
 from pipeline.configs import field_help
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
+from pipeline.evaluation.config import EvalConfig, Split
 from pipeline.extraction.config import ExtractConfig, SplitMode
 from pipeline.laplace.options import HessianKind, Selection, default_subnet_size
 from pipeline.models.config import MortalityConfig
@@ -51,7 +52,8 @@ from pipeline.vision.config import VisionTrainConfig
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
                   context_settings={"max_content_width": 100})
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
-SAMPLES_DEFAULT = f"[default: the model's score_samples; {DEFAULT_SAMPLES} when it has none]"  # --samples help
+SAMPLES_SHOWN = f"the model's score_samples; {DEFAULT_SAMPLES} when it has none"  # --samples' default in words
+SAMPLES_DEFAULT = f"[default: {SAMPLES_SHOWN}]"  # --samples help
 BATCH_HELP = "Admissions per forward pass (memory grows with it; a rank-1 model's draws depend on the batches)."
 _click_wrap = click.formatting.wrap_text  # noqa: the help formatter's wrapping, wrapped below
 
@@ -122,11 +124,6 @@ def _setup_logging(verbose: bool) -> None:
         handler.setLevel(level)  # a logger lowered for a status line (progress.LogStatus) does not print more
 
 
-class EvalSplit(str, Enum):
-    val = "val"
-    test = "test"
-
-
 # ---------------------------------------------------------------------------- options from config fields
 
 # Config fields that `train` does not offer as options (set by the code, not by a user).
@@ -168,15 +165,17 @@ def _shown(default, name: str = "") -> str:
 def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
                         rename: dict[tuple[type, str], str] | None = None,
                         flags: dict[tuple[type, str], list[str]] | None = None,
-                        limits: dict[tuple[type, str], dict] | None = None) -> Callable:
+                        limits: dict[tuple[type, str], dict] | None = None,
+                        shown: dict[tuple[type, str], str] | None = None) -> Callable:
     """Add one ``Optional`` option per config field to a command: the function receives the fields the
     user set as ``settings`` ({config class: {field: value}}); an unset option is None and keeps the
     config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option;
     ``rename``: {(class, field): parameter and option name} where two classes share a field name or the
     option has a name of its own; ``flags``: {(class, field): the option's own spellings} (e.g.
-    ``--direct/--via-mlflow``); ``limits``: {(class, field): typer's ``min``/``max``}. A ``tuple[X, ...]``
+    ``--direct/--via-mlflow``); ``limits``: {(class, field): typer's ``min``/``max``}; ``shown``: {(class, field): the default
+    said in words, where the field's is None}. A ``tuple[X, ...]``
     field is a repeatable option, handed over as a tuple."""
-    rename, flags, limits = rename or {}, flags or {}, limits or {}
+    rename, flags, limits, shown = rename or {}, flags or {}, limits or {}, shown or {}
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn)
@@ -189,7 +188,10 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
                 typ, tuples = list[typing.get_args(typ)[0]], tuples | {name}
             doc = doc[:1].upper() + doc[1:]
             param = rename.get((cls, name), name)
-            help_text = doc if default is None else f"{doc} [default: {_shown(default, param)}]".strip()
+            said = shown.get((cls, name)) if default is None else _shown(default, param)
+            if isinstance(default, bool) and (cls, name) in flags:  # the spelling of its own flag pair
+                said = flags[(cls, name)][0].split("/")[0 if default else 1].lstrip("-")
+            help_text = doc if said is None else f"{doc} [default: {said}]".strip()
             option = typer.Option(None, *flags.get((cls, name), _flags(param, typ)), help=help_text,
                                   show_default=False, **limits.get((cls, name), {}))
             extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
@@ -372,32 +374,30 @@ def _train_baseline(data: Path, model: str, out: Optional[Path], preset: str, re
 
 
 @command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
+@with_config_options(EvalConfig, rename={(EvalConfig, "n_bootstrap"): "bootstrap", (EvalConfig, "log_to_run"): "log_run"},
+                     flags={(EvalConfig, "log_to_run"): ["--log/--no-log"]},
+                     limits={(EvalConfig, "samples"): {"min": 1}, (EvalConfig, "batch_size"): {"min": 1},
+                             (EvalConfig, "n_bootstrap"): {"min": 0}, (EvalConfig, "threads"): {"min": 1}},
+                     shown={(EvalConfig, "samples"): SAMPLES_SHOWN})
 def evaluate(
     run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
-    split: list[EvalSplit] = typer.Option([EvalSplit.test], help="Split(s) to evaluate: val | test (repeatable)."),
-    samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo samples per mixture component (S·K draws "
-                                                            f"in all) {SAMPLES_DEFAULT}."),
+    split: list[Split] = typer.Option([Split.TEST], help="Split(s) to evaluate: val | test (repeatable)."),
     data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the run was trained on)."),
     truth: Optional[Path] = typer.Option(None, help="True risk CSV (HADM_ID, TRUE_RISK) (default: "
                                                     "SOURCE/_truth/truth.csv.gz when present)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Metrics JSON (one split only) (default: "
                                                                   "OUT/<split>/metrics.json)."),
     out: Optional[Path] = typer.Option(None, help="Directory for JSON and plots (default: runs/eval/<run id>)."),
-    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help=BATCH_HELP),
-    bootstrap: int = typer.Option(1000, min=0, help="Bootstrap resamples for the 95% intervals."),
-    seed: int = typer.Option(0, help="Seed of the weight draws and the bootstrap."),
-    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
-    log_run: bool = typer.Option(True, "--log/--no-log", help="Log metrics and plots to the MLflow run."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    settings: dict = None,
 ) -> None:
     """Evaluate a trained run: NLL, AUC-PR, AUC-ROC, ECE, Brier, uncertainty, 95% CIs, plots."""
     _setup_logging(verbose)
-    from pipeline.evaluation.evaluate import EvalConfig, evaluate_run, format_table
+    from pipeline.evaluation.evaluate import evaluate_run, format_table
 
     if json_path is not None and len(split) > 1:
         _fail("--json names one file: give a single --split")
-    cfg = EvalConfig(samples=samples, batch_size=batch_size, n_bootstrap=bootstrap, seed=seed, threads=threads,
-                     log_to_run=log_run)
+    cfg = EvalConfig(**settings[EvalConfig])
     for s in dict.fromkeys(split):
         result = evaluate_run(run, s.value, cfg, data=data, truth=truth, json_path=json_path,
                               out_dir=(out / s.value) if out else None)

@@ -239,3 +239,26 @@ def test_extract_options_are_the_config_fields(args, expected, monkeypatch, tmp_
 def test_extract_refuses_out_of_range_options(args, bad, tmp_path):
     result = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path), "--out", str(tmp_path / "f"), *args])
     assert result.exit_code == 2 and bad in result.output
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], {}),  # every field keeps the config's default
+    (["--samples", "3", "--batch-size", "7", "--bootstrap", "0", "--seed", "2", "--threads", "1", "--no-log"],
+     {"samples": 3, "batch_size": 7, "n_bootstrap": 0, "seed": 2, "threads": 1, "log_to_run": False}),
+])
+def test_evaluate_options_are_the_config_fields(args, expected, monkeypatch):
+    """`evaluate`'s options come from EvalConfig (``--bootstrap`` for n_bootstrap, ``--log/--no-log``)."""
+    from pipeline.errors import PipelineError
+    from pipeline.evaluation import evaluate
+    from pipeline.evaluation.config import EvalConfig
+
+    seen = {}
+
+    def fake_evaluate_run(run, split, cfg, **kwargs):
+        seen["cfg"], seen["split"] = cfg, split
+        raise PipelineError("stopped by the test")
+
+    monkeypatch.setattr(evaluate, "evaluate_run", fake_evaluate_run)
+    result = CliRunner().invoke(cli.app, ["evaluate", "--run", "abc", "--split", "val", *args])
+    assert "stopped by the test" in result.output, result.output
+    assert seen["cfg"] == EvalConfig(**expected) and seen["split"] == "val"
