@@ -34,12 +34,13 @@ except ImportError:  # pragma: no cover
     import click
 
 from pipeline.configs import field_help
-from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
+from pipeline.contracts import DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
 from pipeline.evaluation.config import EvalConfig, Split
-from pipeline.extraction.config import ExtractConfig, SplitMode
+from pipeline.extraction.config import ExtractConfig
 from pipeline.laplace.options import HessianKind, Selection, default_subnet_size
 from pipeline.models.config import MortalityConfig
+from pipeline.serving.config import ScoreConfig
 from pipeline.serving.server import ServeConfig
 from pipeline.models.variants import VARIANTS
 from pipeline.baselines.config import BASELINES
@@ -54,7 +55,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
 SAMPLES_SHOWN = f"the model's score_samples; {DEFAULT_SAMPLES} when it has none"  # --samples' default in words
 SAMPLES_DEFAULT = f"[default: {SAMPLES_SHOWN}]"  # --samples help
-BATCH_HELP = "Admissions per forward pass (memory grows with it; a rank-1 model's draws depend on the batches)."
 _click_wrap = click.formatting.wrap_text  # noqa: the help formatter's wrapping, wrapped below
 
 
@@ -226,9 +226,8 @@ def synth(
     seed: int = typer.Option(0, min=0, help="Random seed."),
     density: float = typer.Option(1.0, min=0.001, max=MAX_DENSITY, help="Event density scale (1.0 = about 5,400 "
                                                                         "CHARTEVENTS rows per ICU stay)."),
-    layout: Release = typer.Option(Release.mimic3, help="mimic-iii: the MIMIC-III v1.4 layout; "
-                                                                     "mimic-iv: MIMIC-IV's hosp/ and icu/ modules "
-                                                                     "(the same synthetic world)."),
+    layout: Release = typer.Option(Release.mimic3, help="mimic-iii: the MIMIC-III v1.4 layout; mimic-iv: MIMIC-IV's "
+                                                        "hosp/ and icu/ modules (the same synthetic world)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Generate a synthetic MIMIC-III or MIMIC-IV (full-release layout) with a known true risk per admission."""
@@ -518,23 +517,18 @@ def compare(
 
 
 @command(short_help="Score a census: risk, interval, refer flag, report.")
+@with_config_options(ScoreConfig, limits={(ScoreConfig, f): {"min": 1} for f in ("samples", "batch_size", "chunk_rows",
+                                                                              "threads")},
+                     shown={(ScoreConfig, "samples"): SAMPLES_SHOWN})
 def score(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
     out: Path = typer.Option(..., help="Scores Parquet file (one row per admission)."),
     data: Optional[Path] = typer.Option(None, help="Features Parquet file or directory (written by `extract`)."),
-    source: Optional[str] = typer.Option(None, help="MIMIC-III or MIMIC-IV CSV directory or postgresql:// DSN (extracted with "
-                                                    "the training vocabulary)."),
+    source: Optional[str] = typer.Option(None, help="MIMIC-III or MIMIC-IV CSV directory or postgresql:// DSN "
+                                                    "(extracted with the training vocabulary)."),
     cohort: Optional[Path] = typer.Option(None, help="With --source: HADM_IDs (one per line) or a SQL condition on "
                                                      "the cohort columns."),
     schema: str = typer.Option("mimiciii", help="PostgreSQL schema of --source."),
-    samples: Optional[int] = typer.Option(None, min=1,
-                                          help=f"Monte Carlo samples per mixture component {SAMPLES_DEFAULT}."),
-    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help=BATCH_HELP),
-    chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory; batches are formed "
-                                                     "by length within a chunk, so a rank-1 model's Monte Carlo "
-                                                     "draws per admission depend on it)."),
-    seed: int = typer.Option(0, help="Seed of the weight draws."),
-    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
     cross_release: bool = typer.Option(False, "--cross-release", help="Score features (or a source) of another MIMIC "
                                                                       "release than the model's; the share of "
                                                                       "out-of-vocabulary tokens is reported."),
@@ -547,12 +541,13 @@ def score(
     link: bool = typer.Option(True, "--link/--no-link", help="Write the data owner's _private/ files beside --out: "
                                                              "link.csv, unscored.csv and the report by HADM_ID."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    settings: dict = None,
 ) -> None:
     """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
     _setup_logging(verbose)
-    from pipeline.serving.score import ScoreConfig, score as run_score
+    from pipeline.serving.score import score as run_score
 
-    cfg = ScoreConfig(samples=samples, batch_size=batch_size, chunk_rows=chunk_rows, seed=seed, threads=threads)
+    cfg = ScoreConfig(**settings[ScoreConfig])
     s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of,
                   report=report, link=link, cross_release=cross_release)
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
@@ -629,8 +624,8 @@ def benchmark_models(
     samples: Optional[int] = typer.Option(None, min=1, help=f"Evaluation samples per component {SAMPLES_DEFAULT}."),
     jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
-    layout: Release = typer.Option(Release.mimic3, help="Layout of a generated source (mimic-iv: the "
-                                                                     "era split is by anchor_year_group)."),
+    layout: Release = typer.Option(Release.mimic3, help="Layout of a generated source (mimic-iv: the era split is "
+                                                        "by anchor_year_group)."),
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
                                                                "(ensembles: distinct admissions = rows / K) "

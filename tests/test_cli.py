@@ -262,3 +262,26 @@ def test_evaluate_options_are_the_config_fields(args, expected, monkeypatch):
     result = CliRunner().invoke(cli.app, ["evaluate", "--run", "abc", "--split", "val", *args])
     assert "stopped by the test" in result.output, result.output
     assert seen["cfg"] == EvalConfig(**expected) and seen["split"] == "val"
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], {}),  # every field keeps the config's default
+    (["--samples", "3", "--batch-size", "7", "--chunk-rows", "9", "--seed", "2", "--threads", "1"],
+     {"samples": 3, "batch_size": 7, "chunk_rows": 9, "seed": 2, "threads": 1}),
+])
+def test_score_options_are_the_config_fields(args, expected, monkeypatch, tmp_path):
+    """`score`'s options come from ScoreConfig."""
+    from pipeline.errors import PipelineError
+    from pipeline.serving import score
+    from pipeline.serving.config import ScoreConfig
+
+    seen = {}
+
+    def fake_score(model, out, cfg, **kwargs):
+        seen["cfg"] = cfg
+        raise PipelineError("stopped by the test")
+
+    monkeypatch.setattr(score, "score", fake_score)
+    result = CliRunner().invoke(cli.app, ["score", "--model", "abc", "--out", str(tmp_path / "s.parquet"), *args])
+    assert "stopped by the test" in result.output, result.output
+    assert seen["cfg"] == ScoreConfig(**expected)

@@ -28,12 +28,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline import features, fileio, predict
-from pipeline.contracts import COHORT_COLUMNS, DEFAULT_BATCH, RISK
-from pipeline.errors import ConfigError, PipelineError
+from pipeline.contracts import COHORT_COLUMNS, RISK
+from pipeline.errors import PipelineError
 from pipeline.runs.store import load_run_model
 from pipeline.serving import cohort as cohort_mod
 from pipeline.serving import release
 from pipeline.serving.cohort import read_cohort
+from pipeline.serving.config import ScoreConfig  # noqa: F401  (its home; imported from here too)
 
 log = logging.getLogger(__name__)
 
@@ -43,24 +44,6 @@ _COHORT_SQL_ERROR = re.compile(r"^cohort \(ADMISSIONS, PATIENTS\)(?: \(PostgreSQ
 
 class ScoreError(PipelineError, ValueError):
     """Bad scoring input; the message names the file (and column or line)."""
-
-
-@dataclass
-class ScoreConfig:
-    """Settings of one scoring run."""
-
-    samples: int | None = None  # Monte Carlo samples per component (None: the model's score_samples)
-    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it; the draws depend on it)
-    chunk_rows: int = 4096  # admissions read from Parquet at a time (each chunk is batched by length on its own)
-    seed: int = 0  # torch seed of the weight draws (same seed, rows, chunk_rows and batch_size -> same scores)
-    threads: int | None = None  # torch intra-op threads (None: torch's default)
-
-    def __post_init__(self) -> None:
-        for name in ("batch_size", "chunk_rows"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"ScoreConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.samples is not None and self.samples < 1:
-            raise ConfigError(f"ScoreConfig.samples must be >= 1, got {self.samples}")
 
 
 @dataclass
