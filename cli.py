@@ -47,7 +47,7 @@ from pipeline.baselines.config import BASELINES
 from pipeline.sources.tables import Release
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.models.vision.config import VisionConfig
-from pipeline.training.config import TrainConfig
+from pipeline.training.config import PRESETS, TrainConfig
 from pipeline.vision.config import VisionTrainConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
@@ -173,7 +173,7 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
     ``rename``: {(class, field): parameter and option name} where two classes share a field name or the
     option has a name of its own; ``flags``: {(class, field): the option's own spellings} (e.g.
     ``--direct/--via-mlflow``); ``limits``: {(class, field): typer's ``min``/``max``}; ``shown``: {(class, field): the default
-    said in words, where the field's is None}. A ``tuple[X, ...]``
+    said in words where the field's is None, else words said after it}. A ``tuple[X, ...]``
     field is a repeatable option, handed over as a tuple."""
     rename, flags, limits, shown = rename or {}, flags or {}, limits or {}, shown or {}
 
@@ -191,6 +191,8 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
             said = shown.get((cls, name)) if default is None else _shown(default, param)
             if isinstance(default, bool) and (cls, name) in flags:  # the spelling of its own flag pair
                 said = flags[(cls, name)][0].split("/")[0 if default else 1].lstrip("-")
+            if default is not None and (cls, name) in shown:
+                said = f"{said}{shown[(cls, name)]}"  # words after the default
             help_text = doc if said is None else f"{doc} [default: {said}]".strip()
             option = typer.Option(None, *flags.get((cls, name), _flags(param, typ)), help=help_text,
                                   show_default=False, **limits.get((cls, name), {}))
@@ -298,8 +300,19 @@ def load_postgres(
         typer.echo(f"{target_schema(table, release, schema)}.{table}: {n} rows")
 
 
+def _preset_set() -> dict[tuple[type, str], str]:
+    """The train fields a preset other than the default sets: their shown default names the presets too."""
+    out: dict[tuple[type, str], list[str]] = {}
+    for preset, values in PRESETS.items():
+        for cls, keys in ((TrainConfig, [k for k in values if k != "model"]), (MortalityConfig, values.get("model", {}))):
+            for k in keys:
+                out.setdefault((cls, k), []).append(preset.value)
+    return {key: f"; --preset {', '.join(names)} " + ("sets its own" if len(names) == 1 else "set their own")
+            for key, names in out.items()}
+
+
 @command(short_help="Train a model, log it to MLflow, print its run id.")
-@with_config_options(TrainConfig, MortalityConfig)
+@with_config_options(TrainConfig, MortalityConfig, shown=_preset_set())
 def train(
     data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
     model: str = typer.Option("rank1", help="A model kind or a variant name as `compare` prints it: "
@@ -485,7 +498,7 @@ def compare(
     ctx: typer.Context,
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
                                                         "(default: mimic-mortality, and vision when present)."),
-    runs: Optional[list[str]] = typer.Option(None, "--runs", help="Run ids to compare (repeatable; instead of "
+    runs: Optional[list[str]] = typer.Option(None, "--runs", metavar="<run id>", help="Run ids to compare (repeatable; instead of "
                                                                   "--experiment); bare run ids after the options "
                                                                   "count too."),
     out: Path = typer.Option(Path("runs/compare"), help="Directory for compare.md and compare.csv."),
