@@ -47,7 +47,7 @@ from pipeline.baselines.config import BASELINES
 from pipeline.sources.tables import Release
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.models.vision.config import VisionConfig
-from pipeline.training.config import PRESETS, TrainConfig
+from pipeline.training.config import PRESETS, Preset, TrainConfig
 from pipeline.vision.config import VisionTrainConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
@@ -166,16 +166,17 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
                         rename: dict[tuple[type, str], str] | None = None,
                         flags: dict[tuple[type, str], list[str]] | None = None,
                         limits: dict[tuple[type, str], dict] | None = None,
-                        shown: dict[tuple[type, str], str] | None = None) -> Callable:
+                        shown: dict[tuple[type, str], str] | None = None,
+                        notes: dict[tuple[type, str], str] | None = None) -> Callable:
     """Add one ``Optional`` option per config field to a command: the function receives the fields the
     user set as ``settings`` ({config class: {field: value}}); an unset option is None and keeps the
     config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option;
     ``rename``: {(class, field): parameter and option name} where two classes share a field name or the
     option has a name of its own; ``flags``: {(class, field): the option's own spellings} (e.g.
     ``--direct/--via-mlflow``); ``limits``: {(class, field): typer's ``min``/``max``}; ``shown``: {(class, field): the default
-    said in words where the field's is None, else words said after it}. A ``tuple[X, ...]``
+    said in words, where the field's is None}; ``notes``: {(class, field): words said after the default}. A ``tuple[X, ...]``
     field is a repeatable option, handed over as a tuple."""
-    rename, flags, limits, shown = rename or {}, flags or {}, limits or {}, shown or {}
+    rename, flags, limits, shown, notes = rename or {}, flags or {}, limits or {}, shown or {}, notes or {}
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn)
@@ -191,9 +192,11 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
             said = shown.get((cls, name)) if default is None else _shown(default, param)
             if isinstance(default, bool) and (cls, name) in flags:  # the spelling of its own flag pair
                 said = flags[(cls, name)][0].split("/")[0 if default else 1].lstrip("-")
-            if default is not None and (cls, name) in shown:
-                said = f"{said}{shown[(cls, name)]}"  # words after the default
-            help_text = doc if said is None else f"{doc} [default: {said}]".strip()
+            note = notes.get((cls, name))
+            if said is None:
+                help_text = doc if note is None else f"{doc} [{note}]"
+            else:
+                help_text = f"{doc} [default: {said}{'; ' + note if note else ''}]".strip()
             option = typer.Option(None, *flags.get((cls, name), _flags(param, typ)), help=help_text,
                                   show_default=False, **limits.get((cls, name), {}))
             extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
@@ -307,12 +310,12 @@ def _preset_set() -> dict[tuple[type, str], str]:
         for cls, keys in ((TrainConfig, [k for k in values if k != "model"]), (MortalityConfig, values.get("model", {}))):
             for k in keys:
                 out.setdefault((cls, k), []).append(preset.value)
-    return {key: f"; --preset {', '.join(names)} " + ("sets its own" if len(names) == 1 else "set their own")
+    return {key: f"--preset {', '.join(names)} " + ("sets its own" if len(names) == 1 else "set their own")
             for key, names in out.items()}
 
 
 @command(short_help="Train a model, log it to MLflow, print its run id.")
-@with_config_options(TrainConfig, MortalityConfig, shown=_preset_set())
+@with_config_options(TrainConfig, MortalityConfig, notes=_preset_set())
 def train(
     data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
     model: str = typer.Option("rank1", help="A model kind or a variant name as `compare` prints it: "
@@ -321,10 +324,10 @@ def train(
                                             "takes --seed, --threads, --refer-fraction)."),
     out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without "
                                                   "tracking runs/train/<model>-s<seed>)."),
-    preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps) | "
-                                               "records-research (the authors' MIMIC-III flag defaults: LSTM 256, "
-                                               "10k steps, N(1, 1) prior, random signs, Keras init...); options "
-                                               "below override it."),
+    preset: Preset = typer.Option(Preset.DEFAULT, help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k "
+                                                       "steps) | records-research (the authors' MIMIC-III flag "
+                                                       "defaults: LSTM 256, 10k steps, N(1, 1) prior, random signs, "
+                                                       "Keras init...); options below override it."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pt (same settings; max-steps may "
                                                         "grow)."),
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: mimic-mortality]."),
@@ -642,9 +645,9 @@ def benchmark_models(
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
                                                                "(ensembles: distinct admissions = rows / K) "
-                                                               "[default: 64]."),
-    preset: str = typer.Option("default", help="Training preset of the LSTM variants (default | paper | "
-                                               "records-research); --max-steps, --eval-every and --set win."),
+                                                               f"[default: {TrainConfig.batch_size}, train's]."),
+    preset: Preset = typer.Option(Preset.DEFAULT, help="Training preset of the LSTM variants; --max-steps, "
+                                                       "--eval-every and --set win."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="A training or model setting for every LSTM "
                                                                  "variant, FIELD=VALUE (repeatable; any field of "
                                                                  "`train`'s options, e.g. lstm_hidden=128 or "
@@ -668,7 +671,7 @@ def benchmark_models(
     train_set, model_set = _settings(set_ or [])
     cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or MODELS), split_modes=tuple(splits),
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment, layout=layout, preset=preset,
+                     patients=patients, experiment=experiment, layout=layout, preset=preset.value,
                      train_overrides={**train_set, **({"batch_size": batch_size} if batch_size else {})},
                      model_overrides=model_set)
     result = run_grid(synth_dir, out, cfg)
