@@ -1,4 +1,4 @@
-"""Command line of the MIMIC-III mortality-risk pipeline.
+"""Command line of the MIMIC-III / MIMIC-IV mortality-risk pipeline.
 
 Each command is a thin typed wrapper over a library function in `pipeline/` that returns data;
 heavy libraries (torch, mlflow, duckdb, pandas) are imported inside the commands so that
@@ -34,23 +34,27 @@ except ImportError:  # pragma: no cover
     import click
 
 from pipeline.configs import field_help
-from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
+from pipeline.contracts import DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
-from pipeline.extraction.config import SplitMode
+from pipeline.evaluation.config import EvalConfig, Split
+from pipeline.extraction.config import ExtractConfig
 from pipeline.laplace.options import HessianKind, Selection, default_subnet_size
 from pipeline.models.config import MortalityConfig
+from pipeline.serving.config import ScoreConfig
+from pipeline.serving.server import ServeConfig
 from pipeline.models.variants import VARIANTS
 from pipeline.baselines.config import BASELINES
+from pipeline.sources.tables import Release
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.models.vision.config import VisionConfig
-from pipeline.training.config import TrainConfig
+from pipeline.training.config import PRESETS, Preset, TrainConfig
 from pipeline.vision.config import VisionTrainConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
                   context_settings={"max_content_width": 100})
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
-SAMPLES_DEFAULT = f"[default: the model's score_samples; {DEFAULT_SAMPLES} when it has none]"  # --samples help
-BATCH_HELP = "Admissions per forward pass (memory grows with it; a rank-1 model's draws depend on the batches)."
+SAMPLES_SHOWN = f"the model's score_samples; {DEFAULT_SAMPLES} when it has none"  # --samples' default in words
+SAMPLES_DEFAULT = f"[default: {SAMPLES_SHOWN}]"  # --samples help
 _click_wrap = click.formatting.wrap_text  # noqa: the help formatter's wrapping, wrapped below
 
 
@@ -120,16 +124,6 @@ def _setup_logging(verbose: bool) -> None:
         handler.setLevel(level)  # a logger lowered for a status line (progress.LogStatus) does not print more
 
 
-class LayoutChoice(str, Enum):
-    mimic_iii = "mimic-iii"
-    mimic_iv = "mimic-iv"
-
-
-class EvalSplit(str, Enum):
-    val = "val"
-    test = "test"
-
-
 # ---------------------------------------------------------------------------- options from config fields
 
 # Config fields that `train` does not offer as options (set by the code, not by a user).
@@ -169,34 +163,53 @@ def _shown(default, name: str = "") -> str:
 
 
 def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
-                        rename: dict[tuple[type, str], str] | None = None) -> Callable:
+                        rename: dict[tuple[type, str], str] | None = None,
+                        flags: dict[tuple[type, str], list[str]] | None = None,
+                        limits: dict[tuple[type, str], dict] | None = None,
+                        shown: dict[tuple[type, str], str] | None = None,
+                        notes: dict[tuple[type, str], str] | None = None) -> Callable:
     """Add one ``Optional`` option per config field to a command: the function receives the fields the
     user set as ``settings`` ({config class: {field: value}}); an unset option is None and keeps the
     config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option;
-    ``rename``: {(class, field): option name} where two classes share a field name."""
-    rename = rename or {}
+    ``rename``: {(class, field): parameter and option name} where two classes share a field name or the
+    option has a name of its own; ``flags``: {(class, field): the option's own spellings} (e.g.
+    ``--direct/--via-mlflow``); ``limits``: {(class, field): typer's ``min``/``max``}; ``shown``: {(class, field): the default
+    said in words, where the field's is None}; ``notes``: {(class, field): words said after the default}. A ``tuple[X, ...]``
+    field is a repeatable option, handed over as a tuple."""
+    rename, flags, limits, shown, notes = rename or {}, flags or {}, limits or {}, shown or {}, notes or {}
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn)
         base = [p for p in sig.parameters.values() if p.name != "settings"]
-        extra, owner = [], {}
+        extra, owner, tuples = [], {}, set()
         for cls, name, annotation, default, doc in config_options(*classes, exclude=exclude):
             inner = typing.get_args(annotation)
             typ = next((a for a in inner if a is not type(None)), annotation) if inner else annotation
+            if typing.get_origin(typ) is tuple and typing.get_args(typ)[1:] == (Ellipsis,):  # a repeatable option
+                typ, tuples = list[typing.get_args(typ)[0]], tuples | {name}
             doc = doc[:1].upper() + doc[1:]
             param = rename.get((cls, name), name)
-            help_text = doc if default is None else f"{doc} [default: {_shown(default, param)}]".strip()
-            option = typer.Option(None, *_flags(param, typ), help=help_text, show_default=False)
+            said = shown.get((cls, name)) if default is None else _shown(default, param)
+            if isinstance(default, bool) and (cls, name) in flags:  # the spelling of its own flag pair
+                said = flags[(cls, name)][0].split("/")[0 if default else 1].lstrip("-")
+            note = notes.get((cls, name))
+            if said is None:
+                help_text = doc if note is None else f"{doc} [{note}]"
+            else:
+                help_text = f"{doc} [default: {said}{'; ' + note if note else ''}]".strip()
+            option = typer.Option(None, *flags.get((cls, name), _flags(param, typ)), help=help_text,
+                                  show_default=False, **limits.get((cls, name), {}))
             extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
                                            annotation=Optional[typ]))
             owner[param] = (cls, name)
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            settings = {n: kwargs.pop(n) for n in owner if kwargs.get(n) is not None}
+            settings = {n: kwargs.pop(n) for n in owner if kwargs.get(n) not in (None, [])}
             for n in owner:
                 kwargs.pop(n, None)
-            return fn(*args, settings={c: {owner[n][1]: v for n, v in settings.items() if owner[n][0] is c}
+            return fn(*args, settings={c: {owner[n][1]: tuple(v) if owner[n][1] in tuples else v
+                                           for n, v in settings.items() if owner[n][0] is c}
                                        for c in classes}, **kwargs)
 
         run.__signature__ = sig.replace(parameters=[*base, *extra])
@@ -218,9 +231,8 @@ def synth(
     seed: int = typer.Option(0, min=0, help="Random seed."),
     density: float = typer.Option(1.0, min=0.001, max=MAX_DENSITY, help="Event density scale (1.0 = about 5,400 "
                                                                         "CHARTEVENTS rows per ICU stay)."),
-    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="mimic-iii: the MIMIC-III v1.4 layout; "
-                                                                     "mimic-iv: MIMIC-IV's hosp/ and icu/ modules "
-                                                                     "(the same synthetic world)."),
+    layout: Release = typer.Option(Release.mimic3, help="mimic-iii: the MIMIC-III v1.4 layout; mimic-iv: MIMIC-IV's "
+                                                        "hosp/ and icu/ modules (the same synthetic world)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Generate a synthetic MIMIC-III or MIMIC-IV (full-release layout) with a known true risk per admission."""
@@ -229,11 +241,10 @@ def synth(
     from pipeline.synth import SynthConfig, generate
 
     with Progress("synth: patients", patients, plain=False) as bar:  # a bar on a terminal only
-        s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density), layout=layout.value,
+        s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density), layout=layout,
                      progress=bar.update)
-    title = "MIMIC-IV" if layout is LayoutChoice.mimic_iv else "MIMIC-III"
     typer.echo(
-        f"synthetic {title} written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
+        f"synthetic {layout.title} written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
         f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', s.rows.get('chartevents', 0)):,} CHARTEVENTS rows"
     )
     typer.echo(f"  cohort admissions {s.cohort_admissions}, base rate {s.base_rate:.4f}, mean true risk "
@@ -242,6 +253,11 @@ def synth(
 
 
 @command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.")
+@with_config_options(ExtractConfig, rename={(ExtractConfig, "n_bins"): "bins"},
+                     limits={**{(ExtractConfig, f): {"min": 1} for f in ("scan_workers", "threads", "n_bins",
+                                                                         "max_text_values", "text_max_len")},
+                             **{(ExtractConfig, f): {"min": 0.0, "max": 1.0} for f in ("train_fraction",
+                                                                                      "val_fraction")}})
 def extract(
     source: str = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (MIMIC-IV: hosp/ and icu/), or a "
                                           "postgresql:// DSN."),
@@ -249,35 +265,15 @@ def extract(
     schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables; when it has none, "
                                                 "MIMIC-IV's mimiciv_hosp and mimiciv_icu. For MIMIC-IV: a prefix P "
                                                 "(P_hosp, P_icu) or 'HOSP,ICU'."),
-    prediction_hours: float = typer.Option(24.0, help="Prediction time, hours after ADMITTIME."),
-    lookback_days: float = typer.Option(30.0, help="History used before the prediction time, in days."),
-    hourly_hours: Optional[float] = typer.Option(None, help="Hours before the prediction time bagged hourly "
-                                                            "(default: prediction hours); older history daily."),
-    min_patients: int = typer.Option(5, help="Tokens seen in fewer training patients become out-of-vocabulary."),
-    bins: int = typer.Option(5, help="Quantile bins per numeric item."),
-    split: SplitMode = typer.Option(SplitMode.random, help="random: 80/10/10 by patient; era: MIMIC-III carevue "
-                                                           "train/val, metavision test; MIMIC-IV earlier "
-                                                           "anchor_year_groups train/val, the latest test."),
-    era_groups: Optional[list[str]] = typer.Option(None, "--era-groups", help="MIMIC-IV era split: the "
-                                                   "anchor_year_groups used, oldest first, e.g. '2014 - 2016' "
-                                                   "(repeatable); the last is the test split [default: all "
-                                                   "present]."),
-    split_seed: int = typer.Option(0, help="Seed of the patient split."),
-    memory_limit: str = typer.Option("3GB", help="DuckDB memory limit (spills to disk beyond it)."),
-    verify_counts: bool = typer.Option(False, help="Also count every event table with a second scan and stop if "
-                                                   "it disagrees with the single-pass count (slower)."),
-    scan_workers: int = typer.Option(2, min=1, help="Event tables scanned at once (CSV sources)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage's time."),
+    settings: dict = None,
 ) -> None:
     """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
     _setup_logging(verbose)
-    from pipeline.extraction import ExtractConfig, extract as run_extract
+    from pipeline.extraction import extract as run_extract
     from pipeline.progress import LogStatus
 
-    cfg = ExtractConfig(prediction_hours=prediction_hours, lookback_days=lookback_days, hourly_hours=hourly_hours,
-                        min_patients=min_patients, n_bins=bins, split=split, split_seed=split_seed,
-                        memory_limit=memory_limit, verify_counts=verify_counts, scan_workers=scan_workers,
-                        era_groups=tuple(era_groups) if era_groups else None)
+    cfg = ExtractConfig(**settings[ExtractConfig])
     with LogStatus("extract", "pipeline.extraction"):  # on a terminal: the stage that just finished
         result = run_extract(source, out, cfg, schema=schema)
     m = result.manifest
@@ -288,7 +284,7 @@ def extract(
     typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))
 
 
-@command("load-postgres", short_help="Load MIMIC-III CSV files into PostgreSQL.")
+@command("load-postgres", short_help="Load MIMIC-III or MIMIC-IV CSV files into PostgreSQL.")
 def load_postgres(
     source: Path = typer.Option(..., help="MIMIC-III CSV directory (TABLE.csv or TABLE.csv.gz), or MIMIC-IV's "
                                            "(hosp/, icu/)."),
@@ -307,8 +303,19 @@ def load_postgres(
         typer.echo(f"{target_schema(table, release, schema)}.{table}: {n} rows")
 
 
+def _preset_set() -> dict[tuple[type, str], str]:
+    """The train fields a preset other than the default sets: their shown default names the presets too."""
+    out: dict[tuple[type, str], list[str]] = {}
+    for preset, values in PRESETS.items():
+        for cls, keys in ((TrainConfig, [k for k in values if k != "model"]), (MortalityConfig, values.get("model", {}))):
+            for k in keys:
+                out.setdefault((cls, k), []).append(preset.value)
+    return {key: f"--preset {', '.join(names)} " + ("sets its own" if len(names) == 1 else "set their own")
+            for key, names in out.items()}
+
+
 @command(short_help="Train a model, log it to MLflow, print its run id.")
-@with_config_options(TrainConfig, MortalityConfig)
+@with_config_options(TrainConfig, MortalityConfig, notes=_preset_set())
 def train(
     data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
     model: str = typer.Option("rank1", help="A model kind or a variant name as `compare` prints it: "
@@ -317,10 +324,10 @@ def train(
                                             "takes --seed, --threads, --refer-fraction)."),
     out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without "
                                                   "tracking runs/train/<model>-s<seed>)."),
-    preset: str = typer.Option("default", help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps) | "
-                                               "records-research (the authors' MIMIC-III flag defaults: LSTM 256, "
-                                               "10k steps, N(1, 1) prior, random signs, Keras init...); options "
-                                               "below override it."),
+    preset: Preset = typer.Option(Preset.DEFAULT, help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k "
+                                                       "steps) | records-research (the authors' MIMIC-III flag "
+                                                       "defaults: LSTM 256, 10k steps, N(1, 1) prior, random signs, "
+                                                       "Keras init...); options below override it."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pt (same settings; max-steps may "
                                                         "grow)."),
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: mimic-mortality]."),
@@ -382,32 +389,30 @@ def _train_baseline(data: Path, model: str, out: Optional[Path], preset: str, re
 
 
 @command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
+@with_config_options(EvalConfig, rename={(EvalConfig, "n_bootstrap"): "bootstrap", (EvalConfig, "log_to_run"): "log_run"},
+                     flags={(EvalConfig, "log_to_run"): ["--log/--no-log"]},
+                     limits={(EvalConfig, "samples"): {"min": 1}, (EvalConfig, "batch_size"): {"min": 1},
+                             (EvalConfig, "n_bootstrap"): {"min": 0}, (EvalConfig, "threads"): {"min": 1}},
+                     shown={(EvalConfig, "samples"): SAMPLES_SHOWN})
 def evaluate(
     run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
-    split: list[EvalSplit] = typer.Option([EvalSplit.test], help="Split(s) to evaluate: val | test (repeatable)."),
-    samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo samples per mixture component (S·K draws "
-                                                            f"in all) {SAMPLES_DEFAULT}."),
+    split: list[Split] = typer.Option([Split.TEST], help="Split(s) to evaluate: val | test (repeatable)."),
     data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the run was trained on)."),
     truth: Optional[Path] = typer.Option(None, help="True risk CSV (HADM_ID, TRUE_RISK) (default: "
                                                     "SOURCE/_truth/truth.csv.gz when present)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Metrics JSON (one split only) (default: "
                                                                   "OUT/<split>/metrics.json)."),
     out: Optional[Path] = typer.Option(None, help="Directory for JSON and plots (default: runs/eval/<run id>)."),
-    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help=BATCH_HELP),
-    bootstrap: int = typer.Option(1000, min=0, help="Bootstrap resamples for the 95% intervals."),
-    seed: int = typer.Option(0, help="Seed of the weight draws and the bootstrap."),
-    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
-    log_run: bool = typer.Option(True, "--log/--no-log", help="Log metrics and plots to the MLflow run."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    settings: dict = None,
 ) -> None:
     """Evaluate a trained run: NLL, AUC-PR, AUC-ROC, ECE, Brier, uncertainty, 95% CIs, plots."""
     _setup_logging(verbose)
-    from pipeline.evaluation.evaluate import EvalConfig, evaluate_run, format_table
+    from pipeline.evaluation.evaluate import evaluate_run, format_table
 
     if json_path is not None and len(split) > 1:
         _fail("--json names one file: give a single --split")
-    cfg = EvalConfig(samples=samples, batch_size=batch_size, n_bootstrap=bootstrap, seed=seed, threads=threads,
-                     log_to_run=log_run)
+    cfg = EvalConfig(**settings[EvalConfig])
     for s in dict.fromkeys(split):
         result = evaluate_run(run, s.value, cfg, data=data, truth=truth, json_path=json_path,
                               out_dir=(out / s.value) if out else None)
@@ -496,7 +501,7 @@ def compare(
     ctx: typer.Context,
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
                                                         "(default: mimic-mortality, and vision when present)."),
-    runs: Optional[list[str]] = typer.Option(None, "--runs", help="Run ids to compare (repeatable; instead of "
+    runs: Optional[list[str]] = typer.Option(None, "--runs", metavar="<run id>", help="Run ids to compare (repeatable; instead of "
                                                                   "--experiment); bare run ids after the options "
                                                                   "count too."),
     out: Path = typer.Option(Path("runs/compare"), help="Directory for compare.md and compare.csv."),
@@ -528,23 +533,18 @@ def compare(
 
 
 @command(short_help="Score a census: risk, interval, refer flag, report.")
+@with_config_options(ScoreConfig, limits={(ScoreConfig, f): {"min": 1} for f in ("samples", "batch_size", "chunk_rows",
+                                                                              "threads")},
+                     shown={(ScoreConfig, "samples"): SAMPLES_SHOWN})
 def score(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
     out: Path = typer.Option(..., help="Scores Parquet file (one row per admission)."),
     data: Optional[Path] = typer.Option(None, help="Features Parquet file or directory (written by `extract`)."),
-    source: Optional[str] = typer.Option(None, help="MIMIC-III CSV directory or postgresql:// DSN (extracted with "
-                                                    "the training vocabulary)."),
+    source: Optional[str] = typer.Option(None, help="MIMIC-III or MIMIC-IV CSV directory or postgresql:// DSN "
+                                                    "(extracted with the training vocabulary)."),
     cohort: Optional[Path] = typer.Option(None, help="With --source: HADM_IDs (one per line) or a SQL condition on "
                                                      "the cohort columns."),
     schema: str = typer.Option("mimiciii", help="PostgreSQL schema of --source."),
-    samples: Optional[int] = typer.Option(None, min=1,
-                                          help=f"Monte Carlo samples per mixture component {SAMPLES_DEFAULT}."),
-    batch_size: int = typer.Option(DEFAULT_BATCH, min=1, help=BATCH_HELP),
-    chunk_rows: int = typer.Option(4096, min=1, help="Admissions read at a time (bounds memory; batches are formed "
-                                                     "by length within a chunk, so a rank-1 model's Monte Carlo "
-                                                     "draws per admission depend on it)."),
-    seed: int = typer.Option(0, help="Seed of the weight draws."),
-    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
     cross_release: bool = typer.Option(False, "--cross-release", help="Score features (or a source) of another MIMIC "
                                                                       "release than the model's; the share of "
                                                                       "out-of-vocabulary tokens is reported."),
@@ -557,12 +557,13 @@ def score(
     link: bool = typer.Option(True, "--link/--no-link", help="Write the data owner's _private/ files beside --out: "
                                                              "link.csv, unscored.csv and the report by HADM_ID."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    settings: dict = None,
 ) -> None:
     """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
     _setup_logging(verbose)
-    from pipeline.serving.score import ScoreConfig, score as run_score
+    from pipeline.serving.score import score as run_score
 
-    cfg = ScoreConfig(samples=samples, batch_size=batch_size, chunk_rows=chunk_rows, seed=seed, threads=threads)
+    cfg = ScoreConfig(**settings[ScoreConfig])
     s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of,
                   report=report, link=link, cross_release=cross_release)
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
@@ -601,36 +602,31 @@ def _settings(pairs: list[str]) -> tuple[dict, dict]:
 
 
 @command(short_help="Serve a model over HTTP on 127.0.0.1.")
+@with_config_options(ServeConfig, exclude=("model",), rename={(ServeConfig, "timeout_s"): "timeout"},
+                     flags={(ServeConfig, "direct"): ["--direct/--via-mlflow"]},
+                     limits={(ServeConfig, "port"): {"min": 1, "max": 65535}, (ServeConfig, "workers"): {"min": 1},
+                             (ServeConfig, "threads"): {"min": 1}, (ServeConfig, "max_rows"): {"min": 1},
+                             (ServeConfig, "max_body_mb"): {"min": 0.001}, (ServeConfig, "timeout_s"): {"min": 1}})
 def serve(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
-    port: int = typer.Option(5000, min=1, max=65535, help="TCP port on 127.0.0.1."),
-    workers: int = typer.Option(1, min=1, help="Server processes, each with its own copy of the model."),
-    threads: int = typer.Option(1, min=1, help="Torch intra-op threads per request (concurrent requests share "
-                                               "the cores)."),
-    max_rows: int = typer.Option(2048, min=1, help="Admissions per request; more is refused (HTTP 413)."),
-    max_body_mb: float = typer.Option(16.0, min=0.001, help="Request body limit in MB; larger is refused "
-                                                            "(HTTP 413)."),
-    timeout: int = typer.Option(60, min=1, help="Seconds a request may take (HTTP 504 beyond)."),
-    direct: bool = typer.Option(True, "--direct/--via-mlflow", help="JSON requests go from the checked table to "
-                                                                    "the model (--via-mlflow: through MLflow's "
-                                                                    "parsing again)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log MLflow's and uvicorn's debug lines."),
+    settings: dict = None,
 ) -> None:
     """Serve a model with MLflow's scoring server on 127.0.0.1 (POST /invocations)."""
     _setup_logging(verbose)
-    from pipeline.serving.server import HOST, ServeConfig, serve as run_serve
+    from pipeline.serving.server import HOST, serve as run_serve
 
-    cfg = ServeConfig(model=model, port=port, workers=workers, threads=threads, max_rows=max_rows,
-                      max_body_mb=max_body_mb, timeout_s=timeout, direct=direct)
-    typer.echo(f"serving {model} on http://{HOST}:{port}/invocations (Ctrl-C stops)", err=True)
-    run_serve(cfg, log_level="debug" if verbose else "info")
+    cfg = ServeConfig(model=model, **settings[ServeConfig])
+    run_serve(cfg, log_level="debug" if verbose else "info",  # the line once the model has loaded
+              on_ready=lambda: typer.echo(f"serving {model} on http://{HOST}:{cfg.port}/invocations (Ctrl-C "
+                                          "stops)", err=True))
 
 
 @command("benchmark-models", context_settings=_EXTRA,
          short_help="Train and evaluate every variant, then compare.")
 def benchmark_models(
     ctx: typer.Context,
-    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC-III directory (generated when missing)."),
+    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC directory (generated when missing, in --layout)."),
     out: Path = typer.Option(..., help="Output directory (features, work dirs, compare.md/csv)."),
     seeds: list[int] = typer.Option([0, 1, 2], help="Training seeds (repeatable)."),
     models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: every "
@@ -644,14 +640,14 @@ def benchmark_models(
     samples: Optional[int] = typer.Option(None, min=1, help=f"Evaluation samples per component {SAMPLES_DEFAULT}."),
     jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
     patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
-    layout: LayoutChoice = typer.Option(LayoutChoice.mimic_iii, help="Layout of a generated source (mimic-iv: the "
-                                                                     "era split is by anchor_year_group)."),
+    layout: Release = typer.Option(Release.mimic3, help="Layout of a generated source (mimic-iv: the era split is "
+                                                        "by anchor_year_group)."),
     experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
                                                                "(ensembles: distinct admissions = rows / K) "
-                                                               "[default: 64]."),
-    preset: str = typer.Option("default", help="Training preset of the LSTM variants (default | paper | "
-                                               "records-research); --max-steps, --eval-every and --set win."),
+                                                               f"[default: {TrainConfig.batch_size}, train's]."),
+    preset: Preset = typer.Option(Preset.DEFAULT, help="Training preset of the LSTM variants; --max-steps, "
+                                                       "--eval-every and --set win."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="A training or model setting for every LSTM "
                                                                  "variant, FIELD=VALUE (repeatable; any field of "
                                                                  "`train`'s options, e.g. lstm_hidden=128 or "
@@ -675,7 +671,7 @@ def benchmark_models(
     train_set, model_set = _settings(set_ or [])
     cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or MODELS), split_modes=tuple(splits),
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment, layout=layout.value, preset=preset,
+                     patients=patients, experiment=experiment, layout=layout, preset=preset.value,
                      train_overrides={**train_set, **({"batch_size": batch_size} if batch_size else {})},
                      model_overrides=model_set)
     result = run_grid(synth_dir, out, cfg)

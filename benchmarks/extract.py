@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -48,6 +47,7 @@ PY = sys.executable
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import report  # noqa: E402  (benchmarks/report.py)
+from scaling import extrapolate, growth_exponent  # noqa: E402  (benchmarks/scaling.py)
 
 
 def run_child(args: list[str], env: dict | None = None) -> tuple[float, float, str]:
@@ -109,16 +109,10 @@ def main() -> None:
         print(f"scale {frac:5.2%}: {patients:6d} patients, {read:12,d} event rows, {wall:7.1f} s, "
               f"{read / wall / 1e6:6.2f} M rows/s, peak RSS {rss:7.0f} MB", flush=True)
 
-    xs = [math.log(r["event_rows"]) for r in rows]
-    ys = [math.log(r["wall_s"]) for r in rows]
-    if len(rows) >= 2:
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    else:
-        slope = 1.0
+    slope = growth_exponent([r["event_rows"] for r in rows], [r["wall_s"] for r in rows])
     full_rows = sum(FULL_EVENT_ROWS.values())
     big = rows[-1]
-    full_wall = big["wall_s"] * (full_rows / big["event_rows"]) ** max(slope, 1.0)
+    full_wall = extrapolate(big["wall_s"], big["event_rows"], full_rows, slope)
 
     result = {**measured, "scales": rows, "growth_exponent": slope, "full_event_rows": full_rows,
               "full_scale_extrapolated_s": full_wall, "command": "benchmarks/extract.py " + " ".join(sys.argv[1:])}

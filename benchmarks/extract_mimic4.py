@@ -38,6 +38,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from scaling import extrapolate, growth_exponent  # noqa: E402  (benchmarks/scaling.py)
 
 CACHE = ROOT / "benchmarks" / ".cache"
 RESULT = ROOT / "benchmarks" / "results" / "extract_mimic4.json"
@@ -175,13 +178,13 @@ def measure(scales: list[float], seed: int) -> dict:
               f"load {load:.1f}), {read / wall / 1e6:6.2f} M rows/s, peak RSS {rss:7.0f} MB ({outside:.0f} MB after "
               "DuckDB's stages)", flush=True)
 
-    xs = [math.log(r["event_rows"]) for r in rows]
-    slope = _slope(xs, [math.log(r["wall_s"]) for r in rows])
+    sizes = [r["event_rows"] for r in rows]
+    slope = growth_exponent(sizes, [r["wall_s"] for r in rows])
     full_rows = sum(FULL_EVENT_ROWS.values())
     big = rows[-1]
-    full_wall = big["wall_s"] * (full_rows / big["event_rows"]) ** max(slope, 1.0)
-    cpu_slope = _slope(xs, [math.log(r["cpu_s"]) for r in rows])
-    full_cpu = big["cpu_s"] * (full_rows / big["event_rows"]) ** max(cpu_slope, 1.0)
+    full_wall = extrapolate(big["wall_s"], big["event_rows"], full_rows, slope)
+    cpu_slope = growth_exponent(sizes, [r["cpu_s"] for r in rows])
+    full_cpu = extrapolate(big["cpu_s"], big["event_rows"], full_rows, cpu_slope)
     # memory: DuckDB's own is capped by memory_limit (it spills to disk beyond it); what the process holds
     # besides grows with the admissions: the RSS after DuckDB's stages, linear in patients through the two
     # largest scales, plus the cap, bounds the full release's peak
@@ -306,14 +309,6 @@ def profile_tables(src: str) -> dict:
     con.close()
     shutil.rmtree(tmp, ignore_errors=True)
     return {"threads": 1, "reps": REPS, "tables": tables, "floor_cpu_s": best}
-
-
-def _slope(xs: list[float], ys: list[float]) -> float:
-    """Least-squares slope of ys on xs (1.0 with a single point)."""
-    if len(xs) < 2:
-        return 1.0
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
 def _mb(limit: str) -> float:

@@ -25,8 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import fileio  # noqa: E402
-
-METRICS = ("nll", "auc_pr", "ece")
+from pipeline.evaluation.compare import TABLE_METRICS as METRICS  # noqa: E402
 
 
 def grid_runs(grid: Path, model: str, mode: str, split: str) -> dict[int, dict]:

@@ -25,6 +25,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.compare import SPLITS, compare
 from pipeline.models.variants import VARIANTS, resolve
 from pipeline.runs import store
+from pipeline.sources.tables import Release
 
 MODELS = VARIANTS + BASELINES  # what the grid can train: the LSTM variants, then the classical baselines
 
@@ -51,7 +52,7 @@ class GridConfig:
     patients: int = 2000  # synthetic patients when the source has to be generated
     synth_seed: int = 0  # seed of the synthetic source
     density: float = 1.0  # synthetic event density
-    layout: str = "mimic-iii"  # layout of a generated synthetic source: mimic-iii | mimic-iv (era: anchor_year_group)
+    layout: Release = Release.mimic3  # layout of a generated synthetic source: mimic-iii | mimic-iv (era: anchor_year_group)
     experiment: str = "benchmark-models"  # MLflow experiment of the grid
     preset: str = "default"  # training preset of the LSTM variants (training.config.Preset); the settings below win
     train_overrides: dict = field(default_factory=dict)  # extra TrainConfig settings (e.g. batch_size)
@@ -132,8 +133,9 @@ def _worker_init(uri: str) -> None:
 def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[str, Path]:
     """Synthetic source (generated when missing) and one extraction per split mode (cached)."""
     from pipeline.extraction import ExtractConfig, SplitMode, extract
+    from pipeline.sources.csvdir import detect_layout
 
-    if not (synth_dir / "ADMISSIONS.csv.gz").exists() and not (synth_dir / "hosp" / "admissions.csv.gz").exists():
+    if not synth_dir.is_dir() or "admissions" not in detect_layout(synth_dir)[1]:
         from pipeline.synth import SynthConfig, generate
 
         generate(synth_dir, patients=cfg.patients, seed=cfg.synth_seed, config=SynthConfig(density=cfg.density),
@@ -141,7 +143,7 @@ def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[st
     feats = {}
     for mode in cfg.split_modes:
         fdir = out_dir / f"features-{mode}"
-        if not (fdir / "manifest.json").exists():
+        if not (fdir / store.MANIFEST).exists():
             extract(synth_dir, fdir, ExtractConfig(split=SplitMode(mode)))
         feats[mode] = fdir
     return feats
@@ -170,6 +172,7 @@ def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None 
             try:
                 run_ids.append(future.result())
             except Exception as exc:
+                pool.shutdown(wait=False, cancel_futures=True)  # the jobs not started yet do not start
                 raise GridError(f"{v} {mode} seed {s} failed: {type(exc).__name__}: {exc}") from exc
             record_run(out, run_ids[-1], v, mode, s)
     t2 = time.perf_counter()

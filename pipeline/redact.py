@@ -54,11 +54,11 @@ def is_secret_key(key: str) -> bool:
     return any(p in SECRET_PARTS for p in parts) or "apikey" in key.lower().replace("_", "")
 
 
-def redact_value(value: str) -> str:
-    """Redact DSN / key=value passwords and mask calendar dates in one string."""
+def redact_value(value: str, dates: bool = True) -> str:
+    """Redact DSN / key=value passwords and mask calendar dates (``dates``) in one string."""
     text = redact_dsn(value) if "://" in value else value
     text = _KV_PASSWORD.sub(lambda m: m.group(1) + REDACTED, text)
-    return DATE.sub("<date>", text)
+    return DATE.sub("<date>", text) if dates else text
 
 
 def redact_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:

@@ -208,3 +208,80 @@ def test_the_mlproject_is_rendered_from_the_train_options():
     proc = subprocess.run([sys.executable, str(ROOT / "mlflow" / "render_mlproject.py"), "--check"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], {}),  # every field keeps the config's default
+    (["--bins", "3", "--split", "era", "--era-groups", "2008 - 2010", "--era-groups", "2011 - 2013",
+      "--hourly-hours", "6", "--verify-counts", "--scan-workers", "1"],
+     {"n_bins": 3, "split": "era", "era_groups": ("2008 - 2010", "2011 - 2013"), "hourly_hours": 6.0,
+      "verify_counts": True, "scan_workers": 1}),
+])
+def test_extract_options_are_the_config_fields(args, expected, monkeypatch, tmp_path):
+    """`extract`'s options come from ExtractConfig (``--bins`` for n_bins, ``--era-groups`` repeatable)."""
+    import pipeline.extraction
+    from pipeline.errors import PipelineError
+    from pipeline.extraction import ExtractConfig
+
+    seen = {}
+
+    def fake_extract(source, out, cfg, schema):
+        seen["cfg"] = cfg
+        raise PipelineError("stopped by the test")
+
+    monkeypatch.setattr(pipeline.extraction, "extract", fake_extract)
+    result = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path), "--out", str(tmp_path / "f"), *args])
+    assert "stopped by the test" in result.output, result.output
+    assert seen["cfg"] == ExtractConfig(**expected)
+
+
+@pytest.mark.parametrize("args, bad", [(["--scan-workers", "0"], "--scan-workers"), (["--split", "x"], "--split")])
+def test_extract_refuses_out_of_range_options(args, bad, tmp_path):
+    result = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path), "--out", str(tmp_path / "f"), *args])
+    assert result.exit_code == 2 and bad in result.output
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], {}),  # every field keeps the config's default
+    (["--samples", "3", "--batch-size", "7", "--bootstrap", "0", "--seed", "2", "--threads", "1", "--no-log"],
+     {"samples": 3, "batch_size": 7, "n_bootstrap": 0, "seed": 2, "threads": 1, "log_to_run": False}),
+])
+def test_evaluate_options_are_the_config_fields(args, expected, monkeypatch):
+    """`evaluate`'s options come from EvalConfig (``--bootstrap`` for n_bootstrap, ``--log/--no-log``)."""
+    from pipeline.errors import PipelineError
+    from pipeline.evaluation import evaluate
+    from pipeline.evaluation.config import EvalConfig
+
+    seen = {}
+
+    def fake_evaluate_run(run, split, cfg, **kwargs):
+        seen["cfg"], seen["split"] = cfg, split
+        raise PipelineError("stopped by the test")
+
+    monkeypatch.setattr(evaluate, "evaluate_run", fake_evaluate_run)
+    result = CliRunner().invoke(cli.app, ["evaluate", "--run", "abc", "--split", "val", *args])
+    assert "stopped by the test" in result.output, result.output
+    assert seen["cfg"] == EvalConfig(**expected) and seen["split"] == "val"
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], {}),  # every field keeps the config's default
+    (["--samples", "3", "--batch-size", "7", "--chunk-rows", "9", "--seed", "2", "--threads", "1"],
+     {"samples": 3, "batch_size": 7, "chunk_rows": 9, "seed": 2, "threads": 1}),
+])
+def test_score_options_are_the_config_fields(args, expected, monkeypatch, tmp_path):
+    """`score`'s options come from ScoreConfig."""
+    from pipeline.errors import PipelineError
+    from pipeline.serving import score
+    from pipeline.serving.config import ScoreConfig
+
+    seen = {}
+
+    def fake_score(model, out, cfg, **kwargs):
+        seen["cfg"] = cfg
+        raise PipelineError("stopped by the test")
+
+    monkeypatch.setattr(score, "score", fake_score)
+    result = CliRunner().invoke(cli.app, ["score", "--model", "abc", "--out", str(tmp_path / "s.parquet"), *args])
+    assert "stopped by the test" in result.output, result.output
+    assert seen["cfg"] == ScoreConfig(**expected)

@@ -1,4 +1,4 @@
-"""pipeline.evaluate: mixture NLL against a loop, vectorised == sequential weight draws,
+"""pipeline.evaluation.evaluate: mixture NLL against a loop, vectorised == sequential weight draws,
 `cli.py evaluate` end to end on the demo (JSON keys, plots, MLflow metrics, privacy), the
 true-risk reference on synthetic data, and clear errors.
 

@@ -29,10 +29,21 @@ def map_run(tmp_path_factory, demo_features):
 
 
 @pytest.fixture(scope="module")
-def laplace_run(map_run, tmp_path_factory):
+def laplace_config():
+    return LaplaceConfig(subnet_size=300, prior_precision=1.0)
+
+
+@pytest.fixture(scope="module")
+def laplace_run(map_run, laplace_config, tmp_path_factory):
     out = tmp_path_factory.mktemp("laplace-run")
-    return fit_laplace_run(map_run, LaplaceConfig(subnet_size=300, prior_precision=1.0), samples=5, out_dir=out,
-                           experiment="laplace-tests")
+    return fit_laplace_run(map_run, laplace_config, samples=5, out_dir=out, experiment="laplace-tests")
+
+
+def test_the_callers_config_is_left_as_it_was(laplace_run, laplace_config):
+    """samples switches the run's predictive to Monte Carlo and the MAP run's bag limits apply, on a copy."""
+    assert laplace_run.run_id
+    assert laplace_config == LaplaceConfig(subnet_size=300, prior_precision=1.0)
+    assert laplace_config.predictive is Predictive.PROBIT
 
 
 def test_the_run_records_its_parent_and_posterior(laplace_run, map_run):

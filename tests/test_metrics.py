@@ -1,4 +1,4 @@
-"""Tests for pipeline.metrics and pipeline.plots against independent computations."""
+"""Tests for pipeline.metrics and pipeline.evaluation.plots against independent computations."""
 
 import itertools
 import json

@@ -1,4 +1,4 @@
-"""pipeline.score: batch scoring of features and of a MIMIC-III source with the training
+"""pipeline.serving.score: batch scoring of features and of a MIMIC source with the training
 vocabulary, cohort files, chunked streaming, no-event admissions and clear input errors."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.demo import demo_with_admissions
 from helpers.runs import trained_run
 from helpers.raw_ids import raw_ids_of
 
@@ -164,15 +165,12 @@ def test_source_scoring_with_a_sql_condition(demo_run, demo_features, demo_dir, 
 def test_census_scores_open_admissions_and_counts_ids_without_a_score(demo_run, demo_features, demo_dir, tmp_path):
     """Patients still in hospital have no DISCHTIME: scoring keeps them (training quarantines them);
     requested HADM_IDs that get no score are counted, never silently dropped."""
-    src = tmp_path / "src"
-    src.mkdir()
-    for f in demo_dir.glob("*.csv.gz"):
-        (src / f.name).symlink_to(f)
-    (src / "ADMISSIONS.csv.gz").unlink()
     ids = _hadm_ids(demo_features.out_dir, "test")
-    adm = pd.read_csv(demo_dir / "ADMISSIONS.csv.gz", dtype=str, keep_default_na=False)
-    adm.loc[adm["hadm_id"].astype(int) == ids[0], ["dischtime", "deathtime", "discharge_location"]] = ""
-    adm.to_csv(src / "ADMISSIONS.csv.gz", index=False)
+
+    def still_in_hospital(adm):
+        adm.loc[adm["hadm_id"].astype(int) == ids[0], ["dischtime", "deathtime", "discharge_location"]] = ""
+
+    src = demo_with_admissions(demo_dir, tmp_path / "src", still_in_hospital)
     (tmp_path / "census.txt").write_text("HADM_ID\n" + "\n".join(map(str, [*ids, 99999999])) + "\n")
     s = sc.score(demo_run, tmp_path / "s.parquet", source=str(src), cohort=tmp_path / "census.txt", cfg=_cfg())
     keys = set(pd.read_parquet(s.out)["key"])
@@ -185,19 +183,17 @@ def test_census_scores_open_admissions_and_counts_ids_without_a_score(demo_run, 
 def test_census_flags_admissions_still_before_their_prediction_time(demo_run, demo_features, demo_dir, tmp_path):
     """A patient admitted hours before the data ends has only those hours of the 24 h window: the
     score says so (observed_hours, before_prediction_time) instead of passing for a 24 h risk."""
-    src = tmp_path / "src"
-    src.mkdir()
-    for f in demo_dir.glob("*.csv.gz"):
-        (src / f.name).symlink_to(f)
-    (src / "ADMISSIONS.csv.gz").unlink()
-    adm = pd.read_csv(demo_dir / "ADMISSIONS.csv.gz", dtype=str, keep_default_na=False)
-    newest = max(pd.to_datetime(adm[c], errors="coerce").max() for c in ("admittime", "dischtime"))
     old_open, new_open = _hadm_ids(demo_features.out_dir, "test")[:2]
+    times = pd.read_csv(demo_dir / "ADMISSIONS.csv.gz", usecols=["admittime", "dischtime"])
+    newest = max(pd.to_datetime(times[c], errors="coerce").max() for c in ("admittime", "dischtime"))
     admit = newest + pd.Timedelta(days=10)  # the newest record: the data's default end
-    adm.loc[adm["hadm_id"].astype(int) == old_open, ["dischtime", "deathtime", "discharge_location"]] = ""
-    adm.loc[adm["hadm_id"].astype(int) == new_open, ["dischtime", "deathtime", "discharge_location"]] = ""
-    adm.loc[adm["hadm_id"].astype(int) == new_open, "admittime"] = str(admit)
-    adm.to_csv(src / "ADMISSIONS.csv.gz", index=False)
+
+    def open_two(adm):
+        adm.loc[adm["hadm_id"].astype(int) == old_open, ["dischtime", "deathtime", "discharge_location"]] = ""
+        adm.loc[adm["hadm_id"].astype(int) == new_open, ["dischtime", "deathtime", "discharge_location"]] = ""
+        adm.loc[adm["hadm_id"].astype(int) == new_open, "admittime"] = str(admit)
+
+    src = demo_with_admissions(demo_dir, tmp_path / "src", open_two)
     (tmp_path / "census.txt").write_text(f"{old_open}\n{new_open}\n")
     keys = dict(zip(privacy_keys([old_open, new_open]), ("old", "new")))
 
@@ -408,16 +404,13 @@ def test_an_id_list_census_gives_each_missing_id_its_reason(demo_run, demo_featu
     """A census of scored ids, excluded ids of each kind, a quarantined one and an id not in ADMISSIONS."""
     _, whole = whole_demo
     reasons = pd.read_csv(whole / "_private" / "unscored.csv").drop_duplicates("reason")
-    src = tmp_path / "src"
-    src.mkdir()
-    for f in demo_dir.glob("*.csv.gz"):
-        (src / f.name).symlink_to(f)
-    (src / "ADMISSIONS.csv.gz").unlink()
     scored = _hadm_ids(demo_features.out_dir, "test")
     broken = scored[-1]  # its ADMITTIME blanked: quarantined
-    adm = pd.read_csv(demo_dir / "ADMISSIONS.csv.gz", dtype=str, keep_default_na=False)
-    adm.loc[adm["hadm_id"].astype(int) == broken, "admittime"] = ""
-    adm.to_csv(src / "ADMISSIONS.csv.gz", index=False)
+
+    def blank_admittime(adm):
+        adm.loc[adm["hadm_id"].astype(int) == broken, "admittime"] = ""
+
+    src = demo_with_admissions(demo_dir, tmp_path / "src", blank_admittime)
     census = [*scored, *reasons["hadm_id"], 99999999]
     (tmp_path / "census.txt").write_text("\n".join(map(str, census)) + "\n")
     s = sc.score(demo_run, tmp_path / "out" / "s.parquet", source=str(src), cohort=tmp_path / "census.txt", cfg=_cfg())

@@ -36,6 +36,23 @@ def test_tracking_uri_default_and_env(monkeypatch, tmp_path):
     assert store.tracking_uri() == "sqlite:////x/y.db"
 
 
+def test_a_dated_features_path_is_tagged_as_it_is(tracking_store, demo_features, tmp_path):
+    """The features directory tag names a directory that exists (evaluate reads it back), a date in its
+    path included; other tags still have their dates masked."""
+    from pipeline.runs.record import tag_features
+    from pipeline.runs.tracking import RunTracker
+
+    dated = tmp_path / "2024-01-05" / "features"
+    shutil.copytree(demo_features.out_dir, dated)
+    tracker = RunTracker(experiment="dated-path")
+    tag_features(tracker, dated)
+    tracker.set_tag("note", "made 2024-01-05")
+    tracker.end()
+    tags = store.client().get_run(tracker.run_id).data.tags
+    assert Path(tags[store.FEATURES_DIR_TAG]) == dated.resolve() and Path(tags[store.FEATURES_DIR_TAG]).is_dir()
+    assert tags["note"] == "made <date>"
+
+
 @pytest.fixture(scope="module")
 def cli_run(demo_features, tmp_path_factory):
     """`cli.py train` on the demo features; yields (run_id, tracking uri, workdir, stdout)."""

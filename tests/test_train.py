@@ -1,4 +1,4 @@
-"""pipeline.train: loss terms, learning, exact resume, NaN guard, torchrun data parallel."""
+"""pipeline.training: loss terms, learning, exact resume, NaN guard, torchrun data parallel."""
 
 from __future__ import annotations
 

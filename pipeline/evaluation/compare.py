@@ -3,12 +3,13 @@
 ``collect`` reads every evaluated run (the ``eval/<split>/metrics.json`` artifacts that
 ``evaluation.evaluate`` logs) of an experiment or a list of run ids into one row per run.
 ``summarize`` groups the rows by the feature set the runs were trained on, feature split mode
-(``random``, or ``era``: carevue-era train, metavision-era test) and model variant
+(``random``, or ``era``: MIMIC-III's carevue-era train, metavision-era test; MIMIC-IV's by
+``anchor_year_group``, the latest in test) and model variant
 (``models.variants``) and gives mean ± sd over seeds of NLL, AUC-PR and ECE on val and test, the
 test NLL gap to the true risk, and a true-risk reference row per feature set and split mode:
 runs on other admissions are never pooled (the tables gain a ``features`` column when there are
 several). ``write_tables`` writes Markdown and CSV atomically. The grid
-that trains and evaluates every variant is ``evaluation.grid``. Vision runs (tag ``run_kind``) have
+that trains and evaluates every variant is ``pipeline.grid``. Vision runs (tag ``run_kind``) have
 their own tables (``compare_vision``); the rows here are the mortality runs'.
 """
 
@@ -232,8 +233,9 @@ def to_markdown(summary: list[dict]) -> str:
                  str(r["seeds"] or "")]
         cells += [_cell(r[f"{c}_mean"], r[f"{c}_sd"]) for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
-    note = ("\nsplit: `random` = 80/10/10 by patient; `era` = carevue-era train/val, metavision-era test "
-            "(distribution shift). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model NLL - "
+    note = ("\nsplit: `random` = 80/10/10 by patient; `era` = the older stays in train/val, the newer in test "
+            "(distribution shift; MIMIC-III: carevue-era train/val, metavision-era test; MIMIC-IV: by "
+            "anchor_year_group, the latest in test). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model NLL - "
             "true-risk NLL on the same admissions; test ece-floor = the mean test ECE of a perfectly calibrated "
             "predictor making the same predictions (labels drawn from them): a test ECE near its floor is "
             "within chance at this test size."

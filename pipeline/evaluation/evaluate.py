@@ -18,51 +18,24 @@ import logging
 import shutil
 import tempfile
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 import numpy as np
 
 from pipeline import fileio, metrics
 from pipeline.contracts import DEFAULT_BATCH
-from pipeline.errors import ConfigError
+from pipeline.evaluation.config import EvalConfig, Split  # noqa: F401  (their home; imported from here too)
 from pipeline.evaluation.truth import find_truth, load_true_risk
 from pipeline.runs import store
 from pipeline.runs.store import RunModel, load_run_model, resolve_features, split_mode
 
 log = logging.getLogger(__name__)
 
-LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier", "accuracy", "disagreement", "disagreement_normalized",
+LOGGED = (*metrics.METRICS, "accuracy", "disagreement", "disagreement_normalized",
           "mean_predictive_entropy", "mean_mutual_information", "ece_floor", "ece_p_value", "calibration_slope",
           "calibration_intercept")  # scalars logged per split
-TRUTH_LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier")  # true-risk scalars (and model gaps) logged
+TRUTH_LOGGED = metrics.METRICS  # true-risk scalars (and model gaps) logged
 PLOTS = ("reliability.png", "pr_curve.png", "referral.png")  # artifacts written per split
-
-
-class Split(str, Enum):
-    """Feature split evaluated."""
-
-    VAL = "val"
-    TEST = "test"
-
-
-@dataclass
-class EvalConfig:
-    """Settings of one evaluation."""
-
-    samples: int | None = None  # Monte Carlo samples per mixture component (S; None: the model's score_samples)
-    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it; the draws depend on it)
-    n_bootstrap: int = 1000  # bootstrap resamples for the 95% intervals (0: none)
-    seed: int = 0  # torch seed of the weight draws and numpy seed of the bootstrap
-    threads: int | None = None  # torch intra-op threads (None: torch's default)
-    log_to_run: bool = True  # log metrics, tag and artifacts to the MLflow run
-
-    def __post_init__(self) -> None:
-        for name in ("samples", "batch_size"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"EvalConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.n_bootstrap < 0:
-            raise ConfigError(f"EvalConfig.n_bootstrap must be >= 0, got {self.n_bootstrap}")
 
 
 @dataclass
@@ -75,26 +48,6 @@ class EvalResult:
     true_risk: np.ndarray | None  # (N,) true risk (synthetic data) or None
     json_path: Path | None  # JSON written
     artifacts: list[Path]  # PNG files written
-
-
-# ---------------------------------------------------------------------------- loading a run
-
-
-
-
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------------------- true risk
-
-
-
-
 
 
 # ---------------------------------------------------------------------------- sampling and metrics

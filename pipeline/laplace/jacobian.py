@@ -41,7 +41,7 @@ MICRO_BATCH = 2  # admissions per backward group: each logit's backward pass run
 def split_batch(batch: dict, size: int) -> list[dict]:
     """Consecutive groups of ``size`` admissions of a batch dict (every tensor with the batch's leading size).
 
-    A batch with a left-aligned ``mask`` (B, T) (DESIGN.md batches) has its time axis cut to the group's
+    A batch with a left-aligned ``mask`` (B, T) (docs/architecture.md, Batches) has its time axis cut to the group's
     longest admission (``tokens``, ``mask``, ``hours``), which never changes a logit.
     """
     b = next(v.shape[0] for v in batch.values() if isinstance(v, Tensor) and v.dim() > 0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline import features, fileio, predict
@@ -29,7 +29,7 @@ from pipeline.training.config import TrainConfig
 from .config import LaplaceConfig, Predictive
 from .errors import LaplaceError
 from .fit import LaplaceReport, fit_laplace
-from .model import LAPLACE_FORMAT
+from .model import LAPLACE_FORMAT, save_laplace
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +80,9 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
     if samples is not None:
         if samples < 1:
             raise LaplaceError(f"samples must be >= 1, got {samples}")
-        cfg.predictive = Predictive.MC
+        cfg = replace(cfg, predictive=Predictive.MC)  # the caller's config is left as it was
     draws = samples if samples is not None else 1
-    cfg.max_bags, cfg.max_tokens = rm.info.get("max_bags"), rm.info.get("max_tokens")
+    cfg = replace(cfg, max_bags=rm.info.get("max_bags"), max_tokens=rm.info.get("max_tokens"))
     model, report = fit_laplace(rm.model, train_fs, val_fs, cfg)  # raises LaplaceError for a Bayesian model
 
     logits = predict.feature_logits(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
@@ -103,8 +103,6 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
         extra = {"model_kind": "laplace", "train_config": train_config, "refer_threshold": threshold,
                  "vocab_sizes": {"tokens": len(rm.vocab["tokens"]), "context": len(rm.vocab["context"])},
                  "step": rm.info.get("step"), "val_nll": val_metrics["nll"]}
-        from .model import save_laplace
-
         save_laplace(out / BEST, model, extra)
         settings = {k: v for k, v in model.settings().items() if not k.startswith("param_")}
         info = {"model_kind": "laplace", "model_label": model.label, "laplace": settings,
@@ -154,7 +152,6 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
     from pipeline.vision.run import run_splits
 
     from .fit import fit_laplace_batches
-    from .model import save_laplace
 
     with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:
         vr = load_vision_run(map_uri, tmp)
@@ -163,7 +160,7 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
     if samples is not None:
         if samples < 1:
             raise LaplaceError(f"samples must be >= 1, got {samples}")
-        cfg.predictive = Predictive.MC
+        cfg = replace(cfg, predictive=Predictive.MC)  # the caller's config is left as it was
     draws = samples if samples is not None else 1
     if not vr.train_config:
         raise LaplaceError(f"{map_uri}: the vision run records no training settings (dataset, seed)")

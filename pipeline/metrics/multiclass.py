@@ -3,7 +3,7 @@
 The multi-class extension of ``pipeline.metrics`` (same conventions, to be folded into the
 ``pipeline.metrics`` package): shapes ``D`` weight draws, ``N`` examples, ``C`` classes. Logits
 are (S, K, N, C), or (D, N, C) with D = S·K flattened sample-major then member-major
-(DESIGN.md): draw ``d = s*K + k``. A *member* is one mixture component: its prediction is the
+(docs/architecture.md): draw ``d = s*K + k``. A *member* is one mixture component: its prediction is the
 mean probability over its S samples. Probabilities come from logits through log-softmax, so
 extreme logits never turn into ``log(0)``; logarithms are natural (nats).
 

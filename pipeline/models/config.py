@@ -41,12 +41,12 @@ class MortalityConfig:
     dense_units: int = 128  # hidden dense layer width (relu6)
     components: int = 4  # K mixture components / ensemble members (rank1, batchensemble, deep-ensemble)
     prior: PriorKind = PriorKind.GAUSSIAN  # rank-1 factor prior: gaussian | cauchy (posterior of the same family)
-    prior_mean: float | None = None  # rank-1 prior location (None: 1, or 0 for additive factors)
-    prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at prior_mean
-    prior_signs: bool = False  # rank-1 prior symmetric in sign: ½ prior(+prior_mean) + ½ prior(-prior_mean)
+    prior_mean: float | None = None  # rank-1 prior location (unset: 1, or 0 for additive factors)
+    prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at the prior mean
+    prior_signs: bool = False  # rank-1 prior symmetric in sign: half centred at +mean, half at -mean
     init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter (embeddings included)
     init_stddev_jitter: float = 0.0  # rank-1 factors: sd of noise on the raw (pre-softplus) initial stddev (edward2: 0.1)
-    factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (None: normal, BatchEnsemble random_sign)
+    factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (unset: normal; random_sign for BatchEnsemble)
     random_sign_prob: float = 0.5  # P(+1) for random-sign factor init
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training) | per_member (evaluation)
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # rank-1 factors: multiplicative | additive

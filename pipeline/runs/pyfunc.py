@@ -223,7 +223,7 @@ def code_copy(dest: Path) -> Path:
 
 
 def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str, default_samples: int):
-    """Log the pyfunc into the active MLflow run under ``ARTIFACT_PATH``; returns ModelInfo."""
+    """Log the pyfunc into the active MLflow run under ``MODEL_ARTIFACT``; returns ModelInfo."""
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         # MLflow's advice to add an input example: the signature is explicit and an input example
         # would copy admissions into the model directory.
@@ -233,10 +233,11 @@ def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str,
         manifest = Path(vocab).parent / MANIFEST
         if manifest.exists():
             from pipeline import fileio
+            from pipeline.sources.tables import LEGACY, release_of
 
             saved = fileio.read_json(manifest)
             kept = {k: saved[k] for k in ("feature_version", "config") if k in saved}
-            if saved.get("release", "mimic-iii") != "mimic-iii":  # a model recording no release is MIMIC-III's
+            if release_of(saved) is not LEGACY:  # a model recording no release is MIMIC-III's
                 kept["release"] = saved["release"]
             fileio.write_json(Path(tmp) / EXTRACTION, kept)
             artifacts["extraction"] = str(Path(tmp) / EXTRACTION)

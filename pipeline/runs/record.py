@@ -22,8 +22,8 @@ from pipeline.redact import redact_json
 
 from . import store
 
-VAL_METRICS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives")  # model_info.json's val_metrics
-LOGGED = ("nll", "auc_pr", "auc_roc", "ece", "brier", "mean_mutual_information")  # logged as best_val_<name>
+VAL_METRICS = (*metrics.METRICS, "n", "positives")  # model_info.json's val_metrics
+LOGGED = (*metrics.METRICS, "mean_mutual_information")  # logged as best_val_<name>
 
 
 @dataclass
@@ -71,7 +71,7 @@ def tag_features(tracker, fdir: Path) -> None:
     score checks the release."""
     tracker.set_tag(store.FEATURES_DIR_TAG, str(Path(fdir).resolve()))
     tracker.set_tag(store.SPLIT_MODE_TAG, store.features_split_mode(fdir))
-    tracker.set_tag(store.RELEASE_TAG, store.features_release(fdir))
+    tracker.set_tag(store.RELEASE_TAG, store.features_dir_release(fdir))
 
 
 def record_run(tracker, out: Path, fdir: Path, *, info: dict, validation: Validation, checkpoint: Path,

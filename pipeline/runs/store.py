@@ -50,6 +50,9 @@ def eval_artifacts(split: str) -> str:
 FEATURES_DIR_TAG = "features_dir"  # absolute path of the features directory the run was trained on
 SPLIT_MODE_TAG = "split_mode"  # random | era (compare groups by it)
 RELEASE_TAG = "release"  # mimic-iii | mimic-iv: the MIMIC release of the training features
+# tags that hold a local path, read back to find files: their dates are not masked (a path such as
+# /data/2024-01-05/features is the operator's, not a record's, and masked it would name no directory)
+PATH_TAGS = frozenset({FEATURES_DIR_TAG})
 
 
 class RunError(PipelineError, ValueError):
@@ -279,8 +282,10 @@ def features_split_mode(features_dir: Path | str) -> str:
     return split_mode(fileio.read_json(manifest) if manifest.exists() else None)
 
 
-def features_release(features_dir: Path | str) -> str:
-    """The MIMIC release of a features directory's manifest.json (``mimic-iii`` when it records none:
-    manifests written before releases were recorded are MIMIC-III's; ``unknown`` without a manifest)."""
+def features_dir_release(features_dir: Path | str) -> str:
+    """The MIMIC release of a features directory's manifest.json as a tag value (``sources.tables.release_of``:
+    MIMIC-III when it records none; ``unknown`` without a manifest)."""
+    from pipeline.sources.tables import release_of
+
     manifest = Path(features_dir) / MANIFEST
-    return str(fileio.read_json(manifest).get("release") or "mimic-iii") if manifest.exists() else "unknown"
+    return release_of(fileio.read_json(manifest)).value if manifest.exists() else "unknown"

@@ -2,7 +2,8 @@
 
 The store is ``store.tracking_uri()``. Parameters pass through ``redact.redact_params`` first: secret-looking keys are
 dropped to ``***``, DSN passwords are redacted and calendar dates masked, so no secret, DSN
-password or date reaches the tracking store. Only rank 0 of a distributed run tracks; the
+password or date reaches the tracking store. Tags are redacted alike, except that the path tags
+(``store.PATH_TAGS``: the features directory, read back to find the features) keep their dates. Only rank 0 of a distributed run tracks; the
 other ranks get a ``NullTracker``.
 """
 
@@ -81,7 +82,7 @@ class RunTracker(NullTracker):
         self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def set_tag(self, key: str, value: str) -> None:
-        self.client.set_tag(self.run_id, key, redact_value(str(value)))
+        self.client.set_tag(self.run_id, key, redact_value(str(value), dates=key not in store.PATH_TAGS))
 
     def log_pyfunc(self, **kwargs) -> None:
         """Log the trained model as an MLflow pyfunc named ``model`` (see ``pipeline.runs.pyfunc``)."""

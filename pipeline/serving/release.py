@@ -19,44 +19,39 @@ import pyarrow.parquet as pq
 
 from pipeline import fileio
 from pipeline.errors import PipelineError
+from pipeline.runs.store import MANIFEST
+from pipeline.sources.tables import Release, release_of
 
 log = logging.getLogger(__name__)
-
-LEGACY = "mimic-iii"  # the release of a manifest that does not record one
-TITLES = {"mimic-iii": "MIMIC-III", "mimic-iv": "MIMIC-IV"}
 
 
 class CrossReleaseError(PipelineError, ValueError):
     """Features of one MIMIC release scored with a model of the other, not asked for explicitly."""
 
 
-def release_of(manifest: dict | None) -> str:
-    """The release a manifest (a features directory's, or a run's copy of it) records."""
-    return str((manifest or {}).get("release") or LEGACY)
-
-
-def features_release(files: list[Path]) -> str | None:
-    """The release of feature files, from the ``manifest.json`` beside them (None: no manifest)."""
-    manifests = {Path(f).parent / "manifest.json" for f in files}
+def files_release(files: list[Path]) -> Release | None:
+    """The release of feature files, from the ``manifest.json`` beside them (``release_of``; None: no manifest)."""
+    manifests = {Path(f).parent / MANIFEST for f in files}
     found = {release_of(fileio.read_json(m)) for m in manifests if m.exists()}
     if len(found) > 1:
-        raise CrossReleaseError(f"the feature files {sorted(map(str, files))} come from different releases {sorted(found)}")
+        raise CrossReleaseError(f"the feature files {sorted(map(str, files))} come from different releases "
+                                f"{sorted(r.value for r in found)}")
     return found.pop() if found else None
 
 
-def check(model_release: str, data_release: str | None, cross_release: bool, what: str) -> bool:
+def check(model_release: Release, data_release: Release | None, cross_release: bool, what: str) -> bool:
     """Whether scoring ``what`` (of ``data_release``) with a model of ``model_release`` crosses releases;
     refused (``CrossReleaseError``) unless ``cross_release``. Unknown data release: not checked."""
     if data_release is None:
         log.warning("%s records no release (no manifest.json beside it): not checked against the model's (%s)",
-                    what, TITLES.get(model_release, model_release))
+                    what, Release(model_release).title)
         return False
     if data_release == model_release:
         return False
     if not cross_release:
         raise CrossReleaseError(
-            f"{what} is {TITLES.get(data_release, data_release)} but the model was trained on "
-            f"{TITLES.get(model_release, model_release)}: refused; score across releases only when asked explicitly "
+            f"{what} is {Release(data_release).title} but the model was trained on "
+            f"{Release(model_release).title}: refused; score across releases only when asked explicitly "
             "(cross_release; the share of out-of-vocabulary tokens is then reported)")
     return True
 

@@ -1,6 +1,6 @@
-"""Batch scoring of a census: features (or a MIMIC-III source) -> one risk row per admission.
+"""Batch scoring of a census: features (or a MIMIC source) -> one risk row per admission.
 
-Input is a features Parquet file / directory written by the extraction, or a MIMIC-III
+Input is a features Parquet file / directory written by the extraction, or a MIMIC-III / MIMIC-IV
 source extracted on the fly with the training vocabulary and bins (nothing refitted; the
 de-identification key must be the training one for keys to match). A cohort file restricts
 the source: a list of HADM_IDs (one per line, optional header) or a SQL condition on the
@@ -28,12 +28,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline import features, fileio, predict
-from pipeline.contracts import COHORT_COLUMNS, DEFAULT_BATCH, RISK
-from pipeline.errors import ConfigError, PipelineError
+from pipeline.contracts import COHORT_COLUMNS, RISK
+from pipeline.errors import PipelineError
 from pipeline.runs.store import load_run_model
 from pipeline.serving import cohort as cohort_mod
 from pipeline.serving import release
 from pipeline.serving.cohort import read_cohort
+from pipeline.serving.config import ScoreConfig  # noqa: F401  (its home; imported from here too)
 
 log = logging.getLogger(__name__)
 
@@ -43,24 +44,6 @@ _COHORT_SQL_ERROR = re.compile(r"^cohort \(ADMISSIONS, PATIENTS\)(?: \(PostgreSQ
 
 class ScoreError(PipelineError, ValueError):
     """Bad scoring input; the message names the file (and column or line)."""
-
-
-@dataclass
-class ScoreConfig:
-    """Settings of one scoring run."""
-
-    samples: int | None = None  # Monte Carlo samples per component (None: the model's score_samples)
-    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it; the draws depend on it)
-    chunk_rows: int = 4096  # admissions read from Parquet at a time (each chunk is batched by length on its own)
-    seed: int = 0  # torch seed of the weight draws (same seed, rows, chunk_rows and batch_size -> same scores)
-    threads: int | None = None  # torch intra-op threads (None: torch's default)
-
-    def __post_init__(self) -> None:
-        for name in ("batch_size", "chunk_rows"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"ScoreConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.samples is not None and self.samples < 1:
-            raise ConfigError(f"ScoreConfig.samples must be >= 1, got {self.samples}")
 
 
 @dataclass
@@ -191,7 +174,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
           cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
           as_of: str | None = None, report: Path | str | None = None, link: bool = True,
           cross_release: bool = False) -> ScoreSummary:
-    """Score ``data`` (features) or ``source`` (MIMIC-III, optionally restricted by ``cohort``) into ``out``.
+    """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into ``out``.
 
     ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
     ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open
@@ -203,7 +186,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     """
     cfg = cfg or ScoreConfig()
     if (data is None) == (source is None):
-        raise ScoreError("give exactly one of data (features) or source (MIMIC-III)")
+        raise ScoreError("give exactly one of data (features) or source (a MIMIC source)")
     if cohort is not None and source is None:
         raise ScoreError("a cohort restricts a source extraction; with features (data), filter them instead")
     if as_of is not None and source is None:
@@ -217,7 +200,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         model_release = release.release_of(run.manifest)
         if data is not None:
             files = feature_files(data)
-            crossing = release.check(model_release, release.features_release(files), cross_release, str(data))
+            crossing = release.check(model_release, release.files_release(files), cross_release, str(data))
             summary = _with_oov(score_files(run, files, out, cfg), run, files, crossing)
             links = _features_links(files) if link else None
             return _finish(run, summary, links, report)
@@ -238,7 +221,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
                              "the database's message is not shown (it can quote the file's values)") from None
         path = result.files["cohort"]
         summary = _with_oov(score_files(run, [path], out, cfg), run, [path],
-                            release.features_release([path]) != model_release)
+                            release.files_release([path]) != model_release)
         from pipeline import deid
 
         table = deid.read_link_file(result.link_file)
@@ -352,7 +335,7 @@ def validation_reliability(run) -> dict | None:
                                                        dst_path=tmp, tracking_uri=tracking_uri())
             m = fileio.read_json(path)
     except Exception:  # not evaluated on val
-        log.info("run %s has no validation reliability (train again, or evaluate --split val)", run.run_id)
+        log.info("run %s has no validation reliability (train it again, or evaluate it on the val split)", run.run_id)
         return None
     return {"counts": m.get("reliability_counts"), "mean_p": m.get("reliability_mean_p"),
             "observed": m.get("reliability_observed")}

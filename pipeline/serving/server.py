@@ -30,8 +30,6 @@ HOST = "127.0.0.1"  # loopback only: the served model answers local clients (a p
 CONFIG_ENV = "PIPELINE_SERVE_CONFIG"  # the ServeConfig of uvicorn's worker processes (workers > 1), as JSON
 
 
-
-
 @dataclass
 class ServeConfig:
     """Settings of one served model."""
@@ -43,7 +41,7 @@ class ServeConfig:
     max_rows: int = 2048  # admissions per request; more is a 413 (split the census into requests)
     max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
     timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
-    direct: bool = True  # JSON requests: the guard's parsed table straight to the model (False: through MLflow's app)
+    direct: bool = True  # JSON requests: the guard's parsed table straight to the model (off: through MLflow's app)
 
     def __post_init__(self) -> None:
         for name, low in (("port", 1), ("workers", 1), ("max_rows", 1), ("timeout_s", 1)):
@@ -119,13 +117,16 @@ def _log_setup() -> None:
     guard_log.setLevel(logging.INFO)
 
 
-def serve(cfg: ServeConfig, log_level: str = "info") -> None:
-    """Serve ``cfg.model`` on http://127.0.0.1:``cfg.port`` until interrupted (SIGINT / SIGTERM)."""
+def serve(cfg: ServeConfig, log_level: str = "info", on_ready=None) -> None:
+    """Serve ``cfg.model`` on http://127.0.0.1:``cfg.port`` until interrupted (SIGINT / SIGTERM).
+    ``on_ready()`` is called once the model has loaded, before the server starts."""
     import uvicorn
 
     _log_setup()
     if cfg.workers == 1:
         app = build_app(cfg)  # a model that does not load fails here, before the port is taken
+        if on_ready is not None:
+            on_ready()
         uvicorn.run(app, host=HOST, port=cfg.port, log_level=log_level, timeout_graceful_shutdown=5)
         return
     import sys
@@ -135,6 +136,8 @@ def serve(cfg: ServeConfig, log_level: str = "info") -> None:
     # loading put the model's copy of the pipeline sources first on sys.path (its code_paths); the
     # workers inherit sys.path and must import this pipeline, the one that serves
     sys.path[:] = path
+    if on_ready is not None:
+        on_ready()
     os.environ[CONFIG_ENV] = json.dumps(asdict(cfg))
     uvicorn.run("pipeline.serving.server:create_app", factory=True, host=HOST, port=cfg.port, workers=cfg.workers,
                 log_level=log_level, timeout_graceful_shutdown=5)

@@ -26,6 +26,7 @@ from typing import IO
 from pipeline.errors import PipelineError
 from pipeline.redact import redact_dsn
 from pipeline.sources.ddl_mimic4 import DDL_IV, PRIMARY_KEYS_IV
+from pipeline.sources.tables import Release
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ _UNIQUE: dict[str, tuple[str, str]] = {
 }
 
 
-MIMIC3, MIMIC4 = "mimic-iii", "mimic-iv"  # the values of pipeline.sources.tables.Release
+MIMIC3, MIMIC4 = Release.mimic3.value, Release.mimic4.value
 
 
 def ddl(table: str, release: str = MIMIC3) -> str:
@@ -231,7 +232,7 @@ def _check_header(path: Path, table: str, header: list[str], release: str = MIMI
     if dupes:
         problems.append(f"duplicated columns {dupes}")
     if problems:
-        title = "MIMIC-IV " if release == MIMIC4 else ""
+        title = f"{Release.mimic4.title} " if release == MIMIC4 else ""
         raise PgLoadError(f"{path}: header does not match mimic-code's {title}{table.upper()}: " + "; ".join(problems))
 
 
@@ -303,7 +304,7 @@ def load_mimic_csv(
     if schema is not None and not _IDENT.match(schema):
         raise PgLoadError(f"schema name {schema!r} must match {_IDENT.pattern}")
     release, files = _release_files(Path(source_dir))
-    title = "MIMIC-III" if release == MIMIC3 else "MIMIC-IV"
+    title = Release(release).title
     known = known_tables(release)
     schema_of = {t: target_schema(t, release, schema) for t in known}
     if tables is None:

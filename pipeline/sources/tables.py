@@ -22,6 +22,22 @@ class Release(str, Enum):
     def title(self) -> str:
         return {"mimic-iii": "MIMIC-III", "mimic-iv": "MIMIC-IV"}[self.value]
 
+
+LEGACY = Release.mimic3  # the release of a features manifest that records none (written before releases were)
+
+
+def release_of(manifest: dict | None) -> Release:
+    """The release a features manifest (a features directory's, or a run's copy of it) records
+    (``manifest["release"]``; ``LEGACY`` when it records none)."""
+    value = (manifest or {}).get("release") or LEGACY
+    try:
+        return Release(value)
+    except ValueError:
+        from pipeline.errors import PipelineError
+
+        raise PipelineError(f"a features manifest records the unknown release {value!r} "
+                            f"(one of {[r.value for r in Release]})") from None
+
 INT = "BIGINT"
 FLOAT = "DOUBLE"
 TS = "TIMESTAMP"

@@ -54,6 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import ConfigError
+from pipeline.sources.tables import Release
 from pipeline.synth import catalog as cat
 from pipeline.synth import events as ev
 from pipeline.synth import tables as tb
@@ -331,7 +332,7 @@ def _simulate(rng, cfg: SynthConfig, subject_id: np.ndarray, hadm_pool, icu_pool
 
 # ---------------------------------------------------------------------------- generate
 def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthConfig | None = None,
-             layout: str = "mimic-iii", progress=None) -> SynthSummary:
+             layout: Release | str = Release.mimic3, progress=None) -> SynthSummary:
     """Write a synthetic MIMIC-III (full-release layout) for `patients` patients into `out_dir`;
     ``layout="mimic-iv"`` writes the same world in MIMIC-IV's layout (hosp/, icu/; `synth.mimic4`).
 
@@ -347,8 +348,9 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
         raise ConfigError(f"patients must be an integer in [1, {MAX_PATIENTS}] (SUBJECT_ID range), got {patients!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
-    if layout not in ("mimic-iii", "mimic-iv"):
-        raise ConfigError(f"layout must be 'mimic-iii' or 'mimic-iv', got {layout!r}")
+    if layout not in tuple(Release):
+        raise ConfigError(f"layout must be one of {[r.value for r in Release]}, got {layout!r}")
+    layout = Release(layout)
     out = Path(out_dir)
     (out / "_truth").mkdir(parents=True, exist_ok=True)
     ids = np.random.default_rng([seed, 1 << 20])
@@ -357,7 +359,7 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     writers: dict[str, tb.CsvGzWriter] = {}
     iv = None
     try:
-        if layout == "mimic-iv":
+        if layout is Release.mimic4:
             from pipeline.synth.mimic4 import Mimic4Writer
 
             iv = Mimic4Writer(out, cfg.gzip_level, seed)
@@ -397,7 +399,7 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     )
     readme = out / "_truth" / "README.json"
     write_json(readme, {
-        "generator": "pipeline.synth", "seed": int(seed), "patients": int(patients), "layout": layout,
+        "generator": "pipeline.synth", "seed": int(seed), "patients": int(patients), "layout": layout.value,
         "prediction_hours": cfg.prediction_hours,
         "truth": "TRUE_RISK = P(in-hospital death after ADMITTIME + prediction_hours | everything generated up to "
                  "then), exact (the logistic model below); one row per admission alive in hospital at that time.",

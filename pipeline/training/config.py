@@ -67,7 +67,7 @@ class TrainConfig:
     clip: float = 7.3  # global gradient-norm clip (0 disables)
     nll: NllMode = NllMode.AVERAGE  # likelihood term: average | mixture
     anneal_steps: int = 1_000  # KL weight min(1, step / anneal_steps); 0 = full weight at once
-    l2: float = 1e-4  # factor of model.l2_penalty() (sum of squared deterministic weights)
+    l2: float = 1e-4  # factor of the model's L2 penalty (sum of its squared deterministic weights)
     l2_in_kl: bool = False  # put l2·penalty inside the KL term (divided by N_train, annealed) instead of every step's loss
     l2_biases: bool = False  # the L2 penalty covers deterministic biases too (Keras bias_regularizer)
     checkpoint_metric: CheckpointMetric = CheckpointMetric.NLL  # best checkpoint by validation nll | loss
@@ -77,13 +77,13 @@ class TrainConfig:
     score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
     eval_batch_size: int = DEFAULT_BATCH  # admissions per validation forward pass (the draws depend on the batches)
     refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the MI threshold)
-    max_bags: int | None = None  # keep only the most recent bags of an admission (None: all)
-    max_tokens: int | None = None  # keep at most this many tokens per bag (None: all)
+    max_bags: int | None = None  # keep only the most recent bags of an admission (unset: all)
+    max_tokens: int | None = None  # keep at most this many tokens per bag (unset: all)
     source_oov_rate: float = 0.0  # training only: P(all of an admission's tokens of a source -> that source's OOV token)
     token_oov_rate: float = 0.0  # training only: P(a token -> its source's OOV token) (training.augment)
     log_every: int = 10  # log loss, NLL and KL to MLflow every this many steps
     progress: bool = True  # progress (rank 0): a bar on a terminal, else a plain line every 5% of the steps
-    threads: int | None = None  # torch intra-op threads (None: torch's default; 1 is fastest on busy small CPUs)
+    threads: int | None = None  # torch intra-op threads (unset: torch's default; 1 is fastest on busy small CPUs)
     model: dict[str, Any] = field(default_factory=dict)  # MortalityConfig overrides, e.g. {"lstm_hidden": 64}
 
     def __post_init__(self) -> None:

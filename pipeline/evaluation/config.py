@@ -1,0 +1,36 @@
+"""Settings of an evaluation (``EvalConfig``: one comment per field, the CLI help) and the split it
+reads; torch- and numpy-free, so ``cli.py`` builds its options from them without loading either."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from pipeline.contracts import DEFAULT_BATCH
+from pipeline.errors import ConfigError
+
+
+class Split(str, Enum):
+    """Feature split evaluated."""
+
+    VAL = "val"
+    TEST = "test"
+
+
+@dataclass
+class EvalConfig:
+    """Settings of one evaluation."""
+
+    samples: int | None = None  # Monte Carlo samples per mixture component (S·K draws in all)
+    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it; the draws depend on it)
+    n_bootstrap: int = 1000  # bootstrap resamples for the 95% intervals (0: none)
+    seed: int = 0  # torch seed of the weight draws and numpy seed of the bootstrap
+    threads: int | None = None  # torch intra-op threads (unset: torch's default)
+    log_to_run: bool = True  # log metrics, tag and artifacts to the MLflow run
+
+    def __post_init__(self) -> None:
+        for name in ("samples", "batch_size"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ConfigError(f"EvalConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_bootstrap < 0:
+            raise ConfigError(f"EvalConfig.n_bootstrap must be >= 0, got {self.n_bootstrap}")

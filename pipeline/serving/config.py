@@ -1,0 +1,27 @@
+"""Settings of a scoring run (``ScoreConfig``: one comment per field, the CLI help); torch-, numpy- and
+pyarrow-free, so ``cli.py`` builds ``score``'s options from it without loading them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.contracts import DEFAULT_BATCH
+from pipeline.errors import ConfigError
+
+
+@dataclass
+class ScoreConfig:
+    """Settings of one scoring run."""
+
+    samples: int | None = None  # Monte Carlo samples per mixture component
+    batch_size: int = DEFAULT_BATCH  # admissions per forward pass (memory grows with it; the draws depend on it)
+    chunk_rows: int = 4096  # admissions read from Parquet at a time (each chunk is batched by length on its own)
+    seed: int = 0  # torch seed of the weight draws (same seed, rows, chunk_rows and batch_size -> same scores)
+    threads: int | None = None  # torch intra-op threads (unset: torch's default)
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "chunk_rows"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"ScoreConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.samples is not None and self.samples < 1:
+            raise ConfigError(f"ScoreConfig.samples must be >= 1, got {self.samples}")
