@@ -623,6 +623,8 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "vision_rank1_diagnose": render_vision_rank1_diagnose,
     "vision_params": render_vision_params,
     "vision_step": render_vision_step,
+    "vision_step_w4": render_vision_step,
+    "vision_step_w8": render_vision_step,
 }
 
 
