@@ -48,10 +48,17 @@ SECRET_PARTS = {"password", "passwd", "pwd", "secret", "secrets", "token", "cred
 _KV_PASSWORD = re.compile(r"(?i)((?:ssl)?password\s*[=:]\s*)\S+")
 
 
+# "token" followed by one of these is a vocabulary token, not a credential (train.token_oov_rate, model.token_vocab)
+VOCABULARY_TOKEN = {"oov", "vocab"}
+
+
 def is_secret_key(key: str) -> bool:
-    """True when any fragment of ``key`` (split on ``.``, ``_``, ``-``) names a secret."""
+    """True when any fragment of ``key`` (split on ``.``, ``_``, ``-``) names a secret; ``token`` does
+    unless the next fragment says it is a vocabulary token (``VOCABULARY_TOKEN``)."""
     parts = [p for p in re.split(r"[._\-\s]+", key.lower()) if p]
-    return any(p in SECRET_PARTS for p in parts) or "apikey" in key.lower().replace("_", "")
+    secret = any(p in SECRET_PARTS and not (p == "token" and i + 1 < len(parts) and parts[i + 1] in VOCABULARY_TOKEN)
+                 for i, p in enumerate(parts))
+    return secret or "apikey" in key.lower().replace("_", "")
 
 
 def redact_value(value: str, dates: bool = True) -> str:

@@ -73,6 +73,8 @@ def test_redact_dsn_keyvalue_property(pw: str) -> None:
     ("dsn", True), ("source dsn", True), ("client_secret", True), ("token", True),
     ("tokens", False), ("monkey", False), ("keys", False), ("key_count", True), ("max_tokens", False),
     ("author", False), ("description", False), ("lstm_hidden", False),
+    # a vocabulary token is not a credential (train.token_oov_rate was logged as *** and split compare's rows)
+    ("train.token_oov_rate", False), ("model.token_vocab", False), ("access_token", True), ("token_value", True),
 ])
 def test_secret_keys_are_recognised_by_fragment(key, secret):
     assert redact.is_secret_key(key) is secret
