@@ -213,6 +213,10 @@ def main() -> None:
             fdir, fs, risk, rate = _features(args.bench, mode, split)
             ra = {r["seed"]: r for r in runs if r["model"] == args.a and r["split_mode"] == mode}
             rb = {r["seed"]: r for r in runs_b if r["model"] == args.b and r["split_mode"] == mode}
+            missing = [label for label, r in ((args.a, ra), (args.b, rb)) if not r and label != TRUTH]
+            if missing:
+                print(f"\n[{mode} / {split}] no runs labelled {' or '.join(map(repr, missing))}; skipped")
+                continue
             ra, rb = pair_seeds(ra, rb)
             seeds = sorted(set(ra or rb) & set(rb or ra))
             if not seeds or (TRUTH in (args.a, args.b) and risk is None):
