@@ -635,8 +635,8 @@ def render_baselines(r: dict) -> str:
             _table(["admissions", "seconds", "ms per admission"], prow), "", extrapolated]
     if "replicated" in f:
         rep = f["replicated"]
-        out.append(f"Measured on {rep['admissions']:,} admissions made by repeating the larger benchmark's "
-                   f"(their shapes, not new patients): {rep['seconds']:.1f} s, {rep['stored_values']:,} stored values.")
+        out += ["", f"Measured on {rep['admissions']:,} admissions made by repeating the larger benchmark's "
+                   f"(their shapes, not new patients): {rep['seconds']:.1f} s, {rep['stored_values']:,} stored values."]
     return "\n".join(out)
 
 
