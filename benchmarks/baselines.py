@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/baselines.py --features runs/data/bench2k/features-random
         [--lstm-steps 4000] [--samples S] [--target 58976] [--scale-features runs/data/bench8k/features-random]
-        [--replicate] [--json benchmarks/results/baselines.json]
+        [--replicate] [--json PATH]
 
 On one features directory (the default synthetic benchmark), in this one process with one
 thread, timed back to back: training of ``logreg`` and ``gbm`` (featurizing train and val,
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -31,6 +32,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report  # noqa: E402  (benchmarks/report.py)
 
 from pipeline import features, fileio  # noqa: E402
 from pipeline.baselines.config import BaselineConfig, BaselineKind  # noqa: E402
@@ -91,8 +94,11 @@ def main() -> None:
     ap.add_argument("--target", type=int, default=58976, help="admissions to extrapolate the featurizer to")
     ap.add_argument("--scale-features", type=Path, default=None, help="a larger benchmark's features directory")
     ap.add_argument("--replicate", action="store_true", help="also featurize --target replicated admissions")
-    ap.add_argument("--json", type=Path, default=Path("benchmarks/results/baselines.json"), help="results JSON")
+    ap.add_argument("--json", type=Path, default=None,
+                    help="results JSON [benchmarks/results/baselines.json, which also re-renders the docs section]")
     args = ap.parse_args()
+    measured = report.provenance()  # the checkout as the run starts
+    command = " ".join(["benchmarks/baselines.py", *sys.argv[1:]])
     import torch
 
     from pipeline import predict
@@ -102,7 +108,8 @@ def main() -> None:
 
     torch.set_num_threads(1)
     test = features.load_split(args.features / "test.parquet")
-    out = {"features": str(args.features), "threads": 1, "lstm_steps": args.lstm_steps, "samples": args.samples,
+    out = {**measured, "command": command, "load_average": list(os.getloadavg()), "cpus": os.cpu_count(),
+           "features": str(args.features), "threads": 1, "lstm_steps": args.lstm_steps, "samples": args.samples,
            "train_seconds": {}, "score_seconds": {}, "test_admissions": len(test)}
     models = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,8 +161,7 @@ def main() -> None:
         sec = time.perf_counter() - t
         out["featurize"]["replicated"] = {"admissions": len(big), "seconds": sec, "stored_values": int(x.vals.size)}
         print(f"featurizer measured on {len(big):,} replicated admissions: {sec:.1f} s, {x.vals.size:,} stored values")
-    fileio.write_text(args.json, json.dumps(out, indent=1, default=str) + "\n")
-    print(f"results: {args.json}")
+    report.write_results("baselines", json.loads(json.dumps(out, default=str)), args.json)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 Reads the grid's runs (``find_runs``: the run ids of ``BENCH/runs.json``, labelled as ``compare``
 labels them, their models loaded from the tracking store, ``MLFLOW_TRACKING_URI`` as for every
 command; the classical baselines' runs among them) and its features (``BENCH/features-<mode>``);
-B's runs come from ``--bench-b`` when given (another grid on the same features: a setting against
+A side with a single run (a classical baseline: the grid trains
+it once per split mode) is paired with every seed of the other side. B's runs come from ``--bench-b`` when given (another grid on the same features: a setting against
 the default). It draws the per-admission logits of every run
 (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples`` per component,
 ``--batch-size`` admissions per draw block, so the NLL equals the grid's metrics.json) and caches them as ``.npz``.
@@ -71,6 +72,16 @@ def find_runs(bench: Path, extra: list[Path] | tuple[Path, ...] = ()) -> list[di
         runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]), "model": label,
                      "split_mode": str((manifest.get("config") or {}).get("split") or "unknown")})
     return runs
+
+
+def pair_seeds(ra: dict, rb: dict) -> tuple[dict, dict]:
+    """A's and B's runs by seed, paired: a side with a single run (a classical baseline, which the grid
+    trains once per split mode) is paired with every seed of the other side; otherwise seed with seed."""
+    if len(ra) == 1 and len(rb) > 1:
+        ra = dict.fromkeys(rb, next(iter(ra.values())))
+    elif len(rb) == 1 and len(ra) > 1:
+        rb = dict.fromkeys(ra, next(iter(rb.values())))
+    return ra, rb
 
 
 def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | None, batch_size: int,
@@ -202,6 +213,11 @@ def main() -> None:
             fdir, fs, risk, rate = _features(args.bench, mode, split)
             ra = {r["seed"]: r for r in runs if r["model"] == args.a and r["split_mode"] == mode}
             rb = {r["seed"]: r for r in runs_b if r["model"] == args.b and r["split_mode"] == mode}
+            missing = [label for label, r in ((args.a, ra), (args.b, rb)) if not r and label != TRUTH]
+            if missing:
+                print(f"\n[{mode} / {split}] no runs labelled {' or '.join(map(repr, missing))}; skipped")
+                continue
+            ra, rb = pair_seeds(ra, rb)
             seeds = sorted(set(ra or rb) & set(rb or ra))
             if not seeds or (TRUTH in (args.a, args.b) and risk is None):
                 continue

@@ -605,7 +605,43 @@ def render_serve_load(r: dict) -> str:
                                    "identical to alone", "server CPU ms per request"], rows)
 
 
+# ------------------------------------------------------------------------- classical baselines
+
+
+def render_baselines(r: dict) -> str:
+    """benchmarks/baselines.py: training and scoring time of logreg / gbm against the LSTMs; the featurizer."""
+    samples = r["samples"]
+    head = (f"On `{r['features']}` ({r['test_admissions']:,} test admissions), {r['threads']} thread, load average "
+            f"{r['load_average'][0]:.1f} on {r['cpus']} CPUs at the start, one process, back to back. Training: "
+            f"the baselines' whole validation search as `train --model logreg|gbm` runs it (featurizing train and "
+            f"val included, no MLflow); the LSTMs' default recipe for {r['lstm_steps']:,} steps (periodic "
+            f"validation included, no MLflow). Scoring the test split: baselines one draw, LSTMs {samples} "
+            f"samples per component (best of 3). Ratios against the rank-1 LSTM:")
+    rows = [[name, f"{r['train_seconds'][name]:.1f}", f"{ratio['train']:.3f}", f"{r['score_seconds'][name]:.3f}",
+             f"{ratio['score']:.4f}"] for name, ratio in r["ratios_to_rank1"].items()]
+    out = [head, "", _table(["model", "train s", "train / rank-1", "score test s", "score / rank-1"], rows), ""]
+    lg, gb = r.get("logreg_fit"), r.get("gbm_fit")
+    if lg and gb:
+        out.append(f"Chosen on validation: logreg C = {lg['chosen']['C']:g} ({lg['chosen']['columns']:,} columns); "
+                   f"gbm {gb['chosen']['max_leaf_nodes']} leaves, min {gb['chosen']['min_samples_leaf']} per leaf, "
+                   f"{gb['chosen']['rounds']} rounds ({gb['chosen']['columns']:,} columns). Of the baselines' "
+                   f"training time, featurizing: logreg {lg['featurize']:.1f} s, gbm {gb['featurize']:.1f} s.")
+        out.append("")
+    f = r["featurize"]
+    prow = [[f"{p['admissions']:,}", f"{p['seconds']:.2f}", f"{p['per_admission_ms']:.3f}"] for p in f["points"]]
+    extrapolated = (f"Extrapolated linearly from the largest to {f['target']:,} admissions (MIMIC-III's cohort): "
+                    f"{f['extrapolated_target_seconds']:.1f} s. This is an extrapolation, not a measurement.")
+    out += ["The featurizer (all three splits of each benchmark, best of 3):", "",
+            _table(["admissions", "seconds", "ms per admission"], prow), "", extrapolated]
+    if "replicated" in f:
+        rep = f["replicated"]
+        out += ["", f"Measured on {rep['admissions']:,} admissions made by repeating the larger benchmark's "
+                   f"(their shapes, not new patients): {rep['seconds']:.1f} s, {rep['stored_values']:,} stored values."]
+    return "\n".join(out)
+
+
 RENDERERS: dict[str, Callable[[dict], str]] = {
+    "baselines": render_baselines,
     "extract": render_extract,
     "extract_mimic4": render_extract_mimic4,
     "serve_load": render_serve_load,

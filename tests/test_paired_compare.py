@@ -95,3 +95,18 @@ def test_find_runs_adds_the_laplace_run_directories_with_their_own_labels(tmp_pa
     both = {r["run_id"]: r for r in pc.find_runs(bench, [tmp_path / "laplace"])}
     assert both["b" * 32]["model"] == "laplace-random-2000" and both["b" * 32]["seed"] == 1  # its MAP run's seed
     assert both["b" * 32]["split_mode"] == "era" and both["b" * 32]["dir"] == tmp_path / "laplace" / ("b" * 32)
+
+
+@pytest.mark.parametrize("a_seeds, b_seeds, paired_seeds", [
+    ((0, 1, 2), (0,), [0, 1, 2]),  # one baseline run against every seed of A
+    ((0,), (0, 1, 2), [0, 1, 2]),
+    ((0, 1, 2), (1, 2, 3), [1, 2]),  # several runs each: seed with seed
+])
+def test_pair_seeds_pairs_a_single_run_with_every_seed(a_seeds, b_seeds, paired_seeds):
+    ra = {s: {"run_id": f"a{s}"} for s in a_seeds}
+    rb = {s: {"run_id": f"b{s}"} for s in b_seeds}
+    pa, pb = pc.pair_seeds(ra, rb)
+    assert sorted(set(pa) & set(pb)) == paired_seeds
+    for s in paired_seeds:
+        assert pa[s]["run_id"] == (f"a{s}" if len(a_seeds) > 1 else f"a{a_seeds[0]}")
+        assert pb[s]["run_id"] == (f"b{s}" if len(b_seeds) > 1 else f"b{b_seeds[0]}")
