@@ -121,7 +121,9 @@ def grid_runs(out_dir: Path | str) -> list[str]:
     path = out / RUNS_FILE
     if path.exists():
         return [r["run_id"] for r in fileio.read_json(path)]
-    return store.runs_tagged(store.FEATURES_DIR_TAG, [str(d) for d in sorted(out.glob("features-*")) if d.is_dir()])
+    dirs = [d for d in sorted(out.glob("features-*")) if d.is_dir()]
+    # a run's tag holds the resolved path: a features-<mode> link is looked up by its target too
+    return store.runs_tagged(store.FEATURES_DIR_TAG, list(dict.fromkeys(p for d in dirs for p in (str(d), str(d.resolve())))))
 
 
 def _worker_init(uri: str) -> None:

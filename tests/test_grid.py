@@ -1,0 +1,41 @@
+"""pipeline.grid: finding a grid's runs (its runs.json, else the tracking store's runs on its features)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline import grid
+from pipeline.runs import store
+
+pytestmark = pytest.mark.usefixtures("tracking_store")
+
+
+def _finished_run(features_dir: str) -> str:
+    c = store.client()
+    experiment = c.get_experiment_by_name("grid-tests") or c.get_experiment(c.create_experiment("grid-tests"))
+    run = c.create_run(experiment.experiment_id, tags={store.FEATURES_DIR_TAG: features_dir})
+    c.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
+
+
+def test_runs_json_is_read_first(tmp_path):
+    (tmp_path / grid.RUNS_FILE).write_text(json.dumps([{"run_id": "a" * 32}, {"run_id": "b" * 32}]))
+    assert grid.grid_runs(tmp_path) == ["a" * 32, "b" * 32]
+
+
+def test_a_grid_without_runs_json_finds_its_runs_through_linked_features(tmp_path):
+    """A run's features_dir tag is the resolved path; a grid whose features-<mode> is a link finds it too."""
+    data = tmp_path / "data" / "features-random"
+    data.mkdir(parents=True)
+    own = tmp_path / "own"
+    (own / "features-era").mkdir(parents=True)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "features-random").symlink_to(data, target_is_directory=True)
+    on_data, on_own = _finished_run(str(data.resolve())), _finished_run(str((own / "features-era").resolve()))
+    assert grid.grid_runs(linked) == [on_data]
+    assert grid.grid_runs(own) == [on_own]
+    (tmp_path / "empty").mkdir()
+    assert grid.grid_runs(tmp_path / "empty") == []  # no features-<mode> folder under it
