@@ -55,11 +55,11 @@ def find_runs(bench: Path, extra: list[Path] | tuple[Path, ...] = ()) -> list[di
     callers' dicts keep. The tracking store is the grid's (``MLFLOW_TRACKING_URI``, as for every command).
     The run directories under each of ``extra`` (``<dir>/<run id>``) follow: a Laplace run's label is its
     own (``laplace-<selection>-<S>``) and its seed its MAP run's."""
-    from pipeline.evaluation.compare import collect
+    from pipeline.evaluation.compare import collect, label_variants
     from pipeline.grid import grid_runs
 
-    ids = grid_runs(bench)
-    rows = sorted(collect(run_ids=ids), key=lambda r: r["start_time"]) if ids else []
+    ids = grid_runs(bench)  # labelled as compare labels them: runs of a model whose settings differ are apart
+    rows = sorted(label_variants(collect(run_ids=ids)), key=lambda r: r["start_time"]) if ids else []
     runs = [{"run_id": r["run_id"], "model": r["model"], "split_mode": r["split_mode"], "seed": r["seed"]}
             for r in rows]
     files = [f for d in extra for f in Path(d).glob("*/model_info.json")]

@@ -110,3 +110,20 @@ def test_pair_seeds_pairs_a_single_run_with_every_seed(a_seeds, b_seeds, paired_
     for s in paired_seeds:
         assert pa[s]["run_id"] == (f"a{s}" if len(a_seeds) > 1 else f"a{a_seeds[0]}")
         assert pb[s]["run_id"] == (f"b{s}" if len(b_seeds) > 1 else f"b{b_seeds[0]}")
+
+
+def test_find_runs_labels_as_compare_does(monkeypatch, tmp_path):
+    """Runs of one model whose settings differ keep apart (compare's labels), never merged by model name."""
+    from pipeline import grid
+    from pipeline.evaluation import compare
+
+    def row(run_id: str, seed: int, hidden: str, start: int) -> dict:
+        return {"run_id": run_id, "model": "rank1-gaussian", "split_mode": "random", "features": "features-random",
+                "seed": seed, "start_time": start, "settings": {"model.lstm_hidden": hidden}}
+
+    rows = [row("a", 0, "64", 1), row("b", 0, "256", 2), row("c", 1, "64", 3)]
+    monkeypatch.setattr(grid, "grid_runs", lambda bench: ["a", "b", "c"])
+    monkeypatch.setattr(compare, "collect", lambda run_ids: rows)
+    found = {r["run_id"]: r["model"] for r in pc.find_runs(tmp_path)}
+    assert found == {"a": "rank1-gaussian [model.lstm_hidden=64]", "b": "rank1-gaussian [model.lstm_hidden=256]",
+                     "c": "rank1-gaussian [model.lstm_hidden=64]"}
