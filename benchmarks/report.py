@@ -590,9 +590,10 @@ def _server_label(server: dict) -> str:
 def render_serve_load(r: dict) -> str:
     """benchmarks/serve_load.py: one row per server configuration and number of clients."""
     samples = r.get("samples")
+    samples = "the model's score_samples" if samples is None else samples
     head = (f"{r['batch']}-admission requests ({r['distinct']} distinct bodies) from `{r['features']}`, "
             f"{r['requests']} requests per row, samples per component "
-            f"{'the model' + chr(39) + 's score_samples' if samples is None else samples}; {r['cpus']} CPUs, "
+            f"{samples}; {r['cpus']} CPUs, "
             f"shared; load average {r['load_average'][0]:.1f} at the start, {r['load_average'][-1]:.1f} at the end.")
     rows = []
     for server in r["servers"]:

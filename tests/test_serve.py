@@ -9,7 +9,6 @@ import re
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,7 +18,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from helpers.serving import COLUMNS, INPUT, PARAMS, free_port, mlflow_serve, records, stop, strict
+from helpers.serving import COLUMNS, INPUT, PARAMS, free_port, mlflow_serve, records, stop, strict, wait_for_ping
 from helpers.system import java_missing
 from pipeline.predict import RISK_COLUMNS
 
@@ -117,11 +116,7 @@ def served(demo_run, tmp_path_factory):
         proc = subprocess.Popen(cmd, cwd=work, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 180
-        while _get(port, "/ping") != 200:
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            assert time.monotonic() < deadline, "cli.py serve did not answer /ping within 180 s"
-            time.sleep(0.5)
+        wait_for_ping(proc, port, log_path, timeout_s=180)
         yield port, log_path
     finally:
         stop(proc)

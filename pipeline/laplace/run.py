@@ -87,13 +87,14 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
 
     logits = predict.feature_logits(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
                                     predict.seeded_generator(cfg.seed))  # (S, 1, N)
-    refer_fraction = rm.info.get("refer_fraction", TrainConfig.refer_fraction)  # the MAP run's
+    map_train = rm.info.get("train_config") or {}
+    refer_fraction = map_train.get("refer_fraction", TrainConfig.refer_fraction)  # the MAP run's
     val = record.validation_summary(logits, val_fs.label, refer_fraction)
     threshold, val_metrics = val.refer_threshold, val.metrics
 
     parent = rm.run_id
     parent_params = rm.params or {}
-    seed = parent_params.get("train.seed", (rm.info.get("train_config") or {}).get("seed"))
+    seed = parent_params.get("train.seed", map_train.get("seed"))
     tracker = make_tracker(tracking, experiment=experiment or DEFAULT_EXPERIMENT, run_name=run_name or model.label)
     try:
         out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)

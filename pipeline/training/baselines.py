@@ -24,6 +24,7 @@ from pipeline.baselines.model import BaselineModel
 from pipeline.runs import record, store
 from pipeline.runs.formats import BASELINE_FILE, FORMAT_TAG, ModelFormat
 from pipeline.runs.tracking import make_tracker
+from pipeline.training.config import TrainConfig
 from pipeline.training.inputs import check_fresh, load_inputs
 
 FITS = {BaselineKind.LOGREG: fit_logreg, BaselineKind.GBM: fit_gbm}  # kind -> fitting function
@@ -55,7 +56,7 @@ def prediction_hours(fdir: Path) -> float | None:
 def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: BaselineConfig | None = None, *,
                    out_dir: Path | str | None = None, tracking: bool = True, experiment: str | None = None,
                    run_name: str | None = None, artifact_location: str | None = None,
-                   refer_fraction: float = 0.1) -> BaselineResult:
+                   refer_fraction: float = TrainConfig.refer_fraction) -> BaselineResult:
     """Fit ``kind`` on ``features_dir``'s train split, choosing on its val split; log it as a run.
 
     The run directory defaults to ``runs/train/<run id>`` (untracked: ``runs/train/<kind>-s<seed>``);
