@@ -202,9 +202,13 @@ def main() -> None:
     md = markdown(rows_out, true_test)
     print(md)
     plot(rows_out, true_test, oracle, args.png or args.out / "learning_curves.png")
+    settings = {"world": args.world.name, "world_train_patients": len(patients),
+                "world_train_admissions": len(rows), "max_steps": args.max_steps,
+                "sizes": list(args.sizes or SIZES), "seeds": list(args.seeds or [0, 1, 2]),
+                "models": list(args.models or MODELS), "png": str(args.png) if args.png else None}
     fileio.write_text(args.json or args.out / "learning_curves.json",
-                      json.dumps({"records": records, "summary": rows_out, "true_risk_test": true_test,
-                                  "oracle_test": oracle}, indent=1, default=float) + "\n")
+                      json.dumps({"settings": settings, "records": records, "summary": rows_out,
+                                  "true_risk_test": true_test, "oracle_test": oracle}, indent=1, default=float) + "\n")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import re
 import subprocess
 import sys
@@ -641,8 +642,39 @@ def render_baselines(r: dict) -> str:
     return "\n".join(out)
 
 
+
+def render_learning_curves(r: dict) -> str:
+    """benchmarks/learning_curves.py: test NLL gap to the true risk and AUC-PR against the training set's size."""
+    st = r["settings"]
+    tr = r["true_risk_test"]
+    test_n = r["records"][0]["test"]["n"]
+    head = (f"One synthetic world (`{st['world']}`: {st['world_train_patients']:,} training patients, "
+            f"{st['world_train_admissions']:,} training admissions), its own validation and test admissions "
+            f"({test_n:,} test admissions) for every point; a point of N patients trains on 0.8·N of the world's "
+            f"training patients (a fixed random subset per seed, nested across sizes). LSTMs: the default recipe "
+            f"at {st['max_steps']:,} steps, best checkpoint by validation NLL; `gbm`: its validation search. "
+            f"Seeds {', '.join(map(str, st['seeds']))}; mean ± sd over seeds. Test NLL of the true risk: "
+            f"{tr['nll']:.4f}, its AUC-PR {tr['auc_pr']:.4f}.")
+
+    def cell(row: dict, key: str, fmt: str = ".4f") -> str:
+        mean, sd = row[f"{key}_mean"], row[f"{key}_sd"]
+        return f"{mean:{fmt}} ± {sd:{fmt}}" if sd is not None and math.isfinite(sd) else f"{mean:{fmt}}"
+
+    rows = [[f"{x['size']:,}", x["model"], str(x["seeds"]), f"{x['train_admissions']:,.0f}", cell(x, "val_nll"),
+             cell(x, "test_nll"), cell(x, "test_nll_gap"), cell(x, "test_auc_pr"), cell(x, "test_ece")]
+            for x in sorted(r["summary"], key=lambda x: (x["model"], x["size"]))]
+    out = [head, "", _table(["patients", "model", "seeds", "train admissions", "val NLL", "test NLL", "test NLL gap",
+                             "test AUC-PR", "test ECE"], rows)]
+    if r.get("oracle_test"):
+        o = r["oracle_test"]
+        out += ["", f"Features oracle on the same test admissions: NLL {o['nll']:.4f}, AUC-PR {o['auc_pr']:.4f}."]
+    if st.get("png"):
+        out += ["", f"![learning curves]({Path(st['png']).name})"]
+    return "\n".join(out)
+
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "baselines": render_baselines,
+    "learning_curves": render_learning_curves,
     "extract": render_extract,
     "extract_mimic4": render_extract_mimic4,
     "serve_load": render_serve_load,

@@ -1,6 +1,11 @@
 """Training throughput (admissions/s) at the default sizes: deterministic vs rank-1, one process.
 
     .venv/bin/python benchmarks/train_throughput.py [--data FEATURES_DIR] [--steps 40] [--threads 1]
+        [--run rank1:default --run rank1:records-research ...]
+
+``--run KIND:PRESET`` (repeatable) chooses what is compared (default: deterministic and rank-1 at
+the default preset); ratios are against the first. A preset's whole training recipe is used (its
+model size, batch, L2 placement), so ``rank1:records-research`` prices the authors' recipe per step.
 
 Without ``--data`` it writes random features shaped like the default synthetic benchmark
 (2,000 admissions, about 23 bags of about 31 tokens, 833 tokens) to a temporary directory.
@@ -54,16 +59,16 @@ def random_features(out: Path, n: int = 2000, n_tokens: int = 833, seed: int = 0
     return out
 
 
-def setup(kind: str, features: Path, fs: features.FeatureSet):
+def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet):
     import torch
 
     from pipeline.models import build_model
 
-    vocab = fileio.read_json(features / "vocab.json")
-    cfg = training.TrainConfig(progress=False)
+    vocab = fileio.read_json(fdir / "vocab.json")
+    cfg = training.TrainConfig.from_preset(preset, progress=False)
     torch.manual_seed(0)
     model = build_model(kind, models.model_config(cfg.model, {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}))
-    objective = training.Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples)
+    objective = training.Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     distinct = cfg.batch_size // model.components
     sampler = batches.TrainSampler(len(fs), distinct, seed=0)
@@ -89,33 +94,38 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=4, help="alternating blocks per model")
     ap.add_argument("--warmup", type=int, default=3, help="unmeasured steps per model first")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--run", action="append", default=None, metavar="KIND:PRESET",
+                    help="model kind and training preset to time (repeatable; default deterministic:default, "
+                         "rank1:default); ratios against the first")
     args = ap.parse_args()
     import torch
 
+    runs = [tuple(r.split(":", 1)) if ":" in r else (r, "default") for r in args.run or [f"{k}:default" for k in KINDS]]
+    names = [f"{k}:{p}" for k, p in runs]
     if args.threads:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        features = args.data or random_features(Path(tmp))
-        fs = features.load_split(features / "train.parquet")
-        runners = {k: setup(k, features, fs) for k in KINDS}
+        fdir = args.data or random_features(Path(tmp))
+        fs = features.load_split(fdir / "train.parquet")
+        runners = {name: setup(k, p, fdir, fs) for name, (k, p) in zip(names, runs)}
         for run, _, _ in runners.values():
             run(args.warmup)
         per_block = max(1, args.steps // args.blocks)
-        secs: dict[str, list[float]] = {k: [] for k in KINDS}
+        secs: dict[str, list[float]] = {name: [] for name in names}
         for _ in range(args.blocks):
-            for k in KINDS:
-                secs[k].append(runners[k][0](per_block) / per_block)
+            for name in names:
+                secs[name].append(runners[name][0](per_block) / per_block)
     print(f"features: {'random (benchmark shape)' if args.data is None else args.data}, admissions={len(fs)}, "
           f"torch threads={torch.get_num_threads()}, {args.blocks} blocks x {per_block} steps per model")
-    rate = {}
-    for k in KINDS:
-        step = statistics.median(secs[k])
-        _, distinct, rows = runners[k]
-        rate[k] = distinct / step
-        print(f"{k:14s} step={step * 1000:8.1f} ms  admissions/s={rate[k]:8.1f}  rows/s={rows / step:8.1f}  "
-              f"(distinct per step={distinct})")
-    print(f"ratio rank1/deterministic (admissions/s): {rate['rank1'] / rate['deterministic']:.3f}")
-
+    step = {name: statistics.median(secs[name]) for name in names}
+    for name in names:
+        _, distinct, rows = runners[name]
+        print(f"{name:30s} step={step[name] * 1000:8.1f} ms  admissions/s={distinct / step[name]:8.1f}  "
+              f"rows/s={rows / step[name]:8.1f}  (distinct per step={distinct})")
+    base = names[0]
+    for name in names[1:]:
+        rate = (runners[name][1] / step[name]) / (runners[base][1] / step[base])
+        print(f"ratio {name} / {base}: step time {step[name] / step[base]:.3f}, admissions/s {rate:.3f}")
 
 if __name__ == "__main__":
     main()
