@@ -47,7 +47,7 @@ PRESETS: dict[Preset, dict[str, Any]] = {
     Preset.RECORDS_RESEARCH: {
         "max_steps": 10_000, "anneal_steps": 5_000, "lr": 3.0352e-4, "clip": 7.29199, "batch_size": 64,
         "l2": 1e-4, "l2_in_kl": True, "l2_biases": True, "checkpoint_metric": "loss", "eval_samples": 1,
-        "nll": "average", "train_samples": 1,
+        "nll": "average", "train_samples": 1, "source_oov_rate": 0.0, "token_oov_rate": 0.0,
         "model": {"lstm_hidden": 256, "lstm_layers": 1, "dense_units": 128, "components": 4, "prior": "gaussian",
                   "prior_mean": 1.0, "prior_stddev": 1.0, "factor_init": "random_sign", "random_sign_prob": 0.5,
                   "init_stddev": RECORDS_RESEARCH_INIT_STDDEV, "init_stddev_jitter": 0.1, "weight_init": "keras",
@@ -79,8 +79,8 @@ class TrainConfig:
     refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the MI threshold)
     max_bags: int | None = None  # keep only the most recent bags of an admission (unset: all)
     max_tokens: int | None = None  # keep at most this many tokens per bag (unset: all)
-    source_oov_rate: float = 0.0  # training only: P(all of an admission's tokens of a source -> that source's OOV token)
-    token_oov_rate: float = 0.0  # training only: P(a token -> its source's OOV token) (training.augment)
+    source_oov_rate: float = 0.1  # training only: P(all of an admission's tokens of a source -> that source's OOV token) (0: off)
+    token_oov_rate: float = 0.1  # training only: P(a token -> its source's OOV token) (training.augment; 0: off)
     log_every: int = 10  # log loss, NLL and KL to MLflow every this many steps
     progress: bool = True  # progress (rank 0): a bar on a terminal, else a plain line every 5% of the steps
     threads: int | None = None  # torch intra-op threads (unset: torch's default; 1 is fastest on busy small CPUs)
