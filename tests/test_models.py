@@ -521,4 +521,25 @@ def test_bag_channels_hold_the_hour_and_the_bag_size():
     size = (tokens != 0).sum(-1).float()
     torch.testing.assert_close(extra[..., 1], torch.log1p(size) * mask)
     torch.testing.assert_close(extra[..., 0], torch.sign(hours) * torch.log1p(hours.abs()) * mask)
-    assert build_model("deterministic", tiny_cfg(time_feature=False))._bag_channels(tokens, mask, hours) is None
+    assert build_model("deterministic", tiny_cfg(time_feature=False, bag_size_feature=False))._bag_channels(tokens, mask, hours) is None
+
+
+def test_a_checkpoint_from_before_a_default_changed_loads_as_trained(tmp_path):
+    from pipeline.configs import config_dict
+    from pipeline.models.config import FORMER_DEFAULTS, saved_config
+    from pipeline.runs.checkpoint import save_checkpoint
+    from pipeline.runs.formats import load_model
+
+    old = MortalityConfig(token_vocab=20, context_vocab=6, lstm_hidden=8, dense_units=8, embedding_dim=4,
+                          **FORMER_DEFAULTS)
+    saved = {k: v for k, v in config_dict(old).items() if k not in FORMER_DEFAULTS}  # written before the keys existed
+    assert saved_config(saved) == old and MortalityConfig(token_vocab=20, context_vocab=6).bag_size_feature
+    assert saved_config({**saved, "bag_size_feature": True}).bag_size_feature
+    torch.manual_seed(0)
+    model = build_model("rank1", old)
+    path = save_checkpoint(tmp_path / "best.pt", {
+        "format": 1, "model_kind": "rank1", "model_config": saved, "model": model.state_dict(),
+        "train_config": {"score_samples": 2, "max_bags": None, "max_tokens": None}})
+    loaded, _ = load_model(path)  # the new default would add an input column: a shape mismatch
+    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), name

@@ -214,9 +214,10 @@ def build_map_model(payload: dict) -> nn.Module:
         from pipeline.models.vision import VisionConfig, build_vision_model
 
         return build_vision_model(VisionConfig(**payload["map_config"]))
-    from pipeline.models import MortalityConfig, build_model
+    from pipeline.models import build_model
+    from pipeline.models.config import saved_config
 
-    return build_model(payload["map_kind"], MortalityConfig(**payload["map_config"]))
+    return build_model(payload["map_kind"], saved_config(payload["map_config"]))
 
 
 def save_laplace(path: Path | str, model: LinearizedLaplaceModel, extra: dict | None = None) -> Path:

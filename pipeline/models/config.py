@@ -35,7 +35,7 @@ class MortalityConfig:
     embedding_dim: int = 32  # token and context embedding size
     bag_mode: BagMode = BagMode.MEAN  # reduction of a bag's token embeddings: mean | sum
     time_feature: bool = True  # append sign(h)·log1p(|h|) of the bag start hour to each bag
-    bag_size_feature: bool = False  # append log1p(tokens in the bag) to each bag (a mean hides how much was charted)
+    bag_size_feature: bool = True  # append log1p(tokens in the bag) to each bag (a mean hides how much was charted)
     lstm_hidden: int = 64  # LSTM units (small for 2-core CPU training; paper scale: 256)
     lstm_layers: int = 1  # stacked LSTM layers
     dense_units: int = 128  # hidden dense layer width (relu6)
@@ -97,6 +97,16 @@ class MortalityConfig:
                            init_stddev=self.init_stddev, perturbation=self.perturbation, kl_samples=self.kl_samples,
                            prior_signs=self.prior_signs, init_scale_jitter=self.init_stddev_jitter,
                            clip=self.factor_clip if dense else None)
+
+
+# Settings whose default changed, with the value a saved config that lacks them was trained with
+# (bag_size_feature: False until 2026-12-01; docs/experiments/2026-12-01-learning-curves-ablations-shift.md).
+FORMER_DEFAULTS: dict[str, Any] = {"bag_size_feature": False}
+
+
+def saved_config(saved: dict[str, Any]) -> MortalityConfig:
+    """The MortalityConfig a checkpoint holds as a dict; settings it predates take their former defaults."""
+    return MortalityConfig(**{**FORMER_DEFAULTS, **saved})
 
 
 def model_config(overrides: dict[str, Any], vocab_sizes: dict[str, int]) -> MortalityConfig:

@@ -83,9 +83,10 @@ def load_model(path: Path | str):
 
 def _load_mortality(ckpt: dict):
     """A mortality model and its info (kind, configs, refer threshold, score samples, caps)."""
-    from pipeline.models import MortalityConfig, build_model
+    from pipeline.models import build_model
+    from pipeline.models.config import saved_config
 
-    model = build_model(ckpt["model_kind"], MortalityConfig(**ckpt["model_config"]))
+    model = build_model(ckpt["model_kind"], saved_config(ckpt["model_config"]))
     model.load_state_dict(ckpt["model"])
     model.eval()
     tc = ckpt["train_config"]

@@ -51,7 +51,7 @@ PRESETS: dict[Preset, dict[str, Any]] = {
         "model": {"lstm_hidden": 256, "lstm_layers": 1, "dense_units": 128, "components": 4, "prior": "gaussian",
                   "prior_mean": 1.0, "prior_stddev": 1.0, "factor_init": "random_sign", "random_sign_prob": 0.5,
                   "init_stddev": RECORDS_RESEARCH_INIT_STDDEV, "init_stddev_jitter": 0.1, "weight_init": "keras",
-                  "factor_clip": 10.0},
+                  "factor_clip": 10.0, "bag_size_feature": False},
     },
 }
 

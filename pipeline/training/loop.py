@@ -36,18 +36,19 @@ from torch import nn
 
 from pipeline import batches, features, fileio, metrics, predict
 from pipeline.configs import config_dict
-from pipeline.progress import Progress
 from pipeline.errors import PipelineError
 from pipeline.models import build_model, model_config
-from pipeline.models.config import MortalityConfig
+from pipeline.models.config import saved_config
+from pipeline.progress import Progress
 from pipeline.runs import record, store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
 from pipeline.runs.tracking import make_tracker
 from pipeline.training.augment import OovAugment
 from pipeline.training.config import CheckpointMetric, TrainConfig
-from pipeline.training.inputs import TrainError, check_fresh as _check_fresh
-from pipeline.training.inputs import load_inputs as _load_inputs
 from pipeline.training.distributed import Dist, all_mean, broadcast, from_rank0, init_distributed, wrap
+from pipeline.training.inputs import TrainError
+from pipeline.training.inputs import check_fresh as _check_fresh
+from pipeline.training.inputs import load_inputs as _load_inputs
 from pipeline.training.objective import Objective, kl_weight, regularizer
 from pipeline.training.rng import EVAL_STREAM, TRAIN_STREAM, rng_state, set_rng_state, stream_seed
 
@@ -169,7 +170,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
 
 def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: Dist) -> dict:
     ckpt = read_checkpoint(path)
-    saved_model = config_dict(MortalityConfig(**ckpt["model_config"]))  # settings added since then: defaults
+    saved_model = config_dict(saved_config(ckpt["model_config"]))  # settings added since then: defaults
     if ckpt["model_kind"] != kind or saved_model != config_dict(mcfg):
         raise TrainError(f"{path}: checkpoint is a {ckpt['model_kind']} model with other settings; "
                          "resume with the same model settings")
