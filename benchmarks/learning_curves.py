@@ -34,7 +34,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import report  # noqa: E402  (benchmarks/report.py)
 from pipeline import fileio  # noqa: E402
 
 SIZES = (1000, 2000, 4000, 8000, 16000)
@@ -206,10 +208,12 @@ def main() -> None:
                 "world_train_admissions": len(rows), "max_steps": args.max_steps,
                 "sizes": list(args.sizes or SIZES), "seeds": list(args.seeds or [0, 1, 2]),
                 "models": list(args.models or MODELS), "png": str(args.png) if args.png else None}
-    fileio.write_text(args.json or args.out / "learning_curves.json",
-                      json.dumps({"settings": settings, "records": records, "summary": rows_out,
-                                  "true_risk_test": true_test, "oracle_test": oracle}, indent=1, default=float) + "\n")
-
+    command = "python benchmarks/learning_curves.py " + " ".join(
+        os.path.relpath(a) if os.path.exists(a) else a for a in sys.argv[1:])
+    result = {"command": command, "settings": settings, "records": records, "summary": rows_out,
+              "true_risk_test": true_test, "oracle_test": oracle}
+    report.write_results("learning_curves", json.loads(json.dumps(result, default=float)),
+                         args.json or args.out / "learning_curves.json")
 
 if __name__ == "__main__":
     main()
