@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import report  # noqa: E402  (benchmarks/report.py)
-
 from pipeline import features, fileio  # noqa: E402
 from pipeline.baselines.config import BaselineConfig, BaselineKind  # noqa: E402
 from pipeline.baselines.featurize import Featurizer  # noqa: E402

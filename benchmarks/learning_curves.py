@@ -123,17 +123,6 @@ def summary(records: list[dict]) -> list[dict]:
     return out
 
 
-def markdown(rows: list[dict], true_test: dict) -> str:
-    head = "| patients | model | seeds | train admissions | test NLL | test NLL gap | test AUC-PR | test ECE | val NLL |"
-    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        cell = lambda k: f"{r[k + '_mean']:.4f} ± {r[k + '_sd']:.4f}" if math.isfinite(r[k + "_sd"]) else f"{r[k + '_mean']:.4f}"  # noqa: E731
-        lines.append(f"| {r['size']:,} | {r['model']} | {r['seeds']} | {r['train_admissions']:.0f} | {cell('test_nll')} | "
-                     f"{cell('test_nll_gap')} | {cell('test_auc_pr')} | {cell('test_ece')} | {cell('val_nll')} |")
-    lines.append(f"| | true risk | | | {true_test['nll']:.4f} | 0 | {true_test['auc_pr']:.4f} | | |")
-    return "\n".join(lines) + "\n"
-
-
 def plot(rows: list[dict], true_test: dict, oracle: dict | None, path: Path) -> None:
     import matplotlib
 
@@ -201,8 +190,6 @@ def main() -> None:
     if args.oracle:
         o = fileio.read_json(args.oracle)["random"]
         oracle = o["candidates"][o["chosen"]]["test"]
-    md = markdown(rows_out, true_test)
-    print(md)
     plot(rows_out, true_test, oracle, args.png or args.out / "learning_curves.png")
     settings = {"world": args.world.name, "world_train_patients": len(patients),
                 "world_train_admissions": len(rows), "max_steps": args.max_steps,
@@ -212,8 +199,10 @@ def main() -> None:
         os.path.relpath(a) if os.path.exists(a) else a for a in sys.argv[1:])
     result = {"command": command, "settings": settings, "records": records, "summary": rows_out,
               "true_risk_test": true_test, "oracle_test": oracle}
-    report.write_results("learning_curves", json.loads(json.dumps(result, default=float)),
-                         args.json or args.out / "learning_curves.json")
+    result = json.loads(json.dumps(result, default=float))
+    print(report.render_learning_curves(result))  # the table the docs show
+    report.write_results("learning_curves", result, args.json or args.out / "learning_curves.json")
+
 
 if __name__ == "__main__":
     main()

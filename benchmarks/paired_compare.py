@@ -6,10 +6,10 @@
 
 Reads the grid's runs (``find_runs``: the run ids of ``BENCH/runs.json``, labelled as ``compare``
 labels them, their models loaded from the tracking store, ``MLFLOW_TRACKING_URI`` as for every
-command; the classical baselines' runs among them) and its features (``BENCH/features-<mode>``);
-A side with a single run (a classical baseline: the grid trains
-it once per split mode) is paired with every seed of the other side. B's runs come from ``--bench-b`` when given (another grid on the same features: a setting against
-the default). It draws the per-admission logits of every run
+command; the classical baselines' runs among them) and its features (``BENCH/features-<mode>``).
+A side with a single run (a classical baseline: the grid trains it once per split mode) is paired
+with every seed of the other side. B's runs come from ``--bench-b`` when given (another grid on the
+same features: a setting against the default). It draws the per-admission logits of every run
 (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples`` per component,
 ``--batch-size`` admissions per draw block, so the NLL equals the grid's metrics.json) and caches them as ``.npz``.
 Runs in the directories ``--runs-dir`` names (``<dir>/<run id>``: the model file, best.pt or baseline.npz,

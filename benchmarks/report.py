@@ -642,7 +642,6 @@ def render_baselines(r: dict) -> str:
     return "\n".join(out)
 
 
-
 def render_learning_curves(r: dict) -> str:
     """benchmarks/learning_curves.py: test NLL gap to the true risk and AUC-PR against the training set's size."""
     st = r["settings"]
@@ -671,6 +670,7 @@ def render_learning_curves(r: dict) -> str:
     if st.get("png"):
         out += ["", f"![learning curves]({Path(st['png']).name})"]
     return "\n".join(out)
+
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "baselines": render_baselines,
