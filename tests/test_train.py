@@ -152,6 +152,22 @@ def test_resume_refuses_changed_settings(feats, tmp_path):
         training.train(feats, "deterministic", _cfg(max_steps=8), resume=True, tracking=False)
 
 
+def test_resume_of_a_checkpoint_from_before_a_default_changed(feats, tmp_path):
+    from pipeline.runs.checkpoint import read_checkpoint, save_checkpoint
+    from pipeline.training.config import FORMER_DEFAULTS
+
+    off = {k: 0.0 for k in FORMER_DEFAULTS}
+    training.train(feats, "deterministic", _cfg(max_steps=4, **off), out_dir=tmp_path, tracking=False)
+    ckpt = read_checkpoint(tmp_path / "last.pt")  # as written before the OOV settings existed
+    ckpt["train_config"] = {k: v for k, v in ckpt["train_config"].items() if k not in FORMER_DEFAULTS}
+    save_checkpoint(tmp_path / "last.pt", ckpt)
+    with pytest.raises(ValueError, match=r"differ from the checkpoint's \(\['source_oov_rate', 'token_oov_rate'\]\)"):
+        training.train(feats, "deterministic", _cfg(max_steps=8), out_dir=tmp_path, resume=True, tracking=False)
+    res = training.train(feats, "deterministic", _cfg(max_steps=8, **off), out_dir=tmp_path, resume=True,
+                         tracking=False)
+    assert res.steps == 8
+
+
 def test_nan_guard_stops_and_keeps_last_good_checkpoint(feats, tmp_path, monkeypatch):
     calls = {"n": 0}
     forward = training.Objective.forward

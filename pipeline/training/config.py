@@ -56,6 +56,11 @@ PRESETS: dict[Preset, dict[str, Any]] = {
 }
 
 
+# Settings whose default changed, with the value a saved train config that lacks them was trained with
+# (OOV augmentation: off until 2026-12-01; docs/experiments/2026-12-01-learning-curves-ablations-shift.md).
+FORMER_DEFAULTS: dict[str, Any] = {"source_oov_rate": 0.0, "token_oov_rate": 0.0}
+
+
 @dataclass
 class TrainConfig:
     """Training settings; ``model`` holds MortalityConfig overrides (vocab sizes come from vocab.json)."""

@@ -44,7 +44,7 @@ from pipeline.runs import record, store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
 from pipeline.runs.tracking import make_tracker
 from pipeline.training.augment import OovAugment
-from pipeline.training.config import CheckpointMetric, TrainConfig
+from pipeline.training.config import FORMER_DEFAULTS, CheckpointMetric, TrainConfig
 from pipeline.training.distributed import Dist, all_mean, broadcast, from_rank0, init_distributed, wrap
 from pipeline.training.inputs import TrainError
 from pipeline.training.inputs import check_fresh as _check_fresh
@@ -175,7 +175,8 @@ def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: 
         raise TrainError(f"{path}: checkpoint is a {ckpt['model_kind']} model with other settings; "
                          "resume with the same model settings")
     free = ("max_steps", "progress", "threads")  # may change on resume
-    saved = {**TrainConfig().to_dict(), **ckpt["train_config"]}  # settings added since then: their defaults
+    # settings added since then: their defaults, or the former default of one that changed since
+    saved = {**TrainConfig().to_dict(), **FORMER_DEFAULTS, **ckpt["train_config"]}
     saved = {k: v for k, v in saved.items() if k not in free}
     now = {k: v for k, v in cfg.to_dict().items() if k not in free}
     if saved != now:
