@@ -246,11 +246,12 @@ def main() -> None:
     ap.add_argument("--world", type=Path, required=True, help="a larger synthetic MIMIC-III of another seed")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--lstm-steps", type=int, default=6000, help="steps of each soft-label LSTM")
-    ap.add_argument("--lstm-hidden", type=int, action="append", help="LSTM widths [64, 128]")
+    ap.add_argument("--lstm-hidden", type=int, action="append",
+                    help="LSTM widths [64, 128]; 0 alone: no LSTM candidate (the gbm ones only, minutes not hours)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--json", type=Path, default=None, help="results JSON [BENCH/oracle.json]")
     args = ap.parse_args()
-    args.lstm_hidden = args.lstm_hidden or [64, 128]
+    args.lstm_hidden = [h for h in (args.lstm_hidden or [64, 128]) if h > 0]
     import torch
 
     torch.set_num_threads(args.threads)

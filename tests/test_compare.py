@@ -213,7 +213,15 @@ def test_cli_benchmark_models_reads_space_separated_lists(monkeypatch):
     cfg = seen["cfg"]
     assert (cfg.seeds, cfg.variants, cfg.split_modes, cfg.jobs) == ((0, 1, 2), ("rank1-cauchy", "deterministic"),
                                                                     ("era",), 2)
-    assert cfg.train_overrides == {}
+    assert cfg.train_overrides == {} and (cfg.max_steps, cfg.eval_every) == (1000, 250)
+    # a preset's step budget applies unless --max-steps / --eval-every say otherwise
+    CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--preset", "records-research"])
+    assert (seen["cfg"].preset, seen["cfg"].max_steps, seen["cfg"].eval_every) == ("records-research", 10_000, 250)
+    CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--preset", "paper",
+                                 "--max-steps", "300", "--eval-every", "500"])
+    assert (seen["cfg"].max_steps, seen["cfg"].eval_every) == (300, 300)
+    CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--preset", "paper"])
+    assert (seen["cfg"].max_steps, seen["cfg"].eval_every) == (20_000, 1_000)
     CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--batch-size", "256"])
     assert seen["cfg"].train_overrides == {"batch_size": 256}
     res = CliRunner().invoke(cli.app, ["benchmark-models", "--synth", "s", "--out", "o", "--seeds", "1", "bogus"])
