@@ -347,16 +347,17 @@ def test_linear_meanfield_local_reparameterisation_moments():
 
 
 # ---------------------------------------------------------------- embeddings
-@pytest.mark.parametrize("mode", ["mean", "sum"])
+@pytest.mark.parametrize("mode", ["mean", "sum", "attention"])
 @pytest.mark.parametrize("bayes", [True, False])
 def test_bag_embedding_mean_of_tokens_and_padding(mode, bayes):
+    """mean / sum as named; attention starts with a zero query: the mean."""
     layer = EmbeddingBagBayes(10, 4, mode=mode) if bayes else EmbeddingBagDeterministic(10, 4, mode=mode)
     set_sampling(layer, use_mean=True)
     table = layer.mean if bayes else layer.embedding.weight
     ids = torch.tensor([[[1, 2, 0], [0, 0, 0]], [[3, 0, 0], [4, 5, 6]]])  # (N=2, T=2, L=3)
     out = layer(ids)
     assert out.shape == (2, 2, 4)
-    red = (lambda t: t.mean(0)) if mode == "mean" else (lambda t: t.sum(0))
+    red = (lambda t: t.sum(0)) if mode == "sum" else (lambda t: t.mean(0))
     assert torch.allclose(out[0, 0], red(table[[1, 2]]), atol=1e-6)
     assert torch.equal(out[0, 1], torch.zeros(4))  # empty bag
     assert torch.allclose(out[1, 1], red(table[[4, 5, 6]]), atol=1e-6)
@@ -367,6 +368,33 @@ def test_bag_embedding_mean_of_tokens_and_padding(mode, bayes):
     assert torch.equal(out_p[:, 2], torch.zeros(2, 4))
     assert layer(torch.zeros(2, 0, 3, dtype=torch.long)).shape == (2, 0, 4)
     assert layer(torch.zeros(2, 3, 0, dtype=torch.long)).abs().sum() == 0
+
+
+@pytest.mark.parametrize("bayes", [True, False])
+def test_attention_bag_weights_tokens_by_a_softmax_of_the_query(bayes):
+    """A hand computation: weights softmax(q·e / sqrt(D)) over the bag's tokens; padding and
+    all-padding bags contribute nothing and keep gradients finite; the query is an L2 weight."""
+    from pipeline.layers.base import l2_penalty
+
+    layer = EmbeddingBagBayes(10, 4, mode="attention") if bayes else EmbeddingBagDeterministic(10, 4, "attention")
+    set_sampling(layer, use_mean=True)
+    table = layer.mean if bayes else layer.embedding.weight
+    with torch.no_grad():
+        layer.query.copy_(torch.tensor([1.5, -2.0, 0.5, 3.0]))
+    ids = torch.tensor([[[1, 2, 0], [0, 0, 0]], [[3, 0, 0], [4, 5, 6]]])  # (N=2, T=2, L=3)
+    out = layer(ids)
+    for (n, t), toks in {(0, 0): [1, 2], (1, 0): [3], (1, 1): [4, 5, 6]}.items():
+        e = table[toks]  # (l, D)
+        w = torch.softmax(e @ layer.query / 2.0, 0)  # sqrt(D) = 2
+        torch.testing.assert_close(out[n, t], (w.unsqueeze(1) * e).sum(0))
+    assert torch.equal(out[0, 1], torch.zeros(4))
+    assert not torch.allclose(out[1, 1], table[[4, 5, 6]].mean(0))  # not the mean any more
+    out.sum().backward()
+    assert torch.isfinite(layer.query.grad).all() and layer.query.grad.abs().sum() > 0
+    penalty = l2_penalty(layer)
+    expected = layer.query.pow(2).sum() + (0 if bayes else table.pow(2).sum())
+    torch.testing.assert_close(penalty, expected)
+    assert EmbeddingBagBayes(10, 4).query is None and EmbeddingBagDeterministic(10, 4).query is None
 
 
 @pytest.mark.parametrize("sampling", ["per_example", "per_member"])

@@ -264,7 +264,7 @@ def _both_paths(model, batch, samples, seed=5):
     ("rank1", {}), ("rank1", {"lstm_layers": 2}), ("rank1", {"perturbation": "additive"}),
     ("rank1", {"prior": "cauchy"}), ("rank1", {"bag_mode": "sum", "time_feature": False}),
     ("rank1", {"bag_size_feature": True}), ("rank1", {"bag_size_feature": True, "time_feature": False}),
-    ("batchensemble", {}), ("batchensemble", {"lstm_layers": 2}),
+    ("rank1", {"bag_mode": "attention"}), ("batchensemble", {}), ("batchensemble", {"lstm_layers": 2}),
 ])
 @pytest.mark.parametrize("chunk_rows", [1, 1024])
 def test_block_inference_equals_training_path(kind, kw, chunk_rows, monkeypatch):
@@ -274,6 +274,9 @@ def test_block_inference_equals_training_path(kind, kw, chunk_rows, monkeypatch)
 
     monkeypatch.setattr(inference, "CHUNK_ROWS", chunk_rows)
     model = build_model(kind, tiny_cfg(init_stddev=0.2, **kw))
+    for m in model.modules():  # attention bags: a query away from zero (the mean)
+        if getattr(m, "query", None) is not None:
+            torch.nn.init.normal_(m.query)
     batch = make_batch(b=9, t=6, zero_rows=(1, 4))
     fast, slow = _both_paths(model, batch, samples=4)
     assert fast.shape == (4 * 3, 9)
@@ -307,12 +310,17 @@ def test_block_inference_only_for_per_member_draws_without_grad():
         assert not build_model("deterministic", tiny_cfg()).block_inference()
 
 
-@pytest.mark.parametrize("mode", ["mean", "sum"])
-def test_sample_bags_equal_tiled_forward(mode):
-    """S per-member draws of an untiled batch == the tiled forward, block by block (same seed)."""
-    from pipeline.layers import EmbeddingBagBayes, EmbeddingConfig, tile_members
+@pytest.mark.parametrize("mode, block", [("mean", None), ("sum", None), ("attention", None), ("attention", 50)])
+def test_sample_bags_equal_tiled_forward(mode, block, monkeypatch):
+    """S per-member draws of an untiled batch == the tiled forward, block by block (same seed);
+    attention with a random query, in one block of samples or (``block``) several."""
+    from pipeline.layers import EmbeddingBagBayes, EmbeddingConfig, embedding, tile_members
 
+    if block:
+        monkeypatch.setattr(embedding, "ATTEND_ELEMENTS", block)
     emb = EmbeddingBagBayes(30, 5, mode, EmbeddingConfig(init_stddev=0.3))
+    if emb.query is not None:
+        torch.nn.init.normal_(emb.query)
     set_sampling(emb, "per_member")
     ids = make_batch()["tokens"]  # (B, T, L) with padding and empty bags
     torch.manual_seed(3)

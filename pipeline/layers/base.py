@@ -67,7 +67,8 @@ def l2_penalty(module: nn.Module, biases: bool = False) -> Tensor:
     ``biases``, every deterministic bias: Keras' bias_regularizer, as records-research sets it).
 
     Rank-1 factors and variational parameters are excluded, biases unless asked. Plain torch
-    layers (Linear, Conv2d, Embedding, EmbeddingBag, LSTM) count their weight (and bias) tensors.
+    layers (Linear, Conv2d, Embedding, EmbeddingBag, LSTM) count their weight (and bias) tensors,
+    other modules what their ``l2_weights()`` yields.
     """
     total = _zero(module)
     for m in module.modules():
@@ -89,6 +90,8 @@ def _l2_tensors(m: nn.Module, biases: bool = False) -> Iterator[Tensor]:
         for name, p in m.named_parameters(recurse=False):
             if name.startswith("weight_") or (biases and name.startswith("bias_")):
                 yield p
+    elif callable(getattr(m, "l2_weights", None)):  # a deterministic module's own weights (e.g. a bag's query)
+        yield from m.l2_weights()
 
 
 def _zero(module: nn.Module) -> Tensor:

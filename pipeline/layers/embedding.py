@@ -8,12 +8,18 @@ draw of the table per block of B rows. Only the tokens actually used are sampled
 ``sample_bags`` is the inference form of per-member bags: S samples of an untiled batch in one
 ``embedding_bag`` over a table whose row holds a token's S draws side by side (no tiling of the
 ids by S, no per-sample bag of the mean table).
+
+``attention`` bags weight each token by a softmax over the bag of q·e/√D, with one learned query
+q per table (a deterministic vector, zero at initialisation, so a new layer starts as the mean;
+counted by the L2 penalty as a weight). The weights depend on the drawn embeddings, so these bags
+materialise the (bag, token) embeddings instead of ``embedding_bag``'s fused reduction.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from torch import Tensor, nn
@@ -106,14 +112,27 @@ class EmbeddingBagBayes(EmbeddingBayes):
                  config: EmbeddingConfig | None = None) -> None:
         super().__init__(num_embeddings, embedding_dim, config)
         self.mode = BagMode(mode)
+        self.query = nn.Parameter(torch.zeros(embedding_dim)) if self.mode == BagMode.ATTENTION else None
+
+    def l2_weights(self) -> Iterator[Tensor]:
+        """The attention query (the table itself is variational: its prior is its regulariser)."""
+        return iter(() if self.query is None else (self.query,))
 
     def forward(self, ids: Tensor, samples: int = 1, *, sampling: Sampling | None = None,
                 generator: torch.Generator | None = None) -> Tensor:
         check_ids(ids, self.num_embeddings)
         lead, length = ids.shape[:-1], ids.shape[-1]
         bags = math.prod(lead)
-        out = bag(ids.reshape(bags, length), self.mean, self.mode)  # (N·P, D), P = bags per row
-        if not self.use_mean and ids.numel():
+        flat = ids.reshape(bags, length)  # (N·P, L), P = bags per row
+        noisy = not self.use_mean and ids.numel()
+        if self.query is not None:
+            emb = F.embedding(flat, self.mean)  # (N·P, L, D)
+            if noisy:
+                table, index = self._noise(ids, samples, self.mode_for(sampling), generator)
+                emb = emb + F.embedding(index.reshape(bags, length), table)
+            return attend(emb, flat, self.query).view(*lead, self.embedding_dim)
+        out = bag(flat, self.mean, self.mode)  # (N·P, D)
+        if noisy:
             table, index = self._noise(ids, samples, self.mode_for(sampling), generator)
             out = out + bag(index.reshape(bags, length), table, self.mode)
         return out.view(*lead, self.embedding_dim)
@@ -130,7 +149,9 @@ class EmbeddingBagBayes(EmbeddingBayes):
         lead, length, d = ids.shape[:-1], ids.shape[-1], self.embedding_dim
         flat = ids.reshape(math.prod(lead), length)  # (M, L)
         if self.use_mean or not ids.numel():
-            return bag(flat, self.mean, self.mode).view(*lead, 1, d).expand(*lead, samples, d)
+            out = attend(F.embedding(flat, self.mean), flat, self.query) if self.query is not None else bag(
+                flat, self.mean, self.mode)  # (M, D)
+            return out.view(*lead, 1, d).expand(*lead, samples, d)
         if self.mode_for(sampling) != Sampling.PER_MEMBER:
             raise ValueError("sample_bags draws one table per sample: per_member sampling only")
         used = torch.zeros(self.num_embeddings, dtype=torch.bool, device=ids.device)
@@ -144,6 +165,8 @@ class EmbeddingBagBayes(EmbeddingBayes):
         compact = torch.zeros(self.num_embeddings, dtype=torch.long, device=ids.device)
         compact[tokens] = torch.arange(1, u + 1, device=ids.device)
         compact[0] = 0
+        if self.query is not None:
+            return attend_samples(compact[flat], table, flat, self.query, samples).view(*lead, samples, d)
         return bag(compact[flat], table, self.mode).view(*lead, samples, d)  # (M, S·D) -> (B, *, S, D)
 
 
@@ -157,12 +180,21 @@ class EmbeddingBagDeterministic(nn.Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.mode = BagMode(mode)
         self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=0)
+        self.query = nn.Parameter(torch.zeros(embedding_dim)) if self.mode == BagMode.ATTENTION else None
+
+    def l2_weights(self) -> Iterator[Tensor]:
+        """The attention query (the table is an ``nn.Embedding``: counted as such)."""
+        return iter(() if self.query is None else (self.query,))
 
     def forward(self, ids: Tensor, samples: int = 1, *, sampling: Sampling | None = None,  # noqa: ARG002
                 generator: torch.Generator | None = None) -> Tensor:  # noqa: ARG002 (uniform signature)
         check_ids(ids, self.num_embeddings)
         lead, length = ids.shape[:-1], ids.shape[-1]
-        out = bag(ids.reshape(math.prod(lead), length), self.embedding.weight, self.mode)  # (N·P, D)
+        flat = ids.reshape(math.prod(lead), length)  # (N·P, L)
+        if self.query is not None:
+            out = attend(self.embedding(flat), flat, self.query)  # (N·P, L, D) -> (N·P, D)
+        else:
+            out = bag(flat, self.embedding.weight, self.mode)  # (N·P, D)
         return out.view(*lead, self.embedding_dim)
 
     def sample_bags(self, ids: Tensor, samples: int, *, sampling: Sampling | None = None,  # noqa: ARG002
@@ -177,6 +209,34 @@ def bag(ids: Tensor, weight: Tensor, mode: BagMode) -> Tensor:
     if ids.shape[1] == 0 or ids.shape[0] == 0:
         return weight.new_zeros(ids.shape[0], weight.shape[1])
     return F.embedding_bag(ids, weight, mode=BagMode(mode).value, padding_idx=0)
+
+
+def attend(emb: Tensor, ids: Tensor, query: Tensor) -> Tensor:
+    """Attention pooling of bags: embeddings emb (M, L, *, D) of tokens ids (M, L) -> (M, *, D).
+
+    Weights softmax_l(q·e_l / √D) over each bag's non-padding tokens; an all-padding bag -> 0.
+    Padding gets the dtype's lowest finite score, not -inf, so that such a bag's softmax (uniform,
+    then zeroed) stays finite in the backward pass.
+    """
+    pad = (ids == 0).view(*ids.shape, *(1,) * (emb.dim() - 3))  # (M, L, 1...)
+    scores = (emb @ query) / math.sqrt(emb.shape[-1])  # (M, L, *)
+    scores = scores.masked_fill(pad, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=1).masked_fill(pad, 0.0)  # (M, L, *)
+    return (weights.unsqueeze(-1) * emb).sum(1)  # (M, *, D)
+
+
+ATTEND_ELEMENTS = 1 << 24  # largest (bags x tokens x samples x D) block that attend_samples materialises
+
+
+def attend_samples(index: Tensor, table: Tensor, ids: Tensor, query: Tensor, samples: int) -> Tensor:
+    """``attend`` over S draws held side by side: table (R, S·D) rows ``index`` (M, L) -> (M, S·D),
+    in blocks of samples so that no block holds more than ``ATTEND_ELEMENTS`` numbers."""
+    m, length = index.shape
+    d = table.shape[1] // samples
+    step = max(1, ATTEND_ELEMENTS // max(1, m * length * d))
+    out = [attend(F.embedding(index, table[:, s * d:(s + n) * d]).view(m, length, n, d), ids, query)
+           for s in range(0, samples, step) for n in [min(step, samples - s)]]  # each (M, n, D)
+    return torch.cat(out, 1).reshape(m, samples * d)
 
 
 def check_ids(ids: Tensor, num_embeddings: int) -> None:

@@ -62,3 +62,4 @@ class BagMode(str, Enum):
 
     MEAN = "mean"
     SUM = "sum"
+    ATTENTION = "attention"  # softmax over the bag of (learned query . embedding) / sqrt(D); zero query = mean

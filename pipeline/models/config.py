@@ -33,7 +33,7 @@ class MortalityConfig:
     token_vocab: int  # len(vocab.json["tokens"]) (id 0 = padding)
     context_vocab: int  # len(vocab.json["context"]) (id 0 = padding)
     embedding_dim: int = 32  # token and context embedding size
-    bag_mode: BagMode = BagMode.MEAN  # reduction of a bag's token embeddings: mean | sum
+    bag_mode: BagMode = BagMode.MEAN  # reduction of a bag's token embeddings: mean | sum | attention (learned query)
     time_feature: bool = True  # append sign(h)·log1p(|h|) of the bag start hour to each bag
     bag_size_feature: bool = True  # append log1p(tokens in the bag) to each bag (a mean hides how much was charted)
     lstm_hidden: int = 64  # LSTM units (small for 2-core CPU training; paper scale: 256)
