@@ -112,7 +112,7 @@ class EmbeddingBagBayes(EmbeddingBayes):
                  config: EmbeddingConfig | None = None) -> None:
         super().__init__(num_embeddings, embedding_dim, config)
         self.mode = BagMode(mode)
-        self.query = nn.Parameter(torch.zeros(embedding_dim)) if self.mode == BagMode.ATTENTION else None
+        self.query = bag_query(self.mode, embedding_dim)
 
     def l2_weights(self) -> Iterator[Tensor]:
         """The attention query (the table itself is variational: its prior is its regulariser)."""
@@ -125,16 +125,14 @@ class EmbeddingBagBayes(EmbeddingBayes):
         bags = math.prod(lead)
         flat = ids.reshape(bags, length)  # (N·P, L), P = bags per row
         noisy = not self.use_mean and ids.numel()
-        if self.query is not None:
-            emb = F.embedding(flat, self.mean)  # (N·P, L, D)
-            if noisy:
-                table, index = self._noise(ids, samples, self.mode_for(sampling), generator)
-                emb = emb + F.embedding(index.reshape(bags, length), table)
-            return attend(emb, flat, self.query).view(*lead, self.embedding_dim)
-        out = bag(flat, self.mean, self.mode)  # (N·P, D)
         if noisy:
             table, index = self._noise(ids, samples, self.mode_for(sampling), generator)
-            out = out + bag(index.reshape(bags, length), table, self.mode)
+            index = index.reshape(bags, length)
+        if self.query is not None:  # the weights depend on the draws: pool mean + noise together
+            emb = F.embedding(flat, self.mean)  # (N·P, L, D)
+            out = attend(emb + F.embedding(index, table) if noisy else emb, flat, self.query)
+        else:  # linear pooling: the mean table's bag plus the noise's bag
+            out = bag(flat, self.mean, self.mode) + (bag(index, table, self.mode) if noisy else 0)  # (N·P, D)
         return out.view(*lead, self.embedding_dim)
 
     def sample_bags(self, ids: Tensor, samples: int, *, sampling: Sampling | None = None,
@@ -149,9 +147,7 @@ class EmbeddingBagBayes(EmbeddingBayes):
         lead, length, d = ids.shape[:-1], ids.shape[-1], self.embedding_dim
         flat = ids.reshape(math.prod(lead), length)  # (M, L)
         if self.use_mean or not ids.numel():
-            out = attend(F.embedding(flat, self.mean), flat, self.query) if self.query is not None else bag(
-                flat, self.mean, self.mode)  # (M, D)
-            return out.view(*lead, 1, d).expand(*lead, samples, d)
+            return pool(flat, self.mean, self.mode, self.query).view(*lead, 1, d).expand(*lead, samples, d)
         if self.mode_for(sampling) != Sampling.PER_MEMBER:
             raise ValueError("sample_bags draws one table per sample: per_member sampling only")
         used = torch.zeros(self.num_embeddings, dtype=torch.bool, device=ids.device)
@@ -180,7 +176,7 @@ class EmbeddingBagDeterministic(nn.Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.mode = BagMode(mode)
         self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=0)
-        self.query = nn.Parameter(torch.zeros(embedding_dim)) if self.mode == BagMode.ATTENTION else None
+        self.query = bag_query(self.mode, embedding_dim)
 
     def l2_weights(self) -> Iterator[Tensor]:
         """The attention query (the table is an ``nn.Embedding``: counted as such)."""
@@ -190,11 +186,7 @@ class EmbeddingBagDeterministic(nn.Module):
                 generator: torch.Generator | None = None) -> Tensor:  # noqa: ARG002 (uniform signature)
         check_ids(ids, self.num_embeddings)
         lead, length = ids.shape[:-1], ids.shape[-1]
-        flat = ids.reshape(math.prod(lead), length)  # (N·P, L)
-        if self.query is not None:
-            out = attend(self.embedding(flat), flat, self.query)  # (N·P, L, D) -> (N·P, D)
-        else:
-            out = bag(flat, self.embedding.weight, self.mode)  # (N·P, D)
+        out = pool(ids.reshape(math.prod(lead), length), self.embedding.weight, self.mode, self.query)  # (N·P, D)
         return out.view(*lead, self.embedding_dim)
 
     def sample_bags(self, ids: Tensor, samples: int, *, sampling: Sampling | None = None,  # noqa: ARG002
@@ -209,6 +201,16 @@ def bag(ids: Tensor, weight: Tensor, mode: BagMode) -> Tensor:
     if ids.shape[1] == 0 or ids.shape[0] == 0:
         return weight.new_zeros(ids.shape[0], weight.shape[1])
     return F.embedding_bag(ids, weight, mode=BagMode(mode).value, padding_idx=0)
+
+
+def bag_query(mode: BagMode, dim: int) -> nn.Parameter | None:
+    """The learned query of an attention bag, zero (the mean) at the start; None for the other modes."""
+    return nn.Parameter(torch.zeros(dim)) if mode == BagMode.ATTENTION else None
+
+
+def pool(ids: Tensor, weight: Tensor, mode: BagMode, query: Tensor | None) -> Tensor:
+    """A bag of ``weight``'s rows ids (M, L) -> (M, D): ``bag`` or, with a query, ``attend``."""
+    return bag(ids, weight, mode) if query is None else attend(F.embedding(ids, weight), ids, query)
 
 
 def attend(emb: Tensor, ids: Tensor, query: Tensor) -> Tensor:
@@ -234,8 +236,11 @@ def attend_samples(index: Tensor, table: Tensor, ids: Tensor, query: Tensor, sam
     m, length = index.shape
     d = table.shape[1] // samples
     step = max(1, ATTEND_ELEMENTS // max(1, m * length * d))
-    out = [attend(F.embedding(index, table[:, s * d:(s + n) * d]).view(m, length, n, d), ids, query)
-           for s in range(0, samples, step) for n in [min(step, samples - s)]]  # each (M, n, D)
+    out = []
+    for s in range(0, samples, step):
+        n = min(step, samples - s)
+        emb = F.embedding(index, table[:, s * d:(s + n) * d]).view(m, length, n, d)  # (M, L, n·D) -> (M, L, n, D)
+        out.append(attend(emb, ids, query))  # (M, n, D)
     return torch.cat(out, 1).reshape(m, samples * d)
 
 
