@@ -53,13 +53,18 @@ def collate(fs: FeatureSet, idx, max_bags: int | None = None, max_tokens: int | 
     mask = np.zeros((b, t_len), dtype=bool)  # (B, T)
     mask[row, slot] = True
     label = np.nan_to_num(fs.label[idx], nan=0.0)
-    return {
+    out = {
         "tokens": torch.from_numpy(tokens),
         "mask": torch.from_numpy(mask),
         "hours": torch.from_numpy(hours),
         "context": torch.from_numpy(fs.context[idx].astype(np.int64)),
         "label": torch.from_numpy(label.astype(np.float32)),
     }
+    if fs.values is not None:  # the value channel beside each kept token, 0 on padding
+        values = np.zeros((b, t_len, l_len), dtype=np.float32)  # (B, T, L)
+        values[row[which], slot[which], j] = fs.values[src]
+        out["values"] = torch.from_numpy(values)
+    return out
 
 
 def iter_batches(fs: FeatureSet, batch_size: int, max_bags: int | None = None,

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-FEATURE_VERSION = 2  # 2: observed_hours and before_prediction_time columns (readers accept version 1)
+FEATURE_VERSION = 3  # 3: bag_values; 2: observed_hours and before_prediction_time (readers accept 1 and 2)
 # Monte Carlo samples per mixture component when neither the caller nor the model says (a model
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25
@@ -37,6 +37,7 @@ class Use(str, Enum):
     REQUIRED = "required"  # every reader needs it (training, evaluation, scoring, the pyfunc)
     LABEL = "label"  # training and evaluation need it; scoring reads it where present
     WINDOW = "window"  # optional: read where present (features of FEATURE_VERSION 2)
+    VALUES = "values"  # optional: read where present (FEATURE_VERSION 3); a model with a value channel needs it
     METADATA = "metadata"  # written for people and splits; no model reads it
 
 
@@ -91,6 +92,8 @@ FEATURES = Table("features", (
            "start of each bag, hours after ADMITTIME (negative = history before the admission)"),
     Column("bags", "list<list<int32>>", Use.REQUIRED,
            "token ids per bag (sorted, unique), into `vocab.json[\"tokens\"]`"),
+    Column("bag_values", "list<list<float32>>", Use.VALUES,
+           "per token of `bags`: mean of its events' (value - center) / scale, clipped to ±5; 0 without a binned value or out of vocabulary"),
     Column("n_events", "int32", Use.REQUIRED, "events used before the prediction time"),
     Column("observed_hours", "float32", Use.WINDOW,
            "hours of [ADMITTIME, T) the data covers (the whole window when training)"),
@@ -111,10 +114,11 @@ RISK = Table("risk", (
     Column("before_prediction_time", "bool", Use.REQUIRED, "the risk rests on a partial window"),
 ))
 
-# The pyfunc's input columns: the required features and observed_hours (optional there).
-# before_prediction_time is derived from observed_hours and the model's window: an optional
-# boolean input arrives as NaN where absent, which MLflow refuses to cast.
-PYFUNC_OPTIONAL = ("observed_hours",)
+# The pyfunc's input columns: the required features, observed_hours and bag_values (optional there;
+# a model with a value channel refuses a request without bag_values). before_prediction_time is
+# derived from observed_hours and the model's window: an optional boolean input arrives as NaN
+# where absent, which MLflow refuses to cast.
+PYFUNC_OPTIONAL = ("observed_hours", "bag_values")
 
 # Columns of sql/02_cohort.sql that a census condition (`score --cohort FILE`) may use: the condition
 # is applied to a projection of these columns only (the SQL's ${census_columns}).

@@ -22,7 +22,8 @@ from pipeline.errors import PipelineError
 REQUIRED = FEATURES.names(Use.REQUIRED)  # columns every use needs
 (LABEL,) = FEATURES.names(Use.LABEL)  # required for training and validation, optional for scoring
 WINDOW = FEATURES.names(Use.WINDOW)  # optional (features of FEATURE_VERSION 2): observed_hours, before_prediction_time
-OPTIONAL = (LABEL, *WINDOW)  # read where present
+(VALUES,) = FEATURES.names(Use.VALUES)  # optional (FEATURE_VERSION 3): bag_values, the value channel
+OPTIONAL = (LABEL, *WINDOW, VALUES)  # read where present
 
 
 class FeatureError(PipelineError, ValueError):
@@ -42,6 +43,7 @@ class FeatureSet:
     token_offsets: np.ndarray  # (M+1,) int64: tokens of bag j are token_offsets[j]:token_offsets[j+1]
     tokens: np.ndarray  # (Z,) int32 token ids
     source: str = "<memory>"  # file name used in error messages
+    values: np.ndarray | None = None  # (Z,) float32 value channel beside each token (None: the input has none)
     observed_hours: np.ndarray | None = None  # (N,) float32 hours of the window the data covers; nan: not recorded
     before_prediction_time: np.ndarray | None = None  # (N,) bool: the data ends before T (partial window)
 
@@ -74,6 +76,12 @@ class FeatureSet:
     def _token_row(self, z: int) -> int:
         bag = int(np.searchsorted(self.token_offsets, z, side="right")) - 1
         return int(np.searchsorted(self.bag_offsets, bag, side="right")) - 1
+
+    def require_values(self) -> None:
+        """Raise unless the input has the value channel (``bag_values``) that a model with one reads."""
+        if self.values is None:
+            raise FeatureError(f"{self.source}: column {VALUES!r} is missing, and the model has a value channel "
+                               "(value_channel=true); extract the features again (feature version 3 writes it)")
 
     def require_labels(self) -> None:
         if not len(self):
@@ -157,6 +165,7 @@ def from_arrow(table: pa.Table | pa.RecordBatch, source: str = "<memory>", row0:
         if not pa.types.is_boolean(col.type):
             raise FeatureError(f"{source}: column {WINDOW[1]!r} must hold booleans, got {col.type}")
         before = col.to_numpy(zero_copy_only=False).astype(bool)
+    values = _values(table, bag_off, tok_off, source, row0) if VALUES in names else None
     return FeatureSet(
         keys=keys,
         label=label,
@@ -169,7 +178,36 @@ def from_arrow(table: pa.Table | pa.RecordBatch, source: str = "<memory>", row0:
         source=source,
         observed_hours=observed,
         before_prediction_time=before,
+        values=values,
     )
+
+
+def _values(table, bag_off: np.ndarray, tok_off: np.ndarray, source: str, row0: int) -> np.ndarray:
+    """``bag_values`` flattened to (Z,) float32, checked to mirror ``bags`` list for list and to be finite."""
+    try:
+        off, lists = _list_parts(table.column(VALUES), VALUES, source)
+    except FeatureError as exc:
+        raise FeatureError(_shift_row(str(exc), row0)) from None
+    if not np.array_equal(off, bag_off):
+        row = int(np.flatnonzero(np.diff(off) != np.diff(bag_off))[0])
+        raise FeatureError(f"{source}: row {row + row0}: 'bags' and {VALUES!r} have different lengths")
+    if lists.null_count:
+        row = int(np.searchsorted(bag_off, _first_null(lists), side="right")) - 1
+        raise FeatureError(f"{source}: column {VALUES!r} row {row + row0} holds a null list")
+    voff, vals = _list_parts(lists, VALUES, source)
+    if not np.array_equal(voff, tok_off):
+        bag = int(np.flatnonzero(np.diff(voff) != np.diff(tok_off))[0])
+        row = int(np.searchsorted(bag_off, bag, side="right")) - 1
+        raise FeatureError(f"{source}: row {row + row0}: a bag of 'bags' and its list in {VALUES!r} have different lengths")
+    if not (pa.types.is_floating(vals.type) or pa.types.is_integer(vals.type) or pa.types.is_null(vals.type)):
+        raise FeatureError(f"{source}: column {VALUES!r} must hold numbers, got {vals.type}")
+    v = vals.to_numpy(zero_copy_only=False).astype(np.float32)  # nulls -> nan
+    bad = np.flatnonzero(~np.isfinite(v))
+    if bad.size:
+        bag = int(np.searchsorted(tok_off, int(bad[0]), side="right")) - 1
+        row = int(np.searchsorted(bag_off, bag, side="right")) - 1
+        raise FeatureError(f"{source}: column {VALUES!r} row {row + row0} holds a value that is not a finite number")
+    return v
 
 
 def _observed(table, source: str, row0: int) -> np.ndarray:
@@ -206,9 +244,10 @@ def _shift_row(msg: str, row0: int) -> str:
     return f"{head}{sep}{int(num) + row0} {rest}" if sep and num.isdigit() else msg
 
 
-def check_file(path: Path | str) -> None:
+def check_file(path: Path | str, values: bool = False) -> None:
     """Raise ``FeatureError`` naming the file and column unless ``path`` is a readable features file
-    whose required columns have their contract types (before any row is read)."""
+    whose required columns (and, with ``values``, ``bag_values``) have their contract types (before
+    any row is read)."""
     import pyarrow.parquet as pq
 
     try:
@@ -218,7 +257,10 @@ def check_file(path: Path | str) -> None:
     missing = [c for c in REQUIRED if c not in schema.names]
     if missing:
         raise FeatureError(f"{path}: missing column(s) {missing}; expected the features written by the extraction")
-    for name in REQUIRED:
+    if values and VALUES not in schema.names:
+        raise FeatureError(f"{path}: column {VALUES!r} is missing, and the model has a value channel "
+                           "(value_channel=true); extract the features again (feature version 3 writes it)")
+    for name in (*REQUIRED, VALUES) if values else REQUIRED:
         typ, want = schema.field(name).type, FEATURES.column(name).type
         if not accepts(want, typ):
             raise FeatureError(f"{path}: column {name!r} has type {typ}, expected {want}")

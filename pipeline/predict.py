@@ -95,6 +95,11 @@ def predict_logits(model, batches: Iterable[dict], samples: int, generator=None)
     return np.concatenate(parts, axis=2)  # (S, K, N)
 
 
+def needs_values(model) -> bool:
+    """Whether the model reads the features' value channel (``MortalityConfig.value_channel``)."""
+    return bool(getattr(getattr(model, "cfg", None), "value_channel", False))
+
+
 def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | None = None,
                    max_tokens: int | None = None, generator=None) -> np.ndarray:
     """Logits (S, K, N) of every admission of a FeatureSet, in its row order.
@@ -114,6 +119,8 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
         return own(fs, samples)  # (S, 1, N)
     from pipeline import batches
 
+    if needs_values(model):
+        fs.require_values()
     order = batches.length_order(fs, max_bags)  # (N,)
     logits = predict_logits(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order), samples,
                             generator)

@@ -57,6 +57,22 @@ def test_token_rate_and_reproducibility():
 def test_dedupe():
     x = torch.tensor([[[5, 1, 5, 0, 1]]])
     assert dedupe(x).tolist() == [[[0, 1, 0, 5, 0]]]  # sorted [0, 1, 1, 5, 5], repeats -> padding
+    tokens, values = dedupe(x, torch.tensor([[[0.5, 0.1, 0.7, 0.0, 0.2]]]))  # values move with their ids
+    assert tokens.tolist() == [[[0, 1, 0, 5, 0]]]
+    torch.testing.assert_close(values, torch.tensor([[[0.0, 0.1, 0.0, 0.5, 0.0]]]))  # the first of a repeat stays
+
+
+def test_values_follow_their_tokens_and_replaced_tokens_lose_theirs():
+    """Token rate 1/2: a kept token keeps its value beside it; a token replaced by its OOV gets 0."""
+    batch = _batch()
+    batch["values"] = batch["tokens"].float() / 10  # a token's value says who it is
+    aug = OovAugment(TOKENS, 0.0, 0.5, 7)
+    for step in range(1, 20):
+        out = aug(batch, step)
+        assert torch.equal(out["tokens"], aug(_batch(), step)["tokens"])  # the values change no draw
+        kept = out["tokens"] > 2  # not padding, not an OOV id
+        assert torch.allclose(out["values"][kept], out["tokens"][kept].float() / 10)
+        assert (out["values"][~kept] == 0).all()
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ def test_extracted_files_have_the_contract_schema(demo_features):
 def test_readers_require_the_contract_columns():
     assert features.REQUIRED == ("key", "context", "bag_hours", "bags", "n_events")
     assert set(features.REQUIRED) == {c.name for c in FEATURES.columns if c.use is Use.REQUIRED}
-    assert set(features.OPTIONAL) == {c.name for c in FEATURES.columns if c.use in (Use.LABEL, Use.WINDOW)}
+    assert set(features.OPTIONAL) == {c.name for c in FEATURES.columns if c.use in (Use.LABEL, Use.WINDOW, Use.VALUES)}
 
 
 def test_risk_table_columns_and_types_are_the_contract():

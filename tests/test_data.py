@@ -14,11 +14,20 @@ from pipeline.extraction.extract import write_parquet
 
 
 def _table(rows: list[dict]) -> pa.Table:
+    """The rows as a features table; a row without bag_values gets a value channel of 0 beside each token."""
+    rows = [r if "bag_values" in r else {**r, "bag_values": _zeros_like(r.get("bags", []))} for r in rows]
     cols = {f.name: [r.get(f.name, d) for r in rows] for f, d in zip(FEATURE_SCHEMA, _DEFAULTS)}
     return pa.table(cols, schema=FEATURE_SCHEMA)
 
 
-_DEFAULTS = ["k", 0, 50.0, "M", "EMERGENCY", "EMERGENCY ROOM ADMIT", "carevue", [1, 2], [], [], 0, 24.0, False]
+def _zeros_like(bags):
+    """A value channel of 0 for every token of ``bags`` (None where a bag, or the whole list, is None)."""
+    if not isinstance(bags, list):
+        return None
+    return [[0.0] * len(b) if isinstance(b, list) else None for b in bags]
+
+
+_DEFAULTS = ["k", 0, 50.0, "M", "EMERGENCY", "EMERGENCY ROOM ADMIT", "carevue", [1, 2], [], [], [], 0, 24.0, False]
 
 HAND = [
     {"key": "a", "label": 1, "context": [1, 2, 3], "bag_hours": [-24.0, 1.0, 2.0], "bags": [[1, 4], [2, 3, 5, 7, 9], [6]], "n_events": 8},
@@ -131,6 +140,10 @@ def _write(tmp_path, rows, name="bad.parquet"):
         (lambda r: r.update(bag_hours=[1.0, 2.0]), r"row 1: 'bags' and 'bag_hours' have different lengths"),
         (lambda r: r.update(bags=[[1], None], bag_hours=[0.0, 1.0]), r"column 'bags' row 1 holds a null bag"),
         (lambda r: r.update(bag_hours=[float("nan"), 1.0], bags=[[1], [2]]), r"column 'bag_hours' row 1"),
+        (lambda r: r.update(bag_values=[]), r"row 1: 'bags' and 'bag_values' have different lengths"),
+        (lambda r: r.update(bag_values=[[0.5, 1.0]]), r"row 1: a bag of 'bags' and its list in 'bag_values' have"),
+        (lambda r: r.update(bag_values=[None]), r"column 'bag_values' row 1 holds a null list"),
+        (lambda r: r.update(bag_values=[[float("inf")]]), r"column 'bag_values' row 1 holds a value that is not a finite"),
     ],
 )
 def test_bad_rows_are_named(tmp_path, mutate, pattern):
@@ -174,7 +187,7 @@ def test_demo_features_batch_through_every_model(demo_features):
     batch = batches.collate(fs, np.arange(6), max_bags=8, max_tokens=16)
     assert batch["tokens"].shape[1] <= 8 and batch["tokens"].shape[2] <= 16
     empty = features.from_pandas(pq.read_table(demo_features.out_dir / "val.parquet").to_pandas().head(2)
-                             .assign(bags=[[], []], bag_hours=[[], []], n_events=[0, 0]))
+                             .assign(bags=[[], []], bag_values=[[], []], bag_hours=[[], []], n_events=[0, 0]))
     zero = batches.collate(empty, [0, 1])
     assert zero["tokens"].shape == (2, 0, 1)
     cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]), embedding_dim=4, lstm_hidden=4,
@@ -200,3 +213,27 @@ def test_window_columns_are_optional_and_checked(tmp_path):
         features.from_arrow(bad, source="f.parquet")
     frame = _table(rows).to_pandas()
     assert features.from_pandas(frame).before_prediction_time.tolist() == [True, False]
+
+
+def test_value_channel_is_optional_and_rides_beside_its_tokens(tmp_path):
+    """bag_values is read where present (None in older files); collate puts each value beside its
+    token, through the max_tokens cap too; a model with a value channel refuses a file without it."""
+    rows = [dict(HAND[0], bag_values=[[0.1, 0.4], [0.2, 0.3, 0.5, 0.7, 0.9], [0.6]]), dict(HAND[1]),
+            dict(HAND[2], bag_values=[[0.8]])]
+    fs = features.from_arrow(_table(rows))
+    assert fs.values.tolist() == pytest.approx([0.1, 0.4, 0.2, 0.3, 0.5, 0.7, 0.9, 0.6, 0.8])
+    b = batches.collate(fs, [0, 1, 2])
+    torch = pytest.importorskip("torch")
+    torch.testing.assert_close(b["values"], b["tokens"].float() / 10)  # each value is its id / 10 here
+    capped = batches.collate(fs, [0], max_tokens=2)  # ids 2, 3, 5, 7, 9 -> every other: 2, 5
+    assert capped["tokens"][0, 1].tolist() == [2, 5] and capped["values"][0, 1].tolist() == pytest.approx([0.2, 0.5])
+    old = features.from_arrow(_table(rows).drop_columns(["bag_values"]))  # feature version 1 and 2 files
+    assert old.values is None and "values" not in batches.collate(old, [0])
+    with pytest.raises(features.FeatureError, match="column 'bag_values' is missing, and the model has a value channel"):
+        old.require_values()
+    path = write_parquet(_table(rows).drop_columns(["bag_values"]), tmp_path / "v2.parquet")
+    features.check_file(path)
+    with pytest.raises(features.FeatureError, match=r"v2.parquet: column 'bag_values' is missing"):
+        features.check_file(path, values=True)
+    frame = _table(rows).to_pandas()
+    assert features.from_pandas(frame).values.tolist() == pytest.approx(fs.values.tolist())

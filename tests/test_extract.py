@@ -73,6 +73,36 @@ def test_feature_format(demo_features):
     assert vocab["tokens"][0] == "<pad>" and vocab["context"][0] == "<pad>"
 
 
+def test_value_channel_lies_in_its_tokens_bin(demo_features):
+    """bag_values mirrors bags; a token without a binned value has 0; a quantile token 'item:qB' has the
+    mean of its events' (value - center) / scale, so unclipped it maps back into bin B of the item."""
+    import math
+
+    from pipeline.extraction.tokens import VALUE_CLIP, value_scale
+
+    out = demo_features.out_dir
+    vocab = json.loads((out / "vocab.json").read_text())
+    seen = 0
+    for split in ("train", "val", "test"):
+        frame = pd.read_parquet(out / f"{split}.parquet", columns=["bags", "bag_values"])
+        for bags, values in zip(frame["bags"], frame["bag_values"]):
+            assert [len(b) for b in bags] == [len(v) for v in values]
+            for tid, v in zip((t for b in bags for t in b), (x for vs in values for x in vs)):
+                item, _, b = vocab["tokens"][tid].rpartition(":q")
+                if not (item and b.isdigit()):
+                    assert v == 0.0, vocab["tokens"][tid]
+                    continue
+                cuts = vocab["bins"][item]
+                assert -VALUE_CLIP <= v <= VALUE_CLIP
+                if abs(v) < VALUE_CLIP:
+                    center, scale = value_scale(cuts)
+                    edges = [-math.inf, *cuts, math.inf]
+                    x = v * scale + center
+                    assert edges[int(b)] - 1e-4 * scale <= x <= edges[int(b) + 1] + 1e-4 * scale, (item, b, x)
+                    seen += 1
+    assert seen > 1000  # the demo's binned events
+
+
 def test_extract_is_byte_identical(demo_dir, demo_features, tmp_path):
     again = extract(demo_dir, tmp_path / "again")
     for name in FEATURE_FILES + ["manifest.json"]:

@@ -38,8 +38,10 @@ def make_batch(b=6, t=5, l=3, zero_rows=(1,), seed=0):
     tokens[:, :, -1] = 0  # some token padding inside real bags
     tokens = tokens * mask.unsqueeze(2)
     hours = torch.cumsum(torch.rand(b, t, generator=g) * 5, 1) - 10.0
-    return {"tokens": tokens, "mask": mask, "hours": hours * mask, "context": torch.randint(0, 9, (b, 4), generator=g),
-            "label": torch.randint(0, 2, (b,), generator=g).float()}
+    batch = {"tokens": tokens, "mask": mask, "hours": hours * mask, "context": torch.randint(0, 9, (b, 4), generator=g),
+             "label": torch.randint(0, 2, (b,), generator=g).float()}
+    batch["values"] = torch.randn(b, t, l, generator=g) * (tokens != 0)  # the value channel (read when configured)
+    return batch
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -265,6 +267,8 @@ def _both_paths(model, batch, samples, seed=5):
     ("rank1", {"prior": "cauchy"}), ("rank1", {"bag_mode": "sum", "time_feature": False}),
     ("rank1", {"bag_size_feature": True}), ("rank1", {"bag_size_feature": True, "time_feature": False}),
     ("rank1", {"bag_mode": "attention"}), ("batchensemble", {}), ("batchensemble", {"lstm_layers": 2}),
+    ("rank1", {"value_channel": True}), ("rank1", {"value_channel": True, "bag_mode": "sum"}),
+    ("batchensemble", {"value_channel": True}),
 ])
 @pytest.mark.parametrize("chunk_rows", [1, 1024])
 def test_block_inference_equals_training_path(kind, kw, chunk_rows, monkeypatch):
@@ -274,9 +278,11 @@ def test_block_inference_equals_training_path(kind, kw, chunk_rows, monkeypatch)
 
     monkeypatch.setattr(inference, "CHUNK_ROWS", chunk_rows)
     model = build_model(kind, tiny_cfg(init_stddev=0.2, **kw))
-    for m in model.modules():  # attention bags: a query away from zero (the mean)
+    for m in model.modules():  # attention bags: a query away from zero (the mean); a value channel away from 0
         if getattr(m, "query", None) is not None:
             torch.nn.init.normal_(m.query)
+        if type(m).__name__ == "ValueBag":
+            torch.nn.init.normal_(m.embedding.weight)
     batch = make_batch(b=9, t=6, zero_rows=(1, 4))
     fast, slow = _both_paths(model, batch, samples=4)
     assert fast.shape == (4 * 3, 9)
@@ -551,3 +557,63 @@ def test_a_checkpoint_from_before_a_default_changed_loads_as_trained(tmp_path):
     loaded, _ = load_model(path)  # the new default would add an input column: a shape mismatch
     for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("kind", ["deterministic", "rank1", "deep-ensemble"])
+def test_value_channel_starts_as_no_channel_and_then_reads_the_values(kind):
+    """A new value channel is zero: the model's logits equal those of the same weights without one;
+    once its table moves, the logits depend on the values, and only through it."""
+    torch.manual_seed(1)
+    plain = build_model(kind, tiny_cfg())
+    valued = build_model(kind, tiny_cfg(value_channel=True))
+    missing, unexpected = valued.load_state_dict(plain.state_dict(), strict=False)
+    assert not unexpected and missing and all("value_bag" in k for k in missing)
+    batch = make_batch()
+    for m in (plain, valued):
+        set_sampling(m, use_mean=True)
+    with torch.no_grad():
+        torch.testing.assert_close(valued(batch), plain(batch))
+        for m in valued.modules():
+            if type(m).__name__ == "ValueBag":
+                torch.nn.init.normal_(m.embedding.weight)
+        moved = valued(batch)
+        assert not torch.allclose(moved, plain(batch))
+        torch.testing.assert_close(valued({**batch, "values": torch.zeros_like(batch["values"])}), plain(batch))
+
+
+def test_value_channel_is_added_to_the_bag_as_the_mean_of_value_times_token_vector():
+    """By hand, one bag [a, b, pad] with values [va, vb, 9]: mean mode adds (va·u_a + vb·u_b) / 2."""
+    from pipeline.layers import ValueBag
+
+    layer = ValueBag(6, 3, "mean")
+    torch.nn.init.normal_(layer.embedding.weight)
+    u = layer.embedding.weight.detach()
+    ids, values = torch.tensor([[[2, 5, 0], [0, 0, 0]]]), torch.tensor([[[0.5, -2.0, 9.0], [1.0, 1.0, 1.0]]])
+    out = layer(ids, values)  # (1, 2, 3)
+    torch.testing.assert_close(out[0, 0], (0.5 * u[2] - 2.0 * u[5]) / 2)
+    torch.testing.assert_close(out[0, 1], torch.zeros(3))  # an all-padding bag adds nothing
+    total = ValueBag(6, 3, "sum")
+    total.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(total(ids, values)[0, 0], 0.5 * u[2] - 2.0 * u[5])
+    out.sum().backward()
+    assert layer.embedding.weight.grad[[2, 5]].abs().sum() > 0 and layer.embedding.weight.grad[0].abs().sum() == 0
+
+
+def test_value_channel_errors_name_the_problem():
+    from pipeline.errors import ConfigError
+    from pipeline.layers import ValueBag
+
+    model = build_model("rank1", tiny_cfg(value_channel=True))
+    batch = make_batch()
+    with pytest.raises(ValueError, match="missing 'values'"):
+        model({k: v for k, v in batch.items() if k != "values"})
+    with pytest.raises(ValueError, match=r"batch\['values'\] must be"):
+        model({**batch, "values": batch["values"][:, :, :1]})
+    with pytest.raises(ConfigError, match="value_channel pools linearly"):
+        tiny_cfg(value_channel=True, bag_mode="attention")
+    with pytest.raises(ValueError, match="not attention"):
+        ValueBag(5, 2, "attention")
+    before = model.l2_penalty().item()
+    with torch.no_grad():
+        model.value_bag.embedding.weight.fill_(0.5)  # (30, 8): the L2 penalty counts it as a weight
+    assert model.l2_penalty().item() == pytest.approx(before + 30 * 8 * 0.25, rel=1e-5)

@@ -592,3 +592,38 @@ def test_every_scoring_entry_point_defaults_to_one_batch_size():
     for fn in (predict.score_features, evaluate.sample_logits):
         assert inspect.signature(fn).parameters["batch_size"].default == DEFAULT_BATCH, fn
     assert pyfunc.request_settings({}, {}).batch_size == DEFAULT_BATCH
+
+
+# ---------------------------------------------------------------------------- the value channel
+
+
+def test_a_value_channel_model_scores_its_features_and_refuses_older_ones(tmp_path_factory, tmp_path):
+    """A rank-1 model with the value channel (trained on random features with bag_values) scores them
+    through ``score`` and the pyfunc's request reader; features without bag_values (feature versions
+    1-2) are refused before anything is written, naming the file and the column."""
+    import shutil
+
+    from helpers.features import write_features
+
+    from pipeline.runs.pyfunc import RequestError, read_request
+    from pipeline.training import TrainConfig, train
+
+    fdir = write_features(tmp_path_factory.mktemp("valued"), n_train=48, n_val=16, n_test=8)
+    cfg = TrainConfig(max_steps=10, eval_every=5, eval_samples=2, score_samples=2, lr=1e-2, progress=False, threads=1,
+                      model={"embedding_dim": 4, "lstm_hidden": 4, "dense_units": 4, "components": 2,
+                             "value_channel": True})
+    run_id = train(fdir, "rank1", cfg, out_dir=tmp_path / "ckpt", experiment="evaluate-tests").run_id
+    s = sc.score(run_id, tmp_path / "s.parquet", data=fdir / "test.parquet", cfg=_cfg(samples=2))
+    assert len(pd.read_parquet(s.out)) == 8
+    old = tmp_path_factory.mktemp("v2")
+    shutil.copy(fdir / "vocab.json", old / "vocab.json")
+    pq.write_table(pq.read_table(fdir / "test.parquet").drop_columns(["bag_values"]), old / "test.parquet")
+    with pytest.raises(FeatureError, match=r"test.parquet: column 'bag_values' is missing, and the model has a value"):
+        sc.score(run_id, tmp_path / "old.parquet", data=old / "test.parquet", cfg=_cfg(samples=2))
+    assert not (tmp_path / "old.parquet").exists()
+    frame = pd.read_parquet(fdir / "test.parquet")
+    sizes = {"tokens": 40, "context": 9}
+    assert read_request(frame, sizes, None, needs_values=True).values is not None
+    with pytest.raises(RequestError, match="missing column 'bag_values': this model has a value channel"):
+        read_request(frame.drop(columns=["bag_values"]), sizes, None, needs_values=True)
+    assert read_request(frame.drop(columns=["bag_values"]), sizes, None).values is None  # a model without one

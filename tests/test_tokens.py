@@ -108,17 +108,22 @@ def test_text_values_are_trimmed_truncated_and_colon_free():
     con.execute("CREATE TABLE events AS SELECT 0 AS adm_idx, 'train' AS split, 'k' AS subject_key, 1.0 AS t_hours, "
                 "'chart' AS source, '7' AS item, CAST(NULL AS DOUBLE) AS valuenum, s AS valuetext "
                 "FROM (VALUES ('  a:b:c  '), ('abcdefgh'), ('  '), (NULL)) v(s)")
-    con.execute("CREATE TABLE bin_ranges_t (key VARCHAR, bin INTEGER, lo DOUBLE, hi DOUBLE)")
+    con.execute("CREATE TABLE bin_ranges_t (key VARCHAR, bin INTEGER, lo DOUBLE, hi DOUBLE, center DOUBLE, scale DOUBLE)")
     con.execute("CREATE TABLE text_items_t AS SELECT 'chart:7' AS key")
     out = [r[0] for r in con.sql(f"SELECT token FROM ({tokens.token_sql(4)})").fetchall()]
     assert sorted(out) == sorted(["chart:7:t:a;b;", "chart:7:t:abcd", "chart:7:t:", "chart:7"])
 
 
-def _bag(hours_tids: list[tuple[int, float, int]], prediction_hours: float, hourly_hours: float) -> list[dict]:
+def _bag(hours_tids: list[tuple], prediction_hours: float, hourly_hours: float, values: bool = False) -> list[dict]:
+    """bags of (adm_idx, t_hours, tid[, value]) events; without values the value channel is 0 and left out."""
     con = duckdb.connect()
-    con.execute("CREATE TEMP TABLE tokenized (adm_idx INTEGER, t_hours DOUBLE, tid INTEGER)")
-    con.executemany("INSERT INTO tokenized VALUES (?, ?, ?)", hours_tids)
-    return tokens.bag(con, prediction_hours, hourly_hours).to_pylist()
+    con.execute("CREATE TEMP TABLE tokenized (adm_idx INTEGER, t_hours DOUBLE, tid INTEGER, value DOUBLE)")
+    con.executemany("INSERT INTO tokenized VALUES (?, ?, ?, ?)", [(*e, 0.0)[:4] for e in hours_tids])
+    rows = tokens.bag(con, prediction_hours, hourly_hours).to_pylist()
+    if not values:
+        for r in rows:
+            assert all(v == 0.0 for bag in r.pop("bag_values") for v in bag)
+    return rows
 
 
 def test_bags_hourly_before_the_prediction_time_daily_before_that():
@@ -141,3 +146,33 @@ def test_bags_default_window_is_hourly_from_admission():
     rows = _bag([(1, 0.0, 1), (1, 0.99, 2), (1, 1.0, 1), (1, -0.01, 3), (1, -24.0, 3), (1, -24.5, 4)], 24.0, 24.0)
     assert rows == [{"adm_idx": 1, "bag_hours": [-48.0, -24.0, 0.0, 1.0], "bags": [[4], [3], [1, 2], [1]],
                      "n_events": 6}]
+
+
+def test_value_channel_by_hand(con):
+    """sql/42_tokens + 44: lab 100's cuts [2.75, 4.5, 6.25] give center 4.5 (their median) and scale
+    (6.25 - 2.75) / 2 = 1.75; an event's value channel is (value - 4.5) / 1.75 clipped to +-5, 0 for
+    every token without a binned value (text, item only) and every out-of-vocabulary token."""
+    vocab = tokens.fit(con, **FIT)
+    assert tokens.value_scale(vocab.bins["lab:100"]) == (4.5, 1.75)
+    tokens.register(con, vocab)
+    tokens.tokenize(con, vocab, FIT["text_max_len"])
+    got = {int(t): v for t, v in con.sql("SELECT t_hours, value FROM tokenized").fetchall()}
+    for n, (p, source, item, value, text) in enumerate(_events()):
+        want = max(-5.0, min(5.0, (value - 4.5) / 1.75)) if (source, item) == ("lab", "100") else 0.0
+        assert got[n] == pytest.approx(want), (n, source, item, value)
+    assert got[_events().index((10, "lab", "100", 1000.0, None))] == 5.0  # clipped
+
+
+@pytest.mark.parametrize("cuts, want", [([1.0, 2.0, 4.0], (2.0, 1.5)), ([3.0], (3.0, 3.0)), ([-0.5], (-0.5, 1.0)),
+                                        ([], (0.0, 1.0)), ([2.0, 2.5], (2.25, 0.25))])
+def test_value_scale(cuts, want):
+    assert tokens.value_scale(cuts) == want
+
+
+def test_bags_carry_the_mean_value_of_each_token_beside_it():
+    """45_bags: per bag, the values line up with the sorted distinct ids; two events of one token in one
+    bag average (1.0 and 3.0 -> 2.0)."""
+    rows = _bag([(0, 23.5, 7, 1.0), (0, 23.9, 7, 3.0), (0, 23.1, 2, -0.5), (0, 22.0, 4, 0.25)], 24.0, 24.0,
+                values=True)
+    assert rows == [{"adm_idx": 0, "bag_hours": [22.0, 23.0], "bags": [[4], [2, 7]], "bag_values": [[0.25], [-0.5, 2.0]],
+                     "n_events": 4}]

@@ -236,3 +236,22 @@ def test_torchrun_two_processes_match_one(feats, tmp_path):
     before = _initial_val_nll(feats, "rank1", _cfg())
     assert two["val_nll"] < before - 0.05  # the 2-process run learns ...
     assert abs(two["val_nll"] - r1.final_val_nll) < 0.1, (two["val_nll"], r1.final_val_nll)  # ... as much as one
+
+
+def test_value_channel_learns_and_needs_its_column(feats, tmp_path):
+    """value_channel=true: the value table leaves zero in training; train features without bag_values
+    are refused naming the file."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    cfg = _cfg(model={**TINY, "value_channel": True})
+    res = training.train(feats, "rank1", cfg, out_dir=tmp_path / "run", tracking=False)
+    model, _ = formats.load_model(res.best_checkpoint)
+    assert model.value_bag.embedding.weight.abs().sum() > 0
+    old = tmp_path / "v2"
+    shutil.copytree(feats, old)
+    for split in ("train", "val"):
+        pq.write_table(pq.read_table(feats / f"{split}.parquet").drop_columns(["bag_values"]), old / f"{split}.parquet")
+    with pytest.raises(features.FeatureError, match=r"train.parquet: column 'bag_values' is missing"):
+        training.train(old, "rank1", cfg, out_dir=tmp_path / "run2", tracking=False)

@@ -260,17 +260,19 @@ def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags
     schema = FEATURES.arrow_schema()
     n = len(cohort)
     hours, lists = bags.column("bag_hours").combine_chunks(), bags.column("bags").combine_chunks()
+    values = bags.column("bag_values").combine_chunks()
     present = bags.column("adm_idx").to_numpy()
     n_bags = np.zeros(n, np.int64)
     n_bags[present] = pc.list_value_length(hours).to_numpy(zero_copy_only=False)
     offsets = pa.array(np.r_[0, np.cumsum(n_bags)].astype(np.int32), pa.int32())
     n_events = np.zeros(n, np.int32)
     n_events[present] = bags.column("n_events").to_numpy()
-    built = ("context", "bag_hours", "bags", "n_events")  # from the vocabulary and the bags; the rest from the cohort
+    built = ("context", "bag_hours", "bags", "bag_values", "n_events")  # from the vocabulary and the bags; the rest from the cohort
     cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type) for name in schema.names if name not in built}
     cols["context"] = pa.array(encode_context(ctx, vocab.context), schema.field("context").type)
     cols["bag_hours"] = pa.ListArray.from_arrays(offsets, hours.flatten()).cast(schema.field("bag_hours").type)
     cols["bags"] = pa.ListArray.from_arrays(offsets, lists.flatten()).cast(schema.field("bags").type)
+    cols["bag_values"] = pa.ListArray.from_arrays(offsets, values.flatten()).cast(schema.field("bag_values").type)
     cols["n_events"] = pa.array(n_events, pa.int32())
     table = pa.table([cols[name] for name in schema.names], schema=schema)
     return table.append_column("split", pa.array(cohort["split"].tolist(), pa.string()))

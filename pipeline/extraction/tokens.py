@@ -10,6 +10,12 @@ out-of-vocabulary token per source (`source:<oov>`). Token id 0 is padding.
 Bags: events in the last `hourly_hours` before the prediction time fall in hourly bags,
 older history in daily bags. A bag's start is given in hours relative to ADMITTIME.
 
+Value channel: beside each token of a bag, the mean over the bag's events of that token of
+(value - center) / scale of its item, clipped to +-VALUE_CLIP (center: the median of the item's
+cut points, scale: half their spread, both fitted on train with the bins); 0 for tokens without a
+binned value and for out-of-vocabulary tokens. The quantile token says which bin; the channel
+says where in it.
+
 The SQL is in `sql/` (40-45, run on the local DuckDB); this module renders it and moves the
 fitted vocabulary between Python and the local tables.
 """
@@ -25,6 +31,7 @@ import pyarrow as pa
 from pipeline import sqlgen
 
 PAD = "<pad>"
+VALUE_CLIP = 5.0  # the value channel is clipped to [-VALUE_CLIP, VALUE_CLIP]
 SOURCES = ["chart", "lab", "input", "output", "rx", "proc", "micro", "dtevent"]
 
 
@@ -63,19 +70,34 @@ def fit(con, n_bins: int, min_patients: int, max_text_values: int, text_max_len:
     return vocab
 
 
+def value_scale(cuts: list[float]) -> tuple[float, float]:
+    """(center, scale) of an item's value channel from its ascending cut points: their median and
+    half their spread; one cut point (or none) gives scale max(|center|, 1)."""
+    if not cuts:
+        return 0.0, 1.0
+    center = float(np.median(cuts))
+    spread = (cuts[-1] - cuts[0]) / 2.0
+    return center, float(spread) if spread > 0 else max(abs(center), 1.0)
+
+
 def bin_ranges(bins: dict[str, list[float]]) -> pa.Table:
-    """The bins as ranges, one row per bin: (key, bin, lo, hi) with lo <= value < hi; bin B of an
-    item holds the values with B of its ascending cut points at or below them (-inf/+inf at the ends)."""
-    keys, index, lo, hi = [], [], [], []
+    """The bins as ranges, one row per bin: (key, bin, lo, hi, center, scale) with lo <= value < hi;
+    bin B of an item holds the values with B of its ascending cut points at or below them (-inf/+inf
+    at the ends); center and scale (``value_scale``) are the item's, on each of its rows."""
+    keys, index, lo, hi, center, scale = [], [], [], [], [], []
     for key, cuts in bins.items():
         edges = [-math.inf, *cuts, math.inf]
+        c, s = value_scale(cuts)
         for b in range(len(cuts) + 1):
             keys.append(key)
             index.append(b)
             lo.append(edges[b])
             hi.append(edges[b + 1])
+            center.append(c)
+            scale.append(s)
     return pa.table({"key": pa.array(keys, pa.string()), "bin": pa.array(index, pa.int32()),
-                     "lo": pa.array(lo, pa.float64()), "hi": pa.array(hi, pa.float64())})
+                     "lo": pa.array(lo, pa.float64()), "hi": pa.array(hi, pa.float64()),
+                     "center": pa.array(center, pa.float64()), "scale": pa.array(scale, pa.float64())})
 
 
 def register(con, vocab: Vocab) -> None:
@@ -90,21 +112,23 @@ def register(con, vocab: Vocab) -> None:
 
 def token_sql(text_max_len: int, where: str = "TRUE") -> str:
     """SELECT of events with their token string (bins and categorical items registered): sql/42_tokens."""
-    return sqlgen.render(sqlgen.TOKENS, text_max_len=text_max_len, event_filter=where)
+    return sqlgen.render(sqlgen.TOKENS, text_max_len=text_max_len, event_filter=where, value_clip=VALUE_CLIP)
 
 
 def tokenize(con, vocab: Vocab, text_max_len: int) -> None:
-    """events -> tokenized(adm_idx, t_hours, tid): token ids, OOV per source (sql/44_tokenized). A view:
+    """events -> tokenized(adm_idx, t_hours, tid, value): token ids, OOV per source, and the value channel
+    (sql/44_tokenized). A view:
     the bags read it once, so the token ids are computed there and never stored."""
     sql = sqlgen.render(sqlgen.TOKENIZED, tokens=token_sql(text_max_len))
     con.execute(f"CREATE OR REPLACE TEMP VIEW tokenized AS {sql}")
 
 
 def bag(con, prediction_hours: float, hourly_hours: float) -> pa.Table:
-    """tokenized -> one row per admission with events: adm_idx, bag_hours, bags, n_events.
+    """tokenized -> one row per admission with events: adm_idx, bag_hours, bags, bag_values, n_events.
 
     sql/45_bags gives one row per (admission, bag) in order; the rows of an admission are nested
-    here into its lists (bag starts, token ids per bag), without copying the values."""
+    here into its lists (bag starts, token ids per bag, value channel per token), without copying
+    the values."""
     edge = prediction_hours - hourly_hours  # hours after admission where hourly bags begin
     rows = con.sql(sqlgen.render(sqlgen.BAGS, edge=float(edge))).to_arrow_table()
     adm = rows.column("adm_idx").to_numpy()
@@ -115,5 +139,6 @@ def bag(con, prediction_hours: float, hourly_hours: float) -> pa.Table:
         "adm_idx": pa.array(adm[first], rows.schema.field("adm_idx").type),
         "bag_hours": pa.ListArray.from_arrays(offsets, rows.column("bag_start").combine_chunks()),
         "bags": pa.ListArray.from_arrays(offsets, rows.column("tids").combine_chunks()),
+        "bag_values": pa.ListArray.from_arrays(offsets, rows.column("vals").combine_chunks()),
         "n_events": pa.array(np.add.reduceat(n, first) if len(n) else np.zeros(0, np.int64), pa.int32()),
     })

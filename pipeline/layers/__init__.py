@@ -11,8 +11,8 @@ from pipeline.lazy import lazy
 _HOMES = {  # public name -> submodule that defines it
     **dict.fromkeys(("BayesianLayer", "kl_divergence", "l2_penalty", "set_sampling"), "base"),
     **dict.fromkeys(("Conv2dBatchEnsemble", "Conv2dDeterministic", "Conv2dRank1"), "conv"),
-    **dict.fromkeys(("EmbeddingBagBayes", "EmbeddingBagDeterministic", "EmbeddingBayes", "EmbeddingConfig"),
-                    "embedding"),
+    **dict.fromkeys(("EmbeddingBagBayes", "EmbeddingBagDeterministic", "EmbeddingBayes", "EmbeddingConfig",
+                     "ValueBag"), "embedding"),
     **dict.fromkeys(("Draw", "Rank1Config", "Rank1Vector", "materialize"), "factors"),
     **dict.fromkeys(("LinearBatchEnsemble", "LinearDeterministic", "LinearRank1"), "linear"),
     **dict.fromkeys(("LSTMBatchEnsemble", "LSTMDeterministic", "LSTMRank1"), "lstm"),

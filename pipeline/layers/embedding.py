@@ -13,6 +13,10 @@ ids by S, no per-sample bag of the mean table).
 q per table (a deterministic vector, zero at initialisation, so a new layer starts as the mean;
 counted by the L2 penalty as a weight). The weights depend on the drawn embeddings, so these bags
 materialise the (bag, token) embeddings instead of ``embedding_bag``'s fused reduction.
+
+``ValueBag`` is the value channel of a bag: token l of a bag with value v_l adds v_l·u_{id_l} to
+its embedding, u a deterministic table, zero at initialisation (a new layer changes nothing), so
+the bag gains the pooled v_l·u_{id_l}. It pools linearly (mean or sum, as the bag it joins).
 """
 
 from __future__ import annotations
@@ -194,6 +198,36 @@ class EmbeddingBagDeterministic(nn.Module):
         """``forward`` with a broadcast sample axis: ids (B, *, L) -> (B, *, S, D)."""
         out = self(ids)  # (B, *, D)
         return out.unsqueeze(-2).expand(*out.shape[:-1], samples, self.embedding_dim)
+
+
+class ValueBag(nn.Module):
+    """Value channel of bags: ids (N, *, L) and values (N, *, L) -> (N, *, D), the bag's mean (or sum)
+    over its non-padding ids of value·u[id]; ``u`` (an ``nn.Embedding``, so the L2 penalty counts it)
+    starts at zero."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, mode: str = "mean") -> None:
+        super().__init__()
+        self.mode = BagMode(mode)
+        if self.mode == BagMode.ATTENTION:
+            raise ValueError("the value channel pools linearly: bag mode mean or sum, not attention")
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=0)
+        nn.init.zeros_(self.embedding.weight)
+
+    def forward(self, ids: Tensor, values: Tensor) -> Tensor:
+        check_ids(ids, self.num_embeddings)
+        if values.shape != ids.shape:
+            raise ValueError(f"values must have the ids' shape {tuple(ids.shape)}, got {tuple(values.shape)}")
+        lead, length, d = ids.shape[:-1], ids.shape[-1], self.embedding_dim
+        flat = ids.reshape(math.prod(lead), length)  # (M, L)
+        if not flat.numel():
+            return self.embedding.weight.new_zeros(*lead, d)
+        weights = values.reshape(flat.shape).to(self.embedding.weight.dtype)  # (M, L)
+        out = F.embedding_bag(flat, self.embedding.weight, per_sample_weights=weights, mode="sum",
+                              padding_idx=0)  # (M, D)
+        if self.mode == BagMode.MEAN:
+            out = out / (flat != 0).sum(1, keepdim=True).clamp(min=1).to(out.dtype)
+        return out.view(*lead, d)
 
 
 def bag(ids: Tensor, weight: Tensor, mode: BagMode) -> Tensor:

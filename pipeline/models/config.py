@@ -36,6 +36,7 @@ class MortalityConfig:
     bag_mode: BagMode = BagMode.MEAN  # reduction of a bag's token embeddings: mean | sum | attention (learned query)
     time_feature: bool = True  # append sign(h)·log1p(|h|) of the bag start hour to each bag
     bag_size_feature: bool = True  # append log1p(tokens in the bag) to each bag (a mean hides how much was charted)
+    value_channel: bool = False  # add value·u[token] to each token's embedding (features' bag_values; u learned, 0 at init)
     lstm_hidden: int = 64  # LSTM units (small for 2-core CPU training; paper scale: 256)
     lstm_layers: int = 1  # stacked LSTM layers
     dense_units: int = 128  # hidden dense layer width (relu6)
@@ -74,6 +75,8 @@ class MortalityConfig:
             raise ConfigError(f"MortalityConfig.prior_mean must be finite or None, got {self.prior_mean}")
         if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
             raise ConfigError("MortalityConfig.factor_init random_sign is for multiplicative factors")
+        if self.value_channel and self.bag_mode == BagMode.ATTENTION:
+            raise ConfigError("MortalityConfig.value_channel pools linearly: bag_mode mean or sum, not attention")
         if self.embedding_kl_weight < 0:
             raise ConfigError(f"MortalityConfig.embedding_kl_weight must be >= 0, got {self.embedding_kl_weight}")
         for name in ("prior_stddev", "init_stddev"):

@@ -1,6 +1,6 @@
 """In-hospital mortality models over bagged event sequences (Dusenberry et al. 2019/2020).
 
-bags (B, T, L) -> bag embeddings (mean of token embeddings) [+ time feature]
+bags (B, T, L) -> bag embeddings (mean of token embeddings) [+ value channel] [+ time feature]
 -> LSTM over real bags (an admission with zero bags gets a zero final state)
 -> concat with the context embedding (mean of context token embeddings)
 -> dense (relu6) -> one logit.
@@ -39,6 +39,7 @@ from pipeline.layers import (
     LSTMMeanField,
     LSTMRank1,
     MeanFieldConfig,
+    ValueBag,
     expand_members,
     initialize,
     kl_divergence,
@@ -76,6 +77,7 @@ class MortalityNet(nn.Module):
         else:
             self.bag_embedding = EmbeddingBagDeterministic(cfg.token_vocab, dim, cfg.bag_mode)
             self.context_embedding = EmbeddingBagDeterministic(cfg.context_vocab, dim, BagMode.MEAN)
+        self.value_bag = ValueBag(cfg.token_vocab, dim, cfg.bag_mode) if cfg.value_channel else None
         k, h, u = self.components, cfg.lstm_hidden, cfg.dense_units
         if self.kind in (ModelKind.RANK1, ModelKind.BATCHENSEMBLE):
             lstm_cls, dense_cls = ((LSTMRank1, LinearRank1) if self.kind == ModelKind.RANK1
@@ -109,9 +111,10 @@ class MortalityNet(nn.Module):
         s_emb = s_run if self.bayes_embeddings else 1
         lengths = mask.sum(1)  # (B,)
         extra = self._bag_channels(tokens, mask, hours)  # (B, T, E) or None
+        value = None if self.value_bag is None else self.value_bag(tokens, batch_values(batch, tokens))  # (B, T, D)
         draw = {"sampling": sampling, "generator": generator}  # this call's mode and random stream
         encode = self._encode_blocks if self.block_inference(sampling) else self._encode
-        h, ctx = encode(tokens, lengths, extra, context, s_run, s_emb, draw)  # (S·K·B, H), (S_e·B, D)
+        h, ctx = encode(tokens, lengths, extra, value, context, s_run, s_emb, draw)  # (S·K·B, H), (S_e·B, D)
         z = torch.cat([h, expand_members(ctx, s_run, k, b)], 1)  # (S·K·B, H + D)
         z = self.dropout(F.relu6(self.dense(z, samples=s_run, **draw)))  # (S·K·B, U)
         logits = self.output(z, samples=s_run, **draw).view(s_run * k, b)  # (S·K·B, 1) -> (S·K, B)
@@ -136,11 +139,13 @@ class MortalityNet(nn.Module):
             return None
         return torch.stack(channels, 2) * mask.unsqueeze(2).to(hours.dtype)  # E x (B, T) -> (B, T, E)
 
-    def _encode(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, context: Tensor, s_run: int,
-                s_emb: int, draw: dict) -> tuple[Tensor, Tensor]:
+    def _encode(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, value: Tensor | None, context: Tensor,
+                s_run: int, s_emb: int, draw: dict) -> tuple[Tensor, Tensor]:
         """LSTM final state (S·K·B, H) and context embedding (S_e·B, D) over tiled rows."""
         b, k = tokens.shape[0], self.components
         bags = self.bag_embedding(tile_members(tokens, s_emb), samples=s_emb, **draw)  # (S_e·B, T, D)
+        if value is not None:
+            bags = bags + tile_members(value, s_emb)  # the value channel, the same for every draw
         ctx = self.context_embedding(tile_members(context, s_emb), samples=s_emb, **draw)  # (S_e·B, D)
         if extra is not None:
             bags = torch.cat([bags, tile_members(extra, s_emb).to(bags.dtype)], 2)  # (S_e·B, T, D+E)
@@ -148,8 +153,8 @@ class MortalityNet(nn.Module):
         _, (h_n, _) = self.lstm(x, tile_members(lengths, s_run * k), samples=s_run, **draw)  # h_n (L, S·K·B, H)
         return h_n[-1], ctx
 
-    def _encode_blocks(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, context: Tensor, s_run: int,
-                       s_emb: int, draw: dict) -> tuple[Tensor, Tensor]:
+    def _encode_blocks(self, tokens: Tensor, lengths: Tensor, extra: Tensor | None, value: Tensor | None,
+                       context: Tensor, s_run: int, s_emb: int, draw: dict) -> tuple[Tensor, Tensor]:
         """``_encode`` for per-member draws: each sample's bags once, per-block LSTM kernels.
 
         Admissions are sorted by length for the recurrence (the noise draws do not depend on the
@@ -159,6 +164,8 @@ class MortalityNet(nn.Module):
         order = torch.sort(lengths, descending=True, stable=True).indices  # (B,)
         bags = self.bag_embedding.sample_bags(tokens.index_select(0, order), s_emb, **draw)  # (B, T, S_e, D), sorted
         ctx = self.context_embedding.sample_bags(context, s_emb, **draw)  # (B, S_e, D)
+        if value is not None:
+            bags = bags + value.index_select(0, order).unsqueeze(2)  # (B, T, D) -> (B, T, 1, D), sorted
         if extra is not None:
             # (B, T, E) -> (B, T, 1, E) -> (B, T, S_e, E)
             e = extra.index_select(0, order).to(bags.dtype)[:, :, None, :].expand(*bags.shape[:3], extra.shape[2])
@@ -216,6 +223,16 @@ def build_model(kind: str, cfg: MortalityConfig) -> nn.Module:
     except ValueError:
         raise ConfigError(f"unknown model kind {kind!r}; choose from {[k.value for k in ModelKind]}") from None
     return DeepEnsemble(cfg) if kind == ModelKind.DEEP_ENSEMBLE else MortalityNet(kind, cfg)
+
+
+def batch_values(batch: dict[str, Tensor], tokens: Tensor) -> Tensor:
+    """The batch's value channel (B, T, L), checked against its tokens; errors name the key."""
+    values = batch.get("values")
+    if values is None:
+        raise ValueError("batch is missing 'values': this model has a value channel (features' bag_values)")
+    if values.shape != tokens.shape:
+        raise ValueError(f"batch['values'] must be {tuple(tokens.shape)} like batch['tokens'], got {tuple(values.shape)}")
+    return values
 
 
 def check_batch(batch: dict[str, Tensor], cfg: MortalityConfig) -> tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -85,9 +85,10 @@ def request_settings(params: dict | None, info: dict) -> RequestSettings:
                            values.get("seed", 0))
 
 
-def read_request(frame, vocab_sizes: dict, window_hours: float | None):
+def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_values: bool = False):
     """The validated ``FeatureSet`` of a request DataFrame (the features columns; ``observed_hours``
-    optional, ``before_prediction_time`` derived from it and the model's window ``window_hours``)."""
+    optional, ``before_prediction_time`` derived from it and the model's window ``window_hours``;
+    ``bag_values`` read where present, required when ``needs_values``: a model with a value channel)."""
     from pipeline import features
 
     if not isinstance(frame, pd.DataFrame):
@@ -99,9 +100,12 @@ def read_request(frame, vocab_sizes: dict, window_hours: float | None):
     if missing:
         raise RequestError(f"missing column(s) {missing}; required: {list(INPUT_REQUIRED)}, optional: "
                            f"{list(PYFUNC_OPTIONAL)}")
+    if needs_values and "bag_values" not in frame.columns:
+        raise RequestError("missing column 'bag_values': this model has a value channel (the features' bag_values, "
+                           "written by the extraction since feature version 3)")
     observed = _observed_hours(frame) if "observed_hours" in frame.columns else None
     events = _whole_numbers(frame["n_events"], "n_events")
-    cols = [*INPUT_REQUIRED]
+    cols = [*INPUT_REQUIRED] + (["bag_values"] if "bag_values" in frame.columns else [])
     try:
         fs = features.from_pandas(frame[cols].assign(n_events=events), source="request")
     except features.FeatureError as exc:
@@ -169,15 +173,17 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
     def check_request(self, model_input, params: dict | None = None) -> None:
         """Raise ``RequestError`` (one line) unless ``predict`` can score this request (the server's
         guard asks before MLflow parses a request)."""
+        from pipeline import predict
+
         request_settings(params, self.info)
-        read_request(model_input, self.vocab_sizes, self.window_hours)
+        read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model))
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
         from pipeline import predict
 
         settings = request_settings(params, self.info)
-        fs = read_request(model_input, self.vocab_sizes, self.window_hours)
+        fs = read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model))
         return predict.score_features(self.model, fs, settings.samples, self.info["refer_threshold"],
                                       settings.batch_size, self.info.get("max_bags"), self.info.get("max_tokens"),
                                       predict.seeded_generator(settings.seed))

@@ -128,7 +128,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
         raise ScoreError("the model has no refer threshold (best.pt of an unfinished training run)")
     sizes = (len(run.vocab["tokens"]), len(run.vocab["context"]))
     for f in files:
-        features.check_file(f)
+        features.check_file(f, values=predict.needs_values(run.model))
         _check_vocab_file(f, run.vocab)
     total = referred = empty = early = 0
     out = Path(out)

@@ -12,7 +12,8 @@ those tokens mean, with no label and no test data involved:
 - ``token_rate``: per token, with this probability it is replaced by its source's OOV token.
 
 A bag stays a set, as the extraction writes it: duplicates the replacement creates are removed
-(set to padding, which the bag reductions skip). The draws come from a torch generator seeded by
+(set to padding, which the bag reductions skip). A replaced token's value channel becomes 0, as
+the extraction writes it for an item it has no fitted scale for. The draws come from a torch generator seeded by
 (run seed, step, rank), so the batch of a step stays a pure function of (seed, step) and a
 resumed run sees the same augmented batches.
 """
@@ -47,7 +48,8 @@ class OovAugment:
         return self.source_rate > 0 or self.token_rate > 0
 
     def __call__(self, batch: dict, step: int, rank: int = 0) -> dict:
-        """The batch with its ``tokens`` (B, T, L) augmented (a new dict; the input is not changed)."""
+        """The batch with its ``tokens`` (B, T, L) augmented, and its ``values`` (B, T, L) where present
+        (a new dict; the input is not changed)."""
         if not self.active:
             return batch
         tokens = batch["tokens"]
@@ -63,12 +65,20 @@ class OovAugment:
         if self.token_rate > 0:
             drop |= (torch.rand(tokens.shape, generator=g) < self.token_rate) & real
         out = torch.where(drop, self.oov[tokens], tokens)
-        return {**batch, "tokens": dedupe(out)}
+        if "values" not in batch:
+            return {**batch, "tokens": dedupe(out)}
+        out, values = dedupe(out, torch.where(drop, torch.zeros_like(batch["values"]), batch["values"]))
+        return {**batch, "tokens": out, "values": values}
 
 
-def dedupe(tokens: Tensor) -> Tensor:
-    """Each bag (last axis) as a set: ids sorted, repeats set to padding 0 (B, T, L) -> (B, T, L)."""
-    s = torch.sort(tokens, dim=-1).values
+def dedupe(tokens: Tensor, values: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    """Each bag (last axis) as a set: ids sorted, repeats set to padding 0 (B, T, L) -> (B, T, L); with
+    ``values`` (B, T, L), also the values moved with their ids (a repeat's set to 0): (tokens, values)."""
+    s, order = torch.sort(tokens, dim=-1, stable=True)
     repeat = torch.zeros_like(s, dtype=torch.bool)
     repeat[..., 1:] = s[..., 1:] == s[..., :-1]
-    return torch.where(repeat, torch.zeros_like(s), s)
+    out = torch.where(repeat, torch.zeros_like(s), s)
+    if values is None:
+        return out
+    v = values.gather(-1, order)
+    return out, torch.where(repeat, torch.zeros_like(v), v)

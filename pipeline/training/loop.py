@@ -111,6 +111,9 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
         torch.set_num_threads(cfg.threads)
     vocab_sizes, train_fs, val_fs = _load_inputs(fdir)
     mcfg = model_config(cfg.model, vocab_sizes)
+    if mcfg.value_channel:
+        for fs in (train_fs, val_fs):
+            fs.require_values()
     torch.manual_seed(cfg.seed)
     model = build_model(model_kind, mcfg)
     k = predict.components_of(model)

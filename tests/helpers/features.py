@@ -38,6 +38,8 @@ def random_rows(n: int, rng: np.random.Generator, zero_bag_every: int = 7) -> di
         rows["context"].append(rng.integers(1, N_CONTEXT, size=4).tolist())
         rows["bag_hours"].append([float(h) for h in sorted(rng.choice(np.arange(-48, 24), size=t, replace=False))])
         rows["bags"].append(bags)
+        # a value channel beside each token, from (row, token) alone so that the random stream stays as it was
+        rows["bag_values"].append([[((i * 31 + tok * 17) % 21 - 10) / 5.0 for tok in b] for b in bags])
         rows["n_events"].append(sum(len(b) for b in bags))
         rows["observed_hours"].append(24.0)
         rows["before_prediction_time"].append(False)
@@ -52,5 +54,5 @@ def write_features(out: Path, n_train: int = 96, n_val: int = 32, n_test: int = 
     fileio.write_json(out / "vocab.json", {"tokens": ["<pad>"] + [f"chart:{i}" for i in range(1, N_TOKENS)],
                                            "context": ["<pad>"] + [f"ctx:{i}" for i in range(1, N_CONTEXT)],
                                            "bins": {}})
-    fileio.write_json(out / "manifest.json", {"feature_version": 2, "splits": {"train": {"admissions": n_train}}})
+    fileio.write_json(out / "manifest.json", {"feature_version": 3, "splits": {"train": {"admissions": n_train}}})
     return out
