@@ -9,7 +9,9 @@ labels them, their models loaded from the tracking store, ``MLFLOW_TRACKING_URI`
 command; the classical baselines' runs among them) and its features (``BENCH/features-<mode>``).
 A side with a single run (a classical baseline: the grid trains it once per split mode) is paired
 with every seed of the other side. B's runs come from ``--bench-b`` when given (another grid on the
-same features: a setting against the default). It draws the per-admission logits of every run
+same admissions: a setting against the default), each scored on that grid's own features (another
+extraction of the same admissions, e.g. another bin count, pairs by admission key; the keys and
+labels must be the same sets). It draws the per-admission logits of every run
 (``evaluate.sample_logits`` with the grid's settings: seed 0, ``--samples`` per component,
 ``--batch-size`` admissions per draw block, so the NLL equals the grid's metrics.json) and caches them as ``.npz``.
 Runs in the directories ``--runs-dir`` names (``<dir>/<run id>``: the model file, best.pt or baseline.npz,
@@ -169,6 +171,22 @@ def _features(bench: Path, mode: str, split: str):
     return fdir, fs, risk, rate
 
 
+def align(keys_a: np.ndarray, labels_a: np.ndarray, keys_b: np.ndarray, labels_b: np.ndarray) -> np.ndarray:
+    """Index into B's admissions (N,) that puts them in A's order; raises unless both hold the same
+    admissions with the same labels."""
+    if np.array_equal(keys_a, keys_b):
+        order = np.arange(len(keys_b))
+    else:
+        where = {k: i for i, k in enumerate(keys_b)}
+        if len(where) != len(keys_b) or sorted(where) != sorted(keys_a):
+            raise SystemExit(f"--bench-b: its features hold other admissions than --bench's ({len(keys_b)} against "
+                             f"{len(keys_a)}; {len(set(keys_a) - set(where))} of A's keys missing)")
+        order = np.array([where[k] for k in keys_a], dtype=np.int64)
+    if not np.array_equal(labels_a, labels_b[order]):
+        raise SystemExit("--bench-b: the same admissions carry other labels in its features")
+    return order
+
+
 def _logits(label: str, run: dict | None, fs, risk, split: str, args, cache: Path) -> np.ndarray:
     """A run's logits, or the true risk's as one draw (1, N) for the ``truth`` pseudo-model."""
     if label == TRUTH:
@@ -211,6 +229,10 @@ def main() -> None:
     for mode in args.modes or ["random", "era"]:
         for split in args.splits or ["val", "test"]:
             fdir, fs, risk, rate = _features(args.bench, mode, split)
+            fs_b, order = fs, None  # B's runs on B's own features (--bench-b), in A's admission order
+            if args.bench_b and (args.bench_b / f"features-{mode}").resolve() != fdir.resolve():
+                fs_b = _features(args.bench_b, mode, split)[1]
+                order = align(fs.keys, fs.label, fs_b.keys, fs_b.label)
             ra = {r["seed"]: r for r in runs if r["model"] == args.a and r["split_mode"] == mode}
             rb = {r["seed"]: r for r in runs_b if r["model"] == args.b and r["split_mode"] == mode}
             missing = [label for label, r in ((args.a, ra), (args.b, rb)) if not r and label != TRUTH]
@@ -228,7 +250,9 @@ def main() -> None:
                   f"{'ece A':>7s} {'ece B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
                   f"{'floor A':>7s} {'floor B':>7s}   {'slope A':>7s} {'slope B':>7s}")
             la = {s: _logits(args.a, ra.get(s), fs, risk, split, args, cache) for s in seeds}
-            lb = {s: _logits(args.b, rb.get(s), fs, risk, split, args, cache_b) for s in seeds}
+            lb = {s: _logits(args.b, rb.get(s), fs_b, risk, split, args, cache_b) for s in seeds}
+            if order is not None and args.b != TRUTH:
+                lb = {s: x[..., order] for s, x in lb.items()}  # (S, K, N_B) -> (S, K, N) in A's order
             rows = [(str(s), paired(fs.label, [la[s]], [lb[s]], args.bootstrap)) for s in seeds]
             rows.append(("pooled", paired(fs.label, [la[s] for s in seeds], [lb[s] for s in seeds], args.bootstrap)))
             for name, r in rows:

@@ -127,3 +127,14 @@ def test_find_runs_labels_as_compare_does(monkeypatch, tmp_path):
     found = {r["run_id"]: r["model"] for r in pc.find_runs(tmp_path)}
     assert found == {"a": "rank1-gaussian [model.lstm_hidden=64]", "b": "rank1-gaussian [model.lstm_hidden=256]",
                      "c": "rank1-gaussian [model.lstm_hidden=64]"}
+
+
+def test_align_puts_b_in_a_order_and_refuses_other_admissions():
+    keys_a, labels_a = np.array(["a", "b", "c"]), np.array([1.0, 0.0, 0.0])
+    assert pc.align(keys_a, labels_a, keys_a, labels_a).tolist() == [0, 1, 2]
+    order = pc.align(keys_a, labels_a, np.array(["c", "a", "b"]), np.array([0.0, 1.0, 0.0]))
+    assert order.tolist() == [1, 2, 0]
+    with pytest.raises(SystemExit, match="other admissions"):
+        pc.align(keys_a, labels_a, np.array(["c", "a", "d"]), np.array([0.0, 1.0, 0.0]))
+    with pytest.raises(SystemExit, match="other labels"):
+        pc.align(keys_a, labels_a, np.array(["c", "a", "b"]), np.array([1.0, 1.0, 0.0]))
