@@ -14,7 +14,7 @@ per_token AS (
   SELECT adm_idx, start, tid, count(*) AS n, avg(value) AS value FROM e GROUP BY adm_idx, start, tid
 )
 SELECT adm_idx, CAST(start AS FLOAT) AS bag_start, list(tid ORDER BY tid) AS tids,
-       list(CAST(value AS FLOAT) ORDER BY tid) AS vals, CAST(sum(n) AS INTEGER) AS n
+       list(value ORDER BY tid) AS vals, CAST(sum(n) AS INTEGER) AS n
 FROM per_token
 GROUP BY adm_idx, start
 ORDER BY adm_idx, start

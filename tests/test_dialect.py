@@ -217,7 +217,7 @@ def _sample_params() -> dict[str, object]:
     params: dict[str, object] = {name: name for name in [*TABLES, *TABLES_IV]}
     params.update(prediction_hours=24.0, lookback_days=30.0, open_admissions="FALSE", cohort_filter="TRUE",
                   link_key="subject_id", window="ev_a", quantiles="0.500000", min_patients=2, text_max_len=8,
-                  max_text_values=3, event_filter="TRUE", edge=0.0, census_columns=", ".join(contracts.COHORT_COLUMNS))
+                  max_text_values=3, event_filter="TRUE", edge=0.0, value_clip=5.0, census_columns=", ".join(contracts.COHORT_COLUMNS))
     params["events"] = sqlgen.strip_comments(sqlgen.render(sqlgen.EVENT_SQL["chartevents"], **params))
     params["staged"] = sqlgen.strip_comments(sqlgen.render(sqlgen.STAGED[sqlgen.MIMIC4], **params))
     params["used"] = sqlgen.strip_comments(sqlgen.render(sqlgen.EVENTS_USED, window="ev_a"))
@@ -363,8 +363,9 @@ def test_local_sql_files_give_the_same_rows_on_postgres(local_engines):
         (0, -math.inf, vocab.bins["chart:211"][0]), (1, vocab.bins["chart:211"][0], vocab.bins["chart:211"][1]),
         (2, vocab.bins["chart:211"][1], math.inf)]
     with pcon.cursor() as cur:
-        cur.execute("CREATE TABLE bin_ranges_t (key VARCHAR, bin INTEGER, lo DOUBLE PRECISION, hi DOUBLE PRECISION)")
-        cur.executemany("INSERT INTO bin_ranges_t VALUES (%s, %s, %s, %s)", [tuple(r.values()) for r in ranges])
+        cur.execute("CREATE TABLE bin_ranges_t (key VARCHAR, bin INTEGER, lo DOUBLE PRECISION, hi DOUBLE PRECISION, "
+                    "center DOUBLE PRECISION, scale DOUBLE PRECISION)")
+        cur.executemany("INSERT INTO bin_ranges_t VALUES (%s, %s, %s, %s, %s, %s)", [tuple(r.values()) for r in ranges])
         cur.execute("CREATE TABLE text_items_t (key VARCHAR)")
         cur.executemany("INSERT INTO text_items_t VALUES (%s)", [(k,) for k in vocab.text_items])
         cur.execute("CREATE TABLE vocab_t (token VARCHAR, tid INTEGER)")
@@ -386,8 +387,9 @@ def test_local_sql_files_give_the_same_rows_on_postgres(local_engines):
     _both(eng, "SELECT * FROM tokenized", ordered=False)
     for edge in (0.0, 12.0):
         bags = _both(eng, sqlgen.render(sqlgen.BAGS, edge=edge), ordered=True)
-        assert sum(r[3] for r in bags) == len(events)
-        assert all(r[2] == sorted(set(r[2])) for r in bags)
+        assert sum(r[4] for r in bags) == len(events)
+        assert all(r[2] == sorted(set(r[2])) and len(r[3]) == len(r[2]) for r in bags)  # ids, a value beside each
+    assert any(v != 0.0 for r in bags for v in r[3])  # chart:211's binned values carry their channel
     nested = tokens.bag(dcon, 24.0, 12.0).to_pylist()
     assert [r["adm_idx"] for r in nested] == [0, 1, 2, 3] and sum(r["n_events"] for r in nested) == len(events)
     assert nested[0]["bag_hours"] == sorted(nested[0]["bag_hours"]) and nested[0]["bag_hours"][0] == -108.0

@@ -139,6 +139,6 @@ def bag(con, prediction_hours: float, hourly_hours: float) -> pa.Table:
         "adm_idx": pa.array(adm[first], rows.schema.field("adm_idx").type),
         "bag_hours": pa.ListArray.from_arrays(offsets, rows.column("bag_start").combine_chunks()),
         "bags": pa.ListArray.from_arrays(offsets, rows.column("tids").combine_chunks()),
-        "bag_values": pa.ListArray.from_arrays(offsets, rows.column("vals").combine_chunks()),
+        "bag_values": pa.ListArray.from_arrays(offsets, rows.column("vals").combine_chunks().cast(pa.list_(pa.float32()))),
         "n_events": pa.array(np.add.reduceat(n, first) if len(n) else np.zeros(0, np.int64), pa.int32()),
     })

@@ -88,7 +88,7 @@ def request_settings(params: dict | None, info: dict) -> RequestSettings:
 def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_values: bool = False):
     """The validated ``FeatureSet`` of a request DataFrame (the features columns; ``observed_hours``
     optional, ``before_prediction_time`` derived from it and the model's window ``window_hours``;
-    ``bag_values`` read where present, required when ``needs_values``: a model with a value channel)."""
+    ``bag_values`` read only when ``needs_values``, a model with a value channel, which requires it)."""
     from pipeline import features
 
     if not isinstance(frame, pd.DataFrame):
@@ -105,7 +105,7 @@ def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_val
                            "written by the extraction since feature version 3)")
     observed = _observed_hours(frame) if "observed_hours" in frame.columns else None
     events = _whole_numbers(frame["n_events"], "n_events")
-    cols = [*INPUT_REQUIRED] + (["bag_values"] if "bag_values" in frame.columns else [])
+    cols = [*INPUT_REQUIRED] + (["bag_values"] if needs_values else [])  # a model without the channel ignores it
     try:
         fs = features.from_pandas(frame[cols].assign(n_events=events), source="request")
     except features.FeatureError as exc:

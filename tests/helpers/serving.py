@@ -17,10 +17,10 @@ from typing import Iterator
 
 import pandas as pd
 
-from pipeline.contracts import FEATURES, PYFUNC_OPTIONAL, Use
+from pipeline.contracts import FEATURES, Use
 
 INPUT = list(FEATURES.names(Use.REQUIRED))  # the pyfunc's required input columns
-COLUMNS = [*INPUT, *PYFUNC_OPTIONAL]  # and its optional ones
+COLUMNS = [*INPUT, "observed_hours"]  # and its optional window column (bag_values: value-channel models only)
 PARAMS = {"samples": 3, "seed": 5}  # fixed draws: served and in-process predictions must agree
 
 
