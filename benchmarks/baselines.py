@@ -81,7 +81,8 @@ def concat(a: features.FeatureSet, b: features.FeatureSet) -> features.FeatureSe
         bag_offsets=np.r_[a.bag_offsets, a.bag_offsets[-1] + b.bag_offsets[1:]],
         bag_hours=np.r_[a.bag_hours, b.bag_hours],
         token_offsets=np.r_[a.token_offsets, a.token_offsets[-1] + b.token_offsets[1:]],
-        tokens=np.r_[a.tokens, b.tokens])
+        tokens=np.r_[a.tokens, b.tokens],
+        values=None if a.values is None or b.values is None else np.r_[a.values, b.values])
 
 
 def main() -> None:

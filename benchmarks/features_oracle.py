@@ -237,7 +237,8 @@ def subset(fs: features.FeatureSet, idx: np.ndarray) -> features.FeatureSet:
         bag_offsets=np.r_[0, np.cumsum(nb)].astype(np.int64), bag_hours=fs.bag_hours[bags],
         token_offsets=np.r_[0, np.cumsum(t1 - t0)].astype(np.int64), tokens=fs.tokens[toks], source=fs.source,
         observed_hours=None if fs.observed_hours is None else fs.observed_hours[idx],
-        before_prediction_time=None if fs.before_prediction_time is None else fs.before_prediction_time[idx])
+        before_prediction_time=None if fs.before_prediction_time is None else fs.before_prediction_time[idx],
+        values=None if fs.values is None else fs.values[toks])
 
 
 def main() -> None:

@@ -88,8 +88,9 @@ def pair_seeds(ra: dict, rb: dict) -> tuple[dict, dict]:
 
 def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | None, batch_size: int,
                cache: Path | None) -> np.ndarray:
-    """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, samples, batch size;
-    ``samples`` None: the model's score_samples)."""
+    """Logits (S, K, N) of a run's best checkpoint on ``fs`` (cached by run, split, the features'
+    fingerprint, samples, batch size; ``samples`` None: the model's score_samples)."""
+    import hashlib
     import tempfile
 
     from pipeline import predict
@@ -97,7 +98,12 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
     from pipeline.runs.store import load_run_model
 
     tag = "model" if samples is None else samples
-    path = cache / f"{run['run_id']}-{split}-s{tag}-b{batch_size}-bylength.npz" if cache else None
+    digest = hashlib.blake2b(fs.tokens.tobytes(), digest_size=8)  # which features: another extraction, other logits
+    for part in (fs.token_offsets, fs.bag_offsets, fs.context, np.asarray(fs.keys, dtype=str)):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    if fs.values is not None:
+        digest.update(fs.values.tobytes())
+    path = cache / f"{run['run_id']}-{split}-{digest.hexdigest()}-s{tag}-b{batch_size}.npz" if cache else None
     if path is not None and path.exists():
         return np.load(path)["logits"]
     if "dir" in run:  # a run directory (--runs-dir): its model file, best.pt or baseline.npz
@@ -164,7 +170,7 @@ def _features(bench: Path, mode: str, split: str):
     from pipeline.evaluation.truth import find_truth, load_true_risk
 
     fdir = bench / f"features-{mode}"
-    fs = features.load_split(fdir / f"{split}.parquet")
+    fs = features.load_split(fdir / f"{split}.parquet", values=True)  # any run's model may read them
     truth = find_truth(fdir)
     risk = load_true_risk(truth, fdir / "_private" / "link.csv", fs.keys) if truth else None
     rate = float(features.load_split(fdir / "train.parquet").label.mean())
@@ -204,7 +210,8 @@ def main() -> None:
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
     ap.add_argument("--a", default="rank1-gaussian", help="model label A (pipeline.evaluation.compare labels)")
     ap.add_argument("--b", default="deterministic", help=f"model label B ({TRUTH!r}: the true risk)")
-    ap.add_argument("--bench-b", type=Path, default=None, help="B's grid directory, on the same features [--bench]")
+    ap.add_argument("--bench-b", type=Path, default=None,
+                    help="B's grid directory, on the same admissions (scored on its own features) [--bench]")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [val, test]")
     ap.add_argument("--samples", type=int, default=None, help="samples per mixture component [the model's score_samples]")

@@ -50,6 +50,7 @@ def random_features(out: Path, n: int = 2000, n_tokens: int = 833, seed: int = 0
         "admission_location": ["X"] * n, "icu_system": ["carevue"] * n,
         "context": rng.integers(1, 23, size=(n, 4)).tolist(),
         "bag_hours": [[float(h) for h in range(-k + 1, 1)] for k in t], "bags": bags,
+        "bag_values": [[[0.0] * len(b) for b in bs] for bs in bags],
         "n_events": [sum(len(b) for b in bs) for bs in bags],
         "observed_hours": [24.0] * n, "before_prediction_time": [False] * n,
     }

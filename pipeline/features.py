@@ -266,15 +266,22 @@ def check_file(path: Path | str, values: bool = False) -> None:
             raise FeatureError(f"{path}: column {name!r} has type {typ}, expected {want}")
 
 
-def load_split(path: Path | str, require_labels: bool = True) -> FeatureSet:
-    """Read one split Parquet file (e.g. ``FEATURES/train.parquet``) into a FeatureSet."""
+def _columns(names, values: bool) -> list[str]:
+    """The columns a reader takes of a file with columns ``names``: the required ones and the optional
+    ones present; ``bag_values`` only for ``values`` (a model with a value channel), so that a model
+    without one neither holds nor checks it."""
+    return [c for c in (*REQUIRED, *OPTIONAL) if c in names and (values or c != VALUES)]
+
+
+def load_split(path: Path | str, require_labels: bool = True, values: bool = False) -> FeatureSet:
+    """Read one split Parquet file (e.g. ``FEATURES/train.parquet``) into a FeatureSet (with its
+    value channel, where the file has one, for ``values``)."""
     import pyarrow.parquet as pq
 
     path = Path(path)
     if not path.exists():
         raise FeatureError(f"{path}: features file not found (run the extraction first)")
-    cols = [c for c in (*REQUIRED, *OPTIONAL) if c in pq.read_schema(path).names]
-    fs = from_arrow(pq.read_table(path, columns=cols), source=str(path))
+    fs = from_arrow(pq.read_table(path, columns=_columns(pq.read_schema(path).names, values)), source=str(path))
     if require_labels:
         fs.require_labels()
     return fs
@@ -344,12 +351,13 @@ def _unconvertible(values: list, typ, depth: int) -> int:
     return -1
 
 
-def iter_parquet(path: Path | str, chunk_rows: int = 4096) -> Iterator[FeatureSet]:
-    """Stream a features file by chunks of ``chunk_rows`` admissions (bounded memory)."""
+def iter_parquet(path: Path | str, chunk_rows: int = 4096, values: bool = False) -> Iterator[FeatureSet]:
+    """Stream a features file by chunks of ``chunk_rows`` admissions (bounded memory; the value
+    channel, where present, for ``values``)."""
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(path)
-    cols = [c for c in (*REQUIRED, *OPTIONAL) if c in pf.schema_arrow.names]
+    cols = _columns(pf.schema_arrow.names, values)
     row0 = 0
     for rb in pf.iter_batches(batch_size=chunk_rows, columns=cols):
         yield from_arrow(rb, source=str(path), row0=row0)

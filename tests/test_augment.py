@@ -75,6 +75,15 @@ def test_values_follow_their_tokens_and_replaced_tokens_lose_theirs():
         assert (out["values"][~kept] == 0).all()
 
 
+def test_a_token_without_an_oov_of_its_source_keeps_its_value():
+    """rx has no OOV token: a drawn rx token stays itself, and so does its value."""
+    aug = OovAugment([*TOKENS, "rx:drug"], 0.0, 0.999999, 7)
+    batch = {"tokens": torch.tensor([[[3, 7, 0]]]), "mask": torch.tensor([[True]]),
+             "values": torch.tensor([[[0.5, 0.25, 0.0]]])}
+    out = aug(batch, 1)
+    assert out["tokens"].tolist() == [[[0, 1, 7]]] and out["values"].tolist() == [[[0.0, 0.0, 0.25]]]
+
+
 @pytest.fixture(scope="module")
 def feats(tmp_path_factory):
     from pipeline import fileio

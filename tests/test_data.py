@@ -151,7 +151,7 @@ def test_bad_rows_are_named(tmp_path, mutate, pattern):
     mutate(rows[1])
     path = _write(tmp_path, rows)
     with pytest.raises(features.FeatureError, match=pattern) as exc:
-        features.load_split(path)
+        features.load_split(path, values=True)  # the value channel's checks too
     assert "bad.parquet" in str(exc.value)
 
 
@@ -231,6 +231,12 @@ def test_value_channel_is_optional_and_rides_beside_its_tokens(tmp_path):
     assert old.values is None and "values" not in batches.collate(old, [0])
     with pytest.raises(features.FeatureError, match="column 'bag_values' is missing, and the model has a value channel"):
         old.require_values()
+    v3 = write_parquet(_table(rows), tmp_path / "v3.parquet")
+    assert features.load_split(v3).values is None  # a model without the channel neither holds nor checks it
+    assert features.load_split(v3, values=True).values.tolist() == pytest.approx(fs.values.tolist())
+    assert [c.values is None for c in features.iter_parquet(v3, chunk_rows=2)] == [True, True]
+    assert np.concatenate([c.values for c in features.iter_parquet(v3, chunk_rows=2, values=True)]).tolist() == \
+        pytest.approx(fs.values.tolist())
     path = write_parquet(_table(rows).drop_columns(["bag_values"]), tmp_path / "v2.parquet")
     features.check_file(path)
     with pytest.raises(features.FeatureError, match=r"v2.parquet: column 'bag_values' is missing"):

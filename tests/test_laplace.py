@@ -514,3 +514,20 @@ def test_checkpoint_roundtrip_rebuilds_the_same_predictive(hessian, tmp_path):
     other = tiny_mortality(lstm_hidden=6)
     with pytest.raises(LaplaceError, match="do not match"):
         load_laplace(path, map_model=other)
+
+
+def test_a_value_channel_model_fits_and_scores_and_needs_its_values():
+    """Micro-groups cut the batch's time axis, values included (a value-channel model would otherwise
+    see tokens and values of different lengths); scoring without values names the input."""
+    train_fs, val_fs = feature_set(30, seed=1), feature_set(12, seed=2)
+    for fs in (train_fs, val_fs):
+        fs.values = np.random.default_rng(3).normal(size=fs.tokens.shape).astype(np.float32)
+    model = tiny_mortality(value_channel=True)
+    torch.nn.init.normal_(model.value_bag.embedding.weight)  # a trained channel, away from zero
+    laplace, report = fit_laplace(model, train_fs, val_fs, LaplaceConfig(subnet_size=40, grid_size=3, batch_size=8,
+                                                                         max_train=20))
+    out = predict.score_features(laplace, val_fs, samples=2, refer=0.1, batch_size=5)
+    assert len(out) == 12 and np.isfinite(out["risk_mean"]).all()
+    val_fs.values = None
+    with pytest.raises(features.FeatureError, match="column 'bag_values' is missing"):
+        predict.score_features(laplace, val_fs, samples=2, refer=0.1, batch_size=5)

@@ -42,7 +42,7 @@ def split_batch(batch: dict, size: int) -> list[dict]:
     """Consecutive groups of ``size`` admissions of a batch dict (every tensor with the batch's leading size).
 
     A batch with a left-aligned ``mask`` (B, T) (docs/architecture.md, Batches) has its time axis cut to the group's
-    longest admission (``tokens``, ``mask``, ``hours``), which never changes a logit.
+    longest admission (``tokens``, ``mask``, ``hours``, ``values``), which never changes a logit.
     """
     b = next(v.shape[0] for v in batch.values() if isinstance(v, Tensor) and v.dim() > 0)
     if b <= size:
@@ -54,7 +54,7 @@ def split_batch(batch: dict, size: int) -> list[dict]:
         mask = part.get("mask")
         if isinstance(mask, Tensor) and mask.dim() == 2:
             t = int(mask.sum(1).max()) if mask.numel() else 0
-            for key in ("tokens", "mask", "hours"):
+            for key in ("tokens", "mask", "hours", "values"):
                 if isinstance(part.get(key), Tensor) and part[key].dim() >= 2:
                     part[key] = part[key][:, :t]
         groups.append(part)

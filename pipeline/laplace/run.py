@@ -73,10 +73,13 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
     if rm.info.get("model_kind") == "laplace":
         raise LaplaceError(f"{map_uri} is already a Laplace run; give the MAP run it was fitted on")
     fdir = store.resolve_features(rm, data)
-    train_fs = features.load_split(fdir / "train.parquet")
-    val_fs = features.load_split(fdir / "val.parquet")
+    values = predict.needs_values(rm.model)  # a value-channel model reads bag_values and needs it
+    train_fs = features.load_split(fdir / "train.parquet", values=values)
+    val_fs = features.load_split(fdir / "val.parquet", values=values)
     for fs in (train_fs, val_fs):
         fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))
+        if values:
+            fs.require_values()
     if samples is not None:
         if samples < 1:
             raise LaplaceError(f"samples must be >= 1, got {samples}")

@@ -136,7 +136,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
     with fileio.atomic_path(out) as tmp:
         with pq.ParquetWriter(tmp, RISK.arrow_schema(), compression="zstd") as writer:
             for f in files:
-                for fs in _chunks(f, cfg.chunk_rows):
+                for fs in _chunks(f, cfg.chunk_rows, predict.needs_values(run.model)):
                     fs.check_vocab(*sizes)
                     table = predict.score_features(run.model, fs, samples, refer, cfg.batch_size,
                                                    run.info.get("max_bags"), run.info.get("max_tokens"), gen)
@@ -149,9 +149,9 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
                         before_prediction_time=early)
 
 
-def _chunks(path: Path, chunk_rows: int):
+def _chunks(path: Path, chunk_rows: int, values: bool = False):
     """``features.iter_parquet`` with Arrow read errors turned into ``ScoreError`` naming the file."""
-    it = features.iter_parquet(path, chunk_rows)
+    it = features.iter_parquet(path, chunk_rows, values)
     while True:
         try:
             fs = next(it)

@@ -67,7 +67,8 @@ class OovAugment:
         out = torch.where(drop, self.oov[tokens], tokens)
         if "values" not in batch:
             return {**batch, "tokens": dedupe(out)}
-        out, values = dedupe(out, torch.where(drop, torch.zeros_like(batch["values"]), batch["values"]))
+        replaced = drop & (out != tokens)  # a token of a source without an OOV token stays, with its value
+        out, values = dedupe(out, torch.where(replaced, torch.zeros_like(batch["values"]), batch["values"]))
         return {**batch, "tokens": out, "values": values}
 
 

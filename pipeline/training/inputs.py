@@ -16,16 +16,24 @@ class TrainError(PipelineError, ValueError):
     """Training inputs or settings that cannot work (missing features, a checkpoint to resume that does not fit)."""
 
 
-def load_inputs(fdir: Path) -> tuple[dict, features.FeatureSet, features.FeatureSet]:
-    """Vocabulary sizes and the train / val splits (ids checked against the vocabulary)."""
+def vocab_sizes(fdir: Path) -> dict:
+    """Token and context vocabulary sizes of a features directory (its vocab.json)."""
     vocab_file = fdir / store.VOCAB
     if not vocab_file.exists():
         raise TrainError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
     vocab = fileio.read_json(vocab_file)
-    sizes = {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}
-    splits = [features.load_split(fdir / f"{name}.parquet") for name in ("train", "val")]
+    return {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}
+
+
+def load_inputs(fdir: Path, values: bool = False) -> tuple[dict, features.FeatureSet, features.FeatureSet]:
+    """Vocabulary sizes and the train / val splits (ids checked against the vocabulary); with ``values``
+    (a model with a value channel) their ``bag_values``, required."""
+    sizes = vocab_sizes(fdir)
+    splits = [features.load_split(fdir / f"{name}.parquet", values=values) for name in ("train", "val")]
     for fs in splits:
         fs.check_vocab(sizes["tokens"], sizes["context"])
+        if values:
+            fs.require_values()
     return sizes, splits[0], splits[1]
 
 

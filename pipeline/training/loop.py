@@ -49,6 +49,7 @@ from pipeline.training.distributed import Dist, all_mean, broadcast, from_rank0,
 from pipeline.training.inputs import TrainError
 from pipeline.training.inputs import check_fresh as _check_fresh
 from pipeline.training.inputs import load_inputs as _load_inputs
+from pipeline.training.inputs import vocab_sizes as _vocab_sizes
 from pipeline.training.objective import Objective, kl_weight, regularizer
 from pipeline.training.rng import EVAL_STREAM, TRAIN_STREAM, rng_state, set_rng_state, stream_seed
 
@@ -109,11 +110,8 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     d = init_distributed()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    vocab_sizes, train_fs, val_fs = _load_inputs(fdir)
-    mcfg = model_config(cfg.model, vocab_sizes)
-    if mcfg.value_channel:
-        for fs in (train_fs, val_fs):
-            fs.require_values()
+    mcfg = model_config(cfg.model, _vocab_sizes(fdir))
+    vocab_sizes, train_fs, val_fs = _load_inputs(fdir, values=mcfg.value_channel)
     torch.manual_seed(cfg.seed)
     model = build_model(model_kind, mcfg)
     k = predict.components_of(model)
