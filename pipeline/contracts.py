@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-FEATURE_VERSION = 3  # 3: bag_values; 2: observed_hours and before_prediction_time (readers accept 1 and 2)
+FEATURE_VERSION = 3  # 3: bag_values (with extract --values); 2: observed_hours and before_prediction_time (readers accept 1 and 2)
 # Monte Carlo samples per mixture component when neither the caller nor the model says (a model
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25
@@ -93,7 +93,7 @@ FEATURES = Table("features", (
     Column("bags", "list<list<int32>>", Use.REQUIRED,
            "token ids per bag (sorted, unique), into `vocab.json[\"tokens\"]`"),
     Column("bag_values", "list<list<float32>>", Use.VALUES,
-           "per token of `bags`: mean of its events' (value - center) / scale, clipped to ±5; 0 without a binned value or out of vocabulary"),
+           "per token of `bags`: mean of its events' (value - center) / scale, clipped to ±5; 0 without a binned value or out of vocabulary (`extract --values`)"),
     Column("n_events", "int32", Use.REQUIRED, "events used before the prediction time"),
     Column("observed_hours", "float32", Use.WINDOW,
            "hours of [ADMITTIME, T) the data covers (the whole window when training)"),

@@ -133,7 +133,8 @@ def _worker_init(uri: str) -> None:
 
 
 def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[str, Path]:
-    """Synthetic source (generated when missing) and one extraction per split mode (cached)."""
+    """Synthetic source (generated when missing) and one extraction per split mode (cached; with the
+    value channel when the grid's models read it: ``--set value_channel=true``)."""
     from pipeline.extraction import ExtractConfig, SplitMode, extract
     from pipeline.sources.csvdir import detect_layout
 
@@ -146,7 +147,8 @@ def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[st
     for mode in cfg.split_modes:
         fdir = out_dir / f"features-{mode}"
         if not (fdir / store.MANIFEST).exists():
-            extract(synth_dir, fdir, ExtractConfig(split=SplitMode(mode)))
+            values = str(cfg.model_overrides.get("value_channel", False)).lower() in ("true", "1")
+            extract(synth_dir, fdir, ExtractConfig(split=SplitMode(mode), values=values))
         feats[mode] = fdir
     return feats
 

@@ -60,7 +60,7 @@ def test_feature_format(demo_features):
     vocab = json.loads((out / "vocab.json").read_text())
     for split in ("train", "val", "test"):
         table = pq.read_table(out / f"{split}.parquet")
-        assert table.column_names == list(FEATURES.names())
+        assert table.column_names == [c for c in FEATURES.names() if c != "bag_values"]  # written with --values
         frame = table.to_pandas()
         assert frame["key"].str.fullmatch(r"[0-9a-f]{32}").all()
         assert (frame["age"] <= 90).all() and (frame["age"] >= 18).all()
@@ -73,14 +73,22 @@ def test_feature_format(demo_features):
     assert vocab["tokens"][0] == "<pad>" and vocab["context"][0] == "<pad>"
 
 
-def test_value_channel_lies_in_its_tokens_bin(demo_features):
-    """bag_values mirrors bags; a token without a binned value has 0; a quantile token 'item:qB' has the
-    mean of its events' (value - center) / scale, so unclipped it maps back into bin B of the item."""
+def test_value_channel_lies_in_its_tokens_bin(demo_dir, demo_features, tmp_path):
+    """extract --values adds bag_values and changes nothing else; it mirrors bags; a token without a
+    binned value has 0; a quantile token 'item:qB' has the mean of its events' (value - center) / scale,
+    so unclipped it maps back into bin B of the item."""
     import math
 
     from pipeline.extraction.tokens import VALUE_CLIP, value_scale
 
-    out = demo_features.out_dir
+    assert "values" not in demo_features.manifest["config"]  # off: manifests stay as they were
+    res = extract(demo_dir, tmp_path / "valued", ExtractConfig(values=True))
+    assert res.manifest["config"]["values"] is True
+    out = res.out_dir
+    for split in ("train", "val", "test"):
+        with_values = pq.read_table(out / f"{split}.parquet")
+        assert with_values.column_names == list(FEATURES.names())
+        assert with_values.drop_columns(["bag_values"]).equals(pq.read_table(demo_features.out_dir / f"{split}.parquet"))
     vocab = json.loads((out / "vocab.json").read_text())
     seen = 0
     for split in ("train", "val", "test"):

@@ -39,3 +39,13 @@ def test_a_grid_without_runs_json_finds_its_runs_through_linked_features(tmp_pat
     assert grid.grid_runs(own) == [on_own]
     (tmp_path / "empty").mkdir()
     assert grid.grid_runs(tmp_path / "empty") == []  # no features-<mode> folder under it
+
+
+@pytest.mark.parametrize("overrides, has_values", [({}, False), ({"value_channel": True}, True)])
+def test_grid_features_carry_the_value_channel_when_its_models_read_it(demo_dir, tmp_path, overrides, has_values):
+    """benchmark-models --set value_channel=true extracts with --values (its models refuse features without)."""
+    import pyarrow.parquet as pq
+
+    cfg = grid.GridConfig(split_modes=("random",), model_overrides=overrides)
+    feats = grid.prepare_features(demo_dir, tmp_path, cfg)
+    assert ("bag_values" in pq.read_schema(feats["random"] / "train.parquet").names) is has_values

@@ -30,6 +30,7 @@ class ExtractConfig:
     threads: int | None = None  # DuckDB threads (unset: all cores)
     verify_counts: bool = False  # also count each event table with a second scan and check the two agree
     scan_workers: int = 2  # event tables scanned at once (CSV sources; 1: one after another)
+    values: bool = False  # also write bag_values, the value channel beside each token (for --value-channel models; ~2x the files)
 
     @property
     def hourly(self) -> float:
@@ -42,6 +43,8 @@ class ExtractConfig:
             del d["era_groups"]
         else:
             d["era_groups"] = list(self.era_groups)
+        if not self.values:  # off: not written (manifests stay as they were before the value channel)
+            del d["values"]
         return d
 
 

@@ -102,7 +102,7 @@ def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_val
                            f"{list(PYFUNC_OPTIONAL)}")
     if needs_values and "bag_values" not in frame.columns:
         raise RequestError("missing column 'bag_values': this model has a value channel (the features' bag_values, "
-                           "written by the extraction since feature version 3)")
+                           "written by extract --values)")
     observed = _observed_hours(frame) if "observed_hours" in frame.columns else None
     events = _whole_numbers(frame["n_events"], "n_events")
     cols = [*INPUT_REQUIRED] + (["bag_values"] if needs_values else [])  # a model without the channel ignores it
