@@ -187,7 +187,7 @@ def test_demo_features_batch_through_every_model(demo_features):
     batch = batches.collate(fs, np.arange(6), max_bags=8, max_tokens=16)
     assert batch["tokens"].shape[1] <= 8 and batch["tokens"].shape[2] <= 16
     empty = features.from_pandas(pq.read_table(demo_features.out_dir / "val.parquet").to_pandas().head(2)
-                             .assign(bags=[[], []], bag_values=[[], []], bag_hours=[[], []], n_events=[0, 0]))
+                             .assign(bags=[[], []], bag_hours=[[], []], n_events=[0, 0]))
     zero = batches.collate(empty, [0, 1])
     assert zero["tokens"].shape == (2, 0, 1)
     cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]), embedding_dim=4, lstm_hidden=4,

@@ -133,7 +133,6 @@ def test_chunked_streaming_keeps_rows_and_agrees_with_one_chunk(run_model, demo_
 def test_admission_without_events_is_scored_and_flagged(run_model, demo_features, tmp_path):
     table = pq.read_table(demo_features.out_dir / "val.parquet").to_pandas().head(6)
     table.at[2, "bags"], table.at[2, "bag_hours"], table.at[2, "n_events"] = [], [], 0
-    table.at[2, "bag_values"] = []
     src = tmp_path / "census.parquet"
     pq.write_table(pa.Table.from_pandas(table, preserve_index=False), src)
     out = pd.read_parquet(sc.score_files(run_model, [src], tmp_path / "s.parquet", _cfg()).out)
@@ -327,7 +326,7 @@ def test_schema_mismatch_names_file_and_column(run_model, demo_features, tmp_pat
 
 def test_out_of_vocabulary_ids_name_the_row(run_model, demo_features, tmp_path):
     frame = _features(demo_features)
-    frame.at[1, "bags"], frame.at[1, "bag_hours"], frame.at[1, "bag_values"] = [[1, 10**6]], [0.0], [[0.0, 0.0]]
+    frame.at[1, "bags"], frame.at[1, "bag_hours"] = [[1, 10**6]], [0.0]
     src = tmp_path / "census.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), src)
     with pytest.raises(FeatureError, match=r"census.parquet: column 'bags' row 1: id 1000000 outside the vocabulary"):
