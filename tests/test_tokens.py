@@ -119,7 +119,7 @@ def _bag(hours_tids: list[tuple], prediction_hours: float, hourly_hours: float, 
     con = duckdb.connect()
     con.execute("CREATE TEMP TABLE tokenized (adm_idx INTEGER, t_hours DOUBLE, tid INTEGER, value DOUBLE)")
     con.executemany("INSERT INTO tokenized VALUES (?, ?, ?, ?)", [(*e, 0.0)[:4] for e in hours_tids])
-    rows = tokens.bag(con, prediction_hours, hourly_hours).to_pylist()
+    rows = tokens.bag(con, prediction_hours, hourly_hours, values=True).to_pylist()
     if not values:
         for r in rows:
             assert all(v == 0.0 for bag in r.pop("bag_values") for v in bag)

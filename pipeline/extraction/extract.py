@@ -207,14 +207,14 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         tokens.register(con, vocab)
         tokens.tokenize(con, vocab, cfg.text_max_len)
     with _stage("bag"):
-        bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly)
+        bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly, cfg.values)
         # why the other admissions get no score (serving's _private/unscored.csv); read before a CSV
         # source's connection (the local one) closes
         excluded = (src.fetch_arrow(sqlgen.render(sqlgen.COHORT_EXCLUSIONS, **params), "ADMISSIONS (exclusions)").to_pandas()
                     if scoring else None)
         con.close()  # the local DuckDB is done (ev_<table>, events, tokenized): closing it hands its memory back
     with _stage("assemble"):
-        features = _assemble(cohort, ctx, vocab, bags, cfg.values)
+        features = _assemble(cohort, ctx, vocab, bags)
     with _stage("write"):
         files = _write_outputs(out, features, vocab, quarantine, scoring)
     link = deid.write_link_file(out / "_private" / "link.csv", cohort["key"].tolist(), cohort["hadm_id"].astype("int64").tolist())
@@ -253,15 +253,15 @@ def _as_of(src, as_of: float | None) -> float:
     return float(as_of)
 
 
-def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pa.Table,
-              values: bool = False) -> pa.Table:
+def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pa.Table) -> pa.Table:
     """Every admission in key order (the cohort's order: adm_idx numbers it), as the FEATURES columns
-    (``bag_values`` only with ``values``) plus ``split``. The bags stay Arrow arrays (a few bytes per
-    token, never Python lists); an admission without events (absent from ``bags``) has zero bags."""
+    (``bag_values`` where ``bags`` has it: ``extract --values``) plus ``split``. The bags stay Arrow
+    arrays (a few bytes per token, never Python lists); an admission without events (absent from
+    ``bags``) has zero bags."""
+    values = "bag_values" in bags.column_names
     schema = FEATURES.arrow_schema(tuple(c for c in FEATURES.names() if values or c != "bag_values"))
     n = len(cohort)
     hours, lists = bags.column("bag_hours").combine_chunks(), bags.column("bags").combine_chunks()
-    channel = bags.column("bag_values").combine_chunks()
     present = bags.column("adm_idx").to_numpy()
     n_bags = np.zeros(n, np.int64)
     n_bags[present] = pc.list_value_length(hours).to_numpy(zero_copy_only=False)
@@ -273,7 +273,8 @@ def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags
     cols["context"] = pa.array(encode_context(ctx, vocab.context), schema.field("context").type)
     cols["bag_hours"] = pa.ListArray.from_arrays(offsets, hours.flatten()).cast(schema.field("bag_hours").type)
     cols["bags"] = pa.ListArray.from_arrays(offsets, lists.flatten()).cast(schema.field("bags").type)
-    if "bag_values" in schema.names:
+    if values:
+        channel = bags.column("bag_values").combine_chunks()
         cols["bag_values"] = pa.ListArray.from_arrays(offsets, channel.flatten()).cast(schema.field("bag_values").type)
     cols["n_events"] = pa.array(n_events, pa.int32())
     table = pa.table([cols[name] for name in schema.names], schema=schema)

@@ -123,22 +123,27 @@ def tokenize(con, vocab: Vocab, text_max_len: int) -> None:
     con.execute(f"CREATE OR REPLACE TEMP VIEW tokenized AS {sql}")
 
 
-def bag(con, prediction_hours: float, hourly_hours: float) -> pa.Table:
-    """tokenized -> one row per admission with events: adm_idx, bag_hours, bags, bag_values, n_events.
+def bag(con, prediction_hours: float, hourly_hours: float, values: bool = False) -> pa.Table:
+    """tokenized -> one row per admission with events: adm_idx, bag_hours, bags, n_events, and with
+    ``values`` bag_values.
 
     sql/45_bags gives one row per (admission, bag) in order; the rows of an admission are nested
     here into its lists (bag starts, token ids per bag, value channel per token), without copying
-    the values."""
+    the values. Without ``values`` its value columns are not selected, and DuckDB then computes none
+    of the channel (the unused aggregates are pruned from the plan)."""
     edge = prediction_hours - hourly_hours  # hours after admission where hourly bags begin
-    rows = con.sql(sqlgen.render(sqlgen.BAGS, edge=float(edge))).to_arrow_table()
+    cols = "adm_idx, bag_start, tids, n" + (", vals" if values else "")
+    rows = con.sql(f"SELECT {cols} FROM ({sqlgen.render(sqlgen.BAGS, edge=float(edge))})").to_arrow_table()
     adm = rows.column("adm_idx").to_numpy()
     first = np.flatnonzero(np.r_[True, adm[1:] != adm[:-1]]) if len(adm) else np.zeros(0, np.int64)
     offsets = pa.array(np.r_[first, len(adm)].astype(np.int32), pa.int32())
     n = rows.column("n").to_numpy()
-    return pa.table({
+    out = {
         "adm_idx": pa.array(adm[first], rows.schema.field("adm_idx").type),
         "bag_hours": pa.ListArray.from_arrays(offsets, rows.column("bag_start").combine_chunks()),
         "bags": pa.ListArray.from_arrays(offsets, rows.column("tids").combine_chunks()),
-        "bag_values": pa.ListArray.from_arrays(offsets, rows.column("vals").combine_chunks().cast(pa.list_(pa.float32()))),
         "n_events": pa.array(np.add.reduceat(n, first) if len(n) else np.zeros(0, np.int64), pa.int32()),
-    })
+    }
+    if values:
+        out["bag_values"] = pa.ListArray.from_arrays(offsets, rows.column("vals").combine_chunks())
+    return pa.table(out)

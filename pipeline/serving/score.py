@@ -127,8 +127,9 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
     if refer is None:
         raise ScoreError("the model has no refer threshold (best.pt of an unfinished training run)")
     sizes = (len(run.vocab["tokens"]), len(run.vocab["context"]))
+    values = predict.needs_values(run.model)  # a value-channel model reads (and needs) bag_values
     for f in files:
-        features.check_file(f, values=predict.needs_values(run.model))
+        features.check_file(f, values=values)
         _check_vocab_file(f, run.vocab)
     total = referred = empty = early = 0
     out = Path(out)
@@ -136,7 +137,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
     with fileio.atomic_path(out) as tmp:
         with pq.ParquetWriter(tmp, RISK.arrow_schema(), compression="zstd") as writer:
             for f in files:
-                for fs in _chunks(f, cfg.chunk_rows, predict.needs_values(run.model)):
+                for fs in _chunks(f, cfg.chunk_rows, values):
                     fs.check_vocab(*sizes)
                     table = predict.score_features(run.model, fs, samples, refer, cfg.batch_size,
                                                    run.info.get("max_bags"), run.info.get("max_tokens"), gen)
