@@ -38,7 +38,7 @@ from pipeline.contracts import DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
 from pipeline.evaluation.config import EvalConfig, Split
 from pipeline.extraction.config import ExtractConfig
-from pipeline.laplace.options import HessianKind, Selection, default_subnet_size
+from pipeline.laplace.options import HessianKind, PriorMethod, Selection, default_subnet_size
 from pipeline.models.config import MortalityConfig
 from pipeline.serving.config import ScoreConfig
 from pipeline.serving.server import ServeConfig
@@ -444,9 +444,14 @@ def laplace(
                                               "layer's size; ignored by --hessian diag]."),
     selection: Selection = typer.Option(Selection.WASSERSTEIN.value, help="wasserstein: largest diagonal-Laplace "
                                         "variance; random, magnitude: the paper's baselines; last-layer: the output "
-                                        "layer."),
-    prior_precision: str = typer.Option("auto", help="auto (chosen on the validation log-likelihood over a grid) "
-                                                     "or a value for the full network (λ_S = λ·S/D)."),
+                                        "layer; predictive: largest share of the training predictive variance."),
+    exclude: list[str] = typer.Option([], help="Weights no rule may select (repeatable): embeddings (every "
+                                               "embedding table) or a parameter-name prefix, e.g. lstm."),
+    prior_precision: str = typer.Option("auto", help="auto (chosen by --prior-method) or a value for the full "
+                                                     "network (λ_S = λ·S/D)."),
+    prior_method: PriorMethod = typer.Option(PriorMethod.MARGLIK.value, help="How auto chooses λ: marglik (the "
+                                             "Laplace marginal likelihood of the training data) or val-nll (the "
+                                             "validation NLL over a grid, widened once at an edge)."),
     hessian: HessianKind = typer.Option(HessianKind.FULL.value, help="full: the subnetwork's full covariance; "
                                         "diag: diagonal Laplace over every weight (no subnetwork)."),
     samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo draws of the linearized model per "
@@ -483,10 +488,12 @@ def laplace(
     size = None if hessian == HessianKind.DIAG.value else (
         default_subnet_size(selection) if subnet_size is None else subnet_size)
     cfg = LaplaceConfig(selection=selection, subnet_size=size, hessian=hessian, prior_precision=lam,
-                        max_train=max_train, seed=seed)
+                        prior_method=prior_method, exclude=tuple(exclude), max_train=max_train, seed=seed)
     result = fit_laplace_run(run, cfg, data=data, samples=samples, out_dir=out, tracking=tracking,
                              experiment=experiment)
     r = result.report
+    if r.warning:
+        typer.echo(f"warning: {r.warning}", err=True)
     refer = "" if result.refer_threshold != result.refer_threshold else (  # NaN: a vision run refers nobody
         f"refer_threshold={result.refer_threshold:.6g}, ")
     typer.echo(f"{result.label}: S={r.subnet_size} of D={r.n_params} weights, prior precision {r.prior_precision:.4g} "

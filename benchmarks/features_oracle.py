@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import features, fileio, metrics  # noqa: E402
 from pipeline.baselines.featurize import Featurizer, Rows  # noqa: E402
-from pipeline.evaluation.truth import find_truth, load_true_risk  # noqa: E402
+from pipeline.runs.truth import find_truth, load_true_risk  # noqa: E402
 
 RECENT = (24.0, 6.0, 2.0)  # recent-count blocks of the oracle's featurizer (hours before the prediction time)
 

@@ -7,14 +7,17 @@ there is never a loop over admissions. The sampling mode and the random stream (
 model (the served pyfunc's request threads) share no mutable state, and a call's draws depend
 only on its own generator, whatever else runs. Under ``torch.no_grad`` rank-1 / BatchEnsemble models
 then take their inference path (``pipeline.layers.inference``: per-block kernels, each sample's
-embeddings once), with the same draws as the training path. ``risk_table`` turns the (S, K, N) logits into the
-published columns; the metrics themselves come from ``pipeline.metrics``.
+embeddings once), with the same draws as the training path. A model whose posterior predictive is a Gaussian logit per admission (``gaussian_logits``: the
+linearized Laplace model with the probit predictive) is asked for its moments instead
+(``predict_moments``), and its columns come from that Gaussian. ``risk_table`` turns either into the
+published columns (``metrics.Summary``); the metrics themselves come from ``pipeline.metrics``.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -129,12 +132,67 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
     return out
 
 
-def refer_threshold(mutual_info, fraction: float) -> float:
-    """MI threshold that refers about the ``fraction`` most uncertain admissions.
+def gaussian_logits(model) -> bool:
+    """Whether the model predicts a Gaussian logit N(μ, σ²) per admission (``logit_moments``; the
+    Laplace model with the probit predictive) rather than draws."""
+    inner = getattr(model, "module", model)
+    return bool(getattr(inner, "gaussian_logits", False))
 
-    Admissions with MI strictly above the (1 - fraction) quantile are referred, so ties at
+
+def predict_moments(model, batches: Iterable[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """μ and σ² of every admission's logit, (N,) float64 each, from ``model.logit_moments(batch)``."""
+    inner = getattr(model, "module", model)
+    mus, variances = [], []
+    with evaluation_mode(inner):
+        for batch in batches:
+            mu, var = inner.logit_moments(batch)  # (B,), (B,)
+            mus.append(mu.detach().double().numpy())
+            variances.append(var.detach().double().numpy())
+    if not mus:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(mus), np.concatenate(variances)
+
+
+@dataclass
+class Predictions:
+    """A model's predictions for a FeatureSet, in its row order."""
+
+    logits: np.ndarray  # (S, K, N): the draws (a Gaussian model: its predictive logits repeated S times)
+    summary: metrics.Summary  # per-admission risk, spread, percentiles, MI, entropy (of the draws or the Gaussian)
+
+
+def feature_predictions(model, fs, samples: int, batch_size: int, max_bags: int | None = None,
+                        max_tokens: int | None = None, generator=None) -> Predictions:
+    """``feature_logits`` and their ``metrics.Summary``; a Gaussian-logit model (``gaussian_logits``) gives
+    its moments once: the summary is the Gaussian's (``Summary.from_gaussian`` with the model's own
+    predictive mean, ``predictive_mean``) and the logits are that mean's logit, repeated."""
+    if not gaussian_logits(model):
+        logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens, generator)
+        return Predictions(logits, metrics.Summary.from_draws(logits) if logits.shape[2] else None)
+    from pipeline import batches
+
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    order = batches.length_order(fs, max_bags)  # (N,)
+    mu_o, var_o = predict_moments(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order))
+    mu, var = np.empty_like(mu_o), np.empty_like(var_o)
+    mu[order], var[order] = mu_o, var_o  # batch order -> row order
+    if mu.size == 0:
+        return Predictions(np.zeros((samples, 1, 0), dtype=np.float32), None)
+    mean = getattr(model, "module", model).predictive_mean(mu, var)  # (N,)
+    summary = metrics.Summary.from_gaussian(mu, var, mean=mean)
+    z = np.log(mean) - np.log1p(-mean)  # the predictive's logit: its sigmoid is the published risk
+    logits = np.broadcast_to(z.astype(np.float32), (samples, 1, z.shape[0])).copy()  # (N,) -> (S, 1, N)
+    return Predictions(logits, summary)
+
+
+def refer_threshold(mutual_info, fraction: float) -> float:
+    """Threshold of an uncertainty measure that refers about the ``fraction`` most uncertain admissions.
+
+    ``mutual_info``: the values of the run's refer measure (the mutual information by default; any
+    ``metrics.Measure``). Admissions strictly above the (1 - fraction) quantile are referred, so ties at
     the threshold are never referred. The threshold is at least ``MI_FLOOR``: a model whose
-    draws agree (deterministic: MI = 0 up to rounding) refers nobody.
+    draws agree (deterministic: MI = 0 up to rounding) refers nobody by MI.
     """
     mi = np.asarray(mutual_info, dtype=np.float64)
     if not 0.0 <= fraction < 1.0:
@@ -145,25 +203,26 @@ def refer_threshold(mutual_info, fraction: float) -> float:
     return float(max(q, MI_FLOOR))
 
 
-def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None, observed_hours=None,
-               before_prediction_time=None) -> pd.DataFrame:
-    """Per-admission risk summary from (S, K, N) (or (D, N)) logits.
+def risk_table(predictions, keys, refer_threshold: float, n_events=None, n_bags=None, observed_hours=None,
+               before_prediction_time=None, refer_measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION
+               ) -> pd.DataFrame:
+    """Per-admission risk summary from (S, K, N) (or (D, N)) logits or a ``metrics.Summary``.
 
     Columns: ``key``; ``risk_mean`` (predictive probability of death), ``risk_sd``,
-    ``risk_p05``/``risk_p95`` (5th/95th percentile of p over the draws), ``mutual_info``
-    (nats), ``refer`` (mutual_info > refer_threshold), ``n_events`` (passthrough, -1 when not
-    given), ``no_events`` (the admission had zero bags: the model saw only its context),
+    ``risk_p05``/``risk_p95`` (5th/95th percentile of p under the posterior), ``mutual_info``
+    (nats), ``entropy`` (predictive entropy, nats), ``has_spread`` (the weight posterior moves the
+    admission's logit; False: the zeros of risk_sd, mutual_info and the band mean no posterior reaches
+    it, not certainty), ``refer`` (the ``refer_measure`` > refer_threshold), ``n_events`` (passthrough,
+    -1 when not given), ``no_events`` (the admission had zero bags: the model saw only its context),
     ``observed_hours`` (passthrough, to 0.001 h: hours of the window the data covered; -1 when the
     features do not record it, as ``n_events``) and ``before_prediction_time`` (passthrough, False when not recorded: the
     data ended before the prediction time, so the risk rests on a partial window).
     """
-    x = metrics.as_draws(logits)  # (D, N)
-    n = x.shape[1]
+    summary = predictions if isinstance(predictions, metrics.Summary) else metrics.Summary.from_draws(predictions)
+    n = len(summary)
     keys = np.asarray(keys).astype(str)
     if keys.shape != (n,):
         raise ValueError(f"risk_table: {keys.shape[0]} keys for {n} admissions")
-    p = metrics.sigmoid(x)  # (D, N)
-    mi = metrics.mutual_information(x)
     events = np.full(n, -1, dtype=np.int64) if n_events is None else np.asarray(n_events, dtype=np.int64)
     if n_bags is not None:
         empty = np.asarray(n_bags) == 0
@@ -174,16 +233,17 @@ def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None,
     observed = np.full(n, np.nan) if observed_hours is None else np.asarray(observed_hours, dtype=np.float64)
     observed = np.where(np.isnan(observed), -1.0, np.round(observed, 3))  # float32 storage noise off; -1: unknown
     before = np.zeros(n, dtype=bool) if before_prediction_time is None else np.asarray(before_prediction_time, dtype=bool)
-    lo, hi = np.percentile(p, [5.0, 95.0], axis=0)
     return pd.DataFrame(
         {
             "key": keys,
-            "risk_mean": metrics.predictive(x),
-            "risk_sd": metrics.predictive_sd(x),
-            "risk_p05": lo,
-            "risk_p95": hi,
-            "mutual_info": mi,
-            "refer": mi > float(refer_threshold),
+            "risk_mean": summary.mean,
+            "risk_sd": summary.sd,
+            "risk_p05": summary.p05,
+            "risk_p95": summary.p95,
+            "mutual_info": summary.mutual_info,
+            "entropy": summary.entropy,
+            "has_spread": summary.spread.astype(bool),
+            "refer": summary.measure(refer_measure) > float(refer_threshold),
             "n_events": events,
             "no_events": empty.astype(bool),
             "observed_hours": observed,
@@ -194,11 +254,18 @@ def risk_table(logits, keys, refer_threshold: float, n_events=None, n_bags=None,
 
 
 def score_features(model, fs, samples: int, refer: float, batch_size: int = DEFAULT_BATCH,
-                   max_bags: int | None = None, max_tokens: int | None = None, generator=None) -> pd.DataFrame:
+                   max_bags: int | None = None, max_tokens: int | None = None, generator=None,
+                   refer_measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION) -> pd.DataFrame:
     """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K; weight draws from
-    ``generator``, None: torch's global generator)."""
-    logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens, generator)  # (S, K, N)
-    if logits.shape[2] == 0:
+    ``generator``, None: torch's global generator); ``refer``: the threshold of ``refer_measure``."""
+    pred = feature_predictions(model, fs, samples, batch_size, max_bags, max_tokens, generator)
+    if pred.summary is None:
         return RISK.arrow_schema().empty_table().to_pandas()
-    return risk_table(logits, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags, observed_hours=fs.observed_hours,
-                      before_prediction_time=fs.before_prediction_time)
+    return risk_table(pred.summary, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags,
+                      observed_hours=fs.observed_hours, before_prediction_time=fs.before_prediction_time,
+                      refer_measure=refer_measure)
+
+
+def refer_measure_of(info: dict | None) -> metrics.Measure:
+    """The run's refer measure (``refer_measure`` of its info; runs recorded before it existed referred by MI)."""
+    return metrics.Measure((info or {}).get("refer_measure") or metrics.Measure.MUTUAL_INFORMATION.value)

@@ -24,7 +24,8 @@ from helpers.runs import TINY, trained_run
 from helpers.raw_ids import raw_ids_of
 
 from pipeline import batches, errors, features, metrics, predict, privacy
-from pipeline.evaluation import evaluate, truth
+from pipeline.evaluation import evaluate
+from pipeline.runs import truth
 from pipeline.layers import embedding as emb_mod
 from pipeline.layers import factors as factors_mod
 from pipeline.layers import meanfield as mf_mod
@@ -267,6 +268,18 @@ def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, 
     (row,) = collect(run_ids=[run_id])
     assert row["val_nll"] == pytest.approx(val.report["nll"]) and row["test_nll"] == pytest.approx(report["nll"])
     assert "true risk" in evaluate.format_table(report)
+    # uncertainty against the truth: a deterministic run's only uncertainty is its entropy, chosen at training
+    vs = report["uncertainty_vs_truth"]
+    error = metrics.kl_to_truth(r, metrics.predictive(out.logits))
+    h = metrics.predictive_entropy(out.logits)
+    assert vs["measures"]["entropy"]["spearman"] == pytest.approx(metrics.spearman(h, error), abs=1e-12)
+    assert vs["measures"]["entropy"]["referral_gain"] == pytest.approx(metrics.referral_gain(error, h), abs=1e-12)
+    assert vs["measures"]["mi"]["referral_gain"] == pytest.approx(0.0, abs=1e-12)  # MI = 0 everywhere: random
+    assert report["refer_measure"] == "entropy" and report["referral"]["measure"] == "entropy"
+    assert logged["test_referral_gain_entropy"] == pytest.approx(vs["measures"]["entropy"]["referral_gain"])
+    assert row["test_referral_gain"] == row["test_referral_gain_entropy"] == pytest.approx(
+        vs["measures"]["entropy"]["referral_gain"])
+    assert "referral gain (Spearman)" in evaluate.format_table(report)
 
 
 # ---------------------------------------------------------------------------- errors

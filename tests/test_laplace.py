@@ -405,6 +405,47 @@ def test_wasserstein_on_the_lstm_model_skips_padding_rows():
     assert float(chosen.max()) <= float(h[rest & (h > 0)].min())  # the smallest positive GGN = largest variances
 
 
+@pytest.mark.parametrize("given", [True, False], ids=["given-prior", "marglik-prior"])
+def test_predictive_rule_ranks_by_the_training_predictive_variance(given):
+    """Σ_n J_ni² / (h_i + λ) from the full Jacobian by hand, λ given or the diagonal Laplace's marglik choice."""
+    from pipeline.laplace.marglik import optimize_marglik
+
+    model, batches = tiny_mortality(), mortality_batches()
+    layout = ParamVector.of(model)
+    model.eval()
+    jac = torch.cat([full_jacobian(model, b) for b in batches]).double()  # (N, D)
+    with torch.no_grad():
+        f = torch.cat([model(b, samples=1)[0] for b in batches]).double()  # (N,)
+    p = torch.sigmoid(f)
+    h = ((p * (1 - p)).unsqueeze(1) * jac.square()).sum(0)
+    lam = 3.0 if given else optimize_marglik(h, layout.vector(model)).prior_precision
+    score = jac.square().sum(0) / (h + lam)
+    score[h == 0] = -1.0  # skip_unused
+    cfg = LaplaceConfig(selection="predictive", subnet_size=25, prior_precision=lam if given else None)
+    with frozen(model):
+        mask = select_subnet(model, layout, cfg, lambda: iter(batches))
+    torch.testing.assert_close(mask.diagonal_ggn, h)
+    assert torch.equal(mask.indices, torch.topk(score, 25).indices.sort().values)
+
+
+@pytest.mark.parametrize("selection", ["wasserstein", "predictive", "random", "magnitude"])
+def test_exclude_embeddings_keeps_every_rule_off_the_tables(selection):
+    model, batches = tiny_mortality(), mortality_batches()
+    layout = ParamVector.of(model)
+    tables = set(torch.cat([layout.module_indices("bag_embedding"), layout.module_indices("context_embedding")]).tolist())
+    size = layout.size - len(tables) - 40
+    cfg = LaplaceConfig(selection=selection, subnet_size=30, prior_precision=1.0, exclude=("embeddings",))
+    with frozen(model):
+        mask = select_subnet(model, layout, cfg, lambda: iter(batches))
+        assert not set(mask.indices.tolist()) & tables and mask.size == 30
+        with pytest.raises(LaplaceError, match="exceeds"):
+            select_subnet(model, layout, LaplaceConfig(selection=selection, subnet_size=size + 41, prior_precision=1.0,
+                                                       exclude=("embeddings",), skip_unused=False),
+                          lambda: iter(batches))
+    with pytest.raises(LaplaceError, match="exclude applies"):
+        LaplaceConfig(selection="last-layer", exclude=("embeddings",))
+
+
 # ---------------------------------------------------------------------------- prior precision
 
 
@@ -412,9 +453,13 @@ def test_prior_precision_grid_picks_the_best_validation_nll():
     model, batches = TinyMLP().double(), mlp_batches(n=20)
     d = ParamVector.of(model).size
     laplace, report = fit(model, batches, selection="random", subnet_size=d // 2, prior_precision=None,
-                          grid_log10_min=-2, grid_log10_max=2, grid_size=5)
+                          prior_method="val-nll", grid_log10_min=-2, grid_log10_max=2, grid_size=5)
     nlls = [row["val_nll"] for row in report.grid]
-    assert [row["prior_precision"] for row in report.grid] == pytest.approx([0.01, 0.1, 1, 10, 100])
+    grid = [row["prior_precision"] for row in report.grid]
+    best_first = int(np.argmin(nlls[4:9])) + 4 if len(grid) == 13 else int(np.argmin(nlls))
+    # the 5-point grid, or (its best at an end) the grid widened by 4 decades on each side
+    assert grid == pytest.approx([10.0 ** k for k in (range(-2, 3) if len(grid) == 5 else range(-6, 7))])
+    assert len(grid) == 5 or best_first in (4, 8)
     assert report.prior_source == "grid" and report.prior_precision == report.grid[int(np.argmin(nlls))]["prior_precision"]
     assert report.val_nll == pytest.approx(min(nlls))
     assert report.subnet_prior_precision == pytest.approx(report.prior_precision * (d // 2) / d)
@@ -423,6 +468,39 @@ def test_prior_precision_grid_picks_the_best_validation_nll():
     nll = np.mean([float(metrics.nll_from_probs(b["label"].numpy(), laplace.probit_mean(b).numpy()).sum())
                    for b in batches]) * len(batches) / 20
     assert report.val_nll == pytest.approx(nll, rel=1e-9)
+
+
+def test_prior_precision_by_default_maximises_the_marginal_likelihood():
+    from pipeline.laplace.curvature import accumulate_ggn
+    from pipeline.laplace.marglik import log_marglik, eigenvalues
+    from pipeline.laplace.params import Substitution
+
+    model, batches = TinyMLP().double(), mlp_batches(n=20)
+    layout = ParamVector.of(model)
+    d = layout.size
+    laplace, report = fit(model, batches, selection="random", subnet_size=d // 2, prior_precision=None)
+    assert report.prior_source == "marglik" and not report.grid and report.val_nll is not None
+    sub = Substitution.of(layout, laplace.indices)
+    ggn, _ = accumulate_ggn(model, iter(batches), sub, laplace.hessian, torch.float64, 1.0)
+    e, tsq = eigenvalues(ggn), float(layout.vector(model)[laplace.indices].double().square().sum())
+    lam_s = report.subnet_prior_precision
+    assert lam_s == pytest.approx(report.prior_precision * (d // 2) / d)
+    assert report.log_marglik == pytest.approx(log_marglik(e, tsq, lam_s))
+    assert all(log_marglik(e, tsq, lam_s * f) < report.log_marglik for f in (0.8, 1.25))
+    assert report.effective_params == pytest.approx(lam_s * tsq, rel=1e-6)
+
+
+def test_a_val_nll_choice_at_the_grid_edge_widens_the_grid_then_warns():
+    model, batches = TinyMLP().double(), mlp_batches(n=20)
+    d = ParamVector.of(model).size
+    _, report = fit(model, batches, selection="random", subnet_size=d // 2, prior_precision=None,
+                    prior_method="val-nll", grid_log10_min=10, grid_log10_max=11, grid_size=3)
+    grid = [row["prior_precision"] for row in report.grid]
+    assert grid[0] == pytest.approx(1e6) and len(grid) == 3 + 2 * 8  # 4 decades more on each side, same spacing
+    if report.at_grid_edge:
+        assert report.warning and "grid" not in report.warning and "searched" in report.warning
+    else:
+        assert report.warning is None
 
 
 # ---------------------------------------------------------------------------- errors
@@ -465,8 +543,10 @@ def test_config_errors():
         LaplaceConfig(hessian="diag", subnet_size=10)
     batches = mlp_batches()
     with pytest.raises(LaplaceError, match="needs validation"):
-        fit_laplace_batches(TinyMLP().double(), lambda: iter(batches), None, LaplaceConfig(prior_precision=None),
-                            n_train=12, n_train_used=12)
+        fit_laplace_batches(TinyMLP().double(), lambda: iter(batches), None,
+                            LaplaceConfig(prior_precision=None, prior_method="val-nll"), n_train=12, n_train_used=12)
+    with pytest.raises(LaplaceError, match="prior_method must be one of"):
+        LaplaceConfig(prior_method="guess")
     with pytest.raises(LaplaceError, match="last layer 'output' has 5 weights"):
         fit(TinyMLP().double(), batches, selection="last-layer", subnet_size=3)
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import cli
 from helpers.runs import trained_run
-from pipeline import features, predict
+from pipeline import batches, features, predict
 from pipeline.evaluation import compare, evaluate
 from pipeline.laplace import LaplaceConfig, LaplaceError, Predictive
 from pipeline.laplace.run import PARENT_TAG, fit_laplace_run
@@ -131,3 +131,37 @@ def test_cli_subnet_size_defaults_to_what_the_selection_needs(map_run, tmp_path,
                                        "--out", str(tmp_path / "run")])
     assert res.exit_code == 0, res.output
     assert res.output.startswith(f"{label}: ")
+
+
+@pytest.fixture(scope="module")
+def probit_run(map_run, laplace_config, tmp_path_factory):
+    """The default predictive (probit): the risk table's spread comes from each admission's Gaussian logit."""
+    return fit_laplace_run(map_run, laplace_config, out_dir=tmp_path_factory.mktemp("probit-run"),
+                           experiment="laplace-tests")
+
+
+def test_a_probit_run_scores_its_gaussian_spread_and_refers(probit_run, demo_features, tmp_path):
+    import mlflow
+
+    from pipeline.serving.score import ScoreConfig, score
+
+    rm = store.load_run_model(probit_run.run_id)
+    assert rm.model.predictive is Predictive.PROBIT and rm.info["score_samples"] == 1
+    assert rm.info["refer_measure"] in {m.value for m in predict.metrics.Measure}
+    val = demo_features.out_dir / "val.parquet"
+    summary = score(f"runs:/{probit_run.run_id}/model", tmp_path / "v.parquet", data=val, cfg=ScoreConfig(seed=0))
+    t = pd.read_parquet(summary.out)
+    fs = features.load_split(val)
+    mu, var = predict.predict_moments(rm.model, [batches.collate(fs, np.arange(len(fs)))])
+    reached = var > 0
+    assert reached.any()
+    assert list(t["has_spread"]) == list(reached)  # an admission on no subnetwork weight says so
+    spread = t[t["has_spread"]]
+    assert (spread["risk_sd"] > 0).all() and (spread["mutual_info"] > 0).all()
+    assert (spread["risk_p05"] < spread["risk_mean"]).all() and (spread["risk_mean"] < spread["risk_p95"]).all()
+    assert (t.loc[~t["has_spread"], "risk_sd"] == 0).all()
+    frac = rm.info["train_config"]["refer_fraction"]
+    assert abs(t["refer"].mean() - frac) <= 1.0 / len(t) + 1e-9  # the threshold was chosen on this split
+    served = mlflow.pyfunc.load_model(f"runs:/{probit_run.run_id}/model").predict(pd.read_parquet(val))
+    pd.testing.assert_frame_equal(served.reset_index(drop=True), t.reset_index(drop=True), check_exact=False,
+                                  rtol=1e-12, atol=1e-12)

@@ -30,7 +30,10 @@ log = logging.getLogger(__name__)
 SPLITS = ("val", "test")  # evaluated splits in the table
 TABLE_METRICS = ("nll", "auc_pr", "ece")  # metrics in the table
 GAP = "test_nll_gap"  # model NLL - true-risk NLL (the true-risk row's own is 0)
-PARTIAL_NA = ("test_ece_floor",)  # n/a unless every run of the row has it (older evaluations lack it)
+# uncertainty against the true risk (evaluate's uncertainty_vs_truth): the run's refer measure's referral gain
+# and Spearman with the error on test, and the predictive entropy's gain (a point model's only uncertainty)
+UNCERTAINTY = ("test_referral_gain", "test_spearman", "test_referral_gain_entropy")
+PARTIAL_NA = ("test_ece_floor", *UNCERTAINTY)  # n/a unless every run of the row has it (older evaluations lack it)
 TRUE_RISK = "true risk"  # model label of the Bayes-optimal reference row
 
 
@@ -136,6 +139,10 @@ def _row(run, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
             row[f"{split}_true_{m}"] = ref.get(m)
         for m in TABLE_METRICS:
             row[f"{split}_{m}_gap"] = rep.get(f"{m}_gap")
+        measures = (rep.get("uncertainty_vs_truth") or {}).get("measures") or {}
+        own = measures.get(rep.get("refer_measure") or "mi") or {}
+        row[f"{split}_referral_gain"], row[f"{split}_spearman"] = own.get("referral_gain"), own.get("spearman")
+        row[f"{split}_referral_gain_entropy"] = (measures.get("entropy") or {}).get("referral_gain")
     return row
 
 
@@ -149,8 +156,9 @@ def _mean_sd(values: list) -> tuple[float, float, int]:
 
 
 def summary_columns() -> list[str]:
-    """Metric columns of the summary: ``<split>_<metric>``, ``test_nll_gap`` and ``test_ece_floor``."""
-    return [f"{s}_{m}" for s in SPLITS for m in TABLE_METRICS] + [GAP, "test_ece_floor"]
+    """Metric columns of the summary: ``<split>_<metric>``, ``test_nll_gap``, ``test_ece_floor`` and the
+    uncertainty columns (``UNCERTAINTY``)."""
+    return [f"{s}_{m}" for s in SPLITS for m in TABLE_METRICS] + [GAP, "test_ece_floor", *UNCERTAINTY]
 
 
 def label_variants(rows: list[dict], defaults: dict[str, str] | None = None) -> list[dict]:
@@ -238,7 +246,9 @@ def to_markdown(summary: list[dict]) -> str:
             "anchor_year_group, the latest in test). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model NLL - "
             "true-risk NLL on the same admissions; test ece-floor = the mean test ECE of a perfectly calibrated "
             "predictor making the same predictions (labels drawn from them): a test ECE near its floor is "
-            "within chance at this test size."
+            "within chance at this test size. test referral-gain / spearman: of the run's refer measure against "
+            "the error KL(true || predicted) (1: refers the worst-predicted first; 0: no better than random); "
+            "referral-gain-entropy: the predictive entropy's."
             + (" features: the feature set the runs were trained on; each has its own rows and true-risk "
                "reference (runs on other admissions are not pooled)." if several else "") + "\n")
     return "\n".join(lines) + "\n" + note

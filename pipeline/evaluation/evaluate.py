@@ -25,7 +25,7 @@ import numpy as np
 from pipeline import fileio, metrics
 from pipeline.contracts import DEFAULT_BATCH
 from pipeline.evaluation.config import EvalConfig, Split  # noqa: F401  (their home; imported from here too)
-from pipeline.evaluation.truth import find_truth, load_true_risk
+from pipeline.runs.truth import find_truth, load_true_risk
 from pipeline.runs import store
 from pipeline.runs.store import RunModel, load_run_model, resolve_features, split_mode
 
@@ -66,20 +66,39 @@ def sample_logits(model, fs, samples: int, batch_size: int = DEFAULT_BATCH, seed
                                   predict.seeded_generator(seed))  # (S, K, N)
 
 
-def report_of(logits, labels, true_risk=None, n_bootstrap: int = 1000, seed: int = 0) -> dict:
-    """``metrics.evaluate_predictions`` plus the MI referral curve (JSON-able)."""
+def report_of(logits, labels, true_risk=None, n_bootstrap: int = 1000, seed: int = 0, *,
+              summary: metrics.Summary | None = None,
+              measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION) -> dict:
+    """``metrics.evaluate_predictions`` plus the referral curve by ``measure`` (the run's refer measure)
+    and, with ``true_risk``, ``uncertainty_vs_truth`` (JSON-able). ``summary``: the per-admission
+    predictive (default: of the draws; a Gaussian-logit model's from ``predict.feature_predictions``),
+    whose mutual information and entropy the report's means are."""
+    summary = summary if summary is not None else metrics.Summary.from_draws(logits)
     report = metrics.evaluate_predictions(logits, labels, true_risk=true_risk, n_bootstrap=n_bootstrap, seed=seed)
-    report["referral"] = metrics.referral_curve(logits, labels).to_dict()
+    report["mean_mutual_information"] = float(summary.mutual_info.mean())
+    report["mean_risk_sd"] = float(summary.sd.mean())
+    report["has_spread"] = int(summary.spread.sum())  # admissions the weight posterior reaches
+    report["refer_measure"] = metrics.Measure(measure).value
+    report["referral"] = referral_of(logits, labels, summary, measure).to_dict()
+    if true_risk is not None:
+        report["uncertainty_vs_truth"] = metrics.uncertainty_vs_truth(summary, true_risk)
     return report
 
 
-def write_plots(logits, labels, true_risk, out_dir: Path, split: str) -> list[Path]:
+def referral_of(logits, labels, summary: metrics.Summary, measure) -> metrics.ReferralCurve:
+    """The referral curve (labels' NLL and AUC-PR of the kept) ranking by ``measure``'s values in ``summary``."""
+    return metrics.referral_curve(logits, labels, measure=measure, scores=summary.measure(measure))
+
+
+def write_plots(logits, labels, true_risk, out_dir: Path, split: str, summary: metrics.Summary | None = None,
+                measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION) -> list[Path]:
     """Reliability diagram, PR curve (with the true risk when known) and referral curve as PNG."""
     from pipeline.evaluation import plots
 
     p = metrics.predictive(logits)  # (N,)
     rel = metrics.reliability(labels, p)
-    curve = metrics.referral_curve(logits, labels)
+    curve = referral_of(logits, labels, summary if summary is not None else metrics.Summary.from_draws(logits),
+                        measure)
     return [
         plots.plot_reliability(rel, out_dir / PLOTS[0], title=f"Reliability ({split})"),
         plots.plot_pr_curve(labels, p, out_dir / PLOTS[1], true_risk=true_risk, title=f"Precision-recall ({split})"),
@@ -95,6 +114,8 @@ def mlflow_metrics(report: dict, split: str) -> dict[str, float]:
         out.update({f"{split}_true_{k}": ref[k] for k in TRUTH_LOGGED if ref.get(k) is not None})
         out.update({f"{split}_{k}_gap": report[f"{k}_gap"] for k in TRUTH_LOGGED
                     if report.get(f"{k}_gap") is not None})
+    for m, v in ((report.get("uncertainty_vs_truth") or {}).get("measures") or {}).items():
+        out.update({f"{split}_{k}_{m}": v[k] for k in ("referral_gain", "spearman") if v.get(k) is not None})
     return out
 
 
@@ -145,9 +166,10 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     truth_file = find_truth(fdir, truth)
     true_risk = load_true_risk(truth_file, fdir / "_private" / "link.csv", fs.keys) if truth_file else None
     samples = predict.score_samples(cfg.samples, rm.info)
-    logits = sample_logits(rm.model, fs, samples, cfg.batch_size, cfg.seed, rm.info.get("max_bags"),
-                           rm.info.get("max_tokens"))  # (S, K, N)
-    report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed)
+    pred = predict.feature_predictions(rm.model, fs, samples, cfg.batch_size, rm.info.get("max_bags"),
+                                       rm.info.get("max_tokens"), predict.seeded_generator(cfg.seed))
+    logits, measure = pred.logits, predict.refer_measure_of(rm.info)  # (S, K, N)
+    report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed, summary=pred.summary, measure=measure)
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(split=split.value, split_mode=split_mode(manifest), model_kind=rm.info.get("model_kind"),
                   model_label=rm.info.get("model_label"),
@@ -156,7 +178,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     out = Path(out_dir) if out_dir else Path("runs") / "eval" / (rm.run_id or "local") / split.value
     jp = Path(json_path) if json_path else out / store.METRICS
     fileio.write_json(jp, report)
-    files = write_plots(logits, fs.label, true_risk, out, split.value)
+    files = write_plots(logits, fs.label, true_risk, out, split.value, pred.summary, measure)
     if cfg.log_to_run and rm.run_id:
         _log_to_run(rm, report, split.value, [jp, *files])
     return EvalResult(report, logits, fs.label, true_risk, jp, files)
@@ -186,6 +208,11 @@ def format_table(report: dict) -> str:
     lines.append(f"members: nll=[{', '.join(_num(v) for v in report['member_nll'])}] "
                  f"disagreement/(1-acc)={_num(report.get('disagreement_normalized'))} "
                  f"mean MI={_num(report.get('mean_mutual_information'))}")
+    vs = report.get("uncertainty_vs_truth")
+    if vs:
+        cells = ", ".join(f"{m} {_num(v['referral_gain'])} ({_num(v['spearman'])})" for m, v in vs["measures"].items())
+        lines.append(f"uncertainty vs the error KL(true || predicted): referral gain (Spearman) {cells}; "
+                     f"refer measure {report.get('refer_measure')}")
     return "\n".join(lines)
 
 

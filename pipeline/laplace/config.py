@@ -8,9 +8,9 @@ from enum import Enum
 import torch
 
 from .errors import LaplaceError
-from .options import DEFAULT_SUBNET_SIZE, HessianKind, Predictive, Selection, default_subnet_size
+from .options import DEFAULT_SUBNET_SIZE, HessianKind, Predictive, PriorMethod, Selection, default_subnet_size
 
-__all__ = ["DEFAULT_SUBNET_SIZE", "DTYPES", "HessianKind", "LaplaceConfig", "Predictive", "Selection",
+__all__ = ["DEFAULT_SUBNET_SIZE", "DTYPES", "HessianKind", "LaplaceConfig", "Predictive", "PriorMethod", "Selection",
            "default_subnet_size"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -23,12 +23,14 @@ class LaplaceConfig:
     selection: Selection = Selection.WASSERSTEIN  # which weights form the subnetwork (ignored by hessian diag)
     subnet_size: int | None = DEFAULT_SUBNET_SIZE  # S; None: every weight (full) / all (diag) / the output layer (last-layer)
     hessian: HessianKind = HessianKind.FULL  # full: dense subnetwork GGN; diag: diagonal GGN over all weights
-    prior_precision: float | None = None  # λ of the full network on the summed-NLL scale; None: grid search
-    grid_log10_min: float = -4.0  # smallest λ of the grid, log10 (laplace-torch's gridsearch default)
-    grid_log10_max: float = 4.0  # largest λ of the grid, log10
+    prior_precision: float | None = None  # λ of the full network on the summed-NLL scale; None: chosen by prior_method
+    prior_method: PriorMethod = PriorMethod.MARGLIK  # marglik: the marginal likelihood; val-nll: validation NLL on the grid
+    grid_log10_min: float = -4.0  # smallest λ of the val-nll grid, log10 (laplace-torch's gridsearch default; widened at an edge)
+    grid_log10_max: float = 4.0  # largest λ of the val-nll grid, log10
     grid_size: int = 17  # grid points, evenly spaced in log10 λ
     predictive: Predictive = Predictive.PROBIT  # what forward returns: probit logits or MC draws
-    skip_unused: bool = True  # wasserstein: leave out weights no training logit depends on (diagonal GGN 0)
+    skip_unused: bool = True  # wasserstein, predictive: leave out weights no training logit depends on (diagonal GGN 0)
+    exclude: tuple[str, ...] = ()  # weights never selected: "embeddings" (every embedding table) or parameter-name prefixes
     max_train: int | None = None  # GGN from at most this many training admissions (seeded subsample, scaled N/M)
     batch_size: int = 32  # admissions collated per batch (Jacobians run in groups of jacobian.MICRO_BATCH)
     max_bags: int | None = None  # as the MAP run: keep only the most recent bags of an admission
@@ -37,11 +39,17 @@ class LaplaceConfig:
     dtype: str = "float64"  # GGN, Cholesky factor and predictive linear algebra: float64 | float32
 
     def __post_init__(self) -> None:
-        for name, enum in (("selection", Selection), ("hessian", HessianKind), ("predictive", Predictive)):
+        for name, enum in (("selection", Selection), ("hessian", HessianKind), ("predictive", Predictive),
+                           ("prior_method", PriorMethod)):
             value = getattr(self, name)
             if value not in {e.value for e in enum}:
                 raise LaplaceError(f"LaplaceConfig.{name} must be one of {[e.value for e in enum]}, got {value!r}")
             setattr(self, name, enum(value))
+        self.exclude = tuple(self.exclude or ())
+        if any(not isinstance(e, str) or not e.strip() for e in self.exclude):
+            raise LaplaceError(f"LaplaceConfig.exclude must hold non-empty names, got {self.exclude!r}")
+        if self.exclude and (self.selection == Selection.LAST_LAYER or self.hessian == HessianKind.DIAG):
+            raise LaplaceError("exclude applies to a selected subnetwork (not to last-layer or hessian diag)")
         if self.dtype not in DTYPES:
             raise LaplaceError(f"LaplaceConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.subnet_size is not None and self.subnet_size < 1:
@@ -63,9 +71,12 @@ class LaplaceConfig:
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
 
-    def grid(self) -> list[float]:
-        """The λ values of the grid search (ascending)."""
-        return torch.logspace(self.grid_log10_min, self.grid_log10_max, self.grid_size, dtype=torch.float64).tolist()
+    def grid(self, widen: float = 0.0) -> list[float]:
+        """The λ values of the grid search (ascending); ``widen`` decades more on each side, same spacing."""
+        step = (self.grid_log10_max - self.grid_log10_min) / max(self.grid_size - 1, 1)
+        extra = int(round(widen / step)) if step > 0 else 0
+        lo, hi = self.grid_log10_min - extra * step, self.grid_log10_max + extra * step
+        return torch.logspace(lo, hi, self.grid_size + 2 * extra, dtype=torch.float64).tolist()
 
     def to_dict(self) -> dict:
         """JSON-able (enums as their values)."""

@@ -1,13 +1,14 @@
 """``fit_laplace``: subnetwork linearized Laplace on a trained deterministic model, post hoc.
 
 Steps (Daxberger et al. 2021, section 4): select the subnetwork (``selection``); accumulate its
-GGN over the training admissions (``curvature``); choose the full network's prior precision λ on
-validation NLL over a grid, or take the one given, with λ_S = λ·S/D for the subnetwork (paper,
+GGN over the training admissions (``curvature``); choose the full network's prior precision λ by the
+marginal likelihood (``marglik``; default) or the validation NLL over a grid, or take the one given, with λ_S = λ·S/D for the subnetwork (paper,
 appendix C); factor GGN_S + λ_S I (``posterior``). The CLI calls it thinly; it never trains.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -17,15 +18,18 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .config import HessianKind, LaplaceConfig
+from .config import HessianKind, LaplaceConfig, PriorMethod
 from .curvature import accumulate_ggn
 from .errors import LaplaceError
 from .jacobian import iter_jacobians
+from .marglik import SEARCH_LOG10, MarglikChoice, optimize_marglik
 from .model import LinearizedLaplaceModel, wrap
 from .params import ParamVector, Substitution, check_deterministic, frozen
 from .posterior import Posterior, subnet_prior_precision
 from .predictive import probit_nll
 from .selection import select_subnet
+
+log = logging.getLogger(__name__)
 
 Batches = Callable[[], Iterable[dict]]  # a fresh iterator of batch dicts (with "label") per call
 
@@ -40,9 +44,12 @@ class LaplaceReport:
     hessian: str  # full | diag
     prior_precision: float  # λ of the full network
     subnet_prior_precision: float  # λ_S = λ·S/D
-    prior_source: str  # "given" or "grid"
+    prior_source: str  # "given", "marglik" (the marginal likelihood) or "grid" (validation NLL on the grid)
     grid: list[dict] = field(default_factory=list)  # [{"prior_precision": λ, "val_nll": mean NLL or None}]
-    at_grid_edge: bool = False  # the chosen λ is the grid's smallest or largest (widen the grid)
+    at_grid_edge: bool = False  # the chosen λ is at the end of the searched range (grid widened once already)
+    warning: str | None = None  # what a choice at the range's end means (printed by the CLI)
+    log_marglik: float | None = None  # marglik: log Z at the chosen λ_S (up to constants free of λ)
+    effective_params: float | None = None  # marglik: γ = Σ e_i / (e_i + λ_S), the well-determined weights
     n_train: int = 0  # training admissions available
     n_train_used: int = 0  # training admissions in the GGN (max_train subsample)
     ggn_scale: float = 1.0  # N/M applied to the subsample's GGN
@@ -96,8 +103,8 @@ def fit_laplace_batches(model: nn.Module, train_batches: Batches, val_batches: B
     with ``label`` (0/1 for one logit, class ids for (B, C) logits). The GGN of the ``n_train_used``
     admissions that ``train_batches`` yields is scaled by n_train / n_train_used."""
     check_deterministic(model)
-    if cfg.prior_precision is None and val_batches is None:
-        raise LaplaceError("prior precision auto (grid search) needs validation admissions; give one or a value")
+    if cfg.prior_precision is None and cfg.prior_method is PriorMethod.VAL_NLL and val_batches is None:
+        raise LaplaceError("prior precision by val-nll needs validation admissions; use marglik or give a value")
     t_start = time.perf_counter()
     seconds: dict[str, float] = {}
     scale = n_train / n_train_used
@@ -120,27 +127,23 @@ def fit_laplace_batches(model: nn.Module, train_batches: Batches, val_batches: B
             raise LaplaceError(f"the training batches held {seen} admissions, expected {n_train_used}")
         ratio = s / d  # λ_S = λ·S/D
         t = time.perf_counter()
-        if cfg.prior_precision is None:
-            grid = cfg.grid()
-            nlls, map_nll, n_val = _grid_nll(model, sub, ggn, [lam * ratio for lam in grid], val_batches)
-            finite = [k for k, v in enumerate(nlls) if math.isfinite(v)]
-            if not finite:
-                raise LaplaceError(f"no prior precision on the grid 1e{cfg.grid_log10_min:g}..1e{cfg.grid_log10_max:g} "
-                                   "gives a positive-definite posterior with a finite validation NLL")
-            best = min(finite, key=lambda k: nlls[k])
-            lam, source, val_nll = grid[best], "grid", nlls[best]
-            table = [{"prior_precision": g, "val_nll": v if math.isfinite(v) else None} for g, v in zip(grid, nlls)]
-            edge = len(grid) > 1 and best in (0, len(grid) - 1)
-        else:
+        marglik: MarglikChoice | None = None
+        val_nll = map_nll = None
+        n_val = 0
+        if cfg.prior_precision is not None:
             lam, source, table, edge = float(cfg.prior_precision), "given", [], False
-            val_nll = map_nll = None
-            n_val = 0
+        elif cfg.prior_method is PriorMethod.MARGLIK:
+            marglik = optimize_marglik(ggn, layout.vector(model)[indices])  # θ_MAP,S
+            lam, source, table, edge = marglik.prior_precision / ratio, "marglik", [], marglik.at_edge
+        else:
+            lam, table, edge, val_nll, map_nll, n_val = _grid_search(model, sub, ggn, ratio, val_batches, cfg)
+            source = "grid"
         seconds["prior_search"] = time.perf_counter() - t
         t = time.perf_counter()
         posterior = Posterior.from_ggn(ggn, subnet_prior_precision(lam, s, d))
         del ggn
         seconds["factorize"] = time.perf_counter() - t
-        if source == "given" and val_batches is not None:
+        if source != "grid" and val_batches is not None:
             t = time.perf_counter()
             nlls, map_nll, n_val = _grid_nll(model, sub, None, [posterior], val_batches)
             val_nll = nlls[0]
@@ -148,13 +151,51 @@ def fit_laplace_batches(model: nn.Module, train_batches: Batches, val_batches: B
     laplace = wrap(model, indices, posterior, prior_precision=lam,
                    selection=None if mask is None else cfg.selection, hessian=cfg.hessian, predictive=cfg.predictive)
     seconds["total"] = time.perf_counter() - t_start
+    warning = edge_warning(lam, table, marglik) if edge else None
+    if warning:
+        log.warning("%s", warning)
     report = LaplaceReport(
         n_params=d, subnet_size=s, selection=None if mask is None else cfg.selection.value, hessian=cfg.hessian.value,
         prior_precision=lam, subnet_prior_precision=posterior.prior_precision, prior_source=source, grid=table,
-        at_grid_edge=edge, n_train=n_train, n_train_used=n_train_used, ggn_scale=scale, n_val=n_val,
+        at_grid_edge=edge, warning=warning,
+        log_marglik=None if marglik is None else marglik.log_marglik,
+        effective_params=None if marglik is None else marglik.effective_params, n_train=n_train, n_train_used=n_train_used, ggn_scale=scale, n_val=n_val,
         val_nll_map=map_nll, val_nll=val_nll, per_tensor={} if mask is None else mask.per_tensor,
         unused_weights=0 if mask is None else mask.unused, posterior_bytes=posterior.nbytes(), seconds=seconds)
     return laplace, report
+
+
+WIDEN_DECADES = 4.0  # a val-nll choice at the grid's end searches this many decades further, once
+
+
+def _grid_search(model: nn.Module, sub: Substitution, ggn: Tensor, ratio: float, val_batches: Batches,
+                 cfg: LaplaceConfig) -> tuple[float, list[dict], bool, float, float, int]:
+    """λ minimising the validation NLL on ``cfg.grid()``, widened by WIDEN_DECADES once when the best is at
+    an end: (λ, the grid table, still at an end, its NLL, the MAP's NLL, N_val)."""
+    for widen in (0.0, WIDEN_DECADES):
+        grid = cfg.grid(widen)
+        nlls, map_nll, n_val = _grid_nll(model, sub, ggn, [lam * ratio for lam in grid], val_batches)
+        finite = [k for k, v in enumerate(nlls) if math.isfinite(v)]
+        if not finite:
+            raise LaplaceError(f"no prior precision on the grid 1e{math.log10(grid[0]):g}..1e{math.log10(grid[-1]):g} "
+                               "gives a positive-definite posterior with a finite validation NLL")
+        best = min(finite, key=lambda k: nlls[k])
+        edge = len(grid) > 1 and best in (0, len(grid) - 1)
+        if not edge:
+            break
+    table = [{"prior_precision": g, "val_nll": v if math.isfinite(v) else None} for g, v in zip(grid, nlls)]
+    return grid[best], table, edge, nlls[best], map_nll, n_val
+
+
+def edge_warning(lam: float, table: list[dict], marglik: MarglikChoice | None) -> str:
+    """What a prior precision at the end of its search range means for the risks."""
+    high = lam >= (table[-1]["prior_precision"] if table else 10 ** SEARCH_LOG10[1] / 10)
+    how = "the marginal likelihood" if marglik is not None else "the validation NLL"
+    if high:
+        return (f"prior precision {lam:.3g} is the largest searched ({how} still improves beyond it): the posterior is "
+                "~the MAP model; its risks equal the parent's and its spread is ~0")
+    return (f"prior precision {lam:.3g} is the smallest searched ({how} still improves below it): the posterior is "
+            "as wide as the curvature allows; its spread is set by the GGN alone")
 
 
 def _grid_nll(model: nn.Module, sub: Substitution, ggn: Tensor | None, candidates: list, val_batches: Batches

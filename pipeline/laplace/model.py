@@ -107,6 +107,21 @@ class LinearizedLaplaceModel(nn.Module):
         parts = [(mu, post.variance(jac).to(mu.dtype)) for mu, jac in self._jacobians(batch)]
         return torch.cat([m for m, _ in parts]), torch.cat([v for _, v in parts])
 
+    @property
+    def gaussian_logits(self) -> bool:
+        """Mortality scoring asks for ``logit_moments`` (the logit is N(μ, σ²)) with the probit predictive:
+        the risk table's spread, percentiles and MI then come from that Gaussian (``predict``)."""
+        return self.predictive == Predictive.PROBIT and map_family(self.map_model) == "mortality"
+
+    def logit_moments(self, batch: dict) -> tuple[Tensor, Tensor]:
+        """μ (B,) and σ² (B,) of the linearized logit under the posterior (σ² = 0: no subnetwork weight reaches it)."""
+        return self.moments(batch)
+
+    @staticmethod
+    def predictive_mean(mu, var):
+        """The probit predictive sigmoid(μ / sqrt(1 + πσ²/8)) of numpy moments (N,): the published risk."""
+        return probit_probs(torch.as_tensor(mu, dtype=torch.float64), torch.as_tensor(var, dtype=torch.float64)).numpy()
+
     def probit_mean(self, batch: dict) -> Tensor:
         """Probit predictive probabilities: p(y = 1) (B,) or (B, C)."""
         mu, var = self.moments(batch)

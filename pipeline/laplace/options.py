@@ -12,6 +12,7 @@ class Selection(str, Enum):
     RANDOM = "random"  # uniformly at random (the paper's baseline)
     MAGNITUDE = "magnitude"  # largest |θ_MAP| (the paper's baseline)
     LAST_LAYER = "last-layer"  # every weight and bias of the output layer
+    PREDICTIVE = "predictive"  # largest share of the training predictive variance under a diagonal Laplace: Σ_n J_ni²/(h_i + λ)
 
 
 class HessianKind(str, Enum):
@@ -27,6 +28,15 @@ class Predictive(str, Enum):
     PROBIT = "probit"  # logits whose sigmoid / softmax is the probit approximation (draws are copies: MI = 0)
     MC = "mc"  # Monte Carlo draws of the linearized model's logits μ + J_S ε, ε ~ N(0, Σ)
 
+
+class PriorMethod(str, Enum):
+    """How the prior precision λ is chosen when none is given."""
+
+    MARGLIK = "marglik"  # maximise the Laplace marginal likelihood of the training data (laplace-torch's method="marglik")
+    VAL_NLL = "val-nll"  # minimise the validation NLL of the probit predictive over a grid (method="gridsearch")
+
+
+EMBEDDINGS = "embeddings"  # an ``exclude`` value: the weights of every embedding table (nn.Embedding)
 
 DEFAULT_SUBNET_SIZE = 1000  # S when none is given for a selection that needs one (wasserstein, random, magnitude)
 

@@ -2,9 +2,9 @@
 
 ``fit_laplace_run`` loads the MAP run (any model URI of ``runs.store``), checks it is a
 deterministic model, fits ``fit_laplace`` on the run's training features (the prior precision on
-its validation split unless given), chooses the refer threshold on validation as training does
-(the mutual information of ``score_samples`` Monte Carlo draws; with the probit predictive every
-draw is the same, MI = 0, and nobody is referred), and writes the run: ``best.pt`` (the Laplace
+its validation split unless given), chooses the refer measure and threshold on validation as training
+does (with the probit predictive from the Gaussian logit N(μ, σ²) of each admission: its spread,
+percentiles and mutual information; with ``samples``, from the Monte Carlo draws), and writes the run: ``best.pt`` (the Laplace
 checkpoint, which ``runs.formats.load_model`` reads like any model), ``model_info.json``,
 the training vocabulary and manifest, the fit report, and the pyfunc, in a new MLflow run tagged
 with its parent (``mlflow.parentRunId``). Evaluate, compare, score and the pyfunc then take it
@@ -24,6 +24,7 @@ from pipeline.configs import config_dict
 from pipeline.runs import record, store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT
 from pipeline.runs.tracking import make_tracker
+from pipeline.runs.truth import features_true_risk
 from pipeline.training.config import TrainConfig
 
 from .config import LaplaceConfig, Predictive
@@ -48,7 +49,7 @@ class LaplaceRunResult:
     parent_run_id: str | None  # the MAP run
     label: str  # laplace-<selection>-<S> (compare's row name)
     report: LaplaceReport  # the fit report
-    refer_threshold: float  # MI threshold chosen on validation
+    refer_threshold: float  # threshold of the refer measure chosen on validation
     val_metrics: dict  # validation metrics of the Laplace predictive at score_samples draws
     out_dir: Path  # the run's files (best.pt, model_info.json, ...)
 
@@ -88,11 +89,12 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
     cfg = replace(cfg, max_bags=rm.info.get("max_bags"), max_tokens=rm.info.get("max_tokens"))
     model, report = fit_laplace(rm.model, train_fs, val_fs, cfg)  # raises LaplaceError for a Bayesian model
 
-    logits = predict.feature_logits(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
-                                    predict.seeded_generator(cfg.seed))  # (S, 1, N)
+    pred = predict.feature_predictions(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
+                                       predict.seeded_generator(cfg.seed))  # logits (S, 1, N), the Gaussian's summary
     map_train = rm.info.get("train_config") or {}
     refer_fraction = map_train.get("refer_fraction", TrainConfig.refer_fraction)  # the MAP run's
-    val = record.validation_summary(logits, val_fs.label, refer_fraction)
+    val = record.validation_summary(pred.logits, val_fs.label, refer_fraction, summary=pred.summary,
+                                    true_risk=features_true_risk(fdir, val_fs), model_kind="laplace")
     threshold, val_metrics = val.refer_threshold, val.metrics
 
     parent = rm.run_id
@@ -104,7 +106,7 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
         out.mkdir(parents=True, exist_ok=True)
         train_config = {"score_samples": draws, "max_bags": cfg.max_bags, "max_tokens": cfg.max_tokens,
                         "seed": seed, "refer_fraction": refer_fraction}
-        extra = {"model_kind": "laplace", "train_config": train_config, "refer_threshold": threshold,
+        extra = {"model_kind": "laplace", "train_config": train_config, **val.checkpoint_entries(),
                  "vocab_sizes": {"tokens": len(rm.vocab["tokens"]), "context": len(rm.vocab["context"])},
                  "step": rm.info.get("step"), "val_nll": val_metrics["nll"]}
         save_laplace(out / BEST, model, extra)

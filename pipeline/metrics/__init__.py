@@ -13,7 +13,8 @@ Degenerate inputs: AUC-PR and AUC-ROC are ``nan`` when ``labels`` hold a single 
 undefined or trivial there; sklearn would return 1.0 for AUC-PR with all-positive labels).
 
 Modules: ``draws`` (likelihoods, entropies, disagreement), ``ranking`` (AUC-PR, AUC-ROC, Brier),
-``calibration`` (reliability, ECE, ECE floor, recalibration), ``report`` (bootstrap, referral,
+``calibration`` (reliability, ECE, ECE floor, recalibration), ``uncertainty`` (per-admission
+summaries of draws or of a Gaussian logit; uncertainty against the true risk), ``report`` (bootstrap, referral,
 ``evaluate_predictions``). Every public name is re-exported here: ``from pipeline import metrics``.
 """
 
@@ -48,10 +49,26 @@ from .draws import (
     mutual_information,
     nll_from_probs,
     predictive,
+    predictive_band,
     predictive_entropy,
     predictive_sd,
     sigmoid,
     uncertainty,
+)
+from .uncertainty import (
+    GH_NODES,
+    REFERRAL_FRACTIONS,
+    Measure,
+    Summary,
+    average_ranks,
+    best_measure,
+    gauss_hermite,
+    gaussian_sigmoid_moments,
+    kept_error,
+    kl_to_truth,
+    referral_gain,
+    spearman,
+    uncertainty_vs_truth,
 )
 from .ranking import average_precision, brier, precision_recall_points, roc_auc
 from .report import (
@@ -72,5 +89,7 @@ __all__ = [
     "log_sigmoid", "member_nll", "member_predictive", "mixture_nll", "mixture_nll_per_example",
     "mutual_information", "nll_from_probs", "percentile_interval", "precision_recall_points", "predictive",
     "predictive_entropy", "predictive_sd", "recalibration", "referral_curve", "reliability", "roc_auc",
-    "sigmoid", "uncertainty",
+    "sigmoid", "uncertainty", "GH_NODES", "REFERRAL_FRACTIONS", "Measure", "Summary", "average_ranks",
+    "best_measure", "gauss_hermite", "gaussian_sigmoid_moments", "kept_error", "kl_to_truth", "predictive_band",
+    "referral_gain", "spearman", "uncertainty_vs_truth",
 ]

@@ -14,6 +14,7 @@ class Uncertainty(str, Enum):
     MUTUAL_INFORMATION = "mi"  # H[E p] - E H[p] (epistemic part)
     ENTROPY = "entropy"  # H[E p] (total predictive entropy)
     SD = "sd"  # standard deviation of p over draws
+    BAND = "band"  # 95th - 5th percentile of p over draws (width of the 5-95% band)
 
 
 # ---------------------------------------------------------------------------- validation
@@ -199,12 +200,19 @@ def predictive_sd(logits) -> np.ndarray:
     return sigmoid(as_draws(logits)).std(axis=0)
 
 
+def predictive_band(logits) -> np.ndarray:
+    """Width of the 5-95% band of p over draws (95th - 5th percentile), shape (N,)."""
+    lo, hi = np.percentile(sigmoid(as_draws(logits)), [5.0, 95.0], axis=0)
+    return hi - lo
+
+
 def uncertainty(logits, measure: Uncertainty | str = Uncertainty.MUTUAL_INFORMATION) -> np.ndarray:
     """Per-admission uncertainty of the chosen ``measure``, shape (N,)."""
     fn = {
         Uncertainty.MUTUAL_INFORMATION: mutual_information,
         Uncertainty.ENTROPY: predictive_entropy,
         Uncertainty.SD: predictive_sd,
+        Uncertainty.BAND: predictive_band,
     }[Uncertainty(measure)]
     return fn(logits)
 

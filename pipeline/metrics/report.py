@@ -136,12 +136,13 @@ class ReferralCurve:
 
 
 def referral_curve(
-    logits, labels, fractions=None, measure: Uncertainty | str = Uncertainty.MUTUAL_INFORMATION
+    logits, labels, fractions=None, measure: Uncertainty | str = Uncertainty.MUTUAL_INFORMATION, scores=None
 ) -> ReferralCurve:
     """Refer the ``round(f*N)`` most uncertain admissions to a clinician for each f; score the rest.
 
     ``fractions`` default to 0, 0.05, ..., 0.5; each must lie in [0, 1) and leave one admission.
-    Ties in uncertainty are broken by admission order (stable sort).
+    Ties in uncertainty are broken by admission order (stable sort). ``scores`` (N,): the values of
+    ``measure`` when the draws do not carry them (a Gaussian-logit model's ``Summary``).
     """
     x = as_draws(logits)
     y = check_labels(labels, x.shape[1])
@@ -149,7 +150,10 @@ def referral_curve(
     f = np.linspace(0.0, 0.5, 11) if fractions is None else np.asarray(fractions, dtype=np.float64)
     if f.ndim != 1 or np.any(~((f >= 0.0) & (f < 1.0))):
         raise ValueError(f"fractions: expected values in [0, 1), got {f!r}")
-    order = np.argsort(-uncertainty(x, measure), kind="stable")  # most uncertain first
+    u = uncertainty(x, measure) if scores is None else np.asarray(scores, dtype=np.float64)
+    if u.shape != (n,):
+        raise ValueError(f"scores: expected shape ({n},), got {u.shape}")
+    order = np.argsort(-u, kind="stable")  # most uncertain first
     p, nll = predictive(x), mixture_nll_per_example(x, y)
     kept_n, ap, mean_nll = [], [], []
     for frac in f:

@@ -11,6 +11,8 @@
 - ``record``: what every trained run records (validation summary, run files, features tags,
   artifacts, the pyfunc), written once for training, the baselines and Laplace.
 - ``pyfunc``: the run's model as an MLflow pyfunc (features in, risk table out).
+- ``truth``: the true risk of a synthetic source joined to its features (the reference evaluation
+  judges a run by, and training / Laplace choose the refer measure by on validation).
 
 Training writes runs; evaluation, scoring, comparison and the benchmarks read them through
 ``store.load_run_model``. Nothing here imports the training code.

@@ -17,7 +17,7 @@ A run records its format in ``model_info.json`` (``model_format``) and in the ta
 ``model_format``; the file name alone decides how a model file is read, so a model directory
 or a downloaded MLflow model needs nothing else. ``load_model`` returns (model, info) for
 either: the model scores a FeatureSet through ``predict.feature_logits`` and the info dict has
-the same keys (``model_kind``, ``model_config``, ``train_config``, ``refer_threshold``,
+the same keys (``model_kind``, ``model_config``, ``train_config``, ``refer_threshold``, ``refer_measure``,
 ``score_samples``, ``max_bags``, ``max_tokens``, ``model_format``...).
 """
 
@@ -90,7 +90,8 @@ def _load_mortality(ckpt: dict):
     model.load_state_dict(ckpt["model"])
     model.eval()
     tc = ckpt["train_config"]
-    info = {k: ckpt.get(k) for k in ("model_kind", "model_config", "train_config", "step", "val_nll", "refer_threshold")}
+    info = {k: ckpt.get(k) for k in ("model_kind", "model_config", "train_config", "step", "val_nll", "refer_threshold",
+                                     "refer_measure")}
     info.update(score_samples=tc["score_samples"], max_bags=tc["max_bags"], max_tokens=tc["max_tokens"],
                 run_kind=RunKind.MORTALITY.value)
     return model, info
@@ -121,7 +122,8 @@ def _load_laplace(ckpt: dict):
     settings = {k: v for k, v in ckpt["laplace"].items() if not k.startswith("param_")}
     info = {"model_kind": "laplace", "model_label": model.label, "model_config": settings, "train_config": tc,
             "step": ckpt.get("step"), "val_nll": ckpt.get("val_nll"), "refer_threshold": ckpt.get("refer_threshold"),
-            "score_samples": tc.get("score_samples"), "max_bags": tc.get("max_bags"), "max_tokens": tc.get("max_tokens"),
+            "refer_measure": ckpt.get("refer_measure"), "score_samples": tc.get("score_samples"),
+            "max_bags": tc.get("max_bags"), "max_tokens": tc.get("max_tokens"),
             "map_kind": ckpt.get("map_kind"), "run_kind": ckpt.get("run_kind", RunKind.MORTALITY.value)}
     return model, info
 
@@ -137,6 +139,7 @@ def _load_baseline(path: Path | str):
     info = {"model_kind": model.kind.value, "model_config": meta.get("model_config") or {},
             "train_config": meta.get("train_config") or {}, "step": meta.get("rounds"),
             "val_nll": meta.get("val_nll"), "refer_threshold": meta.get("refer_threshold"),
-            "score_samples": 1, "max_bags": None, "max_tokens": None, "run_kind": RunKind.MORTALITY.value,
+            "refer_measure": meta.get("refer_measure"), "score_samples": 1, "max_bags": None, "max_tokens": None,
+            "run_kind": RunKind.MORTALITY.value,
             FORMAT_TAG: ModelFormat.BASELINE.value}
     return model, info

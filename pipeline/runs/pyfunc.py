@@ -186,7 +186,7 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         fs = read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model))
         return predict.score_features(self.model, fs, settings.samples, self.info["refer_threshold"],
                                       settings.batch_size, self.info.get("max_bags"), self.info.get("max_tokens"),
-                                      predict.seeded_generator(settings.seed))
+                                      predict.seeded_generator(settings.seed), predict.refer_measure_of(self.info))
 
 
 def signature(default_samples: int):

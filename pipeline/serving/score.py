@@ -119,6 +119,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
         torch.set_num_threads(cfg.threads)
     samples = predict.score_samples(cfg.samples, run.info)
     refer = run.info.get("refer_threshold")
+    measure = predict.refer_measure_of(run.info)
     chosen_at = run.info.get("score_samples")
     if chosen_at and int(chosen_at) != samples:
         log.warning("the refer threshold was chosen on validation with %d samples per component; scoring with %d "
@@ -140,7 +141,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
                 for fs in _chunks(f, cfg.chunk_rows, values):
                     fs.check_vocab(*sizes)
                     table = predict.score_features(run.model, fs, samples, refer, cfg.batch_size,
-                                                   run.info.get("max_bags"), run.info.get("max_tokens"), gen)
+                                                   run.info.get("max_bags"), run.info.get("max_tokens"), gen, measure)
                     writer.write_table(pa.Table.from_pandas(table, schema=RISK.arrow_schema(), preserve_index=False))
                     total += len(table)
                     referred += int(table["refer"].sum())

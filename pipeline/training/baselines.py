@@ -24,6 +24,7 @@ from pipeline.baselines.model import BaselineModel
 from pipeline.runs import record, store
 from pipeline.runs.formats import BASELINE_FILE, FORMAT_TAG, ModelFormat
 from pipeline.runs.tracking import make_tracker
+from pipeline.runs.truth import features_true_risk
 from pipeline.training.config import TrainConfig
 from pipeline.training.inputs import check_fresh, load_inputs
 
@@ -38,7 +39,7 @@ class BaselineResult:
     kind: str  # logreg | gbm
     val_nll: float  # validation NLL of the chosen model
     chosen: dict  # the settings validation chose (C; tree size and rounds)
-    refer_threshold: float  # MI threshold stored with the model (the floor: a point model refers nobody)
+    refer_threshold: float  # threshold of the refer measure (a point model's: entropy) stored with the model
     out_dir: Path  # run directory
     model_file: Path  # baseline.npz
     val_metrics: dict = field(default_factory=dict)  # validation metrics of the chosen model
@@ -76,11 +77,11 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
     t2 = time.perf_counter()
     model = BaselineModel(kind, featurizer, predictor)
     logits = model.feature_logits(val_fs, 1)  # (1, 1, N)
-    val = record.validation_summary(logits, val_fs.label, refer_fraction)
-    threshold = val.refer_threshold
+    val = record.validation_summary(logits, val_fs.label, refer_fraction, true_risk=features_true_risk(fdir, val_fs),
+                                    model_kind=kind.value)
     settings = {k: v for k, v in chosen.items() if k != "search"}
     model.meta = {"model_config": settings, "train_config": cfg.to_dict(), "val_nll": float(val.metrics["nll"]),
-                  "refer_threshold": threshold, "rounds": settings.get("rounds")}
+                  **val.checkpoint_entries(), "rounds": settings.get("rounds")}
     tracker = make_tracker(tracking, experiment=experiment, run_name=run_name, artifact_location=artifact_location)
     try:
         out = Path(out_dir) if out_dir is not None else Path("runs") / "train" / (tracker.run_id or f"{kind.value}-s{cfg.seed}")
@@ -102,7 +103,7 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
         tracker.end("FAILED")
         raise
     tracker.end("FINISHED")
-    return BaselineResult(tracker.run_id, kind.value, float(val.metrics["nll"]), settings, threshold, out,
+    return BaselineResult(tracker.run_id, kind.value, float(val.metrics["nll"]), settings, val.refer_threshold, out,
                           out / BASELINE_FILE, dict(val.metrics), seconds)
 
 

@@ -43,6 +43,7 @@ from pipeline.progress import Progress
 from pipeline.runs import record, store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
 from pipeline.runs.tracking import make_tracker
+from pipeline.runs.truth import features_true_risk
 from pipeline.training.augment import OovAugment
 from pipeline.training.config import FORMER_DEFAULTS, CheckpointMetric, TrainConfig
 from pipeline.training.distributed import Dist, all_mean, broadcast, from_rank0, init_distributed, wrap
@@ -316,9 +317,10 @@ def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state
     model.load_state_dict(best["model"])
     logits = validate(model, val_fs, cfg, cfg.score_samples)  # (S, K, N)
     model.load_state_dict(final_state)
-    val = record.validation_summary(logits, val_fs.label, cfg.refer_fraction)
+    val = record.validation_summary(logits, val_fs.label, cfg.refer_fraction,
+                                    true_risk=features_true_risk(fdir, val_fs), model_kind=base["model_kind"])
     threshold = val.refer_threshold
-    save_checkpoint(out / BEST, {**best, "refer_threshold": threshold})
+    save_checkpoint(out / BEST, {**best, **val.checkpoint_entries()})
     info = {"model_kind": base["model_kind"], "model_config": base["model_config"],
             "train_config": base["train_config"], "vocab_sizes": base["vocab_sizes"], "best_step": state["best_step"]}
     fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": base["model_kind"], **base["train_config"],

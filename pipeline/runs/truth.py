@@ -1,5 +1,8 @@
 """The true risk of a synthetic source, joined to its features: the Bayes-optimal reference of every report.
 
+Evaluation reports every metric against it; training, the baselines and Laplace choose a run's refer
+measure by it on validation (``record.validation_summary``), the only use of the truth before a test.
+
 The synthetic generator writes ``<source>/_truth/truth.csv.gz`` (HADM_ID, TRUE_RISK) beside its
 tables; the extraction never reads it. Evaluation finds it through the features' manifest and
 joins it by the features' link file (pseudonym -> HADM_ID).
@@ -54,3 +57,12 @@ def load_true_risk(truth_file: Path, link_file: Path, keys) -> np.ndarray:
         raise TruthError(f"{truth_file}: no TRUE_RISK for {missing.size} admission(s) (first: features row "
                         f"{int(missing[0])}); is it the truth of the source these features came from?")
     return out
+
+
+def features_true_risk(features_dir: Path, fs) -> np.ndarray | None:
+    """The true risk of a FeatureSet of ``features_dir`` when its source is synthetic (else None)."""
+    truth_file = find_truth(Path(features_dir))
+    link = Path(features_dir) / "_private" / "link.csv"
+    if truth_file is None or not link.exists():
+        return None
+    return load_true_risk(truth_file, link, fs.keys)
