@@ -356,7 +356,8 @@ def train(
     if result.refer_threshold is None:  # ranks > 0 of a distributed run
         return
     typer.echo(f"steps={result.steps} best_step={result.best_step} best_val_nll={result.best_val_nll:.6f} "
-               f"refer_threshold={result.refer_threshold:.6g} checkpoint={result.best_checkpoint}")
+               f"refer_threshold={result.refer_threshold:.6g} refer_measure={result.refer_measure} "
+               f"checkpoint={result.best_checkpoint}")
     typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
 
 
@@ -444,7 +445,8 @@ def laplace(
                                               "layer's size; ignored by --hessian diag]."),
     selection: Selection = typer.Option(Selection.WASSERSTEIN.value, help="wasserstein: largest diagonal-Laplace "
                                         "variance; random, magnitude: the paper's baselines; last-layer: the output "
-                                        "layer; predictive: largest share of the training predictive variance."),
+                                        "layer; predictive: largest share of the training predictive variance; "
+                                        "swag: largest diagonal-SWAG variance (SGD from the MAP)."),
     exclude: list[str] = typer.Option([], help="Weights no rule may select (repeatable): embeddings (every "
                                                "embedding table) or a parameter-name prefix, e.g. lstm."),
     prior_precision: str = typer.Option("auto", help="auto (chosen by --prior-method) or a value for the full "

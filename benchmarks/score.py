@@ -46,12 +46,20 @@ same thread count, each timed after the scoring (best of repeated runs; the mach
 The sampled forward passes alone (``predict.feature_logits`` on the loaded features: batching,
 embeddings, LSTM, dense; no Parquet reading, risk table or writing) are timed too, best of
 ``--repeat``, and reported beside the end-to-end rate.
+
+``--laplace``: instead, a linearized Laplace model with the probit predictive (a deterministic LSTM,
+S = ``--subnet-size`` random weights, a random positive-definite posterior: the cost does not depend
+on its values) scores ``--n`` admissions into a risk table two ways in one process, alternating,
+best of ``--repeat``: the risk table from its Gaussian logits (``predict.score_features``: the moments
+once, the spread and MI by Gauss-Hermite quadrature) against the probit scoring of before (the
+probit logits as one draw, ``predict.feature_logits`` + ``risk_table``), and prints the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import subprocess
 import sys
@@ -59,12 +67,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_throughput import random_features
 
-from pipeline import features, fileio, predict
+from pipeline import features, fileio, metrics, predict
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 
 
@@ -248,6 +258,52 @@ def child(args) -> dict:
             "d": d}
 
 
+def laplace_ratio(args) -> dict:
+    """Seconds of Gaussian-logit scoring and of the former probit scoring of one Laplace model, same admissions."""
+    import torch
+
+    from pipeline.laplace import LinearizedLaplaceModel, Posterior
+    from pipeline.laplace.config import Predictive
+    from pipeline.models import MortalityConfig, build_model
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        feats = random_features(Path(tmp), n=args.n)
+        vocab = fileio.read_json(feats / "vocab.json")
+        fs = features.load_split(feats / "train.parquet")
+    torch.manual_seed(0)
+    cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]),
+                          **({"lstm_hidden": args.hidden} if args.hidden else {}))
+    map_model = build_model("deterministic", cfg).eval()
+    d = sum(p.numel() for p in map_model.parameters())
+    s = min(args.subnet_size, d)
+    a = torch.randn(s, 2 * s, dtype=torch.float64) / math.sqrt(2 * s)
+    factor = torch.linalg.cholesky(a @ a.t() + torch.eye(s, dtype=torch.float64))  # (S, S) PD precision
+    model = LinearizedLaplaceModel(map_model, torch.randperm(d)[:s].sort().values, Posterior(factor, 1.0),
+                                   prior_precision=1.0, selection="random", hessian="full",
+                                   predictive=Predictive.PROBIT).eval()
+
+    def gaussian():
+        return predict.score_features(model, fs, 1, 0.01, args.batch_size, refer_measure="entropy")
+
+    def probit_before():  # the path of before: repeated probit logits -> the risk table of one draw
+        logits = predict.feature_logits(model, fs, 1, args.batch_size)
+        return predict.risk_table(logits, fs.keys, 0.01, n_events=fs.n_events, n_bags=fs.n_bags)
+
+    times, tables = {"gaussian": [], "probit": []}, {}
+    for _ in range(args.repeat):  # alternating: a load change hits both
+        for name, fn in (("gaussian", gaussian), ("probit", probit_before)):
+            t0 = time.perf_counter()
+            tables[name] = fn()
+            times[name].append(time.perf_counter() - t0)
+    new, old = tables["gaussian"], tables["probit"]
+    if not np.allclose(new["risk_mean"].to_numpy(), old["risk_mean"].to_numpy(), rtol=1e-5, atol=1e-7):
+        raise SystemExit("the two paths disagree on risk_mean: not the same predictive")
+    return {"n": len(new), "subnet_size": s, "n_params": d, "gaussian_secs": min(times["gaussian"]),
+            "probit_secs": min(times["probit"]), "spread": int(new["has_spread"].sum()),
+            "spread_before": int(old["has_spread"].sum())}
+
+
 def run_child(n: int, args) -> dict:
     cmd = [sys.executable, __file__, "--child", "--n", str(n), "--samples", str(args.samples), "--threads",
            str(args.threads), "--batch-size", str(args.batch_size), "--hidden", str(args.hidden), "--repeat", str(args.repeat),
@@ -268,8 +324,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="times each cohort is scored (best and median reported)")
     ap.add_argument("--backend", choices=["auto", "blocks", "fused"], default="auto",
                     help="recurrence backend (inference.Backend); auto: fused from inference.FUSED_MIN_HIDDEN units up")
+    ap.add_argument("--laplace", action="store_true", help="time Gaussian-logit against probit scoring of a Laplace model")
+    ap.add_argument("--subnet-size", type=int, default=1000, help="--laplace: S, the subnetwork size")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.laplace:
+        r = laplace_ratio(args)
+        print(f"Laplace (probit predictive, S={r['subnet_size']} of D={r['n_params']}), n={r['n']} admissions, batch "
+              f"{args.batch_size}, {args.threads} torch threads, best of {args.repeat} alternating runs: risk table "
+              f"from the Gaussian logits (moments + {metrics.GH_NODES}-node quadrature) {r['gaussian_secs']:.2f} s, "
+              f"probit logits as one draw (before) {r['probit_secs']:.2f} s: ratio "
+              f"{r['gaussian_secs'] / r['probit_secs']:.3f} (target <= 1.2); admissions with a spread: {r['spread']} "
+              f"(before: {r['spread_before']})")
+        return
     if args.child:
         print(json.dumps(child(args)))
         return

@@ -165,7 +165,7 @@ def feature_predictions(model, fs, samples: int, batch_size: int, max_bags: int 
                         max_tokens: int | None = None, generator=None) -> Predictions:
     """``feature_logits`` and their ``metrics.Summary``; a Gaussian-logit model (``gaussian_logits``) gives
     its moments once: the summary is the Gaussian's (``Summary.from_gaussian`` with the model's own
-    predictive mean, ``predictive_mean``) and the logits are that mean's logit, repeated."""
+    predictive, ``predictive_logit``) and the logits are that predictive's logit, repeated."""
     if not gaussian_logits(model):
         logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens, generator)
         return Predictions(logits, metrics.Summary.from_draws(logits) if logits.shape[2] else None)
@@ -179,9 +179,8 @@ def feature_predictions(model, fs, samples: int, batch_size: int, max_bags: int 
     mu[order], var[order] = mu_o, var_o  # batch order -> row order
     if mu.size == 0:
         return Predictions(np.zeros((samples, 1, 0), dtype=np.float32), None)
-    mean = getattr(model, "module", model).predictive_mean(mu, var)  # (N,)
-    summary = metrics.Summary.from_gaussian(mu, var, mean=mean)
-    z = np.log(mean) - np.log1p(-mean)  # the predictive's logit: its sigmoid is the published risk
+    z = getattr(model, "module", model).predictive_logit(mu, var)  # (N,): its sigmoid is the published risk
+    summary = metrics.Summary.from_gaussian(mu, var, mean=metrics.sigmoid(z))
     logits = np.broadcast_to(z.astype(np.float32), (samples, 1, z.shape[0])).copy()  # (N,) -> (S, 1, N)
     return Predictions(logits, summary)
 

@@ -26,7 +26,7 @@ from pipeline.baselines.model import BaselineFileError, BaselineModel
 from pipeline.errors import ConfigError
 from pipeline.features import FeatureSet, load_split
 from pipeline.predict import RISK_COLUMNS
-from pipeline.runs import formats
+from pipeline.runs import formats, store
 from pipeline.runs.checkpoint import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -273,8 +273,12 @@ def test_score_and_pyfunc_give_the_risk_table_of_a_torch_run(baseline_runs, rank
         s = sc.score(f"runs:/{r.run_id}/model", tmp_path / f"{kind}.parquet", data=src, cfg=cfg)
         scores = pd.read_parquet(s.out)
         assert list(scores.columns) == list(RISK_COLUMNS) and scores.dtypes.equals(torch_scores.dtypes)
-        assert scores["key"].tolist() == torch_scores["key"].tolist() and s.referred == 0 and s.components == 1
-        assert (scores["risk_sd"] == 0).all() and (scores["mutual_info"].abs() < 1e-12).all()
+        assert scores["key"].tolist() == torch_scores["key"].tolist() and s.components == 1
+        assert (scores["risk_sd"] == 0).all() and (scores["mutual_info"] == 0).all() and not scores["has_spread"].any()
+        # a point model refers by its only uncertainty, the predictive entropy, above its validation threshold
+        info = store.load_run_model(f"runs:/{r.run_id}/model").info
+        assert info["refer_measure"] == "entropy"
+        assert scores["refer"].equals(scores["entropy"] > info["refer_threshold"]) and s.referred == scores["refer"].sum()
         assert (scores["risk_p05"] == scores["risk_mean"]).all() and (scores["risk_p95"] == scores["risk_mean"]).all()
         model = BaselineModel.load(r.model_file)
         z = model.logits(load_split(src)).astype(np.float32)

@@ -428,19 +428,45 @@ def test_predictive_rule_ranks_by_the_training_predictive_variance(given):
     assert torch.equal(mask.indices, torch.topk(score, 25).indices.sort().values)
 
 
-@pytest.mark.parametrize("selection", ["wasserstein", "predictive", "random", "magnitude"])
+def test_swag_variances_leave_weights_no_logit_moves_at_zero_and_pick_the_largest():
+    from pipeline.laplace.swag import swag_variances
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(40, 6, generator=g, dtype=torch.float64)
+    x[:, 2] = 0.0  # a feature no admission has: no NLL gradient, the diagonal Laplace's prior variance
+    model = Logistic(6).double()
+    batches = [{"x": x[s:s + 8], "label": (torch.rand(8, generator=g) < 0.5).double()} for s in range(0, 40, 8)]
+    layout = ParamVector.of(model)
+    before = layout.vector(model).clone()
+    kw = dict(steps=60, lr=0.05, l2=0.0, burn_in=10, seed=3)
+    var = swag_variances(model, layout, batches, **kw)
+    assert torch.equal(var, swag_variances(model, layout, batches, **kw))  # seeded
+    assert torch.equal(layout.vector(model), before)  # the MAP model is left as it was
+    assert var[2] == 0 and bool((var[[0, 1, 3, 4, 5, 6]] > 0).all())
+    cfg = LaplaceConfig(selection="swag", subnet_size=3, prior_precision=1.0, swag_steps=60, swag_lr=0.05, swag_l2=0.0,
+                        swag_burn_in=10, seed=3)
+    with frozen(model):
+        mask = select_subnet(model, layout, cfg, lambda: iter(batches))
+    assert torch.equal(mask.indices, torch.topk(var, 3).indices.sort().values) and 2 not in mask.indices.tolist()
+    with pytest.raises(LaplaceError, match="swag_steps must exceed"):
+        LaplaceConfig(selection="swag", swag_steps=5, swag_burn_in=5)
+
+
+@pytest.mark.parametrize("selection", ["wasserstein", "predictive", "random", "magnitude", "swag"])
 def test_exclude_embeddings_keeps_every_rule_off_the_tables(selection):
     model, batches = tiny_mortality(), mortality_batches()
     layout = ParamVector.of(model)
     tables = set(torch.cat([layout.module_indices("bag_embedding"), layout.module_indices("context_embedding")]).tolist())
     size = layout.size - len(tables) - 40
-    cfg = LaplaceConfig(selection=selection, subnet_size=30, prior_precision=1.0, exclude=("embeddings",))
+    cfg = LaplaceConfig(selection=selection, subnet_size=30, prior_precision=1.0, exclude=("embeddings",), swag_steps=20,
+                        swag_burn_in=5)
     with frozen(model):
         mask = select_subnet(model, layout, cfg, lambda: iter(batches))
         assert not set(mask.indices.tolist()) & tables and mask.size == 30
         with pytest.raises(LaplaceError, match="exceeds"):
             select_subnet(model, layout, LaplaceConfig(selection=selection, subnet_size=size + 41, prior_precision=1.0,
-                                                       exclude=("embeddings",), skip_unused=False),
+                                                       exclude=("embeddings",), skip_unused=False, swag_steps=20,
+                                                       swag_burn_in=5),
                           lambda: iter(batches))
     with pytest.raises(LaplaceError, match="exclude applies"):
         LaplaceConfig(selection="last-layer", exclude=("embeddings",))

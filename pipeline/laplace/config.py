@@ -30,6 +30,10 @@ class LaplaceConfig:
     grid_size: int = 17  # grid points, evenly spaced in log10 λ
     predictive: Predictive = Predictive.PROBIT  # what forward returns: probit logits or MC draws
     skip_unused: bool = True  # wasserstein, predictive: leave out weights no training logit depends on (diagonal GGN 0)
+    swag_steps: int = 300  # swag: SGD steps continuing from θ_MAP on random training batches
+    swag_burn_in: int = 50  # swag: steps before the iterates are collected
+    swag_lr: float = 0.01  # swag: constant SGD learning rate (on the mean NLL of a batch)
+    swag_l2: float = 1e-4  # swag: the L2 factor of the loss (the MAP run's l2; laplace runs pass it)
     exclude: tuple[str, ...] = ()  # weights never selected: "embeddings" (every embedding table) or parameter-name prefixes
     max_train: int | None = None  # GGN from at most this many training admissions (seeded subsample, scaled N/M)
     batch_size: int = 32  # admissions collated per batch (Jacobians run in groups of jacobian.MICRO_BATCH)
@@ -45,6 +49,8 @@ class LaplaceConfig:
             if value not in {e.value for e in enum}:
                 raise LaplaceError(f"LaplaceConfig.{name} must be one of {[e.value for e in enum]}, got {value!r}")
             setattr(self, name, enum(value))
+        if self.swag_steps <= self.swag_burn_in or self.swag_burn_in < 0 or self.swag_lr <= 0 or self.swag_l2 < 0:
+            raise LaplaceError("LaplaceConfig: swag_steps must exceed swag_burn_in >= 0, swag_lr > 0, swag_l2 >= 0")
         self.exclude = tuple(self.exclude or ())
         if any(not isinstance(e, str) or not e.strip() for e in self.exclude):
             raise LaplaceError(f"LaplaceConfig.exclude must hold non-empty names, got {self.exclude!r}")

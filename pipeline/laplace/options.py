@@ -12,6 +12,7 @@ class Selection(str, Enum):
     RANDOM = "random"  # uniformly at random (the paper's baseline)
     MAGNITUDE = "magnitude"  # largest |θ_MAP| (the paper's baseline)
     LAST_LAYER = "last-layer"  # every weight and bias of the output layer
+    SWAG = "swag"  # largest diagonal-SWAG variance (the paper's other estimator; SGD iterates continuing from the MAP)
     PREDICTIVE = "predictive"  # largest share of the training predictive variance under a diagonal Laplace: Σ_n J_ni²/(h_i + λ)
 
 

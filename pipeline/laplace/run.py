@@ -86,7 +86,8 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
             raise LaplaceError(f"samples must be >= 1, got {samples}")
         cfg = replace(cfg, predictive=Predictive.MC)  # the caller's config is left as it was
     draws = samples if samples is not None else 1
-    cfg = replace(cfg, max_bags=rm.info.get("max_bags"), max_tokens=rm.info.get("max_tokens"))
+    cfg = replace(cfg, max_bags=rm.info.get("max_bags"), max_tokens=rm.info.get("max_tokens"),
+                  swag_l2=float((rm.info.get("train_config") or {}).get("l2", cfg.swag_l2)))  # the MAP run's penalty
     model, report = fit_laplace(rm.model, train_fs, val_fs, cfg)  # raises LaplaceError for a Bayesian model
 
     pred = predict.feature_predictions(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,

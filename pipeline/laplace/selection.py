@@ -13,7 +13,9 @@ variance under the same diagonal Laplace, Σ_n J_ni² / (h_i + λ): on an embedd
 wasserstein rule's largest variances are the rows of rare tokens, which few predictions depend on
 (their variance is the prior's); this rule weighs a variance by how many logits it moves. λ is the
 given prior precision, else the diagonal Laplace's marginal-likelihood choice. ``exclude`` removes
-weights from every rule's candidates ("embeddings": every ``nn.Embedding`` table).
+weights from every rule's candidates ("embeddings": every ``nn.Embedding`` table). ``swag`` takes
+the largest diagonal-SWAG variances (``swag``: SGD iterates continuing from θ_MAP), the paper's other
+estimator of the marginal variances, which does not give rarely updated rows the prior's variance.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .jacobian import iter_jacobians, map_logits
 from .marglik import optimize_marglik
 from .options import EMBEDDINGS
 from .params import ParamVector, Substitution
+from .swag import swag_variances
 
 
 @dataclass
@@ -138,6 +141,10 @@ def select_subnet(model: nn.Module, layout: ParamVector, cfg: LaplaceConfig,
         return _mask(layout, order[:size].sort().values, cfg.selection)
     if cfg.selection == Selection.MAGNITUDE:
         return _mask(layout, top_indices(layout.vector(model).abs(), size, allowed), cfg.selection)
+    if cfg.selection == Selection.SWAG:
+        var = swag_variances(model, layout, train_batches(), steps=cfg.swag_steps, lr=cfg.swag_lr, l2=cfg.swag_l2,
+                             burn_in=cfg.swag_burn_in, seed=cfg.seed)  # (D,)
+        return _mask(layout, top_indices(var, size, allowed), cfg.selection)
     if cfg.selection == Selection.PREDICTIVE:
         h, q = jacobian_moments(model, layout, train_batches(), cfg.torch_dtype, scale)  # (D,) each
     else:

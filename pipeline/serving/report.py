@@ -34,11 +34,17 @@ class ReportInput:
     model_kind: str  # rank1, deterministic, ...
     samples: int  # Monte Carlo samples per component used
     components: int  # K
-    refer_threshold: float  # mutual information above which an admission is referred
+    refer_threshold: float  # value of the refer measure above which an admission is referred
     val_metrics: dict | None = None  # the model's validation metrics (nll, auc_pr, auc_roc, ece, brier, n, positives)
     reliability: dict | None = None  # validation reliability bins: counts, mean_p, observed (lists)
     not_scored: dict | None = None  # reason -> count (None: not known, e.g. features scored as given)
     ids: dict | None = field(default=None, repr=False)  # pseudonym -> HADM_ID: the data owner's copy only
+    refer_measure: str = "mi"  # what refer ranks by: mi, sd, entropy, band (model_info refer_measure)
+    refer_measure_source: str | None = None  # why: validation truth, synthetic benchmark, point model
+
+
+MEASURE_NAMES = {"mi": "mutual information", "sd": "risk standard deviation", "entropy": "predictive entropy",
+                 "band": "width of the 5-95% band"}  # metrics.Measure values, as the report names them
 
 
 def _pct(p: float, digits: int = 1) -> str:
@@ -148,7 +154,9 @@ def render(inp: ReportInput) -> str:
               ("Mean predicted risk", _pct(float(s["risk_mean"].mean())) if n else "n/a")]
     model = [("Model run", html.escape(inp.run_id or "a model directory")),
              ("Model", html.escape(f"{inp.model_kind}, {inp.samples} samples x {inp.components} components")),
-             ("Refer threshold (mutual information)", _num(inp.refer_threshold, 4))]
+             (f"Refer threshold ({MEASURE_NAMES.get(inp.refer_measure, inp.refer_measure)}"
+              + (f"; chosen by {inp.refer_measure_source}" if inp.refer_measure_source else "") + ")",
+              _num(inp.refer_threshold, 4))]
     vm = inp.val_metrics or {}
     if vm:
         model += [("Validation admissions", f"{int(vm.get('n') or 0):,} ({int(vm.get('positives') or 0):,} deaths)"),

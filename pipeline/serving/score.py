@@ -287,7 +287,9 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
             scores=scores, run_id=run.run_id, model_kind=str(run.info.get("model_kind")), samples=summary.samples,
             components=summary.components, refer_threshold=float(run.info["refer_threshold"]),
             val_metrics=run.model_info.get("val_metrics"),
-            reliability=validation_reliability(run), not_scored=summary.not_scored_by)
+            reliability=validation_reliability(run), not_scored=summary.not_scored_by,
+            refer_measure=predict.refer_measure_of(run.info).value,
+            refer_measure_source=run.model_info.get("refer_measure_source"))
         summary.report = report_mod.write_report(report, inp)
         if links is not None:
             inp.ids = links

@@ -66,11 +66,12 @@ class TrainResult:
     best_step: int  # step of the best checkpoint
     final_val_nll: float  # validation NLL of the last step
     steps: int  # steps completed
-    refer_threshold: float | None  # MI threshold stored with the model (rank 0)
+    refer_threshold: float | None  # threshold of the refer measure stored with the model (rank 0)
     out_dir: Path  # checkpoint directory
     last_checkpoint: Path  # last.pt
     best_checkpoint: Path  # best.pt (with the refer threshold)
     best_metrics: dict = field(default_factory=dict)  # validation metrics of best.pt at score_samples
+    refer_measure: str | None = None  # what refer ranks by (metrics.Measure value; rank 0)
 
 
 class TrainingDiverged(PipelineError, RuntimeError):
@@ -327,6 +328,6 @@ def _finish(model, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict, state
                                               "model": base["model_config"]})
     record.record_run(tracker, out, fdir, info=info, validation=val, checkpoint=out / BEST,
                       score_samples=cfg.score_samples, step=state["step"], artifacts=(out / store.TRAIN_CONFIG,))
-    result.refer_threshold = threshold
+    result.refer_threshold, result.refer_measure = threshold, val.refer_measure.value
     result.best_metrics = dict(val.metrics)
     return result
