@@ -72,6 +72,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
     ap.add_argument("--runs-dir", type=Path, action="append", default=[], help="directories of Laplace run dirs")
+    ap.add_argument("--label-from-dir", action="store_true",
+                    help="label a --runs-dir run 'laplace-NAME' from its directory NAME-<mode>-s<seed> (runs of one "
+                         "selection whose other settings differ, e.g. --exclude, then stay apart)")
     ap.add_argument("--modes", action="append", default=None, help="split modes (default: random, era)")
     ap.add_argument("--reference", default="deterministic", help="model whose entropy gain is the reference")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of test admissions")
@@ -79,6 +82,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args()
     runs = find_runs(args.bench, args.runs_dir)
+    if args.label_from_dir:
+        for r in runs:
+            if "dir" in r:
+                r["model"] = "laplace-" + Path(r["dir"]).name.rsplit("-", 2)[0]
     out: dict = {"bench": str(args.bench), "reference": args.reference, "modes": {}}
     for mode in args.modes or ["random", "era"]:
         data = {s: _features(args.bench, mode, s) for s in ("val", "test")}

@@ -173,6 +173,8 @@ def feature_predictions(model, fs, samples: int, batch_size: int, max_bags: int 
 
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
+    if needs_values(model):
+        fs.require_values()
     order = batches.length_order(fs, max_bags)  # (N,)
     mu_o, var_o = predict_moments(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order))
     mu, var = np.empty_like(mu_o), np.empty_like(var_o)

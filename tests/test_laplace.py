@@ -590,7 +590,10 @@ def test_fit_on_feature_sets_scores_like_any_model(selection, hessian, tmp_path)
     assert report.n_train == 30 and report.n_train_used == 20 and report.ggn_scale == 1.5 and report.n_val == 12
     out = predict.score_features(laplace, val_fs, samples=3, refer=0.1, batch_size=5)
     assert len(out) == 12 and np.isfinite(out["risk_mean"]).all()
-    assert (out["mutual_info"] < predict.MI_FLOOR).all()  # probit: the draws agree
+    # probit: the risk table's spread is each admission's Gaussian logit (the repeated logits would agree)
+    spread = out["has_spread"].to_numpy()
+    assert spread.any() and (out.loc[spread, "mutual_info"] > 0).all() and (out.loc[spread, "risk_sd"] > 0).all()
+    assert (out.loc[~spread, ["risk_sd", "mutual_info"]] == 0).all().all()
     laplace.predictive = Predictive.MC
     logits = predict.feature_logits(laplace, val_fs, samples=4, batch_size=5)  # (S, K, N)
     assert logits.shape == (4, 1, 12)
