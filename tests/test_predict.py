@@ -196,3 +196,17 @@ def test_concurrent_calls_on_one_model_give_the_answers_of_calls_alone(val):
     for job, table in zip(jobs, answers):
         pd.testing.assert_frame_equal(table, alone[job])
     assert all(m.sampling == Sampling.PER_EXAMPLE for m in model.modules() if hasattr(m, "sampling"))
+
+
+@pytest.mark.parametrize("measure", ["mi", "sd", "entropy", "band"])
+def test_risk_table_refers_by_the_runs_measure(measure):
+    rng = np.random.default_rng(7)
+    logits = rng.normal(0, 1, (20, 50)) + rng.normal(-2, 1, 50)  # (D, N)
+    summary = metrics.Summary.from_draws(logits)
+    u = summary.measure(measure)
+    thr = predict.refer_threshold(u, 0.2)
+    table = predict.risk_table(summary, [f"k{i}" for i in range(50)], thr, refer_measure=measure)
+    assert table["refer"].equals(pd.Series(u > thr, name="refer")) and table["refer"].sum() == 10
+    assert np.array_equal(table["entropy"], summary.entropy) and table["has_spread"].all()
+    same = predict.risk_table(logits, [f"k{i}" for i in range(50)], thr, refer_measure=measure)
+    pd.testing.assert_frame_equal(table, same)  # logits or their Summary: one table
