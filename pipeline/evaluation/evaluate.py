@@ -210,7 +210,8 @@ def format_table(report: dict) -> str:
                  f"mean MI={_num(report.get('mean_mutual_information'))}")
     vs = report.get("uncertainty_vs_truth")
     if vs:
-        cells = ", ".join(f"{m} {_num(v['referral_gain'])} ({_num(v['spearman'])})" for m, v in vs["measures"].items())
+        cells = ", ".join(f"{m} {_num(_unsigned_zero(v['referral_gain']))} ({_num(v['spearman'])})"
+                          for m, v in vs["measures"].items())
         lines.append(f"uncertainty vs the error KL(true || predicted): referral gain (Spearman) {cells}; "
                      f"refer measure {report.get('refer_measure')}")
     return "\n".join(lines)
@@ -227,6 +228,11 @@ def slope_note(slope: float) -> str:
     if slope > 1.1:
         return "> 1: risks too close to the base rate (underconfident)"
     return "near 1: the spread of the risks fits"
+
+
+def _unsigned_zero(v):
+    """A gain that rounds to zero prints as 0.0000, not -0.0000 (a constant measure's is 0 up to rounding)."""
+    return None if v is None else round(v, 4) + 0.0
 
 
 def _num(v) -> str:
