@@ -330,7 +330,8 @@ def test_ghost_batchnorm_over_64_row_groups_equals_64_row_batches_one_at_a_time(
     k, c, groups = 4, 3, 4
     rb = 64 // (samples * k)  # images per block on one device
     n = samples * k * rb * groups
-    make = (lambda rows: MemberBatchNorm2d(c, k, rows=rows)) if member else (lambda rows: BatchNorm2d(c, tile=k, rows=rows))
+    def make(rows):
+        return MemberBatchNorm2d(c, k, rows=rows) if member else BatchNorm2d(c, tile=k, rows=rows)
     ghost, device = make(64), make(None)
     with torch.no_grad():
         ghost.weight.uniform_(0.5, 1.5)

@@ -30,7 +30,7 @@ class Rank1Config:
     init: FactorInit | None = None  # mean init; None = random_sign for BatchEnsemble (delta), else normal
     random_sign_prob: float = 0.5  # P(mean = +1) under random-sign init
     init_mean_stddev: float = 0.5  # stddev of the normal mean init around prior_mean
-    init_stddev: float = 1e-3  # initial posterior spread, as a Normal's stddev (the scale of each family: initial_scale)
+    init_stddev: float = 1e-3  # initial posterior spread as a Normal's stddev (each family's scale: initial_scale)
     init_scale: float | None = None  # initial posterior scale as given, for any family; None: initial_scale's rule
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # multiplicative | additive
     kl_samples: int = 1  # Monte Carlo draws for KL terms without a closed form

@@ -31,13 +31,13 @@ def inverse_softplus(y: float) -> float:
     return y + math.log(-math.expm1(-y))
 
 
-NORMAL_QUARTILE = 0.6744897501960817  # Φ⁻¹(0.75): a Normal's half interquartile range in stddevs (a Cauchy's is its scale)
+NORMAL_QUARTILE = 0.6744897501960817  # Φ⁻¹(0.75): half a Normal's interquartile range in stddevs
 
 
 def _clipped_moments(kind: str, u: float, v: float) -> tuple[float, float]:
     """E[W], E[W²] of W = clamp(Z, u, v) for a standard (loc 0, scale 1) Z of family ``kind``; u < 0 < v."""
     if _family(kind) == "cauchy":
-        below, above = math.atan(-1.0 / u) / math.pi, math.atan(1.0 / v) / math.pi  # P(Z < u), P(Z > v), no cancellation
+        below, above = math.atan(-1.0 / u) / math.pi, math.atan(1.0 / v) / math.pi  # P(Z < u), P(Z > v)
         first = (math.log1p(v * v) - math.log1p(u * u)) / (2.0 * math.pi)  # ∫_u^v z f(z) dz
         second = ((v - math.atan(v)) - (u - math.atan(u))) / math.pi  # ∫_u^v z² f(z) dz
     else:

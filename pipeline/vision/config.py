@@ -55,27 +55,27 @@ class VisionTrainConfig:
     val_fraction: float = 0.0  # CIFAR: training share held out for validation (0: validate on test)
     seed: int = 0  # seeds the digits split, initialisation, batch order, augmentation and weight draws
     model: dict[str, Any] = field(default_factory=dict)  # VisionConfig overrides, e.g. {"depth": 16, "width": 4}
-    epochs: float | None = None  # passes over the training set; None: digits 20, CIFAR 250 (deterministic, deep-ensemble 200)
-    batch_size: int | None = None  # rows per step after tiling (None: digits 64, CIFAR 512 = 64 per core x 8); batch_size // K distinct
+    epochs: float | None = None  # passes over the training set (None: digits 20; CIFAR 250, deterministic 200)
+    batch_size: int | None = None  # tiled rows per step, batch_size // K distinct (None: digits 64, CIFAR 512)
     base_lr: float = 0.1  # SGD learning rate at 128 distinct images per step, scaled linearly (published)
     momentum: float = 0.9  # Nesterov momentum (published: one_minus_momentum 0.1)
     lr_warmup_epochs: float = 1.0  # linear warm-up of the learning rate (published: 1)
-    lr_decay_epochs: tuple[float, ...] | None = None  # decay points per 200 epochs, rescaled (None: 80/160/180; deterministic, deep-ensemble 60/120/160)
+    lr_decay_epochs: tuple[float, ...] | None = None  # decays per 200 epochs (None: 80/160/180, deterministic 60/120/160)
     lr_decay_ratio: float = 0.2  # factor at each decay point (published: 0.2)
-    l2: float | None = None  # factor of model.l2_penalty() (None: rank1 1e-4, batchensemble 3e-4, deterministic and deep-ensemble 2e-4)
-    fast_weight_lr_multiplier: float | None = None  # learning-rate factor of the rank-1 factors and member biases (None: batchensemble 0.5, else 1)
-    kl_anneal_epochs: float | None = None  # KL weight min(1, step / (kl_anneal_epochs · steps/epoch)) (None: 0.8 · epochs, published 200 of 250)
+    l2: float | None = None  # factor of model.l2_penalty() (None: rank1 1e-4, batchensemble 3e-4, deterministic 2e-4)
+    fast_weight_lr_multiplier: float | None = None  # lr factor of rank-1 factors, member biases (None: batchensemble 0.5)
+    kl_anneal_epochs: float | None = None  # KL weight min(1, step / (this · steps/epoch)) (None: 0.8 · epochs)
     nll: NllMode = NllMode.AVERAGE  # average: mean over the S·K·B rows (published) | mixture: -log mean_d p_d(y)
     train_samples: int = 1  # Monte Carlo samples per component in a step (published: 1)
     clip: float = 0.0  # global gradient-norm clip (0: off, as published)
     augment: bool | None = None  # random 2-px-padded crop + horizontal flip; None: CIFAR on (published), digits off
-    eval_every_epochs: float | None = None  # validate every this many epochs (0: only at the end; None: digits 5, CIFAR 0)
-    eval_samples: int | None = None  # samples per component in validation and the run's evaluation default (None: digits 2, CIFAR 1 as published)
+    eval_every_epochs: float | None = None  # validate every this many epochs (0: at the end; None: digits 5, CIFAR 0)
+    eval_samples: int | None = None  # samples per component in validation, the run's evaluation (None: digits 2, CIFAR 1)
     eval_batch_size: int = 32  # images per evaluation forward pass (x S·K rows; small passes stay in cache)
     log_every: int = 50  # log loss / NLL / KL / lr every this many steps
     threads: int | None = None  # torch intra-op threads (None: torch's default)
     device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
-    progress: bool = True  # progress: a bar on a terminal (epoch, loss, validation accuracy, time left), else a plain line every 5%
+    progress: bool = True  # a bar on a terminal (epoch, loss, validation accuracy, time left), else a line every 5%
 
     def __post_init__(self) -> None:
         for name, enum in (("dataset", Dataset), ("nll", NllMode)):
@@ -171,4 +171,5 @@ class VisionEvalConfig:
             raise ConfigError(f"severities must be some of {list(SEVERITIES)}, got {list(self.severities)}")
 
 
-__all__ = ["DATASETS", "DATASET_DEFAULTS", "DATASET_MODEL_DEFAULTS", "METHOD_RECIPES", "Dataset", "VisionEvalConfig", "VisionTrainConfig"]
+__all__ = ["DATASETS", "DATASET_DEFAULTS", "DATASET_MODEL_DEFAULTS", "METHOD_RECIPES", "Dataset", "VisionEvalConfig",
+           "VisionTrainConfig"]

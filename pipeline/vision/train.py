@@ -285,7 +285,7 @@ def _check_bn_rows(model: nn.Module, distinct: int, samples: int) -> None:
     try:
         ghost_groups(distinct * blocks, blocks, model.cfg.bn_rows)
     except ValueError as e:
-        raise ConfigError(f"{e}: choose --bn-rows (a multiple of {blocks} dividing the batch) or --batch-size") from None
+        raise ConfigError(f"{e}: choose --bn-rows (a multiple of {blocks}) or --batch-size") from None
 
 
 def _check_data(train: ImageSet, mcfg: VisionConfig) -> None:
