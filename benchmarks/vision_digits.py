@@ -57,7 +57,7 @@ def run_one(job: tuple[str, int, dict]) -> dict:
     cfg = VisionTrainConfig(dataset="digits", image_size=settings["size"], seed=seed, model=model,
                             epochs=settings["epochs"], batch_size=settings["batch"],
                             kl_anneal_epochs=0.8 * settings["epochs"], eval_samples=settings["samples"], threads=1,
-                            log_every=100)
+                            log_every=100, eval_every_epochs=0.0, progress=False)
     splits = load_splits(cfg)
     result = train_vision(cfg, splits=splits)
     start = time.perf_counter()

@@ -42,7 +42,9 @@ def one_line_error(result, *fragments: str) -> None:
 def det_run():
     res = invoke("vision", "train", *TINY, "--method", "deterministic", "--eval-samples", "2", "--seed", "3")
     assert res.exit_code == 0, res.output
-    assert res.output.startswith("deterministic on digits: steps=3 ")  # 1,078 images / 32 per step x 0.1 epoch
+    assert "\ndeterministic on digits: steps=3 " in res.output  # 1,078 images / 32 per step x 0.1 epoch
+    # not a terminal: plain progress lines on stderr (every 5% of the steps; here each of the 3)
+    assert re.search(r"^vision train 3/3 \(100%\)  epoch 0\.09/0\.1, nll [0-9.]+, loss [0-9.]+", res.output, re.M)
     return run_id(res.output)
 
 
@@ -63,6 +65,7 @@ def evaluated(det_run, rank1_run, tmp_path_factory):
         res = invoke("vision", "evaluate", "--run", rid, "--corruption", "rotation", "--corruption", "contrast",
                      "--severity", "1", "--severity", "5", "--threads", "1", "--out", str(out / rid))
         assert res.exit_code == 0, res.output
+        assert re.search(r"^vision evaluate 5/5 \(100%\)  contrast 5: nll [0-9.]+, accuracy", res.output, re.M)
         outputs[rid] = res.output
     return out, outputs
 
@@ -84,7 +87,8 @@ def test_evaluate_with_corruptions_scores_logs_and_plots(det_run, rank1_run, eva
     out, outputs = evaluated
     assert "setting" in outputs[det_run] and "severity 5" in outputs[det_run]
     report = fileio.read_json(out / rank1_run / "metrics.json")
-    assert report["samples"] == 1 and report["clean"]["draws"] == 2 and report["clean"]["components"] == 2
+    # digits: eval-samples 2 by default (the digits benchmark's settings), 2 x K=2 draws
+    assert report["samples"] == 2 and report["clean"]["draws"] == 4 and report["clean"]["components"] == 2
     assert set(report["corrupted"]) == {"rotation", "contrast"} and set(report["by_severity"]) == {"1", "5"}
     assert report["by_severity"]["5"]["nll"] == pytest.approx(
         np.mean([report["corrupted"][c]["5"]["nll"] for c in ("rotation", "contrast")]))
@@ -152,9 +156,10 @@ def test_laplace_on_a_vision_run_is_the_multiclass_last_layer_laplace(det_run, t
     factor = lap.model.factor
     assert torch.allclose(factor @ factor.T, precision, rtol=1e-6, atol=1e-8)
 
-    res = invoke("vision", "evaluate", "--run", lap_id, "--no-log", "--threads", "1", "--out", str(tmp_path / "ev"))
+    res = invoke("vision", "evaluate", "--run", lap_id, "--no-log", "--no-progress", "--threads", "1", "--out",
+                 str(tmp_path / "ev"))
     assert res.exit_code == 0, res.output
-    assert res.output.startswith("laplace-last-layer-650 on digits:test:seed3: n=359 draws=3x1")
+    assert res.output.startswith("laplace-last-layer-650 on digits:test:seed3: n=359 draws=3x1")  # no progress line
     with torch.no_grad():
         mc = lap.model({"images": x[:4]}, samples=3)  # (3, 4, C): Monte Carlo draws of the linearized model
     assert mc.shape == (3, 4, c) and not torch.allclose(mc[0], mc[1])

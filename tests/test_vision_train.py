@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from pipeline.metrics import multiclass as mm
-from pipeline.layers import Sampling, set_sampling
+from pipeline.layers import Rank1Vector, Sampling, set_sampling
 from pipeline.layers.base import BayesianLayer
 from pipeline.vision import (Splits, VisionTrainConfig, digits_splits, evaluate_vision, load_vision_checkpoint,
                              predict_logits, train_vision)
 from pipeline.training.objective import kl_weight
-from pipeline.vision.train import augment, batch_indices, learning_rate, objective
+from pipeline.vision.train import augment, batch_indices, learning_rate, objective, parameter_groups
 
 TINY_MODEL = {"depth": 10, "width": 1, "ensemble_size": 3}
 
@@ -85,6 +85,47 @@ def test_config_errors():
         VisionTrainConfig(nll="sum")
     c = VisionTrainConfig(dataset="cifar100", data_dir="/x", model={"arch": "resnet50"})
     assert (c.model_config().num_classes, c.model_config().in_channels) == (100, 3)
+
+
+@pytest.mark.parametrize("dataset, method, expected", [
+    ("digits", "rank1", {"epochs": 20.0, "batch_size": 64, "eval_samples": 2, "kl_anneal_epochs": 16.0, "l2": 1e-4,
+                         "lr_decay_epochs": (80.0, 160.0, 180.0), "fast_weight_lr_multiplier": 1.0}),
+    ("digits", "batchensemble", {"epochs": 20.0, "l2": 3e-4, "fast_weight_lr_multiplier": 0.5}),
+    ("digits", "deterministic", {"epochs": 20.0, "l2": 2e-4, "lr_decay_epochs": (60.0, 120.0, 160.0)}),
+    ("cifar10", "rank1", {"epochs": 250.0, "batch_size": 512, "eval_samples": 1, "kl_anneal_epochs": 200.0,
+                          "l2": 1e-4}),
+    ("cifar10", "batchensemble", {"epochs": 250.0, "l2": 3e-4, "fast_weight_lr_multiplier": 0.5}),
+    ("cifar10", "deterministic", {"epochs": 200.0, "batch_size": 512, "l2": 2e-4,
+                                  "lr_decay_epochs": (60.0, 120.0, 160.0)}),
+    ("cifar10", "deep-ensemble", {"epochs": 200.0, "l2": 2e-4, "lr_decay_epochs": (60.0, 120.0, 160.0)}),
+])
+def test_defaults_per_dataset_and_method(dataset, method, expected):
+    """digits takes the digits benchmark's settings, CIFAR the published ones; each method uncertainty-baselines'
+    recipe (L2, decays, fast-weight multiplier; the deterministic CIFAR run 200 epochs)."""
+    c = VisionTrainConfig(dataset=dataset, data_dir="/x", model={"method": method})
+    assert {k: getattr(c, k) for k in expected} == expected
+    m = c.model_config()
+    assert (m.depth, m.width) == ((10, 1) if dataset == "digits" else (28, 10))
+    given = VisionTrainConfig(dataset=dataset, data_dir="/x", epochs=3.0, l2=0.0, batch_size=8,
+                              model={"method": method, "depth": 16})
+    assert (given.epochs, given.l2, given.batch_size, given.model_config().depth) == (3.0, 0.0, 8, 16)
+    assert given.kl_anneal_epochs == pytest.approx(2.4)
+
+
+def test_fast_weights_get_the_multiplied_learning_rate(small):
+    from pipeline.models.vision import build_vision_model
+
+    model = build_vision_model(cfg("batchensemble").model_config())
+    slow, fast = parameter_groups(model, 0.5)
+    assert (slow["lr_multiplier"], fast["lr_multiplier"]) == (1.0, 0.5)
+    fast_ids = {id(p) for p in fast["params"]}
+    factors = [p for m in model.modules() if isinstance(m, Rank1Vector) for p in m.parameters()]
+    assert factors and all(id(p) in fast_ids for p in factors)
+    assert id(model.body.head.bias) in fast_ids and id(model.body.head.weight) not in fast_ids
+    assert len(fast["params"]) + len(slow["params"]) == len(list(model.parameters()))
+    assert len(parameter_groups(build_vision_model(cfg("deterministic").model_config()), 0.5)) == 1  # no fast weights
+    with pytest.raises(ValueError, match="bn_rows 64"):  # 3 members x 22 images: no 64-row groups
+        train_vision(cfg("rank1", batch_size=66), splits=small)
 
 
 def test_learning_rate_schedule_and_kl_weight():

@@ -16,7 +16,7 @@ from torch.nn import functional as F
 from .base import BayesianLayer, Sampling
 from .members import block_rows, block_size
 from .options import FactorInit, Perturbation
-from .priors import PosteriorKind, PriorKind, inverse_softplus, kl_elementwise, standard_noise
+from .priors import PosteriorKind, PriorKind, inverse_softplus, kl_elementwise, matched_scale, standard_noise
 
 
 @dataclass
@@ -30,7 +30,8 @@ class Rank1Config:
     init: FactorInit | None = None  # mean init; None = random_sign for BatchEnsemble (delta), else normal
     random_sign_prob: float = 0.5  # P(mean = +1) under random-sign init
     init_mean_stddev: float = 0.5  # stddev of the normal mean init around prior_mean
-    init_stddev: float = 1e-3  # initial posterior scale (through softplus)
+    init_stddev: float = 1e-3  # initial posterior spread as a Normal's stddev (each family's scale: initial_scale)
+    init_scale: float | None = None  # initial posterior scale as given, for any family; None: initial_scale's rule
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # multiplicative | additive
     kl_samples: int = 1  # Monte Carlo draws for KL terms without a closed form
     prior_signs: bool = False  # sign-symmetric prior: ½ prior(prior_mean) + ½ prior(-prior_mean) (see kl)
@@ -51,8 +52,8 @@ class Rank1Config:
             raise ValueError("Rank1Config: random_sign init is for multiplicative factors; use init='normal'")
         if not 0.0 <= self.random_sign_prob <= 1.0:
             raise ValueError(f"Rank1Config.random_sign_prob must be in [0, 1], got {self.random_sign_prob}")
-        for name in ("prior_scale", "init_stddev"):
-            if not getattr(self, name) > 0:
+        for name in ("prior_scale", "init_stddev", "init_scale"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"Rank1Config.{name} must be > 0, got {getattr(self, name)}")
         if self.kl_samples < 1:
             raise ValueError(f"Rank1Config.kl_samples must be >= 1, got {self.kl_samples}")
@@ -62,6 +63,17 @@ class Rank1Config:
             raise ValueError("Rank1Config.prior_signs needs a prior_mean other than 0 (multiplicative factors)")
         if self.clip is not None and not self.clip > 0:
             raise ValueError(f"Rank1Config.clip must be > 0 or None, got {self.clip}")
+
+    def initial_scale(self) -> float:
+        """Posterior scale at initialisation (through softplus): ``init_scale`` when set, else the scale whose
+        draws spread as N(prior_mean, init_stddev²)'s (``priors.matched_scale``): ``init_stddev`` for a
+        Normal posterior; for a Cauchy one with ``clip`` the scale whose clamped draws have that sd
+        (7.86e-5 for 0.0316 within ±10 around 1), without ``clip`` (a Cauchy has no sd) the scale with the
+        Normal's interquartile range, 0.6745 · init_stddev. Taken as the Cauchy's scale, 0.0316 spreads
+        its clamped draws with sd 0.63, 20 times the Normal's (docs/vision.md)."""
+        if self.init_scale is not None:
+            return self.init_scale
+        return matched_scale(self.posterior.value, self.init_stddev, abs(self.prior_mean), self.clip)
 
     @property
     def mean_init(self) -> FactorInit:
@@ -116,7 +128,7 @@ class Rank1Vector(nn.Module):
             else:
                 self.mean.normal_(cfg.prior_mean, cfg.init_mean_stddev)
             if self.rho is not None:
-                self.rho.fill_(inverse_softplus(cfg.init_stddev))
+                self.rho.fill_(inverse_softplus(cfg.initial_scale()))
                 if cfg.init_scale_jitter > 0:  # edward2's trainable_normal: TruncatedNormal(raw scale, 0.1)
                     j = cfg.init_scale_jitter
                     self.rho.add_(nn.init.trunc_normal_(torch.empty_like(self.rho), 0.0, j, -2 * j, 2 * j))

@@ -2,10 +2,18 @@
 
 Scales are parameterised through softplus; KL is analytic for Normal-Normal and
 Cauchy-Cauchy (closed form, Chyzak & Nielsen 2019) and Monte Carlo otherwise.
+
+``clipped_sd`` / ``matched_scale`` compare the families' spreads: a posterior scale means a
+standard deviation for a Normal but a half interquartile range for a Cauchy, so one number gives
+the two families very different draws (a Cauchy of scale 0.0316 clipped to [-10, 10] around 1
+spreads with sd 0.63, a Normal of stddev 0.0316 with 0.0316). ``matched_scale`` gives the Cauchy
+scale whose draws spread as a Normal's of a given stddev (clipped: the same sd; unclipped, where
+a Cauchy has no sd: the same interquartile range).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from enum import Enum
 
@@ -21,6 +29,56 @@ def inverse_softplus(y: float) -> float:
     if not y > 0:
         raise ValueError(f"inverse_softplus needs y > 0, got {y}")
     return y + math.log(-math.expm1(-y))
+
+
+NORMAL_QUARTILE = 0.6744897501960817  # Φ⁻¹(0.75): half a Normal's interquartile range in stddevs
+
+
+def _clipped_moments(kind: str, u: float, v: float) -> tuple[float, float]:
+    """E[W], E[W²] of W = clamp(Z, u, v) for a standard (loc 0, scale 1) Z of family ``kind``; u < 0 < v."""
+    if _family(kind) == "cauchy":
+        below, above = math.atan(-1.0 / u) / math.pi, math.atan(1.0 / v) / math.pi  # P(Z < u), P(Z > v)
+        first = (math.log1p(v * v) - math.log1p(u * u)) / (2.0 * math.pi)  # ∫_u^v z f(z) dz
+        second = ((v - math.atan(v)) - (u - math.atan(u))) / math.pi  # ∫_u^v z² f(z) dz
+    else:
+        below, above = 0.5 * math.erfc(-u / math.sqrt(2.0)), 0.5 * math.erfc(v / math.sqrt(2.0))
+        pdf_u, pdf_v = (math.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi) for t in (u, v))
+        first = pdf_u - pdf_v
+        second = (1.0 - below - above) + u * pdf_u - v * pdf_v
+    return u * below + v * above + first, u * u * below + v * v * above + second
+
+
+def clipped_sd(kind: str, loc: float, scale: float, clip: float) -> float:
+    """Standard deviation of clamp(loc + scale · Z, -clip, clip), Z standard of family ``kind`` (|loc| < clip)."""
+    if not abs(loc) < clip or not scale > 0:
+        raise ValueError(f"clipped_sd needs |loc| < clip and scale > 0, got loc {loc}, clip {clip}, scale {scale}")
+    m1, m2 = _clipped_moments(kind, (-clip - loc) / scale, (clip - loc) / scale)
+    return scale * math.sqrt(max(m2 - m1 * m1, 0.0))
+
+
+@functools.lru_cache(maxsize=None)
+def matched_scale(kind: str, stddev: float, loc: float = 1.0, clip: float | None = None) -> float:
+    """The scale of family ``kind`` whose draws spread as a Normal's of ``stddev`` around ``loc``.
+
+    Normal: ``stddev``. Cauchy with ``clip``: the scale whose draws clamped to [-clip, clip] have the
+    clamped Normal draws' sd (bisection on the closed-form sd, which grows with the scale); without
+    a clip (no sd): the Normal's half interquartile range, 0.6745 · stddev. A spread no clamped
+    Cauchy reaches is a ValueError."""
+    if _family(kind) == "normal":
+        return stddev
+    if clip is None or not abs(loc) < clip:
+        return NORMAL_QUARTILE * stddev
+    target = clipped_sd("normal", loc, stddev, clip)
+    lo, hi = 1e-12, 1e6  # in log space; sd(lo) ~ 1e-5·sqrt(clip), sd(hi) ~ the clamp's largest spread
+    if not clipped_sd("cauchy", loc, lo, clip) < target < clipped_sd("cauchy", loc, hi, clip):
+        raise ValueError(f"no Cauchy scale gives draws clamped to ±{clip} the spread (sd {target:.3g}) of a Normal of "
+                         f"stddev {stddev}")
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if clipped_sd("cauchy", loc, mid, clip) < target else (lo, mid)
+        if hi / lo < 1 + 1e-12:
+            break
+    return math.sqrt(lo * hi)
 
 
 def distribution(kind: str, loc: Tensor, scale: Tensor) -> Distribution:

@@ -9,7 +9,7 @@ BatchNorm running statistics, a fixed seed so that every call draws the same wei
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -94,20 +94,29 @@ class VisionReport:
 
 def evaluate_vision(model: nn.Module, test: ImageSet, samples: int = 1,
                     corruptions: Sequence[str] = CORRUPTIONS, severities: Sequence[int] = SEVERITIES,
-                    seed: int = 0, corruption_seed: int = 0, batch_size: int = 32) -> VisionReport:
+                    seed: int = 0, corruption_seed: int = 0, batch_size: int = 32,
+                    progress: Callable[[int, str], None] | None = None) -> VisionReport:
     """Clean and corrupted test metrics of ``model`` with ``samples`` draws per component.
 
     Every set is scored with the same weight draws (``seed``); corrupted images come from
-    ``corrupt(test images, c, s, corruption_seed)``.
+    ``corrupt(test images, c, s, corruption_seed)``. ``progress(sets done, status)`` is called after
+    each of the 1 + corruptions x severities sets (``pipeline.progress.Progress.update``).
     """
     images = test.floats()  # (N, C, H, W) in [0, 1]
     k = model.components
+    done = 0
 
-    def score(x: np.ndarray) -> dict:
+    def score(x: np.ndarray, name: str) -> dict:
+        nonlocal done
         logits = predict_logits(model, x, samples, batch_size, seed)  # (S, K, N, C)
-        return mm.evaluate_predictions(logits, test.labels, components=k)
+        metrics = mm.evaluate_predictions(logits, test.labels, components=k)
+        done += 1
+        if progress is not None:
+            progress(done, f"{name}: nll {metrics['nll']:.4f}, accuracy {metrics['accuracy']:.4f}")
+        return metrics
 
-    report = VisionReport(clean=score(images), samples=samples)
+    report = VisionReport(clean=score(images, "clean"), samples=samples)
     for c in corruptions:
-        report.corrupted[c] = {int(s): score(corrupt(images, c, int(s), corruption_seed)) for s in severities}
+        report.corrupted[c] = {int(s): score(corrupt(images, c, int(s), corruption_seed), f"{c} {s}")
+                               for s in severities}
     return report

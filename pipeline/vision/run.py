@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pipeline import fileio
 from pipeline.configs import config_dict
+from pipeline.progress import Progress
 from pipeline.runs import store
 from pipeline.runs.tracking import make_tracker
 from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT, VisionRun, load_vision_run, model_label
@@ -124,8 +125,9 @@ def evaluate_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_d
     samples = cfg.samples or int(vr.info.get("score_samples") or 1)
     model = vr.model.to(device)
     if cfg.cifar_c is None:
-        report = evaluate_vision(model, test, samples, cfg.corruptions, cfg.severities, cfg.seed, cfg.corruption_seed,
-                                 cfg.batch_size)
+        with Progress("vision evaluate", 1 + len(cfg.corruptions) * len(cfg.severities), enabled=cfg.progress) as bar:
+            report = evaluate_vision(model, test, samples, cfg.corruptions, cfg.severities, cfg.seed,
+                                     cfg.corruption_seed, cfg.batch_size, progress=bar.update)
     else:
         report = _evaluate_cifar_c(model, test, samples, cfg)
     tc = vr.train_config

@@ -29,8 +29,11 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from pipeline.errors import ConfigError
+from pipeline.layers import Rank1Vector
+from pipeline.layers.factors import Rank1Layer
 from pipeline.metrics import multiclass as mm
 from pipeline.models.vision import VisionConfig, build_vision_model
+from pipeline.progress import Progress
 from pipeline.runs.checkpoint import CHECKPOINT_FORMAT, CheckpointError, save_checkpoint
 from pipeline.runs.formats import load_model
 from pipeline.training.objective import Objective, kl_weight
@@ -131,6 +134,28 @@ def augment(images: Tensor, generator: torch.Generator, pad: int = 2) -> Tensor:
     return torch.where(flip[:, None, None, None], out.flip(3), out)
 
 
+def parameter_groups(model: nn.Module, fast_multiplier: float) -> list[dict]:
+    """SGD parameter groups: the slow weights (kernels, BatchNorm) at the schedule's rate, the fast weights
+    (rank-1 factors and the per-member biases of rank-1 / BatchEnsemble layers) at ``fast_multiplier`` times
+    it, as uncertainty-baselines' ``fast_weight_lr_multiplier`` (every variable but kernels and BatchNorm)."""
+    fast_ids = {id(p) for m in model.modules() if isinstance(m, Rank1Vector) for p in m.parameters()}
+    fast_ids |= {id(m.bias) for m in model.modules() if isinstance(m, Rank1Layer) and m.bias is not None}
+    params = [p for p in model.parameters() if p.requires_grad]
+    fast = [p for p in params if id(p) in fast_ids]
+    slow = [p for p in params if id(p) not in fast_ids]
+    return [g for g in ({"params": slow, "lr_multiplier": 1.0}, {"params": fast, "lr_multiplier": fast_multiplier})
+            if g["params"]]
+
+
+def progress_status(step: int, steps_per_epoch: int, epochs: float, last: dict, val_note: str) -> str:
+    """The progress line of a 1-based step: epoch, NLL, loss (with the KL weight while it ramps up), and the
+    latest validation accuracy."""
+    status = f"epoch {step / steps_per_epoch:.2f}/{epochs:g}, nll {last['nll']:.4f}, loss {last['loss']:.4f}"
+    if last["kl_weight"] < 1.0:
+        status += f" (KL weight {last['kl_weight']:.2f})"
+    return status + (f", {val_note}" if val_note else "")
+
+
 # ---------------------------------------------------------------------------- loss
 
 
@@ -176,12 +201,14 @@ def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | 
     if distinct < 1 or distinct > len(train_set):
         raise ConfigError(f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct images per step; need 1.."
                          f"{len(train_set)}")
+    _check_bn_rows(model, distinct, cfg.train_samples)
     steps_per_epoch = len(train_set) // distinct
     total = max(1, round(cfg.epochs * steps_per_epoch))
     anneal = cfg.kl_anneal_epochs * steps_per_epoch
     do_augment = cfg.augment if cfg.augment is not None else cfg.dataset is not Dataset.DIGITS
     loss_fn = Objective(model, cfg.nll, len(train_set), cfg.l2, cfg.train_samples)
-    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.base_lr, momentum=cfg.momentum, nesterov=True)
+    groups = parameter_groups(model, cfg.fast_weight_lr_multiplier)
+    optimizer = torch.optim.SGD(groups, lr=cfg.base_lr, momentum=cfg.momentum, nesterov=True)
     params = [p for p in model.parameters() if p.requires_grad]
     if tracker is not None:
         tracker.log_params({"train": {k_: v for k_, v in cfg.to_dict().items() if k_ != "model"},
@@ -193,39 +220,43 @@ def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | 
     last: dict = {}
     elapsed = 0.0
     model.train()
-    for step in range(total):
-        start = time.perf_counter()
-        idx = batch_indices(len(train_set), distinct, steps_per_epoch, step, cfg.seed)
-        images = torch.from_numpy(train_set.floats(idx))  # (B, C, H, W) in [0, 1]
-        if do_augment:
-            images = augment(images, generator)  # on the CPU: the same crops and flips on every device
-        labels = torch.from_numpy(train_set.labels[idx])  # (B,)
-        batch = {"images": images.to(device), "label": labels.to(device)}
-        lr = learning_rate(step, steps_per_epoch, cfg, distinct)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        kl_w = kl_weight(step + 1, anneal)  # the 1-based step: min(1, (step + 1) / anneal), as published
-        parts = loss_fn(batch, kl_w)
-        parts["loss"].backward()
-        norm = nn.utils.clip_grad_norm_(params, cfg.clip if cfg.clip > 0 else math.inf)
-        if not (torch.isfinite(parts["loss"]) and torch.isfinite(norm)):
-            raise FloatingPointError(f"non-finite training loss or gradient at step {step + 1} "
-                                     f"(loss={parts['loss'].item()}, grad_norm={norm.item()})")
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        elapsed += time.perf_counter() - start
-        last = {"loss": parts["loss"].item(), "nll": parts["nll"].item(), "kl": parts["kl"].item(),
-                "kl_weight": kl_w, "lr": lr, "grad_norm": norm.item()}
-        if (step + 1) % cfg.log_every == 0 or step + 1 == total:
-            history.append({"step": step + 1, **last})
-            if tracker is not None:
-                tracker.log_metrics({f"train_{k_}": v for k_, v in last.items()}, step + 1)
-        if eval_every and (step + 1) % eval_every == 0 and step + 1 < total:
-            val = _validate(model, data.val, cfg)
-            history.append({"step": step + 1, **{f"val_{m}": val[m] for m in ("nll", "accuracy", "ece")}})
-            if tracker is not None:
-                tracker.log_metrics({f"val_{m}": val[m] for m in ("nll", "accuracy", "ece")}, step + 1)
-            model.train()
+    val_note = ""
+    with Progress("vision train", total, enabled=cfg.progress) as bar:  # a bar on a terminal, else plain lines
+        for step in range(total):
+            start = time.perf_counter()
+            idx = batch_indices(len(train_set), distinct, steps_per_epoch, step, cfg.seed)
+            images = torch.from_numpy(train_set.floats(idx))  # (B, C, H, W) in [0, 1]
+            if do_augment:
+                images = augment(images, generator)  # on the CPU: the same crops and flips on every device
+            labels = torch.from_numpy(train_set.labels[idx])  # (B,)
+            batch = {"images": images.to(device), "label": labels.to(device)}
+            lr = learning_rate(step, steps_per_epoch, cfg, distinct)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * group["lr_multiplier"]
+            kl_w = kl_weight(step + 1, anneal)  # the 1-based step: min(1, (step + 1) / anneal), as published
+            parts = loss_fn(batch, kl_w)
+            parts["loss"].backward()
+            norm = nn.utils.clip_grad_norm_(params, cfg.clip if cfg.clip > 0 else math.inf)
+            if not (torch.isfinite(parts["loss"]) and torch.isfinite(norm)):
+                raise FloatingPointError(f"non-finite training loss or gradient at step {step + 1} "
+                                         f"(loss={parts['loss'].item()}, grad_norm={norm.item()})")
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            elapsed += time.perf_counter() - start
+            last = {"loss": parts["loss"].item(), "nll": parts["nll"].item(), "kl": parts["kl"].item(),
+                    "kl_weight": kl_w, "lr": lr, "grad_norm": norm.item()}
+            bar.update(step + 1, progress_status(step + 1, steps_per_epoch, cfg.epochs, last, val_note))
+            if (step + 1) % cfg.log_every == 0 or step + 1 == total:
+                history.append({"step": step + 1, **last})
+                if tracker is not None:
+                    tracker.log_metrics({f"train_{k_}": v for k_, v in last.items()}, step + 1)
+            if eval_every and (step + 1) % eval_every == 0 and step + 1 < total:
+                val = _validate(model, data.val, cfg)
+                val_note = f"val accuracy {val['accuracy']:.4f} at epoch {(step + 1) / steps_per_epoch:.3g}"
+                history.append({"step": step + 1, **{f"val_{m}": val[m] for m in ("nll", "accuracy", "ece")}})
+                if tracker is not None:
+                    tracker.log_metrics({f"val_{m}": val[m] for m in ("nll", "accuracy", "ece")}, step + 1)
+                model.train()
     model.eval()
     val = _validate(model, data.val, cfg)
     history.append({"step": total, **{f"val_{m}": val[m] for m in ("nll", "accuracy", "ece")}})
@@ -244,6 +275,17 @@ def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | 
 def _validate(model: nn.Module, val: ImageSet, cfg: VisionTrainConfig) -> dict:
     logits = predict_logits(model, val.floats(), cfg.eval_samples, cfg.eval_batch_size, seed=cfg.seed)
     return mm.evaluate_predictions(logits, val.labels, components=model.components)
+
+
+def _check_bn_rows(model: nn.Module, distinct: int, samples: int) -> None:
+    """A one-line ConfigError unless the tiled batch splits into ghost batches of ``bn_rows`` rows."""
+    from pipeline.models.vision.norm import ghost_groups
+
+    blocks = 1 if model.independent_members else samples * model.components  # a deep ensemble's member sees B rows
+    try:
+        ghost_groups(distinct * blocks, blocks, model.cfg.bn_rows)
+    except ValueError as e:
+        raise ConfigError(f"{e}: choose --bn-rows (a multiple of {blocks}) or --batch-size") from None
 
 
 def _check_data(train: ImageSet, mcfg: VisionConfig) -> None:
@@ -280,5 +322,5 @@ def with_overrides(cfg: VisionTrainConfig, **overrides) -> VisionTrainConfig:
 
 
 __all__ = ["DATASETS", "Tracker", "VisionTrainConfig", "VisionTrainResult", "augment", "batch_indices",
-           "learning_rate", "load_splits", "load_vision_checkpoint", "objective", "resolve_device",
+           "learning_rate", "parameter_groups", "load_splits", "load_vision_checkpoint", "objective", "resolve_device",
            "save_vision_checkpoint", "train_vision", "with_overrides"]

@@ -56,10 +56,11 @@ class VisionConfig:
     posterior: PosteriorKind | None = None  # normal | cauchy; None: the prior's family (normal q + cauchy p: MC KL)
     prior_mean: float = 1.0  # prior location of r and s (multiplicative factors)
     prior_stddev: float | None = None  # prior stddev (gaussian) or scale (cauchy); None: 0.1 wrn, 0.05 resnet50
-    factor_init: FactorInit = FactorInit.RANDOM_SIGN  # factor mean init: random_sign (published) | normal
+    factor_init: FactorInit | None = None  # factor means random_sign | normal (None: rank1 random_sign, batchensemble normal)
     random_sign_prob: float | None = None  # P(mean = +1) under random_sign; None: 0.5 wrn, 0.75 resnet50
-    init_mean_stddev: float = 0.5  # stddev of the normal factor-mean init (factor_init = normal only)
-    dropout_rate: float = 1e-3  # posterior scale init given as a dropout rate p: stddev sqrt(p / (1 - p))
+    init_mean_stddev: float = 0.5  # stddev of the normal factor-mean init around prior_mean (batchensemble: 0.5)
+    dropout_rate: float = 1e-3  # initial posterior spread as a dropout rate p: a Normal's stddev sqrt(p / (1 - p))
+    init_scale: float | None = None  # initial posterior scale as given (None: the scale spread as dropout_rate's Normal)
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # W∘(r sᵀ) (published) | W + r sᵀ
     prior_signs: bool = False  # sign-symmetric prior ½N(+m) + ½N(-m) (not published; see pipeline.layers)
     clip: float | None = 10.0  # sampled factors clamped to [-clip, clip] (edward2's rank-1 layers: 10)
@@ -67,6 +68,7 @@ class VisionConfig:
     member_batchnorm: bool = False  # per-member ("ensemble-specific") BatchNorm; published runs share one
     bn_momentum: float = 0.1  # BatchNorm running-stat momentum, torch convention (Keras decay 0.9)
     bn_eps: float = 1e-5  # BatchNorm epsilon (published: 1e-5, the torch default)
+    bn_rows: int | None = 64  # BatchNorm statistics per ghost batch of this many tiled rows (published: 64 per core)
     l2_norm_and_bias: bool = True  # l2_penalty() also covers BN scales/offsets and biases (published)
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training, edward2) | per_member (evaluation)
 
@@ -74,6 +76,8 @@ class VisionConfig:
         for name, enum in (("arch", Arch), ("method", Method), ("prior", PriorKind), ("factor_init", FactorInit),
                            ("perturbation", Perturbation), ("sampling", Sampling), ("posterior", PosteriorKind)):
             value = getattr(self, name)
+            if value is None and name == "factor_init":
+                value = FactorInit.NORMAL if self.method == Method.BATCHENSEMBLE else FactorInit.RANDOM_SIGN
             if value is None and name == "posterior":
                 continue
             try:
@@ -102,6 +106,10 @@ class VisionConfig:
             raise ConfigError("VisionConfig: random_sign init is for multiplicative factors; use factor_init='normal'")
         if self.clip is not None and not self.clip > 0:
             raise ConfigError(f"VisionConfig.clip must be > 0 or None, got {self.clip}")
+        if self.init_scale is not None and not self.init_scale > 0:
+            raise ConfigError(f"VisionConfig.init_scale must be > 0 or None, got {self.init_scale}")
+        if self.bn_rows is not None and self.bn_rows < 1:
+            raise ConfigError(f"VisionConfig.bn_rows must be >= 1 or None, got {self.bn_rows}")
         if not 0.0 <= self.bn_momentum <= 1.0 or not self.bn_eps > 0:
             raise ConfigError("VisionConfig: bn_momentum must lie in [0, 1] and bn_eps be > 0")
 
@@ -123,6 +131,7 @@ class VisionConfig:
                            prior_scale=self.prior_stddev,
                            init=self.factor_init, random_sign_prob=self.random_sign_prob,
                            init_mean_stddev=self.init_mean_stddev, init_stddev=self.init_stddev,
+                           init_scale=self.init_scale,
                            perturbation=self.perturbation, kl_samples=self.kl_samples,
                            prior_signs=self.prior_signs, clip=self.clip)
 

@@ -80,11 +80,12 @@ class LayerFactory:
         return layer
 
     def norm(self, channels: int) -> nn.Module:
-        """Shared BatchNorm, or one per member with ``member_batchnorm`` (K > 1)."""
+        """Shared BatchNorm, or one per member with ``member_batchnorm`` (K > 1); ghost batches of ``bn_rows``."""
         cfg = self.cfg
         if cfg.member_batchnorm and self.components > 1:
-            return MemberBatchNorm2d(channels, self.components, eps=cfg.bn_eps, momentum=cfg.bn_momentum)
-        return BatchNorm2d(channels, eps=cfg.bn_eps, momentum=cfg.bn_momentum)
+            return MemberBatchNorm2d(channels, self.components, eps=cfg.bn_eps, momentum=cfg.bn_momentum,
+                                     rows=cfg.bn_rows)
+        return BatchNorm2d(channels, eps=cfg.bn_eps, momentum=cfg.bn_momentum, tile=self.components, rows=cfg.bn_rows)
 
 
 class ConvNorm(nn.Module):
