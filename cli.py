@@ -234,6 +234,8 @@ def synth(
                                                                         "CHARTEVENTS rows per ICU stay)."),
     layout: Release = typer.Option(Release.mimic3, help="mimic-iii: the MIMIC-III v1.4 layout; mimic-iv: MIMIC-IV's "
                                                         "hosp/ and icu/ modules (the same synthetic world)."),
+    workers: int = typer.Option(1, min=1, help="Processes generating and compressing chunks (MIMIC-III layout; the "
+                                               "same bytes as 1)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Generate a synthetic MIMIC-III or MIMIC-IV (full-release layout) with a known true risk per admission."""
@@ -243,7 +245,7 @@ def synth(
 
     with Progress("synth: patients", patients, plain=False) as bar:  # a bar on a terminal only
         s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density), layout=layout,
-                     progress=bar.update)
+                     progress=bar.update, workers=workers)
     typer.echo(
         f"synthetic {layout.title} written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
         f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', s.rows.get('chartevents', 0)):,} CHARTEVENTS rows"
