@@ -56,6 +56,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
 SAMPLES_SHOWN = f"the model's score_samples; {DEFAULT_SAMPLES} when it has none"  # --samples' default in words
 SAMPLES_DEFAULT = f"[default: {SAMPLES_SHOWN}]"  # --samples help
+DEVICE_HELP = "Torch device: cpu, cuda, cuda:N [default: cuda when available, else cpu]."  # --device of the mortality commands
 _click_wrap = click.formatting.wrap_text  # noqa: the help formatter's wrapping, wrapped below
 
 
@@ -362,6 +363,7 @@ def train(
                                                                          "(MLFLOW_TRACKING_URI, default "
                                                                          "sqlite:///mlflow.db)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress lines and stages."),
+    device: Optional[str] = typer.Option(None, help=DEVICE_HELP),
     settings: dict | None = None,
 ) -> None:
     """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
@@ -378,7 +380,7 @@ def train(
     cfg = TrainConfig.from_preset(preset, **settings[TrainConfig],
                                   model={**variant_settings, **settings[MortalityConfig]})
     result = run_train(data, kind, cfg, out_dir=out, resume=resume, tracking=tracking, experiment=experiment,
-                       run_name=run_name)
+                       run_name=run_name, device=device)
     if result.refer_threshold is None:  # ranks > 0 of a distributed run
         return
     typer.echo(f"steps={result.steps} best_step={result.best_step} best_val_nll={result.best_val_nll:.6f} "
@@ -430,6 +432,7 @@ def evaluate(
                                                                   "OUT/<split>/metrics.json)."),
     out: Optional[Path] = typer.Option(None, help="Directory for JSON and plots (default: runs/eval/<run id>)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    device: Optional[str] = typer.Option(None, help=DEVICE_HELP),
     settings: dict = None,
 ) -> None:
     """Evaluate a trained run: NLL, AUC-PR, AUC-ROC, ECE, Brier, uncertainty, 95% CIs, plots."""
@@ -441,7 +444,7 @@ def evaluate(
     cfg = EvalConfig(**settings[EvalConfig])
     for s in dict.fromkeys(split):
         result = evaluate_run(run, s.value, cfg, data=data, truth=truth, json_path=json_path,
-                              out_dir=(out / s.value) if out else None)
+                              out_dir=(out / s.value) if out else None, device=device)
         typer.echo(format_table(result.report))
         typer.echo(f"metrics: {result.json_path}")
         typer.echo("plots: " + ", ".join(str(p) for p in result.artifacts))
@@ -583,6 +586,7 @@ def score(
     link: bool = typer.Option(True, "--link/--no-link", help="Write the data owner's _private/ files beside --out: "
                                                              "link.csv, unscored.csv and the report by HADM_ID."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    device: Optional[str] = typer.Option(None, help=DEVICE_HELP),
     settings: dict = None,
 ) -> None:
     """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
@@ -591,7 +595,7 @@ def score(
 
     cfg = ScoreConfig(**settings[ScoreConfig])
     s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of,
-                  report=report, link=link, cross_release=cross_release)
+                  report=report, link=link, cross_release=cross_release, device=device)
     typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
                f"{s.no_events} without events, {s.samples}x{s.components} draws"
                + (f", {s.before_prediction_time} before their prediction time (partial window)"

@@ -36,6 +36,7 @@ from torch import nn
 
 from pipeline import batches, features, fileio, metrics, predict
 from pipeline.configs import config_dict
+from pipeline.devices import model_device, resolve_device, to_device
 from pipeline.errors import PipelineError
 from pipeline.models import build_model, model_config
 from pipeline.models.config import saved_config
@@ -78,7 +79,8 @@ class TrainingDiverged(PipelineError, RuntimeError):
 
 def validate(model: nn.Module, val: features.FeatureSet, cfg: TrainConfig, samples: int) -> np.ndarray:
     """Validation logits (S, K, N) with the fixed evaluation seed (training RNG untouched)."""
-    with torch.random.fork_rng(devices=[]):
+    device = model_device(model)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(stream_seed(cfg.seed, EVAL_STREAM))
         return predict.feature_logits(model, val, samples, cfg.eval_batch_size, cfg.max_bags, cfg.max_tokens)
 
@@ -95,13 +97,14 @@ def progress_status(stats, w: float, anneal_steps: int) -> str:
 def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = None, *,
           out_dir: Path | str | None = None, resume: bool = False, tracking: bool = True,
           experiment: str | None = None, run_name: str | None = None,
-          artifact_location: str | None = None) -> TrainResult:
+          artifact_location: str | None = None, device: str | None = None) -> TrainResult:
     """Train ``model_kind`` on ``features_dir`` (train/val Parquet, vocab.json, manifest.json).
 
     Checkpoints go to ``out_dir`` (default ``runs/train/<MLflow run id>``, untracked
     ``runs/train/<kind>-s<seed>``); an existing ``last.pt`` there is an error unless ``resume``.
     With ``tracking`` the run is logged to MLflow (``experiment``/``run_name``; a resumed run
-    continues its MLflow run). Raises ``TrainingDiverged`` on a non-finite loss or gradient.
+    continues its MLflow run). Raises ``TrainingDiverged`` on a non-finite loss or gradient. ``device``:
+    the torch device (``pipeline.devices.resolve_device``: None is cuda when available, else cpu).
     """
     cfg = cfg or TrainConfig()
     fdir = Path(features_dir)
@@ -113,7 +116,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     mcfg = model_config(cfg.model, _vocab_sizes(fdir))
     vocab_sizes, train_fs, val_fs = _load_inputs(fdir, values=mcfg.value_channel)
     torch.manual_seed(cfg.seed)
-    model = build_model(model_kind, mcfg)
+    model = build_model(model_kind, mcfg).to(resolve_device(device))
     k = predict.components_of(model)
     distinct = cfg.batch_size // k
     if distinct < d.world or distinct % d.world:
@@ -236,6 +239,7 @@ def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d:
             batch = batches.collate(train_fs, sampler.indices(step - 1, d.rank, d.world), cfg.max_bags, cfg.max_tokens)
             if augment is not None:
                 batch = augment(batch, step, d.rank)  # unseen items simulated (training.augment); off by default
+            batch = to_device(batch, model_device(model))
             w = kl_weight(step, cfg.anneal_steps)
             stats = train_step(ddp, optimizer, params, batch, w, cfg.clip, d)
             if not torch.isfinite(stats).all():
