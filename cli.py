@@ -491,6 +491,7 @@ def laplace(
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: laplace]."),
     tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
+    device: Optional[str] = typer.Option(None, help=DEVICE_HELP + " Mortality runs."),
 ) -> None:
     """Subnetwork linearized Laplace on a trained deterministic run, logged as a new run (Daxberger et al. 2021)."""
     _setup_logging(verbose)
@@ -514,7 +515,7 @@ def laplace(
     cfg = LaplaceConfig(selection=selection, subnet_size=size, hessian=hessian, prior_precision=lam,
                         max_train=max_train, seed=seed)
     result = fit_laplace_run(run, cfg, data=data, samples=samples, out_dir=out, tracking=tracking,
-                             experiment=experiment)
+                             experiment=experiment, device=device)
     r = result.report
     refer = "" if result.refer_threshold != result.refer_threshold else (  # NaN: a vision run refers nobody
         f"refer_threshold={result.refer_threshold:.6g}, ")
@@ -685,6 +686,7 @@ def benchmark_models(
                                                                  "`train`'s options, e.g. lstm_hidden=128 or "
                                                                  "anneal_steps=500)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each job."),
+    device: Optional[str] = typer.Option(None, help=DEVICE_HELP + " Every job's training and evaluation."),
 ) -> None:
     """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
     _setup_logging(verbose)
@@ -709,7 +711,7 @@ def benchmark_models(
                      max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
                      patients=patients, experiment=experiment, layout=layout, preset=preset.value,
                      train_overrides={**train_set, **({"batch_size": batch_size} if batch_size else {})},
-                     model_overrides=model_set)
+                     model_overrides=model_set, device=device)
     result = run_grid(synth_dir, out, cfg)
     typer.echo((out / "compare.md").read_text())
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_s.items())

@@ -68,7 +68,7 @@ def seeded_generator(seed: int, device=None):
     return torch.Generator(device=device or "cpu").manual_seed(int(seed))
 
 
-_ON_DEVICE: dict[int, tuple] = {}  # id of a CPU generator -> (it, its stream on a device): one stream per call chain
+_ON_DEVICE: dict[int, tuple] = {}  # id of the last CPU generator given -> (it, its stream on a device); one entry
 
 
 def _on_device(generator, device):
@@ -78,7 +78,8 @@ def _on_device(generator, device):
     if generator is None or generator.device == device:
         return generator
     entry = _ON_DEVICE.get(id(generator))
-    if entry is None or entry[0] is not generator:
+    if entry is None or entry[0] is not generator or entry[1].device != device:
+        _ON_DEVICE.clear()  # the last stream only: a run scores with one generator, chunk after chunk
         entry = _ON_DEVICE[id(generator)] = (generator, seeded_generator(generator.initial_seed(), device))
     return entry[1]
 

@@ -72,13 +72,17 @@ def test_checkpoints_load_onto_the_device_asked(demo_features, tmp_path):
 
 
 @NO_CUDA
-@pytest.mark.parametrize("command", ["train", "evaluate", "score"])
+@pytest.mark.parametrize("command", ["train", "evaluate", "score", "laplace", "serve", "benchmark-models"])
 def test_cli_device_unavailable_is_one_line(command, demo_features, tmp_path):
     args = {"train": ["train", "--data", str(demo_features.out_dir), "--no-tracking", "--max-steps", "2",
                       "--out", str(tmp_path / "t")],
             "evaluate": ["evaluate", "--run", "0" * 32],
             "score": ["score", "--model", "0" * 32, "--out", str(tmp_path / "s.parquet"),
-                      "--data", str(demo_features.out_dir)]}[command]
+                      "--data", str(demo_features.out_dir)],
+            "laplace": ["laplace", "--run", "0" * 32],
+            "serve": ["serve", "--model", "0" * 32],
+            "benchmark-models": ["benchmark-models", "--synth", str(tmp_path / "synth"), "--out", str(tmp_path / "b")],
+            }[command]
     result = CliRunner().invoke(cli.app, [*args, "--device", "cuda"])
     assert result.exit_code == 2, result.output
     assert "--device 'cuda': CUDA is not available" in result.output and len(result.output.strip().splitlines()) == 1
@@ -100,3 +104,53 @@ def test_evaluate_and_score_load_the_model_on_the_device(demo_run, demo_features
                                           "--no-link"])
     assert result.exit_code == 0, result.output
     assert seen == [("evaluate", "cpu"), ("score", "cpu")]
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_laplace_loads_the_map_model_on_the_device(monkeypatch):
+    from pipeline.laplace import run as laplace_run
+    from pipeline.laplace.config import LaplaceConfig
+
+    seen = []
+    monkeypatch.setattr(laplace_run.store, "kind_of_run", lambda uri: laplace_run.store.RunKind.MORTALITY)
+
+    def load(uri, tmp, device):
+        seen.append(str(device))
+        raise _Stop
+
+    monkeypatch.setattr(laplace_run.store, "load_run_model", load)
+    with pytest.raises(_Stop):
+        laplace_run.fit_laplace_run("0" * 32, LaplaceConfig(), device="cpu")
+    assert seen == ["cpu"]
+
+
+def test_serve_moves_the_model_to_the_device(monkeypatch):
+    from pipeline.serving import server
+
+    seen = []
+
+    class Loaded:  # MLflow's PyFuncModel of a mortality model: its python model moves itself
+        def unwrap_python_model(self):
+            return type("M", (), {"to_device": lambda self, d: seen.append(str(d))})()
+
+    monkeypatch.setattr(server, "load", lambda uri: Loaded())
+    monkeypatch.setattr("pipeline.serving.guard.GuardedModel", lambda m: (_ for _ in ()).throw(_Stop()))
+    with pytest.raises(_Stop):
+        server.build_app(server.ServeConfig(model="0" * 32, device="cpu", threads=None))
+    assert seen == ["cpu"]
+
+
+def test_benchmark_models_jobs_train_and_evaluate_on_the_device(monkeypatch, tmp_path):
+    import pipeline.evaluation.evaluate as evaluate
+    import pipeline.training as training
+    from pipeline.grid import GridConfig, run_job
+
+    seen = []
+    monkeypatch.setattr(training, "train", lambda *a, **kw: seen.append(("train", kw["device"])) or
+                        type("R", (), {"run_id": "r"})())
+    monkeypatch.setattr(evaluate, "evaluate_run", lambda *a, **kw: seen.append(("evaluate", kw["device"])))
+    run_job(tmp_path, "deterministic", "random", 0, GridConfig(device="cpu"), tmp_path / "work")
+    assert seen == [("train", "cpu"), ("evaluate", "cpu"), ("evaluate", "cpu")]
