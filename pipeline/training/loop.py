@@ -154,7 +154,9 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
         ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases), d)
         augment = OovAugment(fileio.read_json(fdir / store.VOCAB)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,
                              cfg.seed)
-        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out, augment)
+        last = cfg.step_budget(len(train_fs), distinct)  # max_steps, or the epoch budget's end
+        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out, augment,
+                      last)
         if d.world > 1:
             import torch.distributed as dist
 
@@ -229,13 +231,16 @@ def train_step(objective: nn.Module, optimizer, params: list, batch: dict, kl_w:
 
 
 def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict,
-          state: dict, out: Path, augment: OovAugment | None = None) -> dict:
+          state: dict, out: Path, augment: OovAugment | None = None, last: int | None = None) -> dict:
+    """Steps up to ``last`` (default ``cfg.max_steps``), validating every ``eval_every`` and at the end;
+    with ``cfg.patience``, stops once that many validations in a row found no better best checkpoint."""
+    last = cfg.max_steps if last is None else last
     params = [p for p in model.parameters() if p.requires_grad]
-    bar = Progress("train", cfg.max_steps, state["step"], enabled=cfg.progress and d.main)
+    bar = Progress("train", last, state["step"], enabled=cfg.progress and d.main)
     last_good = (out / LAST, state["step"]) if state["step"] else None
     ddp.train()
     try:
-        for step in range(state["step"] + 1, cfg.max_steps + 1):
+        for step in range(state["step"] + 1, last + 1):
             batch = batches.collate(train_fs, sampler.indices(step - 1, d.rank, d.world), cfg.max_bags, cfg.max_tokens)
             if augment is not None:
                 batch = augment(batch, step, d.rank)  # unseen items simulated (training.augment); off by default
@@ -250,16 +255,27 @@ def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d:
                 tracker.log_metrics({"train_loss": stats[0].item(), "train_nll": stats[1].item(),
                                      "train_kl": stats[2].item(), "kl_weight": w, "grad_norm": stats[3].item()}, step)
             bar.update(step, progress_status(stats, w, cfg.anneal_steps))
-            if step % cfg.eval_every == 0 or step == cfg.max_steps:
+            if step % cfg.eval_every == 0 or step == last:
                 try:
                     state = _checkpoint(model, optimizer, val_fs, cfg, d, tracker, base, {**state, "step": step}, out)
                 except TrainingDiverged as exc:
                     raise TrainingDiverged(f"{exc}; {_last_good(last_good)}") from None
                 last_good = (out / LAST, step)
+                if cfg.patience is not None and _stalled(state, step, cfg, d):
+                    log.info("early stopping at step %d: no better validation for %d validations (best step %d)",
+                             step, cfg.patience, state["best_step"])
+                    tracker.set_tag("stopped_early_at_step", str(step))
+                    break
                 ddp.train()
     finally:
         bar.close()
     return state
+
+
+def _stalled(state: dict, step: int, cfg: TrainConfig, d: Dist) -> bool:
+    """Whether ``cfg.patience`` validation intervals have passed since the best checkpoint (rank 0's, on every rank)."""
+    best = from_rank0(float(state["best_step"]), d)
+    return step - best >= cfg.patience * cfg.eval_every
 
 
 def _last_good(last_good: tuple[Path, int] | None) -> str:
