@@ -57,6 +57,7 @@ class GridConfig:
     preset: str = "default"  # training preset of the LSTM variants (training.config.Preset); the settings below win
     train_overrides: dict = field(default_factory=dict)  # extra TrainConfig settings (e.g. batch_size)
     model_overrides: dict = field(default_factory=dict)  # extra MortalityConfig settings (e.g. lstm_hidden)
+    device: str | None = None  # torch device of every job's training and evaluation (None: cuda when available)
 
 
 @dataclass
@@ -85,7 +86,7 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
         run_id = train_baseline(features, variant, BaselineConfig(seed=seed, threads=1),
                                 out_dir=Path(work) / "train" / name, experiment=cfg.experiment, run_name=name).run_id
         for split in SPLITS:
-            evaluate_run(run_id, split, ecfg, out_dir=Path(work) / "eval" / run_id / split)
+            evaluate_run(run_id, split, ecfg, out_dir=Path(work) / "eval" / run_id / split, device=cfg.device)
         return run_id
     kind, variant_settings = resolve(variant)
     model = {**variant_settings, **cfg.model_overrides}
@@ -93,9 +94,10 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
     tcfg = TrainConfig.from_preset(cfg.preset, seed=seed, max_steps=cfg.max_steps, eval_every=cfg.eval_every,
                                    threads=1, progress=False, **settings, model=model)
     result = train(features, kind, tcfg, out_dir=Path(work) / "train" / name, experiment=cfg.experiment,
-                   run_name=name)
+                   run_name=name, device=cfg.device)
     for split in SPLITS:
-        evaluate_run(result.run_id, split, ecfg, out_dir=Path(work) / "eval" / result.run_id / split)
+        evaluate_run(result.run_id, split, ecfg, out_dir=Path(work) / "eval" / result.run_id / split,
+                     device=cfg.device)
     return result.run_id
 
 
@@ -159,6 +161,10 @@ def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None 
     unknown = sorted(set(cfg.variants) - set(MODELS))
     if unknown:
         raise GridError(f"unknown variant(s) {unknown}; choose from {list(MODELS)}")
+    if cfg.device is not None:  # a device not here fails before any job starts
+        from pipeline.devices import resolve_device
+
+        resolve_device(cfg.device)
     out = Path(out_dir).resolve()
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)

@@ -63,12 +63,28 @@ def evaluation_mode(model) -> Iterator[None]:
             model.train(True)
 
 
-def seeded_generator(seed: int):
-    """A CPU ``torch.Generator`` seeded with ``seed``: the random stream of one call (its numbers
-    equal those of the global generator after ``torch.manual_seed(seed)``)."""
+def seeded_generator(seed: int, device=None):
+    """A ``torch.Generator`` on ``device`` (None: the CPU) seeded with ``seed``: the random stream of one call
+    (on the CPU its numbers equal those of the global generator after ``torch.manual_seed(seed)``)."""
     import torch
 
-    return torch.Generator().manual_seed(int(seed))
+    return torch.Generator(device=device or "cpu").manual_seed(int(seed))
+
+
+_ON_DEVICE: dict[int, tuple] = {}  # id of the last CPU generator given -> (it, its stream on a device); one entry
+
+
+def _on_device(generator, device):
+    """``generator`` where it is on ``device``; else a generator on ``device`` seeded as it was (the same one
+    each time it is given, so a stream used chunk after chunk stays one stream). Draws on a GPU differ from
+    the CPU's: the same seed, another generator."""
+    if generator is None or generator.device == device:
+        return generator
+    entry = _ON_DEVICE.get(id(generator))
+    if entry is None or entry[0] is not generator or entry[1].device != device:
+        _ON_DEVICE.clear()  # the last stream only: a run scores with one generator, chunk after chunk
+        entry = _ON_DEVICE[id(generator)] = (generator, seeded_generator(generator.initial_seed(), device))
+    return entry[1]
 
 
 def predict_logits(model, batches: Iterable[dict], samples: int, generator=None) -> np.ndarray:
@@ -79,20 +95,24 @@ def predict_logits(model, batches: Iterable[dict], samples: int, generator=None)
     """
     import torch
 
+    from pipeline.devices import model_device, to_device
     from pipeline.layers import Sampling
 
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     inner = getattr(model, "module", model)
     k = components_of(inner)
+    device = model_device(inner)
+    generator = _on_device(generator, device)
     parts = []
     with evaluation_mode(inner), torch.no_grad():
         for batch in batches:
+            batch = to_device(batch, device)  # built on the CPU; the model's device (--device)
             b = batch["label"].shape[0]
             out = inner(batch, samples=samples, sampling=Sampling.PER_MEMBER, generator=generator)  # (S·K, B)
             if tuple(out.shape) != (samples * k, b):
                 raise RuntimeError(f"model returned logits of shape {tuple(out.shape)}, expected ({samples * k}, {b})")
-            parts.append(out.reshape(samples, k, b).float().numpy())  # (S·K, B) -> (S, K, B)
+            parts.append(out.reshape(samples, k, b).float().cpu().numpy())  # (S·K, B) -> (S, K, B)
     if not parts:
         return np.zeros((samples, k, 0), dtype=np.float32)
     return np.concatenate(parts, axis=2)  # (S, K, N)
@@ -141,13 +161,16 @@ def gaussian_logits(model) -> bool:
 
 def predict_moments(model, batches: Iterable[dict]) -> tuple[np.ndarray, np.ndarray]:
     """μ and σ² of every admission's logit, (N,) float64 each, from ``model.logit_moments(batch)``."""
+    from pipeline.devices import model_device, to_device
+
     inner = getattr(model, "module", model)
+    device = model_device(inner)
     mus, variances = [], []
     with evaluation_mode(inner):
         for batch in batches:
-            mu, var = inner.logit_moments(batch)  # (B,), (B,)
-            mus.append(mu.detach().double().numpy())
-            variances.append(var.detach().double().numpy())
+            mu, var = inner.logit_moments(to_device(batch, device))  # (B,), (B,)
+            mus.append(mu.detach().double().cpu().numpy())
+            variances.append(var.detach().double().cpu().numpy())
     if not mus:
         return np.zeros(0), np.zeros(0)
     return np.concatenate(mus), np.concatenate(variances)

@@ -261,3 +261,26 @@ def test_value_channel_learns_and_needs_its_column(feats, tmp_path):
         pq.write_table(pq.read_table(feats / f"{split}.parquet").drop_columns(["bag_values"]), old / f"{split}.parquet")
     with pytest.raises(features.FeatureError, match=r"train.parquet: column 'bag_values' is missing"):
         training.train(old, "rank1", cfg, out_dir=tmp_path / "run2", tracking=False)
+
+
+def test_early_stopping_stops_after_patience_validations_without_a_better_one(feats, tmp_path):
+    # a learning rate too small to move any weight: every validation equals the first (step 2), the best
+    stopped = training.train(feats, "deterministic", _cfg(max_steps=40, eval_every=2, lr=1e-30, patience=3),
+                             out_dir=tmp_path / "a", tracking=False)
+    assert (stopped.best_step, stopped.steps) == (2, 8)
+    full = training.train(feats, "deterministic", _cfg(max_steps=12, eval_every=2, lr=1e-30),
+                          out_dir=tmp_path / "b", tracking=False)  # the default: no early stopping
+    assert (full.best_step, full.steps) == (2, 12)
+
+
+def test_epoch_budget_ends_training_before_max_steps(feats, tmp_path):
+    cfg = _cfg(max_steps=100, max_epochs=0.5, batch_size=16)  # 96 admissions, 16 distinct per step: 3 steps
+    assert cfg.step_budget(96, 16) == 3 and _cfg().step_budget(96, 16) == 12  # unset: max_steps
+    assert training.train(feats, "deterministic", cfg, out_dir=tmp_path, tracking=False).steps == 3
+
+
+@pytest.mark.parametrize("kw, message", [({"patience": 0}, "patience must be >= 1"),
+                                         ({"max_epochs": 0.0}, "max_epochs must be > 0")])
+def test_early_stopping_settings_are_checked(kw, message):
+    with pytest.raises(ValueError, match=message):
+        _cfg(**kw)

@@ -24,6 +24,7 @@ import numpy as np
 
 from pipeline import fileio, metrics
 from pipeline.contracts import DEFAULT_BATCH
+from pipeline.devices import resolve_device
 from pipeline.evaluation.config import EvalConfig, Split  # noqa: F401  (their home; imported from here too)
 from pipeline.runs.truth import find_truth, load_true_risk
 from pipeline.runs import store
@@ -142,8 +143,10 @@ def _log_to_run(run: RunModel, report: dict, split: str, files: list[Path]) -> N
 
 def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | None = None, *,
                  data: Path | str | None = None, truth: Path | str | None = None,
-                 json_path: Path | str | None = None, out_dir: Path | str | None = None) -> EvalResult:
-    """Evaluate run ``run`` (id or ``runs:/<id>/model``) on ``split`` of its features (or ``data``).
+                 json_path: Path | str | None = None, out_dir: Path | str | None = None,
+                 device: str | None = None) -> EvalResult:
+    """Evaluate run ``run`` (id or ``runs:/<id>/model``) on ``split`` of its features (or ``data``), its model on
+    ``device`` (``pipeline.devices.resolve_device``: None is cuda when available, else cpu).
 
     Writes ``json_path`` (default ``<out_dir>/metrics.json``; ``out_dir`` defaults to
     ``runs/eval/<run id>/<split>``) and the PNG plots into ``out_dir``; logs to the run when
@@ -159,7 +162,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
-        rm = load_run_model(run, tmp)
+        rm = load_run_model(run, tmp, resolve_device(device))
     fdir = resolve_features(rm, data)
     fs = features.load_split(fdir / f"{split.value}.parquet", values=predict.needs_values(rm.model))
     fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))

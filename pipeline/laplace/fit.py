@@ -70,6 +70,7 @@ def fit_laplace(model: nn.Module, train_fs, val_fs, cfg: LaplaceConfig | None = 
     """Fit on the mortality FeatureSets ``train_fs`` (GGN) and ``val_fs`` (prior precision; may be None
     when ``cfg.prior_precision`` is given). ``model`` is left unchanged (the result holds a copy)."""
     from pipeline import batches
+    from pipeline.devices import model_device, to_device
 
     cfg = cfg if cfg is not None else LaplaceConfig()
     n = len(train_fs)
@@ -81,9 +82,11 @@ def fit_laplace(model: nn.Module, train_fs, val_fs, cfg: LaplaceConfig | None = 
     nb = train_fs.n_bags[keep] if cfg.max_bags is None else np.minimum(train_fs.n_bags[keep], cfg.max_bags)
     train_order = keep[np.argsort(-nb, kind="stable")]  # similar lengths per batch (as predict.feature_logits)
 
+    device = model_device(model)  # --device: the MAP model's
+
     def chunks(fs, order: np.ndarray) -> Iterator[dict]:
         for s in range(0, len(order), cfg.batch_size):
-            yield batches.collate(fs, order[s:s + cfg.batch_size], cfg.max_bags, cfg.max_tokens)
+            yield to_device(batches.collate(fs, order[s:s + cfg.batch_size], cfg.max_bags, cfg.max_tokens), device)
 
     val_batches: Batches | None = None
     if val_fs is not None and len(val_fs):

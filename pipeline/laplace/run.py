@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pipeline import features, fileio, predict
 from pipeline.configs import config_dict
+from pipeline.devices import resolve_device
 from pipeline.runs import record, store
 from pipeline.runs.checkpoint import BEST, CHECKPOINT_FORMAT
 from pipeline.runs.tracking import make_tracker
@@ -56,8 +57,10 @@ class LaplaceRunResult:
 
 def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None = None,
                     samples: int | None = None, out_dir: Path | str | None = None, tracking: bool = True,
-                    experiment: str | None = None, run_name: str | None = None) -> LaplaceRunResult:
-    """Fit Laplace on the MAP run ``map_uri`` and log it (see the module docstring).
+                    experiment: str | None = None, run_name: str | None = None,
+                    device: str | None = None) -> LaplaceRunResult:
+    """Fit Laplace on the MAP run ``map_uri`` and log it (see the module docstring), on ``device``
+    (``pipeline.devices.resolve_device``: None is cuda when available, else cpu; mortality runs).
 
     ``samples``: Monte Carlo draws of the linearized model per admission, stored as the run's
     ``score_samples``; with it the predictive is Monte Carlo (``cfg.predictive`` = mc), without
@@ -66,11 +69,12 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
     A vision run (tag ``run_kind`` = vision, or an image model's checkpoint file) is fitted on its
     images instead (``fit_vision_laplace_run``); ``data`` is then a CIFAR directory.
     """
+    device = resolve_device(device)  # a device not here fails first
     if Path(str(map_uri)).is_file() or store.kind_of_run(map_uri) is store.RunKind.VISION:
         return fit_vision_laplace_run(map_uri, cfg, data=data, samples=samples, out_dir=out_dir, tracking=tracking,
                                       experiment=experiment, run_name=run_name)
     with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:
-        rm = store.load_run_model(map_uri, tmp)
+        rm = store.load_run_model(map_uri, tmp, device)
     if rm.info.get("model_kind") == "laplace":
         raise LaplaceError(f"{map_uri} is already a Laplace run; give the MAP run it was fitted on")
     fdir = store.resolve_features(rm, data)

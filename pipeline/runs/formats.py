@@ -66,9 +66,9 @@ def model_file(directory: Path | str) -> Path | None:
     return None
 
 
-def load_model(path: Path | str):
+def load_model(path: Path | str, device=None):
     """(model, info) of a model file of any format and kind (see the module docstring); a torch
-    model in eval mode. A file not named ``baseline.npz`` is read as a torch checkpoint (a run's
+    model in eval mode, on ``device`` (read onto the CPU, then moved; None: the CPU). A file not named ``baseline.npz`` is read as a torch checkpoint (a run's
     ``best.pt``, or a checkpoint a benchmark saved under its own name)."""
     if Path(path).name == BASELINE_FILE:
         return _load_baseline(path)
@@ -78,6 +78,8 @@ def load_model(path: Path | str):
         raise CheckpointError(f"{path}: checkpoint kind {ckpt.get('kind')!r} is not one of "
                               f"{sorted(k or 'mortality' for k in _TORCH_KINDS)}")
     model, info = loader(ckpt)
+    if device is not None:
+        model = model.to(device)
     return model, {**info, FORMAT_TAG: ModelFormat.TORCH.value}
 
 

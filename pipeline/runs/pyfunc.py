@@ -170,6 +170,11 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
             log.warning("the model was logged without its extraction settings: before_prediction_time cannot be "
                         "derived from an input's observed_hours and stays False")
 
+    def to_device(self, device) -> None:
+        """Move a torch model to ``device`` (``serve --device``); a classical baseline stays as it is."""
+        if hasattr(self.model, "to"):
+            self.model = self.model.to(device)
+
     def check_request(self, model_input, params: dict | None = None) -> None:
         """Raise ``RequestError`` (one line) unless ``predict`` can score this request (the server's
         guard asks before MLflow parses a request)."""
@@ -181,12 +186,14 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
         from pipeline import predict
+        from pipeline.devices import model_device
 
         settings = request_settings(params, self.info)
         fs = read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model))
         return predict.score_features(self.model, fs, settings.samples, self.info["refer_threshold"],
                                       settings.batch_size, self.info.get("max_bags"), self.info.get("max_tokens"),
-                                      predict.seeded_generator(settings.seed), predict.refer_measure_of(self.info))
+                                      predict.seeded_generator(settings.seed, model_device(self.model)),
+                                      predict.refer_measure_of(self.info))
 
 
 def signature(default_samples: int):

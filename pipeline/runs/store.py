@@ -202,8 +202,9 @@ def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
                    "MLflow model directory")
 
 
-def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
-    """Model, info and vocabulary of a run id / ``runs:/<id>/model`` URI / model URI / local model directory."""
+def load_run_model(uri: str, workdir: Path | str | None = None, device=None) -> RunModel:
+    """Model, info and vocabulary of a run id / ``runs:/<id>/model`` URI / model URI / local model directory;
+    a torch model on ``device`` (None: the CPU)."""
     import mlflow
 
     run_id, local = parse_model_uri(uri)
@@ -218,7 +219,7 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
         if model_file(local / "artifacts") is None:
             raise RunError(f"{uri} is not a model logged by training (no artifacts/{' or '.join(FILES.values())})")
     if local is not None:
-        model, info = load_model(model_file(local / "artifacts"))
+        model, info = load_model(model_file(local / "artifacts"), device)
         extraction = local / "artifacts" / EXTRACTION  # settings for a census extraction (pyfunc.log_model)
         manifest = fileio.read_json(extraction) if extraction.exists() else None
         return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest,
@@ -238,7 +239,7 @@ def load_run_model(uri: str, workdir: Path | str | None = None) -> RunModel:
     path = model_file(model_dir)
     if path is None:
         raise RunError(f"run {run_id} has no model file in {MODEL_FILES} ({' or '.join(FILES.values())})")
-    model, info = load_model(path)
+    model, info = load_model(path, device)
     manifest = None
     try:
         path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=f"{FEATURES_ARTIFACTS}/{MANIFEST}",

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from pipeline import features, fileio, predict
 from pipeline.contracts import COHORT_COLUMNS, RISK
+from pipeline.devices import resolve_device
 from pipeline.errors import PipelineError
 from pipeline.runs.store import load_run_model
 from pipeline.serving import cohort as cohort_mod
@@ -175,8 +176,9 @@ def _check_vocab_file(path: Path, vocab: dict) -> None:
 def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, source: str | None = None,
           cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
           as_of: str | None = None, report: Path | str | None = None, link: bool = True,
-          cross_release: bool = False) -> ScoreSummary:
-    """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into ``out``.
+          cross_release: bool = False, device: str | None = None) -> ScoreSummary:
+    """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into ``out``,
+    the model on ``device`` (``pipeline.devices.resolve_device``: None is cuda when available, else cpu).
 
     ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
     ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open
@@ -198,7 +200,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         raise ScoreError(f"{report}: the report keyed by pseudonym does not belong in _private/ (the data owner's "
                          "copy, keyed by HADM_ID, is written there with link)")
     with tempfile.TemporaryDirectory(prefix="score-") as tmp:
-        run = load_run_model(model_uri, Path(tmp) / "model")
+        run = load_run_model(model_uri, Path(tmp) / "model", resolve_device(device))
         model_release = release.release_of(run.manifest)
         if data is not None:
             files = feature_files(data)

@@ -41,6 +41,7 @@ class ServeConfig:
     max_rows: int = 2048  # admissions per request; more is a 413 (split the census into requests)
     max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
     timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
+    device: str | None = None  # torch device of the model: cpu, cuda, cuda:N (unset: cuda when available, else cpu)
     direct: bool = True  # JSON requests: the guard's parsed table straight to the model (off: through MLflow's app)
 
     def __post_init__(self) -> None:
@@ -94,7 +95,15 @@ def build_app(cfg: ServeConfig):
 
         torch.set_num_threads(cfg.threads)
     os.environ[MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.name] = str(cfg.timeout_s)
-    model = GuardedModel(load(cfg.model))
+    from pipeline.devices import resolve_device
+
+    device = resolve_device(cfg.device)  # a device not here fails before the model loads
+    loaded = load(cfg.model)
+    unwrap = getattr(loaded, "unwrap_python_model", None)
+    on_device = getattr(unwrap(), "to_device", None) if unwrap is not None else None
+    if on_device is not None:  # a mortality model (pipeline.runs.pyfunc): onto --device
+        on_device(device)
+    model = GuardedModel(loaded)
     return RequestGuard(scoring_server.init(model), model, cfg)
 
 

@@ -8,10 +8,11 @@ tables, or one with ``hosp/`` and ``icu/`` modules; a ``mimiciii`` schema, or ``
 - ``base``: ``SourceError``, a table's description, the empty stand-in of a missing optional table.
 - ``csvdir``: a directory of CSV / CSV.gz files read by embedded DuckDB (layout detected).
 - ``postgres``: a PostgreSQL database (mimic-code's schemas); the SQL runs inside it.
+- ``stage``: a Parquet stage of a CSV directory (``cli.py stage``), read like it, typed once.
 - ``pgload``: loads a CSV directory into PostgreSQL with mimic-code's table definitions
   (``ddl_mimic4``: MIMIC-IV's).
 
-``open_source`` picks the kind from the location: a ``postgresql://`` (or key=value) DSN, else a directory.
+``open_source`` picks the kind from the location: a ``postgresql://`` (or key=value) DSN, else a stage (a directory with ``stage.json``), else a CSV directory.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ def open_source(location: str | Path, con, schema: str | None = None):
         from pipeline.sources.postgres import PostgresSource
 
         return PostgresSource(str(location), con, schema=schema or "mimiciii")
+    from pipeline.sources.stage import StageSource, is_stage
+
+    if is_stage(location):
+        return StageSource(Path(location), con)
     from pipeline.sources.csvdir import CsvSource
 
     return CsvSource(Path(location), con)

@@ -332,13 +332,14 @@ def _simulate(rng, cfg: SynthConfig, subject_id: np.ndarray, hadm_pool, icu_pool
 
 # ---------------------------------------------------------------------------- generate
 def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthConfig | None = None,
-             layout: Release | str = Release.mimic3, progress=None) -> SynthSummary:
+             layout: Release | str = Release.mimic3, progress=None, workers: int = 1) -> SynthSummary:
     """Write a synthetic MIMIC-III (full-release layout) for `patients` patients into `out_dir`;
     ``layout="mimic-iv"`` writes the same world in MIMIC-IV's layout (hosp/, icu/; `synth.mimic4`).
 
     Same seed and arguments give byte-identical files. Tables are generated `chunk_patients`
     at a time and appended to gzip streams under temporary names, renamed at the end.
-    `progress(done)` is called with the patients written so far after each chunk.
+    `progress(done)` is called with the patients written so far after each chunk. ``workers`` > 1
+    (MIMIC-III layout) generates and compresses chunks in that many processes: the same bytes.
     """
     from pipeline.fileio import write_json
 
@@ -351,6 +352,11 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     if layout not in tuple(Release):
         raise ConfigError(f"layout must be one of {[r.value for r in Release]}, got {layout!r}")
     layout = Release(layout)
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ConfigError(f"--workers must be an integer >= 1, got {workers!r}")
+    if workers > 1 and layout is Release.mimic4:
+        raise ConfigError("--workers > 1 applies to --layout mimic-iii only (the MIMIC-IV layout is written by one "
+                          "process)")
     out = Path(out_dir)
     (out / "_truth").mkdir(parents=True, exist_ok=True)
     ids = np.random.default_rng([seed, 1 << 20])
@@ -375,7 +381,7 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
                 iv.write(name, cols, ch, ci)
 
         stats = _write_chunks(emit, cfg, seed, subject, hadm_pool, icu_pool, exact_rx=iv is not None,
-                              progress=progress)
+                              progress=progress, workers=int(workers), writers=writers)
         emit("D_ITEMS", tb.d_items())
         emit("D_LABITEMS", tb.d_labitems())
         for w in writers.values():
@@ -411,32 +417,49 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     return summary
 
 
-def _write_chunks(emit, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_pool, exact_rx: bool = False,
-                  progress=None) -> dict[str, float]:
-    """Simulate and write every chunk through ``emit(table, columns, chunk, chunk index)``; returns counts
-    for the summary. ``exact_rx``: PRESCRIPTIONS keep the order's time (the MIMIC-IV layout). ``progress``:
-    called with the patients written so far after each chunk."""
-    stats = dict(admissions=0, icustays=0, deaths=0, cohort=0, cohort_deaths=0, risk_sum=0.0)
+def _chunk_tables(cfg: SynthConfig, seed: int, ci: int, ch: Chunk, exact_rx: bool) -> list[tuple[str, dict]]:
+    """Every table's rows of chunk ``ci`` (simulated as ``ch``), in the order they are written: (table, columns).
+    Each table draws from its own stream ``[seed, ci, i + 1]``, so a chunk needs nothing of the others."""
     rows_per_hour = cfg.chart_rows_per_stay / _CHART_REF_HOURS
     dens = cfg.density
-    for ci, start in enumerate(range(0, len(subject), cfg.chunk_patients)):
-        ch = _simulate(np.random.default_rng([seed, ci, 0]), cfg, subject[start:start + cfg.chunk_patients], hadm_pool, icu_pool)
-        rng = {name: np.random.default_rng([seed, ci, i + 1]) for i, name in enumerate(_TABLE_STREAMS)}
-        emit("PATIENTS", tb.patients(rng["PATIENTS"], ch), ch, ci)
-        emit("ADMISSIONS", tb.admissions(rng["ADMISSIONS"], ch), ch, ci)
-        emit("ICUSTAYS", tb.icustays(rng["ICUSTAYS"], ch), ch, ci)
-        emit("DIAGNOSES_ICD", ev.diagnoses_icd(rng["DIAGNOSES_ICD"], ch), ch, ci)
-        for system in (0, 1):
-            emit("CHARTEVENTS", ev.chartevents(rng["CHARTEVENTS"], ch, system, dens, rows_per_hour), ch, ci)
-        emit("LABEVENTS", ev.labevents(rng["LABEVENTS"], ch, dens), ch, ci)
-        emit("INPUTEVENTS_CV", ev.inputevents_cv(rng["INPUTEVENTS_CV"], ch, dens), ch, ci)
-        emit("INPUTEVENTS_MV", ev.inputevents_mv(rng["INPUTEVENTS_MV"], ch, dens), ch, ci)
-        emit("OUTPUTEVENTS", ev.outputevents(rng["OUTPUTEVENTS"], ch, dens), ch, ci)
-        emit("DATETIMEEVENTS", ev.datetimeevents(rng["DATETIMEEVENTS"], ch, dens), ch, ci)
-        emit("PROCEDUREEVENTS_MV", ev.procedureevents_mv(rng["PROCEDUREEVENTS_MV"], ch, dens), ch, ci)
-        emit("MICROBIOLOGYEVENTS", ev.microbiologyevents(rng["MICROBIOLOGYEVENTS"], ch, dens), ch, ci)
-        emit("PRESCRIPTIONS", ev.prescriptions(rng["PRESCRIPTIONS"], ch, dens, exact=exact_rx), ch, ci)
-        emit("truth", tb.truth(ch))
+    rng = {name: np.random.default_rng([seed, ci, i + 1]) for i, name in enumerate(_TABLE_STREAMS)}
+    out = [("PATIENTS", tb.patients(rng["PATIENTS"], ch)), ("ADMISSIONS", tb.admissions(rng["ADMISSIONS"], ch)),
+           ("ICUSTAYS", tb.icustays(rng["ICUSTAYS"], ch)), ("DIAGNOSES_ICD", ev.diagnoses_icd(rng["DIAGNOSES_ICD"], ch))]
+    for system in (0, 1):
+        out.append(("CHARTEVENTS", ev.chartevents(rng["CHARTEVENTS"], ch, system, dens, rows_per_hour)))
+    out += [("LABEVENTS", ev.labevents(rng["LABEVENTS"], ch, dens)),
+            ("INPUTEVENTS_CV", ev.inputevents_cv(rng["INPUTEVENTS_CV"], ch, dens)),
+            ("INPUTEVENTS_MV", ev.inputevents_mv(rng["INPUTEVENTS_MV"], ch, dens)),
+            ("OUTPUTEVENTS", ev.outputevents(rng["OUTPUTEVENTS"], ch, dens)),
+            ("DATETIMEEVENTS", ev.datetimeevents(rng["DATETIMEEVENTS"], ch, dens)),
+            ("PROCEDUREEVENTS_MV", ev.procedureevents_mv(rng["PROCEDUREEVENTS_MV"], ch, dens)),
+            ("MICROBIOLOGYEVENTS", ev.microbiologyevents(rng["MICROBIOLOGYEVENTS"], ch, dens)),
+            ("PRESCRIPTIONS", ev.prescriptions(rng["PRESCRIPTIONS"], ch, dens, exact=exact_rx)),
+            ("truth", tb.truth(ch))]
+    return out
+
+
+def _write_chunks(emit, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_pool, exact_rx: bool = False,
+                  progress=None, workers: int = 1, writers: dict | None = None) -> dict[str, float]:
+    """Simulate and write every chunk through ``emit(table, columns, chunk, chunk index)``; returns counts
+    for the summary. ``exact_rx``: PRESCRIPTIONS keep the order's time (the MIMIC-IV layout). ``progress``:
+    called with the patients written so far after each chunk. ``workers`` > 1 (the MIMIC-III layout, whose
+    ``writers`` are given): chunks are generated and encoded by that many processes (``_parallel``), each
+    chunk's gzip members appended in chunk order: the same bytes as one process writes."""
+    stats = dict(admissions=0, icustays=0, deaths=0, cohort=0, cohort_deaths=0, risk_sum=0.0)
+    sims = ((ci, _simulate(np.random.default_rng([seed, ci, 0]), cfg, subject[start:start + cfg.chunk_patients],
+                           hadm_pool, icu_pool))
+            for ci, start in enumerate(range(0, len(subject), cfg.chunk_patients)))
+    if workers > 1:
+        done = _parallel(sims, cfg, seed, writers, workers, exact_rx)
+    else:
+        def serial():
+            for ci, ch in sims:
+                for name, cols in _chunk_tables(cfg, seed, ci, ch, exact_rx):
+                    emit(name, cols, ch, ci)
+                yield ci, ch
+        done = serial()
+    for ci, ch in done:
         cohort = (ch.kind == ADULT) & ~ch.early
         stats["admissions"] += len(ch.pat)
         stats["icustays"] += len(ch.stay_adm)
@@ -445,5 +468,56 @@ def _write_chunks(emit, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_poo
         stats["cohort_deaths"] += int(ch.died[cohort].sum())
         stats["risk_sum"] += float(ch.risk[cohort].sum())
         if progress is not None:
-            progress(min(start + cfg.chunk_patients, len(subject)))
+            progress(min((ci + 1) * cfg.chunk_patients, len(subject)))
     return stats
+
+
+# ---------------------------------------------------------------------------- parallel chunks
+# A worker encodes chunk ci's tables once it knows where their ROW_IDs start: the rows of every earlier
+# chunk, which each worker publishes (``_ROWS``) as soon as its chunk is generated, before encoding it.
+_SHARED: dict = {}
+
+
+def _init_worker(rows, ready) -> None:
+    _SHARED.update(rows=rows, ready=ready)
+
+
+def _encode_chunk(args) -> tuple[int, list[tuple[str, bytes, int]]]:
+    import time
+
+    cfg, seed, ci, ch, exact_rx, names, columns = args
+    tables = _chunk_tables(cfg, seed, ci, ch, exact_rx)
+    rows, ready, k = _SHARED["rows"], _SHARED["ready"], len(names)
+    counts = dict.fromkeys(names, 0)
+    for name, cols in tables:
+        counts[name] += len(next(iter(cols.values())))
+    for j, name in enumerate(names):
+        rows[ci * k + j] = counts[name]
+    ready[ci] = 1
+    while not all(ready[:ci]):  # the earlier chunks were handed out first: each is being generated
+        time.sleep(0.002)
+    first = {name: 1 + sum(rows[c * k + j] for c in range(ci)) for j, name in enumerate(names)}
+    out = []
+    for name, cols in tables:
+        member, n = tb.csv_member(columns[name], cols, first[name], cfg.gzip_level, name)
+        first[name] += n
+        out.append((name, member, n))
+    return ci, out
+
+
+def _parallel(sims, cfg: SynthConfig, seed: int, writers: dict, workers: int, exact_rx: bool):
+    """Yield (chunk index, chunk) in order after appending each chunk's members, encoded by ``workers``
+    processes (fork: each gets the shared row counts), to ``writers``."""
+    import multiprocessing as mp
+
+    sims = list(sims)  # the simulation is ~1 % of the work; the id pools are drawn in order here
+    names = list(writers)
+    ctx = mp.get_context("fork")
+    rows, ready = ctx.RawArray("q", len(sims) * len(names)), ctx.RawArray("b", len(sims))
+    columns = {name: w.columns for name, w in writers.items()}
+    jobs = ((cfg, seed, ci, ch, exact_rx, names, columns) for ci, ch in sims)
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(rows, ready)) as pool:
+        for ci, members in pool.imap(_encode_chunk, jobs):
+            for name, member, n in members:
+                writers[name].write_member(member, n)
+            yield ci, sims[ci][1]

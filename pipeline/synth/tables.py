@@ -161,38 +161,52 @@ def col_numstr(x) -> pa.Array:
 
 
 # ---------------------------------------------------------------------------- output
+def gzip_member(data: bytes, level: int) -> bytes:
+    """``data`` as one deterministic gzip member (no name, time 0); a file is a run of them (RFC 1952)."""
+    return gzip.compress(data, compresslevel=level, mtime=0)
+
+
+def csv_member(columns: tuple[str, ...], cols: dict[str, pa.Array], first_row_id: int, level: int,
+               name: str = "") -> tuple[bytes, int]:
+    """(gzip member of the CSV rows, rows) of one table's rows; ROW_ID numbered from ``first_row_id`` when the
+    table has one and ``cols`` lacks it. Any process gives the same bytes (``synth --workers``)."""
+    n = len(next(iter(cols.values())))
+    if n == 0:
+        return b"", 0
+    if "ROW_ID" in columns and "ROW_ID" not in cols:
+        cols = {"ROW_ID": col_int(np.arange(first_row_id, first_row_id + n)), **cols}
+    if set(cols) != set(columns):
+        raise RuntimeError(f"{name}: columns {sorted(set(cols) ^ set(columns))} mismatch")
+    table = pa.table([cols[c] for c in columns], names=list(columns))
+    buf = io.BytesIO()
+    pa_csv.write_csv(table, buf, pa_csv.WriteOptions(include_header=False, quoting_style="needed", batch_size=1 << 16))
+    return gzip_member(buf.getvalue(), level), n
+
+
 class CsvGzWriter:
-    """One table as a deterministic gzip CSV, appended chunk by chunk, renamed into place on close."""
+    """One table as a deterministic gzip CSV, one gzip member per write (the header, then each chunk's rows),
+    renamed into place on close."""
 
     def __init__(self, path: Path, columns: tuple[str, ...], level: int):
-        self.path, self.columns, self.rows = path, columns, 0
+        self.path, self.columns, self.rows, self.level = path, columns, 0, level
         self.tmp = path.with_name(f".{path.name}.tmp")
         self._raw = open(self.tmp, "wb")
-        self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, compresslevel=level, mtime=0)
-        self._gz.write((",".join(f'"{c}"' for c in columns) + "\n").encode())
+        self._raw.write(gzip_member((",".join(f'"{c}"' for c in columns) + "\n").encode(), level))
 
     def write(self, cols: dict[str, pa.Array]) -> None:
         """Append rows; ROW_ID is numbered here when the table has one and `cols` lacks it."""
-        n = len(next(iter(cols.values())))
-        if n == 0:
-            return
-        if "ROW_ID" in self.columns and "ROW_ID" not in cols:
-            cols = {"ROW_ID": col_int(np.arange(self.rows + 1, self.rows + n + 1)), **cols}
-        if set(cols) != set(self.columns):
-            raise RuntimeError(f"{self.path.name}: columns {sorted(set(cols) ^ set(self.columns))} mismatch")
-        table = pa.table([cols[c] for c in self.columns], names=list(self.columns))
-        buf = io.BytesIO()
-        pa_csv.write_csv(table, buf, pa_csv.WriteOptions(include_header=False, quoting_style="needed", batch_size=1 << 16))
-        self._gz.write(buf.getbuffer())
+        self.write_member(*csv_member(self.columns, cols, self.rows + 1, self.level, self.path.name))
+
+    def write_member(self, member: bytes, n: int) -> None:
+        """Append ``n`` rows encoded by ``csv_member`` (numbered from this file's ``rows + 1``)."""
+        self._raw.write(member)
         self.rows += n
 
     def close(self) -> None:
-        self._gz.close()
         self._raw.close()
         os.replace(self.tmp, self.path)
 
     def abort(self) -> None:
-        self._gz.close()
         self._raw.close()
         self.tmp.unlink(missing_ok=True)
 

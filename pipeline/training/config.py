@@ -3,6 +3,7 @@ named presets, and the likelihood choice. Imports no torch, so ``cli.py --help``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -78,6 +79,8 @@ class TrainConfig:
     checkpoint_metric: CheckpointMetric = CheckpointMetric.NLL  # best checkpoint by validation nll | loss
     train_samples: int = 1  # Monte Carlo samples per component in a training step
     eval_every: int = 250  # validate (and checkpoint) every this many steps, and at the end
+    patience: int | None = None  # early stopping: stop after this many validations without a better best checkpoint (unset: never)
+    max_epochs: float | None = None  # step budget in epochs as well: at most ceil(max_epochs x training admissions / distinct per step) steps (unset: max_steps alone)
     eval_samples: int = 2  # samples per component in periodic validation (cheap)
     score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
     eval_batch_size: int = DEFAULT_BATCH  # admissions per validation forward pass (the draws depend on the batches)
@@ -107,11 +110,22 @@ class TrainConfig:
             raise ConfigError("TrainConfig: lr must be > 0 and clip, l2, anneal_steps >= 0")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"TrainConfig.threads must be >= 1, got {self.threads}")
+        if self.patience is not None and self.patience < 1:
+            raise ConfigError(f"TrainConfig.patience must be >= 1, got {self.patience}")
+        if self.max_epochs is not None and not self.max_epochs > 0:
+            raise ConfigError(f"TrainConfig.max_epochs must be > 0, got {self.max_epochs}")
         for name in ("source_oov_rate", "token_oov_rate"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"TrainConfig.{name} must lie in [0, 1), got {getattr(self, name)}")
         if not 0.0 <= self.refer_fraction < 1.0:
             raise ConfigError(f"TrainConfig.refer_fraction must lie in [0, 1), got {self.refer_fraction}")
+
+    def step_budget(self, n_train: int, distinct: int) -> int:
+        """The last step: ``max_steps``, or fewer where ``max_epochs`` of ``n_train`` admissions, ``distinct``
+        per step, end sooner."""
+        if self.max_epochs is None:
+            return self.max_steps
+        return max(1, min(self.max_steps, math.ceil(self.max_epochs * n_train / max(distinct, 1))))
 
     def to_dict(self) -> dict:
         """JSON-able settings (str enums as their values, the model overrides' too): what checkpoints hold."""

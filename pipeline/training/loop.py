@@ -36,6 +36,7 @@ from torch import nn
 
 from pipeline import batches, features, fileio, metrics, predict
 from pipeline.configs import config_dict
+from pipeline.devices import model_device, resolve_device, to_device
 from pipeline.errors import PipelineError
 from pipeline.models import build_model, model_config
 from pipeline.models.config import saved_config
@@ -80,7 +81,8 @@ class TrainingDiverged(PipelineError, RuntimeError):
 
 def validate(model: nn.Module, val: features.FeatureSet, cfg: TrainConfig, samples: int) -> np.ndarray:
     """Validation logits (S, K, N) with the fixed evaluation seed (training RNG untouched)."""
-    with torch.random.fork_rng(devices=[]):
+    device = model_device(model)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(stream_seed(cfg.seed, EVAL_STREAM))
         return predict.feature_logits(model, val, samples, cfg.eval_batch_size, cfg.max_bags, cfg.max_tokens)
 
@@ -97,13 +99,14 @@ def progress_status(stats, w: float, anneal_steps: int) -> str:
 def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = None, *,
           out_dir: Path | str | None = None, resume: bool = False, tracking: bool = True,
           experiment: str | None = None, run_name: str | None = None,
-          artifact_location: str | None = None) -> TrainResult:
+          artifact_location: str | None = None, device: str | None = None) -> TrainResult:
     """Train ``model_kind`` on ``features_dir`` (train/val Parquet, vocab.json, manifest.json).
 
     Checkpoints go to ``out_dir`` (default ``runs/train/<MLflow run id>``, untracked
     ``runs/train/<kind>-s<seed>``); an existing ``last.pt`` there is an error unless ``resume``.
     With ``tracking`` the run is logged to MLflow (``experiment``/``run_name``; a resumed run
-    continues its MLflow run). Raises ``TrainingDiverged`` on a non-finite loss or gradient.
+    continues its MLflow run). Raises ``TrainingDiverged`` on a non-finite loss or gradient. ``device``:
+    the torch device (``pipeline.devices.resolve_device``: None is cuda when available, else cpu).
     """
     cfg = cfg or TrainConfig()
     fdir = Path(features_dir)
@@ -115,7 +118,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     mcfg = model_config(cfg.model, _vocab_sizes(fdir))
     vocab_sizes, train_fs, val_fs = _load_inputs(fdir, values=mcfg.value_channel)
     torch.manual_seed(cfg.seed)
-    model = build_model(model_kind, mcfg)
+    model = build_model(model_kind, mcfg).to(resolve_device(device))
     k = predict.components_of(model)
     distinct = cfg.batch_size // k
     if distinct < d.world or distinct % d.world:
@@ -153,7 +156,9 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
         ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases), d)
         augment = OovAugment(fileio.read_json(fdir / store.VOCAB)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,
                              cfg.seed)
-        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out, augment)
+        last = cfg.step_budget(len(train_fs), distinct)  # max_steps, or the epoch budget's end
+        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out, augment,
+                      last)
         if d.world > 1:
             import torch.distributed as dist
 
@@ -228,16 +233,20 @@ def train_step(objective: nn.Module, optimizer, params: list, batch: dict, kl_w:
 
 
 def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d: Dist, tracker, base: dict,
-          state: dict, out: Path, augment: OovAugment | None = None) -> dict:
+          state: dict, out: Path, augment: OovAugment | None = None, last: int | None = None) -> dict:
+    """Steps up to ``last`` (default ``cfg.max_steps``), validating every ``eval_every`` and at the end;
+    with ``cfg.patience``, stops once that many validations in a row found no better best checkpoint."""
+    last = cfg.max_steps if last is None else last
     params = [p for p in model.parameters() if p.requires_grad]
-    bar = Progress("train", cfg.max_steps, state["step"], enabled=cfg.progress and d.main)
+    bar = Progress("train", last, state["step"], enabled=cfg.progress and d.main)
     last_good = (out / LAST, state["step"]) if state["step"] else None
     ddp.train()
     try:
-        for step in range(state["step"] + 1, cfg.max_steps + 1):
+        for step in range(state["step"] + 1, last + 1):
             batch = batches.collate(train_fs, sampler.indices(step - 1, d.rank, d.world), cfg.max_bags, cfg.max_tokens)
             if augment is not None:
                 batch = augment(batch, step, d.rank)  # unseen items simulated (training.augment); off by default
+            batch = to_device(batch, model_device(model))
             w = kl_weight(step, cfg.anneal_steps)
             stats = train_step(ddp, optimizer, params, batch, w, cfg.clip, d)
             if not torch.isfinite(stats).all():
@@ -248,16 +257,27 @@ def _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg: TrainConfig, d:
                 tracker.log_metrics({"train_loss": stats[0].item(), "train_nll": stats[1].item(),
                                      "train_kl": stats[2].item(), "kl_weight": w, "grad_norm": stats[3].item()}, step)
             bar.update(step, progress_status(stats, w, cfg.anneal_steps))
-            if step % cfg.eval_every == 0 or step == cfg.max_steps:
+            if step % cfg.eval_every == 0 or step == last:
                 try:
                     state = _checkpoint(model, optimizer, val_fs, cfg, d, tracker, base, {**state, "step": step}, out)
                 except TrainingDiverged as exc:
                     raise TrainingDiverged(f"{exc}; {_last_good(last_good)}") from None
                 last_good = (out / LAST, step)
+                if cfg.patience is not None and _stalled(state, step, cfg, d):
+                    log.info("early stopping at step %d: no better validation for %d validations (best step %d)",
+                             step, cfg.patience, state["best_step"])
+                    tracker.set_tag("stopped_early_at_step", str(step))
+                    break
                 ddp.train()
     finally:
         bar.close()
     return state
+
+
+def _stalled(state: dict, step: int, cfg: TrainConfig, d: Dist) -> bool:
+    """Whether ``cfg.patience`` validation intervals have passed since the best checkpoint (rank 0's, on every rank)."""
+    best = from_rank0(float(state["best_step"]), d)
+    return step - best >= cfg.patience * cfg.eval_every
 
 
 def _last_good(last_good: tuple[Path, int] | None) -> str:

@@ -91,23 +91,7 @@ def learning_rate(step: int, steps_per_epoch: int, cfg: VisionTrainConfig, disti
     return base * cfg.lr_decay_ratio ** decays
 
 
-def resolve_device(name: str | None = None) -> torch.device:
-    """The torch device ``name`` (cpu, cuda, cuda:1 ...); None: cuda when available, else cpu. A device
-    that does not exist here is a ``ConfigError`` (one line)."""
-    if name is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f"device {name!r} is not a torch device (cpu, cuda, cuda:N)") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device {name!r}: CUDA is not available here (torch {torch.__version__}); use cpu")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s)")
-    elif device.type != "cpu":
-        raise ConfigError(f"device {name!r}: only cpu and cuda devices are supported")
-    return device
+from pipeline.devices import resolve_device  # noqa: E402  (shared with the mortality commands)
 
 
 def batch_indices(n: int, distinct: int, steps_per_epoch: int, step: int, seed: int) -> np.ndarray:
