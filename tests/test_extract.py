@@ -240,16 +240,38 @@ def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tm
 
 
 def test_interrupt_scans_stops_a_running_scan(demo_dir):
-    """An error or Ctrl-C in the main thread interrupts the scans in flight on other cursors."""
+    """An error or Ctrl-C in the main thread interrupts the scans in flight on other cursors.
+
+    No timed waits: the scan's cursor signals an event as it sends the long query, and the main
+    thread interrupts until the scan's thread ends (an interrupt that lands between the event and
+    the query's start finds nothing running, so it is repeated)."""
     import threading
-    import time
+    import types
 
     import duckdb
 
     from pipeline.sources.base import SourceError
     from pipeline.sources.csvdir import CsvSource
 
+    sent = threading.Event()
+
+    class Watched:
+        """A DuckDB cursor that sets `sent` when the scan's CREATE TABLE ... AS query goes out."""
+
+        def __init__(self, cur):
+            self._cur = cur
+
+        def execute(self, sql, *args):
+            if sql.startswith("CREATE"):
+                sent.set()
+            return self._cur.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self._cur, name)
+
     src = CsvSource(demo_dir, duckdb.connect())
+    con = src.con
+    src.con = types.SimpleNamespace(cursor=lambda: Watched(con.cursor()))
     outcome = {}
 
     def scan():
@@ -258,14 +280,14 @@ def test_interrupt_scans_stops_a_running_scan(demo_dir):
         except SourceError as exc:
             outcome["error"] = str(exc)
 
-    worker = threading.Thread(target=scan)
+    worker = threading.Thread(target=scan, daemon=True)
     worker.start()
-    deadline = time.monotonic() + 10
-    while not src._running and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.2)  # let the query start
-    src.interrupt_scans()
-    worker.join(timeout=10)
+    assert sent.wait(timeout=30), "the scan never sent its query"
+    for _ in range(600):  # at most ~30 s of joins
+        src.interrupt_scans()
+        worker.join(timeout=0.05)
+        if not worker.is_alive():
+            break
     assert not worker.is_alive()
     assert "a long query" in outcome["error"] and "nterrupt" in outcome["error"]
 
