@@ -21,7 +21,9 @@ import json
 import logging
 import os
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
+from pipeline.configs import check_at_least
 from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -42,15 +44,12 @@ class ServeConfig:
     max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
     timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
     direct: bool = True  # JSON requests: the guard's parsed table straight to the model (off: through MLflow's app)
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"timeout_s": "timeout"}  # serve's name of the field
 
     def __post_init__(self) -> None:
-        for name, low in (("port", 1), ("workers", 1), ("max_rows", 1), ("timeout_s", 1)):
-            if int(getattr(self, name)) < low:
-                raise ConfigError(f"ServeConfig.{name} must be >= {low}, got {getattr(self, name)}")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"ServeConfig.threads must be >= 1, got {self.threads}")
+        check_at_least(self, 1, ("port", "workers", "max_rows", "timeout_s", "threads"))
         if not self.max_body_mb > 0:
-            raise ConfigError(f"ServeConfig.max_body_mb must be > 0, got {self.max_body_mb}")
+            raise ConfigError(f"--max-body-mb must be > 0, got {self.max_body_mb}")
 
     @property
     def max_body_bytes(self) -> int:
