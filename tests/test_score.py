@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,26 @@ def test_score_demo_features(demo_run, demo_features, demo_dir, tmp_path):
     assert s.referred == int(out["refer"].sum()) and (s.samples, s.components) == (3, 3)
     assert not privacy.scan([s.out], raw_ids_of(demo_dir))
     assert not list(tmp_path.glob(".*.tmp"))  # atomic: no temporary file left
+
+
+@pytest.mark.parametrize("name", ["x.csv", "scores.json", "today.PARQUET.gz"])
+def test_an_out_that_is_not_parquet_is_refused_before_anything_runs(name, tmp_path):
+    """`score --out x.csv` used to write Parquet into x.csv; now it says so (no model is even loaded)."""
+    with pytest.raises(sc.ScoreError, match=rf"--out .*{re.escape(name)}: the scores are written as Parquet; name "
+                                            r"the file \.parquet"):
+        sc.score("0" * 32, tmp_path / name, data=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_out_directory_gets_the_scores_and_private_inside_it(demo_run, demo_features, tmp_path):
+    """`--out today` (a directory, or a name without a suffix): today/scores.parquet and today/_private/,
+    never a _private/ in the parent of --out."""
+    s = sc.score(demo_run, tmp_path / "today", data=demo_features.out_dir, cfg=_cfg())
+    assert s.out == tmp_path / "today" / "scores.parquet" and s.out.is_file()
+    assert s.link_file == tmp_path / "today" / "_private" / "link.csv" and s.link_file.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["today"]
+    assert sc.scores_path(tmp_path / "today") == s.out  # an existing directory too
+    assert sc.scores_path(tmp_path / "a" / "b.Parquet") == tmp_path / "a" / "b.Parquet"
 
 
 def test_score_synthetic_features_directory(tmp_path_factory, tmp_path):

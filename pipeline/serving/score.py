@@ -85,6 +85,19 @@ def feature_files(data: Path | str) -> list[Path]:
     return files
 
 
+def scores_path(out: Path | str) -> Path:
+    """Where the scores go: ``FILE.parquet`` itself; a directory (one that exists, or a name without a
+    suffix) -> ``DIR/scores.parquet``, so the data owner's ``_private/`` lands inside ``DIR``, not in
+    its parent. Any other suffix (``x.csv``) is refused: the scores are Parquet, never silently."""
+    path = Path(out)
+    if path.is_dir() or (not path.suffix and not path.exists()):
+        return path / "scores.parquet"
+    if path.suffix.lower() != ".parquet":
+        raise ScoreError(f"--out {out}: the scores are written as Parquet; name the file .parquet (e.g. "
+                         f"{path.with_suffix('.parquet')}) or give a directory (it gets scores.parquet and _private/)")
+    return path
+
+
 def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Path, cohort_filter: str = "TRUE",
                    schema: str = "mimiciii", as_of: float | None = None, release: str | None = None):
     """Extract ``source`` with the training configuration and vocabulary; returns the ``ExtractResult``
@@ -186,6 +199,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     out-of-vocabulary tokens.
     """
     cfg = cfg or ScoreConfig()
+    out = scores_path(out)
     if (data is None) == (source is None):
         raise ScoreError("give exactly one of data (features) or source (a MIMIC source)")
     if cohort is not None and source is None:
