@@ -308,3 +308,31 @@ def test_observed_hours_clips_to_the_window():
     assert observed_hours(cohort, 24.0, 5.5 * h).tolist() == [5.5, 5.5, 5.5, 0.0]  # as of before admission: 0
     last = pd.Series([float("nan"), 2.0, 9.25, -30.0])  # last event used, hours after ADMITTIME (nan: none)
     assert observed_hours(cohort, 24.0, 5.5 * h, last).tolist() == [5.5, 5.5, 9.25, 0.0]  # the data reaches 9.25 h
+
+
+def test_a_failed_extract_leaves_no_empty_out(tmp_path):
+    """The --out folders a failed extraction created go again; one that existed before stays."""
+    from pipeline.errors import PipelineError
+    from pipeline.extraction import extract
+
+    (tmp_path / "src").mkdir()  # no tables at all
+    with pytest.raises(PipelineError):
+        extract(tmp_path / "src", tmp_path / "new" / "features")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(PipelineError):
+        extract(tmp_path / "src", tmp_path / "kept")
+    assert (tmp_path / "kept").is_dir() and not any((tmp_path / "kept").iterdir())
+
+
+def test_a_source_that_is_a_file_is_named_a_file(demo_dir, tmp_path):
+    from pipeline.extraction import extract
+    from pipeline.sources.base import SourceError
+
+    table = next(p for p in sorted(demo_dir.iterdir()) if p.name.lower().startswith("admissions"))
+    with pytest.raises(SourceError, match=rf"source {re.escape(str(table))} is a file, not a directory: give the "
+                                          rf"directory that holds the MIMIC tables .* e\.g\. {re.escape(str(demo_dir))}"):
+        extract(table, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(SourceError, match="source directory .*nowhere does not exist"):
+        extract(tmp_path / "nowhere", tmp_path / "out")
