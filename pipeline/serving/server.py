@@ -126,7 +126,8 @@ def serve(cfg: ServeConfig, log_level: str = "info", on_ready=None) -> None:
         app = build_app(cfg)  # a model that does not load fails here, before the port is taken
         if on_ready is not None:
             on_ready()
-        uvicorn.run(app, host=HOST, port=cfg.port, log_level=log_level, timeout_graceful_shutdown=5)
+        uvicorn.run(app, host=HOST, port=cfg.port, log_level=log_level, timeout_graceful_shutdown=5,
+                    access_log=False)  # the guard logs each request's one line
         return
     import sys
 
@@ -139,4 +140,4 @@ def serve(cfg: ServeConfig, log_level: str = "info", on_ready=None) -> None:
         on_ready()
     os.environ[CONFIG_ENV] = json.dumps(asdict(cfg))
     uvicorn.run("pipeline.serving.server:create_app", factory=True, host=HOST, port=cfg.port, workers=cfg.workers,
-                log_level=log_level, timeout_graceful_shutdown=5)
+                log_level=log_level, timeout_graceful_shutdown=5, access_log=False)
