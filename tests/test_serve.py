@@ -187,7 +187,7 @@ BAD = {  # name -> (body from the rows, content type, status, message)
     "n_events disagreeing with the bags": (lambda r: _split(_with([x for x in r if x[3]], "n_events", 0)), None, 400,
                                            r"^row 0: 'n_events' disagrees with 'bags' \(each token of a bag stands "
                                            r"for at least one event"),
-    "bag_hours of 1e30": (lambda r: _split(_with(r, "bag_hours", [1e30] * len(r[0][2]))), None, 400,
+    "bag_hours of 1e30": (lambda r: _split([[*x[:2], [1e30] * len(x[2]), *x[3:]] for x in r]), None, 400,
                           r"^column 'bag_hours' row 0: a bag starts outside the model's window \[-720, 24\) hours "
                           r"after admission"),
     "unsupported content type": (lambda r: b"<census/>", "application/xml", 415, r"^unsupported content type"),

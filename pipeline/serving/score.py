@@ -300,12 +300,24 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
             scores=scores, run_id=run.run_id, model_kind=str(run.info.get("model_kind")), samples=summary.samples,
             components=summary.components, refer_threshold=float(run.info["refer_threshold"]),
             val_metrics=run.model_info.get("val_metrics"),
-            reliability=validation_reliability(run), not_scored=summary.not_scored_by)
+            reliability=validation_reliability(run), not_scored=summary.not_scored_by,
+            prediction_hours=((run.manifest or {}).get("config") or {}).get("prediction_hours"),
+            splits=splits_of(summary.inputs), scores_file=summary.out.name)
         summary.report = report_mod.write_report(report, inp)
         if links is not None:
             inp.ids = links
             summary.private_report = report_mod.write_report(private / Path(report).name, inp, mode=0o600)
     return summary
+
+
+def splits_of(files: list[Path]) -> dict | None:
+    """pseudonym -> split of scored features files named train/val/test.parquet (a features
+    directory, or one of its files); None for anything else (a census's cohort.parquet)."""
+    import pyarrow.parquet as pq
+
+    if not files or any(f.stem not in SPLIT_FILES[1:] for f in files):
+        return None
+    return {k: f.stem for f in files for k in pq.read_table(f, columns=["key"]).column("key").to_pylist()}
 
 
 def _with_oov(summary: ScoreSummary, run, files: list[Path], crossing: bool) -> ScoreSummary:
