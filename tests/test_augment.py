@@ -54,6 +54,7 @@ def test_token_rate_and_reproducibility():
     assert len(ranks) > 1  # each rank draws its own stream
 
 
+@pytest.mark.slow
 def test_dedupe():
     x = torch.tensor([[[5, 1, 5, 0, 1]]])
     assert dedupe(x).tolist() == [[[0, 1, 0, 5, 0]]]  # sorted [0, 1, 1, 5, 5], repeats -> padding

@@ -73,6 +73,7 @@ def test_feature_format(demo_features):
     assert vocab["tokens"][0] == "<pad>" and vocab["context"][0] == "<pad>"
 
 
+@pytest.mark.slow
 def test_value_channel_lies_in_its_tokens_bin(demo_dir, demo_features, tmp_path):
     """extract --values adds bag_values and changes nothing else; it mirrors bags; a token without a
     binned value has 0; a quantile token 'item:qB' has the mean of its events' (value - center) / scale,
@@ -111,12 +112,14 @@ def test_value_channel_lies_in_its_tokens_bin(demo_dir, demo_features, tmp_path)
     assert seen > 1000  # the demo's binned events
 
 
+@pytest.mark.slow
 def test_extract_is_byte_identical(demo_dir, demo_features, tmp_path):
     again = extract(demo_dir, tmp_path / "again")
     for name in FEATURE_FILES + ["manifest.json"]:
         assert (demo_features.out_dir / name).read_bytes() == (again.out_dir / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_era_split_puts_metavision_in_test(demo_dir, tmp_path):
     res = extract(demo_dir, tmp_path / "era", ExtractConfig(split=SplitMode.era))
     feats = read_features(res.out_dir)
@@ -139,6 +142,7 @@ def _copy_tables(src: Path, dst: Path, tables: list[str], upper_headers: bool, g
 
 
 @pytest.mark.parametrize("upper_headers,gz", [(True, True), (True, False), (False, False)])
+@pytest.mark.slow
 def test_layouts_are_detected(demo_dir, demo_features, tmp_path, upper_headers, gz):
     tables = ["PATIENTS", "ADMISSIONS", "ICUSTAYS", "LABEVENTS", "PRESCRIPTIONS"]
     src = tmp_path / "src"
@@ -173,6 +177,7 @@ def test_missing_required_column_names_it(demo_dir, tmp_path):
         extract(src, tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_cli_extract_on_demo(demo_dir, tmp_path):
     from typer.testing import CliRunner
 
@@ -206,6 +211,7 @@ def test_output_files_are_not_left_half_written(demo_features):
     shutil.disk_usage(demo_features.out_dir)  # directory still readable
 
 
+@pytest.mark.slow
 def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
     """Event tables are counted inside their one scan (DuckDB profiler); every table's
     rows_read must equal its file's data lines, counted here independently with csv."""
@@ -223,6 +229,7 @@ def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
         assert acc["rows_read"] == lines, name
 
 
+@pytest.mark.slow
 def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
     from pipeline.extraction import ExtractConfig, extract
 
@@ -230,6 +237,7 @@ def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
     assert res.manifest["tables"]["chartevents"]["rows_read"] == 758_355
 
 
+@pytest.mark.slow
 def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tmp_path):
     from pipeline.extraction import ExtractConfig, extract
 

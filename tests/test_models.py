@@ -219,6 +219,7 @@ OVERFIT_NLL = 0.1
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_each_variant_overfits_tiny_dataset(kind):
     model = build_model(kind, tiny_cfg())
     batch = make_batch(b=16, t=4, zero_rows=(3,), seed=1)
@@ -231,6 +232,7 @@ def test_each_variant_overfits_tiny_dataset(kind):
     assert nll < OVERFIT_NLL, f"{kind}: train NLL {nll:.3f}"
 
 
+@pytest.mark.slow
 def test_cauchy_rank1_runs_2000_steps_without_nan():
     model = build_model("rank1", tiny_cfg(prior="cauchy", embedding_dim=4, lstm_hidden=4, dense_units=8,
                                           components=2))
@@ -538,6 +540,7 @@ def test_bag_channels_hold_the_hour_and_the_bag_size():
     assert build_model("deterministic", tiny_cfg(time_feature=False, bag_size_feature=False))._bag_channels(tokens, mask, hours) is None
 
 
+@pytest.mark.slow
 def test_a_checkpoint_from_before_a_default_changed_loads_as_trained(tmp_path):
     from pipeline.configs import config_dict
     from pipeline.models.config import FORMER_DEFAULTS, saved_config

@@ -85,6 +85,7 @@ def test_an_out_directory_gets_the_scores_and_private_inside_it(demo_run, demo_f
     assert sc.scores_path(tmp_path / "a" / "b.Parquet") == tmp_path / "a" / "b.Parquet"
 
 
+@pytest.mark.slow
 def test_score_synthetic_features_directory(tmp_path_factory, tmp_path):
     from pipeline.extraction import extract
     from pipeline.synth import SynthConfig, generate
@@ -618,6 +619,7 @@ def test_every_scoring_entry_point_defaults_to_one_batch_size():
 # ---------------------------------------------------------------------------- the value channel
 
 
+@pytest.mark.slow
 def test_a_value_channel_model_scores_its_features_and_refuses_older_ones(tmp_path_factory, tmp_path):
     """A rank-1 model with the value channel (trained on random features with bag_values) scores them
     through ``score`` and the pyfunc's request reader; features without bag_values (feature versions

@@ -177,6 +177,7 @@ def test_each_kind_of_run_is_refused_by_the_others_commands(det_run, rank1_run):
     (["--device", "cuda"], ["CUDA is not available"]),
     (["--method", "deep-ensemble", "--nll", "mixture", "--epochs", "0.01"], ["nll='mixture' couples the members"]),
 ])
+@pytest.mark.slow
 def test_train_errors_are_one_line(args, fragments):
     if args == ["--device", "cuda"] and torch.cuda.is_available():
         pytest.skip("CUDA is available here")

@@ -44,11 +44,13 @@ def randomize_norms(model: nn.Module) -> None:
 # ---------------------------------------------------------------- parameter counts
 
 
+@pytest.mark.slow
 def test_resnet50_deterministic_has_torchvisions_parameter_count():
     model = build_vision_model(VisionConfig(arch="resnet50", method="deterministic", num_classes=1000))
     assert count_parameters(model) == 25_557_032
 
 
+@pytest.mark.slow
 def test_wrn_28_10_parameter_count():
     n = count_parameters(build_vision_model(VisionConfig(arch="wrn", depth=28, width=10, method="deterministic")))
     assert n == 36_479_194  # Zagoruyko & Komodakis' WRN-28-10 (CIFAR-10)
