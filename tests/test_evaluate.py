@@ -348,6 +348,19 @@ def test_identical_draws_are_counted_once(identical, shown):
     assert evaluate.format_table(_table_report(15, identical_draws=identical)).splitlines()[0].endswith(shown)
 
 
+def test_the_run_not_found_error_points_at_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    text = str(store.run_not_found("0" * 32, LookupError("RESOURCE_DOES_NOT_EXIST: Run '000' not found\nmore")))
+    assert text == (f"run {'0' * 32} not found in the tracking store sqlite:///{tmp_path / 'mlflow.db'} "
+                    f"(MLFLOW_TRACKING_URI is unset, so the store is mlflow.db in the working directory {tmp_path}: "
+                    "run the command from the directory the run was trained in, or set MLFLOW_TRACKING_URI to its "
+                    "store): RESOURCE_DOES_NOT_EXIST: Run '000' not found")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///elsewhere.db")
+    assert "is unset" not in str(store.run_not_found("0" * 32, LookupError("x")))
+
+
+@pytest.mark.slow
 def test_run_not_found_says_the_default_store_follows_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)

@@ -159,6 +159,7 @@ def test_missing_required_table_is_one_clear_error(demo_dir, tmp_path):
         extract(src, tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_missing_optional_table_warns_and_goes_on(demo_dir, tmp_path, caplog):
     src = tmp_path / "src"
     _copy_tables(demo_dir, src, ["PATIENTS", "ADMISSIONS"], upper_headers=False, gz=True)

@@ -322,6 +322,7 @@ def test_an_exhausted_id_range_names_patients():
     (["--patients", str(MAX_PATIENTS + 1)], "--patients"), (["--density", "20"], "--density"),
     (["--seed", "-1"], "--seed"), (["--patients", "0"], "--patients"),
 ])
+@pytest.mark.slow
 def test_the_cli_refuses_what_the_library_would(tmp_path, argv, option):
     """The CLI's limits are the library's: bad values stop before anything is written (exit 2)."""
     from typer.testing import CliRunner

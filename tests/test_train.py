@@ -136,6 +136,7 @@ def test_resume_equals_uninterrupted(feats, tmp_path, kind, nll):
     assert torch.equal(a["rng"][0]["torch"], b["rng"][0]["torch"])
 
 
+@pytest.mark.slow
 def test_run_keeps_redacted_copies_of_vocab_and_manifest(tmp_path):
     feats = write_features(tmp_path / "feats", n_train=16, n_val=8, n_test=2)
     manifest = {"source": {"location": "postgresql://me:hunter2@db/mimic"}, "splits": {}}
