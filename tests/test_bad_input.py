@@ -182,6 +182,7 @@ def test_header_only_and_empty_tables(src, tmp_path, caplog):
     assert "PATIENTS.csv.gz: empty file" in _cli_error(src, tmp_path / "o3")
 
 
+@pytest.mark.slow
 def test_admission_with_no_events_is_kept(src, tmp_path):
     for t in ("PRESCRIPTIONS", "MICROBIOLOGYEVENTS", "DATETIMEEVENTS"):
         (src / f"{t}.csv.gz").unlink()

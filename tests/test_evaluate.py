@@ -284,6 +284,7 @@ def test_features_from_another_vocabulary_are_refused(demo_run, tmp_path):
     ("runs:/nothex/model", "neither a run id"),
     ("/no/such/model", "neither a run id"),
 ])
+@pytest.mark.slow
 def test_unknown_runs_give_clear_errors(uri, message):
     with pytest.raises(errors.PipelineError, match=message):
         store.load_run_model(uri)

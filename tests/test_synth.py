@@ -266,6 +266,7 @@ def files(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_deterministic(tmp_path):
     cfg = SynthConfig(density=0.05, chunk_patients=15)
     a, b, c = (generate(tmp_path / x, 40, seed=s, config=cfg) for x, s in (("a", 3), ("b", 3), ("c", 4)))
@@ -276,6 +277,7 @@ def test_deterministic(tmp_path):
 
 
 @pytest.mark.parametrize("table, lo, hi", [("CHARTEVENTS", 3.3, 4.8), ("LABEVENTS", 3.0, 4.8)])
+@pytest.mark.slow
 def test_density_scales_rows_not_the_course(tmp_path, table, lo, hi):
     thin = generate(tmp_path / "thin", 60, seed=5, config=SynthConfig(density=0.05))
     dense = generate(tmp_path / "dense", 60, seed=5, config=SynthConfig(density=0.2))
