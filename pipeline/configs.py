@@ -2,7 +2,9 @@
 
 ``config_dict``: a config as JSON-able values (str enums -> their value). ``field_help``: the
 one-line comment written after each field, which the CLI shows as the option's help and the
-docs as its meaning, so a setting is described once, where it is declared.
+docs as its meaning, so a setting is described once, where it is declared. ``option``: a field as
+the user types it (``--max-steps``), which every config's ``__post_init__`` errors name
+(``check_at_least``, ``check_choice``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import io
 import tokenize
 from dataclasses import asdict, fields
 from enum import Enum
+
+from pipeline.errors import ConfigError
 
 
 def config_dict(cfg) -> dict:
@@ -57,8 +61,6 @@ def option(cls: type, name: str) -> str:
 def check_at_least(cfg, low: float, names: tuple[str, ...], error: type[Exception] | None = None) -> None:
     """Raise ``error`` (default ``ConfigError``) naming the option of the first field in ``names`` that
     is set (not None) and below ``low``."""
-    from pipeline.errors import ConfigError
-
     for name in names:
         value = getattr(cfg, name)
         if value is not None and value < low:
@@ -67,8 +69,6 @@ def check_at_least(cfg, low: float, names: tuple[str, ...], error: type[Exceptio
 
 def check_choice(cfg, name: str, enum: type[Enum], error: type[Exception] | None = None) -> None:
     """Set field ``name`` to its ``enum`` member, or raise naming the option and the choices."""
-    from pipeline.errors import ConfigError
-
     value = getattr(cfg, name)
     try:
         setattr(cfg, name, enum(value))
