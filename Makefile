@@ -16,7 +16,7 @@ LAYOUT  ?= mimic-iii
 # on every clone. Real data takes its own secret key (MIMIC_DEID_KEY or a key file), never this one.
 SYNTH_KEY ?= synthetic-data-only-not-a-secret
 
-.PHONY: setup main test bench-extract bench-models clean
+.PHONY: setup main test test-fast bench-extract bench-models clean
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || { $(PY) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
@@ -44,6 +44,11 @@ main: $(STAMP)
 PYTEST_ARGS ?=
 test: $(STAMP)
 	$(VPY) -m pytest -q $(PYTEST_ARGS)
+
+## test-fast: the fast loop, every test but the slow ones (servers, subprocesses, PostgreSQL, trained runs,
+## synthetic worlds, long integration tests: tests/conftest.py's SLOW_FIXTURES and @pytest.mark.slow)
+test-fast: $(STAMP)
+	$(VPY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 ## bench-extract: extraction at 1%, 3%, 10% of MIMIC-III's patients (benchmarks/extract.py)
 bench-extract: $(STAMP)

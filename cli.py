@@ -577,7 +577,8 @@ def compare(
                      shown={(ScoreConfig, "samples"): SAMPLES_SHOWN})
 def score(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
-    out: Path = typer.Option(..., help="Scores Parquet file (one row per admission)."),
+    out: Path = typer.Option(..., help="Scores Parquet file FILE.parquet (one row per admission), or a directory "
+                                       "(DIR/scores.parquet, DIR/_private/)."),
     data: Optional[Path] = typer.Option(None, help="Features Parquet file or directory (written by `extract`)."),
     source: Optional[str] = typer.Option(None, help="MIMIC-III or MIMIC-IV CSV directory or postgresql:// DSN "
                                                     "(extracted with the training vocabulary)."),

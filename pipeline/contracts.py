@@ -29,6 +29,9 @@ DEFAULT_SAMPLES = 25
 # numbers only with the same batches. 128: what evaluation has always used (`make main`'s table),
 # about 0.5 GB peak at DEFAULT_SAMPLES samples x 4 components.
 DEFAULT_BATCH = 128
+# Fewer deaths than this in a split: its 95% intervals, ECE and calibration slope cannot be judged
+# (evaluate's table and the cohort report say so instead of presenting them as findings).
+MIN_DEATHS = 10
 
 
 class Use(str, Enum):

@@ -3,7 +3,8 @@
 Each stage names its own subclass (``SourceError``, ``FeatureError``, ``EvalError`` ...), so a
 caller can catch one stage's errors or all of them; the CLI catches ``PipelineError`` once and
 prints its message as one line. Messages name the file, table, column or row at fault and speak
-of the library's arguments (``data``, ``samples``), never of command-line flags.
+of the library's arguments (``data``, ``samples``); a config's own checks name the setting as the
+user types it (``--max-steps``, ``configs.option``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ Plain helpers (no fixtures) live in tests/helpers/; no test module imports anoth
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import sys
 
 import pytest
@@ -82,6 +84,35 @@ def _one_torch_thread():
 
     torch.set_num_threads(1)
     yield
+
+
+# The fast loop, `pytest -m "not slow"`: a test is slow when it is marked so (a long test of its own),
+# when it uses one of these fixtures (each trains a model, starts a server or PostgreSQL, or builds a
+# synthetic world or a trained run), when it is a PostgreSQL test, or when it runs a subprocess.
+SLOW_FIXTURES = frozenset({
+    "pg_server", "pg_dsn", "pg_demo", "pg_features",  # PostgreSQL
+    "served",  # cli.py serve
+    "synth_features", "synth_dir", "small_synth", "worlds", "iv_demo", "iv_features", "whole_demo",  # worlds
+    "demo_run", "cli_run", "baseline_runs", "det_run", "rank1_run", "iv_run", "map_run", "laplace_run",  # runs
+    "census", "evaluated", "after", "feats", "small",  # a scored census, evaluated runs, training data
+})
+SPAWNS = re.compile(r"\bsubprocess\b|\bPopen\b|\bmlflow_serve\b")  # a test body that starts a process
+
+
+def _spawns(item) -> bool:
+    fn = getattr(item, "function", None)
+    try:
+        return fn is not None and bool(SPAWNS.search(inspect.getsource(fn)))
+    except (OSError, TypeError):
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark slow what the fast loop leaves out (SLOW_FIXTURES, postgres, a subprocess); see above."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and (
+                SLOW_FIXTURES & set(item.fixturenames) or item.get_closest_marker("postgres") or _spawns(item)):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -54,6 +54,7 @@ def test_token_rate_and_reproducibility():
     assert len(ranks) > 1  # each rank draws its own stream
 
 
+@pytest.mark.slow
 def test_dedupe():
     x = torch.tensor([[[5, 1, 5, 0, 1]]])
     assert dedupe(x).tolist() == [[[0, 1, 0, 5, 0]]]  # sorted [0, 1, 1, 5, 5], repeats -> padding
@@ -113,5 +114,5 @@ def test_training_with_augmentation_resumes_exactly(feats, tmp_path):
 
 
 def test_rates_are_checked():
-    with pytest.raises(Exception, match="source_oov_rate must lie in"):
+    with pytest.raises(Exception, match="--source-oov-rate must lie in"):
         training.TrainConfig(source_oov_rate=1.0)

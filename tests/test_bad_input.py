@@ -61,6 +61,7 @@ def test_missing_column(src, tmp_path):
     assert "PATIENTS.csv.gz: table PATIENTS has no column DOB" in _cli_error(src, tmp_path / "o")
 
 
+@pytest.mark.slow
 def test_truncated_gzip(src, tmp_path):
     data = (src / "DATETIMEEVENTS.csv.gz").read_bytes()
     (src / "DATETIMEEVENTS.csv.gz").write_bytes(data[: len(data) // 2])
@@ -69,6 +70,7 @@ def test_truncated_gzip(src, tmp_path):
 
 
 @pytest.mark.parametrize("counting", ["single pass", "separate count"])
+@pytest.mark.slow
 def test_non_utf8_bytes_are_quarantined(src, tmp_path, monkeypatch, counting):
     if counting == "separate count":  # a plan whose profile shows no CSV scan: count(*) after it
         import pipeline.sources.csvdir
@@ -89,6 +91,7 @@ def test_non_utf8_bytes_are_quarantined(src, tmp_path, monkeypatch, counting):
     _assert_accounting(res.manifest)
 
 
+@pytest.mark.slow
 def test_unparseable_timestamps_are_quarantined(src, tmp_path):
     rx = _frame(src, "PRESCRIPTIONS")
     rx.loc[:9, "startdate"] = "not a date"
@@ -105,6 +108,7 @@ def test_unparseable_timestamps_are_quarantined(src, tmp_path):
     _assert_accounting(res.manifest)
 
 
+@pytest.mark.slow
 def test_impossible_values_are_quarantined(src, tmp_path):
     adm = _frame(src, "ADMISSIONS")
     adm.loc[1, ["admittime", "dischtime"]] = ["2150-01-02 00:00:00", "2150-01-01 00:00:00"]
@@ -121,6 +125,7 @@ def test_impossible_values_are_quarantined(src, tmp_path):
     _assert_accounting(res.manifest)
 
 
+@pytest.mark.slow
 def test_non_finite_numbers_are_quarantined(src, demo_dir, tmp_path):
     out = pd.read_csv(demo_dir / "OUTPUTEVENTS.csv.gz", dtype=str, keep_default_na=False)
     out.loc[:2, "value"] = ["inf", "NaN", "-Infinity"]
@@ -130,6 +135,7 @@ def test_non_finite_numbers_are_quarantined(src, demo_dir, tmp_path):
     _assert_accounting(res.manifest)
 
 
+@pytest.mark.slow
 def test_events_before_birth_or_long_after_discharge(src, tmp_path):
     adm = _frame(src, "ADMISSIONS")
     pat = _frame(src, "PATIENTS")
@@ -148,6 +154,7 @@ def test_events_before_birth_or_long_after_discharge(src, tmp_path):
     _assert_accounting(res.manifest)
 
 
+@pytest.mark.slow
 def test_duplicate_hadm_id(src, tmp_path):
     adm = _frame(src, "ADMISSIONS")
     dup = adm.iloc[[0]].copy()
@@ -160,6 +167,7 @@ def test_duplicate_hadm_id(src, tmp_path):
     _assert_accounting(res.manifest)
 
 
+@pytest.mark.slow
 def test_header_only_and_empty_tables(src, tmp_path, caplog):
     header = _frame(src, "PRESCRIPTIONS").head(0)
     _save(header, src, "PRESCRIPTIONS")
@@ -174,6 +182,7 @@ def test_header_only_and_empty_tables(src, tmp_path, caplog):
     assert "PATIENTS.csv.gz: empty file" in _cli_error(src, tmp_path / "o3")
 
 
+@pytest.mark.slow
 def test_admission_with_no_events_is_kept(src, tmp_path):
     for t in ("PRESCRIPTIONS", "MICROBIOLOGYEVENTS", "DATETIMEEVENTS"):
         (src / f"{t}.csv.gz").unlink()
@@ -184,6 +193,7 @@ def test_admission_with_no_events_is_kept(src, tmp_path):
     _assert_accounting(res.manifest)
 
 
+@pytest.mark.slow
 def test_malformed_csv_lines_are_quarantined(src, tmp_path):
     with gzip.open(src / "PRESCRIPTIONS.csv.gz", "rb") as fh:
         lines = fh.read().split(b"\n")

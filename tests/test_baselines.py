@@ -125,6 +125,7 @@ def toy():
     return fz, tr, va, fz.matrix(tr), fz.matrix(va)
 
 
+@pytest.mark.slow
 def test_logreg_chooses_c_on_validation_and_matches_sklearn(toy):
     from sklearn.linear_model import LogisticRegression
 
@@ -141,6 +142,7 @@ def test_logreg_chooses_c_on_validation_and_matches_sklearn(toy):
     assert math.isclose(nll(va.label, ref), info["val_nll"], rel_tol=1e-6)
 
 
+@pytest.mark.slow
 def test_gbm_keeps_the_best_round_on_validation_and_matches_sklearn(toy):
     from sklearn.ensemble import HistGradientBoostingClassifier
 
@@ -167,6 +169,7 @@ def test_one_class_training_data_is_refused(toy):
 
 
 @pytest.mark.parametrize("kind", list(BaselineKind))
+@pytest.mark.slow
 def test_model_file_round_trip_without_pickle(toy, kind, tmp_path):
     fz, tr, va, xtr, xva = toy
     fit = fit_logreg if kind == BaselineKind.LOGREG else fit_gbm

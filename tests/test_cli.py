@@ -111,6 +111,7 @@ def test_synth_shows_a_bar_on_a_terminal_only(tmp_path):
     assert plain.returncode == 0 and "synth: patients" not in plain.stdout + plain.stderr
 
 
+@pytest.mark.slow
 def test_extract_shows_its_stages_on_a_terminal(demo_dir, tmp_path):
     code, drawn = _on_a_terminal([sys.executable, str(ROOT / "cli.py"), "extract", "--source", str(demo_dir),
                                   "--out", str(tmp_path / "f")], tmp_path)
@@ -120,6 +121,7 @@ def test_extract_shows_its_stages_on_a_terminal(demo_dir, tmp_path):
     assert "features written to" in drawn and "INFO" not in drawn  # the status line, not the log lines
 
 
+@pytest.mark.slow
 def test_training_prints_plain_progress_lines_off_a_terminal(tmp_path, capsys):
     """Not a terminal (make main | tee): a plain line every 5% of the steps; while the KL weight ramps
     up the loss is labelled with it."""

@@ -170,6 +170,7 @@ def _fake_run(client, exp_id, tmp_path, kind, prior, seed, mode, nll, splits=cp.
     return rid
 
 
+@pytest.mark.slow
 def test_collect_reads_evaluated_runs_of_an_experiment(tmp_path):
     from mlflow.tracking import MlflowClient
 

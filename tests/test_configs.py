@@ -84,3 +84,106 @@ def test_every_config_field_has_a_comment(module, name):
     helps = field_help(cls)
     missing = [f.name for f in fields(cls) if not helps.get(f.name)]
     assert not missing, f"{module}.{name}: fields without a comment: {missing}"
+
+
+# ---- every config validates itself; errors name the option as the user types it -------------
+def _cfg(module: str, name: str):
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("module, name, kwargs, message", [
+    ("pipeline.training.config", "TrainConfig", {"max_steps": 0}, "--max-steps must be >= 1, got 0"),
+    ("pipeline.training.config", "TrainConfig", {"threads": 0}, "--threads must be >= 1, got 0"),
+    ("pipeline.training.config", "TrainConfig", {"lr": 0.0}, "--lr must be > 0, got 0.0"),
+    ("pipeline.training.config", "TrainConfig", {"anneal_steps": -1}, "--anneal-steps must be >= 0, got -1"),
+    ("pipeline.training.config", "TrainConfig", {"refer_fraction": 1.0}, "--refer-fraction must lie in [0, 1)"),
+    ("pipeline.training.config", "TrainConfig", {"nll": "sum"}, "--nll must be one of"),
+    ("pipeline.extraction.config", "ExtractConfig", {"train_fraction": 0.9, "val_fraction": 0.3},
+     "--train-fraction 0.9 + --val-fraction 0.3 must be < 1"),
+    ("pipeline.extraction.config", "ExtractConfig", {"train_fraction": 1.2}, "--train-fraction must lie in (0, 1)"),
+    ("pipeline.extraction.config", "ExtractConfig", {"n_bins": 0}, "--bins must be >= 1, got 0"),
+    ("pipeline.extraction.config", "ExtractConfig", {"scan_workers": 0}, "--scan-workers must be >= 1"),
+    ("pipeline.extraction.config", "ExtractConfig", {"prediction_hours": -1.0}, "--prediction-hours must be a positive"),
+    ("pipeline.extraction.config", "ExtractConfig", {"split": "by-year"}, "--split must be one of ['random', 'era']"),
+    ("pipeline.evaluation.config", "EvalConfig", {"n_bootstrap": -1}, "--bootstrap must be >= 0, got -1"),
+    ("pipeline.evaluation.config", "EvalConfig", {"threads": 0}, "--threads must be >= 1"),
+    ("pipeline.serving.config", "ScoreConfig", {"chunk_rows": 0}, "--chunk-rows must be >= 1, got 0"),
+    ("pipeline.serving.server", "ServeConfig", {"model": "m", "timeout_s": 0}, "--timeout must be >= 1, got 0"),
+    ("pipeline.serving.server", "ServeConfig", {"model": "m", "max_body_mb": 0}, "--max-body-mb must be > 0"),
+    ("pipeline.models.config", "MortalityConfig", {"token_vocab": 5, "context_vocab": 5, "lstm_hidden": 0},
+     "--lstm-hidden must be >= 1, got 0"),
+    ("pipeline.models.config", "MortalityConfig", {"token_vocab": 0, "context_vocab": 5},
+     "token_vocab must be >= 1, got 0"),
+    ("pipeline.models.config", "MortalityConfig", {"token_vocab": 5, "context_vocab": 5, "bag_mode": "max"},
+     "--bag-mode must be one of"),
+    ("pipeline.models.vision.config", "VisionConfig", {"depth": 11}, "--depth must be 6n + 4"),
+    ("pipeline.models.vision.config", "VisionConfig", {"clip": 0.0}, "--factor-clip must be > 0 or unset"),
+    ("pipeline.vision.config", "VisionTrainConfig", {"dataset": "cifar10"},
+     "--data-dir is required for --dataset cifar10"),
+    ("pipeline.vision.config", "VisionTrainConfig", {"batch_size": 0}, "--batch-size must be >= 1"),
+    ("pipeline.vision.config", "VisionEvalConfig", {"severities": (9,)}, "--severity must be some of"),
+    ("pipeline.laplace.config", "LaplaceConfig", {"subnet_size": 0}, "--subnet-size must be >= 1, got 0"),
+    ("pipeline.laplace.config", "LaplaceConfig", {"batch_size": 0}, "batch_size must be >= 1, got 0"),
+    ("pipeline.laplace.config", "LaplaceConfig", {"hessian": "diag", "subnet_size": 10},
+     "--hessian diag is diagonal Laplace over every weight: leave --subnet-size unset"),
+    ("pipeline.baselines.config", "BaselineConfig", {"threads": 0}, "--threads must be >= 1"),
+    ("pipeline.baselines.config", "BaselineConfig", {"gbm_patience": 0}, "gbm_patience must be >= 1, got 0"),
+    ("pipeline.synth.generator", "SynthConfig", {"density": 0.0}, "--density must be in (0, 10]"),
+    ("pipeline.synth.generator", "SynthConfig", {"chunk_patients": 0}, "chunk_patients must be >= 1"),
+])
+def test_configs_refuse_bad_settings_naming_the_option(module, name, kwargs, message):
+    from pipeline.errors import PipelineError
+
+    with pytest.raises(PipelineError) as err:
+        _cfg(module, name)(**kwargs)
+    text = str(err.value)
+    assert text.startswith(message), text
+    assert f"{name}." not in text and f"{name}:" not in text  # no Python class names
+
+
+# config class -> the commands whose options set its fields (tests/test_configs.py keeps the pairs)
+USER_CONFIGS = {
+    ("pipeline.extraction.config", "ExtractConfig"): ("extract",),
+    ("pipeline.training.config", "TrainConfig"): ("train",),
+    ("pipeline.models.config", "MortalityConfig"): ("train",),
+    ("pipeline.evaluation.config", "EvalConfig"): ("evaluate",),
+    ("pipeline.serving.config", "ScoreConfig"): ("score",),
+    ("pipeline.serving.server", "ServeConfig"): ("serve",),
+    ("pipeline.laplace.config", "LaplaceConfig"): ("laplace",),
+    ("pipeline.baselines.config", "BaselineConfig"): ("train",),
+    ("pipeline.vision.config", "VisionTrainConfig"): ("vision train",),
+    ("pipeline.models.vision.config", "VisionConfig"): ("vision train",),
+    ("pipeline.vision.config", "VisionEvalConfig"): ("vision evaluate",),
+}
+
+
+def _cli_options() -> dict[str, set[str]]:
+    """{command path: every spelling of its options} of cli.py."""
+    import typer
+
+    import cli
+
+    out: dict[str, set[str]] = {}
+
+    def walk(cmd, path: str) -> None:
+        if hasattr(cmd, "commands"):  # a group (typer vendors its own click)
+            for sub_name, sub in cmd.commands.items():
+                walk(sub, f"{path} {sub_name}".strip())
+            return
+        out[path] = {o.split("/")[0] for p in cmd.params for o in [*p.opts, *p.secondary_opts]}
+
+    walk(typer.main.get_command(cli.app), "")
+    return out
+
+
+@pytest.mark.parametrize("module, name", sorted(USER_CONFIGS))
+def test_the_option_named_by_a_config_error_is_the_commands_own(module, name):
+    """`option(cls, field)`, the spelling config errors use, is an option of the command that sets the field."""
+    from pipeline.configs import option
+
+    cls, commands = _cfg(module, name), USER_CONFIGS[(module, name)]
+    spelled = _cli_options()
+    offered = set().union(*(spelled[c] for c in commands))
+    named = {f.name: option(cls, f.name) for f in fields(cls)}
+    wrong = {f: o for f, o in named.items() if o.startswith("--") and o not in offered}
+    assert not wrong, f"{name}: options named in errors that {commands} do not have: {wrong}"

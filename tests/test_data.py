@@ -215,6 +215,7 @@ def test_window_columns_are_optional_and_checked(tmp_path):
     assert features.from_pandas(frame).before_prediction_time.tolist() == [True, False]
 
 
+@pytest.mark.slow
 def test_value_channel_is_optional_and_rides_beside_its_tokens(tmp_path):
     """bag_values is read where present (None in older files); collate puts each value beside its
     token, through the max_tokens cap too; a model with a value channel refuses a file without it."""

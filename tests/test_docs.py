@@ -285,3 +285,18 @@ def test_make_targets_in_the_docs_exist():
 def test_the_readme_stays_short():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= 250, f"README.md has {lines} lines (at most 250: move details to docs/)"
+
+
+def test_the_readme_map_names_every_package_and_both_releases():
+    """The repository map lists each package of pipeline/ (laplace/, vision/, baselines/ were missing);
+    the title and pyproject's description say MIMIC-III and MIMIC-IV, as the pipeline reads both."""
+    import tomllib
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Repository", 1)[1].split("```")[1]
+    packages = sorted(p.parent.name for p in (ROOT / "pipeline").glob("*/__init__.py"))
+    missing = [p for p in packages if not re.search(rf"(?<![\w/]){re.escape(p)}/", block)]
+    assert packages and not missing, f"README.md's repository map lacks {missing}"
+    assert "MIMIC-III and MIMIC-IV" in text.splitlines()[0]
+    description = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["description"]
+    assert "MIMIC-III and MIMIC-IV" in description

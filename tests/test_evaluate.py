@@ -297,6 +297,7 @@ def test_features_from_another_vocabulary_are_refused(demo_run, tmp_path):
     ("runs:/nothex/model", "neither a run id"),
     ("/no/such/model", "neither a run id"),
 ])
+@pytest.mark.slow
 def test_unknown_runs_give_clear_errors(uri, message):
     with pytest.raises(errors.PipelineError, match=message):
         store.load_run_model(uri)
@@ -329,10 +330,62 @@ def test_referral_title_and_calibration_notes_read_naturally():
     curve = metrics.referral_curve(np.zeros((2, 1, 4)), np.array([0, 1, 0, 1]))
     assert plots.referral_title(curve, "val") == ("Referring the most uncertain admissions (val), ranked by mutual "
                                                   "information")
-    report = {"split": "test", "n": 4, "positives": 2, "samples": 2, "components": 1, "member_nll": [0.5],
+    report = {"split": "test", "n": 40, "positives": 12, "samples": 2, "components": 1, "member_nll": [0.5],
               **{m: 0.5 for m in metrics.METRICS}, "calibration_slope": -0.4, "calibration_intercept": 0.1}
     line = next(ln for ln in evaluate.format_table(report).splitlines() if ln.startswith("calibration slope"))
     assert "(negative: higher predicted risks went with fewer deaths, the ranking is reversed)" in line
     assert "(> 0: risks too low, < 0: too high)" in line
     for slope, note in ((0.5, "< 1: risks spread too far"), (1.6, "> 1: risks too close"), (1.0, "near 1")):
         assert evaluate.slope_note(slope).startswith(note)
+
+
+def _table_report(positives: int, **extra) -> dict:
+    return {"split": "test", "n": 189, "positives": positives, "samples": 25, "components": 4, "member_nll": [0.5],
+            **{m: 0.5 for m in metrics.METRICS}, **{f"{m}_ci": [0.4, 0.6] for m in metrics.METRICS},
+            "calibration_slope": -28.0, "calibration_intercept": 3.0, **extra}
+
+
+def test_a_split_with_fewer_than_10_deaths_has_its_intervals_and_slope_not_judged():
+    """1 death: no 95% intervals or calibration slope of -28 presented as findings."""
+    table = evaluate.format_table(_table_report(1))
+    assert ("caution: 1 deaths in this split (fewer than 10): the 95% intervals, the ECE and the calibration "
+            "slope cannot be judged") in table
+    assert "[0.4000, 0.6000]" not in table and "not judged" in table.splitlines()[3]
+    assert "-28" not in table and "calibration slope not judged (1 deaths; 10 or more needed)" in table
+    enough = evaluate.format_table(_table_report(10))
+    assert "caution" not in enough and "[0.4000, 0.6000]" in enough and "calibration slope -28.0000" in enough
+
+
+@pytest.mark.parametrize("identical, shown", [(True, "draws=1 (a deterministic model: its 25 samples are one draw)"),
+                                              (False, "draws=25x4")])
+def test_identical_draws_are_counted_once(identical, shown):
+    assert evaluate.format_table(_table_report(15, identical_draws=identical)).splitlines()[0].endswith(shown)
+
+
+def test_the_run_not_found_error_points_at_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    text = str(store.run_not_found("0" * 32, LookupError("RESOURCE_DOES_NOT_EXIST: Run '000' not found\nmore")))
+    assert text == (f"run {'0' * 32} not found in the tracking store sqlite:///{tmp_path / 'mlflow.db'} "
+                    f"(MLFLOW_TRACKING_URI is unset, so the store is mlflow.db in the working directory {tmp_path}: "
+                    "run the command from the directory the run was trained in, or set MLFLOW_TRACKING_URI to its "
+                    "store): RESOURCE_DOES_NOT_EXIST: Run '000' not found")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///elsewhere.db")
+    assert "is unset" not in str(store.run_not_found("0" * 32, LookupError("x")))
+
+
+@pytest.mark.slow
+def test_run_not_found_says_the_default_store_follows_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(errors.PipelineError) as err:
+        store.load_run_model("0" * 32)
+    text = str(err.value)
+    assert f"not found in the tracking store sqlite:///{tmp_path / 'mlflow.db'}" in text
+    assert (f"MLFLOW_TRACKING_URI is unset, so the store is mlflow.db in the working directory {tmp_path}: run the "
+            "command from the directory the run was trained in, or set MLFLOW_TRACKING_URI") in text
+    assert "\n" not in text
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'other.db'}")
+    with pytest.raises(errors.PipelineError) as err:
+        store.load_run_model("0" * 32)
+    assert "other.db" in str(err.value) and "is unset" not in str(err.value)

@@ -73,6 +73,7 @@ def test_feature_format(demo_features):
     assert vocab["tokens"][0] == "<pad>" and vocab["context"][0] == "<pad>"
 
 
+@pytest.mark.slow
 def test_value_channel_lies_in_its_tokens_bin(demo_dir, demo_features, tmp_path):
     """extract --values adds bag_values and changes nothing else; it mirrors bags; a token without a
     binned value has 0; a quantile token 'item:qB' has the mean of its events' (value - center) / scale,
@@ -111,12 +112,14 @@ def test_value_channel_lies_in_its_tokens_bin(demo_dir, demo_features, tmp_path)
     assert seen > 1000  # the demo's binned events
 
 
+@pytest.mark.slow
 def test_extract_is_byte_identical(demo_dir, demo_features, tmp_path):
     again = extract(demo_dir, tmp_path / "again")
     for name in FEATURE_FILES + ["manifest.json"]:
         assert (demo_features.out_dir / name).read_bytes() == (again.out_dir / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_era_split_puts_metavision_in_test(demo_dir, tmp_path):
     res = extract(demo_dir, tmp_path / "era", ExtractConfig(split=SplitMode.era))
     feats = read_features(res.out_dir)
@@ -139,6 +142,7 @@ def _copy_tables(src: Path, dst: Path, tables: list[str], upper_headers: bool, g
 
 
 @pytest.mark.parametrize("upper_headers,gz", [(True, True), (True, False), (False, False)])
+@pytest.mark.slow
 def test_layouts_are_detected(demo_dir, demo_features, tmp_path, upper_headers, gz):
     tables = ["PATIENTS", "ADMISSIONS", "ICUSTAYS", "LABEVENTS", "PRESCRIPTIONS"]
     src = tmp_path / "src"
@@ -155,6 +159,7 @@ def test_missing_required_table_is_one_clear_error(demo_dir, tmp_path):
         extract(src, tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_missing_optional_table_warns_and_goes_on(demo_dir, tmp_path, caplog):
     src = tmp_path / "src"
     _copy_tables(demo_dir, src, ["PATIENTS", "ADMISSIONS"], upper_headers=False, gz=True)
@@ -173,6 +178,7 @@ def test_missing_required_column_names_it(demo_dir, tmp_path):
         extract(src, tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_cli_extract_on_demo(demo_dir, tmp_path):
     from typer.testing import CliRunner
 
@@ -206,6 +212,7 @@ def test_output_files_are_not_left_half_written(demo_features):
     shutil.disk_usage(demo_features.out_dir)  # directory still readable
 
 
+@pytest.mark.slow
 def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
     """Event tables are counted inside their one scan (DuckDB profiler); every table's
     rows_read must equal its file's data lines, counted here independently with csv."""
@@ -223,6 +230,7 @@ def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
         assert acc["rows_read"] == lines, name
 
 
+@pytest.mark.slow
 def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
     from pipeline.extraction import ExtractConfig, extract
 
@@ -230,6 +238,7 @@ def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
     assert res.manifest["tables"]["chartevents"]["rows_read"] == 758_355
 
 
+@pytest.mark.slow
 def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tmp_path):
     from pipeline.extraction import ExtractConfig, extract
 
@@ -240,16 +249,38 @@ def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tm
 
 
 def test_interrupt_scans_stops_a_running_scan(demo_dir):
-    """An error or Ctrl-C in the main thread interrupts the scans in flight on other cursors."""
+    """An error or Ctrl-C in the main thread interrupts the scans in flight on other cursors.
+
+    No timed waits: the scan's cursor signals an event as it sends the long query, and the main
+    thread interrupts until the scan's thread ends (an interrupt that lands between the event and
+    the query's start finds nothing running, so it is repeated)."""
     import threading
-    import time
+    import types
 
     import duckdb
 
     from pipeline.sources.base import SourceError
     from pipeline.sources.csvdir import CsvSource
 
+    sent = threading.Event()
+
+    class Watched:
+        """A DuckDB cursor that sets `sent` when the scan's CREATE TABLE ... AS query goes out."""
+
+        def __init__(self, cur):
+            self._cur = cur
+
+        def execute(self, sql, *args):
+            if sql.startswith("CREATE"):
+                sent.set()
+            return self._cur.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self._cur, name)
+
     src = CsvSource(demo_dir, duckdb.connect())
+    con = src.con
+    src.con = types.SimpleNamespace(cursor=lambda: Watched(con.cursor()))
     outcome = {}
 
     def scan():
@@ -258,14 +289,14 @@ def test_interrupt_scans_stops_a_running_scan(demo_dir):
         except SourceError as exc:
             outcome["error"] = str(exc)
 
-    worker = threading.Thread(target=scan)
+    worker = threading.Thread(target=scan, daemon=True)
     worker.start()
-    deadline = time.monotonic() + 10
-    while not src._running and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.2)  # let the query start
-    src.interrupt_scans()
-    worker.join(timeout=10)
+    assert sent.wait(timeout=30), "the scan never sent its query"
+    for _ in range(600):  # at most ~30 s of joins
+        src.interrupt_scans()
+        worker.join(timeout=0.05)
+        if not worker.is_alive():
+            break
     assert not worker.is_alive()
     assert "a long query" in outcome["error"] and "nterrupt" in outcome["error"]
 
@@ -286,3 +317,31 @@ def test_observed_hours_clips_to_the_window():
     assert observed_hours(cohort, 24.0, 5.5 * h).tolist() == [5.5, 5.5, 5.5, 0.0]  # as of before admission: 0
     last = pd.Series([float("nan"), 2.0, 9.25, -30.0])  # last event used, hours after ADMITTIME (nan: none)
     assert observed_hours(cohort, 24.0, 5.5 * h, last).tolist() == [5.5, 5.5, 9.25, 0.0]  # the data reaches 9.25 h
+
+
+def test_a_failed_extract_leaves_no_empty_out(tmp_path):
+    """The --out folders a failed extraction created go again; one that existed before stays."""
+    from pipeline.errors import PipelineError
+    from pipeline.extraction import extract
+
+    (tmp_path / "src").mkdir()  # no tables at all
+    with pytest.raises(PipelineError):
+        extract(tmp_path / "src", tmp_path / "new" / "features")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(PipelineError):
+        extract(tmp_path / "src", tmp_path / "kept")
+    assert (tmp_path / "kept").is_dir() and not any((tmp_path / "kept").iterdir())
+
+
+def test_a_source_that_is_a_file_is_named_a_file(demo_dir, tmp_path):
+    from pipeline.extraction import extract
+    from pipeline.sources.base import SourceError
+
+    table = next(p for p in sorted(demo_dir.iterdir()) if p.name.lower().startswith("admissions"))
+    with pytest.raises(SourceError, match=rf"source {re.escape(str(table))} is a file, not a directory: give the "
+                                          rf"directory that holds the MIMIC tables .* e\.g\. {re.escape(str(demo_dir))}"):
+        extract(table, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(SourceError, match="source directory .*nowhere does not exist"):
+        extract(tmp_path / "nowhere", tmp_path / "out")

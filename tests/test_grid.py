@@ -42,6 +42,7 @@ def test_a_grid_without_runs_json_finds_its_runs_through_linked_features(tmp_pat
 
 
 @pytest.mark.parametrize("overrides, has_values", [({}, False), ({"value_channel": True}, True)])
+@pytest.mark.slow
 def test_grid_features_carry_the_value_channel_when_its_models_read_it(demo_dir, tmp_path, overrides, has_values):
     """benchmark-models --set value_channel=true extracts with --values (its models refuse features without)."""
     import pyarrow.parquet as pq

@@ -283,6 +283,7 @@ LENGTHS = {"single step": [1, 1, 1], "equal": [4, 4, 4], "variable": [4, 3, 3, 1
 
 @pytest.mark.parametrize("grad_outputs", ["hidden", "cell", "both"])
 @pytest.mark.parametrize("lengths", LENGTHS.values(), ids=LENGTHS.keys())
+@pytest.mark.slow
 def test_rank1_recurrence_gradcheck_against_autograd_loop(grad_outputs, lengths):
     from pipeline.layers.recurrence import rank1_recurrence
 
@@ -376,6 +377,7 @@ def test_rank1_variable_length_gradients_match_nn_lstm(sampling):
 
 
 @pytest.mark.parametrize("full", [True, False])
+@pytest.mark.slow
 def test_rank1_per_example_layer_gradcheck_wrt_input(full):
     """Whole two-layer path (packing, recurrence, final states) in float64, zero-length row included."""
     lstm = LSTMRank1(D, H, 2, components=2, config=Rank1Config(init_stddev=0.3)).double()

@@ -447,6 +447,7 @@ def test_bad_input_errors(kwargs, match):
 # ---------------------------------------------------------------------------- plots
 
 
+@pytest.mark.slow
 def test_plots_write_png(tmp_path):
     y, x = _data(9, 300, 4)
     p = M.predictive(x)

@@ -219,6 +219,7 @@ OVERFIT_NLL = 0.1
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_each_variant_overfits_tiny_dataset(kind):
     model = build_model(kind, tiny_cfg())
     batch = make_batch(b=16, t=4, zero_rows=(3,), seed=1)
@@ -231,6 +232,7 @@ def test_each_variant_overfits_tiny_dataset(kind):
     assert nll < OVERFIT_NLL, f"{kind}: train NLL {nll:.3f}"
 
 
+@pytest.mark.slow
 def test_cauchy_rank1_runs_2000_steps_without_nan():
     model = build_model("rank1", tiny_cfg(prior="cauchy", embedding_dim=4, lstm_hidden=4, dense_units=8,
                                           components=2))
@@ -422,8 +424,8 @@ def test_rank1_prior_and_init_settings_reach_every_factor():
 
 
 def test_rank1_config_errors_name_the_setting():
-    for kw, match in [({"factor_init": "uniform"}, "factor_init"), ({"prior_mean": float("nan")}, "prior_mean"),
-                      ({"init_stddev": 0.0}, "init_stddev"), ({"prior_stddev": -1.0}, "prior_stddev"),
+    for kw, match in [({"factor_init": "uniform"}, "--factor-init"), ({"prior_mean": float("nan")}, "--prior-mean"),
+                      ({"init_stddev": 0.0}, "--init-stddev"), ({"prior_stddev": -1.0}, "--prior-stddev"),
                       ({"factor_init": "random_sign", "perturbation": "additive"}, "random_sign")]:
         with pytest.raises(ValueError, match=match):
             tiny_cfg(**kw)
@@ -538,6 +540,7 @@ def test_bag_channels_hold_the_hour_and_the_bag_size():
     assert build_model("deterministic", tiny_cfg(time_feature=False, bag_size_feature=False))._bag_channels(tokens, mask, hours) is None
 
 
+@pytest.mark.slow
 def test_a_checkpoint_from_before_a_default_changed_loads_as_trained(tmp_path):
     from pipeline.configs import config_dict
     from pipeline.models.config import FORMER_DEFAULTS, saved_config
@@ -609,7 +612,7 @@ def test_value_channel_errors_name_the_problem():
         model({k: v for k, v in batch.items() if k != "values"})
     with pytest.raises(ValueError, match=r"batch\['values'\] must be"):
         model({**batch, "values": batch["values"][:, :, :1]})
-    with pytest.raises(ConfigError, match="value_channel pools linearly"):
+    with pytest.raises(ConfigError, match="--value-channel pools linearly"):
         tiny_cfg(value_channel=True, bag_mode="attention")
     with pytest.raises(ValueError, match="not attention"):
         ValueBag(5, 2, "attention")

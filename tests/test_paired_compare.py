@@ -42,6 +42,7 @@ def test_identical_models_differ_by_zero():
     assert r2["calibration_slope_b"] == M.recalibration(y, M.predictive(z)).slope != r2["calibration_slope_a"]
 
 
+@pytest.mark.slow
 def test_difference_is_the_mixture_nll_difference_and_the_truth_wins():
     y, risk = _cohort(4000)
     truth = _logit(risk)[None, :]  # (1, N)
@@ -57,6 +58,7 @@ def test_difference_is_the_mixture_nll_difference_and_the_truth_wins():
     assert r["nll_p_a_better"] == 1.0
 
 
+@pytest.mark.slow
 def test_pooled_is_the_mean_of_the_pairs():
     y, risk = _cohort(500, seed=3)
     rng = np.random.default_rng(4)

@@ -141,3 +141,24 @@ def test_root_links_the_wheel_when_the_os_user_cannot_reach_it(pg_server, tmp_pa
         root = server.root
     assert not root.exists()
     assert stat.S_IMODE(private.stat().st_mode) == 0o700  # nothing was opened up on the way
+
+
+# ---- the machine's users are never changed ----------------------------------------------
+def test_the_harness_never_adds_a_system_user() -> None:
+    """PostgreSQL refuses root; the cluster then belongs to an account that exists (nobody), never a new one."""
+    source = Path(pgserver.__file__).read_text()
+    assert not re.search(r"[\"'/](useradd|adduser|usermod|groupadd)[\"']", source)  # no such program is run
+    assert PgServerConfig().os_user == (os.environ.get(pgserver.OS_USER_ENV) or "nobody")
+
+
+def test_a_missing_os_user_is_named_and_not_created(monkeypatch) -> None:
+    import pwd
+
+    name = "mimic-no-such-user"
+    with pytest.raises(PostgresUnavailable, match=f"{name!r} does not exist \\(the tests never add users\\).*"
+                                                  f"{pgserver.OS_USER_ENV}"):
+        pgserver.os_user_ids(name)
+    with pytest.raises(KeyError):
+        pwd.getpwnam(name)
+    with pytest.raises(PostgresUnavailable, match="uid 0"):
+        pgserver.os_user_ids("root")

@@ -168,6 +168,7 @@ def test_a_call_draws_from_its_own_generator_only(val, kind):
                                                         generator=predict.seeded_generator(12)))
 
 
+@pytest.mark.slow
 def test_concurrent_calls_on_one_model_give_the_answers_of_calls_alone(val):
     """The served model: request threads share one model in evaluation mode. Each call passes its
     sampling mode and generator, nothing is saved and restored on the model, so overlapping calls

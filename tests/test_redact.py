@@ -49,6 +49,7 @@ _PW = st.text(
 
 @settings(max_examples=150, deadline=None)
 @given(pw=_PW, encode=st.booleans())
+@pytest.mark.slow
 def test_redact_dsn_uri_property(pw: str, encode: bool) -> None:
     secret = quote(pw, safe="") if encode else pw
     assert redact_dsn(f"postgresql://mimic:{secret}@127.0.0.1:5432/mimic") == "postgresql://mimic:***@127.0.0.1:5432/mimic"

@@ -121,3 +121,99 @@ def test_chromium_renders_the_report(census, tmp_path):
     ink = (pixels.mean(axis=2) < 0.5).mean()  # dark pixels: text, rules, bars
     colour = (np.ptp(pixels, axis=2) > 0.2).mean()  # coloured pixels: the bars and the reliability dots
     assert ink > 0.005 and colour > 0.001, (ink, colour)
+
+
+# ---------------------------------------------------------------------------- what the page says
+
+
+def _scores(n: int, referred_every: int = 10, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    risk = rng.beta(1, 12, n)
+    return pd.DataFrame({"key": [f"{i:016x}" for i in range(n)], "risk_mean": risk, "risk_sd": risk / 4,
+                         "risk_p05": risk * 0.6, "risk_p95": np.minimum(risk * 1.5, 1.0),
+                         "mutual_information": rng.random(n), "refer": np.arange(n) % referred_every == 0,
+                         "no_events": np.zeros(n, bool), "before_prediction_time": np.zeros(n, bool),
+                         "observed_hours": np.full(n, 24.0, np.float32), "n_events": np.full(n, 5)})
+
+
+GOOD_VAL = {"n": 1000, "positives": 100, "auc_roc": 0.85, "auc_pr": 0.4, "nll": 0.25, "brier": 0.07, "ece": 0.01}
+REL = {"counts": [700, 0, 250, 50], "mean_p": [0.03, None, 0.2, 0.6], "observed": [0.02, None, 0.25, 0.5]}
+
+
+def _page(scores, **kw) -> tuple[str, str]:
+    inp = rp.ReportInput(scores=scores, run_id="r" * 32, model_kind="rank1", samples=25, components=4,
+                         refer_threshold=0.01, **{"val_metrics": GOOD_VAL, "reliability": REL,
+                                                  "prediction_hours": 24.0, "generated": "2 Dec 2026 05:58 UTC", **kw})
+    text = rp.render(inp)
+    page = Page()
+    page.feed(text)
+    return text, " ".join(" ".join(page.text).split())
+
+
+def test_a_large_census_is_capped_with_the_highest_risks_and_the_referred_first():
+    """50,777 admissions (a full-scale world) once made a 25.5 MB page of 50,777 rows: now the 500
+    highest risks and the 500 highest-risk referred, each table saying how many of how many."""
+    scores = _scores(50_777)
+    text, words = _page(scores, scores_file="scores.parquet")
+    assert len(text) < 2_000_000, len(text)
+    assert ("The 500 highest risks of the 50,777 admissions scored (the page shows at most 500 per table); every "
+            "admission is in scores.parquet.") in words
+    assert "The 500 highest risks of the 5,078 admissions referred (model uncertain), highest first." in words
+    assert text.index("Highest risk</h2>") < text.index("Referred for review</h2>")
+    top = scores.sort_values("risk_mean", ascending=False)["key"].head(500).tolist()
+    positions = [text.index(k) for k in top]
+    assert positions == sorted(positions)  # highest first
+    assert text.count('<svg class="bar"') == 500 + 500 + 1  # two capped tables and the legend
+    small, _ = _page(scores.head(300))
+    assert small.count('<svg class="bar"') == 301 and "Highest risk</h2>" not in small  # all of them, one table
+
+
+def test_the_page_states_the_prediction_time_when_it_was_made_and_the_bins():
+    text, words = _page(_scores(50))
+    assert "Prediction time 24 h after admission" in words and "Report made 2 Dec 2026 05:58 UTC" in words
+    assert "after the prediction time (24 h after admission)" in words
+    assert "Predicted (bin mean) Observed Admissions 3.0% 2.0% 700 20.0% 25.0% 250 60.0% 50.0% 50" in words
+    assert "warn" not in text.split("</style>")[1]  # a model that discriminates, 100 deaths: no caution
+    from pipeline import privacy
+
+    assert not privacy.DATE.search(text)  # the date in words: no YYYY-MM-DD on the page
+    assert rp.generated_now().endswith(" UTC") and not privacy.DATE.search(rp.generated_now())
+
+
+@pytest.mark.parametrize("val, cautions", [
+    ({"n": 189, "positives": 1, "auc_roc": 0.5}, ["showed no discrimination: AUC-ROC 0.500 (95% interval",
+                                                  "Validation had 1 deaths (fewer than 10)"]),
+    ({"n": 2000, "positives": 12, "auc_roc": 0.58}, ["showed no discrimination: AUC-ROC 0.580 (95% interval"]),
+    ({"n": 2000, "positives": 200, "auc_roc": 0.58}, []),  # 200 deaths: 0.58 is reliably above chance
+    (None, ["No validation metrics were recorded with this model"]),
+])
+def test_weak_validation_gets_a_plain_warning(val, cautions):
+    text, words = _page(_scores(40), val_metrics=val)
+    assert text.count('<div class="warn">') == len(cautions)
+    for c in cautions:
+        assert c in words
+
+
+def test_auc_roc_interval_follows_hanley_and_mcneil():
+    lo, hi = rp.auc_roc_interval(0.85, 100, 900)  # Q1 = A/(2-A), Q2 = 2A²/(1+A): SE 0.02459 by hand
+    assert (lo, hi) == pytest.approx((0.85 - 1.96 * 0.02459, 0.85 + 1.96 * 0.02459), abs=2e-4)
+    assert rp.auc_roc_interval(0.5, 0, 10) is None
+
+
+def test_scoring_a_features_directory_says_each_admissions_split(demo_run, demo_features, tmp_path):
+    """Training admissions scored are said to be in-sample; every row names its split."""
+    cfg = sc.ScoreConfig(samples=2, batch_size=16, threads=1)
+    s = sc.score(demo_run, tmp_path / "scores.parquet", data=demo_features.out_dir, cfg=cfg,
+                 report=tmp_path / "r.html", link=False)
+    text = s.report.read_text()
+    page = Page()
+    page.feed(text)
+    words = " ".join(" ".join(page.text).split())
+    counts = {split: len(pd.read_parquet(demo_features.out_dir / f"{split}.parquet", columns=["key"]))
+              for split in ("train", "val", "test")}
+    for split, count in counts.items():
+        assert f"from the {split} split {count:,}" in words
+    assert (f"{counts['train']:,} of these admissions come from the features' train split, which the model was "
+            "fitted on: their risks are in-sample") in words
+    assert "<th>Split</th>" in text and text.count("<td>train</td>") == counts["train"]
+    assert "Prediction time 24 h after admission" in words

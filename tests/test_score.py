@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,27 @@ def test_score_demo_features(demo_run, demo_features, demo_dir, tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))  # atomic: no temporary file left
 
 
+@pytest.mark.parametrize("name", ["x.csv", "scores.json", "today.PARQUET.gz"])
+def test_an_out_that_is_not_parquet_is_refused_before_anything_runs(name, tmp_path):
+    """`score --out x.csv` used to write Parquet into x.csv; now it says so (no model is even loaded)."""
+    with pytest.raises(sc.ScoreError, match=rf"--out .*{re.escape(name)}: the scores are written as Parquet; name "
+                                            r"the file \.parquet"):
+        sc.score("0" * 32, tmp_path / name, data=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_out_directory_gets_the_scores_and_private_inside_it(demo_run, demo_features, tmp_path):
+    """`--out today` (a directory, or a name without a suffix): today/scores.parquet and today/_private/,
+    never a _private/ in the parent of --out."""
+    s = sc.score(demo_run, tmp_path / "today", data=demo_features.out_dir, cfg=_cfg())
+    assert s.out == tmp_path / "today" / "scores.parquet" and s.out.is_file()
+    assert s.link_file == tmp_path / "today" / "_private" / "link.csv" and s.link_file.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["today"]
+    assert sc.scores_path(tmp_path / "today") == s.out  # an existing directory too
+    assert sc.scores_path(tmp_path / "a" / "b.Parquet") == tmp_path / "a" / "b.Parquet"
+
+
+@pytest.mark.slow
 def test_score_synthetic_features_directory(tmp_path_factory, tmp_path):
     from pipeline.extraction import extract
     from pipeline.synth import SynthConfig, generate
@@ -597,6 +619,7 @@ def test_every_scoring_entry_point_defaults_to_one_batch_size():
 # ---------------------------------------------------------------------------- the value channel
 
 
+@pytest.mark.slow
 def test_a_value_channel_model_scores_its_features_and_refuses_older_ones(tmp_path_factory, tmp_path):
     """A rank-1 model with the value channel (trained on random features with bag_values) scores them
     through ``score`` and the pyfunc's request reader; features without bag_values (feature versions

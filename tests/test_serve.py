@@ -182,6 +182,14 @@ BAD = {  # name -> (body from the rows, content type, status, message)
                             rf"^the request holds {MAX_ROWS + 1} admissions; the limit is {MAX_ROWS} per request"),
     "oversized body": (lambda r: b" " * 1_200_000 + _split(r), None, 413,
                        r"^the request body is 1,2\d\d,\d\d\d bytes; the limit is 1,000,000 \(1 MB\)"),
+    "100k-deep nested JSON": (lambda r: b'{"dataframe_split": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None, 400,
+                              r"^the body nests JSON arrays or objects too deeply to be a table"),
+    "n_events disagreeing with the bags": (lambda r: _split(_with([x for x in r if x[3]], "n_events", 0)), None, 400,
+                                           r"^row 0: 'n_events' disagrees with 'bags' \(each token of a bag stands "
+                                           r"for at least one event"),
+    "bag_hours of 1e30": (lambda r: _split([[*x[:2], [1e30] * len(x[2]), *x[3:]] for x in r]), None, 400,
+                          r"^column 'bag_hours' row 0: a bag starts outside the model's window \[-720, 24\) hours "
+                          r"after admission"),
     "unsupported content type": (lambda r: b"<census/>", "application/xml", 415, r"^unsupported content type"),
     "unreadable CSV": (lambda r: b"key\n\x00\x01", "text/csv", 400,
                        r"^the body could not be read as a table of the features columns"),
@@ -208,7 +216,8 @@ def test_the_server_log_has_the_detail_without_row_contents(served, rows):
     for make, ctype, _, _ in BAD.values():
         _post(port, make(rows[:3]), ctype or "application/json")
     text = log_path.read_text()
-    assert "POST /invocations HTTP/1.1\" 400" in text and "missing column(s) ['bags']" in text
+    assert re.search(r"request \d+: 400, (\d+|\?) admissions, \d+ ms: missing column\(s\) \['bags'\]", text)
+    assert "HTTP/1.1" not in text  # no access log beside the guard's line (one line per request)
     assert not any(r[0] in text for r in rows)  # no key of any admission
     assert "Traceback" not in text
 
@@ -295,3 +304,96 @@ def test_an_unforeseen_failure_is_a_500_line_and_the_log_names_where(caplog):
     assert answer == {"error_code": "INTERNAL_ERROR", "message": "internal error while scoring (request 1; see the "
                                                                  "server log)"}
     assert "builtins.RuntimeError at test_serve.py:" in caplog.text and "0123456789abcdef" not in caplog.text
+
+
+# ---------------------------------------------------------------------------- the guard in process
+
+
+def _guard_call(body: bytes, python_model=None):
+    """One request through a RequestGuard in this process: (status, answer, log records of the guard)."""
+    import asyncio
+    import logging
+
+    from pipeline.serving import guard, server
+
+    class Model:
+        metadata = None
+
+        def unwrap_python_model(self):
+            return python_model
+
+    guard_ = guard.RequestGuard(None, guard.GuardedModel(Model()), server.ServeConfig(model="x"))
+    sent, records_ = [], []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records_.append(record)
+
+    async def receive():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "path": "/invocations", "headers": [(b"content-type", b"application/json")]}
+    handler, glog = Keep(level=logging.DEBUG), logging.getLogger("pipeline.serving.guard")
+    glog.addHandler(handler)
+    level, glog.level = glog.level, logging.INFO
+    try:
+        asyncio.run(guard_(scope, receive, send))
+    finally:
+        glog.removeHandler(handler)
+        glog.setLevel(level)
+    return sent[0]["status"], json.loads(sent[1]["body"]) if sent[0]["status"] >= 400 else sent[1]["body"], records_
+
+
+def test_a_100k_deep_json_is_a_400_not_a_500():
+    """json.loads hits Python's recursion limit: a one-line 400, never a RecursionError's 500."""
+    from pipeline.serving import guard
+
+    body = b'{"dataframe_split": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(guard.Rejected) as rej:
+        guard.table_of(body, 40)
+    assert rej.value.status == 400 and "too deeply" in rej.value.message
+    status, answer, logged = _guard_call(body)
+    assert status == 400 and answer["error_code"] == "BAD_REQUEST" and "too deeply" in answer["message"]
+    assert len(logged) == 1
+
+
+@pytest.mark.parametrize("good", [True, False])
+def test_each_request_gets_one_log_line(good):
+    """docs/scoring.md: one line per request (status, admissions, milliseconds, and what went wrong)."""
+    class Scorer:
+        def check_request(self, frame, params):
+            return None
+
+        def predict(self, context, frame, params=None):
+            if not good:
+                raise RuntimeError("row 0 key 0123456789abcdef0123456789abcdef is odd")
+            return pd.DataFrame({"risk_mean": [0.5] * len(frame)})
+
+    status, _, logged = _guard_call(_split([["k", [1], [0.0], [[1]], 1, 24.0]] * 2), Scorer())
+    assert status == (200 if good else 500)
+    assert len(logged) == 1, [r.getMessage() for r in logged]
+    line = logged[0].getMessage()
+    assert re.match(rf"request 1: {status}, 2 admissions, \d+ ms", line), line
+    if not good:
+        assert "the model failed: builtins.RuntimeError at test_serve.py:" in line and "0123" not in line
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("n_events", 0, r"^row 1: 'n_events' disagrees with 'bags'"),
+    ("bag_hours", 1e30, r"^column 'bag_hours' row 1: a bag starts outside the model's window \[-720, 24\) hours"),
+    ("bag_hours", 24.0, r"^column 'bag_hours' row 1: a bag starts outside"),
+    ("bag_hours", -1e6, r"^column 'bag_hours' row 1: a bag starts outside"),
+])
+def test_a_request_whose_bags_disagree_is_refused(rows, column, value, message):
+    from pipeline.runs.pyfunc import RequestError, read_request
+
+    sizes = {"tokens": 10 ** 6, "context": 10 ** 6}
+    frame = pd.DataFrame([r for r in rows if r[3]][:3], columns=COLUMNS)  # admissions with bags
+    assert len(read_request(frame, sizes, 24.0, lookback_days=30.0)) == 3  # the demo's own rows pass
+    n = len(frame.at[1, "bag_hours"])
+    frame.at[1, column] = [value] * n if column == "bag_hours" else value
+    with pytest.raises(RequestError, match=message):
+        read_request(frame, sizes, 24.0, lookback_days=30.0)

@@ -73,13 +73,21 @@ def test_kl_weight(step, anneal, w):
     assert training.kl_weight(step, anneal) == pytest.approx(w)
 
 
+@pytest.mark.parametrize("kl, shown", [(3.5, True), (0.0, False)])
+def test_the_progress_line_shows_a_kl_weight_only_for_a_model_with_a_kl(kl, shown):
+    """A deterministic model (its KL is 0) ramps no weight: its progress line names none."""
+    line = loop.progress_status(torch.tensor([1.25, 0.5, kl, 2.0]), 0.25, 40)
+    assert ("at KL weight 0.25 (ramping up to 1 by step 40)" in line) is shown, line
+    assert line.startswith("nll 0.5000, loss 1.2500")
+
+
 def test_presets_and_config_errors():
     paper = training.TrainConfig.from_preset("paper", seed=3, model={"components": 2})
     assert paper.model == {"lstm_hidden": 256, "embedding_dim": 32, "components": 2} and paper.seed == 3
     assert paper.max_steps > training.TrainConfig().max_steps
     with pytest.raises(ValueError, match="mixture2"):
         training.TrainConfig(nll="mixture2")
-    with pytest.raises(ValueError, match="refer_fraction"):
+    with pytest.raises(ValueError, match="--refer-fraction"):
         training.TrainConfig(refer_fraction=1.0)
     with pytest.raises(ValueError, match=r"unknown model setting\(s\) \['hiden'\]"):
         models.model_config({"hiden": 3}, {"tokens": 5, "context": 5})
@@ -134,6 +142,7 @@ def test_resume_equals_uninterrupted(feats, tmp_path, kind, nll):
     assert torch.equal(a["rng"][0]["torch"], b["rng"][0]["torch"])
 
 
+@pytest.mark.slow
 def test_run_keeps_redacted_copies_of_vocab_and_manifest(tmp_path):
     feats = write_features(tmp_path / "feats", n_train=16, n_val=8, n_test=2)
     manifest = {"source": {"location": "postgresql://me:hunter2@db/mimic"}, "splits": {}}

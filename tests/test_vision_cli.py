@@ -175,13 +175,14 @@ def test_each_kind_of_run_is_refused_by_the_others_commands(det_run, rank1_run):
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["--depth", "11"], ["VisionConfig.depth must be 6n + 4"]),
-    (["--dataset", "cifar10"], ["data_dir is required for cifar10"]),
+    (["--depth", "11"], ["--depth must be 6n + 4"]),
+    (["--dataset", "cifar10"], ["--data-dir is required for --dataset cifar10"]),
     (["--dataset", "cifar10", "--data-dir", "/nonexistent/cifar"], ["/nonexistent/cifar: not a directory"]),
     (["--device", "tpu:0"], ["device 'tpu:0'"]),
     (["--device", "cuda"], ["CUDA is not available"]),
     (["--method", "deep-ensemble", "--nll", "mixture", "--epochs", "0.01"], ["nll='mixture' couples the members"]),
 ])
+@pytest.mark.slow
 def test_train_errors_are_one_line(args, fragments):
     if args == ["--device", "cuda"] and torch.cuda.is_available():
         pytest.skip("CUDA is available here")

@@ -44,11 +44,13 @@ def randomize_norms(model: nn.Module) -> None:
 # ---------------------------------------------------------------- parameter counts
 
 
+@pytest.mark.slow
 def test_resnet50_deterministic_has_torchvisions_parameter_count():
     model = build_vision_model(VisionConfig(arch="resnet50", method="deterministic", num_classes=1000))
     assert count_parameters(model) == 25_557_032
 
 
+@pytest.mark.slow
 def test_wrn_28_10_parameter_count():
     n = count_parameters(build_vision_model(VisionConfig(arch="wrn", depth=28, width=10, method="deterministic")))
     assert n == 36_479_194  # Zagoruyko & Komodakis' WRN-28-10 (CIFAR-10)
@@ -71,6 +73,7 @@ def test_parameter_report_counts_factor_entries(method, per_entry):
 
 @pytest.mark.parametrize("arch, side, samples", [("resnet50", 32, 2), ("wrn", 8, 1)])
 @pytest.mark.parametrize("method", ["rank1", "batchensemble"])
+@pytest.mark.slow
 def test_full_architecture_forward_backward_k4(arch, side, samples, method):
     """ResNet-50 (32x32) and WRN-28-10 (8x8), K = 4, one image per member (and S samples)."""
     cfg = VisionConfig(arch=arch, method=method, ensemble_size=4, num_classes=10, member_batchnorm=(method == "rank1"))
@@ -179,6 +182,7 @@ def test_deterministic_wrn_matches_hand_written_reference_block_by_block(trainin
     assert torch.allclose(model(images)[0], ref_logits, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_deterministic_resnet50_matches_hand_written_reference_block_by_block():
     model = build_vision_model(VisionConfig(arch="resnet50", method="deterministic", num_classes=7))
     randomize_norms(model)
@@ -235,6 +239,7 @@ def load_member(det: VisionNet, model: VisionNet, k: int) -> VisionNet:
     ("wrn", "rank1", False), ("wrn", "rank1", True), ("wrn", "batchensemble", False), ("wrn", "batchensemble", True),
     ("resnet50", "rank1", True), ("resnet50", "batchensemble", False),
 ])
+@pytest.mark.slow
 def test_member_k_is_the_deterministic_network_with_scaled_weights(arch, method, member_bn):
     if arch == "wrn":
         cfg, images = tiny(method=method, member_batchnorm=member_bn), torch.rand(4, 1, 8, 8)
@@ -407,8 +412,8 @@ def test_published_defaults_by_architecture():
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"depth": 12}, "6n \\+ 4"), ({"dropout_rate": 1.0}, "dropout_rate"), ({"method": "mc-dropout"}, "mc-dropout"),
-    ({"ensemble_size": 0}, "ensemble_size"),
+    ({"depth": 12}, "6n \\+ 4"), ({"dropout_rate": 1.0}, "--dropout-rate"), ({"method": "mc-dropout"}, "mc-dropout"),
+    ({"ensemble_size": 0}, "--ensemble-size"),
     ({"factor_init": "random_sign", "perturbation": "additive"}, "random_sign"),
     ({"clip": 0.0}, "clip"),
 ])

@@ -7,9 +7,10 @@ scikit-learn or torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 from enum import Enum
 
-from pipeline.configs import config_dict
+from pipeline.configs import check_at_least, config_dict
 from pipeline.errors import ConfigError
 
 
@@ -42,23 +43,20 @@ class BaselineConfig:
     gbm_min_leaf: tuple[int, ...] = (20, 100)  # min admissions per leaf tried
     gbm_l2: float = 1.0  # L2 regularisation of the leaf values
     threads: int | None = None  # OpenMP threads of the GBM (None: scikit-learn's default)
+    CLI_FIELDS: ClassVar[tuple[str, ...]] = ("seed", "threads")  # set by train's options; the rest in Python only
 
     def __post_init__(self) -> None:
         self.gbm_leaves, self.gbm_min_leaf = tuple(self.gbm_leaves), tuple(self.gbm_min_leaf)
         if not self.recent_hours > 0:
-            raise ConfigError(f"BaselineConfig.recent_hours must be > 0, got {self.recent_hours}")
+            raise ConfigError(f"recent_hours must be > 0, got {self.recent_hours}")
         if not 0 < self.logreg_c_min <= self.logreg_c_max:
-            raise ConfigError("BaselineConfig: need 0 < logreg_c_min <= logreg_c_max")
-        for name in ("min_admissions", "logreg_c_steps", "logreg_max_iter", "gbm_columns", "gbm_max_rounds",
-                     "gbm_patience"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"BaselineConfig.{name} must be >= 1, got {getattr(self, name)}")
+            raise ConfigError("need 0 < logreg_c_min <= logreg_c_max")
+        check_at_least(self, 1, ("min_admissions", "logreg_c_steps", "logreg_max_iter", "gbm_columns",
+                                 "gbm_max_rounds", "gbm_patience", "threads"))
         if not self.gbm_leaves or min(self.gbm_leaves) < 2 or not self.gbm_min_leaf or min(self.gbm_min_leaf) < 1:
-            raise ConfigError("BaselineConfig: gbm_leaves must be >= 2 and gbm_min_leaf >= 1 (non-empty)")
+            raise ConfigError("gbm_leaves must be >= 2 and gbm_min_leaf >= 1 (non-empty)")
         if not self.gbm_learning_rate > 0 or self.gbm_l2 < 0:
-            raise ConfigError("BaselineConfig: gbm_learning_rate must be > 0 and gbm_l2 >= 0")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"BaselineConfig.threads must be >= 1, got {self.threads}")
+            raise ConfigError("gbm_learning_rate must be > 0 and gbm_l2 >= 0")
 
     def to_dict(self) -> dict:
         """JSON-able settings (tuples as lists)."""

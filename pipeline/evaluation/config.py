@@ -4,8 +4,10 @@ reads; torch- and numpy-free, so ``cli.py`` builds its options from them without
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 from enum import Enum
 
+from pipeline.configs import check_at_least
 from pipeline.contracts import DEFAULT_BATCH
 from pipeline.errors import ConfigError
 
@@ -27,10 +29,8 @@ class EvalConfig:
     seed: int = 0  # torch seed of the weight draws and numpy seed of the bootstrap
     threads: int | None = None  # torch intra-op threads (unset: torch's default)
     log_to_run: bool = True  # log metrics, tag and artifacts to the MLflow run
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"n_bootstrap": "bootstrap", "log_to_run": "log"}  # evaluate's names
 
     def __post_init__(self) -> None:
-        for name in ("samples", "batch_size"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"EvalConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.n_bootstrap < 0:
-            raise ConfigError(f"EvalConfig.n_bootstrap must be >= 0, got {self.n_bootstrap}")
+        check_at_least(self, 1, ("samples", "batch_size", "threads"))
+        check_at_least(self, 0, ("n_bootstrap",))

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import fileio, metrics
-from pipeline.contracts import DEFAULT_BATCH
+from pipeline.contracts import DEFAULT_BATCH, MIN_DEATHS
 from pipeline.devices import resolve_device
 from pipeline.evaluation.config import EvalConfig, Split  # noqa: F401  (their home; imported from here too)
 from pipeline.runs.truth import find_truth, load_true_risk
@@ -174,6 +174,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     logits, measure = pred.logits, predict.refer_measure_of(rm.info)  # (S, K, N)
     report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed, summary=pred.summary, measure=measure)
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
+    report.update(identical_draws=bool(samples > 1 and (logits == logits[:1]).all()))  # a deterministic model
     report.update(split=split.value, split_mode=split_mode(manifest), model_kind=rm.info.get("model_kind"),
                   model_label=rm.info.get("model_label"),
                   prior=(rm.info.get("model_config") or {}).get("prior"), run_id=rm.run_id,
@@ -191,11 +192,14 @@ def format_table(report: dict) -> str:
     """A small text table: metric, model (95% CI), true risk and gap when known."""
     ref = report.get("true_risk") or {}
     head = f"{'metric':8s} {'model':>9s} {'95% CI':>19s}" + (f" {'true risk':>10s} {'gap':>9s}" if ref else "")
-    lines = [f"{report['split']}: n={report['n']} positives={report['positives']} draws={report['samples']}x"
-             f"{report['components']}", head]
+    few = report["positives"] < MIN_DEATHS  # intervals and calibration cannot be judged
+    lines = [f"{report['split']}: n={report['n']} positives={report['positives']} draws={draws_label(report)}", head]
+    if few:
+        lines.insert(1, f"caution: {report['positives']} deaths in this split (fewer than {MIN_DEATHS}): the 95% "
+                        "intervals, the ECE and the calibration slope cannot be judged")
     for m in metrics.METRICS:
         lo, hi = report.get(f"{m}_ci") or (None, None)
-        ci = f"[{_num(lo)}, {_num(hi)}]" if lo is not None else ""
+        ci = "not judged" if few and lo is not None else f"[{_num(lo)}, {_num(hi)}]" if lo is not None else ""
         row = f"{m:8s} {_num(report[m]):>9s} {ci:>19s}"
         if ref:
             row += f" {_num(ref.get(m)):>10s} {_num(report.get(f'{m}_gap')):>9s}"
@@ -204,7 +208,9 @@ def format_table(report: dict) -> str:
         lines.append(f"ece of a calibrated predictor with these predictions: mean {_num(report['ece_floor'])}, "
                      f"95th percentile {_num(report.get('ece_floor_p95'))}; P(>= observed) = "
                      f"{_num(report.get('ece_p_value'))}")
-    if report.get("calibration_slope") is not None:
+    if report.get("calibration_slope") is not None and few:
+        lines.append(f"calibration slope not judged ({report['positives']} deaths; {MIN_DEATHS} or more needed)")
+    elif report.get("calibration_slope") is not None:
         slope = report["calibration_slope"]
         lines.append(f"calibration slope {_num(slope)} ({slope_note(slope)}), "
                      f"intercept {_num(report.get('calibration_intercept'))} (> 0: risks too low, < 0: too high)")
@@ -218,6 +224,13 @@ def format_table(report: dict) -> str:
         lines.append(f"uncertainty vs the error KL(true || predicted): referral gain (Spearman) {cells}; "
                      f"refer measure {report.get('refer_measure')}")
     return "\n".join(lines)
+
+
+def draws_label(report: dict) -> str:
+    """``SxK`` weight draws; ``1`` when they were all the same (a model that draws no weights)."""
+    if report.get("identical_draws"):
+        return f"1 (a deterministic model: its {report['samples']} samples are one draw)"
+    return f"{report['samples']}x{report['components']}"
 
 
 def slope_note(slope: float) -> str:

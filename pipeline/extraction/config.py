@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import ClassVar
+
+from pipeline.configs import check_at_least, check_choice, option
+from pipeline.errors import ConfigError
 
 
 class SplitMode(str, Enum):
@@ -31,6 +35,24 @@ class ExtractConfig:
     verify_counts: bool = False  # also count each event table with a second scan and check the two agree
     scan_workers: int = 2  # event tables scanned at once (CSV sources; 1: one after another)
     values: bool = False  # also write bag_values, the value channel beside each token (for --value-channel models; ~2x the files)
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"n_bins": "bins"}  # extract's name of the field
+
+    def __post_init__(self) -> None:
+        check_choice(self, "split", SplitMode)
+        for name in ("prediction_hours", "lookback_days", "hourly_hours"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < float("inf"):
+                raise ConfigError(f"{option(self, name)} must be a positive number of hours/days, got {value}")
+        check_at_least(self, 1, ("n_bins", "min_patients", "max_text_values", "text_max_len", "threads",
+                                 "scan_workers"))
+        if not 0 < self.train_fraction < 1 or not 0 <= self.val_fraction < 1:
+            raise ConfigError(f"--train-fraction must lie in (0, 1) and --val-fraction in [0, 1), got "
+                              f"{self.train_fraction} and {self.val_fraction}")
+        if self.train_fraction + self.val_fraction >= 1:
+            raise ConfigError(f"--train-fraction {self.train_fraction} + --val-fraction {self.val_fraction} must be "
+                              "< 1 (the rest of the patients is the test split)")
+        if self.era_groups is not None:
+            self.era_groups = tuple(self.era_groups)
 
     @property
     def hourly(self) -> float:

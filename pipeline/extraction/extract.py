@@ -77,6 +77,15 @@ def _stage(name: str):
              f"  RSS {rss:6.0f} MB" if rss is not None else "")
 
 
+def _remove_empty(made: list[Path]) -> None:
+    """After a failed extraction: the folders it created (``made``, innermost first), while empty."""
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (something else wrote there), or already gone
+            return
+
+
 def _connect(cfg: ExtractConfig, tmp_dir: Path):
     import duckdb
 
@@ -117,12 +126,13 @@ def extract(
     ADMISSIONS. It may not be earlier than that (the source holds records after it)."""
     cfg = config or ExtractConfig()
     out = Path(out_dir)
+    made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this call creates
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / ".tmp"
     tmp.mkdir(exist_ok=True)
     started, cpu0 = time.perf_counter(), cpu_s()
-    con = src = None
-    try:  # whatever fails (the source included), the spill folder goes
+    con = src = result = None
+    try:  # whatever fails (the source included), the spill folder goes, and an --out this call made
         con = _connect(cfg, tmp)
         src = open_source(source, con, schema=schema)
         if release is not None and Release(release) is not src.release:
@@ -134,6 +144,8 @@ def extract(
         if con is not None:
             con.close()
         shutil.rmtree(tmp, ignore_errors=True)
+        if result is None:
+            _remove_empty(made)
     log.info("extract finished in %.1f s (CPU %.1f s)", time.perf_counter() - started, cpu_s() - cpu0)
     return result
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from enum import Enum
+from typing import ClassVar
 
 import torch
+
+from pipeline.configs import check_at_least, check_choice
 
 from .errors import LaplaceError
 from .options import DEFAULT_SUBNET_SIZE, HessianKind, Predictive, PriorMethod, Selection, default_subnet_size
@@ -41,37 +44,28 @@ class LaplaceConfig:
     max_tokens: int | None = None  # as the MAP run: keep at most this many tokens per bag
     seed: int = 0  # seeds the random selection and the training subsample
     dtype: str = "float64"  # GGN, Cholesky factor and predictive linear algebra: float64 | float32
+    CLI_FIELDS: ClassVar[tuple[str, ...]] = ("selection", "subnet_size", "hessian", "prior_precision", "max_train", "seed")
 
     def __post_init__(self) -> None:
         for name, enum in (("selection", Selection), ("hessian", HessianKind), ("predictive", Predictive),
                            ("prior_method", PriorMethod)):
-            value = getattr(self, name)
-            if value not in {e.value for e in enum}:
-                raise LaplaceError(f"LaplaceConfig.{name} must be one of {[e.value for e in enum]}, got {value!r}")
-            setattr(self, name, enum(value))
+            check_choice(self, name, enum, LaplaceError)
         if self.swag_steps <= self.swag_burn_in or self.swag_burn_in < 0 or self.swag_lr <= 0 or self.swag_l2 < 0:
             raise LaplaceError("LaplaceConfig: swag_steps must exceed swag_burn_in >= 0, swag_lr > 0, swag_l2 >= 0")
         self.exclude = tuple(self.exclude or ())
         if any(not isinstance(e, str) or not e.strip() for e in self.exclude):
-            raise LaplaceError(f"LaplaceConfig.exclude must hold non-empty names, got {self.exclude!r}")
+            raise LaplaceError(f"--exclude must name weights (embeddings or a parameter prefix), got {self.exclude!r}")
         if self.exclude and (self.selection == Selection.LAST_LAYER or self.hessian == HessianKind.DIAG):
-            raise LaplaceError("exclude applies to a selected subnetwork (not to last-layer or hessian diag)")
+            raise LaplaceError("--exclude applies to a selected subnetwork (not to --selection last-layer or --hessian diag)")
         if self.dtype not in DTYPES:
-            raise LaplaceError(f"LaplaceConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
-        if self.subnet_size is not None and self.subnet_size < 1:
-            raise LaplaceError(f"LaplaceConfig.subnet_size must be >= 1 or None, got {self.subnet_size}")
+            raise LaplaceError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        check_at_least(self, 1, ("subnet_size", "batch_size", "max_train", "max_bags", "max_tokens"), LaplaceError)
         if self.hessian == HessianKind.DIAG and self.subnet_size is not None:
-            raise LaplaceError("hessian diag is diagonal Laplace over every weight: leave subnet_size unset (None)")
+            raise LaplaceError("--hessian diag is diagonal Laplace over every weight: leave --subnet-size unset")
         if self.prior_precision is not None and not (self.prior_precision >= 0 and self.prior_precision < float("inf")):
-            raise LaplaceError(f"LaplaceConfig.prior_precision must be finite and >= 0, got {self.prior_precision}")
+            raise LaplaceError(f"--prior-precision must be finite and >= 0, got {self.prior_precision}")
         if self.grid_size < 1 or not self.grid_log10_min <= self.grid_log10_max:
-            raise LaplaceError("LaplaceConfig: grid_size must be >= 1 and grid_log10_min <= grid_log10_max")
-        for name in ("batch_size",):
-            if getattr(self, name) < 1:
-                raise LaplaceError(f"LaplaceConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_train", "max_bags", "max_tokens"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise LaplaceError(f"LaplaceConfig.{name} must be >= 1 or None, got {getattr(self, name)}")
+            raise LaplaceError("grid_size must be >= 1 and grid_log10_min <= grid_log10_max")
 
     @property
     def torch_dtype(self) -> torch.dtype:

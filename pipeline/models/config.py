@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
+from pipeline.configs import check_at_least, check_choice, option
 from pipeline.errors import ConfigError
 from pipeline.layers.options import BagMode, FactorInit, Perturbation, PriorKind, Sampling, WeightInit
 
@@ -58,36 +59,32 @@ class MortalityConfig:
     dropout: float = 0.0  # dropout on the dense layer's output (training only)
     weight_init: WeightInit = WeightInit.TORCH  # deterministic weights: torch (PyTorch defaults) | keras (records-research)
     factor_clip: float | None = None  # clip sampled rank-1 factors of the dense layers to [-c, c] (edward2: 10)
+    NOT_CLI: ClassVar[tuple[str, ...]] = ("token_vocab", "context_vocab", "sampling")  # set from the data, not by an option
 
     def __post_init__(self) -> None:
-        self.bag_mode = BagMode(self.bag_mode)
-        self.prior = PriorKind(self.prior)
-        self.sampling = Sampling(self.sampling)
-        self.perturbation = Perturbation(self.perturbation)
-        self.weight_init = WeightInit(self.weight_init)
+        for name, enum in (("bag_mode", BagMode), ("prior", PriorKind), ("sampling", Sampling),
+                           ("perturbation", Perturbation), ("weight_init", WeightInit)):
+            check_choice(self, name, enum)
         if self.init_stddev_jitter < 0 or (self.factor_clip is not None and not self.factor_clip > 0):
-            raise ConfigError("MortalityConfig: init_stddev_jitter must be >= 0 and factor_clip > 0 (or None)")
+            raise ConfigError("--init-stddev-jitter must be >= 0 and --factor-clip > 0 (or unset)")
         if self.factor_init is not None and self.factor_init not in {f.value for f in FactorInit}:
-            raise ConfigError(f"MortalityConfig.factor_init must be one of {[f.value for f in FactorInit]} or None, "
+            raise ConfigError(f"--factor-init must be one of {[f.value for f in FactorInit]} or unset, "
                              f"got {self.factor_init!r}")
         self.factor_init = None if self.factor_init is None else FactorInit(self.factor_init)
         if self.prior_mean is not None and not math.isfinite(self.prior_mean):
-            raise ConfigError(f"MortalityConfig.prior_mean must be finite or None, got {self.prior_mean}")
+            raise ConfigError(f"--prior-mean must be finite or unset, got {self.prior_mean}")
         if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
-            raise ConfigError("MortalityConfig.factor_init random_sign is for multiplicative factors")
+            raise ConfigError("--factor-init random_sign is for multiplicative factors (--perturbation multiplicative)")
         if self.value_channel and self.bag_mode == BagMode.ATTENTION:
-            raise ConfigError("MortalityConfig.value_channel pools linearly: bag_mode mean or sum, not attention")
-        if self.embedding_kl_weight < 0:
-            raise ConfigError(f"MortalityConfig.embedding_kl_weight must be >= 0, got {self.embedding_kl_weight}")
+            raise ConfigError("--value-channel pools linearly: --bag-mode mean or sum, not attention")
+        check_at_least(self, 0, ("embedding_kl_weight",))
         for name in ("prior_stddev", "init_stddev"):
             if not getattr(self, name) > 0:
-                raise ConfigError(f"MortalityConfig.{name} must be > 0, got {getattr(self, name)}")
-        for name in ("token_vocab", "context_vocab", "embedding_dim", "lstm_hidden", "lstm_layers",
-                     "dense_units", "components"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"MortalityConfig.{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"{option(self, name)} must be > 0, got {getattr(self, name)}")
+        check_at_least(self, 1, ("token_vocab", "context_vocab", "embedding_dim", "lstm_hidden", "lstm_layers",
+                                 "dense_units", "components"))
         if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"MortalityConfig.dropout must be in [0, 1), got {self.dropout}")
+            raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
 
     def rank1(self, dense: bool = False):
         """Factor configuration (``layers.Rank1Config``) of the rank-1 / BatchEnsemble layers: the LSTM's

@@ -85,10 +85,13 @@ def request_settings(params: dict | None, info: dict) -> RequestSettings:
                            values.get("seed", 0))
 
 
-def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_values: bool = False):
+def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_values: bool = False,
+                 lookback_days: float | None = None):
     """The validated ``FeatureSet`` of a request DataFrame (the features columns; ``observed_hours``
     optional, ``before_prediction_time`` derived from it and the model's window ``window_hours``;
-    ``bag_values`` read only when ``needs_values``, a model with a value channel, which requires it)."""
+    ``bag_values`` read only when ``needs_values``, a model with a value channel, which requires it).
+    ``bag_hours`` must lie in the extraction's window (``bag_window``) and ``n_events`` agree with
+    the bags (``check_bags``)."""
     from pipeline import features
 
     if not isinstance(frame, pd.DataFrame):
@@ -118,11 +121,44 @@ def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_val
             raise RequestError(f"column {name!r} row {row_of(int(bad[0]))}: a token id outside the model's "
                                f"vocabulary [0, {size}) ({bad.size} such ids); were these features extracted "
                                "with the model's vocab.json?")
+    check_bags(fs, *bag_window(window_hours, lookback_days))
     if observed is not None:
         fs.observed_hours = observed
         if window_hours is not None:
             fs.before_prediction_time = observed < float(window_hours)  # nan (not recorded) -> False
     return fs
+
+
+MAX_ABS_HOURS = 24 * 365 * 200  # bag starts beyond ±200 years are no admission's (when the window is unknown)
+
+
+def bag_window(window_hours: float | None, lookback_days: float | None) -> tuple[float, float]:
+    """[low, high) of a bag's start, hours after ADMITTIME: before the prediction time T and no older
+    than the lookback (a daily bag's start may lie up to 24 h before T - lookback); ±MAX_ABS_HOURS
+    where the model's extraction settings are unknown."""
+    high = float(window_hours) if window_hours is not None else MAX_ABS_HOURS
+    low = high - 24.0 * float(lookback_days) - 24.0 if window_hours is not None and lookback_days is not None \
+        else -MAX_ABS_HOURS
+    return low, high
+
+
+def check_bags(fs, low: float, high: float) -> None:
+    """``RequestError`` naming the first row whose bags start outside [low, high) hours (or at no
+    finite hour), or whose ``n_events`` disagrees with its bags: every token of a bag stands for at
+    least one event, so n_events >= the admission's tokens, and 0 only without any bag."""
+    hours = fs.bag_hours.astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(hours) | (hours < low) | (hours >= high))
+    if bad.size:
+        row = int(np.searchsorted(fs.bag_offsets, bad[0], side="right") - 1)
+        raise RequestError(f"column 'bag_hours' row {row}: a bag starts outside the model's window [{low:g}, "
+                           f"{high:g}) hours after admission ({bad.size} such bags)")
+    tokens = np.diff(fs.token_offsets[fs.bag_offsets])  # (N,) token ids per admission
+    events = fs.n_events.astype(np.int64)
+    wrong = np.flatnonzero((events < tokens) | ((events > 0) & (fs.n_bags == 0)))
+    if wrong.size:
+        raise RequestError(f"row {int(wrong[0])}: 'n_events' disagrees with 'bags' (each token of a bag stands for "
+                           "at least one event: n_events must be >= the bags' token count, and 0 without bags) "
+                           f"({wrong.size} such rows)")
 
 
 def _whole_numbers(col: pd.Series, name: str) -> np.ndarray:
@@ -166,6 +202,7 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         self.vocab_sizes = fileio.read_json(context.artifacts["model_info"])["vocab_sizes"]
         extraction = fileio.read_json(context.artifacts["extraction"]) if "extraction" in context.artifacts else {}
         self.window_hours = (extraction.get("config") or {}).get("prediction_hours")  # None: not logged
+        self.lookback_days = (extraction.get("config") or {}).get("lookback_days")
         if self.window_hours is None:
             log.warning("the model was logged without its extraction settings: before_prediction_time cannot be "
                         "derived from an input's observed_hours and stays False")
@@ -181,7 +218,8 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         from pipeline import predict
 
         request_settings(params, self.info)
-        read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model))
+        read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model),
+                     self.lookback_days)
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
@@ -189,7 +227,8 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         from pipeline.devices import model_device
 
         settings = request_settings(params, self.info)
-        fs = read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model))
+        fs = read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model),
+                          self.lookback_days)
         return predict.score_features(self.model, fs, settings.samples, self.info["refer_threshold"],
                                       settings.batch_size, self.info.get("max_bags"), self.info.get("max_tokens"),
                                       predict.seeded_generator(settings.seed, model_device(self.model)),

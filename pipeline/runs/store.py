@@ -96,13 +96,24 @@ def kind_of_run(uri: str) -> RunKind:
     try:
         run = client().get_run(m.group(1))
     except Exception as exc:  # mlflow raises MlflowException for unknown ids
-        raise RunError(f"run {m.group(1)} not found in the tracking store {tracking_uri()}: {exc}") from None
+        raise run_not_found(m.group(1), exc) from None
     return run_kind(run.data.tags)
 
 
 def tracking_uri() -> str:
     """``MLFLOW_TRACKING_URI`` or ``sqlite:///<cwd>/mlflow.db``."""
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def run_not_found(run_id: str, exc: BaseException) -> "RunError":
+    """The error for an unknown run id, saying which store was asked and, when that store is the
+    default one (``./mlflow.db``, which follows the working directory), how to reach another."""
+    hint = ""
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        hint = (f" (MLFLOW_TRACKING_URI is unset, so the store is mlflow.db in the working directory {Path.cwd()}: "
+                "run the command from the directory the run was trained in, or set MLFLOW_TRACKING_URI to its store)")
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return RunError(f"run {run_id} not found in the tracking store {tracking_uri()}{hint}: {first}")
 
 
 _READY: set[str] = set()  # tracking URIs whose store this process has initialised
@@ -228,7 +239,7 @@ def load_run_model(uri: str, workdir: Path | str | None = None, device=None) -> 
     try:
         run = c.get_run(run_id)
     except Exception as exc:  # mlflow raises MlflowException for unknown ids
-        raise RunError(f"run {run_id} not found in the tracking store {tracking_uri()}: {exc}") from None
+        raise run_not_found(run_id, exc) from None
     require_kind(run_id, run.data.tags, RunKind.MORTALITY)
     dst = Path(workdir or tempfile.mkdtemp(prefix="run-"))
     try:

@@ -71,7 +71,7 @@ def load_vision_run(uri: str | Path, workdir: Path | str | None = None) -> Visio
     try:
         run = c.get_run(run_id)
     except Exception as exc:  # mlflow raises MlflowException for unknown ids
-        raise store.RunError(f"run {run_id} not found in the tracking store {store.tracking_uri()}: {exc}") from None
+        raise store.run_not_found(run_id, exc) from None
     store.require_kind(run_id, run.data.tags, store.RunKind.VISION)
     dst = Path(workdir or tempfile.mkdtemp(prefix="vision-run-"))
     try:

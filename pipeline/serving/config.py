@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.configs import check_at_least
 from pipeline.contracts import DEFAULT_BATCH
 from pipeline.errors import ConfigError
 
@@ -20,8 +21,4 @@ class ScoreConfig:
     threads: int | None = None  # torch intra-op threads (unset: torch's default)
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "chunk_rows"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"ScoreConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.samples is not None and self.samples < 1:
-            raise ConfigError(f"ScoreConfig.samples must be >= 1, got {self.samples}")
+        check_at_least(self, 1, ("batch_size", "chunk_rows", "samples"))

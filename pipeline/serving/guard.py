@@ -37,9 +37,10 @@ FORMATS = ("dataframe_split", "dataframe_records")  # MLflow's JSON input keys f
 class Rejected(Exception):
     """A request answered with an error status and a one-line message (``status``, ``message``)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, detail: str = "") -> None:
         super().__init__(message)
         self.status, self.message = status, " ".join(message.split())  # one line
+        self.detail = detail  # for the request's log line only (where an exception was raised; never a row)
 
 
 _ERROR_CODES = {400: "BAD_REQUEST", 413: "REQUEST_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE", 500: "INTERNAL_ERROR",
@@ -98,6 +99,9 @@ def table_of(body: bytes, max_rows: int):
     except json.JSONDecodeError as exc:
         where_ = f"at line {exc.lineno}, column {exc.colno}"
         raise Rejected(400, f"the body is not valid JSON ({exc.msg} {where_})") from None
+    except RecursionError:  # e.g. 100,000 nested [: deeper than the parser's stack
+        raise Rejected(400, "the body nests JSON arrays or objects too deeply to be a table (a features row is at "
+                            "most 3 levels deep)") from None
     keys = [k for k in FORMATS if isinstance(obj, dict) and k in obj]
     if len(keys) != 1:
         raise Rejected(400, "the body must be a JSON object with exactly one of " + ", ".join(FORMATS)
@@ -159,9 +163,11 @@ class RequestGuard:
         self.ids = itertools.count(1)
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or scope.get("path") != "/invocations":
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        rid, t0, rows = next(self.ids), time.perf_counter(), None
+        if scope.get("path") != "/invocations":
+            return await self._other(scope, receive, send)
+        rid, t0, rows, detail = next(self.ids), time.perf_counter(), None, ""
         try:
             body = await self._body(scope, receive)
             if body is None:  # the client went away
@@ -173,18 +179,27 @@ class RequestGuard:
             else:
                 status = await self._forward(scope, body, send, rid)
         except Rejected as rej:
-            status = rej.status
-            if status >= 500:
-                log.error("request %d: %d %s", rid, status, rej.message)
-            else:
-                log.info("request %d: %d %s", rid, status, rej.message)
+            status, detail = rej.status, f": {rej.message}" + (f" ({rej.detail})" if rej.detail else "")
             await _answer(send, rej.status, rej.message)
         except Exception as exc:  # a bug of the guard: one line to the client, the detail in the log
-            status = 500
-            log.error("request %d: 500 internal error: %s", rid, where(exc))
+            status, detail = 500, f": internal error: {where(exc)}"
             await _answer(send, 500, f"internal error while reading the request (request {rid}; see the server log)")
-        log.info("request %d: %d, %s admissions, %.0f ms", rid, status, "?" if rows is None else rows,
-                 1e3 * (time.perf_counter() - t0))
+        # the request's one log line (docs/scoring.md): status, admissions, time, and what went wrong
+        (log.error if status >= 500 else log.info)("request %d: %d, %s admissions, %.0f ms%s", rid, status,
+                                                   "?" if rows is None else rows, 1e3 * (time.perf_counter() - t0),
+                                                   detail)
+
+    async def _other(self, scope, receive, send) -> None:
+        """Any other path (/ping, /health, /version): MLflow's answer, and the request's one log line."""
+        status = [0]
+
+        async def watch(message):
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        await self.app(scope, receive, watch)
+        log.info("request %s %s: %d", scope.get("method", "?"), scope.get("path", "?"), status[0])
 
     async def _body(self, scope, receive) -> bytes | None:
         """The request body; 413 past the limit. An oversized body is read on and dropped (up to
@@ -250,8 +265,8 @@ class RequestGuard:
             raise Rejected(504, f"the request took longer than {self.cfg.timeout_s} s: send fewer admissions per "
                                 "request") from None
         except Exception as exc:
-            log.error("request %d: the model failed: %s", rid, where(exc))
-            raise Rejected(500, f"internal error while scoring (request {rid}; see the server log)") from None
+            raise Rejected(500, f"internal error while scoring (request {rid}; see the server log)",
+                           f"the model failed: {where(exc)}") from None
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
@@ -296,25 +311,24 @@ class RequestGuard:
 
         if error is not None:
             if isinstance(error, RequestError):
-                log.info("request %d: %s", rid, where(error))
-                return Rejected(400, str(error))
-            log.error("request %d: the model failed: %s", rid, where(error))
-            return Rejected(500, f"internal error while scoring (request {rid}; see the server log)")
+                return Rejected(400, str(error), where(error))
+            return Rejected(500, f"internal error while scoring (request {rid}; see the server log)",
+                            f"the model failed: {where(error)}")
         try:
             code = json.loads(body).get("error_code", "?")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             code = "?"
-        log.info("request %d: MLflow's scoring server answered %d (%s); its message is not logged: it can quote the "
-                 "request", rid, status, code)
+        said = f"MLflow's scoring server answered {status} ({code}); its message is not logged: it can quote the request"
         if status == 415:
             return Rejected(415, "unsupported content type: send application/json (or text/csv, "
-                                 "application/vnd.apache.parquet) in UTF-8")
+                                 "application/vnd.apache.parquet) in UTF-8", said)
         if status == 504:
             return Rejected(504, f"the request took longer than {self.cfg.timeout_s} s: send fewer admissions per "
-                                 "request")
+                                 "request", said)
         if status < 500:
-            return Rejected(status, f"the body could not be read as a table of the features columns ({INPUT_COLUMNS})")
-        return Rejected(500, f"internal error (request {rid}; see the server log)")
+            return Rejected(status, f"the body could not be read as a table of the features columns ({INPUT_COLUMNS})",
+                            said)
+        return Rejected(500, f"internal error (request {rid}; see the server log)", said)
 
 
 def _header(scope, name: bytes) -> str | None:

@@ -52,7 +52,7 @@ def check(model_release: Release, data_release: Release | None, cross_release: b
         raise CrossReleaseError(
             f"{what} is {Release(data_release).title} but the model was trained on "
             f"{Release(model_release).title}: refused; score across releases only when asked explicitly "
-            "(cross_release; the share of out-of-vocabulary tokens is then reported)")
+            "(--cross-release; the share of out-of-vocabulary tokens is then reported)")
     return True
 
 

@@ -1,12 +1,20 @@
 """The cohort report of a scoring run: one self-contained HTML page a clinical team reads.
 
-``render`` returns the page: a summary (admissions scored, not scored by reason, referred,
-scored before their prediction time, mean risk, the model's run and validation metrics), every
-admission ordered by risk with its mean risk and 5-95% interval drawn as a bar and its refer,
-partial-window and no-event flags, and the reliability diagram of the model's validation split.
-Everything is inline: CSS in a <style> element, plots as inline SVG; no script, no font, no
-image file and no URL of any kind, so the page shows the same offline, on a ward screen or on
-paper (print styles: the table header repeats, rows do not split). No calendar date is written.
+``render`` returns the page: plain-language warnings first (validation showed no discrimination:
+its AUC-ROC 95% interval covers 0.5; fewer than 10 validation deaths: calibration cannot be judged;
+admissions of the features' train split, which the model was fitted on), a summary (the prediction
+time, when the report was made, admissions scored, not scored by reason, the split each came from
+when a features directory was scored, referred, scored before their prediction time, mean risk,
+the model's run and validation metrics), the admissions ordered by risk with their mean risk and
+5-95% interval drawn as a bar, their split and their refer, partial-window and no-event flags, and
+the reliability diagram of the model's validation split with each bin's counts. A census larger
+than ``max_rows`` keeps the page usable: the ``max_rows`` highest risks, then the ``max_rows``
+highest-risk referred admissions, each table saying how many of how many it shows; the full table
+is the Parquet file the report summarises. Everything is inline: CSS in a <style> element, plots
+as inline SVG; no script, no font, no image file and no URL of any kind, so the page shows the
+same offline, on a ward screen or on paper (print styles: the table header repeats, rows do not
+split). The one calendar date is when the report was made, in words ("2 Dec 2026 05:58 UTC"):
+no date of a patient's record is written.
 
 Rows are keyed by pseudonym; the data owner's copy (``ids``: pseudonym -> HADM_ID) shows
 HADM_IDs instead and belongs in ``_private/``.
@@ -20,9 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import fileio
+from pipeline.contracts import MIN_DEATHS
 
 SCALES = (0.05, 0.1, 0.2, 0.25, 0.5, 1.0)  # the bars' risk axis ends at the first of these above every p95
 BAR_W, BAR_H = 240, 16  # px of one admission's risk bar
+MAX_ROWS = 500  # admissions per table of the page; a larger census: the highest risks, then the referred
 
 
 @dataclass
@@ -41,10 +51,58 @@ class ReportInput:
     ids: dict | None = field(default=None, repr=False)  # pseudonym -> HADM_ID: the data owner's copy only
     refer_measure: str = "mi"  # what refer ranks by: mi, sd, entropy, band (model_info refer_measure)
     refer_measure_source: str | None = None  # why: validation truth, synthetic benchmark, point model
+    prediction_hours: float | None = None  # the prediction time T, hours after admission (None: not recorded)
+    generated: str = field(default_factory=lambda: generated_now())  # when the report was made, in words (UTC)
+    splits: dict | None = None  # pseudonym -> split (train, val, test) of a scored features directory
+    scores_file: str | None = None  # name of the Parquet file with every row (said when the page is capped)
+    max_rows: int = MAX_ROWS  # admissions per table (see the module docstring)
 
 
 MEASURE_NAMES = {"mi": "mutual information", "sd": "risk standard deviation", "entropy": "predictive entropy",
                  "band": "width of the 5-95% band"}  # metrics.Measure values, as the report names them
+
+
+def generated_now() -> str:
+    """Now in UTC, the month in words (no YYYY-MM-DD: the privacy scan's calendar-date pattern)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%-d %b %Y %H:%M UTC")
+
+
+def auc_roc_interval(auc: float | None, positives: int, negatives: int) -> tuple[float, float] | None:
+    """95% interval of an AUC-ROC from its value and class sizes (Hanley & McNeil 1982's standard
+    error; None when it cannot be formed): what the report judges "no discrimination" by."""
+    if auc is None or auc != auc or positives < 1 or negatives < 1:
+        return None
+    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
+    var = (auc * (1 - auc) + (positives - 1) * (q1 - auc * auc) + (negatives - 1) * (q2 - auc * auc)) \
+        / (positives * negatives)
+    se = math.sqrt(max(var, 0.0))
+    return max(0.0, auc - 1.96 * se), min(1.0, auc + 1.96 * se)
+
+
+def warnings_of(inp: "ReportInput", splits: dict) -> list[str]:
+    """The plain-language cautions the page opens with (see the module docstring)."""
+    out = []
+    vm = inp.val_metrics or {}
+    n, deaths = int(vm.get("n") or 0), int(vm.get("positives") or 0)
+    if vm:
+        ci = vm.get("auc_roc_ci") or auc_roc_interval(vm.get("auc_roc"), deaths, n - deaths)
+        if ci is None or ci[0] <= 0.5 <= ci[1]:
+            shown = "" if ci is None else f" (95% interval {_num(ci[0])} to {_num(ci[1])})"
+            out.append(f"On its validation admissions the model showed no discrimination: AUC-ROC "
+                       f"{_num(vm.get('auc_roc'))}{shown} is no better than chance (0.5). Do not rank patients by "
+                       "these risks.")
+        if deaths < MIN_DEATHS:
+            out.append(f"Validation had {deaths} deaths (fewer than {MIN_DEATHS}): whether the risks are calibrated "
+                       "(the reliability diagram, the ECE) cannot be judged.")
+    else:
+        out.append("No validation metrics were recorded with this model: how well it discriminates and whether "
+                   "its risks are calibrated are unknown.")
+    if splits.get("train"):
+        out.append(f"{splits['train']:,} of these admissions come from the features' train split, which the model was "
+                   "fitted on: their risks are in-sample and look better than the model is. Judge it on test.")
+    return out
 
 
 def _pct(p: float, digits: int = 1) -> str:
@@ -128,6 +186,10 @@ table.adm td.num { text-align: right; } table.adm tr.refer { background: #fff3e6
 .flag.refer { background: #d9822b; color: #fff; } .flag.partial { background: #6b4fa1; color: #fff; }
 .flag.empty { background: #777; color: #fff; }
 .legend svg { vertical-align: middle; }
+.warn { border-left: 6px solid #b3261e; background: #fdecea; padding: 8px 12px; margin: 10px 0; max-width: 60em;
+        font-weight: 600; }
+table.bins { border-collapse: collapse; font-size: 14px; font-variant-numeric: tabular-nums; margin-top: 6px; }
+table.bins th, table.bins td { padding: 2px 10px; border-bottom: 1px solid #ddd; } table.bins td.num { text-align: right; }
 @media print {
   body { margin: 10mm; font-size: 12pt; } h2 { break-after: avoid; }
   table.adm thead { display: table-header-group; } table.adm tr { break-inside: avoid; }
@@ -136,13 +198,72 @@ table.adm td.num { text-align: right; } table.adm tr.refer { background: #fff3e6
 """
 
 
+def _bins_table(rel: dict) -> str:
+    """The reliability bins as numbers: predicted, observed and admissions per non-empty bin."""
+    rows = [(m, o, int(c)) for m, o, c in zip(rel.get("mean_p") or [], rel.get("observed") or [], rel.get("counts") or [])
+            if c and m is not None and o is not None and m == m and o == o]
+    body = "".join(f'<tr><td class="num">{_pct(m)}</td><td class="num">{_pct(o)}</td><td class="num">{c:,}</td></tr>'
+                   for m, o, c in rows)
+    return ('<table class="bins"><thead><tr><th>Predicted (bin mean)</th><th>Observed</th><th>Admissions</th></tr>'
+            f"</thead><tbody>{body}</tbody></table>")
+
+
+def _admission_rows(s, inp: ReportInput, scale: float) -> str:
+    """One <tr> per admission of ``s`` (already ordered), numbered from 1."""
+    body = []
+    for i, r in enumerate(s.itertuples(index=False), 1):
+        key = str(inp.ids.get(r.key, "?")) if inp.ids is not None else r.key
+        flags = []
+        if r.refer:
+            flags.append('<span class="flag refer">REFER</span>')
+        if r.before_prediction_time:
+            flags.append(f'<span class="flag partial">PARTIAL {_num(r.observed_hours, 1)} h</span>')
+        if r.no_events:
+            flags.append('<span class="flag empty">NO EVENTS</span>')
+        split = f'<td>{html.escape(inp.splits.get(r.key, "?"))}</td>' if inp.splits is not None else ""
+        body.append(f'<tr class="{"refer" if r.refer else ""}"><td class="num">{i}</td>'
+                    f'<td class="key">{html.escape(key)}</td>{split}<td class="num"><b>{_pct(r.risk_mean)}</b></td>'
+                    f'<td class="num">{_pct(r.risk_p05)} &ndash; {_pct(r.risk_p95)}</td>'
+                    f'<td>{risk_bar(r.risk_mean, r.risk_p05, r.risk_p95, scale, bool(r.refer))}</td>'
+                    f'<td>{" ".join(flags)}</td></tr>')
+    return "\n".join(body)
+
+
+def _tables(s, inp: ReportInput, scale: float, referred: int) -> str:
+    """The admissions: all of them by risk, or (more than ``max_rows``) the highest risks and the
+    highest-risk referred, each table saying how many of how many it shows."""
+    label = "HADM_ID" if inp.ids is not None else "Admission (pseudonym)"
+    split = "<th>Split</th>" if inp.splits is not None else ""
+    head = (f'<table class="adm"><thead><tr><th>#</th><th>{label}</th>{split}<th>Risk</th><th>5&ndash;95%</th>'
+            "<th>Risk and interval\n</th><th>Flags</th></tr></thead>\n<tbody>\n")
+    n, cap = len(s), inp.max_rows
+    if n <= cap:
+        return f"<h2>Admissions by risk</h2>\n{head}{_admission_rows(s, inp, scale)}\n</tbody></table>"
+    where = f" in {html.escape(inp.scores_file)}" if inp.scores_file else " in the scores Parquet file"
+    out = [f'<h2>Highest risk</h2>\n<div class="note cap">The {cap:,} highest risks of the {n:,} admissions scored '
+           f"(the page shows at most {cap:,} per table); every admission is{where}.</div>",
+           f"{head}{_admission_rows(s.head(cap), inp, scale)}\n</tbody></table>"]
+    if referred:
+        shown = min(cap, referred)
+        out += [f'<h2>Referred for review</h2>\n<div class="note cap">The {shown:,} highest risks of the {referred:,} '
+                "admissions referred (model uncertain), highest first.</div>",
+                f"{head}{_admission_rows(s[s['refer']].head(cap), inp, scale)}\n</tbody></table>"]
+    return "\n".join(out)
+
+
 def render(inp: ReportInput) -> str:
     """The report as one HTML document (see the module docstring)."""
     s = inp.scores.sort_values(["risk_mean", "key"], ascending=[False, True], kind="mergesort").reset_index(drop=True)
     n = len(s)
     referred, partial, empty = int(s["refer"].sum()), int(s["before_prediction_time"].sum()), int(s["no_events"].sum())
     ns = inp.not_scored
-    facts = [("Admissions scored", f"{n:,}")]
+    split_counts = {}
+    if inp.splits is not None:
+        for k in s["key"]:
+            split_counts[inp.splits.get(k, "?")] = split_counts.get(inp.splits.get(k, "?"), 0) + 1
+    when = "not recorded" if inp.prediction_hours is None else f"{inp.prediction_hours:g} h after admission"
+    facts = [("Prediction time", when), ("Report made", html.escape(inp.generated)), ("Admissions scored", f"{n:,}")]
+    facts += [(f"&nbsp;&nbsp;from the {html.escape(name)} split", f"{count:,}") for name, count in split_counts.items()]
     if ns is None:
         facts.append(("Not scored", "not known (features scored as given)"))
     else:
@@ -169,44 +290,26 @@ def render(inp: ReportInput) -> str:
             + "</table>"
 
     rel = (f'<div><div class="note">Validation reliability: dots on the dashed line are calibrated.</div>'
-           f'{reliability_svg(inp.reliability)}</div>') if inp.reliability else \
+           f'{reliability_svg(inp.reliability)}{_bins_table(inp.reliability)}</div>') if inp.reliability else \
         '<div class="note">No validation reliability was recorded with this model.</div>'
     scale = scale_of(s)
-    label = "HADM_ID" if inp.ids is not None else "Admission (pseudonym)"
-    body = []
-    for i, r in enumerate(s.itertuples(index=False), 1):
-        key = str(inp.ids.get(r.key, "?")) if inp.ids is not None else r.key
-        flags = []
-        if r.refer:
-            flags.append('<span class="flag refer">REFER</span>')
-        if r.before_prediction_time:
-            flags.append(f'<span class="flag partial">PARTIAL {_num(r.observed_hours, 1)} h</span>')
-        if r.no_events:
-            flags.append('<span class="flag empty">NO EVENTS</span>')
-        body.append(f'<tr class="{"refer" if r.refer else ""}"><td class="num">{i}</td>'
-                    f'<td class="key">{html.escape(key)}</td><td class="num"><b>{_pct(r.risk_mean)}</b></td>'
-                    f'<td class="num">{_pct(r.risk_p05)} &ndash; {_pct(r.risk_p95)}</td>'
-                    f'<td>{risk_bar(r.risk_mean, r.risk_p05, r.risk_p95, scale, bool(r.refer))}</td>'
-                    f'<td>{" ".join(flags)}</td></tr>')
+    cautions = warnings_of(inp, split_counts)
+    warn = "".join(f'<div class="warn">{html.escape(w)}</div>' for w in cautions)
     legend = risk_bar(scale * 0.4, scale * 0.25, scale * 0.6, scale, False)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Mortality risk: cohort report</title><style>{_CSS}</style></head>
 <body>
 <h1>Mortality risk: cohort report</h1>
-<div class="note">Predicted probability of in-hospital death after the prediction time, with the spread of the
-model's draws. A high-uncertainty admission is marked REFER: review it rather than rely on the number.
+<div class="note">Predicted probability of in-hospital death after the prediction time ({when}), with the
+spread of the model's draws. A high-uncertainty admission is marked REFER: review it rather than rely on the number.
 PARTIAL: the data ended before the prediction time, so the risk rests on the hours observed.</div>
+{warn}
 <h2>Summary</h2>
 <div class="summary">{fact_table(facts)}{fact_table(model)}{rel}</div>
-<h2>Admissions by risk</h2>
 <div class="note legend">Bar: {legend} the band is the 5&ndash;95% range of the model's draws, the black tick the
 mean risk; the axis runs from 0 to {_pct(scale, 0)}. Highest risk first.</div>
-<table class="adm"><thead><tr><th>#</th><th>{label}</th><th>Risk</th><th>5&ndash;95%</th><th>Risk and interval
-</th><th>Flags</th></tr></thead>
-<tbody>
-{chr(10).join(body)}
-</tbody></table>
+{_tables(s, inp, scale, referred)}
 </body></html>
 """
 

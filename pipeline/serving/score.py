@@ -86,6 +86,19 @@ def feature_files(data: Path | str) -> list[Path]:
     return files
 
 
+def scores_path(out: Path | str) -> Path:
+    """Where the scores go: ``FILE.parquet`` itself; a directory (one that exists, or a name without a
+    suffix) -> ``DIR/scores.parquet``, so the data owner's ``_private/`` lands inside ``DIR``, not in
+    its parent. Any other suffix (``x.csv``) is refused: the scores are Parquet, never silently."""
+    path = Path(out)
+    if path.is_dir() or (not path.suffix and not path.exists()):
+        return path / "scores.parquet"
+    if path.suffix.lower() != ".parquet":
+        raise ScoreError(f"--out {out}: the scores are written as Parquet; name the file .parquet (e.g. "
+                         f"{path.with_suffix('.parquet')}) or give a directory (it gets scores.parquet and _private/)")
+    return path
+
+
 def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Path, cohort_filter: str = "TRUE",
                    schema: str = "mimiciii", as_of: float | None = None, release: str | None = None):
     """Extract ``source`` with the training configuration and vocabulary; returns the ``ExtractResult``
@@ -189,6 +202,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     out-of-vocabulary tokens.
     """
     cfg = cfg or ScoreConfig()
+    out = scores_path(out)
     if (data is None) == (source is None):
         raise ScoreError("give exactly one of data (features) or source (a MIMIC source)")
     if cohort is not None and source is None:
@@ -291,12 +305,24 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
             val_metrics=run.model_info.get("val_metrics"),
             reliability=validation_reliability(run), not_scored=summary.not_scored_by,
             refer_measure=predict.refer_measure_of(run.info).value,
-            refer_measure_source=run.model_info.get("refer_measure_source"))
+            refer_measure_source=run.model_info.get("refer_measure_source"),
+            prediction_hours=((run.manifest or {}).get("config") or {}).get("prediction_hours"),
+            splits=splits_of(summary.inputs), scores_file=summary.out.name)
         summary.report = report_mod.write_report(report, inp)
         if links is not None:
             inp.ids = links
             summary.private_report = report_mod.write_report(private / Path(report).name, inp, mode=0o600)
     return summary
+
+
+def splits_of(files: list[Path]) -> dict | None:
+    """pseudonym -> split of scored features files named train/val/test.parquet (a features
+    directory, or one of its files); None for anything else (a census's cohort.parquet)."""
+    import pyarrow.parquet as pq
+
+    if not files or any(f.stem not in SPLIT_FILES[1:] for f in files):
+        return None
+    return {k: f.stem for f in files for k in pq.read_table(f, columns=["key"]).column("key").to_pylist()}
 
 
 def _with_oov(summary: ScoreSummary, run, files: list[Path], crossing: bool) -> ScoreSummary:

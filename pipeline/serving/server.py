@@ -21,7 +21,9 @@ import json
 import logging
 import os
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
+from pipeline.configs import check_at_least
 from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -43,15 +45,12 @@ class ServeConfig:
     timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
     device: str | None = None  # torch device of the model: cpu, cuda, cuda:N (unset: cuda when available, else cpu)
     direct: bool = True  # JSON requests: the guard's parsed table straight to the model (off: through MLflow's app)
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"timeout_s": "timeout"}  # serve's name of the field
 
     def __post_init__(self) -> None:
-        for name, low in (("port", 1), ("workers", 1), ("max_rows", 1), ("timeout_s", 1)):
-            if int(getattr(self, name)) < low:
-                raise ConfigError(f"ServeConfig.{name} must be >= {low}, got {getattr(self, name)}")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"ServeConfig.threads must be >= 1, got {self.threads}")
+        check_at_least(self, 1, ("port", "workers", "max_rows", "timeout_s", "threads"))
         if not self.max_body_mb > 0:
-            raise ConfigError(f"ServeConfig.max_body_mb must be > 0, got {self.max_body_mb}")
+            raise ConfigError(f"--max-body-mb must be > 0, got {self.max_body_mb}")
 
     @property
     def max_body_bytes(self) -> int:
@@ -136,7 +135,8 @@ def serve(cfg: ServeConfig, log_level: str = "info", on_ready=None) -> None:
         app = build_app(cfg)  # a model that does not load fails here, before the port is taken
         if on_ready is not None:
             on_ready()
-        uvicorn.run(app, host=HOST, port=cfg.port, log_level=log_level, timeout_graceful_shutdown=5)
+        uvicorn.run(app, host=HOST, port=cfg.port, log_level=log_level, timeout_graceful_shutdown=5,
+                    access_log=False)  # the guard logs each request's one line
         return
     import sys
 
@@ -149,4 +149,4 @@ def serve(cfg: ServeConfig, log_level: str = "info", on_ready=None) -> None:
         on_ready()
     os.environ[CONFIG_ENV] = json.dumps(asdict(cfg))
     uvicorn.run("pipeline.serving.server:create_app", factory=True, host=HOST, port=cfg.port, workers=cfg.workers,
-                log_level=log_level, timeout_graceful_shutdown=5)
+                log_level=log_level, timeout_graceful_shutdown=5, access_log=False)

@@ -46,13 +46,22 @@ def read_header(path: Path) -> list[str]:
     return next(csv.reader(_io.StringIO(text)))
 
 
+def require_dir(directory: Path | str) -> Path:
+    """``directory`` as a Path, or a SourceError saying what it is instead (a file, or nothing)."""
+    directory = Path(directory)
+    if directory.is_dir():
+        return directory
+    if directory.exists():
+        raise SourceError(f"source {directory} is a file, not a directory: give the directory that holds the MIMIC "
+                          f"tables (TABLE.csv or TABLE.csv.gz; MIMIC-IV: hosp/ and icu/), e.g. {directory.parent}")
+    raise SourceError(f"source directory {directory} does not exist")
+
+
 def find_tables(directory: Path, strict: bool = False) -> dict[str, Path]:
     """Map lowercase table names to their `TABLE.csv[.gz]` file (any name case).
 
     When a table has both files, `.csv.gz` is read with a warning, or with `strict` it is an error."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise SourceError(f"source directory {directory} does not exist")
+    directory = require_dir(directory)
     found: dict[str, Path] = {}
     for path in sorted(directory.iterdir()):
         lower = path.name.lower()
@@ -85,9 +94,7 @@ def detect_layout(directory: Path | str, strict: bool = False) -> tuple[Release,
 
     MIMIC-IV when it has module subdirectories (``hosp/``, ``icu/``), which must both be there, with
     no MIMIC-III table beside or inside them; else MIMIC-III (tables in the directory itself)."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise SourceError(f"source directory {directory} does not exist")
+    directory = require_dir(directory)
     modules = module_dirs(directory)
     if not modules:
         return Release.mimic3, find_tables(directory, strict)

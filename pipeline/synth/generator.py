@@ -110,23 +110,27 @@ class SynthConfig:
     max_stay_days: float = 60.0  # hospital stays are capped at this length
     gzip_level: int = 4  # gzip compression level of every file (4: ~2x faster than 6, ~6 % larger)
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     def validate(self) -> None:
+        """Raise ConfigError naming the first bad setting (as ``--density`` where synth offers it)."""
         if not self.prediction_hours > 0:
-            raise ConfigError(f"SynthConfig.prediction_hours must be > 0, got {self.prediction_hours}")
+            raise ConfigError(f"prediction_hours must be > 0, got {self.prediction_hours}")
         if not 0 < self.density <= MAX_DENSITY:
-            raise ConfigError(f"SynthConfig.density must be in (0, {MAX_DENSITY:g}], got {self.density}")
+            raise ConfigError(f"--density must be in (0, {MAX_DENSITY:g}], got {self.density}")
         if self.chart_rows_per_stay < 0:
-            raise ConfigError(f"SynthConfig.chart_rows_per_stay must be >= 0, got {self.chart_rows_per_stay}")
+            raise ConfigError(f"chart_rows_per_stay must be >= 0, got {self.chart_rows_per_stay}")
         if self.chunk_patients < 1:
-            raise ConfigError(f"SynthConfig.chunk_patients must be >= 1, got {self.chunk_patients}")
+            raise ConfigError(f"chunk_patients must be >= 1, got {self.chunk_patients}")
         if self.newborn_fraction < 0 or self.pediatric_fraction < 0 or self.newborn_fraction + self.pediatric_fraction >= 1:
-            raise ConfigError("SynthConfig newborn_fraction + pediatric_fraction must be in [0, 1)")
+            raise ConfigError("newborn_fraction + pediatric_fraction must be in [0, 1)")
         if not 0 < self.icu_fraction <= 1:
-            raise ConfigError(f"SynthConfig.icu_fraction must be in (0, 1], got {self.icu_fraction}")
+            raise ConfigError(f"icu_fraction must be in (0, 1], got {self.icu_fraction}")
         if len(self.admissions_probs) != 3 or abs(sum(self.admissions_probs) - 1) > 1e-9:
-            raise ConfigError(f"SynthConfig.admissions_probs must be 3 probabilities summing to 1, got {self.admissions_probs}")
+            raise ConfigError(f"admissions_probs must be 3 probabilities summing to 1, got {self.admissions_probs}")
         if self.max_stay_days * 24 < self.prediction_hours + 2:
-            raise ConfigError("SynthConfig.max_stay_days must leave at least 2 h after the prediction time")
+            raise ConfigError("max_stay_days must leave at least 2 h after the prediction time")
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from pipeline.configs import config_dict
+from pipeline.configs import check_at_least, check_choice, config_dict, option
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.errors import ConfigError
 
@@ -95,30 +95,18 @@ class TrainConfig:
     model: dict[str, Any] = field(default_factory=dict)  # MortalityConfig overrides, e.g. {"lstm_hidden": 64}
 
     def __post_init__(self) -> None:
-        if self.nll not in {m.value for m in NllMode}:
-            raise ConfigError(f"TrainConfig.nll must be one of {[m.value for m in NllMode]}, got {self.nll!r}")
-        self.nll = NllMode(self.nll)
-        if self.checkpoint_metric not in {m.value for m in CheckpointMetric}:
-            raise ConfigError(f"TrainConfig.checkpoint_metric must be one of {[m.value for m in CheckpointMetric]}, "
-                              f"got {self.checkpoint_metric!r}")
-        self.checkpoint_metric = CheckpointMetric(self.checkpoint_metric)
-        for name in ("max_steps", "batch_size", "train_samples", "eval_every", "eval_samples", "score_samples",
-                     "eval_batch_size", "log_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.lr <= 0 or self.clip < 0 or self.l2 < 0 or self.anneal_steps < 0:
-            raise ConfigError("TrainConfig: lr must be > 0 and clip, l2, anneal_steps >= 0")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"TrainConfig.threads must be >= 1, got {self.threads}")
-        if self.patience is not None and self.patience < 1:
-            raise ConfigError(f"TrainConfig.patience must be >= 1, got {self.patience}")
+        check_choice(self, "nll", NllMode)
+        check_choice(self, "checkpoint_metric", CheckpointMetric)
+        check_at_least(self, 1, ("max_steps", "batch_size", "train_samples", "eval_every", "eval_samples",
+                                 "score_samples", "eval_batch_size", "log_every", "threads", "patience"))
+        if not self.lr > 0:
+            raise ConfigError(f"--lr must be > 0, got {self.lr}")
         if self.max_epochs is not None and not self.max_epochs > 0:
-            raise ConfigError(f"TrainConfig.max_epochs must be > 0, got {self.max_epochs}")
-        for name in ("source_oov_rate", "token_oov_rate"):
+            raise ConfigError(f"--max-epochs must be > 0, got {self.max_epochs}")
+        check_at_least(self, 0, ("clip", "l2", "anneal_steps"))
+        for name in ("source_oov_rate", "token_oov_rate", "refer_fraction"):
             if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"TrainConfig.{name} must lie in [0, 1), got {getattr(self, name)}")
-        if not 0.0 <= self.refer_fraction < 1.0:
-            raise ConfigError(f"TrainConfig.refer_fraction must lie in [0, 1), got {self.refer_fraction}")
+                raise ConfigError(f"{option(self, name)} must lie in [0, 1), got {getattr(self, name)}")
 
     def step_budget(self, n_train: int, distinct: int) -> int:
         """The last step: ``max_steps``, or fewer where ``max_epochs`` of ``n_train`` admissions, ``distinct``

@@ -89,9 +89,10 @@ def validate(model: nn.Module, val: features.FeatureSet, cfg: TrainConfig, sampl
 
 def progress_status(stats, w: float, anneal_steps: int) -> str:
     """The progress line's loss: the NLL, and the loss labelled with the KL weight while it ramps up
-    (the loss then grows with the weight: not a divergence)."""
+    (the loss then grows with the weight: not a divergence). A model without a KL term (deterministic:
+    ``stats[2]``, the step's KL, is 0) has no weight to show."""
     loss, nll = stats[0].item(), stats[1].item()
-    if w < 1.0:
+    if w < 1.0 and stats[2].item() != 0.0:
         return f"nll {nll:.4f}, loss {loss:.4f} at KL weight {w:.3g} (ramping up to 1 by step {anneal_steps})"
     return f"nll {nll:.4f}, loss {loss:.4f}"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
-from pipeline.configs import config_dict
+from pipeline.configs import check_at_least, check_choice, config_dict
 from pipeline.errors import ConfigError
 from pipeline.models.vision.config import Method, VisionConfig
 from pipeline.training.config import NllMode
@@ -76,32 +76,24 @@ class VisionTrainConfig:
     threads: int | None = None  # torch intra-op threads (None: torch's default)
     device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
     progress: bool = True  # a bar on a terminal (epoch, loss, validation accuracy, time left), else a line every 5%
+    NOT_CLI: ClassVar[tuple[str, ...]] = ("model", "lr_decay_epochs")  # set in Python (the model's: its own options)
 
     def __post_init__(self) -> None:
-        for name, enum in (("dataset", Dataset), ("nll", NllMode)):
-            value = getattr(self, name)
-            if value not in {e.value for e in enum}:
-                raise ConfigError(f"VisionTrainConfig.{name} must be one of {[e.value for e in enum]}, got "
-                                  f"{getattr(value, 'value', value)!r}")
-            setattr(self, name, enum(value))
+        check_choice(self, "dataset", Dataset)
+        check_choice(self, "nll", NllMode)
         known = {f.name for f in fields(VisionConfig)}
         unknown = sorted(set(self.model) - known)
         if unknown:
-            raise ConfigError(f"unknown model setting(s) {unknown}; VisionConfig has {sorted(known)}")
+            raise ConfigError(f"unknown model setting(s) {unknown}; the model's settings are {sorted(known)}")
         self._resolve_defaults()
-        for name in ("batch_size", "train_samples", "eval_samples", "eval_batch_size", "log_every", "image_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"VisionTrainConfig.{name} must be >= 1, got {getattr(self, name)}")
+        check_at_least(self, 1, ("batch_size", "train_samples", "eval_samples", "eval_batch_size", "log_every",
+                                 "image_size", "threads"))
         if not self.epochs > 0 or self.base_lr <= 0 or self.l2 < 0 or self.clip < 0 or self.kl_anneal_epochs < 0:
-            raise ConfigError("VisionTrainConfig: epochs and base_lr must be > 0; l2, clip, kl_anneal_epochs >= 0")
+            raise ConfigError("--epochs and --base-lr must be > 0; --l2, --clip, --kl-anneal-epochs >= 0")
         if not self.fast_weight_lr_multiplier >= 0:
-            raise ConfigError(f"VisionTrainConfig.fast_weight_lr_multiplier must be >= 0, got "
-                              f"{self.fast_weight_lr_multiplier}")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"VisionTrainConfig.threads must be >= 1, got {self.threads}")
+            raise ConfigError(f"--fast-weight-lr-multiplier must be >= 0, got {self.fast_weight_lr_multiplier}")
         if self.dataset is not Dataset.DIGITS and self.data_dir is None:
-            raise ConfigError(f"VisionTrainConfig.data_dir is required for {self.dataset.value} (nothing is "
-                              "downloaded)")
+            raise ConfigError(f"--data-dir is required for --dataset {self.dataset.value} (nothing is downloaded)")
         self.lr_decay_epochs = tuple(float(e) for e in self.lr_decay_epochs)
 
     def _resolve_defaults(self) -> None:
@@ -149,26 +141,22 @@ class VisionEvalConfig:
     device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
     log_to_run: bool = True  # log metrics, the report and the plot to the MLflow run
     progress: bool = True  # progress: a bar on a terminal (sets scored, time left), else a plain line every 5%
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"corruptions": "corruption", "severities": "severity", "log_to_run": "log"}
 
     def __post_init__(self) -> None:
         from pipeline.vision.corruptions import CORRUPTIONS, SEVERITIES
 
         self.corruptions, self.severities = tuple(self.corruptions), tuple(int(s) for s in self.severities)
-        if self.samples is not None and self.samples < 1:
-            raise ConfigError(f"VisionEvalConfig.samples must be >= 1, got {self.samples}")
-        if self.batch_size < 1:
-            raise ConfigError(f"VisionEvalConfig.batch_size must be >= 1, got {self.batch_size}")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"VisionEvalConfig.threads must be >= 1, got {self.threads}")
+        check_at_least(self, 1, ("samples", "batch_size", "threads"))
         bad = [c for c in self.corruptions if c not in CORRUPTIONS and self.cifar_c is None]
         if bad:
             raise ConfigError(f"unknown corruption(s) {bad}; choose from {list(CORRUPTIONS)} (or any file of a "
-                              "CIFAR-10-C directory with cifar_c)")
+                              "CIFAR-10-C directory with --cifar-c)")
         if len(set(self.corruptions)) != len(self.corruptions):
-            raise ConfigError(f"corruptions named twice: {list(self.corruptions)}")
+            raise ConfigError(f"--corruption named twice: {list(self.corruptions)}")
         wrong = [s for s in self.severities if s not in SEVERITIES]
         if wrong or not self.severities:
-            raise ConfigError(f"severities must be some of {list(SEVERITIES)}, got {list(self.severities)}")
+            raise ConfigError(f"--severity must be some of {list(SEVERITIES)}, got {list(self.severities)}")
 
 
 __all__ = ["DATASETS", "DATASET_DEFAULTS", "DATASET_MODEL_DEFAULTS", "METHOD_RECIPES", "Dataset", "VisionEvalConfig",

@@ -16,9 +16,10 @@ Where the server binaries come from (`find_binaries`; the first that applies win
 `TempPostgres` runs initdb in a fresh temp directory, starts the server on a free 127.0.0.1 port
 with password (scram-sha-256) authentication, and on exit stops it with `pg_ctl -m fast stop`
 and deletes the directory, also after a failure. PostgreSQL refuses to run as root: as root the
-cluster belongs to the unprivileged OS user `mimic-pg` (`PgServerConfig.os_user`), created with
-`useradd --system` (no home, no login shell) the first time it is missing, and when that user
-cannot reach the binaries (a checkout under /root, mode 0700) the wheel's files are hard-linked
+cluster belongs to an existing unprivileged OS user (`PgServerConfig.os_user`: $MIMIC_PG_OS_USER, else
+`nobody`, which every Linux has). The harness never adds or changes users (pgserver's Python layer
+would `useradd` one; initdb and postgres only need a non-root uid with a passwd entry): without such
+an account the PostgreSQL tests skip, saying why. When that user cannot reach the binaries (a checkout under /root, mode 0700) the wheel's files are hard-linked
 (or copied) into the cluster's directory for the server's lifetime.
 
 Fixtures (import them into a test module, or into tests/conftest.py):
@@ -46,7 +47,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,7 @@ WHEEL_PARTS = ("pgserver/pginstall", "pgserver.libs")  # its install tree and bu
 BIN_ENV = "MIMIC_PG_BIN"
 NO_SYSTEM_ENV = "MIMIC_PG_NO_SYSTEM"
 SKIP_ENV = "MIMIC_SKIP_POSTGRES"
+OS_USER_ENV = "MIMIC_PG_OS_USER"  # as root: the existing unprivileged account that owns the cluster (default nobody)
 SERVER_BINARIES = ("initdb", "pg_ctl", "postgres")
 INSTALL_HINT = (
     f"`make setup` (or `pip install -e '.[dev]'`) installs the pinned {WHEEL} wheel, "
@@ -166,51 +168,24 @@ def find_binaries(
 
 
 # ---- the OS user that owns the cluster when we are root --------------------------------
-def ensure_os_user(name: str, attempts: int = 5) -> tuple[int, int]:
-    """(uid, gid) of OS user `name`, created first as an unprivileged system user when missing.
+def os_user_ids(name: str) -> tuple[int, int]:
+    """(uid, gid) of the existing unprivileged OS user `name`; PostgresUnavailable when it is missing.
 
-    Creation is serialised by a lock file: concurrent `useradd`s of one name were seen here to
-    hand out two uids, one of them lost."""
-    import fcntl
+    Never creates one: a test run must not change the machine's users (pgserver's own Python layer
+    runs `useradd` as root; only its binaries are used here)."""
     import pwd
 
-    def lookup() -> tuple[int, int] | None:
-        try:
-            entry = pwd.getpwnam(name)
-        except KeyError:
-            return None
-        if entry.pw_uid == 0:
-            raise PostgresUnavailable(f"OS user {name!r} has uid 0; PostgreSQL must run unprivileged")
-        return entry.pw_uid, entry.pw_gid
-
-    found = lookup()
-    if found is not None:
-        return found
-    useradd = shutil.which("useradd") or next(
-        (p for p in ("/usr/sbin/useradd", "/sbin/useradd") if os.access(p, os.X_OK)), None
-    )
-    if useradd is None:
-        raise PostgresUnavailable(f"running as root, OS user {name!r} is missing and `useradd` was not found")
-    lock_path = Path(tempfile.gettempdir()) / "mimic-pg-useradd.lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        problem = ""
-        for _ in range(attempts):
-            found = lookup()
-            if found is not None:
-                return found
-            proc = subprocess.run(
-                [useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
-                 "--shell", "/usr/sbin/nologin", "--comment", "throwaway PostgreSQL clusters of tests", name],
-                capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False,
-            )
-            problem = proc.stderr.strip() or f"exit {proc.returncode}"
-            if proc.returncode != 0:
-                time.sleep(0.2)  # e.g. exit 10: /etc/passwd locked by another program
-    finally:
-        os.close(fd)  # releases the lock
-    raise PostgresUnavailable(f"running as root, OS user {name!r} is missing and `useradd` failed: {problem}")
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise PostgresUnavailable(
+            f"running as root, PostgreSQL needs an unprivileged OS user to own the cluster and {name!r} does not "
+            f"exist (the tests never add users): run the tests as an ordinary user, or set {OS_USER_ENV} to an "
+            "existing unprivileged account"
+        ) from None
+    if entry.pw_uid == 0:
+        raise PostgresUnavailable(f"OS user {name!r} has uid 0; PostgreSQL must run unprivileged ({OS_USER_ENV})")
+    return entry.pw_uid, entry.pw_gid
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -228,7 +203,8 @@ class PgServerConfig:
     bin_dir: Path | None = None
     user: str = "mimic"  # superuser role that initdb creates and the DSN logs in as
     database: str = "mimic"  # database created after start; the DSN points at it
-    os_user: str = "mimic-pg"  # unprivileged OS account that owns the cluster when we run as root (created if missing)
+    # as root: the existing unprivileged OS account that owns the cluster ($MIMIC_PG_OS_USER, else nobody; never created)
+    os_user: str = field(default_factory=lambda: os.environ.get(OS_USER_ENV) or "nobody")
     start_timeout_s: int = 60  # pg_ctl -w -t for start and stop
     start_attempts: int = 3  # retries with a new port when the chosen one was taken
 
@@ -345,7 +321,7 @@ class TempPostgres:
         self.root = Path(tempfile.mkdtemp(prefix="mimic-pg-"))
         try:
             if os.geteuid() == 0:
-                self._owner = ensure_os_user(self.config.os_user)
+                self._owner = os_user_ids(self.config.os_user)
             self._chown(self.root)
             self._use(binaries)
             self._initdb()
@@ -470,11 +446,16 @@ def _require_postgres(config: PgServerConfig) -> None:
     """Fail (or skip, with MIMIC_SKIP_POSTGRES=1) when PostgreSQL cannot run here."""
     try:
         config.binaries()
-        if os.geteuid() == 0:
-            ensure_os_user(config.os_user)
-        return
     except PostgresUnavailable as exc:
         problem = str(exc)
+    else:
+        if os.geteuid() != 0:
+            return
+        try:
+            os_user_ids(config.os_user)
+            return
+        except PostgresUnavailable as exc:  # root without an unprivileged account: skipped, never one added
+            pytest.skip(str(exc))
     if os.environ.get(SKIP_ENV) == "1":
         pytest.skip(f"{SKIP_ENV}=1 and {problem}")
     pytest.fail(f"{problem} (or set {SKIP_ENV}=1 to skip PostgreSQL tests)", pytrace=False)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 from enum import Enum
 
+from pipeline.configs import check_at_least, check_choice
 from pipeline.errors import ConfigError
 from pipeline.layers.options import FactorInit, Perturbation, PosteriorKind, PriorKind, Sampling
 
@@ -71,6 +73,8 @@ class VisionConfig:
     bn_rows: int | None = 64  # BatchNorm statistics per ghost batch of this many tiled rows (published: 64 per core)
     l2_norm_and_bias: bool = True  # l2_penalty() also covers BN scales/offsets and biases (published)
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training, edward2) | per_member (evaluation)
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"clip": "factor_clip"}  # `vision train` names it so (VisionTrainConfig has clip)
+    NOT_CLI: ClassVar[tuple[str, ...]] = ("num_classes", "in_channels", "sampling")  # from the data; set by the code
 
     def __post_init__(self) -> None:
         for name, enum in (("arch", Arch), ("method", Method), ("prior", PriorKind), ("factor_init", FactorInit),
@@ -80,38 +84,32 @@ class VisionConfig:
                 value = FactorInit.NORMAL if self.method == Method.BATCHENSEMBLE else FactorInit.RANDOM_SIGN
             if value is None and name == "posterior":
                 continue
-            try:
-                setattr(self, name, enum(value))
-            except ValueError:
-                raise ConfigError(f"VisionConfig.{name} must be one of {[e.value for e in enum]}, "
-                                  f"got {getattr(value, 'value', value)!r}") from None
+            check_choice(self, name, enum)
         if self.posterior is not None:
             if self.posterior == PosteriorKind.DELTA:
-                raise ConfigError("VisionConfig.posterior 'delta' is method='batchensemble'")
+                raise ConfigError("--posterior delta is --method batchensemble")
         for name, value in ARCH_DEFAULTS[self.arch].items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
-        for name in ("num_classes", "in_channels", "ensemble_size", "width", "kl_samples"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"VisionConfig.{name} must be >= 1, got {getattr(self, name)}")
+        check_at_least(self, 1, ("num_classes", "in_channels", "ensemble_size", "width", "kl_samples"))
         if self.arch == Arch.WRN and (self.depth < 10 or (self.depth - 4) % 6):
-            raise ConfigError(f"VisionConfig.depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, ...), got {self.depth}")
+            raise ConfigError(f"--depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, ...), got {self.depth}")
         if not 0.0 < self.dropout_rate < 1.0:
-            raise ConfigError(f"VisionConfig.dropout_rate must lie in (0, 1), got {self.dropout_rate}")
+            raise ConfigError(f"--dropout-rate must lie in (0, 1), got {self.dropout_rate}")
         if not self.prior_stddev > 0 or not math.isfinite(self.prior_mean):
-            raise ConfigError("VisionConfig: prior_stddev must be > 0 and prior_mean finite")
+            raise ConfigError("--prior-stddev must be > 0 and --prior-mean finite")
         if not 0.0 <= self.random_sign_prob <= 1.0:
-            raise ConfigError(f"VisionConfig.random_sign_prob must lie in [0, 1], got {self.random_sign_prob}")
+            raise ConfigError(f"--random-sign-prob must lie in [0, 1], got {self.random_sign_prob}")
         if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
-            raise ConfigError("VisionConfig: random_sign init is for multiplicative factors; use factor_init='normal'")
+            raise ConfigError("--factor-init random_sign is for multiplicative factors; use --factor-init normal")
         if self.clip is not None and not self.clip > 0:
-            raise ConfigError(f"VisionConfig.clip must be > 0 or None, got {self.clip}")
+            raise ConfigError(f"--factor-clip must be > 0 or unset, got {self.clip}")
         if self.init_scale is not None and not self.init_scale > 0:
-            raise ConfigError(f"VisionConfig.init_scale must be > 0 or None, got {self.init_scale}")
+            raise ConfigError(f"--init-scale must be > 0 or unset, got {self.init_scale}")
         if self.bn_rows is not None and self.bn_rows < 1:
-            raise ConfigError(f"VisionConfig.bn_rows must be >= 1 or None, got {self.bn_rows}")
+            raise ConfigError(f"--bn-rows must be >= 1 or unset, got {self.bn_rows}")
         if not 0.0 <= self.bn_momentum <= 1.0 or not self.bn_eps > 0:
-            raise ConfigError("VisionConfig: bn_momentum must lie in [0, 1] and bn_eps be > 0")
+            raise ConfigError("--bn-momentum must lie in [0, 1] and --bn-eps be > 0")
 
     @property
     def components(self) -> int:
