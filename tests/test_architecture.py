@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "pipeline"
 MAX_LINES = 420  # "about 400"
-CORE = ("errors", "contracts", "configs", "lazy", "fileio", "redact", "deid", "privacy", "sqlgen")  # pipeline/*.py
+CORE = ("errors", "contracts", "configs", "lazy", "fileio", "redact", "deid", "privacy", "sqlgen",
+        "devices")  # pipeline/*.py
 STAGES = ("sources", "extraction", "synth", "features", "batches", "layers", "models", "metrics", "predict",
           "progress", "runs", "training", "evaluation", "serving", "laplace", "vision", "grid", "baselines")
 
