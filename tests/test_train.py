@@ -288,8 +288,8 @@ def test_epoch_budget_ends_training_before_max_steps(feats, tmp_path):
     assert training.train(feats, "deterministic", cfg, out_dir=tmp_path, tracking=False).steps == 3
 
 
-@pytest.mark.parametrize("kw, message", [({"patience": 0}, "patience must be >= 1"),
-                                         ({"max_epochs": 0.0}, "max_epochs must be > 0")])
+@pytest.mark.parametrize("kw, message", [({"patience": 0}, "--patience must be >= 1"),
+                                         ({"max_epochs": 0.0}, "--max-epochs must be > 0")])
 def test_early_stopping_settings_are_checked(kw, message):
     with pytest.raises(ValueError, match=message):
         _cfg(**kw)

@@ -80,8 +80,8 @@ class VisionConfig:
         for name, enum in (("arch", Arch), ("method", Method), ("prior", PriorKind), ("factor_init", FactorInit),
                            ("perturbation", Perturbation), ("sampling", Sampling), ("posterior", PosteriorKind)):
             value = getattr(self, name)
-            if value is None and name == "factor_init":
-                value = FactorInit.NORMAL if self.method == Method.BATCHENSEMBLE else FactorInit.RANDOM_SIGN
+            if value is None and name == "factor_init":  # the method's published init
+                setattr(self, name, FactorInit.NORMAL if self.method == Method.BATCHENSEMBLE else FactorInit.RANDOM_SIGN)
             if value is None and name == "posterior":
                 continue
             check_choice(self, name, enum)
