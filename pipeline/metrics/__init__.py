@@ -13,7 +13,7 @@ Degenerate inputs: AUC-PR and AUC-ROC are ``nan`` when ``labels`` hold a single 
 undefined or trivial there; sklearn would return 1.0 for AUC-PR with all-positive labels).
 
 Modules: ``draws`` (likelihoods, entropies, disagreement), ``ranking`` (AUC-PR, AUC-ROC, Brier),
-``calibration`` (reliability, ECE, ECE floor, recalibration), ``uncertainty`` (per-admission
+``calibration`` (reliability, ECE, ECE floor, recalibration), ``summary`` (per-admission
 summaries of draws or of a Gaussian logit; uncertainty against the true risk), ``report`` (bootstrap, referral,
 ``evaluate_predictions``). Every public name is re-exported here: ``from pipeline import metrics``.
 """
@@ -55,7 +55,7 @@ from .draws import (
     sigmoid,
     uncertainty,
 )
-from .uncertainty import (
+from .summary import (
     GH_NODES,
     REFERRAL_FRACTIONS,
     Measure,

@@ -1,4 +1,4 @@
-"""pipeline.metrics.uncertainty: summaries of draws and of a Gaussian logit; uncertainty against the truth."""
+"""pipeline.metrics.summary: summaries of draws and of a Gaussian logit; uncertainty against the truth."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from pipeline import metrics
-from pipeline.metrics.uncertainty import Summary, gaussian_sigmoid_moments, kept_error, referral_gain
+from pipeline.metrics.summary import Summary, gaussian_sigmoid_moments, kept_error, referral_gain
 
 
 def _sigmoid(x):
