@@ -181,7 +181,7 @@ class Predictions:
     """A model's predictions for a FeatureSet, in its row order."""
 
     logits: np.ndarray  # (S, K, N): the draws (a Gaussian model: its predictive logits repeated S times)
-    summary: metrics.Summary  # per-admission risk, spread, percentiles, MI, entropy (of the draws or the Gaussian)
+    summary: metrics.Summary | None  # per-admission risk, spread, percentiles, MI, entropy (None: no admissions)
 
 
 def feature_predictions(model, fs, samples: int, batch_size: int, max_bags: int | None = None,

@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
+from pipeline.contracts import RISK
 from pipeline.models import variants
 from pipeline.models.config import ModelKind
 
@@ -203,7 +204,7 @@ def test_a_normal_train_and_the_readme_predict_example_print_no_warning(demo_fea
     predict = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=600)
     assert predict.returncode == 0 and predict.stderr == "", predict.stderr[-3000:]
-    assert predict.stdout.strip() == f"({demo_features.manifest['splits']['test']['admissions']}, 11)"
+    assert predict.stdout.strip() == f"({demo_features.manifest['splits']['test']['admissions']}, {len(RISK.columns)})"
 
 
 def test_the_mlproject_is_rendered_from_the_train_options():

@@ -48,7 +48,8 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
     for samples, n in ((3, 3), (None, 4)):  # no samples given: the model's score_samples
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(11)
-            direct = predict.score_features(run.model, fs, n, run.info["refer_threshold"], max_bags=12)
+            direct = predict.score_features(run.model, fs, n, run.info["refer_threshold"], max_bags=12,
+                                            refer_measure=predict.refer_measure_of(run.info))
         pd.testing.assert_frame_equal(scores[samples], direct, check_exact=True)
     assert list(scores[3]["key"]) == list(test["key"])
     assert scores[3]["risk_sd"].gt(0).all()  # rank-1 draws differ, so the seed decides the numbers
