@@ -2,8 +2,8 @@
 
 ``BaselineModel.feature_logits(fs, samples)`` gives the (S, K, N) logits that
 ``predict.feature_logits`` gives for a torch model: a point model, so K = 1 and the S draws
-are one draw repeated (its mutual information is 0 and it refers nobody, as a deterministic
-LSTM). The model file (``baseline.npz``) is ``numpy.savez`` of named arrays plus a JSON
+are one draw repeated (its mutual information is 0 and it refers by its predictive entropy, as a
+deterministic LSTM). The model file (``baseline.npz``) is ``numpy.savez`` of named arrays plus a JSON
 ``meta`` string (kind, settings, refer threshold, validation metrics) and is read with
 ``allow_pickle=False``.
 """

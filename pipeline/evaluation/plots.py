@@ -74,7 +74,8 @@ def plot_pr_curve(
 def referral_title(curve: ReferralCurve, split: str | None = None) -> str:
     """"Referring the most uncertain admissions (val), ranked by mutual information"."""
     where = f" ({split})" if split else ""
-    measure = {"mi": "mutual information", "sd": "the spread of the draws"}.get(curve.measure.value, curve.measure.value)
+    measure = {"mi": "mutual information", "sd": "the spread of the risk", "entropy": "predictive entropy",
+               "band": "the width of the 5-95% band"}.get(curve.measure.value, curve.measure.value)
     return f"Referring the most uncertain admissions{where}, ranked by {measure}"
 
 

@@ -3,8 +3,8 @@
 The same inputs as the LSTMs (``train`` / ``val`` Parquet, ``vocab.json``, ``manifest.json``),
 featurized by ``baselines.Featurizer`` and fitted by ``baselines.fit`` with every choice made on
 validation; then, as ``loop._finish`` does for an LSTM, the validation metrics of the chosen
-model, the refer threshold (a point model's mutual information is 0, so it is the floor and
-nobody is referred), ``model_info.json``, ``train_config.json``, the run's copies of the
+model, the refer measure and threshold (a point model's draws agree: it refers by its predictive
+entropy, its only uncertainty), ``model_info.json``, ``train_config.json``, the run's copies of the
 vocabulary and manifest, the model file (``baseline.npz``, ``runs.formats``) and the MLflow
 pyfunc with the risk table. ``evaluate``, ``compare``, ``score``, serve and ``spark_udf`` then take
 the run like any other. Torch is never imported here.

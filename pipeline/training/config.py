@@ -84,7 +84,7 @@ class TrainConfig:
     eval_samples: int = 2  # samples per component in periodic validation (cheap)
     score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
     eval_batch_size: int = DEFAULT_BATCH  # admissions per validation forward pass (the draws depend on the batches)
-    refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the MI threshold)
+    refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the refer measure's threshold)
     max_bags: int | None = None  # keep only the most recent bags of an admission (unset: all)
     max_tokens: int | None = None  # keep at most this many tokens per bag (unset: all)
     source_oov_rate: float = 0.1  # training only: P(all of an admission's tokens of a source -> that source's OOV token) (0: off)
