@@ -108,7 +108,7 @@ def test_chromium_renders_the_report(census, tmp_path):
 
     s, _ = census
     flags = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-             "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400"]
+             "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2400"]
     png = tmp_path / "report.png"
     shot = subprocess.run([*flags, f"--screenshot={png}", s.report.as_uri()], capture_output=True, text=True,
                           timeout=120)
@@ -117,7 +117,7 @@ def test_chromium_renders_the_report(census, tmp_path):
     assert "Mortality risk: cohort report" in dom.stdout and "Admissions by risk" in dom.stdout
     assert f"{s.admissions}</td>" in dom.stdout
     pixels = matplotlib.image.imread(png)[..., :3]  # (H, W, 3) floats in [0, 1]
-    assert pixels.shape[:2] == (1400, 1280)
+    assert pixels.shape[:2] == (2400, 1280)  # tall enough for the warnings, the facts and the first bars
     ink = (pixels.mean(axis=2) < 0.5).mean()  # dark pixels: text, rules, bars
     colour = (np.ptp(pixels, axis=2) > 0.2).mean()  # coloured pixels: the bars and the reliability dots
     assert ink > 0.005 and colour > 0.001, (ink, colour)
