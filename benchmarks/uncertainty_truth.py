@@ -31,6 +31,7 @@ from paired_compare import _features, find_runs
 
 from pipeline import fileio, metrics
 from pipeline.contracts import DEFAULT_BATCH
+from pipeline.runs.record import choose_refer_measure
 
 MEASURES = tuple(m.value for m in metrics.Measure)
 
@@ -115,8 +116,6 @@ def main() -> None:
                 vs_val = metrics.uncertainty_vs_truth(rec["val"][0], rec["val"][3])
                 s, logits, y, risk = rec["test"]
                 vs = metrics.uncertainty_vs_truth(s, risk)
-                from pipeline.runs.record import choose_refer_measure
-
                 chosen = choose_refer_measure(rec["val"][0], rec["val"][3])[0].value
                 error = metrics.kl_to_truth(risk, s.mean)
                 row = {"seed": seed, "nll": metrics.mixture_nll(logits.reshape(-1, logits.shape[-1]), y),
