@@ -396,7 +396,7 @@ def _train_baseline(data: Path, model: str, out: Optional[Path], preset: str, re
                     experiment: Optional[str], run_name: Optional[str], tracking: bool, settings: dict) -> None:
     """`train --model logreg|gbm`: a classical baseline, every choice made on validation."""
     from pipeline.baselines.config import BaselineConfig
-    from pipeline.training.baselines import train_baseline
+    from pipeline.workflows.baselines_run import train_baseline
 
     def flags(names) -> str:
         return ", ".join("--" + n.replace("_", "-") for n in names)
@@ -506,7 +506,7 @@ def laplace(
 
     from pipeline.laplace.config import LaplaceConfig
     from pipeline.laplace.errors import LaplaceError
-    from pipeline.laplace.run import fit_laplace_run
+    from pipeline.workflows.laplace_run import fit_laplace_run
 
     if threads:
         torch.set_num_threads(threads)
@@ -700,7 +700,7 @@ def benchmark_models(
 ) -> None:
     """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
     _setup_logging(verbose)
-    from pipeline.grid import MODELS, GridConfig, run_grid
+    from pipeline.workflows.grid import MODELS, GridConfig, run_grid
 
     modes = ("random", "era")
     bad = [w for w in ctx.args if _int_or_none(w) is None and w not in MODELS and w not in modes]
@@ -770,7 +770,7 @@ def vision_train(
     (L2, learning-rate decays, BatchEnsemble's N(1, 0.5) fast weights at half the learning rate). Progress
     on stderr: a bar on a terminal, a plain line every 5% otherwise (docs/vision.md)."""
     _setup_logging(verbose)
-    from pipeline.vision.run import train_run
+    from pipeline.workflows.vision_run import train_run
 
     cfg = VisionTrainConfig(**settings[VisionTrainConfig], model=settings[VisionConfig])
     r = train_run(cfg, out_dir=out, tracking=tracking, experiment=experiment, run_name=run_name)
@@ -814,7 +814,7 @@ def vision_evaluate(
     _setup_logging(verbose)
     from pipeline.vision.config import VisionEvalConfig
     from pipeline.vision.corruptions import CORRUPTIONS
-    from pipeline.vision.run import evaluate_run, format_report
+    from pipeline.workflows.vision_run import evaluate_run, format_report
 
     names = tuple(dict.fromkeys(c.value for c in corruption or ()))
     if not names and (corruptions or severity) and cifar_c is None:

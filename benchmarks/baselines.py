@@ -34,11 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import report  # noqa: E402  (benchmarks/report.py)
-from pipeline import features, fileio  # noqa: E402
+from pipeline import fileio
+from pipeline.data import features# noqa: E402
 from pipeline.baselines.config import BaselineConfig, BaselineKind  # noqa: E402
 from pipeline.baselines.featurize import Featurizer  # noqa: E402
 from pipeline.contracts import DEFAULT_BATCH  # noqa: E402
-from pipeline.training.baselines import prediction_hours, train_baseline  # noqa: E402
+from pipeline.workflows.baselines_run import prediction_hours, train_baseline  # noqa: E402
 
 
 def load_all(fdir: Path) -> list[features.FeatureSet]:
@@ -101,7 +102,7 @@ def main() -> None:
     command = " ".join(["benchmarks/baselines.py", *sys.argv[1:]])
     import torch
 
-    from pipeline import predict
+    from pipeline.models import predict
     from pipeline.baselines.model import BaselineModel
     from pipeline.runs.formats import load_model
     from pipeline.training import TrainConfig, train

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_throughput import random_features
 
-from pipeline import features, fileio
+from pipeline import fileio
+from pipeline.data import features
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 
 

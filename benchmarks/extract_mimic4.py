@@ -238,9 +238,9 @@ def profile_tables(src: str) -> dict:
     import tempfile
 
     sys.path.insert(0, str(ROOT))
-    from pipeline import sqlgen
+    from pipeline.extraction import queries
     from pipeline.extraction.config import ExtractConfig
-    from pipeline.extraction.extract import _connect
+    from pipeline.extraction.flow import _connect
     from pipeline.sources import open_source
     from pipeline.sources.csvdir import CSV_OPTIONS, read_header
     from pipeline.sources.tables import event_tables_of
@@ -257,10 +257,10 @@ def profile_tables(src: str) -> dict:
     source = open_source(src, con)
     rel = source.relations()
     params = dict(prediction_hours=24.0, lookback_days=30.0)
-    source.materialize(sqlgen.admissions_classified(rel, source.release, **params, open_admissions="FALSE"),
+    source.materialize(queries.admissions_classified(rel, source.release, **params, open_admissions="FALSE"),
                        "admissions_classified", "ADMISSIONS")
-    source.materialize(sqlgen.render(sqlgen.COHORT, **params, cohort_filter="TRUE"), "cohort", "cohort")
-    source.materialize(sqlgen.render(sqlgen.COHORT_SUBJECTS), "cohort_subjects", "cohort subjects")
+    source.materialize(queries.render(queries.COHORT, **params, cohort_filter="TRUE"), "cohort", "cohort")
+    source.materialize(queries.render(queries.COHORT_SUBJECTS), "cohort_subjects", "cohort subjects")
     tables = {}
     for table in [t for t in event_tables_of(source.release) if t in source.tables]:
         path = source.tables[table].location
@@ -283,7 +283,7 @@ def profile_tables(src: str) -> dict:
             con.execute("SET profiling_coverage = 'ALL'")
             con.execute("SET enable_profiling = 'no_output'")
             c0 = cpu()
-            con.execute(f"CREATE OR REPLACE TABLE ev_{table} AS {sqlgen.events_sql(table, rel, source.release)}")
+            con.execute(f"CREATE OR REPLACE TABLE ev_{table} AS {queries.events_sql(table, rel, source.release)}")
             spent = cpu() - c0
             if spent < best:
                 best, profile = spent, _json.loads(con.get_profiling_information(format="json"))

@@ -40,7 +40,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import features, fileio, metrics  # noqa: E402
+from pipeline import fileio, metrics
+from pipeline.data import features# noqa: E402
 from pipeline.baselines.featurize import Featurizer, Rows  # noqa: E402
 from pipeline.runs.truth import find_truth, load_true_risk  # noqa: E402
 
@@ -132,7 +133,8 @@ def soft_lstm(fit: features.FeatureSet, p_fit: np.ndarray, stop: features.Featur
     """The deterministic LSTM trained on soft labels (BCE against p), the best state on the held-out KL."""
     import torch
 
-    from pipeline import batches, predict
+    from pipeline.data import batches
+    from pipeline.models import predict
     from pipeline.models import build_model, model_config
     from pipeline.training.loop import train_step
     from pipeline.training.objective import Objective

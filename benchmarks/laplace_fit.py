@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import report  # noqa: E402  (benchmarks/report.py)
 
 from pipeline import fileio, training  # noqa: E402
-from pipeline.features import load_split  # noqa: E402
+from pipeline.data.features import load_split  # noqa: E402
 
 CACHE = ROOT / "benchmarks" / ".cache" / "laplace"
 RESULT = ROOT / "benchmarks" / "results" / "laplace_fit.json"
@@ -213,7 +213,7 @@ def throughput(models: dict, fs, repeats: int, batch_size: int) -> dict[str, flo
     """Admissions/s per named (model, samples), alternating blocks, median over ``repeats``."""
     import torch
 
-    from pipeline import predict
+    from pipeline.models import predict
 
     times: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(repeats):

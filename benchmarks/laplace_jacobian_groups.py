@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 import report  # noqa: E402  (benchmarks/report.py)
 from laplace_fit import default_features, map_run  # noqa: E402
 
-from pipeline import batches  # noqa: E402
-from pipeline.features import load_split  # noqa: E402
+from pipeline.data import batches# noqa: E402
+from pipeline.data.features import load_split  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "laplace_jacobian_groups.json"
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report  # noqa: E402  (benchmarks/report.py)
 from laplace_fit import default_features, map_run  # noqa: E402
 
-from pipeline.features import load_split  # noqa: E402
+from pipeline.data.features import load_split  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "laplace_selection.json"
 

@@ -12,7 +12,7 @@ patients (for each seed a fixed permutation; its first 0.8·N, so the sets are n
 admissions, the world's own val and test splits, and the world's vocabulary and bins (fitted on
 all its training patients: a small point gets a vocabulary a real N-patient extraction would not
 have: tokens seen by fewer than 5 of its own patients; so a small point is, if anything, favoured).
-Each (size, seed, model) trains and evaluates through ``pipeline.grid.run_job`` (the benchmark
+Each (size, seed, model) trains and evaluates through ``pipeline.workflows.grid.run_job`` (the benchmark
 grid's job: one torch thread, the default preset at ``--max-steps``), in ``--jobs`` worker
 processes; finished runs are reused. The table gives mean ± sd over seeds; the PNG plots test
 NLL gap and AUC-PR against training admissions, with the features oracle's (``--oracle``: the
@@ -88,7 +88,7 @@ def job(args: tuple) -> dict:
     done = Path(work) / f"{model}.json"
     if done.exists():
         return fileio.read_json(done)
-    from pipeline.grid import GridConfig, run_job
+    from pipeline.workflows.grid import GridConfig, run_job
 
     cfg = GridConfig(max_steps=max_steps, eval_every=min(250, max_steps), experiment=experiment)
     run_id = run_job(feats, model, "random", seed, cfg, work)

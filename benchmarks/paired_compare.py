@@ -42,7 +42,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import features, fileio, metrics
+from pipeline import fileio, metrics
+from pipeline.data import features
 from pipeline.contracts import DEFAULT_BATCH
 from pipeline.models.variants import variant_label
 
@@ -58,7 +59,7 @@ def find_runs(bench: Path, extra: list[Path] | tuple[Path, ...] = ()) -> list[di
     The run directories under each of ``extra`` (``<dir>/<run id>``) follow: a Laplace run's label is its
     own (``laplace-<selection>-<S>``) and its seed its MAP run's."""
     from pipeline.evaluation.compare import collect, label_variants
-    from pipeline.grid import grid_runs
+    from pipeline.workflows.grid import grid_runs
 
     ids = grid_runs(bench)  # labelled as compare labels them: runs of a model whose settings differ are apart
     rows = sorted(label_variants(collect(run_ids=ids)), key=lambda r: r["start_time"]) if ids else []
@@ -93,7 +94,7 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
     import hashlib
     import tempfile
 
-    from pipeline import predict
+    from pipeline.models import predict
     from pipeline.evaluation.evaluate import sample_logits
     from pipeline.runs.store import load_run_model
 

@@ -74,7 +74,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_throughput import random_features
 
-from pipeline import features, fileio, metrics, predict
+from pipeline import fileio, metrics
+from pipeline.data import features
+from pipeline.models import predict
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 
 

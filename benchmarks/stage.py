@@ -37,7 +37,7 @@ def _world(patients: int, density: float) -> Path:
 
 
 def _timed(fn) -> tuple[float, float, object]:
-    from pipeline.extraction.extract import cpu_s
+    from pipeline.extraction.flow import cpu_s
 
     t0, c0 = time.perf_counter(), cpu_s()
     result = fn()
@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = ap.parse_args(argv)
     os.environ.setdefault("MIMIC_DEID_KEY", "benchmark-only-key")
-    from pipeline.extraction import ExtractConfig, extract
+    from pipeline.extraction import ExtractConfig
+    from pipeline.extraction import extract
     from pipeline.sources.stage import StageConfig, stage_csv
 
     source = _world(args.patients, args.density)

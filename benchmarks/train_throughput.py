@@ -29,9 +29,10 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import batches, features, fileio, models, training  # noqa: E402
+from pipeline import fileio, models, training
+from pipeline.data import batches, features# noqa: E402
 from pipeline.contracts import FEATURES
-from pipeline.extraction.extract import write_parquet
+from pipeline.extraction.flow import write_parquet
 
 FEATURE_SCHEMA = FEATURES.arrow_schema()  # noqa: E402
 

@@ -40,7 +40,7 @@ def run_summary(run: dict, fs, split: str, cache: Path | None) -> tuple[metrics.
     """(Summary, predictive logits (S, K, N)) of a run on ``fs``, cached as .npz by run and split."""
     import tempfile
 
-    from pipeline import predict
+    from pipeline.models import predict
     from pipeline.runs.store import load_run_model
 
     path = cache / f"{run['run_id']}-{split}-summary.npz" if cache else None

@@ -1,7 +1,7 @@
 """The torch device a command runs on (``--device``: cpu, cuda, cuda:N; default cuda when available).
 
 Checkpoints are read onto the CPU (``map_location``) and moved to the device after, so a model trained on
-one device loads on any other. Batches are built on the CPU (``pipeline.batches``) and moved per step
+one device loads on any other. Batches are built on the CPU (``pipeline.data.batches``) and moved per step
 (``to_device``). torch is imported by the functions, not by this module.
 """
 

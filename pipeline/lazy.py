@@ -6,17 +6,14 @@ configs of other stages without importing torch::
 
     __getattr__, __dir__ = lazy(__name__, {"train": "loop", "TrainConfig": "config"})
 
-A name that is also its submodule's name (``extraction.extract``, the function in ``extract.py``)
-stays the name: the import system sets ``package.<submodule>`` to the module when the submodule
-is first imported directly (``from pipeline.extraction.extract import write_parquet``), which
-would otherwise make a later ``from pipeline.extraction import extract`` the module.
+A name may not be its submodule's name (the import system sets ``package.<submodule>`` to the
+module when the submodule is imported directly, which would hide the name): ``lazy`` refuses one.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-import types
 from typing import Callable
 
 
@@ -33,15 +30,7 @@ def lazy(package: str, homes: dict[str, str]) -> tuple[Callable[[str], object], 
     def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[package])) | set(homes))
 
-    same = {name for name, home in homes.items() if name == home}
+    same = sorted(name for name, home in homes.items() if name == home)
     if same:
-        module = sys.modules[package]
-
-        class Package(type(module)):
-            def __setattr__(self, name: str, value) -> None:
-                if name in same and isinstance(value, types.ModuleType) and value.__name__ == f"{package}.{name}":
-                    value = getattr(value, name)  # the submodule just loaded: the name, not the module
-                super().__setattr__(name, value)
-
-        module.__class__ = Package
+        raise ValueError(f"{package}: {same} would name both a submodule and an attribute; rename the submodule")
     return __getattr__, __dir__

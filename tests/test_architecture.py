@@ -1,10 +1,10 @@
-"""The import graph of `pipeline/`: no circle, and none of the forbidden arrows that
-docs/architecture.md lists (its ``forbidden-imports`` block is this test's list). Every import
-counts, inside functions too, so a function-level import cannot hide a circle. No module is
-over ~400 lines unless its docstring says why it is one concern.
+"""The import graph of `pipeline/`: every import runs down the ordered layers of docs/architecture.md
+(its ``layers`` block is this test's list), every module is in a layer, and there is no circle between
+modules or packages. Every import counts, inside functions too, so a function-level import cannot hide
+an arrow. No module is over ~400 lines (no docstring waives it).
 
-The checker (``graph``, ``forbidden_rules``, ``forbidden_arrows``, ``cycles``) takes a package
-folder and a rules text, so ``test_the_rules_bite`` runs it on a small planted package."""
+The checker (``graph``, ``read_layers``, ``layer_violations``, ``package_graph``, ``cycles``) takes a
+package folder and a rules text, so ``test_the_rules_bite`` runs it on a small planted package."""
 
 from __future__ import annotations
 
@@ -19,10 +19,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "pipeline"
 MAX_LINES = 420  # "about 400"
-CORE = ("errors", "contracts", "configs", "lazy", "fileio", "redact", "deid", "privacy", "sqlgen",
-        "devices")  # pipeline/*.py
-STAGES = ("sources", "extraction", "synth", "features", "batches", "layers", "models", "metrics", "predict",
-          "progress", "runs", "training", "evaluation", "serving", "laplace", "vision", "grid", "baselines")
 
 
 def module_name(path: Path, pkg_dir: Path) -> str:
@@ -70,55 +66,63 @@ def graph(pkg_dir: Path = PKG) -> dict[str, set[str]]:
     return {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
 
 
-def rules_text(doc: Path = ROOT / "docs" / "architecture.md") -> str:
-    """The ``forbidden-imports`` block of a Markdown page."""
-    block = re.search(r"```forbidden-imports\n(.*?)```", doc.read_text(), re.S)
-    assert block, f"{doc} has no ```forbidden-imports block"
+def layers_text(doc: Path = ROOT / "docs" / "architecture.md") -> str:
+    """The ``layers`` block of a Markdown page."""
+    block = re.search(r"```layers\n(.*?)```", doc.read_text(), re.S)
+    assert block, f"{doc} has no ```layers block"
     return block.group(1)
 
 
-def forbidden_rules(text: str) -> list[tuple[str, str, set[str]]]:
-    """(importer prefix, imported prefix, allowed exceptions) of a rules text: ``A -> B [except C, D]``
-    per line; ``@name = X Y ...`` names a list (indented lines below it continue it), and ``@name``
-    on either side of a rule stands for each of its entries (one rule per pair)."""
-    lists: dict[str, list[str]] = {}
-    rules, last = [], None
-    for raw in text.splitlines():
-        line = raw.split("#")[0].strip()
-        if not line:
-            continue
-        if last is not None and raw[:1].isspace() and "->" not in line:
-            lists[last] += line.replace(",", " ").split()
-            continue
-        alias = re.match(r"^(@\w+)\s*=\s*(.+)$", line)
-        last = alias.group(1) if alias else None
-        if alias:
-            lists[last] = alias.group(2).replace(",", " ").split()
-            continue
-        m = re.match(r"^(\S+)\s+->\s+(\S+)(?:\s+except\s+(.+))?$", line)
-        assert m, f"cannot read rule {line!r}"
-        allowed = set((m.group(3) or "").replace(",", " ").split())
-        for side in (m.group(1), m.group(2)):
-            assert not side.startswith("@") or side in lists, f"rule {line!r}: {side} is not defined above it"
-        for importer in lists.get(m.group(1), [m.group(1)]):
-            rules += [(importer, imported, allowed) for imported in lists.get(m.group(2), [m.group(2)])]
-    return rules
+def read_layers(text: str) -> list[list[str]]:
+    """The layers of a rules text, lowest first: one per line, its packages (or modules) separated by
+    spaces; ``#`` starts a comment. A name may sit in one layer only."""
+    layers = [line.split("#")[0].split() for line in text.splitlines()]
+    layers = [layer for layer in layers if layer]
+    names = [n for layer in layers for n in layer]
+    assert len(names) == len(set(names)), f"a name is in two layers: {sorted(n for n in names if names.count(n) > 1)}"
+    return layers
 
 
 def _under(module: str, prefix: str) -> bool:
-    return prefix == "*" or module == prefix or module.startswith(prefix + ".")
+    return module == prefix or module.startswith(prefix + ".")
 
 
-def forbidden_arrows(g: dict[str, set[str]], rules: list[tuple[str, str, set[str]]]) -> list[str]:
-    """``importer -> imported`` for every edge of ``g`` that a rule forbids (sorted, unique)."""
+def unit_of(module: str, layers: list[list[str]]) -> str | None:
+    """The package (or core module) of ``layers`` that ``module`` belongs to: the longest that holds it."""
+    held = [n for layer in layers for n in layer if _under(module, n)]
+    return max(held, key=len) if held else None
+
+
+def layer_violations(g: dict[str, set[str]], layers: list[list[str]]) -> list[str]:
+    """``importer -> imported`` for every edge of ``g`` between two units where the imported one is not in
+    a lower layer (same layer: peers; higher: upward), and every module in no layer (sorted, unique)."""
+    rank = {n: i for i, layer in enumerate(layers) for n in layer}
     bad = []
-    for importer, imported, allowed in rules:
-        for mod, deps in g.items():
-            if not _under(mod, importer):
-                continue
-            bad += [f"{mod} -> {d}" for d in deps
-                    if _under(d, imported) and not _under(d, importer) and d not in allowed]
+    for mod, deps in g.items():
+        um = unit_of(mod, layers)
+        if um is None and "." not in mod:  # the top package's __init__ (its version): imports nothing
+            assert not deps, f"{mod} imports {sorted(deps)}"
+            continue
+        if um is None:
+            bad.append(f"{mod}: in no layer")
+            continue
+        for d in deps:
+            ud = unit_of(d, layers)
+            if ud is not None and ud != um and rank[ud] >= rank[um]:
+                why = "a peer" if rank[ud] == rank[um] else "a higher layer"
+                bad.append(f"{mod} -> {d} ({ud} is {why} of {um})")
     return sorted(set(bad))
+
+
+def package_graph(g: dict[str, set[str]], layers: list[list[str]]) -> dict[str, set[str]]:
+    """``g`` between the units of ``layers`` (a package's modules as one node)."""
+    out: dict[str, set[str]] = {}
+    for mod, deps in g.items():
+        if (um := unit_of(mod, layers)) is None:
+            continue
+        out.setdefault(um, set())
+        out[um] |= {u for d in deps if (u := unit_of(d, layers)) not in (None, um)}
+    return out
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -156,20 +160,22 @@ def test_no_import_circle():
     assert not (found := cycles(graph())), f"import circles: {found}"
 
 
-def test_no_forbidden_arrow():
-    bad = forbidden_arrows(graph(), forbidden_rules(rules_text()))
-    assert not bad, "forbidden imports:\n" + "\n".join(bad)
+def test_imports_run_down_the_layers():
+    bad = layer_violations(graph(), read_layers(layers_text()))
+    assert not bad, "imports against docs/architecture.md's layers:\n" + "\n".join(bad)
 
 
-def test_the_core_imports_no_stage():
-    """docs/architecture.md forbids every core module every stage package (one rule line per core module)."""
-    rules = {(a, b) for a, b, _ in forbidden_rules(rules_text())}
-    missing = [f"pipeline.{c} -> pipeline.{s}" for c in CORE for s in STAGES
-               if (f"pipeline.{c}", f"pipeline.{s}") not in rules]
-    assert not missing, "rules missing from docs/architecture.md:\n" + "\n".join(missing)
-    on_disk = ({p.stem for p in PKG.glob("*.py") if p.stem != "__init__"}
-               | {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()})
-    assert on_disk == set(CORE) | set(STAGES), "a module of pipeline/ is neither core nor a stage here"
+def test_no_package_level_circle():
+    pkgs = package_graph(graph(), read_layers(layers_text()))
+    assert not (found := cycles(pkgs)), f"package circles: {found}"
+
+
+def test_every_top_level_name_is_a_layer_unit():
+    """Each module and package directly under pipeline/ is named in the layers (nothing sits loose)."""
+    named = {n for layer in read_layers(layers_text()) for n in layer}
+    on_disk = ({f"pipeline.{p.stem}" for p in PKG.glob("*.py") if p.stem != "__init__"}
+               | {f"pipeline.{p.name}" for p in PKG.iterdir() if (p / "__init__.py").exists()})
+    assert on_disk == named, f"on disk, not in a layer: {sorted(on_disk - named)}; named, not on disk: {sorted(named - on_disk)}"
 
 
 def _plant(root: Path, files: dict[str, str]) -> Path:
@@ -181,7 +187,8 @@ def _plant(root: Path, files: dict[str, str]) -> Path:
 
 def test_the_rules_bite(tmp_path, monkeypatch):
     """The checker reports a planted function-level import, a relative import and an import through a
-    lazy package's name, and lets an ``except`` pass; a planted circle is found."""
+    lazy package's name running up the layers, an import between peers and a module in no layer, and
+    lets a downward import pass; planted module and package circles are found."""
     pkg = _plant(tmp_path, {
         "planted/__init__.py": "",
         "planted/core.py": "def f():\n    from planted.stage import thing  # inside a function\n    return thing\n",
@@ -205,15 +212,30 @@ def test_the_rules_bite(tmp_path, monkeypatch):
             del sys.modules[name]
     assert g["planted.core"] == {"planted.stage.thing"} and g["planted.core2"] == {"planted.stage.thing"}
     assert g["planted.core3"] == {"planted.lazystage.heavy"}
-    rules = forbidden_rules("@core = planted.core planted.core2\n  planted.core3, planted.core4  # continued\n"
-                            "@core -> planted.stage except planted.stage.allowed\n"
-                            "planted.core3 -> planted.lazystage  # the lazy name's home\n")
-    assert len(rules) == 5
-    assert forbidden_arrows(g, rules) == ["planted.core -> planted.stage.thing", "planted.core2 -> planted.stage.thing",
-                                          "planted.core3 -> planted.lazystage.heavy"]
+    layers = read_layers("planted.core planted.core2 planted.core3 planted.core4  # peers\n"
+                         "planted.stage planted.lazystage\n"
+                         "planted.circle\n")
+    assert layers == [["planted.core", "planted.core2", "planted.core3", "planted.core4"],
+                      ["planted.stage", "planted.lazystage"], ["planted.circle"]]
+    up = "is a higher layer of"
+    assert layer_violations(g, layers) == [  # upward, through a function, a relative import and a lazy name
+        f"planted.core -> planted.stage.thing (planted.stage {up} planted.core)",
+        f"planted.core2 -> planted.stage.thing (planted.stage {up} planted.core2)",
+        f"planted.core3 -> planted.lazystage.heavy (planted.lazystage {up} planted.core3)",
+        f"planted.core4 -> planted.stage.allowed (planted.stage {up} planted.core4)"]  # heavy -> core4 runs down: allowed
+    peers = read_layers("planted.core planted.core2 planted.core3 planted.circle\nplanted.stage\n"
+                        "planted.lazystage planted.core4\n")
+    assert "planted.lazystage.heavy -> planted.core4 (planted.core4 is a peer of planted.lazystage)" in layer_violations(g, peers)
+    assert layer_violations({"planted.loose": set()}, layers) == ["planted.loose: in no layer"]
+    assert unit_of("planted.stage.thing", layers) == "planted.stage" and unit_of("elsewhere", layers) is None
+    peers = read_layers("planted.stage planted.core4\nplanted.lazystage\nplanted.core planted.core2 planted.core3 planted.circle\n")
+    assert "planted.lazystage.heavy -> planted.core4 (planted.core4 is a peer of planted.lazystage)" not in layer_violations(g, peers)
+    assert layer_violations({"planted.loose": set()}, layers) == ["planted.loose: in no layer"]
     assert cycles(g) == [["planted.circle.a", "planted.circle.b"]]
-    with pytest.raises(AssertionError, match="@stages is not defined"):
-        forbidden_rules("planted.core -> @stages\n")
+    two_way = {"planted.stage.x": {"planted.lazystage.y"}, "planted.lazystage.y": {"planted.stage.z"}, "planted.stage.z": set()}
+    assert cycles(package_graph(two_way, layers)) == [["planted.lazystage", "planted.stage"]]
+    with pytest.raises(AssertionError, match="a name is in two layers"):
+        read_layers("planted.core\nplanted.core\n")
 
 
 def test_nothing_imports_the_cli():
@@ -227,7 +249,4 @@ def test_nothing_imports_the_cli():
 @pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
 def test_module_size(path):
     lines = len(path.read_text().splitlines())
-    if lines <= MAX_LINES:
-        return
-    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    assert "one concern" in doc.lower(), f"{path}: {lines} lines and no docstring saying why it is one concern"
+    assert lines <= MAX_LINES, f"{path}: {lines} lines (at most {MAX_LINES}): split it by concern"

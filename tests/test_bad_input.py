@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-from pipeline.extraction import ExtractConfig, extract
+from pipeline.extraction import ExtractConfig
+from pipeline.extraction import extract
 
 BASE = ["PATIENTS", "ADMISSIONS", "ICUSTAYS", "PRESCRIPTIONS", "MICROBIOLOGYEVENTS", "DATETIMEEVENTS"]
 

@@ -24,10 +24,10 @@ from pipeline.baselines.featurize import DENSE, Featurizer, context_ages
 from pipeline.baselines.fit import BaselineFitError, fit_gbm, fit_logreg, nll, tree_predictor
 from pipeline.baselines.model import BaselineFileError, BaselineModel
 from pipeline.errors import ConfigError
-from pipeline.features import FeatureSet, load_split
-from pipeline.predict import RISK_COLUMNS
+from pipeline.data.features import FeatureSet, load_split
+from pipeline.models.predict import RISK_COLUMNS
 from pipeline.runs import formats, store
-from pipeline.runs.checkpoint import CheckpointError
+from pipeline.models.checkpoint import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = dict(logreg_c_steps=3, gbm_leaves=(7,), gbm_min_leaf=(20,), gbm_max_rounds=60, gbm_patience=10, threads=1)
@@ -216,7 +216,7 @@ def synth_dir(synth_features):
 
 @pytest.fixture(scope="module")
 def baseline_runs(synth_dir, tracking_store, tmp_path_factory):
-    from pipeline.training.baselines import train_baseline
+    from pipeline.workflows.baselines_run import train_baseline
 
     out = tmp_path_factory.mktemp("baseline_runs")
     return {k.value: train_baseline(synth_dir, k, BaselineConfig(**FAST), out_dir=out / k.value,
@@ -329,7 +329,7 @@ def test_cli_trains_a_baseline_and_refuses_lstm_settings(synth_dir, tmp_path):
 
 
 def test_grid_runs_baselines_once_per_split():
-    from pipeline.grid import GridConfig, grid_jobs
+    from pipeline.workflows.grid import GridConfig, grid_jobs
 
     grid = grid_jobs(GridConfig(seeds=(0, 1, 2), variants=("deterministic", "gbm"), split_modes=("random", "era")))
     assert sorted(grid) == sorted([("deterministic", m, s) for m in ("random", "era") for s in (0, 1, 2)]

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import fileio, grid
+from pipeline import fileio
+from pipeline.workflows import grid
 from pipeline import metrics as M
 from pipeline.evaluation import compare as cp
 from pipeline.models import variants
@@ -268,7 +269,7 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import paired_compare
 
-    from pipeline import features
+    from pipeline.data import features
 
     found = paired_compare.find_runs(tmp_path / "out")
     assert sorted(r["run_id"] for r in found) == sorted(result.run_ids)

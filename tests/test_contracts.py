@@ -11,7 +11,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import contracts, features, predict
+from pipeline import contracts
+from pipeline.data import features
+from pipeline.models import predict
 from pipeline.contracts import FEATURES, RISK, Use
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""pipeline.batches and pipeline.features: loading, padding, caps, zero-bag admissions, sampling,
+"""pipeline.data.batches and pipeline.data.features: loading, padding, caps, zero-bag admissions, sampling,
 chunked reads, errors. (Random features directories: tests/helpers/features.py.)"""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.features import FEATURE_SCHEMA, write_features
 
-from pipeline import batches, features, fileio
-from pipeline.extraction.extract import write_parquet
+from pipeline import fileio
+from pipeline.data import batches, features
+from pipeline.extraction.flow import write_parquet
 
 
 def _table(rows: list[dict]) -> pa.Table:

@@ -111,7 +111,7 @@ class _Stop(Exception):
 
 
 def test_laplace_loads_the_map_model_on_the_device(monkeypatch):
-    from pipeline.laplace import run as laplace_run
+    from pipeline.workflows import laplace_run
     from pipeline.laplace.config import LaplaceConfig
 
     seen = []
@@ -146,7 +146,7 @@ def test_serve_moves_the_model_to_the_device(monkeypatch):
 def test_benchmark_models_jobs_train_and_evaluate_on_the_device(monkeypatch, tmp_path):
     import pipeline.evaluation.evaluate as evaluate
     import pipeline.training as training
-    from pipeline.grid import GridConfig, run_job
+    from pipeline.workflows.grid import GridConfig, run_job
 
     seen = []
     monkeypatch.setattr(training, "train", lambda *a, **kw: seen.append(("train", kw["device"])) or

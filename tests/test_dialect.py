@@ -211,28 +211,30 @@ def test_sqlglot_rewrites(duck_sql: str, fragment: str) -> None:
 
 def _sample_params() -> dict[str, object]:
     """A value for every ${parameter} of sql/ (tables by name, small numbers, nested SELECTs)."""
-    from pipeline import contracts, sqlgen
+    from pipeline import contracts
+    from pipeline.extraction import queries
+    from pipeline.sources.dialect import to_dialect
     from pipeline.sources.tables import TABLES, TABLES_IV
 
     params: dict[str, object] = {name: name for name in [*TABLES, *TABLES_IV]}
     params.update(prediction_hours=24.0, lookback_days=30.0, open_admissions="FALSE", cohort_filter="TRUE",
                   link_key="subject_id", window="ev_a", quantiles="0.500000", min_patients=2, text_max_len=8,
                   max_text_values=3, event_filter="TRUE", edge=0.0, value_clip=5.0, census_columns=", ".join(contracts.COHORT_COLUMNS))
-    params["events"] = sqlgen.strip_comments(sqlgen.render(sqlgen.EVENT_SQL["chartevents"], **params))
-    params["staged"] = sqlgen.strip_comments(sqlgen.render(sqlgen.STAGED[sqlgen.MIMIC4], **params))
-    params["used"] = sqlgen.strip_comments(sqlgen.render(sqlgen.EVENTS_USED, window="ev_a"))
-    params["tokens"] = sqlgen.strip_comments(sqlgen.render(sqlgen.TOKENS, **params))
+    params["events"] = queries.strip_comments(queries.render(queries.EVENT_SQL["chartevents"], **params))
+    params["staged"] = queries.strip_comments(queries.render(queries.STAGED[queries.MIMIC4], **params))
+    params["used"] = queries.strip_comments(queries.render(queries.EVENTS_USED, window="ev_a"))
+    params["tokens"] = queries.strip_comments(queries.render(queries.TOKENS, **params))
     return params
 
 
 def test_every_sql_file_is_in_the_build_order():
-    from pipeline import sqlgen
+    from pipeline.extraction import queries
 
-    on_disk = {p.relative_to(sqlgen.SQL_DIR).with_suffix("").as_posix() for p in sqlgen.SQL_DIR.rglob("*.sql")}
-    assert on_disk == set(sqlgen.BUILD_ORDER)
-    assert len(sqlgen.BUILD_ORDER) == len(set(sqlgen.BUILD_ORDER))
-    iii, iv = sqlgen.build_order(sqlgen.MIMIC3), sqlgen.build_order(sqlgen.MIMIC4)
-    assert set(iii) | set(iv) == set(sqlgen.BUILD_ORDER)
+    on_disk = {p.relative_to(queries.SQL_DIR).with_suffix("").as_posix() for p in queries.SQL_DIR.rglob("*.sql")}
+    assert on_disk == set(queries.BUILD_ORDER)
+    assert len(queries.BUILD_ORDER) == len(set(queries.BUILD_ORDER))
+    iii, iv = queries.build_order(queries.MIMIC3), queries.build_order(queries.MIMIC4)
+    assert set(iii) | set(iv) == set(queries.BUILD_ORDER)
     shared = set(iii) & set(iv)  # everything but the mapping of each release onto the staging shape
     assert all("/" not in name for name in shared) and all("/" in name for name in set(iii) ^ set(iv))
 
@@ -240,12 +242,12 @@ def test_every_sql_file_is_in_the_build_order():
 def test_every_sql_file_transpiles_to_postgres():
     """Each file of the build order, rendered, is one statement that sqlglot turns into PostgreSQL
     without DuckDB-only forms left (epoch(), lambdas, list functions, GROUP BY ALL)."""
-    from pipeline import sqlgen
+    from pipeline.extraction import queries
 
     params = _sample_params()
-    for name in sqlgen.BUILD_ORDER:
-        sql = sqlgen.render(name, **params)
-        pg = sqlgen.to_dialect(sql, sqlgen.Dialect.postgres)
+    for name in queries.BUILD_ORDER:
+        sql = queries.render(name, **params)
+        pg = to_dialect(sql, queries.Dialect.postgres)
         for duck_only in ("EPOCH(", "LAMBDA", "LIST_", "GROUP BY ALL", "QUANTILE_CONT"):
             assert duck_only not in pg.upper(), f"{name}: {duck_only} left in {pg}"
 
@@ -306,11 +308,11 @@ def local_engines(pg_server):  # noqa: F811
 
 def _both(engines, sql: str, ordered: bool):
     """The rows of a DuckDB-dialect query on DuckDB and, transpiled, on PostgreSQL."""
-    from pipeline import sqlgen
+    from pipeline.extraction import queries
 
     dcon, pcon = engines
     duck = dcon.execute(sql).fetchall()
-    pg = pcon.execute(sqlgen.to_dialect(sql, sqlgen.Dialect.postgres)).fetchall()
+    pg = pcon.execute(to_dialect(sql, queries.Dialect.postgres)).fetchall()
     if not ordered:
         key = lambda row: tuple((v is None, str(v)) for v in row)  # noqa: E731
         duck, pg = sorted(duck, key=key), sorted(pg, key=key)
@@ -319,11 +321,11 @@ def _both(engines, sql: str, ordered: bool):
 
 
 def _create(engines, table: str, sql: str) -> None:
-    from pipeline import sqlgen
+    from pipeline.extraction import queries
 
     dcon, pcon = engines
     dcon.execute(f"CREATE TABLE {table} AS {sql}")
-    pcon.execute(f"CREATE TABLE {table} AS {sqlgen.to_dialect(sql, sqlgen.Dialect.postgres)}")
+    pcon.execute(f"CREATE TABLE {table} AS {to_dialect(sql, queries.Dialect.postgres)}")
 
 
 def test_local_sql_files_give_the_same_rows_on_postgres(local_engines):
@@ -332,26 +334,26 @@ def test_local_sql_files_give_the_same_rows_on_postgres(local_engines):
     and above every cut, an item in one patient only (no bins), text with ':' and blanks, a text
     item over the distinct-value limit, an event of an admission not kept, quarantined rows,
     hourly and daily bags, duplicate tokens in one bag."""
-    from pipeline import sqlgen
+    from pipeline.extraction import queries
     from pipeline.extraction import tokens
 
     eng = local_engines
-    assert _both(eng, sqlgen.render(sqlgen.COHORT_SUBJECTS), ordered=False) == [(1, None), (2, -1.0e9), (3, 0.0)]
-    assert [r[0] for r in _both(eng, sqlgen.render(sqlgen.COHORT_ROWS), ordered=True)] == [11, 12, 13, 14]
-    assert _both(eng, sqlgen.render(sqlgen.COHORT_ELIGIBLE), ordered=True) == [(2,)]
-    assert _both(eng, sqlgen.render(sqlgen.DATA_END), ordered=True) == [(150.0, 300.0)]
-    assert _both(eng, sqlgen.events_union([]), ordered=True) == []
-    _create(eng, "events", sqlgen.events_union(["ev_a", "ev_b"]))
+    assert _both(eng, queries.render(queries.COHORT_SUBJECTS), ordered=False) == [(1, None), (2, -1.0e9), (3, 0.0)]
+    assert [r[0] for r in _both(eng, queries.render(queries.COHORT_ROWS), ordered=True)] == [11, 12, 13, 14]
+    assert _both(eng, queries.render(queries.COHORT_ELIGIBLE), ordered=True) == [(2,)]
+    assert _both(eng, queries.render(queries.DATA_END), ordered=True) == [(150.0, 300.0)]
+    assert _both(eng, queries.events_union([]), ordered=True) == []
+    _create(eng, "events", queries.events_union(["ev_a", "ev_b"]))
     events = _both(eng, "SELECT * FROM events", ordered=False)
     assert len(events) == 10 + 8  # ev_a: the quarantined row and HADM_ID 99 (not in adm) dropped
-    last = _both(eng, sqlgen.render(sqlgen.LAST_EVENT), ordered=False)
+    last = _both(eng, queries.render(queries.LAST_EVENT), ordered=False)
     assert dict(last) == {0: 6.0, 1: 7.0, 2: 6.0, 3: 23.9}
 
     n_bins, min_patients, max_text, text_len = 3, 2, 3, 8
     quantiles = ", ".join(f"{i / n_bins:.6f}" for i in range(1, n_bins))
-    bins = _both(eng, sqlgen.render(sqlgen.FIT_BINS, quantiles=quantiles, min_patients=min_patients), ordered=True)
+    bins = _both(eng, queries.render(queries.FIT_BINS, quantiles=quantiles, min_patients=min_patients), ordered=True)
     assert [k for k, _ in bins] == ["chart:211"]  # chart:999 is seen in one patient only
-    text_items = _both(eng, sqlgen.render(sqlgen.FIT_TEXT_ITEMS, text_max_len=text_len, max_text_values=max_text),
+    text_items = _both(eng, queries.render(queries.FIT_TEXT_ITEMS, text_max_len=text_len, max_text_values=max_text),
                        ordered=True)
     assert text_items == [("chart:212",), ("lab:50800",)]  # lab:51000 has 4 distinct values in train
 
@@ -370,7 +372,7 @@ def test_local_sql_files_give_the_same_rows_on_postgres(local_engines):
         cur.executemany("INSERT INTO text_items_t VALUES (%s)", [(k,) for k in vocab.text_items])
         cur.execute("CREATE TABLE vocab_t (token VARCHAR, tid INTEGER)")
         cur.executemany("INSERT INTO vocab_t VALUES (%s, %s)", [(t, i) for i, t in enumerate(vocab.tokens)])
-    kept = _both(eng, sqlgen.render(sqlgen.FIT_VOCABULARY, tokens=tokens.token_sql(text_len, "e.split = 'train'"),
+    kept = _both(eng, queries.render(queries.FIT_VOCABULARY, tokens=tokens.token_sql(text_len, "e.split = 'train'"),
                                     min_patients=min_patients), ordered=True)
     assert [t for (t,) in kept] == [t for t in vocab.tokens if not t.endswith("<oov>") and t != tokens.PAD]
     assert ("chart:212:t: a;b",) not in kept and ("chart:212:t:a;b",) in kept  # trimmed, ':' -> ';'
@@ -383,10 +385,10 @@ def test_local_sql_files_give_the_same_rows_on_postgres(local_engines):
     assert by_value[("chart", 3.0)] == "chart:999"
     assert by_value[("lab", 6.0)] == "lab:51000"  # free text (too many values): item token only
 
-    _create(eng, "tokenized", sqlgen.render(sqlgen.TOKENIZED, tokens=tokens.token_sql(text_len)))
+    _create(eng, "tokenized", queries.render(queries.TOKENIZED, tokens=tokens.token_sql(text_len)))
     _both(eng, "SELECT * FROM tokenized", ordered=False)
     for edge in (0.0, 12.0):
-        bags = _both(eng, sqlgen.render(sqlgen.BAGS, edge=edge), ordered=True)
+        bags = _both(eng, queries.render(queries.BAGS, edge=edge), ordered=True)
         assert sum(r[4] for r in bags) == len(events)
         assert all(r[2] == sorted(set(r[2])) and len(r[3]) == len(r[2]) for r in bags)  # ids, a value beside each
     assert any(v != 0.0 for r in bags for v in r[3])  # chart:211's binned values carry their channel

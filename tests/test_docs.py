@@ -188,6 +188,9 @@ def module_files(dotted: list[str]) -> tuple[list[Path], list[str]]:
                 if cand.exists():
                     return [cand], dotted[cut:]
         return [], dotted
+    files, rest = module_files(["pipeline", *dotted])  # a package-relative name: models.predict
+    if files and len(rest) < len(dotted) - 1:
+        return files, rest
     return MODULES.get(dotted[0], []), dotted[1:]
 
 

@@ -23,7 +23,10 @@ from helpers.features import N_CONTEXT, N_TOKENS, write_features
 from helpers.runs import TINY, trained_run
 from helpers.raw_ids import raw_ids_of
 
-from pipeline import batches, errors, features, metrics, predict, privacy
+from helpers import privacy_scan as privacy
+from pipeline import errors, metrics
+from pipeline.data import batches, features
+from pipeline.models import predict
 from pipeline.evaluation import evaluate
 from pipeline.runs import truth
 from pipeline.layers import embedding as emb_mod

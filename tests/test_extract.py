@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.contracts import FEATURES
-from pipeline.extraction import ExtractConfig, SplitMode, extract
+from pipeline.extraction import ExtractConfig, SplitMode
+from pipeline.extraction import extract
 from pipeline.sources import SourceError
 
 FEATURE_FILES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
@@ -232,7 +233,8 @@ def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
 
 @pytest.mark.slow
 def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
-    from pipeline.extraction import ExtractConfig, extract
+    from pipeline.extraction import ExtractConfig
+    from pipeline.extraction import extract
 
     res = extract(demo_dir, tmp_path / "o", ExtractConfig(verify_counts=True))
     assert res.manifest["tables"]["chartevents"]["rows_read"] == 758_355
@@ -240,7 +242,8 @@ def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
 
 @pytest.mark.slow
 def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tmp_path):
-    from pipeline.extraction import ExtractConfig, extract
+    from pipeline.extraction import ExtractConfig
+    from pipeline.extraction import extract
 
     res = extract(demo_dir, tmp_path / "seq", ExtractConfig(scan_workers=1))
     for split in ("train", "val", "test"):
@@ -309,7 +312,7 @@ def test_training_features_cover_the_whole_window(demo_features):
 
 
 def test_observed_hours_clips_to_the_window():
-    from pipeline.extraction.extract import observed_hours
+    from pipeline.extraction.flow import observed_hours
 
     h = 3600.0
     cohort = pd.DataFrame({"admit_epoch": [0.0, 0.0, 0.0, 10 * h], "pred_epoch": [24 * h, 24 * h, 24 * h, 34 * h]})

@@ -1,4 +1,4 @@
-"""pipeline.grid: finding a grid's runs (its runs.json, else the tracking store's runs on its features)."""
+"""pipeline.workflows.grid: finding a grid's runs (its runs.json, else the tracking store's runs on its features)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline import grid
+from pipeline.workflows import grid
 from pipeline.runs import store
 
 pytestmark = pytest.mark.usefixtures("tracking_store")

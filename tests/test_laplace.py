@@ -9,7 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline import features, metrics, predict
+from pipeline import metrics
+from pipeline.data import features
+from pipeline.models import predict
 from pipeline.laplace import (LaplaceConfig, LaplaceError, LinearizedLaplaceModel, ParamVector, Posterior,
                               Predictive, fit_laplace, fit_laplace_batches, load_laplace, save_laplace, select_subnet)
 from pipeline.laplace.jacobian import jacobian

@@ -14,10 +14,11 @@ from typer.testing import CliRunner
 
 import cli
 from helpers.runs import trained_run
-from pipeline import batches, features, predict
+from pipeline.data import batches, features
+from pipeline.models import predict
 from pipeline.evaluation import compare, evaluate
 from pipeline.laplace import LaplaceConfig, LaplaceError, Predictive
-from pipeline.laplace.run import PARENT_TAG, fit_laplace_run
+from pipeline.workflows.laplace_run import PARENT_TAG, fit_laplace_run
 from pipeline.runs import store
 
 pytestmark = pytest.mark.usefixtures("tracking_store")

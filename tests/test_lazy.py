@@ -51,28 +51,17 @@ def test_names_load_their_module_on_first_use_only(pkg):
     assert builtins.lazypkg_imports == 1  # the module ran once
 
 
-def test_a_name_of_its_own_submodule_stays_the_name(tmp_path, monkeypatch):
-    """``extraction.extract`` is the function in ``extraction/extract.py``: importing the submodule
-    directly first (which sets the package's attribute to the module) does not hide it."""
-    root = tmp_path / "samepkg"
-    root.mkdir()
-    (root / "__init__.py").write_text("from pipeline.lazy import lazy\n"
-                                      "__getattr__, __dir__ = lazy(__name__, {'run': 'run'})\n")
-    (root / "run.py").write_text("def run():\n    return 'ran'\n\nHELPER = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        from samepkg.run import HELPER  # the submodule first
+def test_a_name_of_its_own_submodule_is_refused():
+    """A name that is also its submodule's would be hidden by the module once the submodule is imported
+    directly: ``lazy`` refuses it rather than patch the package's class."""
+    from pipeline.lazy import lazy
 
-        from samepkg import run
-
-        assert HELPER == 1 and callable(run) and run() == "ran"
-    finally:
-        for name in ("samepkg", "samepkg.run"):
-            sys.modules.pop(name, None)
+    with pytest.raises(ValueError, match=r"\['run'\] would name both a submodule and an attribute"):
+        lazy("somepkg", {"run": "run", "other": "heavy"})
 
 
 def test_extract_is_the_function_whatever_was_imported_first():
-    code = ("from pipeline.extraction.extract import write_parquet\n"
+    code = ("from pipeline.extraction.flow import write_parquet\n"
             "from pipeline.extraction import extract\n"
             "import inspect; assert inspect.isfunction(extract), extract\n"
             "print('ok')\n")

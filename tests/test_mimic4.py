@@ -18,9 +18,10 @@ from helpers.raw_ids import raw_ids_of
 from typer.testing import CliRunner
 
 import cli
-from pipeline import privacy
+from helpers import privacy_scan as privacy
 from pipeline.errors import ConfigError
-from pipeline.extraction import ExtractConfig, SplitMode, extract
+from pipeline.extraction import ExtractConfig, SplitMode
+from pipeline.extraction import extract
 from pipeline.sources import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -250,7 +250,7 @@ def _both_paths(model, batch, samples, seed=5):
     """Logits of the inference path and of the training path (per-member sampling and a generator
     seeded alike passed with the call, evaluation mode, no grad); the layers' own mode is untouched."""
     from pipeline.layers import Sampling
-    from pipeline.predict import evaluation_mode, seeded_generator
+    from pipeline.models.predict import evaluation_mode, seeded_generator
 
     per_member = Sampling.PER_MEMBER
     with evaluation_mode(model), torch.no_grad():
@@ -433,7 +433,7 @@ def test_rank1_config_errors_name_the_setting():
 
 def test_rank1_settings_survive_checkpoint_reload(tmp_path):
     from pipeline.configs import config_dict
-    from pipeline.runs.checkpoint import CHECKPOINT_FORMAT
+    from pipeline.models.checkpoint import CHECKPOINT_FORMAT
     from pipeline.runs.formats import load_model
 
     cfg = tiny_cfg(prior_mean=0.0, prior_stddev=1.0, factor_init="random_sign", init_stddev=0.03)
@@ -544,7 +544,7 @@ def test_bag_channels_hold_the_hour_and_the_bag_size():
 def test_a_checkpoint_from_before_a_default_changed_loads_as_trained(tmp_path):
     from pipeline.configs import config_dict
     from pipeline.models.config import FORMER_DEFAULTS, saved_config
-    from pipeline.runs.checkpoint import save_checkpoint
+    from pipeline.models.checkpoint import save_checkpoint
     from pipeline.runs.formats import load_model
 
     old = MortalityConfig(token_vocab=20, context_vocab=6, lstm_hidden=8, dense_units=8, embedding_dim=4,

@@ -11,7 +11,7 @@ from helpers.postgres import demo_dir as _demo_dir  # a plain function (the pg_*
 
 from pipeline.contracts import COHORT_COLUMNS
 from pipeline.extraction import extract
-from pipeline.redact import REDACTED
+from pipeline.privacy.redact import REDACTED
 from pipeline.sources import SourceError
 
 FEATURES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
@@ -56,9 +56,10 @@ def test_missing_schema_is_a_clear_error(pg_demo, tmp_path):  # noqa: F811
 
 
 def test_generated_postgres_sql_is_not_hand_kept():
-    from pipeline import sqlgen
+    from pipeline.extraction import queries
+    from pipeline.sources.dialect import to_dialect
 
-    sql = sqlgen.to_dialect(sqlgen.events_sql("chartevents", {"chartevents": "t"}), "postgres")
+    sql = to_dialect(queries.events_sql("chartevents", {"chartevents": "t"}), "postgres")
     assert "DATE_PART('epoch'" in sql and "epoch(" not in sql
     json.dumps(sql)
 

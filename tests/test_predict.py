@@ -1,4 +1,4 @@
-"""pipeline.predict: (S, K, N) logits with per-member draws, risk table, refer threshold."""
+"""pipeline.models.predict: (S, K, N) logits with per-member draws, risk table, refer threshold."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 import torch
 from helpers.features import N_CONTEXT, N_TOKENS, write_features
 
-from pipeline import batches, features, metrics, predict
+from pipeline import metrics
+from pipeline.data import batches, features
+from pipeline.models import predict
 from pipeline.layers import Sampling, set_sampling
 from pipeline.models import MortalityConfig, build_model
 

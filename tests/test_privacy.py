@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from helpers.raw_ids import raw_ids_of
 
-from pipeline import deid, fileio
-from pipeline.privacy import check_string, scan
+from pipeline import fileio
+from pipeline.privacy import deid
+from helpers.privacy_scan import check_string, scan
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""pipeline.redact: DSN passwords (URI and key=value forms), secret-looking keys, calendar dates, and
+"""pipeline.privacy.redact: DSN passwords (URI and key=value forms), secret-looking keys, calendar dates, and
 the flattened MLflow params / redacted manifest built from them."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import redact
+from pipeline.privacy import redact
 from pipeline.layers.priors import PriorKind
-from pipeline.redact import REDACTED, redact_dsn
+from pipeline.privacy.redact import REDACTED, redact_dsn
 
 # ---------------------------------------------------------------------------- DSN passwords
 

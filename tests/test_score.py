@@ -19,10 +19,10 @@ from helpers.demo import demo_with_admissions
 from helpers.runs import trained_run
 from helpers.raw_ids import raw_ids_of
 
-from pipeline import privacy
+from helpers import privacy_scan as privacy
 from pipeline.extraction import extract
-from pipeline.features import FeatureError
-from pipeline.predict import RISK_COLUMNS
+from pipeline.data.features import FeatureError
+from pipeline.models.predict import RISK_COLUMNS
 from pipeline.runs.store import load_run_model
 from pipeline.serving import cohort
 from pipeline.serving import score as sc
@@ -244,7 +244,7 @@ def test_census_flags_admissions_still_before_their_prediction_time(demo_run, de
 
 
 def privacy_keys(ids: list[int]) -> list[str]:
-    from pipeline import deid
+    from pipeline.privacy import deid
 
     return deid.pseudonyms(deid.load_key(), ids)
 
@@ -396,7 +396,7 @@ def _private(path: Path) -> pd.DataFrame:
 
 
 def test_link_file_maps_every_score_to_its_hadm_id(whole_demo):
-    from pipeline import deid
+    from pipeline.privacy import deid
 
     s, out = whole_demo
     link = _private(out / "_private" / "link.csv")
@@ -528,9 +528,10 @@ def _classified(con) -> None:
 
 
 def _cohort_sql(condition: str) -> str:
-    from pipeline import contracts, sqlgen
+    from pipeline import contracts
+    from pipeline.extraction import queries
 
-    return sqlgen.render(sqlgen.COHORT, lookback_days=30.0, cohort_filter=condition,
+    return queries.render(queries.COHORT, lookback_days=30.0, cohort_filter=condition,
                          census_columns=", ".join(contracts.COHORT_COLUMNS))
 
 
@@ -603,7 +604,8 @@ def test_score_and_the_pyfunc_agree_by_default_beyond_one_batch(demo_run, demo_f
 def test_every_scoring_entry_point_defaults_to_one_batch_size():
     import inspect
 
-    from pipeline import grid, predict
+    from pipeline.workflows import grid
+    from pipeline.models import predict
     from pipeline.contracts import DEFAULT_BATCH
     from pipeline.evaluation import evaluate
     from pipeline.runs import pyfunc

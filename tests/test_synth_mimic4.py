@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-from pipeline.extraction import ExtractConfig, SplitMode, extract
+from pipeline.extraction import ExtractConfig, SplitMode
+from pipeline.extraction import extract
 from pipeline.synth import SynthConfig, generate
 
 PATIENTS, SEED = 300, 11
@@ -170,7 +171,7 @@ def test_compare_table_shows_the_mimic4_era_split_beside_the_random_split(tmp_pa
     split side by side in the compare table."""
     import uuid
 
-    from pipeline import grid
+    from pipeline.workflows import grid
 
     cfg = grid.GridConfig(seeds=(0,), variants=("deterministic",), split_modes=("random", "era"), max_steps=6,
                           eval_every=3, samples=2, jobs=2, patients=400, density=0.05, layout="mimic-iv",

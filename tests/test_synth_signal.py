@@ -9,7 +9,7 @@ from helpers.raw_ids import raw_ids_of
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score
 
-from pipeline.privacy import scan
+from helpers.privacy_scan import scan
 
 
 def _bag_of_tokens(frame: pd.DataFrame, vocab_size: int) -> np.ndarray:

@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.raw_ids import raw_ids_of
 
-from pipeline import privacy
-from pipeline.predict import RISK_COLUMNS
+from helpers import privacy_scan as privacy
+from pipeline.models.predict import RISK_COLUMNS
 from pipeline.runs import store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,9 +14,12 @@ import torch
 from helpers.features import write_features
 from torch import nn
 
-from pipeline import features, metrics, models, predict, training
+from pipeline import metrics, models, training
+from pipeline.data import features
+from pipeline.models import predict
 from pipeline.models import build_model
-from pipeline.runs import checkpoint, formats
+from pipeline.runs import formats
+from pipeline.models import checkpoint
 from pipeline.training import loop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +171,7 @@ def test_resume_refuses_changed_settings(feats, tmp_path):
 
 
 def test_resume_of_a_checkpoint_from_before_a_default_changed(feats, tmp_path):
-    from pipeline.runs.checkpoint import read_checkpoint, save_checkpoint
+    from pipeline.models.checkpoint import read_checkpoint, save_checkpoint
     from pipeline.training.config import FORMER_DEFAULTS
 
     off = {k: 0.0 for k in FORMER_DEFAULTS}

@@ -21,7 +21,8 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
     import mlflow
     import torch
 
-    from pipeline import features, predict
+    from pipeline.data import features
+    from pipeline.models import predict
     from pipeline.runs.store import load_run_model
 
     _, res = synth_features

@@ -119,7 +119,7 @@ def test_laplace_on_a_vision_run_is_the_multiclass_last_layer_laplace(det_run, t
     """The Laplace run's posterior precision is Σ_n J_nᵀ (diag(p_n) - p_n p_nᵀ) J_n · N/M + λ_S I over the
     head's weights and biases, computed here directly from the head's inputs."""
     from pipeline.runs.vision import load_vision_run
-    from pipeline.vision.run import run_splits
+    from pipeline.workflows.vision_run import run_splits
 
     res = invoke("laplace", "--run", det_run, "--selection", "last-layer", "--subnet-size", "650",
                  "--prior-precision", "2.0", "--max-train", "24", "--samples", "3", "--threads", "1",

@@ -8,6 +8,6 @@
 - ``model``: ``BaselineModel`` (featurizer + predictor), its file ``baseline.npz`` (no pickle),
   and ``feature_logits``, by which ``predict`` scores it like a point model.
 
-Training and logging a baseline run is ``pipeline.training.baselines``; loading one is
+Training and logging a baseline run is ``pipeline.workflows.baselines_run``; loading one is
 ``pipeline.runs.formats``. Nothing here imports torch, MLflow or another stage's model code.
 """

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.features import FeatureSet
+from pipeline.data.features import FeatureSet
 
 DENSE = ("age", "log_events", "log_bags", "log_recent_bags")  # the dense columns, after the sparse blocks
 _AGE_RANGE = re.compile(r"^age:(\d+)-(\d+)$")

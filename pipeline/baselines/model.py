@@ -21,7 +21,7 @@ from pipeline.baselines.config import BaselineKind
 from pipeline.baselines.featurize import Featurizer
 from pipeline.baselines.predictors import LinearPredictor, TreePredictor
 from pipeline.errors import PipelineError
-from pipeline.features import FeatureSet
+from pipeline.data.features import FeatureSet
 
 FILE_FORMAT = 1  # bump when the arrays or meta change meaning
 PREDICTORS = {BaselineKind.LOGREG: LinearPredictor, BaselineKind.GBM: TreePredictor}  # kind -> predictor class

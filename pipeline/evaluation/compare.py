@@ -9,7 +9,7 @@
 test NLL gap to the true risk, and a true-risk reference row per feature set and split mode:
 runs on other admissions are never pooled (the tables gain a ``features`` column when there are
 several). ``write_tables`` writes Markdown and CSV atomically. The grid
-that trains and evaluates every variant is ``pipeline.grid``. Vision runs (tag ``run_kind``) have
+that trains and evaluates every variant is ``pipeline.workflows.grid``. Vision runs (tag ``run_kind``) have
 their own tables (``compare_vision``); the rows here are the mortality runs'.
 """
 

@@ -2,7 +2,7 @@
 
 Vision runs (tag ``run_kind`` = vision: image models and Laplace runs of them) are compared apart
 from the mortality runs, one section per dataset: ``collect_vision`` reads each run's
-``eval/test/metrics.json`` (``pipeline.vision.run.evaluate_run``), ``summarize_vision`` labels the
+``eval/test/metrics.json`` (``pipeline.workflows.vision_run.evaluate_run``), ``summarize_vision`` labels the
 variants as the mortality table does (``compare.label_variants``: runs of one label whose settings
 differ become separate rows named by those settings; a seed evaluated twice counts once, the
 latest) and averages over seeds with ``vision.summary.summarize_runs`` (severity columns: each

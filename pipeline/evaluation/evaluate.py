@@ -61,7 +61,7 @@ def sample_logits(model, fs, samples: int, batch_size: int = DEFAULT_BATCH, seed
     The draws come from a generator seeded with ``seed`` (``predict.seeded_generator``: the numbers of
     ``torch.manual_seed(seed)``); torch's global stream is untouched.
     """
-    from pipeline import predict
+    from pipeline.models import predict
 
     return predict.feature_logits(model, fs, samples, batch_size, max_bags, max_tokens,
                                   predict.seeded_generator(seed))  # (S, K, N)
@@ -154,8 +154,9 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     """
     import torch
 
-    from pipeline import features, predict
-    from pipeline.redact import redact_value
+    from pipeline.data import features
+    from pipeline.models import predict
+    from pipeline.privacy.redact import redact_value
 
     cfg = cfg or EvalConfig()
     split = Split(split)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 
-from pipeline import sqlgen
+from pipeline.extraction import queries
 from pipeline.sources.base import merge_rejects
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def table_accounting(src) -> tuple[dict, dict]:
 def scan_all_events(src, tables: list[str], rel: dict, verify: bool, workers: int):
     """Yield (table, (rows read, rejected lines)) after materializing each ``ev_<table>``;
     ``workers`` scans at a time where the source allows it, started in the order given."""
-    jobs = [(t, sqlgen.events_sql(t, rel, src.release)) for t in tables]
+    jobs = [(t, queries.events_sql(t, rel, src.release)) for t in tables]
     if workers <= 1 or not getattr(src, "concurrent_scans", False):
         for table, sql in jobs:
             yield table, _scan_events(src, table, sql, verify)

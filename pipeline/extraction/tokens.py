@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from pipeline import sqlgen
+from pipeline.extraction import queries
 
 PAD = "<pad>"
 VALUE_CLIP = 5.0  # the value channel is clipped to [-VALUE_CLIP, VALUE_CLIP]
@@ -58,13 +58,13 @@ def fit(con, n_bins: int, min_patients: int, max_text_values: int, text_max_len:
     """Fit bins, categorical text items and the token vocabulary on `events` WHERE split='train'
     (sql/40_fit_bins, 41_fit_text_items, 43_fit_vocabulary)."""
     quantiles = ", ".join(f"{i / n_bins:.6f}" for i in range(1, n_bins))
-    bins_rows = con.sql(sqlgen.render(sqlgen.FIT_BINS, quantiles=quantiles, min_patients=min_patients)).fetchall()
+    bins_rows = con.sql(queries.render(queries.FIT_BINS, quantiles=quantiles, min_patients=min_patients)).fetchall()
     bins = {k: sorted(set(float(c) for c in cuts)) for k, cuts in bins_rows}
-    text_rows = con.sql(sqlgen.render(sqlgen.FIT_TEXT_ITEMS, text_max_len=text_max_len,
+    text_rows = con.sql(queries.render(queries.FIT_TEXT_ITEMS, text_max_len=text_max_len,
                                       max_text_values=max_text_values)).fetchall()
     vocab = Vocab([PAD] + [oov(s) for s in SOURCES], [PAD], bins, [r[0] for r in text_rows])
     register(con, vocab)
-    kept = con.sql(sqlgen.render(sqlgen.FIT_VOCABULARY, tokens=token_sql(text_max_len, "e.split = 'train'"),
+    kept = con.sql(queries.render(queries.FIT_VOCABULARY, tokens=token_sql(text_max_len, "e.split = 'train'"),
                                  min_patients=min_patients)).fetchall()
     vocab.tokens += [t for (t,) in kept if t not in vocab.tokens]
     return vocab
@@ -112,14 +112,14 @@ def register(con, vocab: Vocab) -> None:
 
 def token_sql(text_max_len: int, where: str = "TRUE") -> str:
     """SELECT of events with their token string (bins and categorical items registered): sql/42_tokens."""
-    return sqlgen.render(sqlgen.TOKENS, text_max_len=text_max_len, event_filter=where, value_clip=VALUE_CLIP)
+    return queries.render(queries.TOKENS, text_max_len=text_max_len, event_filter=where, value_clip=VALUE_CLIP)
 
 
 def tokenize(con, vocab: Vocab, text_max_len: int) -> None:
     """events -> tokenized(adm_idx, t_hours, tid, value): token ids, OOV per source, and the value channel
     (sql/44_tokenized). A view:
     the bags read it once, so the token ids are computed there and never stored."""
-    sql = sqlgen.render(sqlgen.TOKENIZED, tokens=token_sql(text_max_len))
+    sql = queries.render(queries.TOKENIZED, tokens=token_sql(text_max_len))
     con.execute(f"CREATE OR REPLACE TEMP VIEW tokenized AS {sql}")
 
 
@@ -133,7 +133,7 @@ def bag(con, prediction_hours: float, hourly_hours: float, values: bool = False)
     of the channel (the unused aggregates are pruned from the plan)."""
     edge = prediction_hours - hourly_hours  # hours after admission where hourly bags begin
     cols = "adm_idx, bag_start, tids, n" + (", vals" if values else "")
-    rows = con.sql(f"SELECT {cols} FROM ({sqlgen.render(sqlgen.BAGS, edge=float(edge))})").to_arrow_table()
+    rows = con.sql(f"SELECT {cols} FROM ({queries.render(queries.BAGS, edge=float(edge))})").to_arrow_table()
     adm = rows.column("adm_idx").to_numpy()
     first = np.flatnonzero(np.r_[True, adm[1:] != adm[:-1]]) if len(adm) else np.zeros(0, np.int64)
     offsets = pa.array(np.r_[first, len(adm)].astype(np.int32), pa.int32())

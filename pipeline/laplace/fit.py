@@ -69,7 +69,7 @@ def fit_laplace(model: nn.Module, train_fs, val_fs, cfg: LaplaceConfig | None = 
                 ) -> tuple[LinearizedLaplaceModel, LaplaceReport]:
     """Fit on the mortality FeatureSets ``train_fs`` (GGN) and ``val_fs`` (prior precision; may be None
     when ``cfg.prior_precision`` is given). ``model`` is left unchanged (the result holds a copy)."""
-    from pipeline import batches
+    from pipeline.data import batches
     from pipeline.devices import model_device, to_device
 
     cfg = cfg if cfg is not None else LaplaceConfig()

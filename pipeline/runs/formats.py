@@ -26,7 +26,7 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-from pipeline.runs.checkpoint import BEST, CheckpointError, read_checkpoint
+from pipeline.models.checkpoint import BEST, CheckpointError, read_checkpoint
 
 BASELINE_FILE = "baseline.npz"  # the model file of a classical baseline
 FORMAT_TAG = "model_format"  # MLflow tag and model_info.json key

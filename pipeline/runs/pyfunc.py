@@ -5,7 +5,7 @@ features' ``manifest.json`` sits next to ``vocab.json``, ``extraction.json`` (th
 only: no counts, no identifiers; ``score --source`` re-extracts a census with them) as
 artifacts, a copy of the ``pipeline`` package's sources as ``code_paths`` (so the model loads
 where the repository is absent) and a signature: input = the features table columns,
-output = ``pipeline.predict.RISK_COLUMNS``, params = ``samples``, ``batch_size`` and ``seed``.
+output = ``pipeline.models.predict.RISK_COLUMNS``, params = ``samples``, ``batch_size`` and ``seed``.
 The model is logged from code (``pyfunc_code.py``, MLflow's models-from-code): loading it runs
 that file, no pickled object.
 
@@ -67,7 +67,7 @@ class RequestSettings:
 def request_settings(params: dict | None, info: dict) -> RequestSettings:
     """``samples`` / ``batch_size`` / ``seed`` of a request's params (defaults: the model's
     score_samples, ``DEFAULT_BATCH``, 0); a bad value is a ``RequestError``."""
-    from pipeline import predict
+    from pipeline.models import predict
 
     params = dict(params or {})
     unknown = sorted(set(params) - {"samples", "batch_size", "seed"})
@@ -92,7 +92,7 @@ def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_val
     ``bag_values`` read only when ``needs_values``, a model with a value channel, which requires it).
     ``bag_hours`` must lie in the extraction's window (``bag_window``) and ``n_events`` agree with
     the bags (``check_bags``)."""
-    from pipeline import features
+    from pipeline.data import features
 
     if not isinstance(frame, pd.DataFrame):
         raise RequestError("the input must be a table of the features columns (over HTTP: a JSON object with "
@@ -215,7 +215,7 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
     def check_request(self, model_input, params: dict | None = None) -> None:
         """Raise ``RequestError`` (one line) unless ``predict`` can score this request (the server's
         guard asks before MLflow parses a request)."""
-        from pipeline import predict
+        from pipeline.models import predict
 
         request_settings(params, self.info)
         read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model),
@@ -223,7 +223,7 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
-        from pipeline import predict
+        from pipeline.models import predict
         from pipeline.devices import model_device
 
         settings = request_settings(params, self.info)

@@ -18,8 +18,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import fileio, metrics, predict
-from pipeline.redact import redact_json
+from pipeline import fileio, metrics
+from pipeline.models import predict
+from pipeline.privacy.redact import redact_json
 
 from . import store
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from pipeline.redact import redact_params, redact_value
+from pipeline.privacy.redact import redact_params, redact_value
 from pipeline.runs import store
 
 

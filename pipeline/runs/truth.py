@@ -42,7 +42,7 @@ def load_true_risk(truth_file: Path, link_file: Path, keys) -> np.ndarray:
     """TRUE_RISK per key, shape (N,), joined through the features' link file (key -> HADM_ID)."""
     import pandas as pd
 
-    from pipeline.deid import read_link_file
+    from pipeline.privacy.deid import read_link_file
 
     link = read_link_file(link_file)
     truth = pd.read_csv(truth_file)

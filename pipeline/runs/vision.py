@@ -1,6 +1,6 @@
 """A vision run read back: the image model (or the Laplace model fitted on one) and what the run recorded.
 
-A vision run (``pipeline.vision.run.train_run``) holds ``checkpoint/model.pt`` (a checkpoint of kind
+A vision run (``pipeline.workflows.vision_run.train_run``) holds ``checkpoint/model.pt`` (a checkpoint of kind
 ``vision``), ``model_info.json`` and the tag ``run_kind`` = vision; a Laplace run of a vision model
 holds ``checkpoint/best.pt`` (kind ``laplace``, its MAP network an image model) with the same tag.
 ``load_vision_run`` takes a run id, ``runs:/<id>/...`` or a checkpoint file (an untracked run) and
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pipeline import fileio
 from pipeline.runs import store
-from pipeline.runs.checkpoint import BEST, CheckpointError
+from pipeline.models.checkpoint import BEST, CheckpointError
 from pipeline.runs.formats import load_model
 
 MODEL_FILE = "model.pt"  # an image model's checkpoint (a Laplace run of one: BEST)
@@ -94,3 +94,11 @@ def _check_vision(info: dict, what: str) -> None:
     if info.get("run_kind") != store.RunKind.VISION.value:
         raise CheckpointError(f"{what} holds a {info.get('run_kind')} model ({info.get('model_kind')}), not an image "
                               "model")
+
+
+def load_vision_checkpoint(path: Path | str) -> tuple[object, dict]:
+    """Model (evaluation mode, on the CPU) and its info dict (configs, steps, validation metrics)."""
+    model, info = load_model(path)
+    if info.get("run_kind") != "vision" or info.get("model_kind") == "laplace":
+        raise CheckpointError(f"{path}: not a vision model checkpoint (kind {info.get('model_kind')!r})")
+    return model, info

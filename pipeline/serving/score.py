@@ -27,7 +27,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline import features, fileio, predict
+from pipeline import fileio
+from pipeline.data import features
+from pipeline.models import predict
 from pipeline.contracts import COHORT_COLUMNS, RISK
 from pipeline.devices import resolve_device
 from pipeline.errors import PipelineError
@@ -104,7 +106,8 @@ def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Pat
     """Extract ``source`` with the training configuration and vocabulary; returns the ``ExtractResult``
     (``files["cohort"]``: cohort.parquet; ``excluded``: the admissions outside the cohort; ``as_of``,
     ``release``: see ``extract.extract``)."""
-    from pipeline.extraction import ExtractConfig, SplitMode, extract
+    from pipeline.extraction import ExtractConfig, SplitMode
+    from pipeline.extraction import extract
     from pipeline.extraction.tokens import Vocab
 
     saved = dict((manifest or {}).get("config") or {})
@@ -240,7 +243,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         path = result.files["cohort"]
         summary = _with_oov(score_files(run, [path], out, cfg), run, [path],
                             release.files_release([path]) != model_release)
-        from pipeline import deid
+        from pipeline.privacy import deid
 
         table = deid.read_link_file(result.link_file)
         links = dict(zip(table["key"], table["hadm_id"].astype("int64")))
@@ -269,7 +272,7 @@ def _write_private(path: Path, text: str) -> Path:
 def _features_links(files: list[Path]) -> dict | None:
     """pseudonym -> HADM_ID from the features' own ``_private/link.csv`` (None when the data owner's
     file is not beside them)."""
-    from pipeline import deid
+    from pipeline.privacy import deid
 
     path = files[0].parent / "_private" / "link.csv"
     if not path.exists():
@@ -283,7 +286,7 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
     """The link file and the reports of a scored census (see the module docstring)."""
     import pyarrow.parquet as pq
 
-    from pipeline import deid
+    from pipeline.privacy import deid
     from pipeline.serving import report as report_mod
 
     private = summary.out.parent / "_private"

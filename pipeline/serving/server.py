@@ -9,7 +9,7 @@ stack trace or row contents in an answer or the log; a JSON request checked once
 the model directly).
 
 Requests run in worker threads, concurrently, on one loaded model: the pyfunc passes its
-sampling mode and its own generator with every call (``pipeline.predict``), so a request's
+sampling mode and its own generator with every call (``pipeline.models.predict``), so a request's
 answer is the same whatever else the server is doing. ``workers`` > 1 runs that many processes
 (uvicorn), each with its own copy of the model; ``threads`` is torch's intra-op threads per
 request (1: concurrent requests share the cores without oversubscribing them).

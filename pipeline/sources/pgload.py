@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from pipeline.errors import PipelineError
-from pipeline.redact import redact_dsn
+from pipeline.privacy.redact import redact_dsn
 from pipeline.sources.ddl_mimic4 import DDL_IV, PRIMARY_KEYS_IV
 from pipeline.sources.tables import Release
 

@@ -7,7 +7,7 @@ events before the prediction time stream out (server-side cursor, in chunks) int
 local DuckDB, where the same transforms as for CSV sources run.
 
 Credentials come from the DSN, the environment (PGPASSWORD, PGUSER ...) or a pgpass file,
-as libpq resolves them. The DSN is only ever shown redacted (`pipeline.redact.redact_dsn`).
+as libpq resolves them. The DSN is only ever shown redacted (`pipeline.privacy.redact.redact_dsn`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import logging
 
 import pyarrow as pa
 
-from pipeline import sqlgen
-from pipeline.redact import redact_dsn
+from pipeline.sources.dialect import Dialect, to_dialect
+from pipeline.privacy.redact import redact_dsn
 from pipeline.sources.base import SourceError, TableInfo, empty_relation, short_error
 from pipeline.sources.tables import Release, tables_of
 
@@ -124,7 +124,7 @@ class PostgresSource:
         return {name: self.relation(name) for name in self.specs}
 
     def _sql(self, sql: str) -> str:
-        return sqlgen.to_dialect(sql, sqlgen.Dialect.postgres)
+        return to_dialect(sql, Dialect.postgres)
 
     def execute(self, sql: str, what: str) -> None:
         try:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline import features, fileio
+from pipeline import fileio
+from pipeline.data import features
 from pipeline.errors import PipelineError
 from pipeline.runs import store
-from pipeline.runs.checkpoint import LAST
+from pipeline.models.checkpoint import LAST
 
 
 class TrainError(PipelineError, ValueError):

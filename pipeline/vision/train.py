@@ -34,8 +34,7 @@ from pipeline.layers.factors import Rank1Layer
 from pipeline.metrics import multiclass as mm
 from pipeline.models.vision import VisionConfig, build_vision_model
 from pipeline.progress import Progress
-from pipeline.runs.checkpoint import CHECKPOINT_FORMAT, CheckpointError, save_checkpoint
-from pipeline.runs.formats import load_model
+from pipeline.models.checkpoint import CHECKPOINT_FORMAT, CheckpointError, save_checkpoint
 from pipeline.training.objective import Objective, kl_weight
 
 from .config import DATASETS, Dataset, VisionTrainConfig
@@ -283,20 +282,13 @@ def _check_data(train: ImageSet, mcfg: VisionConfig) -> None:
 
 def save_vision_checkpoint(path: Path | str, result: VisionTrainResult) -> Path:
     """The model, its configs and validation metrics as a checkpoint of kind ``vision`` (written atomically,
-    tensors on the CPU); ``pipeline.runs.formats.load_model`` reads it."""
+    tensors on the CPU); ``pipeline.runs.formats.load_model`` reads it
+    (``pipeline.runs.vision.load_vision_checkpoint``: an image model only)."""
     state = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
     payload = {"format": CHECKPOINT_FORMAT, "kind": "vision", "model_config": result.model_config.to_dict(),
                "train_config": result.config.to_dict(), "model": state, "steps": result.steps,
                "val_metrics": {m: result.val_metrics[m] for m in ("nll", "accuracy", "ece", "n")}}
     return save_checkpoint(path, payload)
-
-
-def load_vision_checkpoint(path: Path | str) -> tuple[nn.Module, dict]:
-    """Model (evaluation mode, on the CPU) and its info dict (configs, steps, validation metrics)."""
-    model, info = load_model(path)
-    if info.get("run_kind") != "vision" or info.get("model_kind") == "laplace":
-        raise CheckpointError(f"{path}: not a vision model checkpoint (kind {info.get('model_kind')!r})")
-    return model, info
 
 
 def with_overrides(cfg: VisionTrainConfig, **overrides) -> VisionTrainConfig:
@@ -306,5 +298,5 @@ def with_overrides(cfg: VisionTrainConfig, **overrides) -> VisionTrainConfig:
 
 
 __all__ = ["DATASETS", "Tracker", "VisionTrainConfig", "VisionTrainResult", "augment", "batch_indices",
-           "learning_rate", "parameter_groups", "load_splits", "load_vision_checkpoint", "objective", "resolve_device",
+           "learning_rate", "parameter_groups", "load_splits", "objective", "resolve_device",
            "save_vision_checkpoint", "train_vision", "with_overrides"]

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from pipeline import fileio
 from pipeline.contracts import FEATURES
-from pipeline.extraction.extract import write_parquet
+from pipeline.extraction.flow import write_parquet
 
 FEATURE_SCHEMA = FEATURES.arrow_schema()
 

@@ -1,4 +1,4 @@
-"""The raw identifiers of a MIMIC CSV directory: what ``pipeline.privacy.scan`` must never find in an output."""
+"""The raw identifiers of a MIMIC CSV directory: what ``privacy_scan.scan`` must never find in an output."""
 
 from __future__ import annotations
 

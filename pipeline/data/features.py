@@ -4,7 +4,7 @@ A split is held as flat numpy arrays with offsets (no Python object per bag), so
 hundred thousand admissions stay small in memory. ``load_split`` reads a whole file,
 ``iter_parquet`` streams one by row chunks (scoring), ``from_pandas`` reads a DataFrame (the
 pyfunc). Every reader names the file, column and row of the first bad value.
-Batches for the models are made from a FeatureSet by ``pipeline.batches``.
+Batches for the models are made from a FeatureSet by ``pipeline.data.batches``.
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
     own = getattr(model, "feature_logits", None)
     if own is not None:
         return own(fs, samples)  # (S, 1, N)
-    from pipeline import batches
+    from pipeline.data import batches
 
     if needs_values(model):
         fs.require_values()
@@ -192,7 +192,7 @@ def feature_predictions(model, fs, samples: int, batch_size: int, max_bags: int 
     if not gaussian_logits(model):
         logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens, generator)
         return Predictions(logits, metrics.Summary.from_draws(logits) if logits.shape[2] else None)
-    from pipeline import batches
+    from pipeline.data import batches
 
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")

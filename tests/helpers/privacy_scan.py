@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-# Digits, not word boundaries, delimit a date: "2150-03-04T10:00" and "run_2150-03-04" hold one too.
-DATE = re.compile(r"(?<!\d)(1[89]|2[0-3])\d{2}[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])(?!\d)")
+from pipeline.privacy.redact import DATE  # the pattern redaction replaces
 NUMBER = re.compile(r"(?<![\w.])\d{4,9}(?![\w.])")
 TOKEN = re.compile(r"^(chart|lab|input|output|rx|proc|micro|dtevent):[^:]*(:|$)")
 # Integer columns that are counts or vocabulary ids by construction.

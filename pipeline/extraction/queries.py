@@ -1,4 +1,4 @@
-"""The SQL in `sql/`: loading, parameter rendering and dialect generation.
+"""The SQL in `sql/`: loading, parameter rendering and the build order (dialects: ``sources.dialect``).
 
 DuckDB is the canonical dialect. PostgreSQL SQL is generated from the same files with
 sqlglot, never kept by hand. Files are rendered with `string.Template` placeholders
@@ -23,11 +23,13 @@ Every file is one SELECT; the caller names the table it becomes.
 from __future__ import annotations
 
 import functools
-from enum import Enum
 from pathlib import Path
 from string import Template
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+from pipeline.sources.dialect import strip_comments
+from pipeline.sources.tables import Release
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 
 ADMISSIONS_CLASSIFIED = "01_admissions_classified"
 COHORT = "02_cohort"
@@ -38,7 +40,7 @@ DATA_END = "06_data_end"
 COHORT_EXCLUSIONS = "07_cohort_exclusions"
 EVENTS_WINDOW_HADM = "20_events_window_hadm"
 EVENTS_WINDOW_SUBJECT = "21_events_window_subject"
-MIMIC3, MIMIC4 = "mimic-iii", "mimic-iv"  # the values of pipeline.sources.tables.Release
+MIMIC3, MIMIC4 = Release.mimic3, Release.mimic4
 STAGED = {MIMIC3: "mimic3/00_admissions_staged", MIMIC4: "mimic4/00_admissions_staged"}
 EVENT_SQL = {  # MIMIC-III
     "chartevents": "mimic3/10_events_chartevents",
@@ -89,11 +91,6 @@ BUILD_ORDER = [STAGED[MIMIC3], STAGED[MIMIC4], *_SHARED_COHORT, *EVENT_SQL.value
 LINK_KEY = {"labevents": "subject_id"}
 
 
-class Dialect(str, Enum):
-    duckdb = "duckdb"
-    postgres = "postgres"
-
-
 @functools.cache
 def load(name: str) -> str:
     path = SQL_DIR / f"{name}.sql"
@@ -108,23 +105,6 @@ def render(name: str, **params: object) -> str:
         return Template(load(name)).substitute({k: str(v) for k, v in params.items()})
     except KeyError as exc:
         raise KeyError(f"sql/{name}.sql needs parameter {exc.args[0]!r}") from None
-
-
-def strip_comments(sql: str) -> str:
-    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
-
-
-def to_dialect(sql: str, dialect: Dialect | str) -> str:
-    """Return `sql` (DuckDB dialect) in the target dialect."""
-    dialect = Dialect(dialect)
-    if dialect is Dialect.duckdb:
-        return sql
-    import sqlglot
-
-    out = sqlglot.transpile(strip_comments(sql), read="duckdb", write=dialect.value)
-    if len(out) != 1:
-        raise ValueError(f"expected one SQL statement, got {len(out)}")
-    return out[0]
 
 
 def admissions_classified(relations: dict[str, str], release: str = MIMIC3, **params: object) -> str:

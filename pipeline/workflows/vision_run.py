@@ -29,7 +29,7 @@ from pipeline.runs import store
 from pipeline.runs.tracking import make_tracker
 from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT, VisionRun, load_vision_run, model_label
 
-from .config import VisionEvalConfig, VisionTrainConfig
+from pipeline.vision.config import VisionEvalConfig, VisionTrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class VisionEvalResult:
 def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, tracking: bool = True,
               experiment: str | None = None, run_name: str | None = None) -> VisionRunResult:
     """Train ``cfg``'s model as a tracked run (see the module docstring)."""
-    from .train import train_vision
+    from pipeline.vision.train import train_vision
 
     mcfg = cfg.model_config()
     label = model_label({"model_kind": mcfg.method.value, "model_config": mcfg.to_dict()})
@@ -90,7 +90,7 @@ def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, trac
 def run_splits(settings: dict, data_dir: Path | str | None = None):
     """The train / val / test ImageSets a run's VisionTrainConfig (a dict, as recorded) names: its dataset and
     seed's split (``data_dir`` replaces the CIFAR directory)."""
-    from .train import load_splits
+    from pipeline.vision.train import load_splits
 
     settings = dict(settings)
     if data_dir is not None:
@@ -112,8 +112,8 @@ def evaluate_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_d
     ``out_dir`` (default ``runs/eval/<run id>/test``) and, with ``cfg.log_to_run``, logs to the run."""
     import torch
 
-    from .evaluate import evaluate_vision
-    from .train import resolve_device
+    from pipeline.vision.evaluate import evaluate_vision
+    from pipeline.vision.train import resolve_device
 
     cfg = cfg or VisionEvalConfig()
     if cfg.threads:
@@ -157,8 +157,8 @@ def _evaluate_cifar_c(model, test, samples: int, cfg: VisionEvalConfig):
     """A VisionReport whose corrupted sets come from a CIFAR-10-C directory (every file there, or those named)."""
     from pipeline.metrics import multiclass as mm
 
-    from .data import VisionDataError, read_cifar_c
-    from .evaluate import VisionReport, predict_logits
+    from pipeline.vision.data import VisionDataError, read_cifar_c
+    from pipeline.vision.evaluate import VisionReport, predict_logits
 
     root = Path(cfg.cifar_c)
     names = list(cfg.corruptions) or sorted(p.stem for p in root.glob("*.npy") if p.stem != "labels")

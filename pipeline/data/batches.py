@@ -17,7 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
-from pipeline.features import FeatureSet, ranks
+from pipeline.data.features import FeatureSet, ranks
 
 
 def collate(fs: FeatureSet, idx, max_bags: int | None = None, max_tokens: int | None = None) -> dict:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from pipeline.privacy import DATE
+# Digits, not word boundaries, delimit a date: "2150-03-04T10:00" and "run_2150-03-04" hold one too.
+DATE = re.compile(r"(?<!\d)(1[89]|2[0-3])\d{2}[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])(?!\d)")
 
 REDACTED = "***"
 

@@ -81,7 +81,7 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
     name = f"{variant}-{mode}-s{seed}"
     ecfg = EvalConfig(samples=cfg.samples, batch_size=cfg.eval_batch_size, threads=1)
     if variant in BASELINES:
-        from pipeline.training.baselines import train_baseline
+        from pipeline.workflows.baselines_run import train_baseline
 
         run_id = train_baseline(features, variant, BaselineConfig(seed=seed, threads=1),
                                 out_dir=Path(work) / "train" / name, experiment=cfg.experiment, run_name=name).run_id
@@ -137,7 +137,8 @@ def _worker_init(uri: str) -> None:
 def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[str, Path]:
     """Synthetic source (generated when missing) and one extraction per split mode (cached; with the
     value channel when the grid's models read it: ``--set value_channel=true``)."""
-    from pipeline.extraction import ExtractConfig, SplitMode, extract
+    from pipeline.extraction import ExtractConfig, SplitMode
+    from pipeline.extraction import extract
     from pipeline.sources.csvdir import detect_layout
 
     if not synth_dir.is_dir() or "admissions" not in detect_layout(synth_dir)[1]:

@@ -25,7 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline import deid, fileio, sqlgen
+from pipeline import fileio
+from pipeline.extraction import queries
+from pipeline.privacy import deid
 from pipeline.contracts import COHORT_COLUMNS, FEATURE_VERSION, FEATURES
 from pipeline.errors import ConfigError
 from pipeline.extraction import tokens
@@ -158,16 +160,16 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
     scoring = vocab is not None  # a census with the training vocabulary (no splits, no refit)
     open_admissions = "TRUE" if scoring else "FALSE"  # scoring a census: no DISCHTIME = still in hospital
     with _stage("cohort"):
-        src.materialize(sqlgen.admissions_classified(rel, src.release, **params, open_admissions=open_admissions),
+        src.materialize(queries.admissions_classified(rel, src.release, **params, open_admissions=open_admissions),
                         "admissions_classified", "ADMISSIONS")
         src.materialize(
-            sqlgen.render(sqlgen.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
+            queries.render(queries.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
         )
-        src.materialize(sqlgen.render(sqlgen.COHORT_SUBJECTS), "cohort_subjects", "cohort subjects")
-        cohort = src.fetch_arrow(sqlgen.render(sqlgen.COHORT_ROWS), "cohort").to_pandas()
+        src.materialize(queries.render(queries.COHORT_SUBJECTS), "cohort_subjects", "cohort subjects")
+        cohort = src.fetch_arrow(queries.render(queries.COHORT_ROWS), "cohort").to_pandas()
         accounting, quarantine = table_accounting(src)
     if cohort.empty:
-        eligible = src.fetch_arrow(sqlgen.render(sqlgen.COHORT_ELIGIBLE), "admissions_classified").column("n")[0].as_py()
+        eligible = src.fetch_arrow(queries.render(queries.COHORT_ELIGIBLE), "admissions_classified").column("n")[0].as_py()
         filtered = f", and the cohort condition kept none of the {eligible} eligible" if cohort_filter != "TRUE" else ""
         raise SourceError(
             f"the cohort is empty: of {accounting['admissions']['rows_read']} ADMISSIONS rows, "
@@ -198,10 +200,10 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
             accounting[table], quarantine[table] = event_accounting(con, table, counted,
                                                                     src.specs[table].row_id is not None)
     with _stage("union events"):  # a view, not a copy: the windows' rows are read in place until bagged
-        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {sqlgen.events_union([f'ev_{t}' for t in present])}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {queries.events_union([f'ev_{t}' for t in present])}")
     last_event = None
     if scoring:  # an event used shows the data reaches at least its time
-        last = dict(con.sql(sqlgen.render(sqlgen.LAST_EVENT)).fetchall())
+        last = dict(con.sql(queries.render(queries.LAST_EVENT)).fetchall())
         last_event = cohort["adm_idx"].map(last).astype("float64")
     cohort["observed_hours"] = observed_hours(cohort, cfg.prediction_hours, data_end, last_event)
     cohort["before_prediction_time"] = cohort["observed_hours"] < cfg.prediction_hours
@@ -222,7 +224,7 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly, cfg.values)
         # why the other admissions get no score (serving's _private/unscored.csv); read before a CSV
         # source's connection (the local one) closes
-        excluded = (src.fetch_arrow(sqlgen.render(sqlgen.COHORT_EXCLUSIONS, **params), "ADMISSIONS (exclusions)").to_pandas()
+        excluded = (src.fetch_arrow(queries.render(queries.COHORT_EXCLUSIONS, **params), "ADMISSIONS (exclusions)").to_pandas()
                     if scoring else None)
         con.close()  # the local DuckDB is done (ev_<table>, events, tokenized): closing it hands its memory back
     with _stage("assemble"):
@@ -253,7 +255,7 @@ def observed_hours(cohort: pd.DataFrame, window_hours: float, as_of: float | Non
 
 def _as_of(src, as_of: float | None) -> float:
     """The data's end (epoch s): ``as_of`` checked against the newest ADMISSIONS time, or that time."""
-    row = src.fetch_arrow(sqlgen.render(sqlgen.DATA_END), "ADMISSIONS (newest time)").to_pylist()[0]
+    row = src.fetch_arrow(queries.render(queries.DATA_END), "ADMISSIONS (newest time)").to_pylist()[0]
     newest = max((float(v) for v in row.values() if v is not None), default=None)
     if as_of is None:
         if newest is None:
