@@ -128,8 +128,8 @@ def _cfg(module: str, name: str):
      "--hessian diag is diagonal Laplace over every weight: leave --subnet-size unset"),
     ("pipeline.baselines.config", "BaselineConfig", {"threads": 0}, "--threads must be >= 1"),
     ("pipeline.baselines.config", "BaselineConfig", {"gbm_patience": 0}, "gbm_patience must be >= 1, got 0"),
-    ("pipeline.synth.generator", "SynthConfig", {"density": 0.0}, "--density must be in (0, 10]"),
-    ("pipeline.synth.generator", "SynthConfig", {"chunk_patients": 0}, "chunk_patients must be >= 1"),
+    ("pipeline.synth.simulation", "SynthConfig", {"density": 0.0}, "--density must be in (0, 10]"),
+    ("pipeline.synth.simulation", "SynthConfig", {"chunk_patients": 0}, "chunk_patients must be >= 1"),
 ])
 def test_configs_refuse_bad_settings_naming_the_option(module, name, kwargs, message):
     from pipeline.errors import PipelineError

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.synth import COLUMNS, SynthConfig, generate
-from pipeline.synth import generator as synth
+from pipeline.synth import COLUMNS, SynthConfig, events_hosp, generate
+from pipeline.synth.chunk import IdPool, hour_cells, round_to
 from pipeline.synth.limits import MAX_PATIENTS
 
 EVENT_TIMES = [  # (table, time column) that must not fall after DISCHTIME
@@ -328,8 +328,6 @@ def test_bad_arguments(tmp_path, kwargs, message):
 
 
 def test_an_exhausted_id_range_names_patients():
-    from pipeline.synth.tables import IdPool
-
     pool = IdPool(np.random.default_rng(0), 100, 103, "HADM_ID")
     pool.take(2)
     with pytest.raises(ConfigError, match=r"HADM_ID range exhausted: more than 3 ids needed; patients is too large"):
@@ -356,7 +354,7 @@ def test_failure_leaves_no_partial_files(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(synth.ev, "prescriptions", boom)
+    monkeypatch.setattr(events_hosp, "prescriptions", boom)
     with pytest.raises(RuntimeError, match="boom"):
         generate(tmp_path, 10, seed=0, config=SynthConfig(density=0.02))
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
@@ -379,7 +377,7 @@ def test_prediction_hours_recorded(tmp_path):
     ([2.0], [2.0], None, []),
 ])
 def test_hour_cells(lo, hi, split, cells):
-    row, h, a, b = synth.tb.hour_cells(np.array(lo), np.array(hi), split)
+    row, h, a, b = hour_cells(np.array(lo), np.array(hi), split)
     assert (row == 0).all() and list(zip(h.tolist(), a.tolist(), b.tolist())) == cells
 
 
@@ -387,5 +385,5 @@ def test_hour_cells(lo, hi, split, cells):
     ([98.64, 7.386, -0.4, 54.9], [1, 2, 0, -1], [98.6, 7.39, 0.0, 50.0]),
 ])
 def test_round_to(x, dec, expected):
-    out = synth.tb.round_to(np.array(x), np.array(dec))
+    out = round_to(np.array(x), np.array(dec))
     assert out.tolist() == expected and not np.signbit(out).any()

@@ -33,8 +33,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.synth import catalog as cat
-from pipeline.synth.tables import MIN, Chunk, CsvGzWriter, col_int, col_nulls, col_num, col_str, col_ts
+from pipeline.synth.catalog_chart import CHART
+from pipeline.synth.catalog_hosp import LABS
+from pipeline.synth.catalog_icu import INPUTS, OUTPUTS
+from pipeline.synth.chunk import MIN, Chunk
+from pipeline.synth.csvgz import CsvGzWriter, col_int, col_nulls, col_num, col_str, col_ts
 
 
 def _cols(s: str) -> tuple[str, ...]:
@@ -94,11 +97,11 @@ CAREUNITS = {"MICU": "Medical Intensive Care Unit (MICU)", "SICU": "Surgical Int
              "CCU": "Coronary Care Unit (CCU)", "TSICU": "Trauma SICU (TSICU)",
              "CSRU": "Cardiac Vascular Intensive Care Unit (CVICU)", "NICU": "Neonatal Intensive Care Unit (NICU)"}
 # CareVue itemid -> the concept's MetaVision itemid (chart, input, output)
-TO_METAVISION = {**{c.cv: c.mv for c in cat.CHART if c.cv and c.mv}, **{x.cv: x.mv for x in cat.INPUTS},
-                 **{o[0]: o[1] for o in cat.OUTPUTS}}
+TO_METAVISION = {**{c.cv: c.mv for c in CHART if c.cv and c.mv}, **{x.cv: x.mv for x in INPUTS},
+                 **{o[0]: o[1] for o in OUTPUTS}}
 LINKSTO = {"inputevents_cv": "inputevents", "inputevents_mv": "inputevents", "procedureevents_mv": "procedureevents"}
-_INPUT_BY_MV = {x.mv: x for x in cat.INPUTS}
-_LAB_REF = {x.itemid: x.ref for x in cat.LABS}
+_INPUT_BY_MV = {x.mv: x for x in INPUTS}
+_LAB_REF = {x.itemid: x.ref for x in LABS}
 
 
 def anchor_year_group(year: np.ndarray) -> list[str]:
