@@ -174,7 +174,7 @@ def test_a_baseline_declares_what_scoring_needs(toy):
     from pipeline.baselines.predictors import LinearPredictor
     from pipeline.models import predict
 
-    fz, tr, va, xtr, xva = toy
+    fz, _, va, _, _ = toy
     pred = LinearPredictor(np.array([0, 1]), np.zeros(2), np.ones(2), np.array([0.5, -0.25]), -1.0)
     model = BaselineModel(BaselineKind.LOGREG, fz, pred)
     assert isinstance(model, predict.RiskModel)
