@@ -168,6 +168,21 @@ def test_one_class_training_data_is_refused(toy):
         fit_logreg(fz, xtr, np.zeros_like(tr.label), xva, va.label, BaselineConfig(**FAST))
 
 
+def test_a_baseline_declares_what_scoring_needs(toy):
+    """models.predict.RiskModel: a point model (K = 1) that scores a FeatureSet itself, without the value
+    channel; predict asks it directly, so scoring one never builds a torch batch."""
+    from pipeline.baselines.predictors import LinearPredictor
+    from pipeline.models import predict
+
+    fz, _, va, _, _ = toy
+    pred = LinearPredictor(np.array([0, 1]), np.zeros(2), np.ones(2), np.array([0.5, -0.25]), -1.0)
+    model = BaselineModel(BaselineKind.LOGREG, fz, pred)
+    assert isinstance(model, predict.RiskModel)
+    assert (model.components, model.value_channel, model.gaussian_logits, model.scores_features) == (1, False, False,
+                                                                                                     True)
+    np.testing.assert_array_equal(predict.feature_logits(model, va, 3, 64), model.feature_logits(va, 3))
+
+
 @pytest.mark.parametrize("kind", list(BaselineKind))
 @pytest.mark.slow
 def test_model_file_round_trip_without_pickle(toy, kind, tmp_path):

@@ -347,9 +347,11 @@ def test_scoring_across_releases_is_refused_unless_asked(iii_run, iv_run, iv_fea
     cfg = sc.ScoreConfig(samples=2, batch_size=16, threads=1)
     with pytest.raises(CrossReleaseError, match="is MIMIC-IV but the model was trained on MIMIC-III: refused"):
         sc.score(iii_run, tmp_path / "a.parquet", data=iv_features.out_dir / "test.parquet", cfg=cfg)
-    with pytest.raises(SourceError, match="the source is MIMIC-IV but MIMIC-III was expected"):
+    # one error for every way of crossing releases: a features file, a census source (a SourceError too)
+    with pytest.raises(CrossReleaseError, match="the source is MIMIC-IV but MIMIC-III was expected") as info:
         sc.score(iii_run, tmp_path / "b.parquet", source=str(iv_demo), cfg=cfg)
-    with pytest.raises(SourceError, match="the source is MIMIC-III but MIMIC-IV was expected"):
+    assert isinstance(info.value, SourceError) and (info.value.expected, info.value.found) == ("mimic-iii", "mimic-iv")
+    with pytest.raises(CrossReleaseError, match="the source is MIMIC-III but MIMIC-IV was expected"):
         sc.score(iv_run, tmp_path / "c.parquet", source=str(demo_dir), cfg=cfg)
     assert not (tmp_path / "a.parquet").exists() and not (tmp_path / "b.parquet").exists()
     s = sc.score(iii_run, tmp_path / "d.parquet", source=str(iv_demo), cfg=cfg, cross_release=True)

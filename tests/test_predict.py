@@ -213,3 +213,40 @@ def test_risk_table_refers_by_the_runs_measure(measure):
     assert np.array_equal(table["entropy"], summary.entropy) and table["has_spread"].all()
     same = predict.risk_table(logits, [f"k{i}" for i in range(50)], thr, refer_measure=measure)
     pd.testing.assert_frame_equal(table, same)  # logits or their Summary: one table
+
+
+# ---------------------------------------------------------------------------- RiskModel: declared, not probed
+
+
+@pytest.mark.parametrize("kind, k", [("deterministic", 1), ("bayes-emb", 1), ("rank1", 3), ("batchensemble", 3),
+                                     ("deep-ensemble", 3)])
+def test_each_mortality_model_declares_what_scoring_needs(kind, k):
+    model = _model(kind)
+    assert isinstance(model, predict.RiskModel)
+    assert (model.components, model.value_channel, model.gaussian_logits, model.scores_features) == (k, False, False,
+                                                                                                     False)
+    assert build_model(kind, MortalityConfig(N_TOKENS, N_CONTEXT, **TINY, value_channel=True)).value_channel
+
+
+def test_the_laplace_model_declares_its_gaussian_logit_and_its_map_models_channel(val):
+    """Probit: scored by its moments (a Gaussian logit per admission); Monte Carlo: by draws on batches."""
+    from pipeline.laplace import LaplaceConfig, Predictive
+    from pipeline.laplace.fit import fit_laplace
+
+    cfg = LaplaceConfig(subnet_size=10, prior_precision=1.0, batch_size=8)
+    laplace, _ = fit_laplace(_model("deterministic"), val, val, cfg)
+    assert isinstance(laplace, predict.RiskModel)
+    assert (laplace.components, laplace.value_channel, laplace.gaussian_logits, laplace.scores_features) == (
+        1, False, True, False)
+    pred = predict.feature_predictions(laplace, val, 2, 8)
+    assert pred.summary.spread.any()  # the Gaussian's spread, from predict_moments
+    laplace.predictive = Predictive.MC
+    assert not laplace.gaussian_logits
+    assert predict.feature_logits(laplace, val, 2, 8).shape == (2, 1, len(val))
+
+
+def test_a_model_that_declares_nothing_is_no_risk_model(val):
+    net = torch.nn.Linear(2, 1)
+    assert not isinstance(net, predict.RiskModel)
+    with pytest.raises(AttributeError, match="scores_features"):
+        predict.feature_logits(net, val, 1, 8)

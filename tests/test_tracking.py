@@ -53,6 +53,56 @@ def test_a_dated_features_path_is_tagged_as_it_is(tracking_store, demo_features,
     assert tags["note"] == "made <date>"
 
 
+@pytest.mark.parametrize("raised", [None, RuntimeError, KeyboardInterrupt])
+def test_a_tracker_block_ends_its_run_failed_on_any_exception(tracking_store, raised):
+    """``with tracker``: FINISHED when the block returns, FAILED when it raises (an interrupt too), and the
+    exception goes on."""
+    from pipeline.runs.tracking import RunTracker
+
+    tracker = RunTracker(experiment="with-block")
+    if raised is None:
+        with tracker:
+            tracker.set_tag("note", "done")
+    else:
+        with pytest.raises(raised, match="stop"), tracker:
+            tracker.set_tag("note", "stopping")
+            raise raised("stop")
+    run = store.client().get_run(tracker.run_id)
+    assert run.info.status == ("FINISHED" if raised is None else "FAILED") and run.data.tags["note"]
+
+
+def test_a_tracker_given_a_finished_run_leaves_its_status(tracking_store):
+    """An evaluation's records on a finished run (reopen=False): a failing block does not mark the run FAILED."""
+    from pipeline.runs.tracking import NullTracker, RunTracker
+
+    first = RunTracker(experiment="with-block")
+    with first:
+        pass
+    later = RunTracker(run_id=first.run_id, reopen=False)
+    with pytest.raises(RuntimeError), later:
+        later.set_tag("eval", "started")
+        raise RuntimeError("evaluation failed")
+    assert store.client().get_run(first.run_id).info.status == "FINISHED"
+    with pytest.raises(KeyboardInterrupt), NullTracker():  # nothing tracked, nothing to end
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_training_run_ends_failed(tracking_store, demo_features, monkeypatch, tmp_path):
+    """A run interrupted while it records (here a baseline's, the fastest to train) is FAILED in the store, the
+    interrupt re-raised."""
+    from pipeline.runs import record
+    from pipeline.workflows.baselines_run import train_baseline
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record, "record_run", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        train_baseline(demo_features.out_dir, "logreg", out_dir=tmp_path / "run", experiment="interrupted")
+    runs = store.client().search_runs([store.client().get_experiment_by_name("interrupted").experiment_id])
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
 @pytest.fixture(scope="module")
 def cli_run(demo_features, tmp_path_factory):
     """`cli.py train` on the demo features; yields (run_id, tracking uri, workdir, stdout)."""

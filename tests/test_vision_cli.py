@@ -78,7 +78,35 @@ def test_a_vision_run_records_its_kind_settings_and_model(det_run):
     assert params["train.device"] == "cpu" and run.data.metrics["val_nll"] > 0
     files = {f.path for f in store.client().list_artifacts(det_run)} | {
         f.path for f in store.client().list_artifacts(det_run, "checkpoint")}
-    assert {"model_info.json", "checkpoint/model.pt"} <= files
+    assert {"model_info.json", "checkpoint/best.pt"} <= files and "checkpoint/model.pt" not in files
+
+
+def test_a_vision_run_written_before_best_pt_still_loads(det_run, tmp_path):
+    """Vision runs logged their model as ``checkpoint/model.pt`` before it was ``best.pt`` as in every run: such a
+    run still loads, the same model with the same info."""
+    import shutil
+
+    from pipeline.runs.vision import load_vision_run
+
+    client = store.client()
+    new = client.download_artifacts(det_run, "checkpoint/best.pt", str(tmp_path))
+    (tmp_path / "old").mkdir()
+    shutil.copyfile(new, tmp_path / "old" / "model.pt")
+    old = client.create_run(store.experiment_id(EXPERIMENT), run_name="an-old-vision-run").info.run_id
+    for key, value in client.get_run(det_run).data.tags.items():  # run_kind, dataset, model_label
+        if not key.startswith("mlflow."):
+            client.set_tag(old, key, value)
+    client.log_artifact(old, str(tmp_path / "old" / "model.pt"), "checkpoint")
+    client.set_terminated(old)
+    then, now = load_vision_run(old, tmp_path / "then"), load_vision_run(det_run, tmp_path / "now")
+    assert then.info == now.info and then.label == now.label == "deterministic"
+    for (name, a), b in zip(then.model.state_dict().items(), now.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    empty = client.create_run(store.experiment_id(EXPERIMENT), run_name="no-model").info.run_id
+    client.set_tag(empty, store.RUN_KIND_TAG, "vision")
+    client.log_artifact(empty, str(tmp_path / "old" / "model.pt"), "checkpoint/elsewhere")
+    with pytest.raises(store.RunError, match=r"no best\.pt \(or an older run's model\.pt\) under checkpoint/"):
+        load_vision_run(empty, tmp_path / "empty")
 
 
 def test_evaluate_with_corruptions_scores_logs_and_plots(det_run, rank1_run, evaluated):

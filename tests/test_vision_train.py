@@ -56,6 +56,7 @@ def test_train_every_method_is_reproducible_and_saves(method, small, tmp_path):
     assert math.isfinite(a.final_train["loss"]) and (a.final_train["kl"] > 0) == (method == "rank1")
     assert a.val_metrics["n"] == 90 and a.val_metrics["components"] == k
     assert tracker.params["distinct_per_step"] == distinct and tracker.artifacts == [(str(a.checkpoint), "checkpoint")]
+    assert a.checkpoint == tmp_path / "best.pt"  # the model file of every kind of run
     assert any("train_loss" in m for _, m in tracker.metrics) and any("val_nll" in m for _, m in tracker.metrics)
     b = train_vision(cfg(method), splits=small)
     for (name, p), q in zip(a.model.state_dict().items(), b.model.state_dict().values()):

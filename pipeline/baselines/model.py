@@ -40,7 +40,10 @@ class BaselineModel:
     predictor: LinearPredictor | TreePredictor  # the fitted numbers
     meta: dict = field(default_factory=dict)  # kind-independent record: settings, refer threshold, metrics
 
-    components = 1  # K of a point model (predict.components_of reads it)
+    components = 1  # K of a point model (what scoring reads: models.predict.RiskModel)
+    value_channel = False  # the featurizer counts tokens; it never reads bag_values
+    gaussian_logits = False  # a point logit per admission
+    scores_features = True  # scores a FeatureSet itself (feature_logits), no batches
 
     def logits(self, fs: FeatureSet) -> np.ndarray:
         """(N,) float64 logits of a FeatureSet whose ids lie in the vocabulary."""

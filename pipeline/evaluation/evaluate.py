@@ -165,7 +165,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
         rm = load_run_model(run, tmp, resolve_device(device))
     fdir = resolve_features(rm, data)
-    fs = features.load_split(fdir / f"{split.value}.parquet", values=predict.needs_values(rm.model))
+    fs = features.load_split(fdir / f"{split.value}.parquet", values=rm.model.value_channel)
     fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))
     truth_file = find_truth(fdir, truth)
     true_risk = load_true_risk(truth_file, fdir / "_private" / "link.csv", fs.keys) if truth_file else None

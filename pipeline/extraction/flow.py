@@ -35,22 +35,12 @@ from pipeline.extraction.accounting import event_accounting, scan_all_events, ta
 from pipeline.extraction.cohort import assign_splits, context_tokens, encode_context, fit_context
 from pipeline.extraction.config import ExtractConfig, ExtractResult
 from pipeline.sources import open_source
-from pipeline.sources.base import SourceError
+from pipeline.sources.base import CrossReleaseError, SourceError
 from pipeline.sources.tables import Release, event_tables_of
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
-
-
-class ReleaseMismatch(SourceError):
-    """The source is of another MIMIC release than the one asked for (a model's)."""
-
-    def __init__(self, expected: Release, found: Release) -> None:
-        self.expected, self.found = expected, found
-        super().__init__(f"the source is {found.title} but {expected.title} was expected (the model was trained "
-                         f"on {expected.title} features): refused; score across releases only when asked "
-                         "explicitly (then the share of out-of-vocabulary tokens is reported)")
 
 
 def rss_mb() -> float | None:
@@ -138,7 +128,12 @@ def extract(
         con = _connect(cfg, tmp)
         src = open_source(source, con, schema=schema)
         if release is not None and Release(release) is not src.release:
-            raise ReleaseMismatch(Release(release), src.release)
+            expected, found = Release(release), src.release
+            raise CrossReleaseError(f"the source is {found.title} but {expected.title} was expected (the model was "
+                                    f"trained on {expected.title} features): refused; score across releases only "
+                                    "when asked explicitly (--cross-release; the share of out-of-vocabulary tokens "
+                                    "is then reported)",
+                                    expected, found)
         result = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
     finally:
         if src is not None:

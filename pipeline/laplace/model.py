@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from pipeline import fileio
+from pipeline.models.config import MortalityConfig
 
 from .config import DTYPES, HessianKind, Predictive, Selection
 from .errors import LaplaceError
@@ -44,6 +45,7 @@ class LinearizedLaplaceModel(nn.Module):
     """θ_MAP plus a Gaussian posterior over a subnetwork, predicting with the linearized model."""
 
     components = 1  # one component: logits (samples·1, B)
+    scores_features = False  # called on batches (models.predict.RiskModel)
     kind = "laplace"
 
     def __init__(self, map_model: nn.Module, indices: Tensor, posterior: Posterior, *, prior_precision: float,
@@ -112,6 +114,11 @@ class LinearizedLaplaceModel(nn.Module):
         """Mortality scoring asks for ``logit_moments`` (the logit is N(μ, σ²)) with the probit predictive:
         the risk table's spread, percentiles and MI then come from that Gaussian (``predict``)."""
         return self.predictive == Predictive.PROBIT and map_family(self.map_model) == "mortality"
+
+    @property
+    def value_channel(self) -> bool:
+        """Whether its MAP model reads the features' value channel (an image MAP model: never)."""
+        return isinstance(self.cfg, MortalityConfig) and self.cfg.value_channel
 
     def logit_moments(self, batch: dict) -> tuple[Tensor, Tensor]:
         """μ (B,) and σ² (B,) of the linearized logit under the posterior (σ² = 0: no subnetwork weight reaches it)."""

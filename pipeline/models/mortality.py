@@ -53,7 +53,20 @@ from pipeline.layers.inference import final_hidden
 from pipeline.models.config import ModelKind, MortalityConfig
 
 
-class MortalityNet(nn.Module):
+class DrawScored:
+    """What scoring needs of a mortality network (``models.predict.RiskModel``): weight draws on batches."""
+
+    cfg: MortalityConfig  # the network's settings
+    gaussian_logits = False  # logits of weight draws, not a Gaussian logit
+    scores_features = False  # called on batches of a FeatureSet
+
+    @property
+    def value_channel(self) -> bool:
+        """Whether it reads the features' value channel (``MortalityConfig.value_channel``)."""
+        return bool(self.cfg.value_channel)
+
+
+class MortalityNet(DrawScored, nn.Module):
     """One mortality model of a given kind (every kind except deep-ensemble)."""
 
     fast_inference = True  # per-member inference path under no_grad (rank-1 / BatchEnsemble LSTMs)
@@ -184,7 +197,7 @@ class MortalityNet(nn.Module):
         return l2_penalty(self, biases)
 
 
-class DeepEnsemble(nn.Module):
+class DeepEnsemble(DrawScored, nn.Module):
     """K independently initialised deterministic models; logits (S·K, B).
 
     Trained jointly on the average of the members' NLLs, each member's gradient involves only

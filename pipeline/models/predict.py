@@ -7,10 +7,12 @@ there is never a loop over admissions. The sampling mode and the random stream (
 model (the served pyfunc's request threads) share no mutable state, and a call's draws depend
 only on its own generator, whatever else runs. Under ``torch.no_grad`` rank-1 / BatchEnsemble models
 then take their inference path (``pipeline.layers.inference``: per-block kernels, each sample's
-embeddings once), with the same draws as the training path. A model whose posterior predictive is a Gaussian logit per admission (``gaussian_logits``: the
-linearized Laplace model with the probit predictive) is asked for its moments instead
-(``predict_moments``), and its columns come from that Gaussian. ``risk_table`` turns either into the
-published columns (``metrics.Summary``); the metrics themselves come from ``pipeline.metrics``.
+embeddings once), with the same draws as the training path. A model whose posterior predictive is a
+Gaussian logit per admission (``gaussian_logits``: the linearized Laplace model with the probit
+predictive) is asked for its moments instead (``predict_moments``), and its columns come from that
+Gaussian. What scoring needs of a model is ``RiskModel``: every model a run loads declares it. ``risk_table``
+turns either into the published columns (``metrics.Summary``); the metrics themselves come from
+``pipeline.metrics``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -30,6 +33,23 @@ MI_FLOOR = 1e-9  # nats; MI below this is rounding noise of identical draws (e.g
 RISK_COLUMNS = RISK.names()  # the risk table's columns (contracts.RISK)
 
 
+@runtime_checkable
+class RiskModel(Protocol):
+    """What scoring needs of a model, declared by each model a run loads (the mortality models and the deep
+    ensemble, the linearized Laplace model, the classical baselines), never probed for.
+
+    How the model is asked for its predictions follows from it: ``scores_features``, the model scores a
+    FeatureSet itself (``model.feature_logits(fs, samples)`` -> (S, 1, N)); ``gaussian_logits``, it gives a
+    Gaussian logit per admission (``model.logit_moments(batch)`` -> μ, σ² and ``model.predictive_logit(μ, σ²)``);
+    otherwise it is called on batches (``model(batch, samples=, sampling=, generator=)`` -> (S·K, B) logits).
+    """
+
+    components: int  # K: the members of one weight draw (1: one network)
+    value_channel: bool  # it reads the features' value channel (bag_values), so a FeatureSet must hold it
+    gaussian_logits: bool  # it predicts a Gaussian logit N(μ, σ²) per admission (Laplace's probit predictive)
+    scores_features: bool  # it scores a FeatureSet itself (a classical baseline), not batch by batch
+
+
 def score_samples(requested: int | None, info: dict | None = None) -> int:
     """Samples per component to use: ``requested``, else the model's stored ``score_samples`` (the
     number its refer threshold was chosen with), else ``DEFAULT_SAMPLES``. Evaluation, ``score`` and
@@ -39,12 +59,6 @@ def score_samples(requested: int | None, info: dict | None = None) -> int:
             raise ConfigError(f"samples must be >= 1, got {requested}")
         return int(requested)
     return int((info or {}).get("score_samples") or DEFAULT_SAMPLES)
-
-
-def components_of(model) -> int:
-    """K of a model (``model.components``; 1 when absent); unwraps DistributedDataParallel."""
-    inner = getattr(model, "module", model)
-    return int(getattr(inner, "components", 1))
 
 
 @contextlib.contextmanager
@@ -87,7 +101,7 @@ def _on_device(generator, device):
     return entry[1]
 
 
-def predict_logits(model, batches: Iterable[dict], samples: int, generator=None) -> np.ndarray:
+def predict_logits(model: RiskModel, batches: Iterable[dict], samples: int, generator=None) -> np.ndarray:
     """Logits of every draw for every admission, (S, K, N) float32, d = s·K + k.
 
     ``batches`` are batch dicts (docs/architecture.md, "Batches"); the model returns (S·K, B) per batch, its
@@ -100,16 +114,15 @@ def predict_logits(model, batches: Iterable[dict], samples: int, generator=None)
 
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
-    inner = getattr(model, "module", model)
-    k = components_of(inner)
-    device = model_device(inner)
+    k = int(model.components)
+    device = model_device(model)
     generator = _on_device(generator, device)
     parts = []
-    with evaluation_mode(inner), torch.no_grad():
+    with evaluation_mode(model), torch.no_grad():
         for batch in batches:
             batch = to_device(batch, device)  # built on the CPU; the model's device (--device)
             b = batch["label"].shape[0]
-            out = inner(batch, samples=samples, sampling=Sampling.PER_MEMBER, generator=generator)  # (S·K, B)
+            out = model(batch, samples=samples, sampling=Sampling.PER_MEMBER, generator=generator)  # (S·K, B)
             if tuple(out.shape) != (samples * k, b):
                 raise RuntimeError(f"model returned logits of shape {tuple(out.shape)}, expected ({samples * k}, {b})")
             parts.append(out.reshape(samples, k, b).float().cpu().numpy())  # (S·K, B) -> (S, K, B)
@@ -118,12 +131,7 @@ def predict_logits(model, batches: Iterable[dict], samples: int, generator=None)
     return np.concatenate(parts, axis=2)  # (S, K, N)
 
 
-def needs_values(model) -> bool:
-    """Whether the model reads the features' value channel (``MortalityConfig.value_channel``)."""
-    return bool(getattr(getattr(model, "cfg", None), "value_channel", False))
-
-
-def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | None = None,
+def feature_logits(model: RiskModel, fs, samples: int, batch_size: int, max_bags: int | None = None,
                    max_tokens: int | None = None, generator=None) -> np.ndarray:
     """Logits (S, K, N) of every admission of a FeatureSet, in its row order.
 
@@ -133,16 +141,15 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
     Every row of a batch shares its S·K weight draws, so batch composition (and hence which
     admissions are scored together: the FeatureSet, the chunk it came in) changes a rank-1
     model's draws per admission, never their distribution; a deterministic model's logits do
-    not depend on it. A model that scores a FeatureSet itself (``feature_logits``: the classical
+    not depend on it. A model that scores a FeatureSet itself (``scores_features``: the classical
     baselines of ``pipeline.baselines``, point models) is asked directly: no batches, one draw
     repeated S times.
     """
-    own = getattr(model, "feature_logits", None)
-    if own is not None:
-        return own(fs, samples)  # (S, 1, N)
+    if model.scores_features:
+        return model.feature_logits(fs, samples)  # (S, 1, N)
     from pipeline.data import batches
 
-    if needs_values(model):
+    if model.value_channel:
         fs.require_values()
     order = batches.length_order(fs, max_bags)  # (N,)
     logits = predict_logits(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order), samples,
@@ -152,23 +159,16 @@ def feature_logits(model, fs, samples: int, batch_size: int, max_bags: int | Non
     return out
 
 
-def gaussian_logits(model) -> bool:
-    """Whether the model predicts a Gaussian logit N(μ, σ²) per admission (``logit_moments``; the
-    Laplace model with the probit predictive) rather than draws."""
-    inner = getattr(model, "module", model)
-    return bool(getattr(inner, "gaussian_logits", False))
-
-
-def predict_moments(model, batches: Iterable[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """μ and σ² of every admission's logit, (N,) float64 each, from ``model.logit_moments(batch)``."""
+def predict_moments(model: RiskModel, batches: Iterable[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """μ and σ² of every admission's logit, (N,) float64 each, from ``model.logit_moments(batch)`` (a model
+    whose ``gaussian_logits`` is True)."""
     from pipeline.devices import model_device, to_device
 
-    inner = getattr(model, "module", model)
-    device = model_device(inner)
+    device = model_device(model)
     mus, variances = [], []
-    with evaluation_mode(inner):
+    with evaluation_mode(model):
         for batch in batches:
-            mu, var = inner.logit_moments(to_device(batch, device))  # (B,), (B,)
+            mu, var = model.logit_moments(to_device(batch, device))  # (B,), (B,)
             mus.append(mu.detach().double().cpu().numpy())
             variances.append(var.detach().double().cpu().numpy())
     if not mus:
@@ -184,19 +184,19 @@ class Predictions:
     summary: metrics.Summary | None  # per-admission risk, spread, percentiles, MI, entropy (None: no admissions)
 
 
-def feature_predictions(model, fs, samples: int, batch_size: int, max_bags: int | None = None,
+def feature_predictions(model: RiskModel, fs, samples: int, batch_size: int, max_bags: int | None = None,
                         max_tokens: int | None = None, generator=None) -> Predictions:
     """``feature_logits`` and their ``metrics.Summary``; a Gaussian-logit model (``gaussian_logits``) gives
     its moments once: the summary is the Gaussian's (``Summary.from_gaussian`` with the model's own
     predictive, ``predictive_logit``) and the logits are that predictive's logit, repeated."""
-    if not gaussian_logits(model):
+    if not model.gaussian_logits:
         logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens, generator)
         return Predictions(logits, metrics.Summary.from_draws(logits) if logits.shape[2] else None)
     from pipeline.data import batches
 
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
-    if needs_values(model):
+    if model.value_channel:
         fs.require_values()
     order = batches.length_order(fs, max_bags)  # (N,)
     mu_o, var_o = predict_moments(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order))
@@ -204,7 +204,7 @@ def feature_predictions(model, fs, samples: int, batch_size: int, max_bags: int 
     mu[order], var[order] = mu_o, var_o  # batch order -> row order
     if mu.size == 0:
         return Predictions(np.zeros((samples, 1, 0), dtype=np.float32), None)
-    z = getattr(model, "module", model).predictive_logit(mu, var)  # (N,): its sigmoid is the published risk
+    z = model.predictive_logit(mu, var)  # (N,): its sigmoid is the published risk
     summary = metrics.Summary.from_gaussian(mu, var, mean=metrics.sigmoid(z))
     logits = np.broadcast_to(z.astype(np.float32), (samples, 1, z.shape[0])).copy()  # (N,) -> (S, 1, N)
     return Predictions(logits, summary)
@@ -277,7 +277,7 @@ def risk_table(predictions, keys, refer_threshold: float, n_events=None, n_bags=
     )
 
 
-def score_features(model, fs, samples: int, refer: float, batch_size: int = DEFAULT_BATCH,
+def score_features(model: RiskModel, fs, samples: int, refer: float, batch_size: int = DEFAULT_BATCH,
                    max_bags: int | None = None, max_tokens: int | None = None, generator=None,
                    refer_measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION) -> pd.DataFrame:
     """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K; weight draws from

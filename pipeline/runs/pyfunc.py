@@ -215,10 +215,8 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
     def check_request(self, model_input, params: dict | None = None) -> None:
         """Raise ``RequestError`` (one line) unless ``predict`` can score this request (the server's
         guard asks before MLflow parses a request)."""
-        from pipeline.models import predict
-
         request_settings(params, self.info)
-        read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model),
+        read_request(model_input, self.vocab_sizes, self.window_hours, self.model.value_channel,
                      self.lookback_days)
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -227,7 +225,7 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         from pipeline.devices import model_device
 
         settings = request_settings(params, self.info)
-        fs = read_request(model_input, self.vocab_sizes, self.window_hours, predict.needs_values(self.model),
+        fs = read_request(model_input, self.vocab_sizes, self.window_hours, self.model.value_channel,
                           self.lookback_days)
         return predict.score_features(self.model, fs, settings.samples, self.info["refer_threshold"],
                                       settings.batch_size, self.info.get("max_bags"), self.info.get("max_tokens"),

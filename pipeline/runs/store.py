@@ -21,7 +21,8 @@ from pathlib import Path
 
 from pipeline import fileio
 from pipeline.errors import PipelineError
-from pipeline.runs.formats import FILES, RunKind, load_model, model_file
+from pipeline.runs.formats import FILES, load_model, model_file
+from pipeline.runs.info import RunKind
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,20 @@ dropped to ``***``, DSN passwords are redacted and calendar dates masked, so no 
 password or date reaches the tracking store. Tags are redacted alike, except that the path tags
 (``store.PATH_TAGS``: the features directory, read back to find the features) keep their dates. Only rank 0 of a distributed run tracks; the
 other ranks get a ``NullTracker``.
+
+A tracker is a context manager: the run it opened ends FAILED when the block raises (KeyboardInterrupt
+included; the exception goes on) and FINISHED when it does not::
+
+    with make_tracker(tracking, experiment="x") as tracker:
+        tracker.log_params(...)
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Self
 
 from pipeline.privacy.redact import redact_params, redact_value
 from pipeline.runs import store
@@ -21,6 +28,7 @@ class NullTracker:
     """Tracker that records nothing (ranks > 0, ``--no-tracking``)."""
 
     run_id: str | None = None
+    owns_status: bool = True  # leaving a with block ends the run (False: a finished run given more records)
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         pass
@@ -40,6 +48,16 @@ class NullTracker:
     def end(self, status: str = "FINISHED") -> None:
         pass
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        """End the run FAILED on any exception (``BaseException``: an interrupt too), else FINISHED; never
+        swallows the exception. A tracker that does not own its run's status (``owns_status``) ends nothing."""
+        if self.owns_status:
+            self.end("FINISHED" if exc_type is None else "FAILED")
+        return False
+
 
 class RunTracker(NullTracker):
     """One MLflow run: new, resumed by ``run_id``, or the one ``mlflow run`` started (MLFLOW_RUN_ID)."""
@@ -47,9 +65,11 @@ class RunTracker(NullTracker):
     def __init__(self, experiment: str | None = None, run_name: str | None = None, run_id: str | None = None,
                  artifact_location: str | None = None, reopen: bool = True) -> None:
         """A new run, or ``run_id``'s (``reopen``: marked RUNNING again until ``end``; without it, a
-        finished run receives more records, e.g. an evaluation, and keeps its status)."""
+        finished run receives more records, e.g. an evaluation, and keeps its status: leaving a ``with``
+        block then ends nothing)."""
         self.client = store.client()
         run_id = run_id or os.environ.get("MLFLOW_RUN_ID")
+        self.owns_status = bool(reopen or not run_id)
         if run_id:
             self.run_id = self.client.get_run(run_id).info.run_id
             if reopen:

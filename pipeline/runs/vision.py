@@ -1,8 +1,9 @@
 """A vision run read back: the image model (or the Laplace model fitted on one) and what the run recorded.
 
-A vision run (``pipeline.workflows.vision_run.train_run``) holds ``checkpoint/model.pt`` (a checkpoint of kind
-``vision``), ``model_info.json`` and the tag ``run_kind`` = vision; a Laplace run of a vision model
-holds ``checkpoint/best.pt`` (kind ``laplace``, its MAP network an image model) with the same tag.
+A vision run (``pipeline.workflows.vision_run.train_run``) holds ``checkpoint/best.pt`` (a checkpoint of kind
+``vision``; runs written before it was named as every run's model hold ``checkpoint/model.pt``, still read),
+``model_info.json`` and the tag ``run_kind`` = vision; a Laplace run of a vision model holds
+``checkpoint/best.pt`` too (kind ``laplace``, its MAP network an image model) with the same tag.
 ``load_vision_run`` takes a run id, ``runs:/<id>/...`` or a checkpoint file (an untracked run) and
 refuses a mortality run with one line. Nothing here imports the trainer.
 """
@@ -19,7 +20,7 @@ from pipeline.runs import store
 from pipeline.models.checkpoint import BEST, CheckpointError
 from pipeline.runs.formats import load_model
 
-MODEL_FILE = "model.pt"  # an image model's checkpoint (a Laplace run of one: BEST)
+OLD_MODEL_FILE = "model.pt"  # an image model's checkpoint in vision runs written before it was BEST
 VISION_EXPERIMENT = "vision"  # MLflow experiment of vision runs (and their Laplace runs) when none is given
 DATASET_TAG = "dataset"  # digits | cifar10 | cifar100 (compare groups vision runs by it)
 LABEL_TAG = "model_label"  # compare's row name of the run (rank1-gaussian, laplace-last-layer-650 ...)
@@ -78,9 +79,10 @@ def load_vision_run(uri: str | Path, workdir: Path | str | None = None) -> Visio
         folder = Path(c.download_artifacts(run_id, store.CHECKPOINT_ARTIFACTS, str(dst)))
     except Exception as exc:
         raise store.RunError(f"run {run_id} has no {store.CHECKPOINT_ARTIFACTS}/ artifacts: {exc}") from None
-    file = next((folder / n for n in (MODEL_FILE, BEST) if (folder / n).exists()), None)
+    file = next((folder / n for n in (BEST, OLD_MODEL_FILE) if (folder / n).exists()), None)
     if file is None:
-        raise store.RunError(f"run {run_id}: no {MODEL_FILE} or {BEST} under {store.CHECKPOINT_ARTIFACTS}/")
+        raise store.RunError(f"run {run_id}: no {BEST} (or an older run's {OLD_MODEL_FILE}) under "
+                             f"{store.CHECKPOINT_ARTIFACTS}/")
     model, info = load_model(file)
     _check_vision(info, f"run {run_id}")
     try:

@@ -18,15 +18,11 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from pipeline import fileio
-from pipeline.errors import PipelineError
 from pipeline.runs.store import MANIFEST
+from pipeline.sources.base import CrossReleaseError
 from pipeline.sources.tables import Release, release_of
 
 log = logging.getLogger(__name__)
-
-
-class CrossReleaseError(PipelineError, ValueError):
-    """Features of one MIMIC release scored with a model of the other, not asked for explicitly."""
 
 
 def files_release(files: list[Path]) -> Release | None:
@@ -52,7 +48,8 @@ def check(model_release: Release, data_release: Release | None, cross_release: b
         raise CrossReleaseError(
             f"{what} is {Release(data_release).title} but the model was trained on "
             f"{Release(model_release).title}: refused; score across releases only when asked explicitly "
-            "(--cross-release; the share of out-of-vocabulary tokens is then reported)")
+            "(--cross-release; the share of out-of-vocabulary tokens is then reported)",
+            Release(model_release), Release(data_release))
     return True
 
 

@@ -145,7 +145,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
     if refer is None:
         raise ScoreError("the model has no refer threshold (best.pt of an unfinished training run)")
     sizes = (len(run.vocab["tokens"]), len(run.vocab["context"]))
-    values = predict.needs_values(run.model)  # a value-channel model reads (and needs) bag_values
+    values = run.model.value_channel  # a value-channel model reads (and needs) bag_values
     for f in files:
         features.check_file(f, values=values)
         _check_vocab_file(f, run.vocab)
@@ -164,7 +164,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
                     referred += int(table["refer"].sum())
                     empty += int(table["no_events"].sum())
                     early += int(table["before_prediction_time"].sum())
-    return ScoreSummary(out, total, referred, empty, samples, predict.components_of(run.model), list(files),
+    return ScoreSummary(out, total, referred, empty, samples, run.model.components, list(files),
                         before_prediction_time=early)
 
 

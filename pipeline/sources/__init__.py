@@ -5,7 +5,8 @@ tables, or one with ``hosp/`` and ``icu/`` modules; a ``mimiciii`` schema, or ``
 ``mimiciv_icu``.
 
 - ``tables``: the releases and the tables and columns the pipeline reads from each, with their types.
-- ``base``: ``SourceError``, a table's description, the empty stand-in of a missing optional table.
+- ``base``: ``SourceError`` (and ``CrossReleaseError``: data of one release met a model of the other), a
+  table's description, the empty stand-in of a missing optional table.
 - ``csvdir``: a directory of CSV / CSV.gz files read by embedded DuckDB (layout detected).
 - ``postgres``: a PostgreSQL database (mimic-code's schemas); the SQL runs inside it.
 - ``stage``: a Parquet stage of a CSV directory (``cli.py stage``), read like it, typed once.

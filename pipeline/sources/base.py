@@ -7,11 +7,21 @@ import re
 from dataclasses import dataclass, field
 
 from pipeline.errors import PipelineError
-from pipeline.sources.tables import TableSpec
+from pipeline.sources.tables import Release, TableSpec
 
 
 class SourceError(PipelineError, RuntimeError):
     """A problem with the input data that stops the run (names the file/table/column)."""
+
+
+class CrossReleaseError(SourceError, ValueError):
+    """Data of one MIMIC release met a model of the other (or feature files of both releases were mixed),
+    without being asked to score across releases: item ids, units and what is recorded differ between the
+    releases, so most tokens would fall out of the model's vocabulary."""
+
+    def __init__(self, message: str, expected: Release | None = None, found: Release | None = None) -> None:
+        super().__init__(message)
+        self.expected, self.found = expected, found  # the model's release, the data's (None: not one release)
 
 
 class EmptyTable(SourceError):

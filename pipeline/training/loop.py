@@ -122,7 +122,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     vocab_sizes, train_fs, val_fs = _load_inputs(fdir, values=mcfg.value_channel)
     torch.manual_seed(cfg.seed)
     model = build_model(model_kind, mcfg).to(resolve_device(device))
-    k = predict.components_of(model)
+    k = model.components
     distinct = cfg.batch_size // k
     if distinct < d.world or distinct % d.world:
         raise TrainError(f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct admissions per step "
@@ -141,41 +141,39 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                            run_id=state["run_id"], artifact_location=artifact_location)
     base = {"format": CHECKPOINT_FORMAT, "model_kind": model_kind, "model_config": config_dict(mcfg),
             "train_config": cfg.to_dict(), "vocab_sizes": vocab_sizes}
-    try:
-        if out_dir is None:  # a tracked run gets its own directory, named by its run id
-            out_dir = Path("runs") / "train" / broadcast(tracker.run_id or f"{model_kind}-s{cfg.seed}", d)
-            _check_fresh(out_dir)
-        out = Path(out_dir)
-        if d.main:
-            record.copy_inputs(fdir, out)
-        if state["step"] == 0:
-            train_params = {k: v for k, v in cfg.to_dict().items() if k != "model"}  # model: logged below
-            tracker.log_params({"model_kind": model_kind, "model": config_dict(mcfg), "train": train_params,
-                                "n_train": len(train_fs), "n_val": len(val_fs), "world_size": d.world,
-                                "distinct_per_step": distinct, "features": fdir.name})
-            record.tag_features(tracker, fdir)  # evaluate finds the features, compare groups by split mode
-        else:
-            tracker.set_tag("resumed_from_step", str(state["step"]))
-        ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases), d)
-        augment = OovAugment(fileio.read_json(fdir / store.VOCAB)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,
-                             cfg.seed)
-        last = cfg.step_budget(len(train_fs), distinct)  # max_steps, or the epoch budget's end
-        state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out, augment,
-                      last)
-        if d.world > 1:
-            import torch.distributed as dist
+    with tracker:  # the run ends FAILED on any exception, else FINISHED
+        try:
+            if out_dir is None:  # a tracked run gets its own directory, named by its run id
+                out_dir = Path("runs") / "train" / broadcast(tracker.run_id or f"{model_kind}-s{cfg.seed}", d)
+                _check_fresh(out_dir)
+            out = Path(out_dir)
+            if d.main:
+                record.copy_inputs(fdir, out)
+            if state["step"] == 0:
+                train_params = {k: v for k, v in cfg.to_dict().items() if k != "model"}  # model: logged below
+                tracker.log_params({"model_kind": model_kind, "model": config_dict(mcfg), "train": train_params,
+                                    "n_train": len(train_fs), "n_val": len(val_fs), "world_size": d.world,
+                                    "distinct_per_step": distinct, "features": fdir.name})
+                record.tag_features(tracker, fdir)  # evaluate finds the features, compare groups by split mode
+            else:
+                tracker.set_tag("resumed_from_step", str(state["step"]))
+            ddp = wrap(Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl,
+                                 cfg.l2_biases), d)
+            augment = OovAugment(fileio.read_json(fdir / store.VOCAB)["tokens"], cfg.source_oov_rate,
+                                 cfg.token_oov_rate, cfg.seed)
+            last = cfg.step_budget(len(train_fs), distinct)  # max_steps, or the epoch budget's end
+            state = _loop(ddp, model, optimizer, sampler, train_fs, val_fs, cfg, d, tracker, base, state, out, augment,
+                          last)
+            if d.world > 1:
+                import torch.distributed as dist
 
-            dist.barrier()
-        result = _finish(model, val_fs, cfg, d, tracker, base, state, out, fdir)
-    except BaseException:
-        tracker.end("FAILED")
-        raise
-    finally:
-        if d.owned:
-            import torch.distributed as dist
+                dist.barrier()
+            result = _finish(model, val_fs, cfg, d, tracker, base, state, out, fdir)
+        finally:
+            if d.owned:
+                import torch.distributed as dist
 
-            dist.destroy_process_group()
-    tracker.end("FINISHED")
+                dist.destroy_process_group()
     return result
 
 

@@ -34,7 +34,7 @@ from pipeline.layers.factors import Rank1Layer
 from pipeline.metrics import multiclass as mm
 from pipeline.models.vision import VisionConfig, build_vision_model
 from pipeline.progress import Progress
-from pipeline.models.checkpoint import CHECKPOINT_FORMAT, CheckpointError, save_checkpoint
+from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT, CheckpointError, save_checkpoint
 from pipeline.training.objective import Objective, kl_weight
 
 from .config import DATASETS, Dataset, VisionTrainConfig
@@ -67,7 +67,7 @@ class VisionTrainResult:
     final_train: dict  # loss, nll, kl, kl_weight, lr of the last step
     val_metrics: dict  # metrics.multiclass.evaluate_predictions on the validation set at the end
     history: list[dict] = field(default_factory=list)  # logged training and validation points
-    checkpoint: Path | None = None  # model.pt when out_dir was given
+    checkpoint: Path | None = None  # best.pt when out_dir was given
 
 
 # ---------------------------------------------------------------------------- data and schedule
@@ -164,7 +164,7 @@ def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | 
     """Train the model of ``cfg`` and validate it at the end (and every ``eval_every_epochs``).
 
     ``splits`` replaces the data ``cfg`` names (tests, benchmarks that load once). With
-    ``out_dir`` the model is saved to ``out_dir/model.pt`` (atomically) with its configs and
+    ``out_dir`` the model is saved to ``out_dir/best.pt`` (atomically, as every run's model) with its configs and
     validation metrics. Raises ``FloatingPointError`` on a non-finite loss or gradient.
     """
     cfg = cfg or VisionTrainConfig()
@@ -249,7 +249,7 @@ def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | 
                                steps_per_epoch=steps_per_epoch, seconds=elapsed, final_train=last,
                                val_metrics=val, history=history)
     if out_dir is not None:
-        result.checkpoint = save_vision_checkpoint(Path(out_dir) / "model.pt", result)
+        result.checkpoint = save_vision_checkpoint(Path(out_dir) / BEST, result)
         if tracker is not None:
             tracker.log_artifact(result.checkpoint, "checkpoint")
     return result

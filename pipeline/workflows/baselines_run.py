@@ -83,8 +83,9 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
     model.meta = {"model_config": settings, "train_config": cfg.to_dict(), "val_nll": float(val.metrics["nll"]),
                   **val.checkpoint_entries(), "rounds": settings.get("rounds")}
     tracker = make_tracker(tracking, experiment=experiment, run_name=run_name, artifact_location=artifact_location)
-    try:
-        out = Path(out_dir) if out_dir is not None else Path("runs") / "train" / (tracker.run_id or f"{kind.value}-s{cfg.seed}")
+    with tracker:  # the run ends FAILED on any exception, else FINISHED
+        out = Path(out_dir) if out_dir is not None else Path("runs") / "train" / (tracker.run_id or
+                                                                                 f"{kind.value}-s{cfg.seed}")
         check_fresh(out, BASELINE_FILE)
         record.copy_inputs(fdir, out)
         model.save(out / BASELINE_FILE)
@@ -99,10 +100,6 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
         record.record_run(tracker, out, fdir, info=info, validation=val, checkpoint=out / BASELINE_FILE,
                           score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG,),
                           metrics_extra={"featurize_seconds": seconds["featurize"], "fit_seconds": seconds["fit"]})
-    except BaseException:
-        tracker.end("FAILED")
-        raise
-    tracker.end("FINISHED")
     return BaselineResult(tracker.run_id, kind.value, float(val.metrics["nll"]), settings, val.refer_threshold, out,
                           out / BASELINE_FILE, dict(val.metrics), seconds)
 

@@ -28,6 +28,7 @@ from pipeline.runs import record, store
 from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT
 from pipeline.runs.tracking import make_tracker
 from pipeline.runs.truth import features_true_risk
+from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
 from pipeline.training.config import TrainConfig
 
 from pipeline.laplace.config import LaplaceConfig, Predictive
@@ -77,21 +78,16 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
                                       experiment=experiment, run_name=run_name)
     with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:
         rm = store.load_run_model(map_uri, tmp, device)
-    if rm.info.get("model_kind") == "laplace":
-        raise LaplaceError(f"{map_uri} is already a Laplace run; give the MAP run it was fitted on")
+    _check_map(map_uri, rm.info)
+    cfg, draws = _predictive(cfg, samples)
     fdir = store.resolve_features(rm, data)
-    values = predict.needs_values(rm.model)  # a value-channel model reads bag_values and needs it
+    values = rm.model.value_channel  # a value-channel model reads bag_values and needs it
     train_fs = features.load_split(fdir / "train.parquet", values=values)
     val_fs = features.load_split(fdir / "val.parquet", values=values)
     for fs in (train_fs, val_fs):
         fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))
         if values:
             fs.require_values()
-    if samples is not None:
-        if samples < 1:
-            raise LaplaceError(f"samples must be >= 1, got {samples}")
-        cfg = replace(cfg, predictive=Predictive.MC)  # the caller's config is left as it was
-    draws = samples if samples is not None else 1
     cfg = replace(cfg, max_bags=rm.info.get("max_bags"), max_tokens=rm.info.get("max_tokens"),
                   swag_l2=float((rm.info.get("train_config") or {}).get("l2", cfg.swag_l2)))  # the MAP run's penalty
     model, report = fit_laplace(rm.model, train_fs, val_fs, cfg)  # raises LaplaceError for a Bayesian model
@@ -104,40 +100,25 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
                                     true_risk=features_true_risk(fdir, val_fs), model_kind="laplace")
     threshold, val_metrics = val.refer_threshold, val.metrics
 
-    parent = rm.run_id
-    parent_params = rm.params or {}
-    seed = parent_params.get("train.seed", map_train.get("seed"))
-    tracker = make_tracker(tracking, experiment=experiment or DEFAULT_EXPERIMENT, run_name=run_name or model.label)
-    try:
-        out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)
-        out.mkdir(parents=True, exist_ok=True)
-        train_config = {"score_samples": draws, "max_bags": cfg.max_bags, "max_tokens": cfg.max_tokens,
-                        "seed": seed, "refer_fraction": refer_fraction}
-        extra = {"model_kind": "laplace", "train_config": train_config, **val.checkpoint_entries(),
-                 "vocab_sizes": {"tokens": len(rm.vocab["tokens"]), "context": len(rm.vocab["context"])},
-                 "step": rm.info.get("step"), "val_nll": val_metrics["nll"]}
-        save_laplace(out / BEST, model, extra)
-        settings = {k: v for k, v in model.settings().items() if not k.startswith("param_")}
-        info = {"model_kind": "laplace", "model_label": model.label, "laplace": settings,
-                "map_kind": rm.info.get("model_kind"), "map_config": rm.info.get("model_config"),
-                "parent_run_id": parent, "train_config": train_config, "vocab_sizes": extra["vocab_sizes"]}
-        fileio.write_json(out / REPORT, report.to_dict())
+    seed = (rm.params or {}).get("train.seed", map_train.get("seed"))
+    train_config = {"score_samples": draws, "max_bags": cfg.max_bags, "max_tokens": cfg.max_tokens,
+                    "seed": seed, "refer_fraction": refer_fraction}
+    vocab_sizes = {"tokens": len(rm.vocab["tokens"]), "context": len(rm.vocab["context"])}
+
+    def write(tracker, out: Path, info: dict, metrics_extra: dict) -> None:  # a mortality run's records
         fileio.write_json(out / store.VOCAB, rm.vocab)  # the MAP run's vocabulary (the features' may differ)
-        tracker.log_params({"model_kind": "laplace", "laplace": config_dict(cfg) | {"samples": samples},
-                            "train": {"seed": seed}, "parent_run_id": parent or "none",
-                            "features": fdir.name, "n_train": len(train_fs), "n_val": len(val_fs)})
-        tracker.set_tag("model_label", model.label)
-        if parent:
-            tracker.set_tag(PARENT_TAG, parent)
         record.record_run(tracker, out, fdir, info=info, validation=val, checkpoint=out / BEST, score_samples=draws,
-                          step=0, artifacts=(out / REPORT,),
-                          metrics_extra={"laplace_prior_precision": report.prior_precision,
-                                         "laplace_subnet_prior_precision": report.subnet_prior_precision})
-    except BaseException:
-        tracker.end("FAILED")
-        raise
-    tracker.end("FINISHED")
-    return LaplaceRunResult(tracker.run_id, parent, model.label, report, threshold, val_metrics, out)
+                          step=0, artifacts=(out / REPORT,), metrics_extra=metrics_extra)
+
+    return _write_run(model, report, cfg, samples, parent=rm.run_id, map_info=rm.info, train_config=train_config,
+                      checkpoint={**val.checkpoint_entries(), "vocab_sizes": vocab_sizes, "step": rm.info.get("step"),
+                                  "val_nll": val_metrics["nll"]},
+                      info={"vocab_sizes": vocab_sizes},
+                      params={"train": {"seed": seed}, "features": fdir.name, "n_train": len(train_fs),
+                              "n_val": len(val_fs)},
+                      tags={}, write=write, refer_threshold=threshold, val_metrics=val_metrics,
+                      tracking=tracking, experiment=experiment or DEFAULT_EXPERIMENT, run_name=run_name,
+                      out_dir=out_dir)
 
 
 # ---------------------------------------------------------------------------- vision runs
@@ -146,7 +127,7 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
 def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None = None,
                            samples: int | None = None, out_dir: Path | str | None = None, tracking: bool = True,
                            experiment: str | None = None, run_name: str | None = None) -> LaplaceRunResult:
-    """Laplace on a deterministic image model (a vision run or its ``model.pt``), logged as a vision run.
+    """Laplace on a deterministic image model (a vision run or its checkpoint file), logged as a vision run.
 
     The GGN is the multi-class one (Λ = diag(p) - p pᵀ per image) over the run's training images (its
     dataset and seed's split; ``data``: the CIFAR directory instead of the recorded one), the prior
@@ -160,7 +141,7 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
     import torch
 
     from pipeline.metrics import multiclass as mm
-    from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT, load_vision_run
+    from pipeline.runs.vision import load_vision_run
     from pipeline.vision.evaluate import predict_logits
     from pipeline.workflows.vision_run import run_splits
 
@@ -168,13 +149,8 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
 
     with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:
         vr = load_vision_run(map_uri, tmp)
-    if vr.info.get("model_kind") == "laplace":
-        raise LaplaceError(f"{map_uri} is already a Laplace run; give the MAP run it was fitted on")
-    if samples is not None:
-        if samples < 1:
-            raise LaplaceError(f"samples must be >= 1, got {samples}")
-        cfg = replace(cfg, predictive=Predictive.MC)  # the caller's config is left as it was
-    draws = samples if samples is not None else 1
+    _check_map(map_uri, vr.info)
+    cfg, draws = _predictive(cfg, samples)
     if not vr.train_config:
         raise LaplaceError(f"{map_uri}: the vision run records no training settings (dataset, seed)")
     splits = run_splits(vr.train_config, data)
@@ -197,39 +173,74 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
     val_all = mm.evaluate_predictions(logits, val.labels, components=1)
     val_metrics = {k: val_all[k] for k in ("nll", "accuracy", "ece", "brier", "n")}
 
-    parent = vr.run_id
     tc = dict(vr.train_config)
-    tracker = make_tracker(tracking, experiment=experiment or VISION_EXPERIMENT, run_name=run_name or model.label)
-    try:
-        out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)
-        out.mkdir(parents=True, exist_ok=True)
-        train_config = {**tc, "score_samples": draws}
-        extra = {"run_kind": store.RunKind.VISION.value, "model_kind": "laplace", "train_config": train_config,
-                 "refer_threshold": None, "step": vr.info.get("steps"), "val_nll": val_metrics["nll"]}
-        save_laplace(out / BEST, model, extra)
-        settings = {k: v for k, v in model.settings().items() if not k.startswith("param_")}
-        info = {"run_kind": store.RunKind.VISION.value, "model_kind": "laplace", "model_label": model.label,
-                "laplace": settings, "map_kind": vr.info.get("model_kind"), "map_config": vr.info.get("model_config"),
-                "parent_run_id": parent, "train_config": train_config, "score_samples": draws,
-                "val_metrics": val_metrics}
+    vision = store.RunKind.VISION.value
+
+    def write(tracker, out: Path, info: dict, metrics_extra: dict) -> None:  # a vision run's records
         fileio.write_json(out / store.MODEL_INFO, info)
-        fileio.write_json(out / REPORT, report.to_dict())
-        tracker.log_params({"model_kind": "laplace", "laplace": config_dict(cfg) | {"samples": samples},
-                            "train": {k: v for k, v in tc.items() if k != "model"}, "map_model": tc.get("model") or {},
-                            "parent_run_id": parent or "none", "n_train": n, "n_val": len(val)})
-        for key, value in ((store.RUN_KIND_TAG, store.RunKind.VISION.value), (DATASET_TAG, str(tc.get("dataset"))),
-                           (LABEL_TAG, model.label)):
-            tracker.set_tag(key, value)
-        if parent:
-            tracker.set_tag(PARENT_TAG, parent)
-        tracker.log_metrics({"laplace_prior_precision": report.prior_precision,
-                             "laplace_subnet_prior_precision": report.subnet_prior_precision,
-                             **{f"best_val_{k}": v for k, v in val_metrics.items() if k != "n"}}, 0)
+        tracker.log_metrics({**metrics_extra, **{f"best_val_{k}": v for k, v in val_metrics.items() if k != "n"}}, 0)
         for name in (store.MODEL_INFO, REPORT):
             tracker.log_artifact(out / name)
         tracker.log_artifact(out / BEST, store.CHECKPOINT_ARTIFACTS)
-    except BaseException:
-        tracker.end("FAILED")
-        raise
-    tracker.end("FINISHED")
-    return LaplaceRunResult(tracker.run_id, parent, model.label, report, math.nan, val_metrics, out)
+
+    return _write_run(model, report, cfg, samples, parent=vr.run_id, map_info=vr.info,
+                      train_config={**tc, "score_samples": draws},
+                      checkpoint={"run_kind": vision, "refer_threshold": None, "step": vr.info.get("step"),
+                                  "val_nll": val_metrics["nll"]},
+                      info={"run_kind": vision, "score_samples": draws, "val_metrics": val_metrics},
+                      params={"train": {k: v for k, v in tc.items() if k != "model"},
+                              "map_model": tc.get("model") or {}, "n_train": n, "n_val": len(val)},
+                      tags={store.RUN_KIND_TAG: vision, DATASET_TAG: str(tc.get("dataset"))}, write=write,
+                      refer_threshold=math.nan, val_metrics=val_metrics, tracking=tracking,
+                      experiment=experiment or VISION_EXPERIMENT, run_name=run_name, out_dir=out_dir)
+
+
+# ---------------------------------------------------------------------------- the steps both share
+
+
+def _check_map(uri: str, info: dict) -> None:
+    """Refuse a Laplace run as the MAP run."""
+    if info.get("model_kind") == "laplace":
+        raise LaplaceError(f"{uri} is already a Laplace run; give the MAP run it was fitted on")
+
+
+def _predictive(cfg: LaplaceConfig, samples: int | None) -> tuple[LaplaceConfig, int]:
+    """(config, draws per admission): with ``samples`` the Monte Carlo predictive at that many draws (on a copy:
+    the caller's config is left as it was), without it ``cfg``'s predictive and one draw."""
+    if samples is None:
+        return cfg, 1
+    if samples < 1:
+        raise LaplaceError(f"samples must be >= 1, got {samples}")
+    return replace(cfg, predictive=Predictive.MC), samples
+
+
+def _write_run(model, report: LaplaceReport, cfg: LaplaceConfig, samples: int | None, *, parent: str | None,
+               map_info: dict, train_config: dict, checkpoint: dict, info: dict, params: dict, tags: dict, write,
+               refer_threshold: float, val_metrics: dict, tracking: bool, experiment: str, run_name: str | None,
+               out_dir: Path | str | None) -> LaplaceRunResult:
+    """Save, record and log a fitted Laplace model as a run of its own (ended FAILED on any exception).
+
+    Writes ``best.pt`` (the model with ``train_config`` and the ``checkpoint`` entries) and the fit report
+    into ``out_dir`` (default ``runs/laplace/<run id>``, untracked ``runs/laplace/<label>``), logs the
+    Laplace settings and ``params``, tags ``tags``, the label and the parent, then
+    ``write(tracker, out, model_info, metrics)`` writes and logs the rest as the run's kind does:
+    ``model_info`` is the Laplace settings, the MAP model and ``info``; ``metrics`` the prior precisions.
+    """
+    with make_tracker(tracking, experiment=experiment, run_name=run_name or model.label) as tracker:
+        out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)
+        out.mkdir(parents=True, exist_ok=True)
+        save_laplace(out / BEST, model, {"model_kind": "laplace", "train_config": train_config, **checkpoint})
+        settings = {k: v for k, v in model.settings().items() if not k.startswith("param_")}
+        model_info = {"model_kind": "laplace", "model_label": model.label, "laplace": settings,
+                      "map_kind": map_info.get("model_kind"), "map_config": map_info.get("model_config"),
+                      "parent_run_id": parent, "train_config": train_config, **info}
+        fileio.write_json(out / REPORT, report.to_dict())
+        tracker.log_params({"model_kind": "laplace", "laplace": config_dict(cfg) | {"samples": samples}, **params,
+                            "parent_run_id": parent or "none"})
+        for key, value in {**tags, LABEL_TAG: model.label}.items():
+            tracker.set_tag(key, value)
+        if parent:
+            tracker.set_tag(PARENT_TAG, parent)
+        write(tracker, out, model_info, {"laplace_prior_precision": report.prior_precision,
+                                         "laplace_subnet_prior_precision": report.subnet_prior_precision})
+    return LaplaceRunResult(tracker.run_id, parent, model.label, report, refer_threshold, val_metrics, out)

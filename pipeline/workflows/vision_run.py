@@ -3,7 +3,7 @@
 ``train_run`` wraps ``train.train_vision`` in an MLflow run as the mortality runs are tracked
 (``runs.tracking.RunTracker``: params redacted; experiment ``vision`` unless named): params
 ``train.*`` / ``model.*``, the tags ``run_kind`` = vision (the mortality loaders refuse the run),
-``dataset`` and ``model_label``, the artifacts ``checkpoint/model.pt`` and ``model_info.json``.
+``dataset`` and ``model_label``, the artifacts ``checkpoint/best.pt`` and ``model_info.json``.
 
 ``evaluate_run`` loads a vision run (an image model, or a Laplace run of one) with
 ``runs.vision.load_vision_run``, rebuilds its test split from the run's settings (the same split
@@ -44,7 +44,7 @@ class VisionRunResult:
     run_id: str | None  # the MLflow run (None without tracking)
     label: str  # compare's row name (rank1-gaussian, deterministic ...)
     result: object  # train.VisionTrainResult (model, configs, steps, validation metrics)
-    out_dir: Path  # model.pt and model_info.json
+    out_dir: Path  # best.pt and model_info.json
 
 
 @dataclass
@@ -66,7 +66,7 @@ def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, trac
     label = model_label({"model_kind": mcfg.method.value, "model_config": mcfg.to_dict()})
     tracker = make_tracker(tracking, experiment=experiment or VISION_EXPERIMENT,
                            run_name=run_name or f"{label}-{cfg.dataset.value}-s{cfg.seed}")
-    try:
+    with tracker:  # the run ends FAILED on any exception, else FINISHED
         out = Path(out_dir) if out_dir else Path("runs") / "vision" / (tracker.run_id or f"{label}-s{cfg.seed}")
         for key, value in ((store.RUN_KIND_TAG, store.RunKind.VISION.value), (DATASET_TAG, cfg.dataset.value),
                            (LABEL_TAG, label)):
@@ -80,10 +80,6 @@ def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, trac
                 "final_train": result.final_train}
         fileio.write_json(out / store.MODEL_INFO, info)
         tracker.log_artifact(out / store.MODEL_INFO)
-    except BaseException:
-        tracker.end("FAILED")
-        raise
-    tracker.end("FINISHED")
     return VisionRunResult(tracker.run_id, label, result, out)
 
 
@@ -196,7 +192,7 @@ def _log_to_run(vr: VisionRun, body: dict, files: list[Path]) -> None:
     from pipeline.runs.tracking import RunTracker
 
     tracker = RunTracker(run_id=vr.run_id, reopen=False)  # a finished run: its status stays
-    tracker.log_metrics(run_metrics(body), int(vr.info.get("steps") or vr.info.get("step") or 0))
+    tracker.log_metrics(run_metrics(body), int(vr.info.get("step") or 0))
     for f in files:
         tracker.log_artifact(f, store.eval_artifacts(SPLIT))
     tracker.set_tag(f"eval_{SPLIT}_samples", str(body["samples"]))
