@@ -52,7 +52,7 @@ test-fast: $(STAMP)
 
 ## bench-extract: extraction at 1%, 3%, 10% of MIMIC-III's patients (benchmarks/extract.py)
 bench-extract: $(STAMP)
-	$(VPY) benchmarks/extract.py
+	$(VPY) -m benchmarks.extract
 
 ## bench-models: every model variant x 3 seeds x (random, era) splits -> compare table
 bench-models: $(STAMP)

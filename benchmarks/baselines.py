@@ -1,6 +1,6 @@
 """Training and scoring time of the classical baselines against the LSTMs, and the featurizer's time.
 
-    .venv/bin/python benchmarks/baselines.py --features runs/data/bench2k/features-random
+    .venv/bin/python -m benchmarks.baselines --features runs/data/bench2k/features-random
         [--lstm-steps 4000] [--samples S] [--target 58976] [--scale-features runs/data/bench8k/features-random]
         [--replicate] [--json PATH]
 
@@ -23,23 +23,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import report  # noqa: E402  (benchmarks/report.py)
+from benchmarks import report
 from pipeline import fileio
-from pipeline.data import features# noqa: E402
-from pipeline.baselines.config import BaselineConfig, BaselineKind  # noqa: E402
-from pipeline.baselines.featurize import Featurizer  # noqa: E402
-from pipeline.contracts import DEFAULT_BATCH  # noqa: E402
-from pipeline.workflows.baselines_run import prediction_hours, train_baseline  # noqa: E402
+from pipeline.baselines.config import BaselineConfig, BaselineKind
+from pipeline.baselines.featurize import Featurizer
+from pipeline.contracts import DEFAULT_BATCH
+from pipeline.data import features
+from pipeline.workflows.baselines_run import prediction_hours, train_baseline
 
 
 def load_all(fdir: Path) -> list[features.FeatureSet]:
@@ -62,8 +58,6 @@ def featurize_seconds(fdir: Path, repeat: int = 3) -> tuple[int, float]:
 
 def replicated(fdir: Path, target: int) -> tuple[features.FeatureSet, Featurizer]:
     """A FeatureSet of ``target`` admissions repeating ``fdir``'s (all splits), and its featurizer."""
-    from features_oracle import subset  # benchmarks/features_oracle.py
-
     splits = load_all(fdir)
     cat = splits[0]
     for fs in splits[1:]:
@@ -73,7 +67,25 @@ def replicated(fdir: Path, target: int) -> tuple[features.FeatureSet, Featurizer
     return subset(cat, idx), fz
 
 
+def subset(fs: features.FeatureSet, idx: np.ndarray) -> features.FeatureSet:
+    """Rows ``idx`` of a FeatureSet (flat arrays re-offset)."""
+    idx = np.asarray(idx, dtype=np.int64)
+    b0, b1 = fs.bag_offsets[idx], fs.bag_offsets[idx + 1]
+    nb = b1 - b0
+    bags = np.concatenate([np.arange(a, b) for a, b in zip(b0, b1)]) if nb.sum() else np.zeros(0, np.int64)
+    t0, t1 = fs.token_offsets[bags], fs.token_offsets[bags + 1]
+    toks = np.concatenate([np.arange(a, b) for a, b in zip(t0, t1)]) if len(bags) else np.zeros(0, np.int64)
+    return features.FeatureSet(
+        keys=fs.keys[idx], label=fs.label[idx], n_events=fs.n_events[idx], context=fs.context[idx],
+        bag_offsets=np.r_[0, np.cumsum(nb)].astype(np.int64), bag_hours=fs.bag_hours[bags],
+        token_offsets=np.r_[0, np.cumsum(t1 - t0)].astype(np.int64), tokens=fs.tokens[toks], source=fs.source,
+        observed_hours=None if fs.observed_hours is None else fs.observed_hours[idx],
+        before_prediction_time=None if fs.before_prediction_time is None else fs.before_prediction_time[idx],
+        values=None if fs.values is None else fs.values[toks])
+
+
 def concat(a: features.FeatureSet, b: features.FeatureSet) -> features.FeatureSet:
+    """``a``'s rows, then ``b``'s (flat arrays re-offset; context padded to the wider)."""
     width = max(a.context.shape[1], b.context.shape[1])
     pad = lambda c: np.pad(c, ((0, 0), (0, width - c.shape[1])))  # noqa: E731
     return features.FeatureSet(
@@ -99,7 +111,7 @@ def main() -> None:
                     help="results JSON [benchmarks/results/baselines.json, which also re-renders the docs section]")
     args = ap.parse_args()
     measured = report.provenance()  # the checkout as the run starts
-    command = " ".join(["benchmarks/baselines.py", *sys.argv[1:]])
+    command = report.command(__spec__.name)
     import torch
 
     from pipeline.models import predict
@@ -163,6 +175,39 @@ def main() -> None:
         out["featurize"]["replicated"] = {"admissions": len(big), "seconds": sec, "stored_values": int(x.vals.size)}
         print(f"featurizer measured on {len(big):,} replicated admissions: {sec:.1f} s, {x.vals.size:,} stored values")
     report.write_results("baselines", json.loads(json.dumps(out, default=str)), args.json)
+
+
+def render(r: dict) -> str:
+    """docs/performance.md's figures:baselines section: training and scoring time of logreg / gbm against the
+    LSTMs; the featurizer."""
+    samples = r["samples"]
+    head = (f"On `{r['features']}` ({r['test_admissions']:,} test admissions), {r['threads']} thread, load average "
+            f"{r['load_average'][0]:.1f} on {r['cpus']} CPUs at the start, one process, back to back. Training: "
+            f"the baselines' whole validation search as `train --model logreg|gbm` runs it (featurizing train and "
+            f"val included, no MLflow); the LSTMs' default recipe for {r['lstm_steps']:,} steps (periodic "
+            f"validation included, no MLflow). Scoring the test split: baselines one draw, LSTMs {samples} "
+            f"samples per component (best of 3). Ratios against the rank-1 LSTM:")
+    rows = [[name, f"{r['train_seconds'][name]:.1f}", f"{ratio['train']:.3f}", f"{r['score_seconds'][name]:.3f}",
+             f"{ratio['score']:.4f}"] for name, ratio in r["ratios_to_rank1"].items()]
+    out = [head, "", report.table(["model", "train s", "train / rank-1", "score test s", "score / rank-1"], rows), ""]
+    lg, gb = r.get("logreg_fit"), r.get("gbm_fit")
+    if lg and gb:
+        out.append(f"Chosen on validation: logreg C = {lg['chosen']['C']:g} ({lg['chosen']['columns']:,} columns); "
+                   f"gbm {gb['chosen']['max_leaf_nodes']} leaves, min {gb['chosen']['min_samples_leaf']} per leaf, "
+                   f"{gb['chosen']['rounds']} rounds ({gb['chosen']['columns']:,} columns). Of the baselines' "
+                   f"training time, featurizing: logreg {lg['featurize']:.1f} s, gbm {gb['featurize']:.1f} s.")
+        out.append("")
+    f = r["featurize"]
+    prow = [[f"{p['admissions']:,}", f"{p['seconds']:.2f}", f"{p['per_admission_ms']:.3f}"] for p in f["points"]]
+    extrapolated = (f"Extrapolated linearly from the largest to {f['target']:,} admissions (MIMIC-III's cohort): "
+                    f"{f['extrapolated_target_seconds']:.1f} s. This is an extrapolation, not a measurement.")
+    out += ["The featurizer (all three splits of each benchmark, best of 3):", "",
+            report.table(["admissions", "seconds", "ms per admission"], prow), "", extrapolated]
+    if "replicated" in f:
+        rep = f["replicated"]
+        out += ["", f"Measured on {rep['admissions']:,} admissions made by repeating the larger benchmark's "
+                   f"(their shapes, not new patients): {rep['seconds']:.1f} s, {rep['stored_values']:,} stored values."]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Evaluation throughput: DEFAULT_SAMPLES samples x K draws of a rank-1 model against one deterministic pass.
 
-    .venv/bin/python benchmarks/evaluate.py [--n 512] [--samples S] [--threads 2] [--blocks 3]
+    .venv/bin/python -m benchmarks.evaluate [--n 512] [--samples S] [--threads 2] [--blocks 3]
                                             [--batch-size 128] [--bootstrap 1000]
 
 Random features shaped like the default synthetic benchmark (``train_throughput.random_features``),
@@ -18,18 +18,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from train_throughput import random_features
-
+from benchmarks.train_throughput import random_features
 from pipeline import fileio
 from pipeline.data import features
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES

@@ -1,6 +1,6 @@
 """MIMIC-IV extraction benchmark (DuckDB), with the scan floor measured in the same run.
 
-    .venv/bin/python benchmarks/extract_mimic4.py [--scales 0.01 0.03 0.10]
+    .venv/bin/python -m benchmarks.extract_mimic4 [--scales 0.01 0.03 0.10]
 
 1. Synthesizes MIMIC-IV (`synth --layout mimic-iv`, the generator's world with MIMIC-IV's
    proportions: 17 % of admissions with an ICU stay, 4,286 chart rows per stay, no newborns or
@@ -22,7 +22,7 @@
    (share of each operator).
 
 Writes benchmarks/results/extract_mimic4.json and the figures block of docs/mimic-iv.md
-(`markdown()`; tests/test_benchmark_docs.py checks the page against the JSON).
+(``render``; tests/test_docs.py checks the page against the JSON).
 """
 
 from __future__ import annotations
@@ -31,18 +31,14 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import report
+from benchmarks.harness import CACHE, PY, ROOT, extrapolate, growth_exponent, run_child, run_module, synth_world
 
-from scaling import extrapolate, growth_exponent  # noqa: E402  (benchmarks/scaling.py)
-
-CACHE = ROOT / "benchmarks" / ".cache"
 RESULT = ROOT / "benchmarks" / "results" / "extract_mimic4.json"
 DOC = ROOT / "docs" / "mimic-iv.md"
 FULL_PATIENTS = 299_712
@@ -63,56 +59,28 @@ SYNTH = {"icu_fraction": 0.17, "chart_rows_per_stay": 4286.0, "admissions_probs"
          "newborn_fraction": 0.0, "pediatric_fraction": 0.0, "density": 1.0}
 REPS = 2  # the profile's queries: best of this many runs
 TARGET_S, TARGET_MB = 15 * 60, 4096  # issue 15: under 15 minutes and 4 GB on 2 cores, at least 0.8x the floor
-PY = sys.executable
 
 
 def synth_dir(patients: int, seed: int) -> Path:
-    path = CACHE / f"synth4_p{patients}_s{seed}"
-    if (path / ".complete").exists():
-        return path
-    shutil.rmtree(path, ignore_errors=True)
-    code = ("import sys, json; sys.path.insert(0, '.'); from pipeline.synth import SynthConfig, generate; "
-            "cfg = json.loads(sys.argv[3]); cfg['admissions_probs'] = tuple(cfg['admissions_probs']); "
-            "generate(sys.argv[1], int(sys.argv[2]), seed=int(sys.argv[4]), config=SynthConfig(**cfg), layout='mimic-iv')")
-    t0 = time.perf_counter()
-    subprocess.run([PY, "-c", code, str(path), str(patients), json.dumps(SYNTH), str(seed)], cwd=ROOT, check=True)
-    (path / ".complete").write_text(f"{time.perf_counter() - t0:.1f} s\n")
-    return path
-
-
-def run_child(argv: list[str], env: dict) -> tuple[float, float, float, str, str]:
-    """Run a child: (wall seconds, its CPU seconds (user + system, every thread) and peak RSS in MB
-    via wait4, its stdout, its stderr)."""
-    import tempfile
-
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=err, env=env, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"{' '.join(argv[:4])} ... failed:\n{stderr[-2000:]}")
-        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stdout, stderr
+    """The synthetic MIMIC-IV of ``patients`` patients (``SYNTH``; cached)."""
+    return synth_world(f"synth4_p{patients}_s{seed}", patients, seed, layout="mimic-iv", **SYNTH)
 
 
 def run_extract(args: list[str], env: dict) -> tuple[float, float, float, str]:
     """Run ``cli.py extract -v`` in a child: (wall seconds, CPU seconds, peak RSS in MB, its log)."""
-    wall, cpu, rss, _, log = run_child([PY, "cli.py", "extract", *args, "-v"], env)
-    return wall, cpu, rss, log
+    child = run_child([PY, "cli.py", "extract", *args, "-v"], env)
+    return child.wall_s, child.cpu_s, child.peak_rss_mb, child.stderr
+
+
+# A stage's line in `extract -v`'s log (whatever the logger's name): "<level> <logger>: <stage>  W s  CPU C s  RSS R MB".
+STAGE_LINE = re.compile(r"^\S+ [\w.]+: (?P<stage>\S.*?)\s{2,}(?P<wall>[\d.]+) s\s+CPU\s+(?P<cpu>[\d.]+) s\s+"
+                        r"RSS\s+(?P<rss>[\d.]+) MB")
 
 
 def _stages(log: str) -> dict:
     """Each stage's wall and CPU seconds as `extract -v` logged them: {stage: {"wall_s", "cpu_s"}}."""
-    out = {}
-    for line in log.splitlines():
-        if "extract: " in line and " CPU " in line and "RSS" in line:
-            name, rest = line.split("extract: ", 1)[1].split("  ", 1)
-            words = rest.split()
-            out[name.strip()] = {"wall_s": float(words[0]), "cpu_s": float(words[words.index("CPU") + 1])}
-    return out
+    return {m["stage"]: {"wall_s": float(m["wall"]), "cpu_s": float(m["cpu"])}
+            for m in map(STAGE_LINE.match, log.splitlines()) if m}
 
 
 # The floor: one DuckDB scan that parses icu/chartevents and aggregates it ({f}: the file).
@@ -129,16 +97,16 @@ FLOOR_CODE = (
 
 def run_floor(src: str, env: dict) -> dict:
     """The floor once, in a child: the scan's own wall and CPU seconds (the interpreter's start excluded)."""
-    _, _, _, out, _ = run_child([PY, "-c", FLOOR_CODE, src, FLOOR_SQL], env)
+    out = run_child([PY, "-c", FLOOR_CODE, src, FLOOR_SQL], env).stdout
     wall, cpu = (float(x) for x in out.strip().splitlines()[-1].split())
     return {"wall_s": wall, "cpu_s": cpu, "load_avg_1min": os.getloadavg()[0]}
 
 
 def _stage_rss(log: str, stage: str) -> float:
     """RSS (MB) that `extract -v` logged at the end of ``stage``."""
-    for line in log.splitlines():
-        if f"extract: {stage} " in line and "RSS" in line:
-            return float(line.rsplit("RSS", 1)[1].split()[0])
+    for m in map(STAGE_LINE.match, log.splitlines()):
+        if m and m["stage"] == stage:
+            return float(m["rss"])
     raise RuntimeError(f"no RSS logged for the stage {stage!r}")
 
 
@@ -199,9 +167,9 @@ def measure(scales: list[float], seed: int) -> dict:
 
     small = rows[0]
     print(f"where the time goes (scale {small['scale']:.0%}, one DuckDB thread, one table at a time):", flush=True)
-    _, _, _, pout, perr = run_child([PY, str(Path(__file__).resolve()), "--profile-child", small["src"]], env)
-    sys.stderr.write(perr)
-    profile = dict(scale=small["scale"], **json.loads(pout.strip().splitlines()[-1]))
+    child = run_module(__spec__.name, "--profile-child", small["src"], env=env)
+    sys.stderr.write(child.stderr)
+    profile = dict(scale=small["scale"], **child.last_json())
     floor_s = sum(f["wall_s"] for f in floors) / len(floors)
     floor_cpu = sum(f["cpu_s"] for f in floors) / len(floors)
     chart_rows = big["event_rows_by_table"]["chartevents"]
@@ -223,7 +191,7 @@ def measure(scales: list[float], seed: int) -> dict:
                       "cpu_s": floor_cpu, "rows_per_cpu_s": chart_rows / floor_cpu, "runs": floors},
             "extract_vs_floor": vs_floor, "extract_vs_floor_cpu": vs_floor_cpu, "profile": profile, "synth": SYNTH, "cpus": os.cpu_count(),
             "targets": {"wall_s": TARGET_S, "peak_rss_mb": TARGET_MB, "vs_floor": 0.8},
-            "command": "benchmarks/extract_mimic4.py " + " ".join(sys.argv[1:])}
+            "command": report.command(__spec__.name)}
 
 
 def profile_tables(src: str) -> dict:
@@ -237,7 +205,7 @@ def profile_tables(src: str) -> dict:
     import resource
     import tempfile
 
-    sys.path.insert(0, str(ROOT))
+    from pipeline.contracts import COHORT_COLUMNS
     from pipeline.extraction import queries
     from pipeline.extraction.config import ExtractConfig
     from pipeline.extraction.flow import _connect
@@ -253,10 +221,12 @@ def profile_tables(src: str) -> dict:
         return [op for n in nodes for op in [n, *operators(n.get("children", []))]]
 
     tmp = Path(tempfile.mkdtemp(prefix="profile4_"))
-    con = _connect(ExtractConfig(threads=1), tmp)
+    cfg = ExtractConfig(threads=1)
+    con = _connect(cfg, tmp)
     source = open_source(src, con)
     rel = source.relations()
-    params = dict(prediction_hours=24.0, lookback_days=30.0)
+    params = dict(prediction_hours=float(cfg.prediction_hours), lookback_days=float(cfg.lookback_days),
+                  census_columns=", ".join(COHORT_COLUMNS))  # as the extraction's cohort stage builds it
     source.materialize(queries.admissions_classified(rel, source.release, **params, open_admissions="FALSE"),
                        "admissions_classified", "ADMISSIONS")
     source.materialize(queries.render(queries.COHORT, **params, cohort_filter="TRUE"), "cohort", "cohort")
@@ -265,12 +235,12 @@ def profile_tables(src: str) -> dict:
     for table in [t for t in event_tables_of(source.release) if t in source.tables]:
         path = source.tables[table].location
         columns = ", ".join(f"'{h}': 'VARCHAR'" for h in read_header(Path(path)))
-        queries = {
+        timed = {
             "bare": f"SELECT count(*) FROM read_csv('{path}', {CSV_OPTIONS}, columns={{{columns}}})",
             "typed": f"SELECT count(*), count(_error) FROM src_{table}",
         }
         row = {}
-        for name, sql in queries.items():  # each the best of REPS runs (the machine is shared)
+        for name, sql in timed.items():  # each the best of REPS runs (the machine is shared)
             best = math.inf
             for _ in range(REPS):
                 c0 = cpu()
@@ -320,8 +290,8 @@ def _mb(limit: str) -> float:
     raise ValueError(f"memory_limit {limit!r}: expected GB or MB")
 
 
-def markdown(result: dict) -> str:
-    """docs/mimic-iv.md's figures:extract_mimic4 section, from the benchmark's JSON (report.py's renderer)."""
+def render(result: dict) -> str:
+    """docs/mimic-iv.md's figures:extract_mimic4 section, from the benchmark's JSON."""
     lines = [f"Measured on {result['cpus']} CPUs, shared.", "",
              "| scale | patients | admissions | event rows | extract (s) | CPU (s) | load | M rows/s | M rows per CPU s "
              "| peak RSS (MB) | RSS after DuckDB (MB) |",
@@ -385,11 +355,9 @@ def main() -> None:
     if args.profile_child:
         print(json.dumps(profile_tables(args.profile_child)))
         return
-    from report import provenance, write_results
-
-    started = provenance()  # the commit the run starts at
+    started = report.provenance()  # the commit the run starts at
     result = measure(args.scales, args.seed)
-    write_results("extract_mimic4", {**started, **result}, path=args.json)  # the canonical JSON re-renders docs/mimic-iv.md
+    report.write_results("extract_mimic4", {**started, **result}, path=args.json)  # the canonical JSON re-renders docs/mimic-iv.md
 
 
 if __name__ == "__main__":

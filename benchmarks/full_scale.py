@@ -1,6 +1,6 @@
 """The whole chain at a fraction of MIMIC-III's (or MIMIC-IV's) size, each stage measured, not extrapolated.
 
-    .venv/bin/python benchmarks/full_scale.py --fraction 0.02 [--layout mimic-iii] [--workers 2]
+    .venv/bin/python -m benchmarks.full_scale --fraction 0.02 [--layout mimic-iii] [--workers 2]
         [--max-steps N] [--threads 1] [--json PATH]
 
 synth (cached under benchmarks/.cache/full_scale_<layout>_<patients>/, generated once, with
@@ -17,33 +17,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / "benchmarks" / ".cache"
-PY = sys.executable
+from benchmarks.harness import CACHE, PY, cached, run_child
+
 FULL_PATIENTS = 46_520  # MIMIC-III v1.4's patients (the synthetic world's scale 1.0)
 
 
 def measured(args: list[str], env: dict) -> dict:
     """Run ``cli.py ARGS`` as a child: wall s, CPU s, peak RSS MB, its stdout, the load average after."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([PY, "cli.py", *args], cwd=ROOT, stdout=out, stderr=err, env=env, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"cli.py {' '.join(args)} failed:\n{err.read()[-2000:]}")
-        return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-                "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "load_average": round(os.getloadavg()[0], 2),
-                "stdout": out.read()}
+    try:
+        child = run_child([PY, "cli.py", *args], env)
+    except RuntimeError as err:
+        raise SystemExit(str(err)) from None
+    return {"wall_s": round(child.wall_s, 2), "cpu_s": round(child.cpu_s, 2),
+            "peak_rss_mb": round(child.peak_rss_mb, 1), "load_average": round(os.getloadavg()[0], 2),
+            "stdout": child.stdout}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -61,13 +51,13 @@ def main(argv: list[str] | None = None) -> dict:
     patients = max(1, round(FULL_PATIENTS * args.fraction))
     env = {**os.environ, "MIMIC_DEID_KEY": os.environ.get("MIMIC_DEID_KEY", "benchmark-only-key")}
     stages: dict[str, dict] = {}
-    world = CACHE / f"full_scale_{args.layout}_{patients}"
-    if not (world / "_done").exists():
-        shutil.rmtree(world, ignore_errors=True)
-        workers = args.workers if args.layout == "mimic-iii" else 1
+    workers = args.workers if args.layout == "mimic-iii" else 1
+
+    def synth(world: Path) -> None:  # measured as a stage when it runs (not when the world is cached)
         stages["synth"] = measured(["synth", "--out", str(world), "--patients", str(patients), "--layout",
                                     args.layout, "--workers", str(workers)], env)
-        (world / "_done").write_text("")
+
+    world = cached(CACHE / f"full_scale_{args.layout}_{patients}", synth)
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as work:
         work = Path(work)

@@ -1,6 +1,6 @@
 """The LSTM cell update of the evaluation path: eager ops against one torch.compile-fused kernel.
 
-    .venv/bin/python benchmarks/fused_cell.py [--blocks 16] [--rows 128] [--hidden 64] [--threads 2]
+    .venv/bin/python -m benchmarks.fused_cell [--blocks 16] [--rows 128] [--hidden 64] [--threads 2]
 
 ``pipeline.layers.inference._layer`` updates the cell after each step's batched product with
 eager in-place ops (``inference.cell_update``: one sigmoid over the four gates, then c and h/2).
@@ -16,14 +16,9 @@ torch.compile cannot build (no C++ compiler).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from score import best_rate
+from benchmarks.score import best_rate
 
 
 def main() -> None:

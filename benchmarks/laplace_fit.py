@@ -1,6 +1,6 @@
 """Subnetwork Laplace: fit time and peak memory against S, on the LSTM 64 and the paper-scale LSTM 256.
 
-    .venv/bin/python benchmarks/laplace_fit.py [--features DIR] [--sizes 1000 2000 5000 10000]
+    .venv/bin/python -m benchmarks.laplace_fit [--features DIR] [--sizes 1000 2000 5000 10000]
         [--hidden 64 256] [--steps 400] [--max-train N] [--selection wasserstein] [--threads 1]
 
 1. Features: ``--features`` or the default synthetic benchmark (``make main``'s: 2,000 patients,
@@ -22,7 +22,7 @@
    blocks (median of ``--repeats``); ratio = MAP admissions/s over Laplace admissions/s.
 
 Writes benchmarks/results/laplace_fit.json (``--out`` elsewhere) and prints the table; the default
-path also rewrites the docs section that shows it (``benchmarks/report.py``: docs/laplace.md).
+path also rewrites the docs section that shows it (``benchmarks.laplace_figures``: docs/laplace.md).
 """
 
 from __future__ import annotations
@@ -35,44 +35,50 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import harness, report
+from pipeline import fileio, training
+from pipeline.data.features import load_split
 
-import report  # noqa: E402  (benchmarks/report.py)
-
-from pipeline import fileio, training  # noqa: E402
-from pipeline.data.features import load_split  # noqa: E402
-
-CACHE = ROOT / "benchmarks" / ".cache" / "laplace"
-RESULT = ROOT / "benchmarks" / "results" / "laplace_fit.json"
+CACHE = harness.CACHE / "laplace"
+RESULT = report.results_path("laplace_fit")
 SYNTH_KEY = "synthetic-data-only-not-a-secret"  # the Makefile's key for synthetic data (not a secret)
 
 
 def default_features() -> Path:
     """The default synthetic benchmark's features (generated once)."""
-    out = CACHE / "synth_p2000_d1_s0"
-    if (out / ".complete").exists():
-        return out / "features"
-    shutil.rmtree(out, ignore_errors=True)
-    os.environ.setdefault("MIMIC_DEID_KEY", SYNTH_KEY)
-    from pipeline.extraction import extract
-    from pipeline.synth import generate
+    def make(out: Path) -> None:
+        os.environ.setdefault("MIMIC_DEID_KEY", SYNTH_KEY)
+        from pipeline.extraction import extract
+        from pipeline.synth import generate
 
-    t0 = time.perf_counter()
-    generate(out / "mimic", patients=2000, seed=0)
-    extract(out / "mimic", out / "features")
-    shutil.rmtree(out / "mimic")
-    (out / ".complete").write_text(f"{time.perf_counter() - t0:.1f} s\n")
-    return out / "features"
+        generate(out / "mimic", patients=2000, seed=0)
+        extract(out / "mimic", out / "features")
+        shutil.rmtree(out / "mimic")
+
+    return harness.cached(CACHE / "synth_p2000_d1_s0", make) / "features"
+
+
+def add_map_options(ap: argparse.ArgumentParser) -> None:
+    """The options every script on these MAP runs takes (this one, ``laplace_jacobian_groups``,
+    ``experiments.laplace_selection``): the features, the MAP runs' training steps, torch threads."""
+    ap.add_argument("--features", type=Path, default=None, help="features directory (default: the synthetic benchmark)")
+    ap.add_argument("--steps", type=int, default=400, help="training steps of the MAP runs")
+    ap.add_argument("--threads", type=int, default=1)
+
+
+def start(args: argparse.Namespace) -> tuple[dict, tuple, Path]:
+    """A measuring run begins: torch's threads set; the provenance and the load average as it starts (the
+    machine is shared: timings move with the load); the features (``--features`` or the default benchmark's)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    return report.provenance(), os.getloadavg(), args.features or default_features()
 
 
 def map_run(features: Path, hidden: int, steps: int) -> Path:
@@ -149,11 +155,8 @@ def child(args: argparse.Namespace) -> None:
 
 
 def run_child(argv: list[str]) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", *argv], cwd=ROOT, capture_output=True, text=True,
-                          check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"child {' '.join(argv)} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """One fit in a fresh process (``--child``): its JSON line."""
+    return harness.run_module(__spec__.name, "--child", *argv).last_json()
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
@@ -227,15 +230,13 @@ def throughput(models: dict, fs, repeats: int, batch_size: int) -> dict[str, flo
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--features", type=Path, default=None, help="features directory (default: the synthetic benchmark)")
+    add_map_options(ap)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 5000, 10000])
     ap.add_argument("--hidden", type=int, nargs="+", default=[64, 256])
-    ap.add_argument("--steps", type=int, default=400, help="training steps of the MAP runs")
     ap.add_argument("--selection", default="wasserstein")
     ap.add_argument("--max-train", type=int, default=None, help="training admissions in the GGN (default: all)")
     ap.add_argument("--grid-size", type=int, default=17, help="λ values of the timed grid search (0: skip)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULT, help="results file (the default also updates the docs)")
     ap.add_argument("--summarize", action="store_true", help="only recompute the growth figures of --out's fits")
     # child mode
@@ -258,15 +259,10 @@ def main() -> None:
             report.update({"laplace_fit"})
         return
 
-    import torch
-
     from pipeline.laplace import Predictive, load_laplace
     from pipeline.runs.formats import load_model
 
-    torch.set_num_threads(args.threads)
-    measured = report.provenance()  # the checkout as the run starts
-    load_start = os.getloadavg()  # the machine is shared: timings move with the load
-    features = args.features or default_features()
+    measured, load_start, features = start(args)
     common = ["--features", str(features), "--selection", args.selection, "--threads", str(args.threads)]
     if args.max_train:
         common += ["--max-train", str(args.max_train)]
@@ -313,7 +309,7 @@ def main() -> None:
 
     growth, same_s = summarize(fits, args.hidden, args.sizes)
     report.write_results("laplace_fit", {
-        **measured, "command": " ".join(["python benchmarks/laplace_fit.py", *sys.argv[1:]]),
+        **measured, "command": report.command(__spec__.name),
         "features": str(features), "threads": args.threads, "selection": args.selection, "map_steps": args.steps,
         "max_train": args.max_train, "grid_size": args.grid_size, "repeats": args.repeats,
         "cpu_count": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "fits": fits,

@@ -1,6 +1,6 @@
 """Per-admission cost of the subnetwork Jacobian against the size of the backward group.
 
-    .venv/bin/python benchmarks/laplace_jacobian_groups.py [--features DIR] [--hidden 64 256] [--groups 1 2 4 8 16]
+    .venv/bin/python -m benchmarks.laplace_jacobian_groups [--features DIR] [--hidden 64 256] [--groups 1 2 4 8 16]
         [--admissions 64]
 
 Each logit's backward pass runs over every admission computed with it, so the per-admission cost of
@@ -16,32 +16,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-import report  # noqa: E402  (benchmarks/report.py)
-from laplace_fit import default_features, map_run  # noqa: E402
+from benchmarks import report
+from benchmarks.laplace_fit import add_map_options, map_run, start
+from pipeline.data import batches
+from pipeline.data.features import load_split
 
-from pipeline.data import batches# noqa: E402
-from pipeline.data.features import load_split  # noqa: E402
-
-RESULT = Path(__file__).resolve().parent / "results" / "laplace_jacobian_groups.json"
+RESULT = report.results_path("laplace_jacobian_groups")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--features", type=Path, default=None,
-                    help="features directory (default: the synthetic benchmark)")
+    add_map_options(ap)
     ap.add_argument("--hidden", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--groups", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--admissions", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=400, help="training steps of the MAP runs")
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
 
@@ -51,10 +44,7 @@ def main() -> None:
     from pipeline.laplace.params import ParamVector, Substitution, frozen
     from pipeline.runs.formats import load_model
 
-    torch.set_num_threads(args.threads)
-    measured = report.provenance()  # the checkout as the run starts
-    load_start = os.getloadavg()
-    features = args.features or default_features()
+    measured, load_start, features = start(args)
     fs = load_split(features / "train.parquet")
     pick = np.random.default_rng(0).choice(len(fs), args.admissions, replace=False)
     pick = pick[np.argsort(-fs.n_bags[pick], kind="stable")]
@@ -77,7 +67,7 @@ def main() -> None:
                     print(f"LSTM {hidden:3d}, J w.r.t. {name:>4s} weights, groups of {g:2d}: {ms:6.2f} ms/admission",
                           flush=True)
     report.write_results("laplace_jacobian_groups", {
-        **measured, "command": " ".join(["python benchmarks/laplace_jacobian_groups.py", *sys.argv[1:]]),
+        **measured, "command": report.command(__spec__.name),
         "threads": args.threads, "admissions": args.admissions, "map_steps": args.steps, "cpu_count": os.cpu_count(),
         "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "rows": rows,
     }, args.out)

@@ -1,10 +1,10 @@
 """Rank-1 LSTM cost against nn.LSTM, measured in one process (ratios only), and the
 parameter overhead of the rank-1 factors.
 
-Run:  .venv/bin/python benchmarks/rank1_lstm.py [--batch 64] [--steps 48] [--hidden 64] [--reps 15] [--threads 1]
+Run:  .venv/bin/python -m benchmarks.rank1_lstm [--batch 64] [--steps 48] [--hidden 64] [--reps 15] [--threads 1]
 
 Writes benchmarks/results/rank1_lstm.json (``--json`` elsewhere) and, for the default path, the
-docs section that shows it (``benchmarks/report.py``: docs/performance.md).
+docs section that shows it (``render`` below: docs/performance.md).
 
 Timing: forward + backward of a K = 4 rank-1 LSTM on a member-major tiled batch (K·B rows)
 against ``nn.LSTM`` on the same (K·B, T, D) input, for both sampling modes. Candidates run
@@ -35,14 +35,12 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import report  # noqa: E402  (benchmarks/report.py)
-from pipeline.layers import LSTMRank1, set_sampling  # noqa: E402
-from pipeline.models import MortalityConfig, build_model  # noqa: E402
+from benchmarks import report
+from pipeline.layers import LSTMRank1, set_sampling
+from pipeline.models import MortalityConfig, build_model
 
 EMBEDDINGS = ("bag_embedding", "context_embedding")
+PARAM_TARGET_PCT = 5.0  # the project's target: rank-1 parameter overhead over the deterministic model, %
 
 
 def fwd_bwd(run) -> tuple[float, int]:
@@ -195,7 +193,7 @@ def main() -> None:
                         help="results file (default: benchmarks/results/rank1_lstm.json, which also updates the docs)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    command = " ".join(["benchmarks/rank1_lstm.py", *sys.argv[1:]])
+    command = report.command(__spec__.name)
     measured = report.provenance()  # the checkout as the run starts
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     load = os.getloadavg()[0]
@@ -212,6 +210,29 @@ def main() -> None:
     result = {**measured, "command": command, "torch": torch.__version__, "load_average": load, "cpus": os.cpu_count(),
               "config": config, "timing": timing, "parameters": parameters}
     report.write_results("rank1_lstm", result, args.json)
+
+
+def render(r: dict) -> str:
+    """docs/performance.md's figures:rank1_lstm section, from the results JSON."""
+    c = r["config"]
+    head = (f"K = {c['components']}, {c['components'] * c['batch']} tiled rows, T = {c['steps']}, D = {c['input']}, "
+            f"H = {c['hidden']}, {c['threads']} thread(s), best of {c['reps']} interleaved rounds (load average "
+            f"{r['load_average']:.1f} on {r['cpus']} CPUs at the start); forward + backward time of the rank-1 LSTM / "
+            f"`nn.LSTM` time on the same tiled batch:")
+    out = [head, ""]
+    rows = []
+    for t in r["timing"]:
+        rows.append([t["malloc"], t["lengths"], t["reference"], f"{t['reference_ms']:.1f}",
+                     f"{t['per_example']:.2f}", f"{t['per_member']:.2f}"])
+    out += [report.table(["allocator", "lengths", "reference (nn.LSTM)", "reference ms", "per-example sampling (training)",
+                    "per-member sampling (evaluation)"], rows), ""]
+    out.append(f"Parameter overhead of the rank-1 factors over the deterministic LSTM + dense layers at "
+               f"K = {c['components']} (embeddings excluded; counted, not timed; target {PARAM_TARGET_PCT:g}%):")
+    out.append("")
+    prow = [[str(p["hidden"]), str(p["embedding"]), p["model"], f"{p['deterministic']:,}", f"{p['extra']:,}",
+             f"{p['overhead_pct']:.1f}%"] for p in r["parameters"]]
+    out.append(report.table(["LSTM units", "embedding", "model", "deterministic parameters", "extra", "overhead"], prow))
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Batch scoring cost: DEFAULT_SAMPLES samples x K = 4 over a cohort, peak memory, achieved FLOP/s.
 
-    .venv/bin/python benchmarks/score.py [--n 3000] [--small 1000] [--samples S] [--threads 2]
+    .venv/bin/python -m benchmarks.score [--n 3000] [--small 1000] [--samples S] [--threads 2]
                                          [--batch-size 128] [--target 58976] [--hidden H]
 
 Scores random features shaped like the default synthetic benchmark (about 23 bags of about
@@ -61,7 +61,6 @@ import argparse
 import json
 import math
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -69,11 +68,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from train_throughput import random_features
-
+from benchmarks.harness import run_module
+from benchmarks.train_throughput import random_features
 from pipeline import fileio, metrics
 from pipeline.data import features
 from pipeline.models import predict
@@ -307,11 +303,10 @@ def laplace_ratio(args) -> dict:
 
 
 def run_child(n: int, args) -> dict:
-    cmd = [sys.executable, __file__, "--child", "--n", str(n), "--samples", str(args.samples), "--threads",
-           str(args.threads), "--batch-size", str(args.batch_size), "--hidden", str(args.hidden), "--repeat", str(args.repeat),
-           "--backend", args.backend]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """One cohort size scored in a fresh process (``--child``), so that its peak RSS is its own: its JSON line."""
+    return run_module(__spec__.name, "--child", "--n", str(n), "--samples", str(args.samples), "--threads",
+                      str(args.threads), "--batch-size", str(args.batch_size), "--hidden", str(args.hidden),
+                      "--repeat", str(args.repeat), "--backend", args.backend).last_json()
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Load on the served model: C concurrent clients on loopback, N requests of B admissions each.
 
-    .venv/bin/python benchmarks/serve_load.py --model RUN_ID --features FEATURES/test.parquet
+    .venv/bin/python -m benchmarks.serve_load --model RUN_ID --features FEATURES/test.parquet
         [--clients 1 2 4 8] [--requests 40] [--batch 64] [--server workers=1] [--server workers=2,threads=1]
         [--port 5090] [--distinct 8] [--samples S] [--timeout 120] [--out PATH]
 
@@ -40,9 +40,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+from benchmarks import report
+from benchmarks.harness import ROOT
 
 COLUMNS = ["key", "context", "bag_hours", "bags", "n_events", "observed_hours"]
 
@@ -75,9 +74,7 @@ def start_server(model: str, spec: dict, port: int, log_path: Path, timeout: flo
     cmd = [sys.executable, str(ROOT / "cli.py"), "serve", "--model", model, "--port", str(port)]
     for k, v in spec.items():
         cmd += [f"--{k.replace('_', '-')}"] + ([str(v)] if v != "" else [])  # a bare name is a flag
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, stdout=log_path.open("wb"), stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=log_path.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -208,12 +205,10 @@ def main() -> None:
                     help="cli.py serve options, e.g. workers=2,threads=1 or threads=1,via-mlflow (a flag)")
     ap.add_argument("--port", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per request and for the server start")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "serve_load.json")
+    ap.add_argument("--out", type=Path, default=report.results_path("serve_load"))
     args = ap.parse_args()
 
-    from report import provenance
-
-    started = provenance()  # the commit the run starts at
+    started = report.provenance()  # the commit the run starts at
     reqs = bodies(args.features, args.batch, args.distinct, {"samples": args.samples} if args.samples else None)
     print(f"{len(reqs)} distinct requests of {args.batch} admissions ({sum(map(len, reqs)) / len(reqs) / 1e3:.0f} kB "
           f"each); {args.requests} requests per client count; {os.cpu_count()} CPUs", flush=True)
@@ -250,12 +245,37 @@ def main() -> None:
         finally:
             stop_server(proc)
         results.append({"server": spec, "rows": rows})
-    from report import write_results
-
-    result = {"command": " ".join(["benchmarks/serve_load.py", *sys.argv[1:]]), "model": str(args.model),
+    result = {"command": report.command(__spec__.name), "model": str(args.model),
               "features": args.features.name, "batch": args.batch, "samples": args.samples, "requests": args.requests,
               "distinct": args.distinct, "cpus": os.cpu_count(), "load_average": os.getloadavg(), "servers": results}
-    write_results(args.out.stem, {**started, **result}, path=args.out)  # docs/scoring.md's figures:<stem>
+    report.write_results(args.out.stem, {**started, **result}, path=args.out)  # docs/scoring.md's figures:<stem>
+
+
+def _server_label(server: dict) -> str:
+    """'workers 1, threads 1, via MLflow' / 'direct' (the serve defaults: one worker, one thread, direct)."""
+    workers, threads = server.get("workers", "1"), server.get("threads", "1")
+    path = "via MLflow" if "via-mlflow" in server else "direct"
+    default = workers == "1" and threads == "1" and path == "direct"
+    return f"workers {workers}, threads {threads}, {path}{' (default)' if default else ''}"
+
+
+def render(r: dict) -> str:
+    """docs/scoring.md's figures:serve_load* sections: one row per server configuration and number of clients."""
+    samples = r.get("samples")
+    samples = "the model's score_samples" if samples is None else samples
+    head = (f"{r['batch']}-admission requests ({r['distinct']} distinct bodies) from `{r['features']}`, "
+            f"{r['requests']} requests per row, samples per component "
+            f"{samples}; {r['cpus']} CPUs, "
+            f"shared; load average {r['load_average'][0]:.1f} at the start, {r['load_average'][-1]:.1f} at the end.")
+    rows = []
+    for server in r["servers"]:
+        for i, row in enumerate(server["rows"]):
+            rows.append([_server_label(server["server"]) if i == 0 else "", str(row["clients"]),
+                         f"{row['admissions_per_s']:,.0f}", f"{row['p50_ms']:,.0f}", f"{row['p99_ms']:,.0f}",
+                         str(row["errors"]), str(row["lost_rows"]), f"{row['identical']}/{row['requests']}",
+                         f"{row['server_cpu_ms_per_request']:,.0f}"])
+    return head + "\n\n" + report.table(["server", "clients", "admissions/s", "p50 ms", "p99 ms", "errors", "lost rows",
+                                   "identical to alone", "server CPU ms per request"], rows)
 
 
 if __name__ == "__main__":

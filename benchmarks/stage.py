@@ -1,6 +1,6 @@
 """The Parquet stage against the CSV path, in one process on one synthetic world.
 
-    .venv/bin/python benchmarks/stage.py [--patients 3000] [--density 1.0] [--threads N] [--repeats 1]
+    .venv/bin/python -m benchmarks.stage [--patients 3000] [--density 1.0] [--threads N] [--repeats 1]
 
 Synthesizes MIMIC-III (cached under benchmarks/.cache/stage_synth_<patients>_<density>/, generated
 once), then in this process: extracts the CSV directory, stages it (``cli.py stage``'s library call),
@@ -14,26 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-CACHE = ROOT / "benchmarks" / ".cache"
-
-
-def _world(patients: int, density: float) -> Path:
-    from pipeline.synth import SynthConfig, generate
-
-    out = CACHE / f"stage_synth_{patients}_{density:g}"
-    if not (out / "_done").exists():
-        shutil.rmtree(out, ignore_errors=True)
-        generate(out, patients=patients, seed=0, config=SynthConfig(density=density))
-        (out / "_done").write_text("")
-    return out
+from benchmarks.harness import CACHE, synth_world
 
 
 def _timed(fn) -> tuple[float, float, object]:
@@ -57,7 +42,7 @@ def main(argv: list[str] | None = None) -> dict:
     from pipeline.extraction import extract
     from pipeline.sources.stage import StageConfig, stage_csv
 
-    source = _world(args.patients, args.density)
+    source = synth_world(f"stage_synth_{args.patients}_{args.density:g}", args.patients, density=args.density)
     cfg = ExtractConfig(threads=args.threads)
     source_mb = sum(p.stat().st_size for p in source.glob("*.csv.gz")) / 2**20
     with tempfile.TemporaryDirectory(dir=CACHE) as work:

@@ -1,6 +1,6 @@
 """Training throughput (admissions/s) at the default sizes: deterministic vs rank-1, one process.
 
-    .venv/bin/python benchmarks/train_throughput.py [--data FEATURES_DIR] [--steps 40] [--threads 1]
+    .venv/bin/python -m benchmarks.train_throughput [--data FEATURES_DIR] [--steps 40] [--threads 1]
         [--run rank1:default --run rank1:records-research ...]
 
 ``--run KIND:PRESET`` (repeatable) chooses what is compared (default: deterministic and rank-1 at
@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import fileio, models, training
 from pipeline.data import batches, features# noqa: E402

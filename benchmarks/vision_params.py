@@ -1,6 +1,6 @@
 """Parameter overhead of the rank-1 / BatchEnsemble factors over the deterministic networks.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vision_params.py [--out benchmarks/results/vision_params.json]
+    .venv/bin/python -m benchmarks.vision_params [--out benchmarks/results/vision_params.json]
 
 Counts trainable parameters (``parameter_report``) of ResNet-50 (1,000 classes) and WRN-28-10
 (10 classes) for K = 4 and K = 10, shared and per-member BatchNorm, and the cost of one
@@ -11,22 +11,18 @@ for a 10-component ResNet-50" matches.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import report
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vision_params.json")
+    ap.add_argument("--out", type=Path, default=report.results_path("vision_params"))
     args = ap.parse_args()
 
     import torch
 
-    import report
     from pipeline.models.vision import VisionConfig, parameter_report
 
     prov = report.provenance()
@@ -43,7 +39,7 @@ def main() -> None:
         per_component_entries = r["factor_entries"] // r["components"]
         r["one_component_mean_and_scale"] = 2 * per_component_entries
         r["one_component_pct"] = 100.0 * 2 * per_component_entries / r["deterministic"]
-    report.write_results("vision_params", {**prov, "command": " ".join(["benchmarks/vision_params.py", *sys.argv[1:]]),
+    report.write_results("vision_params", {**prov, "command": report.command(__spec__.name),
                                            "rows": rows}, path=args.out)
     print("| network | method | K | per-member BN | deterministic | extra | extra % | factors | member biases "
           "| member BN |")
@@ -55,6 +51,26 @@ def main() -> None:
     rn = next(r for r in rows if r["arch"] == "resnet50" and r["method"] == "rank1")
     print(f"\nResNet-50: {rn['factor_entries'] // rn['components']:,} factor entries per component; one component's "
           f"mean and scale = {rn['one_component_mean_and_scale']:,} parameters = {rn['one_component_pct']:.3f}%")
+
+
+def render(r: dict) -> str:
+    """docs/vision.md's figures:vision_params section, from the results JSON."""
+    rows = r["rows"]
+    shared = [x for x in rows if not x["member_batchnorm_option"]]
+    per_member = {(x["arch"], x["method"], x["components"]): x for x in rows if x["member_batchnorm_option"]}
+    names = {"resnet50": "ResNet-50", "wrn": "WRN-28-10"}
+    table = []
+    for x in sorted(shared, key=lambda x: (x["arch"], x["method"] != "rank1", x["components"])):
+        pm = per_member.get((x["arch"], x["method"], x["components"]))
+        table.append([names.get(x["arch"], x["arch"]), "rank-1" if x["method"] == "rank1" else "BatchEnsemble",
+                      str(x["components"]), f"{x['deterministic']:,}", f"{x['extra']:,}", f"{x['extra_pct']:.2f}",
+                      f"{x['factors']:,}", f"{x['member_biases']:,}", f"{pm['extra_pct']:.2f}" if pm else "n/a"])
+    rn = next(x for x in rows if x["arch"] == "resnet50" and x["method"] == "rank1")
+    return (report.table(["network", "method", "K", "deterministic", "extra parameters", "extra %", "of which factors",
+                    "head biases", "with per-member BN: extra %"], table)
+            + f"\n\nResNet-50: {rn['factor_entries'] // rn['components']:,} factor entries per component; one "
+              f"component's mean and scale = {rn['one_component_mean_and_scale']:,} parameters = "
+              f"{rn['one_component_pct']:.3f}% of the deterministic network.")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Rank-1 Wide ResNet cost against the deterministic network, measured in one process.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vision_step.py [--depth 16 --width 2 --size 16]
+    .venv/bin/python -m benchmarks.vision_step [--depth 16 --width 2 --size 16]
         [--batch 64] [--k 4] [--steps 8] [--blocks 5] [--eval-images 64] [--samples 25] [--threads 1]
 
 1. Training step (forward, NLL + KL / N + L2, backward, SGD step) of rank-1 WRN with K members on
    a tiled batch of ``--batch`` rows (batch / K distinct images tiled K times, per-example factor
    draws) against the deterministic WRN on the same tiled batch (the same ``--batch`` rows);
-   BatchEnsemble for reference. Target: rank-1 / deterministic <= 1.3.
+   BatchEnsemble for reference. Target: rank-1 / deterministic <= ``TRAIN_TARGET``.
 2. Evaluation throughput: rank-1 with ``--samples`` samples per member (per-member draws, S·K
    networks per image, no grad) against one deterministic pass over the same images.
    For scale, the deterministic network also runs on as many rows per forward pass as the rank-1
@@ -29,13 +29,13 @@ import platform
 import resource
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import report
+from benchmarks.harness import ROOT
+
+TRAIN_TARGET = 1.3  # issue 14's target: rank-1 training step / deterministic step
 
 
 def _setup(method: str, args) -> tuple:
@@ -145,7 +145,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=25, help="samples per member in rank-1 evaluation")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--no-rss", action="store_true", help="skip the peak-RSS child processes")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vision_step.json")
+    ap.add_argument("--out", type=Path, default=report.results_path("vision_step"))
     args = ap.parse_args()
 
     import torch
@@ -167,7 +167,7 @@ def main() -> None:
         "train_step_seconds": step_s,
         "train_ratio_rank1_to_deterministic": step_s["rank1"] / step_s["deterministic"],
         "train_ratio_batchensemble_to_deterministic": step_s["batchensemble"] / step_s["deterministic"],
-        "train_target_ratio": 1.3,
+        "train_target_ratio": TRAIN_TARGET,
         "eval_images_per_second": images_per_s,
         "eval_rank1_draws_per_image": draws,
         "eval_ratio_rank1_to_one_deterministic_pass": eval_s["rank1"] / eval_s["deterministic"],
@@ -180,14 +180,12 @@ def main() -> None:
     if not args.no_rss:
         result["peak_rss_mib"] = {f"train_{m}": peak_rss_mib("train", m, args) for m in train}
         result["peak_rss_mib"].update({f"eval_{m}": peak_rss_mib("eval", m, args) for m in evals})
-    import report
-
-    report.write_results("vision_step", {"command": " ".join(["benchmarks/vision_step.py", *sys.argv[1:]]), **result},
+    report.write_results("vision_step", {"command": report.command(__spec__.name), **result},
                          path=args.out)  # adds the date; re-renders docs/vision.md's figures:vision_step
     print(f"{result['arch']}, K={args.k}, {args.batch} tiled rows per step, {args.threads} thread(s)")
     for m, s in step_s.items():
         print(f"train step  {m:14s} {1000 * s:8.1f} ms  ({s / step_s['deterministic']:.2f}x deterministic)")
-    print(f"rank-1 / deterministic training step: {result['train_ratio_rank1_to_deterministic']:.2f}x (target <= 1.3)")
+    print(f"rank-1 / deterministic training step: {result['train_ratio_rank1_to_deterministic']:.2f}x (target <= {TRAIN_TARGET:g})")
     what = {"rank1": f"{args.samples} samples x {args.k} members", "deterministic": "one pass",
             "deterministic_same_rows": f"one pass, {args.eval_batch * draws} images per forward"}
     for m, v in images_per_s.items():
@@ -198,6 +196,41 @@ def main() -> None:
           f"{result['eval_ratio_per_draw_same_rows']:.2f}x per draw against equally large passes)")
     for name, mib in result.get("peak_rss_mib", {}).items():
         print(f"peak RSS    {name:20s} {mib:8.1f} MiB")
+
+
+def render(r: dict) -> str:
+    """docs/vision.md's figures:vision_step* sections, from the results JSON."""
+    c, t, e = r["config"], r["train_step_seconds"], r["eval_images_per_second"]
+    ratio = r["train_ratio_rank1_to_deterministic"]
+    load = r.get("load_average_after")
+    head = (f"`benchmarks/vision_step.py --steps {c['steps']} --blocks {c['blocks']}`: {r['arch']} "
+            f"({c.get('width')} x 16/32/64 filters), K = {c['k']}, a tiled batch of {c['batch']} rows "
+            f"({c['batch'] // c['k']} distinct images tiled {c['k']} times; the deterministic network gets the same "
+            f"rows), {c['threads']} thread(s); medians over {c['blocks']} interleaved blocks of {c['steps']} steps"
+            + (f"; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) at the end" if load else "")
+            + ":")
+    rows = [
+        ["training step, deterministic", f"{t['deterministic'] * 1e3:.0f} ms", "1.00"],
+        ["training step, BatchEnsemble", f"{t['batchensemble'] * 1e3:.0f} ms",
+         f"{r['train_ratio_batchensemble_to_deterministic']:.2f}"],
+        ["training step, rank-1 (per-example draws)", f"{t['rank1'] * 1e3:.0f} ms", f"**{ratio:.2f}**"],
+        ["evaluation, deterministic, one pass", f"{e['deterministic']:.0f} images/s", ""],
+        [f"evaluation, rank-1, {c['samples']} samples x {c['k']} members ({r['eval_rank1_draws_per_image']} draws)",
+         f"{e['rank1']:.2f} images/s", f"{r['eval_ratio_rank1_to_one_deterministic_pass']:.0f}x"],
+        [f"the same per draw; per draw against deterministic passes of {c['eval_batch'] * r['eval_rank1_draws_per_image']:,} "
+         "images", "", f"{r['eval_ratio_per_draw']:.2f}x; {r['eval_ratio_per_draw_same_rows']:.2f}x"],
+    ]
+    rss = r.get("peak_rss_mib")
+    if rss:
+        rows.append(["peak RSS (each alone in a fresh process): training det / BE / rank-1",
+                     f"{rss['train_deterministic']:.0f} / {rss['train_batchensemble']:.0f} / {rss['train_rank1']:.0f} "
+                     "MiB", ""])
+        rows.append([f"peak RSS: evaluation det / rank-1 ({c['eval_batch']} images x {r['eval_rank1_draws_per_image']} "
+                     "draws per pass)", f"{rss['eval_deterministic']:.0f} / {rss['eval_rank1']:.0f} MiB", ""])
+    met = "met" if ratio <= r.get("train_target_ratio", TRAIN_TARGET) else "**not met**"
+    return (head + "\n\n" + report.table(["", "time or rate", "ratio"], rows)
+            + f"\n\nTraining target (rank-1 at most {r.get('train_target_ratio', TRAIN_TARGET):g}x the "
+              f"deterministic step): {met} ({ratio:.2f}x).")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io as _io
 import math
-import sys
 import uuid
 from pathlib import Path
 
@@ -265,10 +264,8 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     assert set(result.stage_s) == {"data", "train+evaluate", "compare"} and result.wall_s > 0
     assert (tmp_path / "mimic" / "ADMISSIONS.csv.gz").exists()  # generated once, cached for the next call
 
-    # the benchmarks that read a grid (paired_compare, averaging_ceiling) find its runs and redraw its NLL
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import paired_compare
-
+    # the experiments that read a grid (paired_compare, averaging_ceiling) find its runs and redraw its NLL
+    from experiments import paired_compare
     from pipeline.data import features
 
     found = paired_compare.find_runs(tmp_path / "out")

@@ -93,7 +93,8 @@ def test_the_samples_default_is_written_once():
     n = contracts.DEFAULT_SAMPLES
     pattern = re.compile(rf"(samples|draws)\D{{0,40}}(?<![\d.]){n}(?![\d.])|(?<![\d.]){n}[- ](samples?|draws)\b|default={n}\b")
     own = {"benchmarks/vision_step.py", "benchmarks/laplace_fit.py"}  # their own MC settings (vision, Laplace)
-    files = [ROOT / "cli.py", *sorted((ROOT / "pipeline").rglob("*.py")), *sorted((ROOT / "benchmarks").glob("*.py"))]
+    files = [ROOT / "cli.py", *sorted((ROOT / "pipeline").rglob("*.py")), *sorted((ROOT / "benchmarks").glob("*.py")),
+             *sorted((ROOT / "experiments").glob("*.py"))]
     found = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files if str(p.relative_to(ROOT)) not in own
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if pattern.search(line) and "DEFAULT_SAMPLES =" not in line]

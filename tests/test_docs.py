@@ -1,11 +1,13 @@
 """The docs cannot drift from the code and the measurements.
 
 - Every section between ``<!-- figures:NAME -->`` markers in README.md and docs/ is exactly what
-  ``benchmarks/report.py`` renders from ``benchmarks/results/NAME.json``, and every results file is
-  shown on some page (``report.py``'s own mechanics are tested here too).
+  its renderer (``benchmarks.report.RENDERERS``) renders from ``benchmarks/results/NAME.json``, every
+  results file is shown on some page and every renderer has its results file (the engine's own
+  mechanics are tested here too).
 - Links between the pages resolve (files and heading anchors).
 - Module paths and ``module.name`` references in the README and the docs pages name code that
-  exists (the dated reports under docs/experiments/ are records and may name old modules).
+  exists (the dated reports under docs/experiments/ are records and may name old modules, and so is
+  the command a results file says it was written by, ``Written by `...```).
 - Every ``cli.py COMMAND --flag`` and ``make TARGET`` the docs show exists.
 - The README stays short.
 """
@@ -14,15 +16,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import report
 
-import report  # noqa: E402  (benchmarks/report.py)
+ROOT = Path(__file__).resolve().parents[1]
 
 PAGES = report.pages()
 EXPERIMENTS = ROOT / "docs" / "experiments"
@@ -42,7 +42,7 @@ def test_marked_section_is_its_json_rendered(page, name):
     text = page.read_text(encoding="utf-8")
     assert report.rendered_page(text, rel(page), only={name}) == text, (
         f"{rel(page)}: figures:{name} differs from benchmarks/results/{name}.json; "
-        f"run `python benchmarks/report.py {name}` (or the benchmark) and commit the page")
+        f"run `python -m benchmarks.report {name}` (or the benchmark) and commit the page")
 
 
 def test_every_results_file_has_a_renderer_and_a_page():
@@ -50,8 +50,9 @@ def test_every_results_file_has_a_renderer_and_a_page():
     assert "extract" in results
     shown = {name for _, name in MARKED}
     for name in results:
-        assert name in report.RENDERERS, f"benchmarks/results/{name}.json has no renderer in benchmarks/report.py"
+        assert name in report.RENDERERS, f"benchmarks/results/{name}.json has no renderer in report.RENDERERS"
         assert name in shown, f"benchmarks/results/{name}.json is shown on no page (add a figures:{name} section)"
+    assert sorted(report.RENDERERS) == results, "a renderer in report.RENDERERS without its results file"
 
 
 @pytest.fixture
@@ -166,7 +167,7 @@ def test_links_resolve(page):
 
 # ------------------------------------------------------------------------------------------ code names
 
-PATH = re.compile(r"(?<![\w/.])((?:pipeline|benchmarks|tests|sql|mlflow|docs)/[\w./-]*[\w/])")
+PATH = re.compile(r"(?<![\w/.])((?:pipeline|benchmarks|experiments|tests|sql|mlflow|docs)/[\w./-]*[\w/])")
 DOTTED = re.compile(r"`((?:[a-z_][a-z0-9_]*\.)+[A-Za-z_][A-Za-z0-9_]*)(?:\(\))?`")
 FILE_SUFFIXES = {"py", "md", "csv", "json", "parquet", "png", "pt", "gz", "sql", "log", "yaml", "toml", "db", "txt"}
 MODULES = {p.stem if p.name != "__init__.py" else p.parent.name: [] for p in (ROOT / "pipeline").rglob("*.py")}
@@ -195,8 +196,10 @@ def module_files(dotted: list[str]) -> tuple[list[Path], list[str]]:
 
 
 def code_references(page: Path) -> tuple[list[str], list[str]]:
-    """Repository paths and backticked ``module.name`` references of a page (HTML comments left out)."""
+    """Repository paths and backticked ``module.name`` references of a page (HTML comments left out, and the
+    command a results file records under its figures, a record of what ran then)."""
     text = re.sub(r"<!--.*?-->", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+    text = re.sub(r"<sub>Written by `[^`]*`", "<sub>Written by", text)
     return PATH.findall(text), DOTTED.findall(text)
 
 
@@ -205,7 +208,9 @@ def test_paths_and_module_names_in_the_docs_exist(page):
     paths, dotted = code_references(page)
     for path in paths:  # an upper-case part is a placeholder (NAME, DIR): some file must fit it
         pattern = "/".join(re.sub(r"\b[A-Z][A-Z_]+\b(?=\.|$)", "*", part) for part in path.split("/"))
-        assert (ROOT / path).exists() or any(ROOT.glob(pattern.rstrip("/"))), f"{rel(page)}: {path} does not exist"
+        found = [base for base in (ROOT, page.parent)  # from the root, or relative to the page (a link's target)
+                 if (base / path).exists() or any(base.glob(pattern.rstrip("/")))]
+        assert found, f"{rel(page)}: {path} does not exist"
     for ref in dotted:
         parts = ref.split(".")
         if parts[-1] in FILE_SUFFIXES or (parts[0] != "pipeline" and parts[0] not in MODULES):
@@ -227,8 +232,7 @@ def code_spans(text: str) -> list[str]:
 def cli_options() -> dict[str, set[str]]:
     import typer
 
-    sys.path.insert(0, str(ROOT))
-    import cli
+    import cli  # the repository root is on sys.path (pyproject's pytest pythonpath)
 
     def options(group, prefix: str = "") -> dict[str, set[str]]:  # a sub-app's commands as "group command"
         out = {}

@@ -3,22 +3,12 @@ the same run (docs/mimic-iv.md's figures:extract_mimic4 section is its rendering
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("extract_mimic4", ROOT / "benchmarks" / "extract_mimic4.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import extract_mimic4 as bench
 
 
 def test_benchmark_json_is_complete():
-    bench = _bench()
     result = json.loads(bench.RESULT.read_text())
     assert [r["scale"] for r in result["scales"]] == [0.01, 0.03, 0.10]
     assert [r["patients"] for r in result["scales"]] == [round(bench.FULL_PATIENTS * s) for s in (0.01, 0.03, 0.10)]

@@ -1,19 +1,15 @@
-"""benchmarks/paired_compare.py: paired differences and their bootstrap intervals."""
+"""experiments/paired_compare.py: paired differences and their bootstrap intervals."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from experiments import paired_compare as pc
 from pipeline import metrics as M
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import paired_compare as pc
 
 
 def _cohort(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ class Dataset(str, Enum):
 DATASETS = {Dataset.DIGITS: (10, 1), Dataset.CIFAR10: (10, 3), Dataset.CIFAR100: (100, 3)}  # classes, channels
 
 # Defaults of the fields left None, per dataset: digits takes the digits benchmark's settings
-# (benchmarks/vision_digits.py: WRN-10-1 at 16x16, 20 epochs, 64 tiled rows), CIFAR the published ones.
+# (experiments/vision_digits.py: WRN-10-1 at 16x16, 20 epochs, 64 tiled rows), CIFAR the published ones.
 DATASET_DEFAULTS: dict[Dataset, dict[str, Any]] = {
     Dataset.DIGITS: {"epochs": 20.0, "batch_size": 64, "eval_samples": 2, "eval_every_epochs": 5.0},
     Dataset.CIFAR10: {"epochs": 250.0, "batch_size": 512, "eval_samples": 1, "eval_every_epochs": 0.0},

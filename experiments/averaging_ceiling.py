@@ -1,6 +1,6 @@
 """How much of a benchmark's NLL gap to the true risk does averaging over trained runs remove?
 
-    .venv/bin/python benchmarks/averaging_ceiling.py --bench runs/bench [--modes random --modes era]
+    .venv/bin/python -m experiments.averaging_ceiling --bench runs/bench [--modes random --modes era]
         [--splits test] [--samples S] [--batch-size 128] [--threads 1] [--cache DIR]
 
 A Bayesian posterior (rank-1 mixture, deep ensemble) improves on a point estimate by averaging
@@ -21,15 +21,11 @@ from ``paired_compare.run_logits`` (same settings and cache).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from paired_compare import _features, find_runs, run_logits
+from experiments.paired_compare import _features, find_runs, run_logits
 
 from pipeline import metrics
 from pipeline.contracts import DEFAULT_BATCH

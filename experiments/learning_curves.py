@@ -1,6 +1,6 @@
 """Learning curves: test NLL gap to the true risk and AUC-PR against the training set's size.
 
-    .venv/bin/python benchmarks/learning_curves.py --world runs/data/lc20k --out runs/lc
+    .venv/bin/python -m experiments.learning_curves --world runs/data/lc20k --out runs/lc
         [--sizes 1000 --sizes 2000 ...] [--seeds 0 --seeds 1 --seeds 2]
         [--models deterministic --models rank1-gaussian --models gbm] [--max-steps 1500] [--jobs 2]
         [--oracle PATH] [--png docs/experiments/learning-curves.png] [--json PATH]
@@ -33,11 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import report  # noqa: E402  (benchmarks/report.py)
-from pipeline import fileio  # noqa: E402
+from benchmarks import report
+from pipeline import fileio
 
 SIZES = (1000, 2000, 4000, 8000, 16000)
 MODELS = ("deterministic", "rank1-gaussian", "gbm")
@@ -195,13 +192,44 @@ def main() -> None:
                 "world_train_admissions": len(rows), "max_steps": args.max_steps,
                 "sizes": list(args.sizes or SIZES), "seeds": list(args.seeds or [0, 1, 2]),
                 "models": list(args.models or MODELS), "png": str(args.png) if args.png else None}
-    command = "python benchmarks/learning_curves.py " + " ".join(
+    command = f"python -m {__spec__.name} " + " ".join(
         os.path.relpath(a) if os.path.exists(a) else a for a in sys.argv[1:])
     result = {"command": command, "settings": settings, "records": records, "summary": rows_out,
               "true_risk_test": true_test, "oracle_test": oracle}
     result = json.loads(json.dumps(result, default=float))
-    print(report.render_learning_curves(result))  # the table the docs show
+    print(render(result))  # the table the docs show
     report.write_results("learning_curves", result, args.json or args.out / "learning_curves.json")
+
+
+def render(r: dict) -> str:
+    """docs/training.md's figures:learning_curves section: test NLL gap to the true risk and AUC-PR against the
+    training set's size."""
+    st = r["settings"]
+    tr = r["true_risk_test"]
+    test_n = r["records"][0]["test"]["n"]
+    head = (f"One synthetic world (`{st['world']}`: {st['world_train_patients']:,} training patients, "
+            f"{st['world_train_admissions']:,} training admissions), its own validation and test admissions "
+            f"({test_n:,} test admissions) for every point; a point of N patients trains on 0.8·N of the world's "
+            f"training patients (a fixed random subset per seed, nested across sizes). LSTMs: the default recipe "
+            f"at {st['max_steps']:,} steps, best checkpoint by validation NLL; `gbm`: its validation search. "
+            f"Seeds {', '.join(map(str, st['seeds']))}; mean ± sd over seeds. Test NLL of the true risk: "
+            f"{tr['nll']:.4f}, its AUC-PR {tr['auc_pr']:.4f}.")
+
+    def cell(row: dict, key: str, fmt: str = ".4f") -> str:
+        mean, sd = row[f"{key}_mean"], row[f"{key}_sd"]
+        return f"{mean:{fmt}} ± {sd:{fmt}}" if sd is not None and math.isfinite(sd) else f"{mean:{fmt}}"
+
+    rows = [[f"{x['size']:,}", x["model"], str(x["seeds"]), f"{x['train_admissions']:,.0f}", cell(x, "val_nll"),
+             cell(x, "test_nll"), cell(x, "test_nll_gap"), cell(x, "test_auc_pr"), cell(x, "test_ece")]
+            for x in sorted(r["summary"], key=lambda x: (x["model"], x["size"]))]
+    out = [head, "", report.table(["patients", "model", "seeds", "train admissions", "val NLL", "test NLL", "test NLL gap",
+                             "test AUC-PR", "test ECE"], rows)]
+    if r.get("oracle_test"):
+        o = r["oracle_test"]
+        out += ["", f"Features oracle on the same test admissions: NLL {o['nll']:.4f}, AUC-PR {o['auc_pr']:.4f}."]
+    if st.get("png"):
+        out += ["", f"![learning curves]({Path(st['png']).name})"]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

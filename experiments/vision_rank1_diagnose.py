@@ -1,6 +1,6 @@
 """Where the rank-1 digits models' in-distribution NLL goes: posterior scales, factor signs, means vs draws.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vision_rank1_diagnose.py [--methods rank1-gaussian rank1-cauchy]
+    .venv/bin/python -m experiments.vision_rank1_diagnose [--methods rank1-gaussian rank1-cauchy]
         [--seed 0] [--out benchmarks/results/vision_rank1_diagnose.json]
 
 Trains each rank-1 variant exactly as ``vision_digits.py`` does (same settings, one seed), then
@@ -12,25 +12,22 @@ against the posterior means (``use_mean``: each component's W∘(r̄ s̄ᵀ), no
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import report
+from experiments.vision_digits import METHODS, code_version, ordered
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", nargs="+", default=["rank1-gaussian", "rank1-cauchy"])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vision_rank1_diagnose.json")
+    ap.add_argument("--out", type=Path, default=report.results_path("vision_rank1_diagnose"))
     args = ap.parse_args()
 
     import torch
     import torch.nn.functional as F
 
-    from benchmarks.vision_digits import METHODS, code_version
     from pipeline.metrics import multiclass as mm
     from pipeline.layers import Rank1Vector, set_sampling
     from pipeline.vision import VisionTrainConfig, load_splits, predict_logits, train_vision
@@ -61,10 +58,28 @@ def main() -> None:
                "clean_sampled": {k: sampled[k] for k in keys}, "clean_posterior_means": {k: at_means[k] for k in keys}}
         out["runs"][method] = row
         print(method, row, flush=True)
-    import report
+    report.write_results("vision_rank1_diagnose", {"command": report.command(__spec__.name), **out}, path=args.out)
 
-    report.write_results("vision_rank1_diagnose", {"command": " ".join(["benchmarks/vision_rank1_diagnose.py",
-                                                                        *sys.argv[1:]]), **out}, path=args.out)
+
+def render(r: dict) -> str:
+    """docs/experiments/2026-12-01-vision-digits.md's figures:vision_rank1_diagnose section."""
+    runs = r["runs"]
+    names = [m for m in ordered(runs)]
+    rows = [
+        ["training NLL, last step", *(f"{runs[m]['train_nll_last_step']:.3f}" for m in names)],
+        ["KL at the end (nats)", *(f"{runs[m]['kl']:,.0f}" for m in names)],
+        ["factor means below zero at the end (start: 50%)", *(f"{runs[m]['share_means_below_zero']:.2%}" for m in names)],
+        ["mean \\|factor mean - 1\\|", *(f"{runs[m]['mean_abs_mean_minus_1']:.3f}" for m in names)],
+        ["posterior scale, 10% / 50% / 99% quantiles (start 0.0316)",
+         *(" / ".join(f"{runs[m]['scale_quantiles'][q]:.4f}" for q in ("0.1", "0.5", "0.99")) for m in names)],
+        ["clean NLL / ECE / MI, sampled", *(" / ".join(f"{runs[m]['clean_sampled'][k]:.3f}" for k in
+                                                      ("nll", "ece", "mean_mutual_information")) for m in names)],
+        ["clean NLL / ECE / MI at the posterior means", *(" / ".join(f"{runs[m]['clean_posterior_means'][k]:.3f}" for k in
+                                                                   ("nll", "ece", "mean_mutual_information"))
+                                                          for m in names)],
+    ]
+    return (f"Seed {r['seed']}, {runs[names[0]]['factor_entries']:,} factor entries per model:\n\n"
+            + report.table(["", *names], rows))
 
 
 if __name__ == "__main__":

@@ -1,57 +1,45 @@
 """A first look at the selection rules: validation NLL of each Laplace variant of one MAP run.
 
-    .venv/bin/python benchmarks/laplace_selection.py [--features DIR] [--hidden 64] [--size 1000] [--steps 400]
+    .venv/bin/python -m experiments.laplace_selection [--features DIR] [--hidden 64] [--size 1000] [--steps 400]
         [--threads 1]
 
-Uses the default synthetic benchmark and the MAP run of ``benchmarks/laplace_fit.py`` (same cache;
+Uses the default synthetic benchmark and the MAP run of ``benchmarks.laplace_fit`` (same cache;
 made if missing). For wasserstein (with and without ``skip_unused``), random and magnitude at S =
 ``--size``, last-layer and diagonal Laplace: λ chosen on the validation split over the default grid,
 and the validation NLL of the probit predictive at that λ next to the MAP model's. Validation only
 (the split λ was chosen on, so optimistic for every variant alike): this is no substitute for the
 compare table on test over seeds and splits (docs/experiments/2026-12-01-laplace-comparison.md).
 Writes benchmarks/results/laplace_selection.json (``--out`` elsewhere); the default path also
-rewrites the docs section that shows it (``benchmarks/report.py``: docs/laplace.md).
+rewrites the docs section that shows it (``render`` below: docs/laplace.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks import report
+from benchmarks.laplace_figures import lam
+from benchmarks.laplace_fit import add_map_options, map_run, start
+from pipeline.data.features import load_split
 
-import report  # noqa: E402  (benchmarks/report.py)
-from laplace_fit import default_features, map_run  # noqa: E402
-
-from pipeline.data.features import load_split  # noqa: E402
-
-RESULT = Path(__file__).resolve().parent / "results" / "laplace_selection.json"
+RESULT = report.results_path("laplace_selection")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--features", type=Path, default=None,
-                    help="features directory (default: the synthetic benchmark)")
+    add_map_options(ap)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--size", type=int, default=1000)
-    ap.add_argument("--steps", type=int, default=400, help="training steps of the MAP run")
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
-
-    import torch
 
     from pipeline.laplace import LaplaceConfig, fit_laplace
     from pipeline.runs.formats import load_model
 
-    torch.set_num_threads(args.threads)
-    measured = report.provenance()  # the checkout as the run starts
-    load_start = os.getloadavg()
-    features = args.features or default_features()
+    measured, load_start, features = start(args)
     model, info = load_model(map_run(features, args.hidden, args.steps))
     train_fs, val_fs = load_split(features / "train.parquet"), load_split(features / "val.parquet")
     variants = [
@@ -75,10 +63,40 @@ def main() -> None:
         print(f"{row['variant']:42s} λ = {row['prior_precision']:9.4g}{' (grid edge)' if row['at_grid_edge'] else '':12s}"
               f" val NLL MAP {row['val_nll_map']:.5f} -> {row['val_nll']:.5f}", flush=True)
     report.write_results("laplace_selection", {
-        **measured, "command": " ".join(["python benchmarks/laplace_selection.py", *sys.argv[1:]]),
+        **measured, "command": report.command(__spec__.name),
         "features": str(features), "hidden": args.hidden, "map_steps": args.steps, "threads": args.threads,
         "cpu_count": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "rows": rows,
     }, args.out)
+
+
+def _per_module(per_tensor: dict) -> str:
+    """Selected weights per module (the first part of the parameter name), largest first."""
+    counts: dict[str, int] = {}
+    for name, n in per_tensor.items():
+        counts[name.split(".")[0]] = counts.get(name.split(".")[0], 0) + n
+    return ", ".join(f"{m} {n:,}" for m, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def render(r: dict) -> str:
+    """docs/laplace.md's figures:laplace_selection section, from the results JSON."""
+    rows = []
+    map_nll = {round(row["val_nll_map"], 5) for row in r["rows"]}
+    for row in r["rows"]:
+        grid = [g["val_nll"] for g in row.get("grid", [])]
+        ties = len(grid) > 1 and max(grid) - min(grid) == 0.0
+        edge = " (grid edge" + (", every λ ties)" if ties else ")") if row["at_grid_edge"] else ""
+        if row["settings"].get("hessian") == "diag":
+            chosen = f"every weight (D = {row['subnet_size']:,}), diagonal"
+        else:
+            chosen = _per_module(row["per_tensor"])
+        rows.append([row["variant"], f"{row['subnet_size']:,}", f"{lam(row['prior_precision'])}{edge}",
+                     f"{row['val_nll']:.5f}", f"{row['val_nll'] - row['val_nll_map']:+.5f}", chosen])
+    unused = max(row.get("unused_weights", 0) for row in r["rows"])
+    head = (f"LSTM {r['hidden']} MAP run ({r['map_steps']} steps; {unused:,} of its weights have a zero GGN diagonal: "
+            f"no training logit depends on them); λ chosen on the validation split over the default grid; validation "
+            f"NLL of the probit predictive at that λ (MAP model: {', '.join(f'{v:.5f}' for v in sorted(map_nll))}):")
+    return "\n".join([head, "", report.table(["variant", "S", "λ", "validation NLL", "- MAP", "selected weights per module"],
+                                       rows)])
 
 
 if __name__ == "__main__":

@@ -18,17 +18,11 @@ the same test admissions for every seed pair (the interval reflects admission sa
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from paired_compare import _features, find_runs
-
+from experiments.paired_compare import _features, find_runs
 from pipeline import fileio, metrics
 from pipeline.contracts import DEFAULT_BATCH
 from pipeline.runs.record import choose_refer_measure

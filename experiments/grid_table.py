@@ -1,6 +1,6 @@
 """Several benchmark grids side by side: one model's metrics per grid, and each grid against the first, seed by seed.
 
-    .venv/bin/python benchmarks/grid_table.py --grid runs/exp/8k-main --grid runs/exp/8k-r1-b256 ...
+    .venv/bin/python -m experiments.grid_table --grid runs/exp/8k-main --grid runs/exp/8k-r1-b256 ...
         [--model rank1-gaussian] [--mode random] [--split val] [--json PATH]
 
 Reads the evaluated runs of a grid (``GRID/work/eval/<run id>``) from the tracking store
@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline import fileio  # noqa: E402
-from pipeline.evaluation.compare import TABLE_METRICS as METRICS  # noqa: E402
+from pipeline import fileio
+from pipeline.evaluation.compare import TABLE_METRICS as METRICS
 
 
 def grid_runs(grid: Path, model: str, mode: str, split: str) -> dict[int, dict]:

@@ -1,6 +1,6 @@
 """The reachable optimum of a benchmark: a "features oracle", the best risk its features allow, estimated.
 
-    .venv/bin/python benchmarks/features_oracle.py --bench runs/data/bench8k --world runs/data/lc20k/mimic
+    .venv/bin/python -m experiments.features_oracle --bench runs/data/bench8k --world runs/data/lc20k/mimic
         [--modes random --modes era] [--lstm-steps 6000] [--threads 1] [--json PATH]
 
 The synthetic true risk p is a function of the generator's hidden state (severity path, trend,
@@ -32,18 +32,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from benchmarks.baselines import subset
 from pipeline import fileio, metrics
-from pipeline.data import features# noqa: E402
-from pipeline.baselines.featurize import Featurizer, Rows  # noqa: E402
-from pipeline.runs.truth import find_truth, load_true_risk  # noqa: E402
+from pipeline.baselines.featurize import Featurizer, Rows
+from pipeline.data import features
+from pipeline.runs.truth import find_truth, load_true_risk
 
 RECENT = (24.0, 6.0, 2.0)  # recent-count blocks of the oracle's featurizer (hours before the prediction time)
 
@@ -224,23 +222,6 @@ def run_mode(bench: Path, world: Path, mode: str, args) -> dict:
               f"{o['nll']:.4f} auc-pr {o['auc_pr']:.4f} ece {o['ece']:.4f} kl {o['kl']:.4f}; half data kl "
               f"{out['half_data'][split]['kl']:.4f}", flush=True)
     return out
-
-
-def subset(fs: features.FeatureSet, idx: np.ndarray) -> features.FeatureSet:
-    """Rows ``idx`` of a FeatureSet (flat arrays re-offset)."""
-    idx = np.asarray(idx, dtype=np.int64)
-    b0, b1 = fs.bag_offsets[idx], fs.bag_offsets[idx + 1]
-    nb = b1 - b0
-    bags = np.concatenate([np.arange(a, b) for a, b in zip(b0, b1)]) if nb.sum() else np.zeros(0, np.int64)
-    t0, t1 = fs.token_offsets[bags], fs.token_offsets[bags + 1]
-    toks = np.concatenate([np.arange(a, b) for a, b in zip(t0, t1)]) if len(bags) else np.zeros(0, np.int64)
-    return features.FeatureSet(
-        keys=fs.keys[idx], label=fs.label[idx], n_events=fs.n_events[idx], context=fs.context[idx],
-        bag_offsets=np.r_[0, np.cumsum(nb)].astype(np.int64), bag_hours=fs.bag_hours[bags],
-        token_offsets=np.r_[0, np.cumsum(t1 - t0)].astype(np.int64), tokens=fs.tokens[toks], source=fs.source,
-        observed_hours=None if fs.observed_hours is None else fs.observed_hours[idx],
-        before_prediction_time=None if fs.before_prediction_time is None else fs.before_prediction_time[idx],
-        values=None if fs.values is None else fs.values[toks])
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Paired comparison of two model variants of a benchmark grid on the same admissions.
 
-    .venv/bin/python benchmarks/paired_compare.py --bench runs/bench [--a rank1-gaussian] [--b deterministic]
+    .venv/bin/python -m experiments.paired_compare --bench runs/bench [--a rank1-gaussian] [--b deterministic]
         [--bench-b OTHER] [--modes random --modes era] [--splits val --splits test] [--samples S]
         [--batch-size 128] [--bootstrap 2000] [--cache DIR] [--runs-dir runs/laplace] [--json PATH]
 
@@ -35,12 +35,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import fileio, metrics
 from pipeline.data import features

@@ -1,6 +1,6 @@
 """Digits corruption benchmark: every method x seeds, clean and five corruptions x five severities.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vision_digits.py [--seeds 0 1 2] [--jobs 2] [--epochs 20]
+    .venv/bin/python -m experiments.vision_digits [--seeds 0 1 2] [--jobs 2] [--epochs 20]
         [--samples 2] [--out benchmarks/results/vision_digits.json]
 
 scikit-learn's 1,797 digits, upsampled to 16x16 and split 60/20/20 by seed (each seed its own
@@ -13,7 +13,7 @@ draws per rank-1 component on the clean test split and on every corruption x sev
 results and the summary (mean ± sd over seeds) are written to ``--out`` (atomically) and the
 tables printed as markdown.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vision_digits.py --combine A.json B.json --out C.json
+    .venv/bin/python -m experiments.vision_digits --combine A.json B.json --out C.json
 
 merges result files instead (a later file's runs replace the earlier files' runs of the same
 method; each file's command and commit are kept under ``sources``) and prints the tables.
@@ -24,13 +24,11 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import report
+from benchmarks.harness import ROOT
 
 METHODS = {  # name -> VisionConfig overrides
     "deterministic": {"method": "deterministic"},
@@ -42,6 +40,8 @@ METHODS = {  # name -> VisionConfig overrides
     "deep-ensemble": {"method": "deep-ensemble"},
 }
 DEFAULT_METHODS = ["deterministic", "batchensemble", "rank1-gaussian", "rank1-cauchy", "deep-ensemble"]
+# The rendered tables: (metric, title); rows in METHODS' order.
+TABLES = (("nll", "NLL"), ("accuracy", "Accuracy"), ("ece", "ECE (top-label, 15 bins)"))
 
 
 def run_one(job: tuple[str, int, dict]) -> dict:
@@ -61,11 +61,11 @@ def run_one(job: tuple[str, int, dict]) -> dict:
     splits = load_splits(cfg)
     result = train_vision(cfg, splits=splits)
     start = time.perf_counter()
-    report = evaluate_vision(result.model, splits.test, samples=settings["samples"], seed=seed)
+    evaluation = evaluate_vision(result.model, splits.test, samples=settings["samples"], seed=seed)
     return {"method": method, "seed": seed, "train_config": cfg.to_dict(),
             "model_config": result.model_config.to_dict(), "steps": result.steps, "train_seconds": result.seconds,
             "eval_seconds": time.perf_counter() - start, "final_train": result.final_train,
-            "val": {m: result.val_metrics[m] for m in ("nll", "accuracy", "ece")}, "report": report.to_dict()}
+            "val": {m: result.val_metrics[m] for m in ("nll", "accuracy", "ece")}, "report": evaluation.to_dict()}
 
 
 def main() -> None:
@@ -80,7 +80,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=4, help="ensemble size K")
     ap.add_argument("--size", type=int, default=16, help="digit image side after upsampling")
     ap.add_argument("--samples", type=int, default=2, help="evaluation samples per rank-1 component")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vision_digits.json")
+    ap.add_argument("--out", type=Path, default=report.results_path("vision_digits"))
     ap.add_argument("--combine", type=Path, nargs="+", help="merge these result files (later files win per method)")
     args = ap.parse_args()
 
@@ -106,9 +106,7 @@ def main() -> None:
     runs.sort(key=lambda r: (args.methods.index(r["method"]), r["seed"]))
     summary = summarize_runs(runs)
     summary = {m: summary[m] for m in args.methods}
-    import report
-
-    report.write_results(args.out.stem, {"command": " ".join(["benchmarks/vision_digits.py", *sys.argv[1:]]),
+    report.write_results(args.out.stem, {"command": report.command(__spec__.name),
                                          "commit": commit, "uncommitted_changes": dirty,
                                          "settings": {**settings, "seeds": args.seeds, "jobs": args.jobs},
                                          "wall_seconds": wall, "summary": summary, "runs": runs}, path=args.out)
@@ -153,12 +151,91 @@ def combine(files: list[Path], out: Path) -> None:
     summary = summarize_runs(runs)
     for src in sources:
         src["methods_used"] = [m for m in order if provider[m] == src["file"]]
-    import report
-
     print_tables({m: summary[m] for m in order}, sorted({r["seed"] for r in runs}))
-    report.write_results(out.stem, {"command": " ".join(["benchmarks/vision_digits.py", *sys.argv[1:]]),
+    report.write_results(out.stem, {"command": report.command(__spec__.name),
                                     "combined_from": sources, "summary": {m: summary[m] for m in order},
                                     "runs": runs}, path=out)
+
+
+def ordered(methods) -> list[str]:
+    """Methods in ``METHODS``' order (the tables' rows), any others after them by name."""
+    order = list(METHODS)
+    return sorted(methods, key=lambda m: (order.index(m) if m in order else len(order), m))
+
+
+def _cell(stat: dict, digits: int = 3) -> str:
+    if stat.get("n", 2) == 1:
+        return f"{stat['mean']:.{digits}f}"
+    return f"{stat['mean']:.{digits}f} ± {stat['sd']:.{digits}f}"
+
+
+def severity_tables(summary: dict) -> list[str]:
+    """Per metric: a row per method, columns clean and the severities (mean ± sd over seeds)."""
+    methods = ordered(summary)
+    settings = ["clean"] + sorted({s for m in methods for s in summary[m] if s != "clean"}, key=int)
+    out = []
+    for metric, title in TABLES:
+        rows = [[m, *(_cell(summary[m][s][metric]) if s in summary[m] else "n/a" for s in settings)]
+                for m in methods]
+        out += [f"{title} (mean ± sd over seeds; severity columns: mean over the corruptions)", "",
+                report.table(["method", *(s if s == "clean" else f"severity {s}" for s in settings)], rows), ""]
+    return out
+
+
+def _mean(values) -> float:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def render(r: dict) -> str:
+    """docs/experiments/2026-12-01-vision-digits.md's figures:vision_digits section (the combined runs)."""
+    summary, runs = r["summary"], r["runs"]
+    methods = ordered(summary)
+    seeds = sorted({run["seed"] for run in runs})
+    out = [f"{len(methods)} methods x seeds {', '.join(map(str, seeds))}; clean test images and five corruptions "
+           "x five severities.", ""]
+    out += severity_tables(summary)
+    corruptions = list(runs[0]["report"]["corrupted"])
+    worst = str(max(int(s) for s in runs[0]["report"]["by_severity"]))
+    rows = []
+    for m in methods:
+        mine = [run["report"]["corrupted"] for run in runs if run["method"] == m]
+        rows.append([m, *(f"{_mean(c[name][worst]['nll'] for c in mine):.2f} / "
+                          f"{_mean(c[name][worst]['accuracy'] for c in mine):.2f}" for name in corruptions)])
+    out += [f"Severity {worst} by corruption, NLL / accuracy (mean over seeds):", "",
+            report.table(["method", *(c.replace("_", " ") for c in corruptions)], rows), ""]
+    rows = []
+    for m in methods:
+        clean = [run["report"]["clean"] for run in runs if run["method"] == m]
+        if clean[0].get("components", 1) == 1:
+            continue
+        rows.append([m, f"{_mean(c.get('disagreement') for c in clean):.3f}",
+                     f"{_mean(c.get('disagreement_normalized') for c in clean):.1f}",
+                     f"{_mean(c.get('mean_mutual_information') for c in clean):.3f}"])
+    out += ["Diversity on the clean test set (mean over seeds; the normalised disagreement is n/a where a seed's "
+            "ensemble made no error):", "",
+            report.table(["method", "disagreement of the members' labels", "/ error rate", "mean MI (nats)"], rows)]
+    sources = r.get("combined_from") or []
+    if sources:
+        out += ["", "Combined from (a later file's runs replace an earlier file's runs of the same method):", ""]
+        out += [f"- `{s['file']}`: {', '.join(s['methods_used'])} (`{s['command']}` at `{s['commit'][:7]}`, "
+                f"{s['wall_seconds'] / 60:.0f} min wall)" for s in sources]
+    return "\n".join(out)
+
+
+def render_source(r: dict) -> str:
+    """One raw run of this script (figures:vision_digits_main, _rerun, _normal_init): what ran, where, how long,
+    and its clean figures."""
+    st = r["settings"]
+    methods = ordered(r["summary"])
+    head = (f"WRN-{st['depth']}-{st['width']} at {st['size']}x{st['size']}, K = {st['k']}, {st['epochs']:g} epochs, "
+            f"{st['batch']} tiled rows per step, {st['samples']} evaluation samples per component; seeds "
+            f"{', '.join(map(str, st['seeds']))}; {r['wall_seconds'] / 60:.0f} min wall with {st['jobs']} processes.")
+    rows = [[m, *(_cell(r["summary"][m]["clean"][k]) for k, _ in TABLES)] for m in methods]
+    out = [head, "", report.table(["method", "clean NLL", "clean accuracy", "clean ECE"], rows)]
+    if r.get("commit_note"):
+        out += ["", f"Note recorded with the file: {r['commit_note']}."]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """The digits corruption benchmark through the command line: `cli.py vision train` and `vision evaluate`
 for every method x seed into one MLflow store, then `cli.py compare` of the experiment.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vision_digits_cli.py [--seeds 0 1 2] [--jobs 2]
+    .venv/bin/python -m experiments.vision_digits_cli [--seeds 0 1 2] [--jobs 2]
         [--methods ...] [--store runs/vision-digits-cli] [--runs-only | --compare-only]
 
-The settings are benchmarks/vision_digits.py's (WRN-10-1 at 16x16, K = 4, 20 epochs, a tiled batch of
+The settings are ``experiments.vision_digits``' (WRN-10-1 at 16x16, K = 4, 20 epochs, a tiled batch of
 64 rows, KL annealed over 16 epochs, 2 evaluation samples per component, one torch thread per
 process, ``--jobs`` processes at once), so the tables can be held against that benchmark's
 (``library_match``: the largest difference of a mean against ``benchmarks/results/vision_digits.json``).
@@ -25,14 +25,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import report
+from benchmarks.harness import ROOT
+from experiments.vision_digits import severity_tables
 
 EXPERIMENT = "vision-digits"
 SETTINGS = ["--dataset", "digits", "--image-size", "16", "--arch", "wrn", "--depth", "10", "--width", "1",
             "--ensemble-size", "4", "--epochs", "20", "--batch-size", "64", "--kl-anneal-epochs", "16",
-            "--eval-samples", "2", "--log-every", "100", "--threads", "1"]  # benchmarks/vision_digits.py's
+            "--eval-samples", "2", "--log-every", "100", "--threads", "1"]  # experiments/vision_digits.py's
 METHODS = {  # name (as compare labels the runs) -> the method's flags
     "deterministic": ["--method", "deterministic"],
     "batchensemble": ["--method", "batchensemble"],
@@ -89,7 +89,7 @@ def done_runs(env: dict) -> dict[tuple[str, int], str]:
 
 def library_match(summary: dict) -> dict:
     """Per method: the largest |difference| of a mean (any setting, metric) against vision_digits.json."""
-    ref_path = ROOT / "benchmarks" / "results" / "vision_digits.json"
+    ref_path = report.results_path("vision_digits")
     ref = json.loads(ref_path.read_text())["summary"]
     out = {}
     for method, settings in summary.items():
@@ -114,11 +114,9 @@ def main() -> None:
                                                            "vision_digits_cli.json)")
     args = ap.parse_args()
 
-    import report
-
     args.store.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{args.store.resolve() / 'mlflow.db'}",
-           "PYTHONPATH": str(ROOT), "BENCH_CWD": str(args.store.resolve())}
+           "BENCH_CWD": str(args.store.resolve())}
     state_file = args.store / "runs.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {"jobs": [], "runs_provenance": None}
     if not args.compare_only:
@@ -156,13 +154,34 @@ def main() -> None:
     train_cmd = " ".join(["cli.py vision train", *SETTINGS, "--method M [--prior P ...]", "--seed S",
                           "--experiment", EXPERIMENT])
     report.write_results("vision_digits_cli", {
-        "command": " ".join(["benchmarks/vision_digits_cli.py", *sys.argv[1:]]),
+        "command": report.command(__spec__.name),
         "commands": {"train": train_cmd, "evaluate": "cli.py vision evaluate --run RUN_ID " + " ".join(EVALUATE)
                      + " --seed S", "compare": "cli.py " + " ".join(compare_cmd[:3]) + " --out DIR"},
         "method_flags": {m: " ".join(METHODS[m]) for m in summary if m in METHODS},
         "runs": state.get("runs_provenance"), "jobs": sorted(state["jobs"], key=lambda j: (j["method"], j["seed"])),
         "dataset": section["dataset"], "seeds": section["seeds"], "summary": summary,
         "library_match": library_match(summary)}, path=args.out)
+
+
+def render(r: dict) -> str:
+    """docs/vision.md's figures:vision_digits_cli section, from the results JSON."""
+    cmds = r["commands"]
+    runs = r.get("runs") or {}
+    flags = "; ".join(f"{m}: `{f}`" for m, f in r["method_flags"].items())
+    out = ["```", f"python {cmds['train']}", f"python {cmds['evaluate']}", f"python {cmds['compare']}", "```", "",
+           f"Method flags (M): {flags}. One (method, seed) per process, {runs.get('jobs', '?')} at a time"
+           + (f", {runs['wall_s'] / 60:.0f} min wall for the runs (load average {runs['load_average_start'][0]:.1f} at "
+              f"the start, {runs['load_average_end'][0]:.1f} at the end, {runs['cpus']} CPUs)" if "wall_s" in runs else "")
+           + f". `compare` printed, for {r['dataset']} (seeds per method: "
+           + ", ".join(f"{m} {n}" for m, n in r["seeds"].items()) + "):", ""]
+    out += severity_tables(r["summary"])
+    match = r.get("library_match") or {}
+    if match:
+        worst = max(v for v in match.values() if v is not None)
+        out.append(f"Against the library benchmark (`benchmarks/results/vision_digits.json`, the same settings): the "
+                   f"largest difference of any mean is {worst:.2g} (" + ", ".join(
+                       f"{m} {v:.2g}" for m, v in match.items() if v is not None) + ").")
+    return "\n".join(out).rstrip()
 
 
 if __name__ == "__main__":
