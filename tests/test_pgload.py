@@ -8,8 +8,8 @@ import io
 import logging
 from pathlib import Path
 
-from helpers import postgres as pgserver
 import pytest
+from helpers import postgres as pgserver
 from helpers.postgres import TempPostgres, demo_dir  # plain helpers (the pg_* fixtures come from conftest)
 
 from pipeline.sources.pgload import DDL, PgLoadError, columns, find_table_files, load_mimic_csv, read_header

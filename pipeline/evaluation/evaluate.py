@@ -26,9 +26,9 @@ from pipeline import fileio, metrics
 from pipeline.contracts import DEFAULT_BATCH, MIN_DEATHS
 from pipeline.devices import resolve_device
 from pipeline.evaluation.config import EvalConfig, Split  # noqa: F401  (their home; imported from here too)
-from pipeline.runs.truth import find_truth, load_true_risk
 from pipeline.runs import store
 from pipeline.runs.store import RunModel, load_run_model, resolve_features, split_mode
+from pipeline.runs.truth import find_truth, load_true_risk
 
 log = logging.getLogger(__name__)
 

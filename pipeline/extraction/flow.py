@@ -26,14 +26,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import fileio
-from pipeline.extraction import queries
-from pipeline.privacy import deid
 from pipeline.contracts import COHORT_COLUMNS, FEATURE_VERSION, FEATURES
 from pipeline.errors import ConfigError
-from pipeline.extraction import tokens
+from pipeline.extraction import queries, tokens
 from pipeline.extraction.accounting import event_accounting, scan_all_events, table_accounting
 from pipeline.extraction.cohort import assign_splits, context_tokens, encode_context, fit_context
 from pipeline.extraction.config import ExtractConfig, ExtractResult
+from pipeline.privacy import deid
 from pipeline.sources import open_source
 from pipeline.sources.base import CrossReleaseError, SourceError
 from pipeline.sources.tables import Release, event_tables_of

@@ -137,8 +137,7 @@ def _worker_init(uri: str) -> None:
 def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[str, Path]:
     """Synthetic source (generated when missing) and one extraction per split mode (cached; with the
     value channel when the grid's models read it: ``--set value_channel=true``)."""
-    from pipeline.extraction import ExtractConfig, SplitMode
-    from pipeline.extraction import extract
+    from pipeline.extraction import ExtractConfig, SplitMode, extract
     from pipeline.sources.csvdir import detect_layout
 
     if not synth_dir.is_dir() or "admissions" not in detect_layout(synth_dir)[1]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import ClassVar
 from enum import Enum
+from typing import ClassVar
 
 from pipeline.configs import check_at_least, check_choice
 from pipeline.errors import ConfigError
