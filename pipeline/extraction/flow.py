@@ -276,7 +276,8 @@ def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags
     offsets = pa.array(np.r_[0, np.cumsum(n_bags)].astype(np.int32), pa.int32())
     n_events = np.zeros(n, np.int32)
     n_events[present] = bags.column("n_events").to_numpy()
-    built = ("context", "bag_hours", "bags", "bag_values", "n_events")  # from the vocabulary and the bags; the rest from the cohort
+    built = ("context", "bag_hours", "bags", "bag_values", "n_events")  # from the vocabulary and the bags;
+        # the rest from the cohort
     cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type) for name in schema.names if name not in built}
     cols["context"] = pa.array(encode_context(ctx, vocab.context), schema.field("context").type)
     cols["bag_hours"] = pa.ListArray.from_arrays(offsets, hours.flatten()).cast(schema.field("bag_hours").type)

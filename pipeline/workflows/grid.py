@@ -52,7 +52,8 @@ class GridConfig:
     patients: int = 2000  # synthetic patients when the source has to be generated
     synth_seed: int = 0  # seed of the synthetic source
     density: float = 1.0  # synthetic event density
-    layout: Release = Release.mimic3  # layout of a generated synthetic source: mimic-iii | mimic-iv (era: anchor_year_group)
+    layout: Release = Release.mimic3  # layout of a generated synthetic source: mimic-iii | mimic-iv (era:
+        # anchor_year_group)
     experiment: str = "benchmark-models"  # MLflow experiment of the grid
     preset: str = "default"  # training preset of the LSTM variants (training.config.Preset); the settings below win
     train_overrides: dict = field(default_factory=dict)  # extra TrainConfig settings (e.g. batch_size)

@@ -203,7 +203,8 @@ class PgServerConfig:
     bin_dir: Path | None = None
     user: str = "mimic"  # superuser role that initdb creates and the DSN logs in as
     database: str = "mimic"  # database created after start; the DSN points at it
-    # as root: the existing unprivileged OS account that owns the cluster ($MIMIC_PG_OS_USER, else nobody; never created)
+    # as root: the existing unprivileged OS account that owns the cluster ($MIMIC_PG_OS_USER, else nobody; never
+    # created)
     os_user: str = field(default_factory=lambda: os.environ.get(OS_USER_ENV) or "nobody")
     start_timeout_s: int = 60  # pg_ctl -w -t for start and stop
     start_attempts: int = 3  # retries with a new port when the chosen one was taken
