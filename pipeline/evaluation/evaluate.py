@@ -150,7 +150,8 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
 
     Writes ``json_path`` (default ``<out_dir>/metrics.json``; ``out_dir`` defaults to
     ``runs/eval/<run id>/<split>``) and the PNG plots into ``out_dir``; logs to the run when
-    ``cfg.log_to_run`` (the report always as ``eval/<split>/metrics.json``, whatever ``json_path``). Raises a ``PipelineError`` on bad input.
+    ``cfg.log_to_run`` (the report always as ``eval/<split>/metrics.json``, whatever ``json_path``). Raises a
+    ``PipelineError`` on bad input.
     """
     import torch
 

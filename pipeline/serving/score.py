@@ -192,8 +192,8 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
           cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
           as_of: str | None = None, report: Path | str | None = None, link: bool = True,
           cross_release: bool = False, device: str | None = None) -> ScoreSummary:
-    """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into ``out``,
-    the model on ``device`` (``pipeline.devices.resolve_device``: None is cuda when available, else cpu).
+    """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into
+    ``out``, the model on ``device`` (``pipeline.devices.resolve_device``: None is cuda when available, else cpu).
 
     ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
     ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open

@@ -4,8 +4,8 @@
 deterministic model, fits ``fit_laplace`` on the run's training features (the prior precision on
 its validation split unless given), chooses the refer measure and threshold on validation as training
 does (with the probit predictive from the Gaussian logit N(μ, σ²) of each admission: its spread,
-percentiles and mutual information; with ``samples``, from the Monte Carlo draws), and writes the run: ``best.pt`` (the Laplace
-checkpoint, which ``runs.formats.load_model`` reads like any model), ``model_info.json``,
+percentiles and mutual information; with ``samples``, from the Monte Carlo draws), and writes the run: ``best.pt`` (the
+Laplace checkpoint, which ``runs.formats.load_model`` reads like any model), ``model_info.json``,
 the training vocabulary and manifest, the fit report, and the pyfunc, in a new MLflow run tagged
 with its parent (``mlflow.parentRunId``). Evaluate, compare, score and the pyfunc then take it
 like any run; its rows in ``compare`` read ``laplace-<selection>-<S>``.
