@@ -13,7 +13,9 @@ subnetwork only), ``curvature`` (GGN), ``selection`` (subnetwork rules), ``poste
 from pipeline.lazy import lazy
 
 _HOMES = {
-    **dict.fromkeys(("DEFAULT_SUBNET_SIZE", "HessianKind", "Predictive", "Selection", "default_subnet_size"), "options"),
+    **dict.fromkeys(
+        ("DEFAULT_SUBNET_SIZE", "HessianKind", "Predictive", "Selection", "default_subnet_size"), "options"
+    ),
     "LaplaceConfig": "config",
     "LaplaceError": "errors",
     **dict.fromkeys(("LaplaceReport", "fit_laplace", "fit_laplace_batches"), "fit"),

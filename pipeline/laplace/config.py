@@ -60,7 +60,9 @@ class LaplaceConfig:
         if any(not isinstance(e, str) or not e.strip() for e in self.exclude):
             raise LaplaceError(f"--exclude must name weights (embeddings or a parameter prefix), got {self.exclude!r}")
         if self.exclude and (self.selection == Selection.LAST_LAYER or self.hessian == HessianKind.DIAG):
-            raise LaplaceError("--exclude applies to a selected subnetwork (not to --selection last-layer or --hessian diag)")
+            raise LaplaceError(
+                "--exclude applies to a selected subnetwork (not to --selection last-layer or --hessian diag)"
+            )
         if self.dtype not in DTYPES:
             raise LaplaceError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         check_at_least(self, 1, ("subnet_size", "batch_size", "max_train", "max_bags", "max_tokens"), LaplaceError)
