@@ -1,10 +1,10 @@
 """Helpers for the ``@dataclass`` configs of every stage (torch-free).
 
 ``config_dict``: a config as JSON-able values (str enums -> their value). ``field_help``: the
-one-line comment written after each field, which the CLI shows as the option's help and the
-docs as its meaning, so a setting is described once, where it is declared. ``option``: a field as
-the user types it (``--max-steps``), which every config's ``__post_init__`` errors name
-(``check_at_least``, ``check_choice``).
+comment written after each field (going on over deeper comment-only lines below it), which the
+CLI shows as the option's help and the docs as its meaning, so a setting is described once, where
+it is declared. ``option``: a field as the user types it (``--max-steps``), which every config's
+``__post_init__`` errors name (``check_at_least``, ``check_choice``).
 """
 
 from __future__ import annotations
@@ -32,17 +32,23 @@ def config_dict(cfg) -> dict:
 
 @functools.cache
 def field_help(cls: type) -> dict[str, str]:
-    """``{field: comment}`` of a dataclass, from the ``# comment`` after each field in its source."""
+    """``{field: comment}`` of a dataclass, from the ``# comment`` after each field in its source; a
+    comment goes on over the comment-only lines right below it that are indented deeper than the field
+    (joined with one space), so a long help wraps within the line limit."""
     names = {f.name for f in fields(cls)}
     out: dict[str, str] = {}
-    current = None
+    current = last = None  # the field being declared; the field whose comment may go on
     for tok in tokenize.generate_tokens(io.StringIO(inspect.getsource(cls)).readline):
         if tok.type == tokenize.NAME and tok.start[1] == 4 and tok.string in names and current is None:
             current = tok.string  # a field name at class-body indentation starts a declaration
         elif tok.type == tokenize.COMMENT and current is not None:
             out[current] = tok.string.lstrip("#").strip()
+        elif tok.type == tokenize.COMMENT and last in out and tok.start[1] > 4:
+            out[last] += " " + tok.string.lstrip("#").strip()  # a comment-only line below the field, deeper
         elif tok.type == tokenize.NEWLINE:
-            current = None
+            current, last = None, current
+        elif tok.type != tokenize.NL or not tok.line.strip().startswith("#"):
+            last = None  # code, a blank line or a shallower comment ends the continuation
     return out
 
 

@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-FEATURE_VERSION = 3  # 3: bag_values (with extract --values); 2: observed_hours and before_prediction_time (readers accept 1 and 2)
+FEATURE_VERSION = 3  # 3: bag_values (with extract --values); 2: observed_hours and before_prediction_time
+    # (readers accept 1 and 2)
 # Monte Carlo samples per mixture component when neither the caller nor the model says (a model
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 from helpers.paths import ROOT, demo_path
-from helpers.runs import trained_run
 
 # The PostgreSQL fixtures (one throwaway server per session, the demo loaded into it) are defined
 # in tests/helpers/postgres.py and offered to every module from here.
 from helpers.postgres import pg_demo, pg_dsn, pg_server  # noqa: F401
+from helpers.runs import trained_run
 
 # Tests never touch a real key file: a fixed test key (never a production secret).
 os.environ.setdefault("MIMIC_DEID_KEY", "test-only-deid-key")

@@ -12,8 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-from pipeline.extraction import ExtractConfig
-from pipeline.extraction import extract
+from pipeline.extraction import ExtractConfig, extract
 
 BASE = ["PATIENTS", "ADMISSIONS", "ICUSTAYS", "PRESCRIPTIONS", "MICROBIOLOGYEVENTS", "DATETIMEEVENTS"]
 

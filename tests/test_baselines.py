@@ -5,7 +5,6 @@ baseline run through evaluate, score and the pyfunc like any run (same columns, 
 from __future__ import annotations
 
 import json
-
 import math
 import os
 import subprocess
@@ -23,11 +22,11 @@ from pipeline.baselines.config import BaselineConfig, BaselineKind
 from pipeline.baselines.featurize import DENSE, Featurizer, context_ages
 from pipeline.baselines.fit import BaselineFitError, fit_gbm, fit_logreg, nll, tree_predictor
 from pipeline.baselines.model import BaselineFileError, BaselineModel
-from pipeline.errors import ConfigError
 from pipeline.data.features import FeatureSet, load_split
+from pipeline.errors import ConfigError
+from pipeline.models.checkpoint import CheckpointError
 from pipeline.models.predict import RISK_COLUMNS
 from pipeline.runs import formats, store
-from pipeline.models.checkpoint import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = dict(logreg_c_steps=3, gbm_leaves=(7,), gbm_min_leaf=(20,), gbm_max_rounds=60, gbm_patience=10, threads=1)
@@ -280,7 +279,6 @@ def test_compare_takes_baseline_runs(baseline_runs, tmp_path):
 
 def test_score_and_pyfunc_give_the_risk_table_of_a_torch_run(baseline_runs, rank1_run, synth_dir, tmp_path):
     import mlflow
-
     from pipeline.serving import score as sc
 
     src = synth_dir / "test.parquet"

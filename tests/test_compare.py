@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from pipeline import fileio
-from pipeline.workflows import grid
 from pipeline import metrics as M
 from pipeline.evaluation import compare as cp
 from pipeline.models import variants
+from pipeline.workflows import grid
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -50,6 +50,35 @@ def test_field_help_reads_each_fields_comment():
     }  # `plain` has no comment; `method`'s local is no field
 
 
+@dataclass
+class Wrapped:
+    long: int = 1  # the first part of a long help,
+        # its second part
+        # and its third
+    # a comment at the field's indentation is no continuation
+    next_one: int = 2  # its own help
+    after_blank: int = 3  # one line
+
+        # a deeper comment after a blank line is no continuation either
+    bare: int = 4
+        # nor a deeper comment below a field without one
+    last: int = 5  # ends
+            # deeper still goes on
+
+    def method(self) -> int:
+        # a method's comment, deeper than the fields, continues nothing
+        return self.last
+
+
+def test_field_help_joins_a_comment_over_the_deeper_comment_lines_below_it():
+    assert field_help(Wrapped) == {
+        "long": "the first part of a long help, its second part and its third",
+        "next_one": "its own help",
+        "after_blank": "one line",
+        "last": "ends deeper still goes on",
+    }
+
+
 def test_config_dict_gives_enum_values_also_nested():
     assert config_dict(Example()) == {"size": 3, "color": "red", "nested": {"c": "blue", "deep": {"c": "red"}},
                                       "plain": "x", "spread": (1, 2), "hash_in_default": "#not a comment",

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import contracts
+from pipeline.contracts import FEATURES, RISK, Use
 from pipeline.data import features
 from pipeline.models import predict
-from pipeline.contracts import FEATURES, RISK, Use
 
 ROOT = Path(__file__).resolve().parents[1]
 

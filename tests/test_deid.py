@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.privacy import deid
 from pipeline.errors import PipelineError
+from pipeline.privacy import deid
 
 
 @pytest.fixture

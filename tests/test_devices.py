@@ -111,8 +111,8 @@ class _Stop(Exception):
 
 
 def test_laplace_loads_the_map_model_on_the_device(monkeypatch):
-    from pipeline.workflows import laplace_run
     from pipeline.laplace.config import LaplaceConfig
+    from pipeline.workflows import laplace_run
 
     seen = []
     monkeypatch.setattr(laplace_run.store, "kind_of_run", lambda uri: laplace_run.store.RunKind.MORTALITY)

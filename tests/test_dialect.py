@@ -15,6 +15,8 @@ from enum import Enum
 
 import pytest
 
+from pipeline.sources.dialect import Dialect, to_dialect
+
 duckdb = pytest.importorskip("duckdb")
 psycopg = pytest.importorskip("psycopg")
 sqlglot = pytest.importorskip("sqlglot")
@@ -213,7 +215,6 @@ def _sample_params() -> dict[str, object]:
     """A value for every ${parameter} of sql/ (tables by name, small numbers, nested SELECTs)."""
     from pipeline import contracts
     from pipeline.extraction import queries
-    from pipeline.sources.dialect import to_dialect
     from pipeline.sources.tables import TABLES, TABLES_IV
 
     params: dict[str, object] = {name: name for name in [*TABLES, *TABLES_IV]}
@@ -247,7 +248,7 @@ def test_every_sql_file_transpiles_to_postgres():
     params = _sample_params()
     for name in queries.BUILD_ORDER:
         sql = queries.render(name, **params)
-        pg = to_dialect(sql, queries.Dialect.postgres)
+        pg = to_dialect(sql, Dialect.postgres)
         for duck_only in ("EPOCH(", "LAMBDA", "LIST_", "GROUP BY ALL", "QUANTILE_CONT"):
             assert duck_only not in pg.upper(), f"{name}: {duck_only} left in {pg}"
 
@@ -308,11 +309,10 @@ def local_engines(pg_server):  # noqa: F811
 
 def _both(engines, sql: str, ordered: bool):
     """The rows of a DuckDB-dialect query on DuckDB and, transpiled, on PostgreSQL."""
-    from pipeline.extraction import queries
 
     dcon, pcon = engines
     duck = dcon.execute(sql).fetchall()
-    pg = pcon.execute(to_dialect(sql, queries.Dialect.postgres)).fetchall()
+    pg = pcon.execute(to_dialect(sql, Dialect.postgres)).fetchall()
     if not ordered:
         key = lambda row: tuple((v is None, str(v)) for v in row)  # noqa: E731
         duck, pg = sorted(duck, key=key), sorted(pg, key=key)
@@ -321,11 +321,10 @@ def _both(engines, sql: str, ordered: bool):
 
 
 def _create(engines, table: str, sql: str) -> None:
-    from pipeline.extraction import queries
 
     dcon, pcon = engines
     dcon.execute(f"CREATE TABLE {table} AS {sql}")
-    pcon.execute(f"CREATE TABLE {table} AS {to_dialect(sql, queries.Dialect.postgres)}")
+    pcon.execute(f"CREATE TABLE {table} AS {to_dialect(sql, Dialect.postgres)}")
 
 
 def test_local_sql_files_give_the_same_rows_on_postgres(local_engines):
@@ -334,8 +333,7 @@ def test_local_sql_files_give_the_same_rows_on_postgres(local_engines):
     and above every cut, an item in one patient only (no bins), text with ':' and blanks, a text
     item over the distinct-value limit, an event of an admission not kept, quarantined rows,
     hourly and daily bags, duplicate tokens in one bag."""
-    from pipeline.extraction import queries
-    from pipeline.extraction import tokens
+    from pipeline.extraction import queries, tokens
 
     eng = local_engines
     assert _both(eng, queries.render(queries.COHORT_SUBJECTS), ordered=False) == [(1, None), (2, -1.0e9), (3, 0.0)]

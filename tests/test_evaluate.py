@@ -19,21 +19,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers.features import N_CONTEXT, N_TOKENS, write_features
-from helpers.runs import TINY, trained_run
-from helpers.raw_ids import raw_ids_of
-
 from helpers import privacy_scan as privacy
+from helpers.features import N_CONTEXT, N_TOKENS, write_features
+from helpers.raw_ids import raw_ids_of
+from helpers.runs import TINY, trained_run
+
 from pipeline import errors, metrics
 from pipeline.data import batches, features
-from pipeline.models import predict
 from pipeline.evaluation import evaluate
-from pipeline.runs import truth
 from pipeline.layers import embedding as emb_mod
 from pipeline.layers import factors as factors_mod
 from pipeline.layers import meanfield as mf_mod
-from pipeline.models import MortalityConfig, build_model
-from pipeline.runs import store
+from pipeline.models import MortalityConfig, build_model, predict
+from pipeline.runs import store, truth
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives", "samples", "components")

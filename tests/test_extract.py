@@ -13,8 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.contracts import FEATURES
-from pipeline.extraction import ExtractConfig, SplitMode
-from pipeline.extraction import extract
+from pipeline.extraction import ExtractConfig, SplitMode, extract
 from pipeline.sources import SourceError
 
 FEATURE_FILES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
@@ -233,8 +232,7 @@ def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
 
 @pytest.mark.slow
 def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
-    from pipeline.extraction import ExtractConfig
-    from pipeline.extraction import extract
+    from pipeline.extraction import ExtractConfig, extract
 
     res = extract(demo_dir, tmp_path / "o", ExtractConfig(verify_counts=True))
     assert res.manifest["tables"]["chartevents"]["rows_read"] == 758_355
@@ -242,8 +240,7 @@ def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
 
 @pytest.mark.slow
 def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tmp_path):
-    from pipeline.extraction import ExtractConfig
-    from pipeline.extraction import extract
+    from pipeline.extraction import ExtractConfig, extract
 
     res = extract(demo_dir, tmp_path / "seq", ExtractConfig(scan_workers=1))
     for split in ("train", "val", "test"):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pipeline.workflows import grid
 from pipeline.runs import store
+from pipeline.workflows import grid
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 

@@ -11,12 +11,22 @@ from torch import nn
 
 from pipeline import metrics
 from pipeline.data import features
-from pipeline.models import predict
-from pipeline.laplace import (LaplaceConfig, LaplaceError, LinearizedLaplaceModel, ParamVector, Posterior,
-                              Predictive, fit_laplace, fit_laplace_batches, load_laplace, save_laplace, select_subnet)
+from pipeline.laplace import (
+    LaplaceConfig,
+    LaplaceError,
+    LinearizedLaplaceModel,
+    ParamVector,
+    Posterior,
+    Predictive,
+    fit_laplace,
+    fit_laplace_batches,
+    load_laplace,
+    save_laplace,
+    select_subnet,
+)
 from pipeline.laplace.jacobian import jacobian
 from pipeline.laplace.params import Substitution, frozen
-from pipeline.models import MortalityConfig, build_model
+from pipeline.models import MortalityConfig, build_model, predict
 
 
 @pytest.fixture(autouse=True)
@@ -75,12 +85,12 @@ def tiny_mortality(**kw) -> nn.Module:
     return build_model("deterministic", MortalityConfig(**{**cfg, **kw}))
 
 
-def mortality_batch(b: int = 6, t: int = 5, l: int = 3, seed: int = 0) -> dict:
+def mortality_batch(b: int = 6, t: int = 5, k: int = 3, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, t + 1, (b,), generator=g)
     lengths[0], lengths[1] = t, 0  # a full row and an admission with no bags
     mask = torch.arange(t).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
-    tokens = torch.randint(1, 20, (b, t, l), generator=g) * mask.unsqueeze(2)
+    tokens = torch.randint(1, 20, (b, t, k), generator=g) * mask.unsqueeze(2)
     hours = (torch.cumsum(torch.rand(b, t, generator=g), 1) - 2.0) * mask
     return {"tokens": tokens, "mask": mask, "hours": hours, "context": torch.randint(0, 7, (b, 3), generator=g),
             "label": torch.randint(0, 2, (b,), generator=g).float()}
@@ -500,7 +510,7 @@ def test_prior_precision_grid_picks_the_best_validation_nll():
 
 def test_prior_precision_by_default_maximises_the_marginal_likelihood():
     from pipeline.laplace.curvature import accumulate_ggn
-    from pipeline.laplace.marglik import log_marglik, eigenvalues
+    from pipeline.laplace.marglik import eigenvalues, log_marglik
     from pipeline.laplace.params import Substitution
 
     model, batches = TinyMLP().double(), mlp_batches(n=20)

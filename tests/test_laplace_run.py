@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.runs import trained_run
 from typer.testing import CliRunner
 
 import cli
-from helpers.runs import trained_run
 from pipeline.data import batches, features
-from pipeline.models import predict
 from pipeline.evaluation import compare, evaluate
 from pipeline.laplace import LaplaceConfig, LaplaceError, Predictive
-from pipeline.workflows.laplace_run import PARENT_TAG, fit_laplace_run
+from pipeline.models import predict
 from pipeline.runs import store
+from pipeline.workflows.laplace_run import PARENT_TAG, fit_laplace_run
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
@@ -91,7 +91,6 @@ def test_evaluate_and_compare_take_it_like_any_run(laplace_run, map_run, demo_fe
 
 def test_score_and_pyfunc_agree_with_predict(laplace_run, demo_features, tmp_path):
     import mlflow
-
     from pipeline.serving.score import ScoreConfig, score
 
     summary = score(f"runs:/{laplace_run.run_id}/model", tmp_path / "s.parquet", data=demo_features.out_dir / "test.parquet",
@@ -143,7 +142,6 @@ def probit_run(map_run, laplace_config, tmp_path_factory):
 
 def test_a_probit_run_scores_its_gaussian_spread_and_refers(probit_run, demo_features, tmp_path):
     import mlflow
-
     from pipeline.serving.score import ScoreConfig, score
 
     rm = store.load_run_model(probit_run.run_id)

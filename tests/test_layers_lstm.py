@@ -33,11 +33,11 @@ def reference(x, lengths, layers):
     """nn.LSTM with given per-layer (w_ih, w_hh, bias) on packed input; zeros for length-0 rows."""
     lstm = nn.LSTM(D, H, len(layers), batch_first=True)
     with torch.no_grad():
-        for l, (w_ih, w_hh, b) in enumerate(layers):
-            getattr(lstm, f"weight_ih_l{l}").copy_(w_ih)
-            getattr(lstm, f"weight_hh_l{l}").copy_(w_hh)
-            getattr(lstm, f"bias_ih_l{l}").copy_(b)
-            getattr(lstm, f"bias_hh_l{l}").zero_()
+        for li, (w_ih, w_hh, b) in enumerate(layers):
+            getattr(lstm, f"weight_ih_l{li}").copy_(w_ih)
+            getattr(lstm, f"weight_hh_l{li}").copy_(w_hh)
+            getattr(lstm, f"bias_ih_l{li}").copy_(b)
+            getattr(lstm, f"bias_hh_l{li}").zero_()
     n, t = x.shape[:2]
     out = torch.zeros(n, t, H)
     h_n, c_n = torch.zeros(len(layers), n, H), torch.zeros(len(layers), n, H)
@@ -67,7 +67,7 @@ def sequences(n, t, full):
 
 def layer_weights(lstm):
     """Per-layer (w_ih, w_hh, bias of component 0) of a rank-1 LSTM."""
-    return [(lstm.weight_ih[l], lstm.weight_hh[l], lstm.bias[l][0]) for l in range(lstm.num_layers)]
+    return [(lstm.weight_ih[li], lstm.weight_hh[li], lstm.bias[li][0]) for li in range(lstm.num_layers)]
 
 
 @pytest.mark.parametrize("num_layers", [1, 2])
@@ -103,12 +103,12 @@ def test_batchensemble_member_equals_nn_lstm_with_materialised_weights(perturbat
     for j in range(samples * k):
         comp = j % k
         layers = []
-        for l, f in enumerate(lstm.factors):
-            w_ih = materialize(lstm.weight_ih[l], f["r_ih"].mean[comp:comp + 1], f["s_ih"].mean[comp:comp + 1],
+        for li, f in enumerate(lstm.factors):
+            w_ih = materialize(lstm.weight_ih[li], f["r_ih"].mean[comp:comp + 1], f["s_ih"].mean[comp:comp + 1],
                                perturbation)[0]
-            w_hh = materialize(lstm.weight_hh[l], f["r_hh"].mean[comp:comp + 1], f["s_hh"].mean[comp:comp + 1],
+            w_hh = materialize(lstm.weight_hh[li], f["r_hh"].mean[comp:comp + 1], f["s_hh"].mean[comp:comp + 1],
                                perturbation)[0]
-            layers.append((w_ih, w_hh, lstm.bias[l][comp]))
+            layers.append((w_ih, w_hh, lstm.bias[li][comp]))
         rows = slice(j * b, (j + 1) * b)
         assert_same((out[rows], (h[:, rows], c[:, rows])), reference(x, lengths, layers))
 
@@ -131,7 +131,7 @@ def test_rank1_same_draws_agree_across_paths_and_match_member_loop(perturbation,
     assert_same(looped, (fused[0], *fused[1]))
     weights = lstm.block_weights(draws)
     for j in range(s * k):
-        layers = [(weights[j][4 * l], weights[j][4 * l + 1], weights[j][4 * l + 2]) for l in range(2)]
+        layers = [(weights[j][4 * li], weights[j][4 * li + 1], weights[j][4 * li + 2]) for li in range(2)]
         rows = slice(j * b, (j + 1) * b)
         assert_same((fused[0][rows], (fused[1][0][:, rows], fused[1][1][:, rows])), reference(x, lengths, layers))
 
@@ -220,21 +220,21 @@ def test_meanfield_paths_against_nn_lstm():
     layer = LSTMMeanField(D, H, 2)
     x, lengths = sequences(4, 5, full=False)
     set_sampling(layer, use_mean=True)
-    mu = [(layer.weight_ih[l].mu, layer.weight_hh[l].mu, layer.bias[l]) for l in range(2)]
+    mu = [(layer.weight_ih[li].mu, layer.weight_hh[li].mu, layer.bias[li]) for li in range(2)]
     assert_same(layer(x, lengths), reference(x, lengths, mu))
     # per-row recurrence (bmm) with every row given the same sampled weights == fused kernel
-    sampled = [(layer.weight_ih[l].sample(1), layer.weight_hh[l].sample(1)) for l in range(2)]
+    sampled = [(layer.weight_ih[li].sample(1), layer.weight_hh[li].sample(1)) for li in range(2)]
     rows = [(w_ih.expand(4, -1, -1), w_hh.expand(4, -1, -1)) for w_ih, w_hh in sampled]
     got = layer._per_example(x, lengths, rows)
-    ref = reference(x, lengths, [(w_ih[0], w_hh[0], layer.bias[l]) for l, (w_ih, w_hh) in enumerate(sampled)])
+    ref = reference(x, lengths, [(w_ih[0], w_hh[0], layer.bias[li]) for li, (w_ih, w_hh) in enumerate(sampled)])
     assert_same(got, ref)
 
 
 def test_deterministic_lstm_matches_nn_lstm_and_checks_input():
     layer = LSTMDeterministic(D, H, 2)
     x, lengths = sequences(5, 6, full=False)
-    layers = [(getattr(layer, f"weight_ih_l{l}"), getattr(layer, f"weight_hh_l{l}"),
-               getattr(layer, f"bias_ih_l{l}") + getattr(layer, f"bias_hh_l{l}")) for l in range(2)]
+    layers = [(getattr(layer, f"weight_ih_l{li}"), getattr(layer, f"weight_hh_l{li}"),
+               getattr(layer, f"bias_ih_l{li}") + getattr(layer, f"bias_hh_l{li}")) for li in range(2)]
     assert_same(layer(x, lengths), reference(x, lengths, layers))
     with pytest.raises(ValueError, match="lengths must lie in"):
         layer(x, torch.full((5,), 7))
@@ -360,20 +360,20 @@ def test_rank1_variable_length_gradients_match_nn_lstm(sampling):
     (out * weights).sum().add(h.pow(2).sum() + c.sum()).backward()
     ref = nn.LSTM(D, H, 2, batch_first=True)
     with torch.no_grad():
-        for l in range(2):
-            getattr(ref, f"weight_ih_l{l}").copy_(lstm.weight_ih[l])
-            getattr(ref, f"weight_hh_l{l}").copy_(lstm.weight_hh[l])
-            getattr(ref, f"bias_ih_l{l}").copy_(lstm.bias[l][0])
-            getattr(ref, f"bias_hh_l{l}").zero_()
+        for li in range(2):
+            getattr(ref, f"weight_ih_l{li}").copy_(lstm.weight_ih[li])
+            getattr(ref, f"weight_hh_l{li}").copy_(lstm.weight_hh[li])
+            getattr(ref, f"bias_ih_l{li}").copy_(lstm.bias[li][0])
+            getattr(ref, f"bias_hh_l{li}").zero_()
     packed = pack_padded_sequence(x_ref[real], lengths[real], batch_first=True, enforce_sorted=False)
     o, (h_r, c_r) = ref(packed)
     o = pad_packed_sequence(o, batch_first=True, total_length=6)[0]
     ((o * weights[real]).sum() + h_r.pow(2).sum() + c_r.sum()).backward()
     assert torch.allclose(x.grad, x_ref.grad, atol=1e-5)
-    for l in range(2):
-        assert torch.allclose(lstm.weight_ih[l].grad, getattr(ref, f"weight_ih_l{l}").grad, atol=1e-5)
-        assert torch.allclose(lstm.weight_hh[l].grad, getattr(ref, f"weight_hh_l{l}").grad, atol=1e-5)
-        assert torch.allclose(lstm.bias[l].grad[0], getattr(ref, f"bias_ih_l{l}").grad, atol=1e-5)
+    for li in range(2):
+        assert torch.allclose(lstm.weight_ih[li].grad, getattr(ref, f"weight_ih_l{li}").grad, atol=1e-5)
+        assert torch.allclose(lstm.weight_hh[li].grad, getattr(ref, f"weight_hh_l{li}").grad, atol=1e-5)
+        assert torch.allclose(lstm.bias[li].grad[0], getattr(ref, f"bias_ih_l{li}").grad, atol=1e-5)
 
 
 @pytest.mark.parametrize("full", [True, False])

@@ -45,7 +45,8 @@ def test_names_load_their_module_on_first_use_only(pkg):
     thing = pkg.thing
     assert "lazypkg.heavy" in sys.modules and thing is sys.modules["lazypkg.heavy"].thing
     assert vars(pkg)["thing"] is thing  # cached on the package: later look-ups skip __getattr__
-    from lazypkg import other, thing as again
+    from lazypkg import other
+    from lazypkg import thing as again
 
     assert again is thing and other == "o"
     assert builtins.lazypkg_imports == 1  # the module ran once

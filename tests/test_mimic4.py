@@ -13,15 +13,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers.runs import trained_run
+from helpers import privacy_scan as privacy
 from helpers.raw_ids import raw_ids_of
+from helpers.runs import trained_run
 from typer.testing import CliRunner
 
 import cli
-from helpers import privacy_scan as privacy
 from pipeline.errors import ConfigError
-from pipeline.extraction import ExtractConfig, SplitMode
-from pipeline.extraction import extract
+from pipeline.extraction import ExtractConfig, SplitMode, extract
 from pipeline.sources import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]

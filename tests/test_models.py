@@ -28,19 +28,19 @@ def tiny_cfg(**kw) -> MortalityConfig:
     return MortalityConfig(**{**base, **kw})
 
 
-def make_batch(b=6, t=5, l=3, zero_rows=(1,), seed=0):
+def make_batch(b=6, t=5, k=3, zero_rows=(1,), seed=0):
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, t + 1, (b,), generator=g)
     lengths[list(zero_rows)] = 0
     lengths[0] = t
     mask = torch.arange(t).unsqueeze(0) < lengths.unsqueeze(1)  # (B, T) left-aligned
-    tokens = torch.randint(1, 30, (b, t, l), generator=g)
+    tokens = torch.randint(1, 30, (b, t, k), generator=g)
     tokens[:, :, -1] = 0  # some token padding inside real bags
     tokens = tokens * mask.unsqueeze(2)
     hours = torch.cumsum(torch.rand(b, t, generator=g) * 5, 1) - 10.0
     batch = {"tokens": tokens, "mask": mask, "hours": hours * mask, "context": torch.randint(0, 9, (b, 4), generator=g),
              "label": torch.randint(0, 2, (b,), generator=g).float()}
-    batch["values"] = torch.randn(b, t, l, generator=g) * (tokens != 0)  # the value channel (read when configured)
+    batch["values"] = torch.randn(b, t, k, generator=g) * (tokens != 0)  # the value channel (read when configured)
     return batch
 
 
@@ -133,9 +133,9 @@ def test_zero_bag_admissions_and_empty_time_axis(kind):
 def test_padding_never_changes_outputs(kind):
     model = build_model(kind, tiny_cfg())
     batch = make_batch()
-    b, _t, l = batch["tokens"].shape
+    b, _t, k = batch["tokens"].shape
     padded = dict(batch)
-    padded["tokens"] = torch.cat([F.pad(batch["tokens"], (0, 2)), torch.zeros(b, 3, l + 2, dtype=torch.long)], 1)
+    padded["tokens"] = torch.cat([F.pad(batch["tokens"], (0, 2)), torch.zeros(b, 3, k + 2, dtype=torch.long)], 1)
     padded["mask"] = torch.cat([batch["mask"], torch.zeros(b, 3, dtype=torch.bool)], 1)
     padded["hours"] = torch.cat([batch["hours"], torch.zeros(b, 3)], 1)
     padded["context"] = F.pad(batch["context"], (0, 3))
@@ -236,7 +236,7 @@ def test_each_variant_overfits_tiny_dataset(kind):
 def test_cauchy_rank1_runs_2000_steps_without_nan():
     model = build_model("rank1", tiny_cfg(prior="cauchy", embedding_dim=4, lstm_hidden=4, dense_units=8,
                                           components=2))
-    batch = make_batch(b=8, t=3, l=2, zero_rows=(2,), seed=3)
+    batch = make_batch(b=8, t=3, k=2, zero_rows=(2,), seed=3)
     losses = train(model, batch, steps=2000, lr=0.01, kl_weight=1.0 / 1000)  # KL scaled as for N = 1000
     assert all(math.isfinite(v) for v in losses)
     assert all(torch.isfinite(p).all() for p in model.parameters())
@@ -543,8 +543,8 @@ def test_bag_channels_hold_the_hour_and_the_bag_size():
 @pytest.mark.slow
 def test_a_checkpoint_from_before_a_default_changed_loads_as_trained(tmp_path):
     from pipeline.configs import config_dict
-    from pipeline.models.config import FORMER_DEFAULTS, saved_config
     from pipeline.models.checkpoint import save_checkpoint
+    from pipeline.models.config import FORMER_DEFAULTS, saved_config
     from pipeline.runs.formats import load_model
 
     old = MortalityConfig(token_vocab=20, context_vocab=6, lstm_hidden=8, dense_units=8, embedding_dim=4,

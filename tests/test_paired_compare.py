@@ -112,8 +112,8 @@ def test_pair_seeds_pairs_a_single_run_with_every_seed(a_seeds, b_seeds, paired_
 
 def test_find_runs_labels_as_compare_does(monkeypatch, tmp_path):
     """Runs of one model whose settings differ keep apart (compare's labels), never merged by model name."""
-    from pipeline.workflows import grid
     from pipeline.evaluation import compare
+    from pipeline.workflows import grid
 
     def row(run_id: str, seed: int, hidden: str, start: int) -> dict:
         return {"run_id": run_id, "model": "rank1-gaussian", "split_mode": "random", "features": "features-random",

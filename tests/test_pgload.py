@@ -8,8 +8,8 @@ import io
 import logging
 from pathlib import Path
 
-from helpers import postgres as pgserver
 import pytest
+from helpers import postgres as pgserver
 from helpers.postgres import TempPostgres, demo_dir  # plain helpers (the pg_* fixtures come from conftest)
 
 from pipeline.sources.pgload import DDL, PgLoadError, columns, find_table_files, load_mimic_csv, read_header
@@ -272,7 +272,10 @@ def test_duplicate_row_id_fails_primary_key(pg_server, tmp_path: Path) -> None: 
 @pg
 @pytest.mark.parametrize(
     "header_edit,match",
-    [(lambda h: h + ["extra"], r"unknown columns \['extra'\]"), (lambda h: h[:-1], r"missing columns \['expire_flag'\]")],
+    [
+        (lambda h: h + ["extra"], r"unknown columns \['extra'\]"),
+        (lambda h: h[:-1], r"missing columns \['expire_flag'\]"),
+    ],
     ids=["unknown", "missing"],
 )
 def test_header_mismatch(pg_server, tmp_path: Path, header_edit, match) -> None:  # noqa: F811

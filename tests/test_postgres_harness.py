@@ -9,8 +9,8 @@ import stat
 import tomllib
 from pathlib import Path
 
-from helpers import postgres as pgserver
 import pytest
+from helpers import postgres as pgserver
 from helpers.postgres import (  # noqa: F401  (session fixture)
     BIN_ENV,
     NO_SYSTEM_ENV,

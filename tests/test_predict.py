@@ -10,9 +10,8 @@ from helpers.features import N_CONTEXT, N_TOKENS, write_features
 
 from pipeline import metrics
 from pipeline.data import batches, features
-from pipeline.models import predict
 from pipeline.layers import Sampling, set_sampling
-from pipeline.models import MortalityConfig, build_model
+from pipeline.models import MortalityConfig, build_model, predict
 
 TINY = {"embedding_dim": 6, "lstm_hidden": 6, "dense_units": 6, "components": 3}
 

@@ -7,11 +7,11 @@ import stat
 
 import pandas as pd
 import pytest
+from helpers.privacy_scan import check_string, scan
 from helpers.raw_ids import raw_ids_of
 
 from pipeline import fileio
 from pipeline.privacy import deid
-from helpers.privacy_scan import check_string, scan
 
 
 @pytest.fixture(scope="session")

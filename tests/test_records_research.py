@@ -14,8 +14,7 @@ from helpers.features import write_features
 from pipeline import training
 from pipeline.layers import LinearRank1, Rank1Config, keras_init, l2_penalty
 from pipeline.layers.init import HE_TRUNCATION
-from pipeline.models import build_model, model_config
-from pipeline.models import checkpoint
+from pipeline.models import build_model, checkpoint, model_config
 from pipeline.training import loop
 from pipeline.training.config import PRESETS, CheckpointMetric, Preset, TrainConfig
 from pipeline.training.objective import Objective, regularizer

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.privacy import redact
 from pipeline.layers.priors import PriorKind
+from pipeline.privacy import redact
 from pipeline.privacy.redact import REDACTED, redact_dsn
 
 # ---------------------------------------------------------------------------- DSN passwords

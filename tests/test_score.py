@@ -15,13 +15,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.demo import demo_with_admissions
-from helpers.runs import trained_run
-from helpers.raw_ids import raw_ids_of
-
 from helpers import privacy_scan as privacy
-from pipeline.extraction import extract
+from helpers.demo import demo_with_admissions
+from helpers.raw_ids import raw_ids_of
+from helpers.runs import trained_run
+
 from pipeline.data.features import FeatureError
+from pipeline.extraction import extract
 from pipeline.models.predict import RISK_COLUMNS
 from pipeline.runs.store import load_run_model
 from pipeline.serving import cohort
@@ -579,7 +579,6 @@ def test_score_and_the_pyfunc_agree_by_default_beyond_one_batch(demo_run, demo_f
     """One default batch size (contracts.DEFAULT_BATCH) for every scoring entry point: on more admissions
     than one batch holds, `score` and the pyfunc (same seed) give the same draws, so the same numbers."""
     import mlflow
-
     from pipeline.contracts import DEFAULT_BATCH
 
     parts = [pq.read_table(demo_features.out_dir / f"{s}.parquet").to_pandas() for s in ("train", "val", "test")]
@@ -604,12 +603,12 @@ def test_score_and_the_pyfunc_agree_by_default_beyond_one_batch(demo_run, demo_f
 def test_every_scoring_entry_point_defaults_to_one_batch_size():
     import inspect
 
-    from pipeline.workflows import grid
-    from pipeline.models import predict
     from pipeline.contracts import DEFAULT_BATCH
     from pipeline.evaluation import evaluate
+    from pipeline.models import predict
     from pipeline.runs import pyfunc
     from pipeline.training.config import TrainConfig
+    from pipeline.workflows import grid
 
     assert (sc.ScoreConfig().batch_size == evaluate.EvalConfig().batch_size == TrainConfig().eval_batch_size
             == grid.GridConfig().eval_batch_size == DEFAULT_BATCH)

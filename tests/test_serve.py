@@ -5,8 +5,8 @@ request a 4xx with one line, concurrent requests answered as alone), `mlflow mod
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from helpers.serving import COLUMNS, INPUT, PARAMS, free_port, mlflow_serve, records, stop, strict, wait_for_ping
 from helpers.system import java_missing
+
 from pipeline.models.predict import RISK_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,8 +15,7 @@ from helpers.paths import ROOT
 from typer.testing import CliRunner
 
 import cli
-from pipeline.extraction import ExtractConfig
-from pipeline.extraction import extract
+from pipeline.extraction import ExtractConfig, extract
 from pipeline.sources.base import SourceError
 from pipeline.sources.stage import STAGE_FILE, StageConfig, stage_csv
 

@@ -15,8 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-from pipeline.extraction import ExtractConfig, SplitMode
-from pipeline.extraction import extract
+from pipeline.extraction import ExtractConfig, SplitMode, extract
 from pipeline.synth import SynthConfig, generate
 
 PATIENTS, SEED = 300, 11

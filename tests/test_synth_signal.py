@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from helpers.privacy_scan import scan
 from helpers.raw_ids import raw_ids_of
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score
-
-from helpers.privacy_scan import scan
 
 
 def _bag_of_tokens(frame: pd.DataFrame, vocab_size: int) -> np.ndarray:

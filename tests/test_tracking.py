@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from helpers import privacy_scan as privacy
 from helpers.raw_ids import raw_ids_of
 
-from helpers import privacy_scan as privacy
 from pipeline.models.predict import RISK_COLUMNS
 from pipeline.runs import store
 

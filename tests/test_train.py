@@ -16,10 +16,8 @@ from torch import nn
 
 from pipeline import metrics, models, training
 from pipeline.data import features
-from pipeline.models import predict
-from pipeline.models import build_model
+from pipeline.models import build_model, checkpoint, predict
 from pipeline.runs import formats
-from pipeline.models import checkpoint
 from pipeline.training import loop
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_path, monkeypatch):
     """The pyfunc logged by `cli.py train` gives, at a fixed seed, exactly predict.score_features's risk
     table of the run's best checkpoint (same rows, same numbers), with the stored samples by default."""
-    import mlflow
     import torch
 
+    import mlflow
     from pipeline.data import features
     from pipeline.models import predict
     from pipeline.runs.store import load_run_model

@@ -8,8 +8,16 @@ import pickle
 import numpy as np
 import pytest
 
-from pipeline.vision.corruptions import (CONTRAST, CORRUPTIONS, GAUSSIAN_NOISE, SHOT_NOISE, SEVERITIES, corrupt,
-                                         disk_kernel, rotate)
+from pipeline.vision.corruptions import (
+    CONTRAST,
+    CORRUPTIONS,
+    GAUSSIAN_NOISE,
+    SEVERITIES,
+    SHOT_NOISE,
+    corrupt,
+    disk_kernel,
+    rotate,
+)
 from pipeline.vision.data import VisionDataError, cifar_splits, digits_splits, read_cifar, read_cifar_c
 
 

@@ -11,10 +11,24 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from pipeline.layers import (Conv2dDeterministic, Conv2dRank1, LinearDeterministic, LinearRank1, Rank1Vector,
-                             Sampling, set_sampling)
-from pipeline.models.vision import (BatchNorm2d, MemberBatchNorm2d, VisionConfig, VisionNet, build_vision_model,
-                                    count_parameters, parameter_report)
+from pipeline.layers import (
+    Conv2dDeterministic,
+    Conv2dRank1,
+    LinearDeterministic,
+    LinearRank1,
+    Rank1Vector,
+    Sampling,
+    set_sampling,
+)
+from pipeline.models.vision import (
+    BatchNorm2d,
+    MemberBatchNorm2d,
+    VisionConfig,
+    VisionNet,
+    build_vision_model,
+    count_parameters,
+    parameter_report,
+)
 
 METHODS = ("deterministic", "batchensemble", "rank1", "deep-ensemble")
 

@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.metrics import multiclass as mm
 from pipeline.layers import Rank1Vector, Sampling, set_sampling
 from pipeline.layers.base import BayesianLayer
+from pipeline.metrics import multiclass as mm
 from pipeline.runs.vision import load_vision_checkpoint
-from pipeline.vision import (Splits, VisionTrainConfig, digits_splits, evaluate_vision,
-                             predict_logits, train_vision)
 from pipeline.training.objective import kl_weight
+from pipeline.vision import Splits, VisionTrainConfig, digits_splits, evaluate_vision, predict_logits, train_vision
 from pipeline.vision.train import augment, batch_indices, learning_rate, objective, parameter_groups
 
 TINY_MODEL = {"depth": 10, "width": 1, "ensemble_size": 3}

@@ -7,8 +7,8 @@ scikit-learn or torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 from enum import Enum
+from typing import ClassVar
 
 from pipeline.configs import check_at_least, config_dict
 from pipeline.errors import ConfigError

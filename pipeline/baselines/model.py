@@ -20,8 +20,8 @@ from pipeline import fileio
 from pipeline.baselines.config import BaselineKind
 from pipeline.baselines.featurize import Featurizer
 from pipeline.baselines.predictors import LinearPredictor, TreePredictor
-from pipeline.errors import PipelineError
 from pipeline.data.features import FeatureSet
+from pipeline.errors import PipelineError
 
 FILE_FORMAT = 1  # bump when the arrays or meta change meaning
 PREDICTORS = {BaselineKind.LOGREG: LinearPredictor, BaselineKind.GBM: TreePredictor}  # kind -> predictor class

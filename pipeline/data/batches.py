@@ -78,7 +78,9 @@ def iter_batches(fs: FeatureSet, batch_size: int, max_bags: int | None = None,
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     idx = np.arange(len(fs)) if order is None else np.asarray(order, dtype=np.int64)
     if idx.shape != (len(fs),) or (order is not None and not np.array_equal(np.sort(idx), np.arange(len(fs)))):
-        raise ValueError(f"order must hold each of the {len(fs)} admissions once (a permutation), got shape {idx.shape}")
+        raise ValueError(
+            f"order must hold each of the {len(fs)} admissions once (a permutation), got shape {idx.shape}"
+        )
     for s in range(0, len(fs), batch_size):
         yield collate(fs, idx[s:s + batch_size], max_bags, max_tokens)
 

@@ -108,7 +108,8 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None, run
 _NOT_SETTINGS = {"train.seed", "train.progress", "train.threads", "train.log_every", "train.eval_every",
                  "train.eval_batch_size", "model.token_vocab", "n_train", "n_val", "world_size",
                  "laplace.batch_size", "laplace.max_bags", "laplace.max_tokens", "baseline.seed", "baseline.threads"}
-SETTING_PREFIXES = ("model.", "train.", "laplace.", "baseline.")  # run params that set a variant (baseline.: the classical ones)
+SETTING_PREFIXES = ("model.", "train.", "laplace.", "baseline.")  # run params that set a variant (baseline.:
+    # the classical ones)
 
 
 def settings_of(params: dict, reports: dict[str, dict]) -> dict[str, str]:

@@ -4,12 +4,11 @@ reads; torch- and numpy-free, so ``cli.py`` builds its options from them without
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 from enum import Enum
+from typing import ClassVar
 
 from pipeline.configs import check_at_least
 from pipeline.contracts import DEFAULT_BATCH
-from pipeline.errors import ConfigError
 
 
 class Split(str, Enum):

@@ -26,9 +26,9 @@ from pipeline import fileio, metrics
 from pipeline.contracts import DEFAULT_BATCH, MIN_DEATHS
 from pipeline.devices import resolve_device
 from pipeline.evaluation.config import EvalConfig, Split  # noqa: F401  (their home; imported from here too)
-from pipeline.runs.truth import find_truth, load_true_risk
 from pipeline.runs import store
 from pipeline.runs.store import RunModel, load_run_model, resolve_features, split_mode
+from pipeline.runs.truth import find_truth, load_true_risk
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,8 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
 
     Writes ``json_path`` (default ``<out_dir>/metrics.json``; ``out_dir`` defaults to
     ``runs/eval/<run id>/<split>``) and the PNG plots into ``out_dir``; logs to the run when
-    ``cfg.log_to_run`` (the report always as ``eval/<split>/metrics.json``, whatever ``json_path``). Raises a ``PipelineError`` on bad input.
+    ``cfg.log_to_run`` (the report always as ``eval/<split>/metrics.json``, whatever ``json_path``). Raises a
+    ``PipelineError`` on bad input.
     """
     import torch
 

@@ -20,21 +20,25 @@ class SplitMode(str, Enum):
 class ExtractConfig:
     prediction_hours: float = 24.0  # prediction time T = ADMITTIME + this many hours
     lookback_days: float = 30.0  # history used: events in [T - lookback, T)
-    hourly_hours: float | None = None  # last N hours before T in hourly bags, older history daily (unset: prediction_hours)
+    hourly_hours: float | None = None  # last N hours before T in hourly bags, older history daily (unset:
+        # prediction_hours)
     n_bins: int = 5  # quantile bins per numeric item (fitted on train)
     min_patients: int = 5  # tokens in fewer training patients collapse to per-source OOV
     max_text_values: int = 50  # items with more distinct text values are free text: item token only
     text_max_len: int = 40  # text values are truncated to this many characters
-    split: SplitMode = SplitMode.random  # split by patient: random (80/10/10) or era (older stays train/val, newer test)
+    split: SplitMode = SplitMode.random  # split by patient: random (80/10/10) or era (older stays train/val,
+        # newer test)
     split_seed: int = 0  # seed of the deterministic patient hash
-    era_groups: tuple[str, ...] | None = None  # MIMIC-IV era split: anchor_year_groups used, oldest first; the last is test (unset: all present)
+    era_groups: tuple[str, ...] | None = None  # MIMIC-IV era split: anchor_year_groups used, oldest first;
+        # the last is test (unset: all present)
     train_fraction: float = 0.8  # fraction of patients in train (random split)
     val_fraction: float = 0.1  # fraction of patients in val (random split)
     memory_limit: str = "3GB"  # DuckDB memory limit (spills to disk beyond it; the process stays under ~4 GB)
     threads: int | None = None  # DuckDB threads (unset: all cores)
     verify_counts: bool = False  # also count each event table with a second scan and check the two agree
     scan_workers: int = 2  # event tables scanned at once (CSV sources; 1: one after another)
-    values: bool = False  # also write bag_values, the value channel beside each token (for --value-channel models; ~2x the files)
+    values: bool = False  # also write bag_values, the value channel beside each token (for --value-channel models;
+        # ~2x the files)
     OPTION_NAMES: ClassVar[dict[str, str]] = {"n_bins": "bins"}  # extract's name of the field
 
     def __post_init__(self) -> None:

@@ -26,14 +26,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import fileio
-from pipeline.extraction import queries
-from pipeline.privacy import deid
 from pipeline.contracts import COHORT_COLUMNS, FEATURE_VERSION, FEATURES
 from pipeline.errors import ConfigError
-from pipeline.extraction import tokens
+from pipeline.extraction import queries, tokens
 from pipeline.extraction.accounting import event_accounting, scan_all_events, table_accounting
 from pipeline.extraction.cohort import assign_splits, context_tokens, encode_context, fit_context
 from pipeline.extraction.config import ExtractConfig, ExtractResult
+from pipeline.privacy import deid
 from pipeline.sources import open_source
 from pipeline.sources.base import CrossReleaseError, SourceError
 from pipeline.sources.tables import Release, event_tables_of
@@ -277,7 +276,8 @@ def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags
     offsets = pa.array(np.r_[0, np.cumsum(n_bags)].astype(np.int32), pa.int32())
     n_events = np.zeros(n, np.int32)
     n_events[present] = bags.column("n_events").to_numpy()
-    built = ("context", "bag_hours", "bags", "bag_values", "n_events")  # from the vocabulary and the bags; the rest from the cohort
+    built = ("context", "bag_hours", "bags", "bag_values", "n_events")  # from the vocabulary and the bags;
+        # the rest from the cohort
     cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type) for name in schema.names if name not in built}
     cols["context"] = pa.array(encode_context(ctx, vocab.context), schema.field("context").type)
     cols["bag_hours"] = pa.ListArray.from_arrays(offsets, hours.flatten()).cast(schema.field("bag_hours").type)

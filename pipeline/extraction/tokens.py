@@ -103,7 +103,9 @@ def bin_ranges(bins: dict[str, list[float]]) -> pa.Table:
 def register(con, vocab: Vocab) -> None:
     """Load the fitted bins (as ranges), categorical items and vocabulary as local tables."""
     items = pa.table({"key": pa.array(vocab.text_items, pa.string())})
-    tokens = pa.table({"token": pa.array(vocab.tokens, pa.string()), "tid": pa.array(range(len(vocab.tokens)), pa.int32())})
+    tokens = pa.table(
+        {"token": pa.array(vocab.tokens, pa.string()), "tid": pa.array(range(len(vocab.tokens)), pa.int32())}
+    )
     for name, table in (("bin_ranges_t", bin_ranges(vocab.bins)), ("text_items_t", items), ("vocab_t", tokens)):
         con.register(f"{name}_arrow", table)
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_arrow")

@@ -6,14 +6,16 @@ docs/laplace.md). Modules: ``options`` (the choices, torch-free), ``config`` (se
 (parameter vector, δ re-parametrisation), ``jacobian`` (per-logit reverse-mode Jacobians w.r.t. the
 subnetwork only), ``curvature`` (GGN), ``selection`` (subnetwork rules), ``posterior`` (Cholesky factor,
 λ_S), ``predictive`` (probit, MC), ``model`` (the fitted model and its checkpoint), ``fit``
-(``fit_laplace``); a tracked Laplace run is ``pipeline.workflows.laplace_run``. Names load their module on first use (``pipeline.lazy``),
-so the choices are read without torch.
+(``fit_laplace``); a tracked Laplace run is ``pipeline.workflows.laplace_run``. Names load their module on first use
+(``pipeline.lazy``), so the choices are read without torch.
 """
 
 from pipeline.lazy import lazy
 
 _HOMES = {
-    **dict.fromkeys(("DEFAULT_SUBNET_SIZE", "HessianKind", "Predictive", "Selection", "default_subnet_size"), "options"),
+    **dict.fromkeys(
+        ("DEFAULT_SUBNET_SIZE", "HessianKind", "Predictive", "Selection", "default_subnet_size"), "options"
+    ),
     "LaplaceConfig": "config",
     "LaplaceError": "errors",
     **dict.fromkeys(("LaplaceReport", "fit_laplace", "fit_laplace_batches"), "fit"),

@@ -24,11 +24,14 @@ class LaplaceConfig:
     """Settings of ``fit_laplace``."""
 
     selection: Selection = Selection.WASSERSTEIN  # which weights form the subnetwork (ignored by hessian diag)
-    subnet_size: int | None = DEFAULT_SUBNET_SIZE  # S; None: every weight (full) / all (diag) / the output layer (last-layer)
+    subnet_size: int | None = DEFAULT_SUBNET_SIZE  # S; None: every weight (full) / all (diag) / the output layer
+        # (last-layer)
     hessian: HessianKind = HessianKind.FULL  # full: dense subnetwork GGN; diag: diagonal GGN over all weights
     prior_precision: float | None = None  # λ of the full network on the summed-NLL scale; None: chosen by prior_method
-    prior_method: PriorMethod = PriorMethod.MARGLIK  # marglik: the marginal likelihood; val-nll: validation NLL on the grid
-    grid_log10_min: float = -4.0  # smallest λ of the val-nll grid, log10 (laplace-torch's gridsearch default; widened at an edge)
+    prior_method: PriorMethod = PriorMethod.MARGLIK  # marglik: the marginal likelihood; val-nll:
+        # validation NLL on the grid
+    grid_log10_min: float = -4.0  # smallest λ of the val-nll grid, log10 (laplace-torch's gridsearch default;
+        # widened at an edge)
     grid_log10_max: float = 4.0  # largest λ of the val-nll grid, log10
     grid_size: int = 17  # grid points, evenly spaced in log10 λ
     predictive: Predictive = Predictive.PROBIT  # what forward returns: probit logits or MC draws
@@ -37,7 +40,8 @@ class LaplaceConfig:
     swag_burn_in: int = 50  # swag: steps before the iterates are collected
     swag_lr: float = 0.01  # swag: constant SGD learning rate (on the mean NLL of a batch)
     swag_l2: float = 1e-4  # swag: the L2 factor of the loss (the MAP run's l2; laplace runs pass it)
-    exclude: tuple[str, ...] = ()  # weights never selected: "embeddings" (every embedding table) or parameter-name prefixes
+    exclude: tuple[str, ...] = ()  # weights never selected: "embeddings"
+        # (every embedding table) or parameter-name prefixes
     max_train: int | None = None  # GGN from at most this many training admissions (seeded subsample, scaled N/M)
     batch_size: int = 32  # admissions collated per batch (Jacobians run in groups of jacobian.MICRO_BATCH)
     max_bags: int | None = None  # as the MAP run: keep only the most recent bags of an admission
@@ -56,7 +60,9 @@ class LaplaceConfig:
         if any(not isinstance(e, str) or not e.strip() for e in self.exclude):
             raise LaplaceError(f"--exclude must name weights (embeddings or a parameter prefix), got {self.exclude!r}")
         if self.exclude and (self.selection == Selection.LAST_LAYER or self.hessian == HessianKind.DIAG):
-            raise LaplaceError("--exclude applies to a selected subnetwork (not to --selection last-layer or --hessian diag)")
+            raise LaplaceError(
+                "--exclude applies to a selected subnetwork (not to --selection last-layer or --hessian diag)"
+            )
         if self.dtype not in DTYPES:
             raise LaplaceError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         check_at_least(self, 1, ("subnet_size", "batch_size", "max_train", "max_bags", "max_tokens"), LaplaceError)

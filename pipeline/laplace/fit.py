@@ -2,8 +2,8 @@
 
 Steps (Daxberger et al. 2021, section 4): select the subnetwork (``selection``); accumulate its
 GGN over the training admissions (``curvature``); choose the full network's prior precision λ by the
-marginal likelihood (``marglik``; default) or the validation NLL over a grid, or take the one given, with λ_S = λ·S/D for the subnetwork (paper,
-appendix C); factor GGN_S + λ_S I (``posterior``). The CLI calls it thinly; it never trains.
+marginal likelihood (``marglik``; default) or the validation NLL over a grid, or take the one given, with λ_S = λ·S/D
+for the subnetwork (paper, appendix C); factor GGN_S + λ_S I (``posterior``). The CLI calls it thinly; it never trains.
 """
 
 from __future__ import annotations

@@ -126,7 +126,8 @@ class LinearizedLaplaceModel(nn.Module):
 
     @staticmethod
     def predictive_logit(mu, var):
-        """The probit predictive's logit μ / sqrt(1 + πσ²/8) of numpy moments (N,): its sigmoid is the published risk."""
+        """The probit predictive's logit μ / sqrt(1 + πσ²/8) of numpy moments (N,): its sigmoid is the published
+        risk."""
         return probit_logits(torch.as_tensor(mu, dtype=torch.float64), torch.as_tensor(var, dtype=torch.float64)).numpy()
 
     def probit_mean(self, batch: dict) -> Tensor:

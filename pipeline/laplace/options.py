@@ -13,7 +13,8 @@ class Selection(str, Enum):
     MAGNITUDE = "magnitude"  # largest |θ_MAP| (the paper's baseline)
     LAST_LAYER = "last-layer"  # every weight and bias of the output layer
     SWAG = "swag"  # largest diagonal-SWAG variance (the paper's other estimator; SGD iterates continuing from the MAP)
-    PREDICTIVE = "predictive"  # largest share of the training predictive variance under a diagonal Laplace: Σ_n J_ni²/(h_i + λ)
+    PREDICTIVE = "predictive"  # largest share of the training predictive variance under a diagonal Laplace:
+        # Σ_n J_ni²/(h_i + λ)
 
 
 class HessianKind(str, Enum):
@@ -33,7 +34,8 @@ class Predictive(str, Enum):
 class PriorMethod(str, Enum):
     """How the prior precision λ is chosen when none is given."""
 
-    MARGLIK = "marglik"  # maximise the Laplace marginal likelihood of the training data (laplace-torch's method="marglik")
+    MARGLIK = "marglik"  # maximise the Laplace marginal likelihood of the training data
+        # (laplace-torch's method="marglik")
     VAL_NLL = "val-nll"  # minimise the validation NLL of the probit predictive over a grid (method="gridsearch")
 
 

@@ -17,7 +17,6 @@ from torch import Tensor
 from torch.nn import functional as F
 
 
-
 def probit_logits(mu: Tensor, var: Tensor) -> Tensor:
     """κ ⊙ μ: logits whose sigmoid (B,) / softmax (B, C) is the probit predictive."""
     return mu / torch.sqrt(1.0 + math.pi / 8.0 * var)

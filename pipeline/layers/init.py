@@ -51,16 +51,16 @@ def keras_init(module: nn.Module) -> None:
     """Re-initialise every LSTM, dense layer and deterministic embedding of ``module`` as Keras would."""
     for m in module.modules():
         if isinstance(m, LSTMRank1):  # BatchEnsemble included
-            for l in range(m.num_layers):
-                nn.init.xavier_uniform_(m.weight_ih[l])  # (4H, D): fans D and 4H, as Keras' (D, 4H) kernel
-                nn.init.orthogonal_(m.weight_hh[l])  # (4H, H): orthonormal columns = Keras' (H, 4H) rows
-                lstm_bias_(m.bias[l], m.hidden_size)  # (K, 4H)
+            for li in range(m.num_layers):
+                nn.init.xavier_uniform_(m.weight_ih[li])  # (4H, D): fans D and 4H, as Keras' (D, 4H) kernel
+                nn.init.orthogonal_(m.weight_hh[li])  # (4H, H): orthonormal columns = Keras' (H, 4H) rows
+                lstm_bias_(m.bias[li], m.hidden_size)  # (K, 4H)
         elif isinstance(m, nn.LSTM):
-            for l in range(m.num_layers):
-                nn.init.xavier_uniform_(getattr(m, f"weight_ih_l{l}"))
-                nn.init.orthogonal_(getattr(m, f"weight_hh_l{l}"))
-                lstm_bias_(getattr(m, f"bias_ih_l{l}"), m.hidden_size)  # Keras has one bias: b_hh = 0
-                getattr(m, f"bias_hh_l{l}").zero_()
+            for li in range(m.num_layers):
+                nn.init.xavier_uniform_(getattr(m, f"weight_ih_l{li}"))
+                nn.init.orthogonal_(getattr(m, f"weight_hh_l{li}"))
+                lstm_bias_(getattr(m, f"bias_ih_l{li}"), m.hidden_size)  # Keras has one bias: b_hh = 0
+                getattr(m, f"bias_hh_l{li}").zero_()
         elif isinstance(m, LinearRank1):  # BatchEnsemble included
             he_normal_(m.weight)
             if m.bias is not None:

@@ -77,7 +77,8 @@ class LinearRank1(Rank1Layer):
         g = s.shape[0]
         if x.shape[0] % g:
             raise ValueError(f"LinearRank1: {x.shape[0]} rows do not split into {g} blocks")
-        kernel = materialize(self.weight, r, s, self.config.perturbation).transpose(1, 2)  # (G, out, in) -> (G, in, out)
+        kernel = materialize(self.weight, r, s, self.config.perturbation).transpose(1, 2)  # (G, out, in) -> (G, in,
+            # out)
         xb = x.reshape(g, x.shape[0] // g, self.in_features)  # (G·B, in) -> (G, B, in)
         if self.bias is None:
             y = torch.bmm(xb, kernel)

@@ -100,11 +100,11 @@ class LSTMRank1(BayesianLayer):
         block, or of ``block`` alone (a one-element list: memory for one block's weights)."""
         pick = slice(None) if block is None else slice(block, block + 1)
         per_layer = []
-        for l, d in enumerate(draws):
+        for li, d in enumerate(draws):
             pert = self.config.perturbation
-            w_ih = materialize(self.weight_ih[l], d["r_ih"].blocks()[pick], d["s_ih"].blocks()[pick], pert)
-            w_hh = materialize(self.weight_hh[l], d["r_hh"].blocks()[pick], d["s_hh"].blocks()[pick], pert)
-            per_layer.append((w_ih, w_hh, self.bias[l]))  # (G, 4H, D), (G, 4H, H), (K, 4H); G = 1 for one block
+            w_ih = materialize(self.weight_ih[li], d["r_ih"].blocks()[pick], d["s_ih"].blocks()[pick], pert)
+            w_hh = materialize(self.weight_hh[li], d["r_hh"].blocks()[pick], d["s_hh"].blocks()[pick], pert)
+            per_layer.append((w_ih, w_hh, self.bias[li]))  # (G, 4H, D), (G, 4H, H), (K, 4H); G = 1 for one block
         first = 0 if block is None else block
         zero = self.bias[0].new_zeros(4 * self.hidden_size)
         return [[t for w_ih, w_hh, b in per_layer for t in (w_ih[i], w_hh[i], b[(first + i) % self.components], zero)]
@@ -150,8 +150,8 @@ class LSTMRank1(BayesianLayer):
         pk = Packing.build(lengths, t_len)  # rows sorted by length, only real steps computed
         inp = pk.pack(x)  # (P, D) packed time-major
         h_last, c_last = [], []
-        for l, d in enumerate(draws):
-            f = self._row_factors(d, n, l, samples, pk.sort)
+        for li, d in enumerate(draws):
+            f = self._row_factors(d, n, li, samples, pk.sort)
             hs, cs = rank1_recurrence(pk.scale(inp, f["s_ih"]), f["w_ih"].t(), f["r_ih"], f["bias"], f["s_hh"],
                                       f["r_hh"], f["w_hh_t"], pk.batch_sizes)  # (P, D) -> (P, H) each
             h_last.append(pk.final(hs))
@@ -165,8 +165,8 @@ class LSTMRank1(BayesianLayer):
         n, t_len, _ = x.shape
         inp = x.transpose(0, 1)  # (T, N, D) time-major
         h_last, c_last = [], []
-        for l, d in enumerate(draws):
-            f = self._row_factors(d, n, l, samples)
+        for li, d in enumerate(draws):
+            f = self._row_factors(d, n, li, samples)
             xp = inp @ f["w_ih"].t() + (inp * f["s_ih"]).sum(-1, keepdim=True) * f["r_ih"] + f["bias"]  # (T, N, 4H)
 
             def step(xt: Tensor, h: Tensor, s=f["s_hh"], r=f["r_hh"], w=f["w_hh_t"]) -> Tensor:

@@ -110,16 +110,16 @@ class LSTMMeanField(BayesianLayer):
                 generator: torch.Generator | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         lengths = check_sequence(x, lengths, self.input_size)
         if self.use_mean:
-            return self._fused(x, lengths, [[self._flat(l, self.weight_ih[l].mu, self.weight_hh[l].mu)]
-                                            for l in range(self.num_layers)], 1)
+            return self._fused(x, lengths, [[self._flat(li, self.weight_ih[li].mu, self.weight_hh[li].mu)]
+                                            for li in range(self.num_layers)], 1)
         per_member = self.mode_for(sampling) == Sampling.PER_MEMBER
         draws = samples if per_member else x.shape[0]
-        sampled = [(self.weight_ih[l].sample(draws, generator), self.weight_hh[l].sample(draws, generator))
-                   for l in range(self.num_layers)]  # (draws, 4H, D), (draws, 4H, H) per layer
+        sampled = [(self.weight_ih[li].sample(draws, generator), self.weight_hh[li].sample(draws, generator))
+                   for li in range(self.num_layers)]  # (draws, 4H, D), (draws, 4H, H) per layer
         if per_member:
             block_size(x.shape[0], samples, 1)  # validates N = S·B
-            return self._fused(x, lengths, [[self._flat(l, w_ih[j], w_hh[j]) for j in range(samples)]
-                                            for l, (w_ih, w_hh) in enumerate(sampled)], samples)
+            return self._fused(x, lengths, [[self._flat(li, w_ih[j], w_hh[j]) for j in range(samples)]
+                                            for li, (w_ih, w_hh) in enumerate(sampled)], samples)
         return self._per_example(x, lengths, sampled)
 
     def _flat(self, layer: int, w_ih: Tensor, w_hh: Tensor) -> list[Tensor]:
@@ -145,10 +145,10 @@ class LSTMMeanField(BayesianLayer):
         perm = gate_permutation(self.hidden_size, x.device)
         inp = x  # (N, T, D) batch-first for bmm
         h_last, c_last = [], []
-        for l, (w_ih, w_hh) in enumerate(sampled):
+        for li, (w_ih, w_hh) in enumerate(sampled):
             w_ih_t = w_ih.index_select(1, perm).transpose(1, 2)  # (N, D, 4H)
             w_hh_t = w_hh.index_select(1, perm).transpose(1, 2)  # (N, H, 4H)
-            bias = self.bias[l].index_select(0, perm)  # (4H,)
+            bias = self.bias[li].index_select(0, perm)  # (4H,)
             xp = torch.baddbmm(bias, inp, w_ih_t).transpose(0, 1)  # (N, T, 4H) -> (T, N, 4H)
 
             def step(xt: Tensor, h: Tensor, w=w_hh_t) -> Tensor:

@@ -55,6 +55,16 @@ from .draws import (
     sigmoid,
     uncertainty,
 )
+from .ranking import average_precision, brier, precision_recall_points, roc_auc
+from .report import (
+    METRICS,
+    ReferralCurve,
+    bootstrap_indices,
+    bootstrap_replicates,
+    evaluate_predictions,
+    percentile_interval,
+    referral_curve,
+)
 from .summary import (
     GH_NODES,
     REFERRAL_FRACTIONS,
@@ -69,16 +79,6 @@ from .summary import (
     referral_gain,
     spearman,
     uncertainty_vs_truth,
-)
-from .ranking import average_precision, brier, precision_recall_points, roc_auc
-from .report import (
-    METRICS,
-    ReferralCurve,
-    bootstrap_indices,
-    bootstrap_replicates,
-    evaluate_predictions,
-    percentile_interval,
-    referral_curve,
 )
 
 __all__ = [

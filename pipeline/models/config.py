@@ -37,7 +37,8 @@ class MortalityConfig:
     bag_mode: BagMode = BagMode.MEAN  # reduction of a bag's token embeddings: mean | sum | attention (learned query)
     time_feature: bool = True  # append sign(h)·log1p(|h|) of the bag start hour to each bag
     bag_size_feature: bool = True  # append log1p(tokens in the bag) to each bag (a mean hides how much was charted)
-    value_channel: bool = False  # add value·u[token] to each token's embedding (features' bag_values; u learned, 0 at init)
+    value_channel: bool = False  # add value·u[token] to each token's embedding (features' bag_values; u learned,
+        # 0 at init)
     lstm_hidden: int = 64  # LSTM units (small for 2-core CPU training; paper scale: 256)
     lstm_layers: int = 1  # stacked LSTM layers
     dense_units: int = 128  # hidden dense layer width (relu6)
@@ -47,8 +48,10 @@ class MortalityConfig:
     prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at the prior mean
     prior_signs: bool = False  # rank-1 prior symmetric in sign: half centred at +mean, half at -mean
     init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter (embeddings included)
-    init_stddev_jitter: float = 0.0  # rank-1 factors: sd of noise on the raw (pre-softplus) initial stddev (edward2: 0.1)
-    factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (unset: normal; random_sign for BatchEnsemble)
+    init_stddev_jitter: float = 0.0  # rank-1 factors: sd of noise on the raw (pre-softplus) initial stddev (edward2:
+        # 0.1)
+    factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (unset: normal;
+        # random_sign for BatchEnsemble)
     random_sign_prob: float = 0.5  # P(+1) for random-sign factor init
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training) | per_member (evaluation)
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # rank-1 factors: multiplicative | additive
@@ -57,9 +60,11 @@ class MortalityConfig:
     weight_prior_stddev: float = 1.0  # N(0, ·) prior on mean-field weights (bayes-full)
     kl_samples: int = 1  # MC draws for KL terms without closed form
     dropout: float = 0.0  # dropout on the dense layer's output (training only)
-    weight_init: WeightInit = WeightInit.TORCH  # deterministic weights: torch (PyTorch defaults) | keras (records-research)
+    weight_init: WeightInit = WeightInit.TORCH  # deterministic weights: torch (PyTorch defaults) | keras
+        # (records-research)
     factor_clip: float | None = None  # clip sampled rank-1 factors of the dense layers to [-c, c] (edward2: 10)
-    NOT_CLI: ClassVar[tuple[str, ...]] = ("token_vocab", "context_vocab", "sampling")  # set from the data, not by an option
+    NOT_CLI: ClassVar[tuple[str, ...]] = ("token_vocab", "context_vocab", "sampling")  # set from the data,
+        # not by an option
 
     def __post_init__(self) -> None:
         for name, enum in (("bag_mode", BagMode), ("prior", PriorKind), ("sampling", Sampling),

@@ -239,8 +239,8 @@ def risk_table(predictions, keys, refer_threshold: float, n_events=None, n_bags=
     it, not certainty), ``refer`` (the ``refer_measure`` > refer_threshold), ``n_events`` (passthrough,
     -1 when not given), ``no_events`` (the admission had zero bags: the model saw only its context),
     ``observed_hours`` (passthrough, to 0.001 h: hours of the window the data covered; -1 when the
-    features do not record it, as ``n_events``) and ``before_prediction_time`` (passthrough, False when not recorded: the
-    data ended before the prediction time, so the risk rests on a partial window).
+    features do not record it, as ``n_events``) and ``before_prediction_time`` (passthrough, False when not recorded:
+    the data ended before the prediction time, so the risk rests on a partial window).
     """
     summary = predictions if isinstance(predictions, metrics.Summary) else metrics.Summary.from_draws(predictions)
     n = len(summary)

@@ -87,7 +87,9 @@ def redact_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]
 def redact_json(obj: Any) -> Any:
     """``obj`` with every string value passed through ``redact_value`` (keys kept)."""
     if isinstance(obj, dict):
-        return {k: (REDACTED if is_secret_key(str(k)) and isinstance(v, str) else redact_json(v)) for k, v in obj.items()}
+        return {
+            k: (REDACTED if is_secret_key(str(k)) and isinstance(v, str) else redact_json(v)) for k, v in obj.items()
+        }
     if isinstance(obj, list):
         return [redact_json(v) for v in obj]
     return redact_value(obj) if isinstance(obj, str) else obj

@@ -221,8 +221,8 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
-        from pipeline.models import predict
         from pipeline.devices import model_device
+        from pipeline.models import predict
 
         settings = request_settings(params, self.info)
         fs = read_request(model_input, self.vocab_sizes, self.window_hours, self.model.value_channel,

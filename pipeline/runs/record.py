@@ -39,7 +39,8 @@ class ReferSource:
     """Why a run refers by its measure (``refer_measure_source`` of model_info.json)."""
 
     TRUTH = "validation truth"  # highest referral gain against the synthetic source's true risk on validation
-    BENCHMARK = "synthetic benchmark"  # no truth here: the choice made on the synthetic benchmark (BENCHMARK_REFER_MEASURE)
+    BENCHMARK = "synthetic benchmark"  # no truth here: the choice made on the synthetic benchmark
+        # (BENCHMARK_REFER_MEASURE)
     POINT = "point model"  # no admission has a spread: entropy is the only uncertainty
 
 
@@ -93,7 +94,8 @@ def validation_summary(logits, labels, refer_fraction: float, *, summary: metric
     measure, source, vs = choose_refer_measure(summary, true_risk, model_kind)
     threshold = predict.refer_threshold(summary.measure(measure), refer_fraction)
     report = metrics.evaluate_predictions(logits, labels, n_bootstrap=0)
-    report["mean_mutual_information"] = float(summary.mutual_info.mean())  # a Gaussian model's, not its repeated logits'
+    report["mean_mutual_information"] = float(summary.mutual_info.mean())  # a Gaussian model's,
+        # not its repeated logits'
     reliability = {k.removeprefix("reliability_"): [None if v is None or math.isnan(v) else v for v in report[k]]
                    for k in ("reliability_counts", "reliability_mean_p", "reliability_observed")}
     scalars = {f"best_val_{k}": report[k] for k in LOGGED if k in report}

@@ -31,7 +31,8 @@ RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 # ---------------------------------------------------------------------------- artifact layout of a run
 MODEL_ARTIFACT = "model"  # the logged pyfunc (MLflow model) inside the run
-MODEL_FILES = f"{MODEL_ARTIFACT}/artifacts"  # the pyfunc's files: the model file (formats.FILES), VOCAB, MODEL_INFO, EXTRACTION
+MODEL_FILES = f"{MODEL_ARTIFACT}/artifacts"  # the pyfunc's files: the model file (formats.FILES), VOCAB, MODEL_INFO,
+    # EXTRACTION
 VOCAB = "vocab.json"  # the training vocabulary (tokens, context, bins, text items)
 MANIFEST = "manifest.json"  # the training features' manifest (redacted copy)
 MODEL_INFO = "model_info.json"  # kind, configs, refer threshold, validation metrics

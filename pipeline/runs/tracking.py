@@ -3,8 +3,8 @@
 The store is ``store.tracking_uri()``. Parameters pass through ``redact.redact_params`` first: secret-looking keys are
 dropped to ``***``, DSN passwords are redacted and calendar dates masked, so no secret, DSN
 password or date reaches the tracking store. Tags are redacted alike, except that the path tags
-(``store.PATH_TAGS``: the features directory, read back to find the features) keep their dates. Only rank 0 of a distributed run tracks; the
-other ranks get a ``NullTracker``.
+(``store.PATH_TAGS``: the features directory, read back to find the features) keep their dates. Only rank 0 of a
+distributed run tracks; the other ranks get a ``NullTracker``.
 
 A tracker is a context manager: the run it opened ends FAILED when the block raises (KeyboardInterrupt
 included; the exception goes on) and FINISHED when it does not::

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import fileio
-from pipeline.runs import store
 from pipeline.models.checkpoint import BEST, CheckpointError
+from pipeline.runs import store
 from pipeline.runs.formats import load_model
 
 OLD_MODEL_FILE = "model.pt"  # an image model's checkpoint in vision runs written before it was BEST

@@ -1,4 +1,5 @@
-"""Scoring a census: features or a MIMIC-III / MIMIC-IV source -> the risk table (``contracts.RISK``), one row per admission.
+"""Scoring a census: features or a MIMIC-III / MIMIC-IV source -> the risk table (``contracts.RISK``), one row per
+admission.
 
 - ``score``: ``score`` (a model URI and features or a source -> a scores Parquet file, the data
   owner's ``_private/`` files, the cohort report).

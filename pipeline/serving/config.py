@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from pipeline.configs import check_at_least
 from pipeline.contracts import DEFAULT_BATCH
-from pipeline.errors import ConfigError
 
 
 @dataclass

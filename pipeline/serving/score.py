@@ -28,11 +28,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline import fileio
-from pipeline.data import features
-from pipeline.models import predict
 from pipeline.contracts import COHORT_COLUMNS, RISK
+from pipeline.data import features
 from pipeline.devices import resolve_device
 from pipeline.errors import PipelineError
+from pipeline.models import predict
 from pipeline.runs.store import load_run_model
 from pipeline.serving import cohort as cohort_mod
 from pipeline.serving import release
@@ -106,8 +106,7 @@ def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Pat
     """Extract ``source`` with the training configuration and vocabulary; returns the ``ExtractResult``
     (``files["cohort"]``: cohort.parquet; ``excluded``: the admissions outside the cohort; ``as_of``,
     ``release``: see ``extract.extract``)."""
-    from pipeline.extraction import ExtractConfig, SplitMode
-    from pipeline.extraction import extract
+    from pipeline.extraction import ExtractConfig, SplitMode, extract
     from pipeline.extraction.tokens import Vocab
 
     saved = dict((manifest or {}).get("config") or {})
@@ -193,8 +192,8 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
           cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
           as_of: str | None = None, report: Path | str | None = None, link: bool = True,
           cross_release: bool = False, device: str | None = None) -> ScoreSummary:
-    """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into ``out``,
-    the model on ``device`` (``pipeline.devices.resolve_device``: None is cuda when available, else cpu).
+    """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into
+    ``out``, the model on ``device`` (``pipeline.devices.resolve_device``: None is cuda when available, else cpu).
 
     ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
     ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open
@@ -360,7 +359,6 @@ def validation_reliability(run) -> dict | None:
     if run.run_id is None:
         return None
     import mlflow
-
     from pipeline.runs.store import METRICS, eval_artifacts, tracking_uri
 
     try:

@@ -68,7 +68,6 @@ def model_uri(uri: str) -> str:
 def load(uri: str):
     """MLflow's PyFuncModel of ``uri`` (read from the tracking store of ``store.tracking_uri``)."""
     import mlflow
-
     from pipeline.runs.store import RunError, init_store, tracking_uri
 
     init_store(tracking_uri())

@@ -13,7 +13,8 @@ tables, or one with ``hosp/`` and ``icu/`` modules; a ``mimiciii`` schema, or ``
 - ``pgload``: loads a CSV directory into PostgreSQL with mimic-code's table definitions
   (``ddl_mimic4``: MIMIC-IV's).
 
-``open_source`` picks the kind from the location: a ``postgresql://`` (or key=value) DSN, else a stage (a directory with ``stage.json``), else a CSV directory.
+``open_source`` picks the kind from the location: a ``postgresql://`` (or key=value) DSN, else a stage (a directory with
+``stage.json``), else a CSV directory.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ import logging
 
 import pyarrow as pa
 
-from pipeline.sources.dialect import Dialect, to_dialect
 from pipeline.privacy.redact import redact_dsn
 from pipeline.sources.base import SourceError, TableInfo, empty_relation, short_error
+from pipeline.sources.dialect import Dialect, to_dialect
 from pipeline.sources.tables import Release, tables_of
 
 log = logging.getLogger(__name__)

@@ -142,12 +142,15 @@ def chartevents(rng, ch: Chunk, system: int, density: float, rows_per_hour: floa
     cols = key_cols(ch, ea, st[cell], stay_null=rng.random(n) < 0.001)
     flags = lambda x: col_int(x, None) if mv else col_nulls(n)  # noqa: E731
     cols.update(
-        ITEMID=col_int(cs.itemid[k]), CHARTTIME=col_ts(ct), STORETIME=col_ts(store_time(rng, ct, same=0.15 if mv else 0.0)),
+        ITEMID=col_int(cs.itemid[k]),
+        CHARTTIME=col_ts(ct),
+        STORETIME=col_ts(store_time(rng, ct, same=0.15 if mv else 0.0)),
         CGID=col_cgid(rng, n),
         VALUE=pc.if_else(pa.array(isnum), col_numstr(num), col_str(sidx, cs.strings)),
         VALUENUM=col_num(np.where(isnum, num, cs.strnum[sidx])),
         VALUEUOM=col_str(cs.uom[k], cs.uoms, ~isnum),
-        WARNING=flags((isnum & (np.abs(z) > 2.5)) | (rng.random(n) < 0.003)), ERROR=flags(err),
+        WARNING=flags((isnum & (np.abs(z) > 2.5)) | (rng.random(n) < 0.003)),
+        ERROR=flags(err),
         RESULTSTATUS=col_nulls(n) if mv else col_str(np.zeros(n), ["Manual"], rng.random(n) > 0.003),
         STOPPED=col_nulls(n) if mv else col_str((rng.random(n) < 0.003).astype(int), ["NotStopd", "D/C'd"]),
     )

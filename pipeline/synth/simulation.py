@@ -78,7 +78,8 @@ MODEL = {
     "b0": -0.5, "b_age": 0.45, "b_comorb": 0.25, "b_sd": 0.75,  # baseline severity b
     "type": {"EMERGENCY": 0.35, "URGENT": 0.25, "ELECTIVE": -0.7, "NEWBORN": -1.5},
     "transfer": 0.3,  # added to b for TRANSFER FROM HOSP/EXTRAM
-    "d_sd": 0.45, "trend_h": 48.0, "tau_h": 6.0, "u_sd": 0.45,  # trend per day (for trend_h hours), OU time constant and sd
+    "d_sd": 0.45, "trend_h": 48.0, "tau_h": 6.0, "u_sd": 0.45,  # trend per day (for trend_h hours),
+        # OU time constant and sd
     "beta0": -3.15, "beta_s": 1.1, "beta_d": 0.7, "beta_age": 0.35, "beta_comorb": 0.15,
     "ramp_death": 1.5, "ramp_discharge": -1.0,  # severity change from T to death / discharge
     "early_death": (-5.2, 1.3), "early_discharge": (-3.3, -0.8),  # logit = a + c b

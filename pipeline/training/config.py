@@ -74,20 +74,24 @@ class TrainConfig:
     nll: NllMode = NllMode.AVERAGE  # likelihood term: average | mixture
     anneal_steps: int = 1_000  # KL weight min(1, step / anneal_steps); 0 = full weight at once
     l2: float = 1e-4  # factor of the model's L2 penalty (sum of its squared deterministic weights)
-    l2_in_kl: bool = False  # put l2·penalty inside the KL term (divided by N_train, annealed) instead of every step's loss
+    l2_in_kl: bool = False  # put l2·penalty inside the KL term (divided by N_train,
+        # annealed) instead of every step's loss
     l2_biases: bool = False  # the L2 penalty covers deterministic biases too (Keras bias_regularizer)
     checkpoint_metric: CheckpointMetric = CheckpointMetric.NLL  # best checkpoint by validation nll | loss
     train_samples: int = 1  # Monte Carlo samples per component in a training step
     eval_every: int = 250  # validate (and checkpoint) every this many steps, and at the end
-    patience: int | None = None  # early stopping: stop after this many validations without a better best checkpoint (unset: never)
-    max_epochs: float | None = None  # step budget in epochs as well: at most ceil(max_epochs x training admissions / distinct per step) steps (unset: max_steps alone)
+    patience: int | None = None  # early stopping: stop after this many validations without a better best checkpoint
+        # (unset: never)
+    max_epochs: float | None = None  # step budget in epochs as well: at most ceil(max_epochs x training admissions /
+        # distinct per step) steps (unset: max_steps alone)
     eval_samples: int = 2  # samples per component in periodic validation (cheap)
     score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
     eval_batch_size: int = DEFAULT_BATCH  # admissions per validation forward pass (the draws depend on the batches)
     refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the refer measure's threshold)
     max_bags: int | None = None  # keep only the most recent bags of an admission (unset: all)
     max_tokens: int | None = None  # keep at most this many tokens per bag (unset: all)
-    source_oov_rate: float = 0.1  # training only: P(all of an admission's tokens of a source -> that source's OOV token) (0: off)
+    source_oov_rate: float = 0.1  # training only: P(all of an admission's tokens of a source -> that source's OOV
+        # token) (0: off)
     token_oov_rate: float = 0.1  # training only: P(a token -> its source's OOV token) (training.augment; 0: off)
     log_every: int = 10  # log loss, NLL and KL to MLflow every this many steps
     progress: bool = True  # progress (rank 0): a bar on a terminal, else a plain line every 5% of the steps

@@ -9,8 +9,8 @@ from pathlib import Path
 from pipeline import fileio
 from pipeline.data import features
 from pipeline.errors import PipelineError
-from pipeline.runs import store
 from pipeline.models.checkpoint import LAST
+from pipeline.runs import store
 
 
 class TrainError(PipelineError, ValueError):

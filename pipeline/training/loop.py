@@ -35,16 +35,15 @@ import torch
 from torch import nn
 
 from pipeline import fileio, metrics
-from pipeline.data import batches, features
-from pipeline.models import predict
 from pipeline.configs import config_dict
+from pipeline.data import batches, features
 from pipeline.devices import model_device, resolve_device, to_device
 from pipeline.errors import PipelineError
-from pipeline.models import build_model, model_config
+from pipeline.models import build_model, model_config, predict
+from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
 from pipeline.models.config import saved_config
 from pipeline.progress import Progress
 from pipeline.runs import record, store
-from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_checkpoint, save_checkpoint
 from pipeline.runs.tracking import make_tracker
 from pipeline.runs.truth import features_true_risk
 from pipeline.training.augment import OovAugment

@@ -2,8 +2,8 @@
 
 Library functions for a thin command line: ``train_vision(VisionTrainConfig) -> VisionTrainResult``,
 ``evaluate_vision(model, test_set, samples, corruptions) -> VisionReport``; the tracked runs are
-``pipeline.workflows.vision_run`` (``train_run``, ``evaluate_run``); the models are in ``pipeline.models.vision``, the metrics
-in ``pipeline.metrics.multiclass``. ``config`` imports no torch; the names below load their module
+``pipeline.workflows.vision_run`` (``train_run``, ``evaluate_run``); the models are in ``pipeline.models.vision``, the
+metrics in ``pipeline.metrics.multiclass``. ``config`` imports no torch; the names below load their module
 on first use (``pipeline.lazy``).
 """
 

@@ -60,17 +60,20 @@ class VisionTrainConfig:
     base_lr: float = 0.1  # SGD learning rate at 128 distinct images per step, scaled linearly (published)
     momentum: float = 0.9  # Nesterov momentum (published: one_minus_momentum 0.1)
     lr_warmup_epochs: float = 1.0  # linear warm-up of the learning rate (published: 1)
-    lr_decay_epochs: tuple[float, ...] | None = None  # decays per 200 epochs (None: 80/160/180, deterministic 60/120/160)
+    lr_decay_epochs: tuple[float, ...] | None = None  # decays per 200 epochs (None: 80/160/180,
+        # deterministic 60/120/160)
     lr_decay_ratio: float = 0.2  # factor at each decay point (published: 0.2)
     l2: float | None = None  # factor of model.l2_penalty() (None: rank1 1e-4, batchensemble 3e-4, deterministic 2e-4)
-    fast_weight_lr_multiplier: float | None = None  # lr factor of rank-1 factors, member biases (None: batchensemble 0.5)
+    fast_weight_lr_multiplier: float | None = None  # lr factor of rank-1 factors, member biases (None:
+        # batchensemble 0.5)
     kl_anneal_epochs: float | None = None  # KL weight min(1, step / (this · steps/epoch)) (None: 0.8 · epochs)
     nll: NllMode = NllMode.AVERAGE  # average: mean over the S·K·B rows (published) | mixture: -log mean_d p_d(y)
     train_samples: int = 1  # Monte Carlo samples per component in a step (published: 1)
     clip: float = 0.0  # global gradient-norm clip (0: off, as published)
     augment: bool | None = None  # random 2-px-padded crop + horizontal flip; None: CIFAR on (published), digits off
     eval_every_epochs: float | None = None  # validate every this many epochs (0: at the end; None: digits 5, CIFAR 0)
-    eval_samples: int | None = None  # samples per component in validation, the run's evaluation (None: digits 2, CIFAR 1)
+    eval_samples: int | None = None  # samples per component in validation, the run's evaluation (None: digits 2,
+        # CIFAR 1)
     eval_batch_size: int = 32  # images per evaluation forward pass (x S·K rows; small passes stay in cache)
     log_every: int = 50  # log loss / NLL / KL / lr every this many steps
     threads: int | None = None  # torch intra-op threads (None: torch's default)

@@ -16,9 +16,9 @@ import torch
 from torch import nn
 
 from pipeline.errors import ConfigError
-from pipeline.metrics import multiclass as mm
 from pipeline.layers import Sampling, set_sampling
 from pipeline.layers.base import BayesianLayer
+from pipeline.metrics import multiclass as mm
 
 from .corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from .data import ImageSet

@@ -32,14 +32,15 @@ from pipeline.errors import ConfigError
 from pipeline.layers import Rank1Vector
 from pipeline.layers.factors import Rank1Layer
 from pipeline.metrics import multiclass as mm
+from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT, save_checkpoint
 from pipeline.models.vision import VisionConfig, build_vision_model
 from pipeline.progress import Progress
-from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT, CheckpointError, save_checkpoint
 from pipeline.training.objective import Objective, kl_weight
 
 from .config import DATASETS, Dataset, VisionTrainConfig
 from .data import ImageSet, Splits, cifar_splits, digits_splits
 from .evaluate import predict_logits
+
 LR_REFERENCE_BATCH = 128  # distinct images per step at which base_lr applies (published)
 DECAY_REFERENCE_EPOCHS = 200.0  # lr_decay_epochs are given for a run of this many epochs (published)
 

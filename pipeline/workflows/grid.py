@@ -52,7 +52,8 @@ class GridConfig:
     patients: int = 2000  # synthetic patients when the source has to be generated
     synth_seed: int = 0  # seed of the synthetic source
     density: float = 1.0  # synthetic event density
-    layout: Release = Release.mimic3  # layout of a generated synthetic source: mimic-iii | mimic-iv (era: anchor_year_group)
+    layout: Release = Release.mimic3  # layout of a generated synthetic source: mimic-iii | mimic-iv (era:
+        # anchor_year_group)
     experiment: str = "benchmark-models"  # MLflow experiment of the grid
     preset: str = "default"  # training preset of the LSTM variants (training.config.Preset); the settings below win
     train_overrides: dict = field(default_factory=dict)  # extra TrainConfig settings (e.g. batch_size)
@@ -137,8 +138,7 @@ def _worker_init(uri: str) -> None:
 def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[str, Path]:
     """Synthetic source (generated when missing) and one extraction per split mode (cached; with the
     value channel when the grid's models read it: ``--set value_channel=true``)."""
-    from pipeline.extraction import ExtractConfig, SplitMode
-    from pipeline.extraction import extract
+    from pipeline.extraction import ExtractConfig, SplitMode, extract
     from pipeline.sources.csvdir import detect_layout
 
     if not synth_dir.is_dir() or "admissions" not in detect_layout(synth_dir)[1]:

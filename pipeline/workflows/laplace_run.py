@@ -4,8 +4,8 @@
 deterministic model, fits ``fit_laplace`` on the run's training features (the prior precision on
 its validation split unless given), chooses the refer measure and threshold on validation as training
 does (with the probit predictive from the Gaussian logit N(μ, σ²) of each admission: its spread,
-percentiles and mutual information; with ``samples``, from the Monte Carlo draws), and writes the run: ``best.pt`` (the Laplace
-checkpoint, which ``runs.formats.load_model`` reads like any model), ``model_info.json``,
+percentiles and mutual information; with ``samples``, from the Monte Carlo draws), and writes the run: ``best.pt`` (the
+Laplace checkpoint, which ``runs.formats.load_model`` reads like any model), ``model_info.json``,
 the training vocabulary and manifest, the fit report, and the pyfunc, in a new MLflow run tagged
 with its parent (``mlflow.parentRunId``). Evaluate, compare, score and the pyfunc then take it
 like any run; its rows in ``compare`` read ``laplace-<selection>-<S>``.
@@ -20,21 +20,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline import fileio
-from pipeline.data import features
-from pipeline.models import predict
 from pipeline.configs import config_dict
+from pipeline.data import features
 from pipeline.devices import resolve_device
-from pipeline.runs import record, store
-from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT
-from pipeline.runs.tracking import make_tracker
-from pipeline.runs.truth import features_true_risk
-from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
-from pipeline.training.config import TrainConfig
-
 from pipeline.laplace.config import LaplaceConfig, Predictive
 from pipeline.laplace.errors import LaplaceError
 from pipeline.laplace.fit import LaplaceReport, fit_laplace
 from pipeline.laplace.model import LAPLACE_FORMAT, save_laplace
+from pipeline.models import predict
+from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT
+from pipeline.runs import record, store
+from pipeline.runs.tracking import make_tracker
+from pipeline.runs.truth import features_true_risk
+from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
+from pipeline.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -140,12 +139,11 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
     import numpy as np
     import torch
 
+    from pipeline.laplace.fit import fit_laplace_batches
     from pipeline.metrics import multiclass as mm
     from pipeline.runs.vision import load_vision_run
     from pipeline.vision.evaluate import predict_logits
     from pipeline.workflows.vision_run import run_splits
-
-    from pipeline.laplace.fit import fit_laplace_batches
 
     with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:
         vr = load_vision_run(map_uri, tmp)

@@ -28,7 +28,6 @@ from pipeline.progress import Progress
 from pipeline.runs import store
 from pipeline.runs.tracking import make_tracker
 from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT, VisionRun, load_vision_run, model_label
-
 from pipeline.vision.config import VisionEvalConfig, VisionTrainConfig
 
 log = logging.getLogger(__name__)
@@ -152,7 +151,6 @@ def evaluate_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_d
 def _evaluate_cifar_c(model, test, samples: int, cfg: VisionEvalConfig):
     """A VisionReport whose corrupted sets come from a CIFAR-10-C directory (every file there, or those named)."""
     from pipeline.metrics import multiclass as mm
-
     from pipeline.vision.data import VisionDataError, read_cifar_c
     from pipeline.vision.evaluate import VisionReport, predict_logits
 

@@ -19,8 +19,8 @@ and deletes the directory, also after a failure. PostgreSQL refuses to run as ro
 cluster belongs to an existing unprivileged OS user (`PgServerConfig.os_user`: $MIMIC_PG_OS_USER, else
 `nobody`, which every Linux has). The harness never adds or changes users (pgserver's Python layer
 would `useradd` one; initdb and postgres only need a non-root uid with a passwd entry): without such
-an account the PostgreSQL tests skip, saying why. When that user cannot reach the binaries (a checkout under /root, mode 0700) the wheel's files are hard-linked
-(or copied) into the cluster's directory for the server's lifetime.
+an account the PostgreSQL tests skip, saying why. When that user cannot reach the binaries (a checkout under /root, mode
+0700) the wheel's files are hard-linked (or copied) into the cluster's directory for the server's lifetime.
 
 Fixtures (import them into a test module, or into tests/conftest.py):
 - `pg_server`: one `TempPostgres` per test session, shared by every module that imports it.
@@ -203,7 +203,8 @@ class PgServerConfig:
     bin_dir: Path | None = None
     user: str = "mimic"  # superuser role that initdb creates and the DSN logs in as
     database: str = "mimic"  # database created after start; the DSN points at it
-    # as root: the existing unprivileged OS account that owns the cluster ($MIMIC_PG_OS_USER, else nobody; never created)
+    # as root: the existing unprivileged OS account that owns the cluster ($MIMIC_PG_OS_USER, else nobody; never
+    # created)
     os_user: str = field(default_factory=lambda: os.environ.get(OS_USER_ENV) or "nobody")
     start_timeout_s: int = 60  # pg_ctl -w -t for start and stop
     start_attempts: int = 3  # retries with a new port when the chosen one was taken

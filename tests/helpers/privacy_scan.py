@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from pipeline.privacy.redact import DATE  # the pattern redaction replaces
+
 NUMBER = re.compile(r"(?<![\w.])\d{4,9}(?![\w.])")
 TOKEN = re.compile(r"^(chart|lab|input|output|rx|proc|micro|dtevent):[^:]*(:|$)")
 # Integer columns that are counts or vocabulary ids by construction.

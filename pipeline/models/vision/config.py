@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import ClassVar
 from enum import Enum
+from typing import ClassVar
 
 from pipeline.configs import check_at_least, check_choice
 from pipeline.errors import ConfigError
@@ -58,11 +58,13 @@ class VisionConfig:
     posterior: PosteriorKind | None = None  # normal | cauchy; None: the prior's family (normal q + cauchy p: MC KL)
     prior_mean: float = 1.0  # prior location of r and s (multiplicative factors)
     prior_stddev: float | None = None  # prior stddev (gaussian) or scale (cauchy); None: 0.1 wrn, 0.05 resnet50
-    factor_init: FactorInit | None = None  # factor means random_sign | normal (None: rank1 random_sign, batchensemble normal)
+    factor_init: FactorInit | None = None  # factor means random_sign | normal (None: rank1 random_sign,
+        # batchensemble normal)
     random_sign_prob: float | None = None  # P(mean = +1) under random_sign; None: 0.5 wrn, 0.75 resnet50
     init_mean_stddev: float = 0.5  # stddev of the normal factor-mean init around prior_mean (batchensemble: 0.5)
     dropout_rate: float = 1e-3  # initial posterior spread as a dropout rate p: a Normal's stddev sqrt(p / (1 - p))
-    init_scale: float | None = None  # initial posterior scale as given (None: the scale spread as dropout_rate's Normal)
+    init_scale: float | None = None  # initial posterior scale as given (None:
+        # the scale spread as dropout_rate's Normal)
     perturbation: Perturbation = Perturbation.MULTIPLICATIVE  # W∘(r sᵀ) (published) | W + r sᵀ
     prior_signs: bool = False  # sign-symmetric prior ½N(+m) + ½N(-m) (not published; see pipeline.layers)
     clip: float | None = 10.0  # sampled factors clamped to [-clip, clip] (edward2's rank-1 layers: 10)
@@ -73,7 +75,8 @@ class VisionConfig:
     bn_rows: int | None = 64  # BatchNorm statistics per ghost batch of this many tiled rows (published: 64 per core)
     l2_norm_and_bias: bool = True  # l2_penalty() also covers BN scales/offsets and biases (published)
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training, edward2) | per_member (evaluation)
-    OPTION_NAMES: ClassVar[dict[str, str]] = {"clip": "factor_clip"}  # `vision train` names it so (VisionTrainConfig has clip)
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"clip": "factor_clip"}  # `vision train` names it so
+        # (VisionTrainConfig has clip)
     NOT_CLI: ClassVar[tuple[str, ...]] = ("num_classes", "in_channels", "sampling")  # from the data; set by the code
 
     def __post_init__(self) -> None:
