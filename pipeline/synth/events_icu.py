@@ -3,10 +3,7 @@
 INPUTEVENTS_CV and INPUTEVENTS_MV (one infusion model, two recordings), OUTPUTEVENTS,
 DATETIMEEVENTS and PROCEDUREEVENTS_MV; CHARTEVENTS is in ``events_chart``.
 
-Each builder turns one simulated chunk (`Chunk`) into the columns of one table, vectorized
-with numpy (no Python loop per event). Events in hour cell [h, h+1) of an admission use the
-severity s(h) and the states (arterial line, ventilation, pressors) at h, so nothing before
-the prediction time depends on what comes after it.
+The builders follow ``events_hosp``'s contract (its docstring): one chunk in, one table's columns out.
 """
 
 from __future__ import annotations
