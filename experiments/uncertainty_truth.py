@@ -1,6 +1,6 @@
 """Uncertainty against the truth, per model of a benchmark grid: does the spread point at the errors?
 
-    .venv/bin/python benchmarks/uncertainty_truth.py --bench runs/bench [--runs-dir runs/laplace]
+    .venv/bin/python -m experiments.uncertainty_truth --bench runs/bench [--runs-dir runs/laplace]
         [--modes random --modes era] [--reference deterministic] [--bootstrap 1000] [--cache DIR] [--json PATH]
 
 For every run of the grid (``paired_compare.find_runs``: ``BENCH/runs.json``, labelled as ``compare``
