@@ -114,8 +114,8 @@ def main() -> None:
     command = report.command(__spec__.name)
     import torch
 
-    from pipeline.models import predict
     from pipeline.baselines.model import BaselineModel
+    from pipeline.models import predict
     from pipeline.runs.formats import load_model
     from pipeline.training import TrainConfig, train
 

@@ -71,9 +71,9 @@ import numpy as np
 from benchmarks.harness import run_module
 from benchmarks.train_throughput import random_features
 from pipeline import fileio, metrics
+from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.data import features
 from pipeline.models import predict
-from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 
 
 def analytic_flops(fs: features.FeatureSet, draws: int, d: int, h: int, u: int) -> float:

@@ -38,8 +38,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = ap.parse_args(argv)
     os.environ.setdefault("MIMIC_DEID_KEY", "benchmark-only-key")
-    from pipeline.extraction import ExtractConfig
-    from pipeline.extraction import extract
+    from pipeline.extraction import ExtractConfig, extract
     from pipeline.sources.stage import StageConfig, stage_csv
 
     source = synth_world(f"stage_synth_{args.patients}_{args.density:g}", args.patients, density=args.density)

@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import fileio, models, training
-from pipeline.data import batches, features# noqa: E402
 from pipeline.contracts import FEATURES
+from pipeline.data import batches, features  # noqa: E402
 from pipeline.extraction.flow import write_parquet
 
 FEATURE_SCHEMA = FEATURES.arrow_schema()  # noqa: E402

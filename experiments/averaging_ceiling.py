@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from experiments.paired_compare import _features, find_runs, run_logits
-
 from pipeline import metrics
 from pipeline.contracts import DEFAULT_BATCH
 

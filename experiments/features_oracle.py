@@ -132,8 +132,7 @@ def soft_lstm(fit: features.FeatureSet, p_fit: np.ndarray, stop: features.Featur
     import torch
 
     from pipeline.data import batches
-    from pipeline.models import predict
-    from pipeline.models import build_model, model_config
+    from pipeline.models import build_model, model_config, predict
     from pipeline.training.loop import train_step
     from pipeline.training.objective import Objective
 

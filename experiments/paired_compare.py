@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import fileio, metrics
-from pipeline.data import features
 from pipeline.contracts import DEFAULT_BATCH
+from pipeline.data import features
 from pipeline.models.variants import variant_label
 
 PAIRED = ("nll", "ece")  # metrics compared
@@ -91,8 +91,8 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
     import hashlib
     import tempfile
 
-    from pipeline.models import predict
     from pipeline.evaluation.evaluate import sample_logits
+    from pipeline.models import predict
     from pipeline.runs.store import load_run_model
 
     tag = "model" if samples is None else samples

@@ -28,8 +28,8 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from pipeline.metrics import multiclass as mm
     from pipeline.layers import Rank1Vector, set_sampling
+    from pipeline.metrics import multiclass as mm
     from pipeline.vision import VisionTrainConfig, load_splits, predict_logits, train_vision
 
     torch.set_num_threads(1)
