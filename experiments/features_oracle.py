@@ -69,8 +69,8 @@ def world_features(world: Path, bench_fdir: Path, cache: Path) -> tuple[features
 
     cohort = cache / "cohort.parquet"
     if not cohort.exists():
-        extract_cohort(world, fileio.read_json(bench_fdir / "manifest.json"), fileio.read_json(bench_fdir / "vocab.json"),
-                       cache)
+        extract_cohort(world, fileio.read_json(bench_fdir / "manifest.json"),
+                       fileio.read_json(bench_fdir / "vocab.json"), cache)
     fs = features.load_split(cohort, require_labels=False)
     risk = load_true_risk(world / "_truth" / "truth.csv.gz", cache / "_private" / "link.csv", fs.keys)
     return fs, risk
