@@ -200,7 +200,8 @@ table.bins th, table.bins td { padding: 2px 10px; border-bottom: 1px solid #ddd;
 
 def _bins_table(rel: dict) -> str:
     """The reliability bins as numbers: predicted, observed and admissions per non-empty bin."""
-    rows = [(m, o, int(c)) for m, o, c in zip(rel.get("mean_p") or [], rel.get("observed") or [], rel.get("counts") or [])
+    rows = [(m, o, int(c))
+            for m, o, c in zip(rel.get("mean_p") or [], rel.get("observed") or [], rel.get("counts") or [])
             if c and m is not None and o is not None and m == m and o == o]
     body = "".join(f'<tr><td class="num">{_pct(m)}</td><td class="num">{_pct(o)}</td><td class="num">{c:,}</td></tr>'
                    for m, o, c in rows)
