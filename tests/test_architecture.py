@@ -228,11 +228,13 @@ def test_the_rules_bite(tmp_path, monkeypatch):
     assert "planted.lazystage.heavy -> planted.core4 (planted.core4 is a peer of planted.lazystage)" in layer_violations(g, peers)
     assert layer_violations({"planted.loose": set()}, layers) == ["planted.loose: in no layer"]
     assert unit_of("planted.stage.thing", layers) == "planted.stage" and unit_of("elsewhere", layers) is None
-    peers = read_layers("planted.stage planted.core4\nplanted.lazystage\nplanted.core planted.core2 planted.core3 planted.circle\n")
+    peers = read_layers("planted.stage planted.core4\nplanted.lazystage\nplanted.core planted.core2 planted.core3 "
+                        "planted.circle\n")
     assert "planted.lazystage.heavy -> planted.core4 (planted.core4 is a peer of planted.lazystage)" not in layer_violations(g, peers)
     assert layer_violations({"planted.loose": set()}, layers) == ["planted.loose: in no layer"]
     assert cycles(g) == [["planted.circle.a", "planted.circle.b"]]
-    two_way = {"planted.stage.x": {"planted.lazystage.y"}, "planted.lazystage.y": {"planted.stage.z"}, "planted.stage.z": set()}
+    two_way = {"planted.stage.x": {"planted.lazystage.y"}, "planted.lazystage.y": {"planted.stage.z"},
+               "planted.stage.z": set()}
     assert cycles(package_graph(two_way, layers)) == [["planted.lazystage", "planted.stage"]]
     with pytest.raises(AssertionError, match="a name is in two layers"):
         read_layers("planted.core\nplanted.core\n")

@@ -248,11 +248,14 @@ def test_era_split_tests_on_the_latest_anchor_year_group(iv_demo, tmp_path):
 
 
 def test_era_groups_are_a_parameter(iv_demo, tmp_path):
-    res = extract(iv_demo, tmp_path / "rev", ExtractConfig(split=SplitMode.era, era_groups=("2014 - 2016", "2011 - 2013")))
+    res = extract(iv_demo, tmp_path / "rev",
+                  ExtractConfig(split=SplitMode.era, era_groups=("2014 - 2016", "2011 - 2013")))
     by_group = res.manifest["cohort"]["anchor_year_group"]
-    assert set(by_group["2011 - 2013"]) == {"test"} and res.manifest["config"]["era_groups"] == ["2014 - 2016", "2011 - 2013"]
+    assert set(by_group["2011 - 2013"]) == {"test"} and res.manifest["config"]["era_groups"] == ["2014 - 2016",
+                                                                                                 "2011 - 2013"]
     with pytest.raises(ConfigError, match=r"era_groups \['2020 - 2022'\] are not anchor_year_groups"):
-        extract(iv_demo, tmp_path / "bad", ExtractConfig(split=SplitMode.era, era_groups=("2011 - 2013", "2020 - 2022")))
+        extract(iv_demo, tmp_path / "bad",
+                ExtractConfig(split=SplitMode.era, era_groups=("2011 - 2013", "2020 - 2022")))
     with pytest.raises(ConfigError, match="needs at least two anchor_year_groups"):
         extract(iv_demo, tmp_path / "one", ExtractConfig(split=SplitMode.era, era_groups=("2011 - 2013",)))
 
