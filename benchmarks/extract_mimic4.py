@@ -72,7 +72,8 @@ def run_extract(args: list[str], env: dict) -> tuple[float, float, float, str]:
     return child.wall_s, child.cpu_s, child.peak_rss_mb, child.stderr
 
 
-# A stage's line in `extract -v`'s log (whatever the logger's name): "<level> <logger>: <stage>  W s  CPU C s  RSS R MB".
+# A stage's line in `extract -v`'s log (whatever the logger's name):
+# "<level> <logger>: <stage>  W s  CPU C s  RSS R MB".
 STAGE_LINE = re.compile(r"^\S+ [\w.]+: (?P<stage>\S.*?)\s{2,}(?P<wall>[\d.]+) s\s+CPU\s+(?P<cpu>[\d.]+) s\s+"
                         r"RSS\s+(?P<rss>[\d.]+) MB")
 

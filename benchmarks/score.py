@@ -13,8 +13,8 @@ extrapolated linearly to ``--target`` admissions (the MIMIC-III cohort size) and
 
 Achieved FLOP/s = analytic FLOPs / wall time of the whole ``score_files`` call (reading,
 embeddings, risk table and writing included), the best of ``--repeat`` calls as for the references
-(the median call sets the time extrapolation; the first call is printed too). FLOPs are counted for the LSTM and the dense
-layers only (multiply-add = 2): per draw and real bag, 2·4H·(D+1) (input) + 2·4H·H
+(the median call sets the time extrapolation; the first call is printed too). FLOPs are counted for the LSTM and the
+dense layers only (multiply-add = 2): per draw and real bag, 2·4H·(D+1) (input) + 2·4H·H
 (recurrent); per draw and admission, 2·(H+D)·U + 2·U (dense and output); biases, gate
 nonlinearities and the embeddings are not counted. References, in the same child with the
 same thread count, each timed after the scoring (best of repeated runs; the machine is shared):
@@ -78,7 +78,8 @@ from pipeline.models import predict
 
 def analytic_flops(fs: features.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
     """LSTM + dense FLOPs of ``draws`` weight draws over every admission of ``fs``."""
-    bag_steps = float(fs.n_bags.sum())  # real LSTM steps: useful FLOPs only (padded steps the fused backend runs are not counted)
+    # real LSTM steps: useful FLOPs only (padded steps the fused backend runs are not counted)
+    bag_steps = float(fs.n_bags.sum())
     lstm = bag_steps * (2 * 4 * h * (d + 1) + 2 * 4 * h * h)
     dense = len(fs) * (2 * (h + d) * u + 2 * u)
     return draws * (lstm + dense)

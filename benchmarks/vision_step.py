@@ -220,8 +220,8 @@ def render(r: dict) -> str:
         [f"evaluation, rank-1, {c['samples']} samples x {c['k']} members ({r['eval_rank1_draws_per_image']} draws)",
          f"{e['rank1']:.2f} images/s", f"{r['eval_ratio_rank1_to_one_deterministic_pass']:.0f}x"],
         ["the same per draw; per draw against deterministic passes of "
-         f"{c['eval_batch'] * r['eval_rank1_draws_per_image']:,} images", "", f"{r['eval_ratio_per_draw']:.2f}x; "
-                                                                              f"{r['eval_ratio_per_draw_same_rows']:.2f}x"],
+         f"{c['eval_batch'] * r['eval_rank1_draws_per_image']:,} images", "",
+         f"{r['eval_ratio_per_draw']:.2f}x; {r['eval_ratio_per_draw_same_rows']:.2f}x"],
     ]
     rss = r.get("peak_rss_mib")
     if rss:

@@ -124,9 +124,9 @@ def main() -> None:
                     reps = gain_replicates(error, s.measure(chosen), idx)
                     diffs.append(row["chosen_gain"] - ref_reps[seed][0])
                     diff_reps.append(reps - ref_reps[seed][1])
-            mean = lambda key, m=None: float(np.nanmean([r[key] if m is None
-                                                         else (r[key][m] if r[key][m] is not None  # noqa: E731
-                                                                                  else np.nan) for r in per_seed]))
+            mean = lambda key, m=None: float(np.nanmean([r[key] if m is None  # noqa: E731
+                                                         else (r[key][m] if r[key][m] is not None else np.nan)
+                                                         for r in per_seed]))
             rec = {"seeds": [r["seed"] for r in per_seed], "nll": mean("nll"), "ece": mean("ece"),
                    "mean_error": mean("mean_error"), "chosen": [r["chosen"] for r in per_seed],
                    "chosen_gain": mean("chosen_gain"),

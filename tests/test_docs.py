@@ -63,8 +63,8 @@ def tiny_root(tmp_path):
     report.results_path("extract", tmp_path).write_text(json.dumps(src))
     (tmp_path / "docs").mkdir()
     page = tmp_path / "docs" / "page.md"
-    page.write_text("# Page\n\nbefore\n\n<!-- figures:extract -->\nstale figures 1.0\n<!-- /figures:extract "
-                    "-->\n\nafter\n")
+    page.write_text("# Page\n\nbefore\n\n<!-- figures:extract -->\nstale figures 1.0\n"
+                    "<!-- /figures:extract -->\n\nafter\n")
     return tmp_path, page
 
 

@@ -222,8 +222,8 @@ def test_last_layer_subnetwork_equals_last_layer_laplace():
     with torch.no_grad():
         logits = [model(b)[0] for b in batches]
     handle.remove()
-    phi = torch.cat([torch.cat(feats), torch.ones(sum(f.shape[0] for f in feats), 1, dtype=torch.float64)],
-                    1)  # (N, U+1)
+    phi = torch.cat([torch.cat(feats),  # (N, U+1)
+                     torch.ones(sum(f.shape[0] for f in feats), 1, dtype=torch.float64)], 1)
     p = torch.sigmoid(torch.cat(logits))
     s, d = phi.shape[1], ParamVector.of(model).size
     lam_s = lam * s / d
@@ -366,8 +366,8 @@ def test_multiclass_probit_is_laplace_torch_formula():
 def test_wasserstein_picks_the_largest_diagonal_laplace_variances(skip_unused):
     g = torch.Generator().manual_seed(3)
     n, features = 40, 8
-    x = torch.randn(n, features, generator=g, dtype=torch.float64) * torch.linspace(0.2, 3.0, features,
-                                                                                    dtype=torch.float64)
+    x = (torch.randn(n, features, generator=g, dtype=torch.float64)
+         * torch.linspace(0.2, 3.0, features, dtype=torch.float64))
     x[:, 5] = 0.0  # a feature no admission has: its weight has zero GGN (the prior's variance)
     model = Logistic(features).double()
     batches = [{"x": x[s:s + 10], "label": (torch.rand(10, generator=g) < 0.5).double()} for s in range(0, n, 10)]
@@ -508,7 +508,8 @@ def test_prior_precision_grid_picks_the_best_validation_nll():
     # the 5-point grid, or (its best at an end) the grid widened by 4 decades on each side
     assert grid == pytest.approx([10.0 ** k for k in (range(-2, 3) if len(grid) == 5 else range(-6, 7))])
     assert len(grid) == 5 or best_first in (4, 8)
-    assert report.prior_source == "grid" and report.prior_precision == report.grid[int(np.argmin(nlls))]["prior_precision"]
+    assert (report.prior_source == "grid"
+            and report.prior_precision == report.grid[int(np.argmin(nlls))]["prior_precision"])
     assert report.val_nll == pytest.approx(min(nlls))
     assert report.subnet_prior_precision == pytest.approx(report.prior_precision * (d // 2) / d)
     assert laplace.prior_precision == report.prior_precision

@@ -243,8 +243,8 @@ def test_uppercase_quoted_reordered_plain_csv(pg_server, tmp_path: Path) -> None
     ],
     ids=["text_in_int", "too_long", "not_null", "bad_timestamp"],
 )
-def test_bad_row_names_file_line_column_and_hides_value(pg_server, tmp_path, column, value,
-                                                        fragments) -> None:  # noqa: F811
+def test_bad_row_names_file_line_column_and_hides_value(pg_server, tmp_path, column, value,  # noqa: F811
+                                                        fragments) -> None:
     header, rows = _demo_rows("patients", 3)
     good_dir, bad_dir = tmp_path / "good", tmp_path / "bad"
     good_dir.mkdir(), bad_dir.mkdir()

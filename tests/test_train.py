@@ -245,8 +245,8 @@ def test_torchrun_two_processes_match_one(feats, tmp_path):
     det = training.train(feats, "deterministic", _cfg(max_steps=6, eval_every=6), out_dir=tmp_path / "det1",
                          tracking=False)
     _torchrun(feats, tmp_path / "det2", "deterministic", 6)
-    one, two = checkpoint.read_checkpoint(det.last_checkpoint), checkpoint.read_checkpoint(tmp_path / "det2"
-                                                                                           / "last.pt")
+    one, two = (checkpoint.read_checkpoint(det.last_checkpoint),
+                checkpoint.read_checkpoint(tmp_path / "det2" / "last.pt"))
     assert len(two["rng"]) == 2 and not torch.equal(two["rng"][0]["torch"], two["rng"][1]["torch"])
     for name, tensor in one["model"].items():
         torch.testing.assert_close(two["model"][name], tensor, rtol=1e-4, atol=1e-5, msg=name)

@@ -275,8 +275,8 @@ def to_csv(summary: list[dict]) -> str:
 def write_tables(summary: list[dict], out_dir: Path | str) -> tuple[Path, Path]:
     """``compare.md`` and ``compare.csv`` in ``out_dir`` (atomic writes)."""
     out = Path(out_dir)
-    return fileio.write_text(out / "compare.md", to_markdown(summary)), fileio.write_text(out / "compare.csv",
-                                                                                          to_csv(summary))
+    return (fileio.write_text(out / "compare.md", to_markdown(summary)),
+            fileio.write_text(out / "compare.csv", to_csv(summary)))
 
 
 def compare(experiment: str | None = None, run_ids: list[str] | None = None,

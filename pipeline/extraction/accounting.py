@@ -133,7 +133,8 @@ def event_accounting(con, table: str, counted: tuple[int, list], row_ids: bool =
     used, events_used = con.sql(
         f"SELECT {rows} FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NULL) FROM ev_{table}"
     ).fetchall()[0]  # source rows used; events used (a lab row can serve several admissions)
-    q_rows = con.sql(f"SELECT row_id, reason FROM ev_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()
+    q_rows = con.sql(f"SELECT row_id, reason FROM ev_{table} WHERE reason IS NOT NULL "
+                     "ORDER BY row_id, reason").fetchall()
     quarantine = [(r, None, why) for r, why in q_rows] + [(None, line, why) for line, why in rejects]
     acc = {
         "rows_read": total,

@@ -312,8 +312,8 @@ def _write_outputs(out: Path, features: pa.Table, vocab: tokens.Vocab, quarantin
         files["vocab"] = fileio.write_json(out / "vocab.json", vocab.to_json())
     qschema = pa.schema([("table", pa.string()), ("row_id", pa.int64()), ("line", pa.int64()), ("reason", pa.string())])
     for table, rows in sorted(quarantine.items()):
-        frame = pd.DataFrame(rows, columns=["row_id", "line",
-                                            "reason"]) if rows else pd.DataFrame(columns=["row_id", "line", "reason"])
+        frame = (pd.DataFrame(rows, columns=["row_id", "line", "reason"]) if rows
+                 else pd.DataFrame(columns=["row_id", "line", "reason"]))
         frame.insert(0, "table", table.upper())
         files[f"quarantine/{table}"] = write_parquet(
             pa.Table.from_pandas(frame, schema=qschema, preserve_index=False), out / "quarantine" / f"{table}.parquet"

@@ -165,8 +165,8 @@ def datetimeevents(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
         items = DTEVENTS[name]
         st, adm, h, a, b = icu_cells(ch, system)
         need = np.array([x[2] == "art" for x in items])
-        lam = ((b - a) * density)[:, None] * np.array([x[1] for x in items]) * np.where(need, ch.art[adm, h][:, None],
-                                                                                        1.0)
+        lam = (((b - a) * density)[:, None] * np.array([x[1] for x in items])
+               * np.where(need, ch.art[adm, h][:, None], 1.0))
         cell, j = poisson_events(rng, lam)
         t = a[cell] + rng.random(len(cell)) * (b - a)[cell]
         insert = np.where(need[j], ch.art_on[adm[cell]] + 0.5, insert_iv[st[cell]])
