@@ -114,8 +114,8 @@ def main() -> None:
     command = report.command(__spec__.name)
     import torch
 
-    from pipeline.models import predict
     from pipeline.baselines.model import BaselineModel
+    from pipeline.models import predict
     from pipeline.runs.formats import load_model
     from pipeline.training import TrainConfig, train
 
@@ -163,7 +163,8 @@ def main() -> None:
     if args.scale_features:
         points.append(featurize_seconds(args.scale_features))
     per = [s / n for n, s in points]
-    out["featurize"] = {"points": [{"admissions": n, "seconds": s, "per_admission_ms": 1000 * s / n} for n, s in points],
+    out["featurize"] = {"points": [{"admissions": n, "seconds": s, "per_admission_ms": 1000 * s / n}
+                                   for n, s in points],
                         "extrapolated_target_seconds": float(per[-1] * args.target), "target": args.target}
     print("\nfeaturizer: " + "; ".join(f"{n} admissions {s:.2f} s ({1000 * s / n:.3f} ms each)" for n, s in points)
           + f"; extrapolated linearly from the largest to {args.target:,} admissions: {per[-1] * args.target:.1f} s")

@@ -26,8 +26,8 @@ import numpy as np
 
 from benchmarks.train_throughput import random_features
 from pipeline import fileio
-from pipeline.data import features
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
+from pipeline.data import features
 
 
 def main() -> None:

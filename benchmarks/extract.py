@@ -112,16 +112,19 @@ def main() -> None:
     floor_code = (
         "import duckdb, sys, time; from pipeline.sources.csvdir import find_tables; from pathlib import Path; "
         "f = find_tables(Path(sys.argv[1]))['chartevents']; con = duckdb.connect(); t = time.perf_counter(); "
-        "con.sql(f\"SELECT count(*), sum(TRY_CAST(VALUENUM AS DOUBLE)), count(DISTINCT HADM_ID) FROM read_csv('{f}', header=true, all_varchar=true, "
-        "delim=',', quote='\\\"', escape='\\\"')\").fetchall(); print(time.perf_counter() - t)"
+        "con.sql(f\"SELECT count(*), sum(TRY_CAST(VALUENUM AS DOUBLE)), count(DISTINCT HADM_ID) FROM read_csv('{f}', "
+        "header=true, all_varchar=true, delim=',', quote='\\\"', escape='\\\"')\").fetchall(); "
+        "print(time.perf_counter() - t)"
     )
     fout = run_child([PY, "-c", floor_code, big["src"]], env).stdout
-    chart_rows = json.loads((CACHE / f"features_p{big['patients']}" / "manifest.json").read_text())["tables"]["chartevents"]["rows_read"]
+    chart_rows = json.loads((CACHE / f"features_p{big['patients']}"
+                             / "manifest.json").read_text())["tables"]["chartevents"]["rows_read"]
     floor_s = float(fout.strip().splitlines()[-1])
     result["floor"] = {"chartevents_rows": chart_rows, "scan_s": floor_s, "rows_per_s": chart_rows / floor_s}
     result["extract_vs_floor"] = (big["event_rows"] / big["wall_s"]) / (chart_rows / floor_s)
-    print(f"floor: one DuckDB scan of CHARTEVENTS ({chart_rows:,d} rows) {floor_s:.1f} s = {chart_rows / floor_s / 1e6:.2f} M rows/s; "
-          f"extract runs at {result['extract_vs_floor']:.2f}x the floor's rows/s")
+    print(f"floor: one DuckDB scan of CHARTEVENTS ({chart_rows:,d} rows) {floor_s:.1f} s = "
+          f"{chart_rows / floor_s / 1e6:.2f} M rows/s; extract runs at {result['extract_vs_floor']:.2f}x the floor's "
+          "rows/s")
     print(f"growth exponent (time vs rows): {slope:.2f}; full MIMIC-III ({full_rows:,d} event rows) "
           f"extrapolates to {full_wall / 60:.1f} min; peak RSS at the largest scale {big['peak_rss_mb']:.0f} MB")
     report.write_results("extract", result, args.json)  # and the docs section that shows it (docs/performance.md)

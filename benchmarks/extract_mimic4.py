@@ -72,7 +72,8 @@ def run_extract(args: list[str], env: dict) -> tuple[float, float, float, str]:
     return child.wall_s, child.cpu_s, child.peak_rss_mb, child.stderr
 
 
-# A stage's line in `extract -v`'s log (whatever the logger's name): "<level> <logger>: <stage>  W s  CPU C s  RSS R MB".
+# A stage's line in `extract -v`'s log (whatever the logger's name):
+# "<level> <logger>: <stage>  W s  CPU C s  RSS R MB".
 STAGE_LINE = re.compile(r"^\S+ [\w.]+: (?P<stage>\S.*?)\s{2,}(?P<wall>[\d.]+) s\s+CPU\s+(?P<cpu>[\d.]+) s\s+"
                         r"RSS\s+(?P<rss>[\d.]+) MB")
 
@@ -181,16 +182,16 @@ def measure(scales: list[float], seed: int) -> dict:
           f"({vs_floor_cpu:.2f}x per CPU second)")
     print(f"growth exponent (time vs rows): {slope:.2f}; full MIMIC-IV ({full_rows:,d} event rows) extrapolates to "
           f"{full_wall / 60:.1f} min ({full_cpu / 60:.1f} min of CPU); peak RSS {big['peak_rss_mb']:.0f} MB at the "
-          f"largest scale; full release at most {full_rss:.0f} MB (DuckDB's cap {cap_mb:.0f} MB + {outside_full:.0f} MB "
-          "outside it)")
+          f"largest scale; full release at most {full_rss:.0f} MB (DuckDB's cap {cap_mb:.0f} MB + {outside_full:.0f} "
+          "MB outside it)")
     return {"scales": rows, "growth_exponent": slope, "full_patients": FULL_PATIENTS, "full_event_rows": full_rows,
             "full_scale_extrapolated_s": full_wall, "full_scale_peak_rss_mb_extrapolated": full_rss,
             "full_scale_rss_outside_duckdb_mb": outside_full, "duckdb_memory_cap_mb": cap_mb,
             "cpu_growth_exponent": cpu_slope, "full_scale_cpu_s_extrapolated": full_cpu,
             "floor": {"chartevents_rows": chart_rows, "scan_s": floor_s, "rows_per_s": chart_rows / floor_s,
                       "cpu_s": floor_cpu, "rows_per_cpu_s": chart_rows / floor_cpu, "runs": floors},
-            "extract_vs_floor": vs_floor, "extract_vs_floor_cpu": vs_floor_cpu, "profile": profile, "synth": SYNTH, "cpus": os.cpu_count(),
-            "targets": {"wall_s": TARGET_S, "peak_rss_mb": TARGET_MB, "vs_floor": 0.8},
+            "extract_vs_floor": vs_floor, "extract_vs_floor_cpu": vs_floor_cpu, "profile": profile, "synth": SYNTH,
+            "cpus": os.cpu_count(), "targets": {"wall_s": TARGET_S, "peak_rss_mb": TARGET_MB, "vs_floor": 0.8},
             "command": report.command(__spec__.name)}
 
 
@@ -265,7 +266,8 @@ def profile_tables(src: str) -> dict:
         for op in operators(profile.get("operator", [])):
             by_type[op["type"]] = by_type.get(op["type"], 0.0) + float(op.get("timing", 0.0))
         total = sum(by_type.values()) or 1.0
-        row["operator_share"] = {k: v / total for k, v in sorted(by_type.items(), key=lambda kv: -kv[1]) if v / total >= 0.005}
+        row["operator_share"] = {k: v / total for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])
+                                 if v / total >= 0.005}
         tables[table] = row
         print(f"  {table:20s} {row['rows']:11,d} rows: CPU bare scan {row['bare_cpu_s']:6.2f} s, typed "
               f"{row['typed_cpu_s']:6.2f} s, events query {row['events_cpu_s']:6.2f} s "
@@ -293,52 +295,56 @@ def _mb(limit: str) -> float:
 def render(result: dict) -> str:
     """docs/mimic-iv.md's figures:extract_mimic4 section, from the benchmark's JSON."""
     lines = [f"Measured on {result['cpus']} CPUs, shared.", "",
-             "| scale | patients | admissions | event rows | extract (s) | CPU (s) | load | M rows/s | M rows per CPU s "
-             "| peak RSS (MB) | RSS after DuckDB (MB) |",
+             "| scale | patients | admissions | event rows | extract (s) | CPU (s) | load | M rows/s | M rows per CPU "
+             "s | peak RSS (MB) | RSS after DuckDB (MB) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["scales"]:
         lines.append(f"| {r['scale']:.0%} | {r['patients']:,} | {r['admissions']:,} | {r['event_rows']:,} | "
-                     f"{r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['load_avg_1min']:.1f} | {r['events_per_s'] / 1e6:.2f} | "
-                     f"{r['events_per_cpu_s'] / 1e6:.2f} | {r['peak_rss_mb']:.0f} | {r['rss_after_duckdb_mb']:.0f} |")
+                     f"{r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['load_avg_1min']:.1f} | {r['events_per_s'] / 1e6:.2f} "
+                     f"| {r['events_per_cpu_s'] / 1e6:.2f} | {r['peak_rss_mb']:.0f} | {r['rss_after_duckdb_mb']:.0f} |")
     fl = result["floor"]
     t = result["targets"]
     big = result["scales"][-1]
     full_min = result["full_scale_extrapolated_s"] / 60
     cpu_min = result["full_scale_cpu_s_extrapolated"] / 60
     rss = result["full_scale_peak_rss_mb_extrapolated"]
-    runs = " and ".join(f"{f['wall_s']:.1f} s (CPU {f['cpu_s']:.1f} s, load {f['load_avg_1min']:.1f})" for f in fl["runs"])
+    runs = " and ".join(f"{f['wall_s']:.1f} s (CPU {f['cpu_s']:.1f} s, load {f['load_avg_1min']:.1f})"
+                        for f in fl["runs"])
     stages = ", ".join(f"{name} {v['cpu_s']:.1f}" for name, v in big["stages"].items())
     lines += ["",
               f"- Floor, same run: one DuckDB scan of icu/chartevents at the largest scale, {fl['chartevents_rows']:,} "
               f"rows, run just before and just after that scale's extraction: {runs}; mean {fl['scan_s']:.1f} s "
               f"({fl['rows_per_s'] / 1e6:.2f} M rows/s). The extraction reads all event tables at "
               f"{result['extract_vs_floor']:.2f}x the floor's rows per second (target {t['vs_floor']}x: "
-              f"{'met' if result['extract_vs_floor'] >= t['vs_floor'] else 'not met'}); per CPU second, the load-robust "
-              f"ratio, at {result['extract_vs_floor_cpu']:.2f}x the floor's ({fl['rows_per_cpu_s'] / 1e6:.2f} M rows "
-              "per CPU second).",
+              f"{'met' if result['extract_vs_floor'] >= t['vs_floor'] else 'not met'}); per CPU second, the "
+              f"load-robust ratio, at {result['extract_vs_floor_cpu']:.2f}x the floor's "
+              f"({fl['rows_per_cpu_s'] / 1e6:.2f} M rows per CPU second).",
               f"- Growth exponent of time in rows: {result['growth_exponent']:.2f}. Full MIMIC-IV v2.2 "
               f"({result['full_event_rows']:,} event rows, {result['full_patients']:,} patients) extrapolates to "
-              f"{full_min:.1f} min (target {t['wall_s'] // 60} min: {'met' if full_min * 60 <= t['wall_s'] else 'not met'}). "
-              f"Its CPU time (exponent {result['cpu_growth_exponent']:.2f}) extrapolates to {cpu_min:.1f} min: the wall "
-              "time on cores that are not shared, one or two, before any time spent spilling to disk (DuckDB's memory "
-              "limit is reached at that scale).",
+              f"{full_min:.1f} min (target {t['wall_s'] // 60} min: "
+              f"{'met' if full_min * 60 <= t['wall_s'] else 'not met'}). Its CPU time (exponent "
+              f"{result['cpu_growth_exponent']:.2f}) extrapolates to {cpu_min:.1f} min: the wall time on cores that "
+              "are not shared, one or two, before any time spent spilling to disk (DuckDB's memory limit is reached at "
+              "that scale).",
               f"- CPU seconds by stage at the largest scale: {stages}.",
               f"- Peak RSS {big['peak_rss_mb']:.0f} MB at the largest scale. DuckDB's own memory is "
-              f"capped by memory_limit ({result['duckdb_memory_cap_mb']:.0f} MB; it spills to disk beyond it); the rest "
-              f"(the RSS after DuckDB's stages: cohort, features) grows with the admissions, "
+              f"capped by memory_limit ({result['duckdb_memory_cap_mb']:.0f} MB; it spills to disk beyond it); the "
+              "rest (the RSS after DuckDB's stages: cohort, features) grows with the admissions, "
               f"{result['full_scale_rss_outside_duckdb_mb']:.0f} MB extrapolated linearly to the full release, so the "
               f"full release's peak is at most {rss:.0f} MB (target {t['peak_rss_mb']} MB: "
               f"{'met' if rss <= t['peak_rss_mb'] else 'not met'})."]
     prof = result["profile"]
-    lines += ["", f"Where the time goes, {prof['scale']:.0%} scale, one DuckDB thread, one table at a time (CPU seconds, "
+    lines += ["",
+              f"Where the time goes, {prof['scale']:.0%} scale, one DuckDB thread, one table at a time (CPU seconds, "
               f"best of {prof['reps']}): a bare scan of the file with the extraction's CSV reader settings, the typed "
-              "view (every column cast and checked), the events query (the window: cohort join, checks, the rows kept); "
-              "the operators' shares of the events query's time (DuckDB's profile; the scan includes the gzip inflate, "
-              "the projections the casts and checks):", "",
+              "view (every column cast and checked), the events query (the window: cohort join, checks, the rows "
+              "kept); the operators' shares of the events query's time (DuckDB's profile; the scan includes the gzip "
+              "inflate, the projections the casts and checks):", "",
               "| table | rows | rows kept | bare scan | typed | events query | query / bare scan | operators |",
               "|---|---|---|---|---|---|---|---|"]
     for table, row in prof["tables"].items():
-        ops = ", ".join(f"{name.lower().replace('_', ' ')} {share:.0%}" for name, share in row["operator_share"].items())
+        ops = ", ".join(f"{name.lower().replace('_', ' ')} {share:.0%}"
+                        for name, share in row["operator_share"].items())
         lines.append(f"| {table} | {row['rows']:,} | {row['rows_kept']:,} | {row['bare_cpu_s']:.2f} | "
                      f"{row['typed_cpu_s']:.2f} | {row['events_cpu_s']:.2f} | "
                      f"{row['events_cpu_s'] / row['bare_cpu_s']:.2f} | {ops} |")
@@ -357,7 +363,8 @@ def main() -> None:
         return
     started = report.provenance()  # the commit the run starts at
     result = measure(args.scales, args.seed)
-    report.write_results("extract_mimic4", {**started, **result}, path=args.json)  # the canonical JSON re-renders docs/mimic-iv.md
+    report.write_results("extract_mimic4", {**started, **result},
+                         path=args.json)  # the canonical JSON re-renders docs/mimic-iv.md
 
 
 if __name__ == "__main__":

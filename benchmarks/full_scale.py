@@ -69,9 +69,10 @@ def main(argv: list[str] | None = None) -> dict:
         threads = ["--threads", str(args.threads)]
         stages["train"] = measured(["train", "--data", feats, "--experiment", "full-scale", *steps, *threads], env)
         run_id = stages["train"]["stdout"].strip().splitlines()[-1].split()[-1]
-        stages["evaluate"] = measured(["evaluate", "--run", run_id, "--out", str(work / "eval"), "--no-log", *threads], env)
-        stages["score"] = measured(["score", "--model", run_id, "--source", stage, "--out", str(work / "scores.parquet"),
-                                    "--no-link", *threads], env)
+        stages["evaluate"] = measured(["evaluate", "--run", run_id, "--out", str(work / "eval"), "--no-log", *threads],
+                                      env)
+        stages["score"] = measured(["score", "--model", run_id, "--source", stage, "--out",
+                                    str(work / "scores.parquet"), "--no-link", *threads], env)
     chain = [s for s in stages if s != "synth"]
     figures = {"fraction": args.fraction, "layout": args.layout, "patients": patients, "max_steps": args.max_steps,
                "stages": {k: {m: v for m, v in s.items() if m != "stdout"} for k, s in stages.items()},

@@ -148,7 +148,8 @@ def child(args: argparse.Namespace) -> None:
         save_laplace(args.save, laplace)
     print(json.dumps({"hidden": model.cfg.lstm_hidden, "n_params": report.n_params, "subnet_size": report.subnet_size,
                       "fit_s": wall, "stages_s": report.seconds, "peak_rss_mb": peak, "base_rss_mb": base,
-                      "fit_rss_mb": peak - base, "peak_reset": resettable, "posterior_mb": report.posterior_bytes / 2**20,
+                      "fit_rss_mb": peak - base, "peak_reset": resettable,
+                      "posterior_mb": report.posterior_bytes / 2**20,
                       "prior_precision": report.prior_precision, "prior_source": report.prior_source,
                       "val_nll_map": report.val_nll_map, "val_nll": report.val_nll, "n_train_used": report.n_train_used,
                       "per_tensor": report.per_tensor}))
@@ -196,8 +197,8 @@ def summarize(fits: list[dict], hiddens: list[int], sizes: list[int]) -> tuple[d
             return "n/a" if x is None else f"{x:.2f}"
 
         steps = ", ".join(fmt(e) for e in g["rss_exponent_steps"] or [])
-        print(f"LSTM {hidden}: fit RSS = {a:.1f} MB + {g['rss_bytes_per_s2']:.1f} bytes x S^2 (least squares); exponent "
-              f"of the part above that floor {fmt(g['rss_exponent_above_floor'])}; of the whole increment "
+        print(f"LSTM {hidden}: fit RSS = {a:.1f} MB + {g['rss_bytes_per_s2']:.1f} bytes x S^2 (least squares); "
+              f"exponent of the part above that floor {fmt(g['rss_exponent_above_floor'])}; of the whole increment "
               f"{fmt(g['rss_exponent_all'])} (steps {steps or 'n/a'})")
     same_s = {}
     if len(hiddens) == 2:

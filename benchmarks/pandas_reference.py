@@ -39,7 +39,8 @@ def _read(path: Path, cols: list[str], times: list[str]) -> pd.DataFrame:
 
 def cohort(src: Path, prediction_hours: float = 24.0, lookback_days: float = 30.0) -> pd.DataFrame:
     files = find_tables(src)
-    adm = _read(files["admissions"], ["subject_id", "hadm_id", "admittime", "dischtime", "deathtime", "admission_type", "hospital_expire_flag"], ["admittime", "dischtime", "deathtime"])
+    adm = _read(files["admissions"], ["subject_id", "hadm_id", "admittime", "dischtime", "deathtime", "admission_type",
+                                      "hospital_expire_flag"], ["admittime", "dischtime", "deathtime"])
     pat = _read(files["patients"], ["subject_id", "dob"], ["dob"])
     df = adm.merge(pat, on="subject_id", how="inner")
     age = (df["admittime"] - df["dob"]).dt.total_seconds() / 31556952.0

@@ -224,14 +224,16 @@ def render(r: dict) -> str:
     for t in r["timing"]:
         rows.append([t["malloc"], t["lengths"], t["reference"], f"{t['reference_ms']:.1f}",
                      f"{t['per_example']:.2f}", f"{t['per_member']:.2f}"])
-    out += [report.table(["allocator", "lengths", "reference (nn.LSTM)", "reference ms", "per-example sampling (training)",
+    out += [report.table(["allocator", "lengths", "reference (nn.LSTM)", "reference ms",
+                          "per-example sampling (training)",
                     "per-member sampling (evaluation)"], rows), ""]
     out.append(f"Parameter overhead of the rank-1 factors over the deterministic LSTM + dense layers at "
                f"K = {c['components']} (embeddings excluded; counted, not timed; target {PARAM_TARGET_PCT:g}%):")
     out.append("")
     prow = [[str(p["hidden"]), str(p["embedding"]), p["model"], f"{p['deterministic']:,}", f"{p['extra']:,}",
              f"{p['overhead_pct']:.1f}%"] for p in r["parameters"]]
-    out.append(report.table(["LSTM units", "embedding", "model", "deterministic parameters", "extra", "overhead"], prow))
+    out.append(report.table(["LSTM units", "embedding", "model", "deterministic parameters", "extra", "overhead"],
+                            prow))
     return "\n".join(out)
 
 

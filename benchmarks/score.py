@@ -13,8 +13,8 @@ extrapolated linearly to ``--target`` admissions (the MIMIC-III cohort size) and
 
 Achieved FLOP/s = analytic FLOPs / wall time of the whole ``score_files`` call (reading,
 embeddings, risk table and writing included), the best of ``--repeat`` calls as for the references
-(the median call sets the time extrapolation; the first call is printed too). FLOPs are counted for the LSTM and the dense
-layers only (multiply-add = 2): per draw and real bag, 2·4H·(D+1) (input) + 2·4H·H
+(the median call sets the time extrapolation; the first call is printed too). FLOPs are counted for the LSTM and the
+dense layers only (multiply-add = 2): per draw and real bag, 2·4H·(D+1) (input) + 2·4H·H
 (recurrent); per draw and admission, 2·(H+D)·U + 2·U (dense and output); biases, gate
 nonlinearities and the embeddings are not counted. References, in the same child with the
 same thread count, each timed after the scoring (best of repeated runs; the machine is shared):
@@ -71,14 +71,15 @@ import numpy as np
 from benchmarks.harness import run_module
 from benchmarks.train_throughput import random_features
 from pipeline import fileio, metrics
+from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.data import features
 from pipeline.models import predict
-from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 
 
 def analytic_flops(fs: features.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
     """LSTM + dense FLOPs of ``draws`` weight draws over every admission of ``fs``."""
-    bag_steps = float(fs.n_bags.sum())  # real LSTM steps: useful FLOPs only (padded steps the fused backend runs are not counted)
+    # real LSTM steps: useful FLOPs only (padded steps the fused backend runs are not counted)
+    bag_steps = float(fs.n_bags.sum())
     lstm = bag_steps * (2 * 4 * h * (d + 1) + 2 * 4 * h * h)
     dense = len(fs) * (2 * (h + d) * u + 2 * u)
     return draws * (lstm + dense)
@@ -321,7 +322,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="times each cohort is scored (best and median reported)")
     ap.add_argument("--backend", choices=["auto", "blocks", "fused"], default="auto",
                     help="recurrence backend (inference.Backend); auto: fused from inference.FUSED_MIN_HIDDEN units up")
-    ap.add_argument("--laplace", action="store_true", help="time Gaussian-logit against probit scoring of a Laplace model")
+    ap.add_argument("--laplace", action="store_true",
+                    help="time Gaussian-logit against probit scoring of a Laplace model")
     ap.add_argument("--subnet-size", type=int, default=1000, help="--laplace: S, the subnetwork size")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -343,8 +345,9 @@ def main() -> None:
     from pipeline.layers.inference import FUSED_MIN_HIDDEN
 
     backend = args.backend if args.backend != "auto" else ("fused" if big["h"] >= FUSED_MIN_HIDDEN else "blocks")
-    print(f"scoring {args.samples} samples x K=4 = {big['draws']} draws, LSTM {big['h']} ({backend} backend), batch {args.batch_size}, "
-          f"{args.threads} torch threads, random features ({big['mean_bags']:.1f} bags per admission on average)")
+    print(f"scoring {args.samples} samples x K=4 = {big['draws']} draws, LSTM {big['h']} ({backend} backend), batch "
+          f"{args.batch_size}, {args.threads} torch threads, random features ({big['mean_bags']:.1f} bags per "
+          "admission on average)")
     for r in (small, big):
         print(f"  n={r['n']:6d}  best {r['secs']:5.1f} s, median {r['median_secs']:5.1f} s of {args.repeat} "
               f"(first {r['first_secs']:.1f} s)  {r['n'] / r['median_secs']:7.1f} admissions/s (median)  "
@@ -356,10 +359,11 @@ def main() -> None:
     forward = big["flops"] / big["forward_secs"]
     print(f"achieved LSTM+dense FLOP/s (best of {args.repeat} runs, as the references): {achieved / 1e9:.2f} GFLOP/s "
           f"end to end (median run {big['flops'] / big['median_secs'] / 1e9:.2f}); the sampled forward passes alone "
-          f"(feature_logits, best {big['forward_secs']:.2f} s; the best whole run {big['secs']:.2f} s): {forward / 1e9:.2f} GFLOP/s "
-          f"= {forward / big['gemm_step']:.1%} of the recurrent-step torch.mm")
+          f"(feature_logits, best {big['forward_secs']:.2f} s; the best whole run {big['secs']:.2f} s): "
+          f"{forward / 1e9:.2f} GFLOP/s = {forward / big['gemm_step']:.1%} of the recurrent-step torch.mm")
     if not big["lstm_secs"]:
-        raise SystemExit("the recurrence was never timed: is the model's fast inference path (inference.final_hidden) off?")
+        raise SystemExit("the recurrence was never timed: is the model's fast inference path (inference.final_hidden) "
+                         "off?")
     lstm = big["lstm_flops"] / big["lstm_secs"]
     print(f"  of which the LSTM recurrence (inference.final_hidden: weights and steps) took {big['lstm_secs']:.2f} s: "
           f"{lstm / 1e9:.2f} GFLOP/s of LSTM FLOPs = {lstm / big['gemm_step']:.1%} of the recurrent-step torch.mm; "
@@ -374,15 +378,15 @@ def main() -> None:
           f"({big['d'] + 1 + big['h']}, {4 * big['h']}) [one step of all draws, each its own weights]: "
           f"{big['bmm_step'] / 1e9:.2f} GFLOP/s -> {achieved / big['bmm_step']:.1%}")
     steps = round(big["mean_bags"])
-    print(f"  PyTorch's fused nn.LSTM, one call per draw with its own weights ({big['draws']} x {args.batch_size} rows x "
-          f"{steps} steps): {big['lstm_blocks'] / 1e9:.2f} GFLOP/s = {big['lstm_blocks'] / big['gemm_step']:.1%} of the "
-          f"recurrent-step torch.mm (one weight set on all {big['draws'] * args.batch_size} rows at once: "
+    print(f"  PyTorch's fused nn.LSTM, one call per draw with its own weights ({big['draws']} x {args.batch_size} rows "
+          f"x {steps} steps): {big['lstm_blocks'] / 1e9:.2f} GFLOP/s = {big['lstm_blocks'] / big['gemm_step']:.1%} of "
+          f"the recurrent-step torch.mm (one weight set on all {big['draws'] * args.batch_size} rows at once: "
           f"{big['lstm'] / 1e9:.2f} GFLOP/s = {big['lstm'] / big['gemm_step']:.1%})")
     best_mm = max(big["gemm_block"], big["gemm_step"], big["bmm_step"])
     t_mm, t_sig = big["flops"] / best_mm, big["sigmoids"] / big["sigmoid"]
     print(f"  estimated ceiling from the gate nonlinearities: 5H sigmoids per draw and bag at "
-          f"{args.threads * 1e9 / big['sigmoid']:.2f} ns per element and core ({big['sigmoid'] / 1e9:.2f} G/s in place, "
-          f"cache-sized) take {t_sig:.2f} s beside {t_mm:.2f} s for the FLOPs at the best product rate above "
+          f"{args.threads * 1e9 / big['sigmoid']:.2f} ns per element and core ({big['sigmoid'] / 1e9:.2f} G/s in "
+          f"place, cache-sized) take {t_sig:.2f} s beside {t_mm:.2f} s for the FLOPs at the best product rate above "
           f"({best_mm / 1e9:.2f} GFLOP/s); with nothing else costing time (no overlap of the two on these cores) "
           f"an implementation with this sigmoid reaches {big['flops'] / (t_mm + t_sig) / 1e9:.2f} GFLOP/s = "
           f"{big['flops'] / (t_mm + t_sig) / big['gemm_step']:.1%} of the recurrent-step torch.mm")

@@ -38,8 +38,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = ap.parse_args(argv)
     os.environ.setdefault("MIMIC_DEID_KEY", "benchmark-only-key")
-    from pipeline.extraction import ExtractConfig
-    from pipeline.extraction import extract
+    from pipeline.extraction import ExtractConfig, extract
     from pipeline.sources.stage import StageConfig, stage_csv
 
     source = synth_world(f"stage_synth_{args.patients}_{args.density:g}", args.patients, density=args.density)
@@ -54,11 +53,13 @@ def main(argv: list[str] | None = None) -> dict:
                        for i in range(args.repeats)]
         csv_best, staged_best = min(csv_runs, key=lambda r: r[0]), min(staged_runs, key=lambda r: r[0])
         a, b = csv_best[2], staged_best[2]
-        identical = all(Path(a.files[k]).read_bytes() == Path(b.files[k]).read_bytes() for k in a.files if k != "manifest")
+        identical = all(Path(a.files[k]).read_bytes() == Path(b.files[k]).read_bytes() for k in a.files
+                        if k != "manifest")
         stage_mb = sum(p.stat().st_size for p in (work / "stage").glob("*.parquet")) / 2**20
     figures = {
         "patients": args.patients, "density": args.density, "threads": args.threads,
-        "event_rows": sum(t["rows"] for n, t in manifest["tables"].items() if n not in ("patients", "admissions", "icustays")),
+        "event_rows": sum(t["rows"] for n, t in manifest["tables"].items()
+                          if n not in ("patients", "admissions", "icustays")),
         "source_mb": round(source_mb, 1), "stage_mb": round(stage_mb, 1),
         "extract_csv_s": round(csv_best[0], 2), "extract_csv_cpu_s": round(csv_best[1], 2),
         "stage_s": round(stage_wall, 2), "stage_cpu_s": round(stage_cpu, 2),

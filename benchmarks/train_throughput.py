@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import fileio, models, training
-from pipeline.data import batches, features# noqa: E402
 from pipeline.contracts import FEATURES
+from pipeline.data import batches, features  # noqa: E402
 from pipeline.extraction.flow import write_parquet
 
 FEATURE_SCHEMA = FEATURES.arrow_schema()  # noqa: E402
@@ -66,7 +66,8 @@ def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet):
     vocab = fileio.read_json(fdir / "vocab.json")
     cfg = training.TrainConfig.from_preset(preset, progress=False)
     torch.manual_seed(0)
-    model = build_model(kind, models.model_config(cfg.model, {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}))
+    model = build_model(kind, models.model_config(cfg.model,
+                                                  {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}))
     objective = training.Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     distinct = cfg.batch_size // model.components

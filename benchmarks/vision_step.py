@@ -185,7 +185,8 @@ def main() -> None:
     print(f"{result['arch']}, K={args.k}, {args.batch} tiled rows per step, {args.threads} thread(s)")
     for m, s in step_s.items():
         print(f"train step  {m:14s} {1000 * s:8.1f} ms  ({s / step_s['deterministic']:.2f}x deterministic)")
-    print(f"rank-1 / deterministic training step: {result['train_ratio_rank1_to_deterministic']:.2f}x (target <= {TRAIN_TARGET:g})")
+    print(f"rank-1 / deterministic training step: {result['train_ratio_rank1_to_deterministic']:.2f}x (target <= "
+          f"{TRAIN_TARGET:g})")
     what = {"rank1": f"{args.samples} samples x {args.k} members", "deterministic": "one pass",
             "deterministic_same_rows": f"one pass, {args.eval_batch * draws} images per forward"}
     for m, v in images_per_s.items():
@@ -207,7 +208,8 @@ def render(r: dict) -> str:
             f"({c.get('width')} x 16/32/64 filters), K = {c['k']}, a tiled batch of {c['batch']} rows "
             f"({c['batch'] // c['k']} distinct images tiled {c['k']} times; the deterministic network gets the same "
             f"rows), {c['threads']} thread(s); medians over {c['blocks']} interleaved blocks of {c['steps']} steps"
-            + (f"; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) at the end" if load else "")
+            + (f"; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) at the end" if load
+               else "")
             + ":")
     rows = [
         ["training step, deterministic", f"{t['deterministic'] * 1e3:.0f} ms", "1.00"],
@@ -217,8 +219,9 @@ def render(r: dict) -> str:
         ["evaluation, deterministic, one pass", f"{e['deterministic']:.0f} images/s", ""],
         [f"evaluation, rank-1, {c['samples']} samples x {c['k']} members ({r['eval_rank1_draws_per_image']} draws)",
          f"{e['rank1']:.2f} images/s", f"{r['eval_ratio_rank1_to_one_deterministic_pass']:.0f}x"],
-        [f"the same per draw; per draw against deterministic passes of {c['eval_batch'] * r['eval_rank1_draws_per_image']:,} "
-         "images", "", f"{r['eval_ratio_per_draw']:.2f}x; {r['eval_ratio_per_draw_same_rows']:.2f}x"],
+        ["the same per draw; per draw against deterministic passes of "
+         f"{c['eval_batch'] * r['eval_rank1_draws_per_image']:,} images", "",
+         f"{r['eval_ratio_per_draw']:.2f}x; {r['eval_ratio_per_draw_same_rows']:.2f}x"],
     ]
     rss = r.get("peak_rss_mib")
     if rss:

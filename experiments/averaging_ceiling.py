@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from experiments.paired_compare import _features, find_runs, run_logits
-
 from pipeline import metrics
 from pipeline.contracts import DEFAULT_BATCH
 
@@ -41,7 +40,8 @@ def main() -> None:
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [test]")
-    ap.add_argument("--samples", type=int, default=None, help="samples per mixture component [the model's score_samples]")
+    ap.add_argument("--samples", type=int, default=None,
+                    help="samples per mixture component [the model's score_samples]")
     ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per draw block (the grid's)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")

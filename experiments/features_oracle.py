@@ -69,8 +69,8 @@ def world_features(world: Path, bench_fdir: Path, cache: Path) -> tuple[features
 
     cohort = cache / "cohort.parquet"
     if not cohort.exists():
-        extract_cohort(world, fileio.read_json(bench_fdir / "manifest.json"), fileio.read_json(bench_fdir / "vocab.json"),
-                       cache)
+        extract_cohort(world, fileio.read_json(bench_fdir / "manifest.json"),
+                       fileio.read_json(bench_fdir / "vocab.json"), cache)
     fs = features.load_split(cohort, require_labels=False)
     risk = load_true_risk(world / "_truth" / "truth.csv.gz", cache / "_private" / "link.csv", fs.keys)
     return fs, risk
@@ -132,8 +132,7 @@ def soft_lstm(fit: features.FeatureSet, p_fit: np.ndarray, stop: features.Featur
     import torch
 
     from pipeline.data import batches
-    from pipeline.models import predict
-    from pipeline.models import build_model, model_config
+    from pipeline.models import build_model, model_config, predict
     from pipeline.training.loop import train_step
     from pipeline.training.objective import Objective
 

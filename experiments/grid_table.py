@@ -57,7 +57,8 @@ def main() -> None:
         common = sorted(set(runs) & set(base))
         for m in ("nll", "ece"):
             d = np.array([runs[s][m] - base[s][m] for s in common], dtype=float)
-            row[f"{m}_diff"] = (float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else float("nan")) if len(d) else None
+            row[f"{m}_diff"] = (float(d.mean()),
+                                float(d.std(ddof=1)) if len(d) > 1 else float("nan")) if len(d) else None
         rows.append(row)
         cell = lambda x: "n/a" if x is None else f"{x[0]:.4f} ± {x[1]:.4f}"  # noqa: E731
         print(f"{g.name:24s} {len(runs):5d} {cell(row['nll']):>17s} {cell(row['auc_pr']):>17s} {cell(row['ece']):>17s} "

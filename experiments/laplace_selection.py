@@ -60,8 +60,9 @@ def main() -> None:
             k: getattr(fit, k) for k in ("subnet_size", "prior_precision", "subnet_prior_precision", "at_grid_edge",
                                             "val_nll_map", "val_nll", "unused_weights", "per_tensor", "grid")}
         rows.append(row)
-        print(f"{row['variant']:42s} λ = {row['prior_precision']:9.4g}{' (grid edge)' if row['at_grid_edge'] else '':12s}"
-              f" val NLL MAP {row['val_nll_map']:.5f} -> {row['val_nll']:.5f}", flush=True)
+        print(f"{row['variant']:42s} λ = "
+              f"{row['prior_precision']:9.4g}{' (grid edge)' if row['at_grid_edge'] else '':12s} val NLL MAP "
+              f"{row['val_nll_map']:.5f} -> {row['val_nll']:.5f}", flush=True)
     report.write_results("laplace_selection", {
         **measured, "command": report.command(__spec__.name),
         "features": str(features), "hidden": args.hidden, "map_steps": args.steps, "threads": args.threads,
@@ -95,7 +96,8 @@ def render(r: dict) -> str:
     head = (f"LSTM {r['hidden']} MAP run ({r['map_steps']} steps; {unused:,} of its weights have a zero GGN diagonal: "
             f"no training logit depends on them); λ chosen on the validation split over the default grid; validation "
             f"NLL of the probit predictive at that λ (MAP model: {', '.join(f'{v:.5f}' for v in sorted(map_nll))}):")
-    return "\n".join([head, "", report.table(["variant", "S", "λ", "validation NLL", "- MAP", "selected weights per module"],
+    return "\n".join([head, "",
+                      report.table(["variant", "S", "λ", "validation NLL", "- MAP", "selected weights per module"],
                                        rows)])
 
 

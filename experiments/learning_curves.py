@@ -174,7 +174,8 @@ def main() -> None:
             for model in args.models or MODELS:
                 w = args.out / "work" / f"n{size}-s{seed}"
                 w.mkdir(parents=True, exist_ok=True)
-                points.append({"size": size, "seed": seed, "model": model, "train_patients": take, "train_admissions": n})
+                points.append({"size": size, "seed": seed, "model": model, "train_patients": take,
+                               "train_admissions": n})
                 work.append((str(d.resolve()), model, seed, str(w.resolve()), args.max_steps, args.experiment))
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx, max_tasks_per_child=1, initializer=_init) as pool:
@@ -222,7 +223,8 @@ def render(r: dict) -> str:
     rows = [[f"{x['size']:,}", x["model"], str(x["seeds"]), f"{x['train_admissions']:,.0f}", cell(x, "val_nll"),
              cell(x, "test_nll"), cell(x, "test_nll_gap"), cell(x, "test_auc_pr"), cell(x, "test_ece")]
             for x in sorted(r["summary"], key=lambda x: (x["model"], x["size"]))]
-    out = [head, "", report.table(["patients", "model", "seeds", "train admissions", "val NLL", "test NLL", "test NLL gap",
+    out = [head, "",
+           report.table(["patients", "model", "seeds", "train admissions", "val NLL", "test NLL", "test NLL gap",
                              "test AUC-PR", "test ECE"], rows)]
     if r.get("oracle_test"):
         o = r["oracle_test"]

@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import fileio, metrics
-from pipeline.data import features
 from pipeline.contracts import DEFAULT_BATCH
+from pipeline.data import features
 from pipeline.models.variants import variant_label
 
 PAIRED = ("nll", "ece")  # metrics compared
@@ -91,8 +91,8 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
     import hashlib
     import tempfile
 
-    from pipeline.models import predict
     from pipeline.evaluation.evaluate import sample_logits
+    from pipeline.models import predict
     from pipeline.runs.store import load_run_model
 
     tag = "model" if samples is None else samples
@@ -138,7 +138,8 @@ def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed
     """
     y = metrics.check_labels(labels)
     if not logits_a or len(logits_a) != len(logits_b):
-        raise ValueError(f"paired: need the same number (>= 1) of A and B runs, got {len(logits_a)} and {len(logits_b)}")
+        raise ValueError(f"paired: need the same number (>= 1) of A and B runs, got {len(logits_a)} and "
+                         f"{len(logits_b)}")
     idx = metrics.bootstrap_indices(y.shape[0], n_bootstrap, seed)  # (B, N)
     ra = [replicates(y, x, idx) for x in logits_a]
     rb = [replicates(y, x, idx) for x in logits_b]
@@ -212,7 +213,8 @@ def main() -> None:
                     help="B's grid directory, on the same admissions (scored on its own features) [--bench]")
     ap.add_argument("--modes", action="append", help="split modes [random, era]")
     ap.add_argument("--splits", action="append", help="splits [val, test]")
-    ap.add_argument("--samples", type=int, default=None, help="samples per mixture component [the model's score_samples]")
+    ap.add_argument("--samples", type=int, default=None,
+                    help="samples per mixture component [the model's score_samples]")
     ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per draw block (the grid's)")
     ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of admissions")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -249,8 +251,8 @@ def main() -> None:
             if not seeds or (TRUTH in (args.a, args.b) and risk is None):
                 continue
             ref = references(fs.label, risk, rate)
-            print(f"\n[{mode} / {split}] n={len(fs)} deaths={int(fs.label.sum())} true-risk nll={_fmt(ref['true_nll'])} "
-                  f"constant nll={_fmt(ref['const_nll'])} (train rate {rate:.4f})")
+            print(f"\n[{mode} / {split}] n={len(fs)} deaths={int(fs.label.sum())} true-risk "
+                  f"nll={_fmt(ref['true_nll'])} constant nll={_fmt(ref['const_nll'])} (train rate {rate:.4f})")
             print(f"{'seed':>6s} {'nll A':>7s} {'nll B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
                   f"{'ece A':>7s} {'ece B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
                   f"{'floor A':>7s} {'floor B':>7s}   {'slope A':>7s} {'slope B':>7s}")

@@ -124,13 +124,14 @@ def main() -> None:
                     reps = gain_replicates(error, s.measure(chosen), idx)
                     diffs.append(row["chosen_gain"] - ref_reps[seed][0])
                     diff_reps.append(reps - ref_reps[seed][1])
-            mean = lambda key, m=None: float(np.nanmean([r[key] if m is None else (r[key][m] if r[key][m] is not None  # noqa: E731
-                                                                                  else np.nan) for r in per_seed]))
+            mean = lambda key, m=None: float(np.nanmean([r[key] if m is None  # noqa: E731
+                                                         else (r[key][m] if r[key][m] is not None else np.nan)
+                                                         for r in per_seed]))
             rec = {"seeds": [r["seed"] for r in per_seed], "nll": mean("nll"), "ece": mean("ece"),
                    "mean_error": mean("mean_error"), "chosen": [r["chosen"] for r in per_seed],
                    "chosen_gain": mean("chosen_gain"),
-                   "spearman": {m: mean("spearman", m) for m in MEASURES}, "gain": {m: mean("gain", m) for m in MEASURES},
-                   "per_seed": per_seed}
+                   "spearman": {m: mean("spearman", m) for m in MEASURES},
+                   "gain": {m: mean("gain", m) for m in MEASURES}, "per_seed": per_seed}
             if diff_reps:
                 lo, hi = metrics.percentile_interval(np.mean(diff_reps, axis=0))
                 rec["vs_reference_entropy"] = {"diff": float(np.mean(diffs)), "ci": [lo, hi], "pairs": len(diffs)}
@@ -139,7 +140,8 @@ def main() -> None:
         print(f"\n{mode} split, test: n={len(test_fs)}, deaths={int(test_fs.label.sum())}; referral gain and Spearman "
               f"against KL(true || predicted); chosen = the measure the validation truth picks (per seed)")
         print("| model | seeds | nll | ece | " + " | ".join(f"gain {m}" for m in MEASURES) + " | "
-              + " | ".join(f"spearman {m}" for m in MEASURES) + f" | chosen | chosen gain | - {args.reference} entropy [95% CI] |")
+              + " | ".join(f"spearman {m}" for m in MEASURES)
+              + f" | chosen | chosen gain | - {args.reference} entropy [95% CI] |")
         print("|" + "---|" * (6 + 2 * len(MEASURES)))
         for model, r in rows.items():
             ref = r.get("vs_reference_entropy")

@@ -171,7 +171,8 @@ def render(r: dict) -> str:
     out = ["```", f"python {cmds['train']}", f"python {cmds['evaluate']}", f"python {cmds['compare']}", "```", "",
            f"Method flags (M): {flags}. One (method, seed) per process, {runs.get('jobs', '?')} at a time"
            + (f", {runs['wall_s'] / 60:.0f} min wall for the runs (load average {runs['load_average_start'][0]:.1f} at "
-              f"the start, {runs['load_average_end'][0]:.1f} at the end, {runs['cpus']} CPUs)" if "wall_s" in runs else "")
+              f"the start, {runs['load_average_end'][0]:.1f} at the end, {runs['cpus']} CPUs)" if "wall_s" in runs
+              else "")
            + f". `compare` printed, for {r['dataset']} (seeds per method: "
            + ", ".join(f"{m} {n}" for m, n in r["seeds"].items()) + "):", ""]
     out += severity_tables(r["summary"])

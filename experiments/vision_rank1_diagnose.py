@@ -28,8 +28,8 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from pipeline.metrics import multiclass as mm
     from pipeline.layers import Rank1Vector, set_sampling
+    from pipeline.metrics import multiclass as mm
     from pipeline.vision import VisionTrainConfig, load_splits, predict_logits, train_vision
 
     torch.set_num_threads(1)
@@ -68,13 +68,15 @@ def render(r: dict) -> str:
     rows = [
         ["training NLL, last step", *(f"{runs[m]['train_nll_last_step']:.3f}" for m in names)],
         ["KL at the end (nats)", *(f"{runs[m]['kl']:,.0f}" for m in names)],
-        ["factor means below zero at the end (start: 50%)", *(f"{runs[m]['share_means_below_zero']:.2%}" for m in names)],
+        ["factor means below zero at the end (start: 50%)",
+         *(f"{runs[m]['share_means_below_zero']:.2%}" for m in names)],
         ["mean \\|factor mean - 1\\|", *(f"{runs[m]['mean_abs_mean_minus_1']:.3f}" for m in names)],
         ["posterior scale, 10% / 50% / 99% quantiles (start 0.0316)",
          *(" / ".join(f"{runs[m]['scale_quantiles'][q]:.4f}" for q in ("0.1", "0.5", "0.99")) for m in names)],
         ["clean NLL / ECE / MI, sampled", *(" / ".join(f"{runs[m]['clean_sampled'][k]:.3f}" for k in
                                                       ("nll", "ece", "mean_mutual_information")) for m in names)],
-        ["clean NLL / ECE / MI at the posterior means", *(" / ".join(f"{runs[m]['clean_posterior_means'][k]:.3f}" for k in
+        ["clean NLL / ECE / MI at the posterior means",
+         *(" / ".join(f"{runs[m]['clean_posterior_means'][k]:.3f}" for k in
                                                                    ("nll", "ece", "mean_mutual_information"))
                                                           for m in names)],
     ]

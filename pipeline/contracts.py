@@ -97,7 +97,8 @@ FEATURES = Table("features", (
     Column("bags", "list<list<int32>>", Use.REQUIRED,
            "token ids per bag (sorted, unique), into `vocab.json[\"tokens\"]`"),
     Column("bag_values", "list<list<float32>>", Use.VALUES,
-           "per token of `bags`: mean of its events' (value - center) / scale, clipped to ±5; 0 without a binned value or out of vocabulary (`extract --values`)"),
+           "per token of `bags`: mean of its events' (value - center) / scale, clipped to ±5; 0 without a binned value "
+           "or out of vocabulary (`extract --values`)"),
     Column("n_events", "int32", Use.REQUIRED, "events used before the prediction time"),
     Column("observed_hours", "float32", Use.WINDOW,
            "hours of [ADMITTIME, T) the data covers (the whole window when training)"),
@@ -108,15 +109,18 @@ RISK = Table("risk", (
     Column("key", "string", Use.REQUIRED, "the admission's pseudonym"),
     Column("risk_mean", "float64", Use.REQUIRED, "predictive probability of death (mean over the draws)"),
     Column("risk_sd", "float64", Use.REQUIRED,
-           "standard deviation of the probability under the weight posterior (the draws, or a Laplace model's Gaussian logit)"),
+           "standard deviation of the probability under the weight posterior (the draws, or a Laplace model's Gaussian "
+           "logit)"),
     Column("risk_p05", "float64", Use.REQUIRED, "5th percentile of the probability under the weight posterior"),
     Column("risk_p95", "float64", Use.REQUIRED, "95th percentile of the probability under the weight posterior"),
     Column("mutual_info", "float64", Use.REQUIRED, "mutual information between label and weights (nats)"),
     Column("entropy", "float64", Use.REQUIRED, "predictive entropy of risk_mean (nats): the total uncertainty"),
     Column("has_spread", "bool", Use.REQUIRED,
-           "the weight posterior moves this admission's risk; false: the zero risk_sd, band and mutual_info mean no posterior reaches it (a point model, or a Laplace admission on no subnetwork weight), not certainty"),
+           "the weight posterior moves this admission's risk; false: the zero risk_sd, band and mutual_info mean no "
+           "posterior reaches it (a point model, or a Laplace admission on no subnetwork weight), not certainty"),
     Column("refer", "bool", Use.REQUIRED,
-           "the run's refer measure (model_info `refer_measure`: mi, sd, entropy or band = p95 - p05) above its validation threshold"),
+           "the run's refer measure (model_info `refer_measure`: mi, sd, entropy or band = p95 - p05) above its "
+           "validation threshold"),
     Column("n_events", "int64", Use.REQUIRED, "events used (-1 when the input does not say)"),
     Column("no_events", "bool", Use.REQUIRED, "no bag: the model saw only the context"),
     Column("observed_hours", "float64", Use.REQUIRED, "hours of the window observed (-1: unknown)"),

@@ -175,7 +175,8 @@ def test_every_top_level_name_is_a_layer_unit():
     named = {n for layer in read_layers(layers_text()) for n in layer}
     on_disk = ({f"pipeline.{p.stem}" for p in PKG.glob("*.py") if p.stem != "__init__"}
                | {f"pipeline.{p.name}" for p in PKG.iterdir() if (p / "__init__.py").exists()})
-    assert on_disk == named, f"on disk, not in a layer: {sorted(on_disk - named)}; named, not on disk: {sorted(named - on_disk)}"
+    assert on_disk == named, (f"on disk, not in a layer: {sorted(on_disk - named)}; "
+                              f"named, not on disk: {sorted(named - on_disk)}")
 
 
 def _plant(root: Path, files: dict[str, str]) -> Path:
@@ -222,17 +223,22 @@ def test_the_rules_bite(tmp_path, monkeypatch):
         f"planted.core -> planted.stage.thing (planted.stage {up} planted.core)",
         f"planted.core2 -> planted.stage.thing (planted.stage {up} planted.core2)",
         f"planted.core3 -> planted.lazystage.heavy (planted.lazystage {up} planted.core3)",
-        f"planted.core4 -> planted.stage.allowed (planted.stage {up} planted.core4)"]  # heavy -> core4 runs down: allowed
+        # heavy -> core4 runs down: allowed
+        f"planted.core4 -> planted.stage.allowed (planted.stage {up} planted.core4)"]
     peers = read_layers("planted.core planted.core2 planted.core3 planted.circle\nplanted.stage\n"
                         "planted.lazystage planted.core4\n")
-    assert "planted.lazystage.heavy -> planted.core4 (planted.core4 is a peer of planted.lazystage)" in layer_violations(g, peers)
+    assert ("planted.lazystage.heavy -> planted.core4 (planted.core4 is a peer of planted.lazystage)"
+            in layer_violations(g, peers))
     assert layer_violations({"planted.loose": set()}, layers) == ["planted.loose: in no layer"]
     assert unit_of("planted.stage.thing", layers) == "planted.stage" and unit_of("elsewhere", layers) is None
-    peers = read_layers("planted.stage planted.core4\nplanted.lazystage\nplanted.core planted.core2 planted.core3 planted.circle\n")
-    assert "planted.lazystage.heavy -> planted.core4 (planted.core4 is a peer of planted.lazystage)" not in layer_violations(g, peers)
+    peers = read_layers("planted.stage planted.core4\nplanted.lazystage\n"
+                        "planted.core planted.core2 planted.core3 planted.circle\n")
+    assert ("planted.lazystage.heavy -> planted.core4 (planted.core4 is a peer of planted.lazystage)"
+            not in layer_violations(g, peers))
     assert layer_violations({"planted.loose": set()}, layers) == ["planted.loose: in no layer"]
     assert cycles(g) == [["planted.circle.a", "planted.circle.b"]]
-    two_way = {"planted.stage.x": {"planted.lazystage.y"}, "planted.lazystage.y": {"planted.stage.z"}, "planted.stage.z": set()}
+    two_way = {"planted.stage.x": {"planted.lazystage.y"}, "planted.lazystage.y": {"planted.stage.z"},
+               "planted.stage.z": set()}
     assert cycles(package_graph(two_way, layers)) == [["planted.lazystage", "planted.stage"]]
     with pytest.raises(AssertionError, match="a name is in two layers"):
         read_layers("planted.core\nplanted.core\n")

@@ -92,7 +92,8 @@ def feats(tmp_path_factory):
     out = write_features(tmp_path_factory.mktemp("aug_feats"), n_train=64, n_val=32, n_test=8)
     vocab = fileio.read_json(out / "vocab.json")
     n = len(vocab["tokens"])
-    vocab["tokens"] = ["<pad>", "chart:<oov>", "lab:<oov>"] + [f"{'chart' if i % 2 else 'lab'}:{i}" for i in range(3, n)]
+    vocab["tokens"] = (["<pad>", "chart:<oov>", "lab:<oov>"]
+                       + [f"{'chart' if i % 2 else 'lab'}:{i}" for i in range(3, n)])
     fileio.write_json(out / "vocab.json", vocab)
     return out
 

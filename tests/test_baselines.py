@@ -294,7 +294,8 @@ def test_score_and_pyfunc_give_the_risk_table_of_a_torch_run(baseline_runs, rank
         # a point model refers by its only uncertainty, the predictive entropy, above its validation threshold
         info = store.load_run_model(f"runs:/{r.run_id}/model").info
         assert info["refer_measure"] == "entropy"
-        assert scores["refer"].equals(scores["entropy"] > info["refer_threshold"]) and s.referred == scores["refer"].sum()
+        assert (scores["refer"].equals(scores["entropy"] > info["refer_threshold"])
+                and s.referred == scores["refer"].sum())
         assert (scores["risk_p05"] == scores["risk_mean"]).all() and (scores["risk_p95"] == scores["risk_mean"]).all()
         model = BaselineModel.load(r.model_file)
         z = model.logits(load_split(src)).astype(np.float32)
@@ -332,7 +333,8 @@ def test_cli_trains_a_baseline_and_refuses_lstm_settings(synth_dir, tmp_path):
     base = [sys.executable, str(ROOT / "cli.py"), "train", "--data", str(synth_dir), "--model", "logreg"]
     bad = subprocess.run([*base, "--hidden", "32", "--max-steps", "10"], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=300)
-    assert bad.returncode == 2 and "logreg is a classical baseline: --max-steps, --lstm-hidden do not apply" in bad.stderr
+    assert (bad.returncode == 2
+            and "logreg is a classical baseline: --max-steps, --lstm-hidden do not apply" in bad.stderr)
     assert "Traceback" not in bad.stderr
     ok = subprocess.run([*base, "--threads", "1", "--no-tracking", "--out", str(tmp_path / "lr")], cwd=tmp_path,
                         env=env, capture_output=True, text=True, timeout=600)

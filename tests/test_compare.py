@@ -271,7 +271,8 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     found = paired_compare.find_runs(tmp_path / "out")
     assert sorted(r["run_id"] for r in found) == sorted(result.run_ids)
     assert sorted((r["model"], r["split_mode"], r["seed"]) for r in found) == [
-        ("deterministic", "era", 0), ("deterministic", "era", 1), ("rank1-cauchy", "era", 0), ("rank1-cauchy", "era", 1)]
+        ("deterministic", "era", 0), ("deterministic", "era", 1), ("rank1-cauchy", "era", 0),
+        ("rank1-cauchy", "era", 1)]
     run = next(r for r in found if r["model"] == "rank1-cauchy")
     fs = features.load_split(tmp_path / "out" / "features-era" / "val.parquet")
     logits = paired_compare.run_logits(run, fs, "val", cfg.samples, cfg.eval_batch_size, tmp_path / "cache")

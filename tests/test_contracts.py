@@ -91,7 +91,8 @@ def test_the_samples_default_is_written_once():
     """contracts.DEFAULT_SAMPLES is the one place the default number of samples is written: the CLI's
     help is built from it, benchmarks default to the model's score_samples or import it."""
     n = contracts.DEFAULT_SAMPLES
-    pattern = re.compile(rf"(samples|draws)\D{{0,40}}(?<![\d.]){n}(?![\d.])|(?<![\d.]){n}[- ](samples?|draws)\b|default={n}\b")
+    pattern = re.compile(rf"(samples|draws)\D{{0,40}}(?<![\d.]){n}(?![\d.])|"
+                         rf"(?<![\d.]){n}[- ](samples?|draws)\b|default={n}\b")
     own = {"benchmarks/vision_step.py", "benchmarks/laplace_fit.py"}  # their own MC settings (vision, Laplace)
     files = [ROOT / "cli.py", *sorted((ROOT / "pipeline").rglob("*.py")), *sorted((ROOT / "benchmarks").glob("*.py")),
              *sorted((ROOT / "experiments").glob("*.py"))]

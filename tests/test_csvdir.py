@@ -163,7 +163,8 @@ def test_missing_required_table_is_one_clear_error(tmp_path):
     src_dir = _source_dir(tmp_path, patients="")
     with pytest.raises(SourceError) as exc:
         CsvSource(src_dir, duckdb.connect())
-    expected = f"required table PATIENTS not found in {src_dir} (expected PATIENTS.csv or PATIENTS.csv.gz; MIMIC-III layout)"
+    expected = (f"required table PATIENTS not found in {src_dir} "
+                "(expected PATIENTS.csv or PATIENTS.csv.gz; MIMIC-III layout)")
     assert str(exc.value) == expected
 
 

@@ -31,7 +31,8 @@ def _zeros_like(bags):
 _DEFAULTS = ["k", 0, 50.0, "M", "EMERGENCY", "EMERGENCY ROOM ADMIT", "carevue", [1, 2], [], [], [], 0, 24.0, False]
 
 HAND = [
-    {"key": "a", "label": 1, "context": [1, 2, 3], "bag_hours": [-24.0, 1.0, 2.0], "bags": [[1, 4], [2, 3, 5, 7, 9], [6]], "n_events": 8},
+    {"key": "a", "label": 1, "context": [1, 2, 3], "bag_hours": [-24.0, 1.0, 2.0],
+     "bags": [[1, 4], [2, 3, 5, 7, 9], [6]], "n_events": 8},
     {"key": "b", "label": 0, "context": [4], "bag_hours": [], "bags": [], "n_events": 0},
     {"key": "c", "label": 0, "context": [2, 5], "bag_hours": [3.0], "bags": [[8]], "n_events": 1},
 ]
@@ -144,7 +145,8 @@ def _write(tmp_path, rows, name="bad.parquet"):
         (lambda r: r.update(bag_values=[]), r"row 1: 'bags' and 'bag_values' have different lengths"),
         (lambda r: r.update(bag_values=[[0.5, 1.0]]), r"row 1: a bag of 'bags' and its list in 'bag_values' have"),
         (lambda r: r.update(bag_values=[None]), r"column 'bag_values' row 1 holds a null list"),
-        (lambda r: r.update(bag_values=[[float("inf")]]), r"column 'bag_values' row 1 holds a value that is not a finite"),
+        (lambda r: r.update(bag_values=[[float("inf")]]),
+         r"column 'bag_values' row 1 holds a value that is not a finite"),
     ],
 )
 def test_bad_rows_are_named(tmp_path, mutate, pattern):
@@ -231,7 +233,8 @@ def test_value_channel_is_optional_and_rides_beside_its_tokens(tmp_path):
     assert capped["tokens"][0, 1].tolist() == [2, 5] and capped["values"][0, 1].tolist() == pytest.approx([0.2, 0.5])
     old = features.from_arrow(_table(rows).drop_columns(["bag_values"]))  # feature version 1 and 2 files
     assert old.values is None and "values" not in batches.collate(old, [0])
-    with pytest.raises(features.FeatureError, match="column 'bag_values' is missing, and the model has a value channel"):
+    with pytest.raises(features.FeatureError,
+                       match="column 'bag_values' is missing, and the model has a value channel"):
         old.require_values()
     v3 = write_parquet(_table(rows), tmp_path / "v3.parquet")
     assert features.load_split(v3).values is None  # a model without the channel neither holds nor checks it

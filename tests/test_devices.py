@@ -95,7 +95,8 @@ def test_evaluate_and_score_load_the_model_on_the_device(demo_run, demo_features
     real = store.load_run_model
     monkeypatch.setattr("pipeline.evaluation.evaluate.load_run_model",
                         lambda *a: seen.append(("evaluate", str(a[2]))) or real(*a))
-    monkeypatch.setattr("pipeline.serving.score.load_run_model", lambda *a: seen.append(("score", str(a[2]))) or real(*a))
+    monkeypatch.setattr("pipeline.serving.score.load_run_model",
+                        lambda *a: seen.append(("score", str(a[2]))) or real(*a))
     result = CliRunner().invoke(cli.app, ["evaluate", "--run", demo_run, "--split", "val", "--bootstrap", "0",
                                           "--out", str(tmp_path / "eval"), "--device", "cpu", "--no-log"])
     assert result.exit_code == 0, result.output

@@ -70,7 +70,8 @@ CASES: list[tuple[str, str, Verdict]] = [
     ("cast_double", "SELECT CAST(g AS DOUBLE), CAST('3.5' AS DOUBLE), x::DOUBLE" + ORDER, S),
     ("cast_varchar", "SELECT CAST(g AS VARCHAR), g::VARCHAR" + ORDER, S),
     ("try_cast_double", "SELECT TRY_CAST(s AS DOUBLE)" + ORDER, E),
-    ("regex_guarded_cast", "SELECT CASE WHEN regexp_matches(s, '^[0-9]+([.][0-9]+)?$') THEN CAST(s AS DOUBLE) END" + ORDER, S),
+    ("regex_guarded_cast",
+     "SELECT CASE WHEN regexp_matches(s, '^[0-9]+([.][0-9]+)?$') THEN CAST(s AS DOUBLE) END" + ORDER, S),
     ("cast_decimal_text_to_int", "SELECT CAST('12.5' AS INTEGER)", E),
     # --- timestamps and intervals ------------------------------------------------------
     ("date_trunc_hour_day", "SELECT date_trunc('hour', a), date_trunc('day', a)" + ORDER, S),
@@ -220,7 +221,8 @@ def _sample_params() -> dict[str, object]:
     params: dict[str, object] = {name: name for name in [*TABLES, *TABLES_IV]}
     params.update(prediction_hours=24.0, lookback_days=30.0, open_admissions="FALSE", cohort_filter="TRUE",
                   link_key="subject_id", window="ev_a", quantiles="0.500000", min_patients=2, text_max_len=8,
-                  max_text_values=3, event_filter="TRUE", edge=0.0, value_clip=5.0, census_columns=", ".join(contracts.COHORT_COLUMNS))
+                  max_text_values=3, event_filter="TRUE", edge=0.0, value_clip=5.0,
+                  census_columns=", ".join(contracts.COHORT_COLUMNS))
     params["events"] = queries.strip_comments(queries.render(queries.EVENT_SQL["chartevents"], **params))
     params["staged"] = queries.strip_comments(queries.render(queries.STAGED[queries.MIMIC4], **params))
     params["used"] = queries.strip_comments(queries.render(queries.EVENTS_USED, window="ev_a"))
@@ -266,9 +268,11 @@ _LOCAL_TABLES = {
              [(1, 11, "chart", "211", 10.0, "10", -100.0, None), (2, 12, "chart", "211", 20.0, "20", 0.0, None),
               (3, 13, "chart", "211", 20.0, "20", 0.25, None), (4, 14, "chart", "211", 25.0, "25", 23.9, None),
               (5, 11, "chart", "211", 40.0, "40", 5.0, None), (6, 12, "chart", "211", 30.0, "30", 5.5, None),
-              (7, 11, "chart", "212", None, " a:b ", 1.0, None), (8, 12, "chart", "212", None, "Normal Sinus Rhythm", 2.0, None),
+              (7, 11, "chart", "212", None, " a:b ", 1.0, None),
+              (8, 12, "chart", "212", None, "Normal Sinus Rhythm", 2.0, None),
               (9, 13, "chart", "212", None, " a:b", -30.0, None), (10, 11, "chart", "999", 7.0, "7", 3.0, None),
-              (11, 11, "chart", "211", 5.0, "5", 1.0, "ERROR flag set"), (12, 99, "chart", "211", 1.0, "1", 1.0, None)]),
+              (11, 11, "chart", "211", 5.0, "5", 1.0, "ERROR flag set"),
+              (12, 99, "chart", "211", 1.0, "1", 1.0, None)]),
     "ev_b": ("row_id BIGINT, hadm_id BIGINT, source VARCHAR, item VARCHAR, valuenum DOUBLE PRECISION, "
              "valuetext VARCHAR, t_hours DOUBLE PRECISION, reason VARCHAR",
              [(1, 11, "lab", "50800", None, "ART", -0.5, None), (2, 12, "lab", "50800", None, "VEN", 3.0, None),

@@ -63,7 +63,8 @@ def tiny_root(tmp_path):
     report.results_path("extract", tmp_path).write_text(json.dumps(src))
     (tmp_path / "docs").mkdir()
     page = tmp_path / "docs" / "page.md"
-    page.write_text("# Page\n\nbefore\n\n<!-- figures:extract -->\nstale figures 1.0\n<!-- /figures:extract -->\n\nafter\n")
+    page.write_text("# Page\n\nbefore\n\n<!-- figures:extract -->\nstale figures 1.0\n"
+                    "<!-- /figures:extract -->\n\nafter\n")
     return tmp_path, page
 
 
@@ -265,7 +266,8 @@ def test_the_checks_read_the_docs():
     """The scanners below find what the README shows (so an empty scan cannot pass for a clean one)."""
     readme = ROOT / "README.md"
     commands = {c for c, _ in cli_uses(readme)}
-    assert {"synth", "extract", "load-postgres", "train", "evaluate", "compare", "score", "benchmark-models"} <= commands
+    assert {"synth", "extract", "load-postgres", "train", "evaluate", "compare", "score",
+            "benchmark-models"} <= commands
     assert ("extract", ["--source", "--schema", "--out"]) in cli_uses(readme)
     assert {"main", "test"} <= set(make_uses(readme))
     paths, dotted = code_references(ROOT / "docs" / "evaluation.md")

@@ -244,7 +244,8 @@ def small_synth(tmp_path_factory):
 def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, tmp_path):
     root, res = small_synth
     run_id = trained_run(tmp_path_factory, res.out_dir, kind="deterministic")
-    out = evaluate.evaluate_run(run_id, "test", evaluate.EvalConfig(samples=2, n_bootstrap=20, log_to_run=True), out_dir=tmp_path)
+    out = evaluate.evaluate_run(run_id, "test", evaluate.EvalConfig(samples=2, n_bootstrap=20, log_to_run=True),
+                                out_dir=tmp_path)
     report = out.report
     frame = pd.read_parquet(res.out_dir / "test.parquet", columns=["key", "label"])
     truth = pd.read_csv(root / "mimic" / "_truth" / "truth.csv.gz").rename(columns=str.lower)
@@ -262,7 +263,8 @@ def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, 
     logged = MlflowClient(tracking_uri()).get_run(run_id).data.metrics
     assert logged["test_true_nll"] == pytest.approx(true_nll) and "test_nll_gap" in logged
     # --json elsewhere: the run still gets eval/val/metrics.json, so `compare` sees the evaluation
-    val = evaluate.evaluate_run(run_id, "val", evaluate.EvalConfig(samples=2, n_bootstrap=0, log_to_run=True), out_dir=tmp_path,
+    val = evaluate.evaluate_run(run_id, "val", evaluate.EvalConfig(samples=2, n_bootstrap=0, log_to_run=True),
+                                out_dir=tmp_path,
                           json_path=tmp_path / "my-val.txt")
     from pipeline.evaluation.compare import collect
 
@@ -289,7 +291,8 @@ def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, 
 def test_features_from_another_vocabulary_are_refused(demo_run, tmp_path):
     other = write_features(tmp_path / "other")
     with pytest.raises(errors.PipelineError, match=r"vocab.json: differs from the vocabulary run"):
-        evaluate.evaluate_run(demo_run, "test", evaluate.EvalConfig(samples=1, n_bootstrap=0, log_to_run=False), data=other,
+        evaluate.evaluate_run(demo_run, "test", evaluate.EvalConfig(samples=1, n_bootstrap=0, log_to_run=False),
+                              data=other,
                         out_dir=tmp_path / "o")
 
 

@@ -89,7 +89,8 @@ def test_value_channel_lies_in_its_tokens_bin(demo_dir, demo_features, tmp_path)
     for split in ("train", "val", "test"):
         with_values = pq.read_table(out / f"{split}.parquet")
         assert with_values.column_names == list(FEATURES.names())
-        assert with_values.drop_columns(["bag_values"]).equals(pq.read_table(demo_features.out_dir / f"{split}.parquet"))
+        assert with_values.drop_columns(["bag_values"]).equals(pq.read_table(demo_features.out_dir
+                                                                             / f"{split}.parquet"))
     vocab = json.loads((out / "vocab.json").read_text())
     seen = 0
     for split in ("train", "val", "test"):
@@ -244,7 +245,8 @@ def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tm
 
     res = extract(demo_dir, tmp_path / "seq", ExtractConfig(scan_workers=1))
     for split in ("train", "val", "test"):
-        assert (res.out_dir / f"{split}.parquet").read_bytes() == (demo_features.out_dir / f"{split}.parquet").read_bytes()
+        assert (res.out_dir / f"{split}.parquet").read_bytes() == (demo_features.out_dir
+                                                                   / f"{split}.parquet").read_bytes()
     assert res.manifest["tables"] == demo_features.manifest["tables"]
 
 
@@ -285,7 +287,8 @@ def test_interrupt_scans_stops_a_running_scan(demo_dir):
 
     def scan():
         try:
-            src.into_local_counted("SELECT sum(range) AS s FROM range(1000000000000)", "t", "a long query", "chartevents")
+            src.into_local_counted("SELECT sum(range) AS s FROM range(1000000000000)", "t", "a long query",
+                                   "chartevents")
         except SourceError as exc:
             outcome["error"] = str(exc)
 
@@ -304,7 +307,8 @@ def test_interrupt_scans_stops_a_running_scan(demo_dir):
 def test_training_features_cover_the_whole_window(demo_features):
     """Every training admission was in hospital past T: its window is whole, nothing is flagged."""
     for split in ("train", "val", "test"):
-        f = pd.read_parquet(demo_features.out_dir / f"{split}.parquet", columns=["observed_hours", "before_prediction_time"])
+        f = pd.read_parquet(demo_features.out_dir / f"{split}.parquet",
+                            columns=["observed_hours", "before_prediction_time"])
         assert (f["observed_hours"] == 24.0).all() and not f["before_prediction_time"].any()
 
 
@@ -340,7 +344,8 @@ def test_a_source_that_is_a_file_is_named_a_file(demo_dir, tmp_path):
 
     table = next(p for p in sorted(demo_dir.iterdir()) if p.name.lower().startswith("admissions"))
     with pytest.raises(SourceError, match=rf"source {re.escape(str(table))} is a file, not a directory: give the "
-                                          rf"directory that holds the MIMIC tables .* e\.g\. {re.escape(str(demo_dir))}"):
+                                          r"directory that holds the MIMIC tables .* e\.g\. "
+                                          rf"{re.escape(str(demo_dir))}"):
         extract(table, tmp_path / "out")
     assert not (tmp_path / "out").exists()
     with pytest.raises(SourceError, match="source directory .*nowhere does not exist"):

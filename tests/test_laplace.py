@@ -108,10 +108,12 @@ def feature_set(n: int, seed: int, vocab: int = 20, context_vocab: int = 7) -> f
     m = int(bag_offsets[-1])
     n_tok = rng.integers(1, 4, m)
     token_offsets = np.concatenate([[0], np.cumsum(n_tok)]).astype(np.int64)
-    tokens = np.concatenate([np.sort(rng.choice(np.arange(1, vocab), k, replace=False)) for k in n_tok]).astype(np.int32)
+    tokens = np.concatenate([np.sort(rng.choice(np.arange(1, vocab), k, replace=False))
+                             for k in n_tok]).astype(np.int32)
     return features.FeatureSet(
         keys=np.array([f"k{seed}-{i}" for i in range(n)]), label=rng.integers(0, 2, n).astype(np.float32),
-        n_events=n_tok.sum() * np.ones(n, dtype=np.int32), context=rng.integers(1, context_vocab, (n, 2)).astype(np.int32),
+        n_events=n_tok.sum() * np.ones(n, dtype=np.int32),
+        context=rng.integers(1, context_vocab, (n, 2)).astype(np.int32),
         bag_offsets=bag_offsets, bag_hours=rng.uniform(-5, 24, m).astype(np.float32), token_offsets=token_offsets,
         tokens=tokens)
 
@@ -220,11 +222,13 @@ def test_last_layer_subnetwork_equals_last_layer_laplace():
     with torch.no_grad():
         logits = [model(b)[0] for b in batches]
     handle.remove()
-    phi = torch.cat([torch.cat(feats), torch.ones(sum(f.shape[0] for f in feats), 1, dtype=torch.float64)], 1)  # (N, U+1)
+    phi = torch.cat([torch.cat(feats),  # (N, U+1)
+                     torch.ones(sum(f.shape[0] for f in feats), 1, dtype=torch.float64)], 1)
     p = torch.sigmoid(torch.cat(logits))
     s, d = phi.shape[1], ParamVector.of(model).size
     lam_s = lam * s / d
-    expected = torch.linalg.inv(phi.t() @ ((p * (1 - p)).unsqueeze(1) * phi) + lam_s * torch.eye(s, dtype=torch.float64))
+    expected = torch.linalg.inv(phi.t() @ ((p * (1 - p)).unsqueeze(1) * phi) + lam_s
+                                * torch.eye(s, dtype=torch.float64))
     assert report.subnet_prior_precision == pytest.approx(lam_s)
     torch.testing.assert_close(laplace.posterior.covariance(), expected, rtol=1e-8, atol=1e-12)
 
@@ -362,7 +366,8 @@ def test_multiclass_probit_is_laplace_torch_formula():
 def test_wasserstein_picks_the_largest_diagonal_laplace_variances(skip_unused):
     g = torch.Generator().manual_seed(3)
     n, features = 40, 8
-    x = torch.randn(n, features, generator=g, dtype=torch.float64) * torch.linspace(0.2, 3.0, features, dtype=torch.float64)
+    x = (torch.randn(n, features, generator=g, dtype=torch.float64)
+         * torch.linspace(0.2, 3.0, features, dtype=torch.float64))
     x[:, 5] = 0.0  # a feature no admission has: its weight has zero GGN (the prior's variance)
     model = Logistic(features).double()
     batches = [{"x": x[s:s + 10], "label": (torch.rand(10, generator=g) < 0.5).double()} for s in range(0, n, 10)]
@@ -394,9 +399,12 @@ def test_random_and_magnitude_selection():
     theta = layout.vector(model)
     with frozen(model):
         mag = select_subnet(model, layout, LaplaceConfig(selection="magnitude", subnet_size=25), lambda: iter(batches))
-        r1 = select_subnet(model, layout, LaplaceConfig(selection="random", subnet_size=25, seed=1), lambda: iter(batches))
-        r2 = select_subnet(model, layout, LaplaceConfig(selection="random", subnet_size=25, seed=1), lambda: iter(batches))
-        r3 = select_subnet(model, layout, LaplaceConfig(selection="random", subnet_size=25, seed=2), lambda: iter(batches))
+        r1 = select_subnet(model, layout, LaplaceConfig(selection="random", subnet_size=25, seed=1),
+                           lambda: iter(batches))
+        r2 = select_subnet(model, layout, LaplaceConfig(selection="random", subnet_size=25, seed=1),
+                           lambda: iter(batches))
+        r3 = select_subnet(model, layout, LaplaceConfig(selection="random", subnet_size=25, seed=2),
+                           lambda: iter(batches))
     assert float(theta.abs()[mag.indices].min()) >= float(theta.abs().sort(descending=True).values[24])
     assert torch.equal(r1.indices, r2.indices) and not torch.equal(r1.indices, r3.indices)
     for m in (mag, r1):
@@ -407,7 +415,8 @@ def test_wasserstein_on_the_lstm_model_skips_padding_rows():
     model, batches = tiny_mortality(), mortality_batches()
     layout = ParamVector.of(model)
     with frozen(model):
-        mask = select_subnet(model, layout, LaplaceConfig(selection="wasserstein", subnet_size=30), lambda: iter(batches))
+        mask = select_subnet(model, layout, LaplaceConfig(selection="wasserstein", subnet_size=30),
+                             lambda: iter(batches))
     h = mask.diagonal_ggn
     pad = layout.module_indices("bag_embedding")[:4]  # padding row 0 of the token table: never used
     assert bool((h[pad] == 0).all()) and not set(pad.tolist()) & set(mask.indices.tolist())
@@ -468,10 +477,11 @@ def test_swag_variances_leave_weights_no_logit_moves_at_zero_and_pick_the_larges
 def test_exclude_embeddings_keeps_every_rule_off_the_tables(selection):
     model, batches = tiny_mortality(), mortality_batches()
     layout = ParamVector.of(model)
-    tables = set(torch.cat([layout.module_indices("bag_embedding"), layout.module_indices("context_embedding")]).tolist())
+    tables = set(torch.cat([layout.module_indices("bag_embedding"),
+                            layout.module_indices("context_embedding")]).tolist())
     size = layout.size - len(tables) - 40
-    cfg = LaplaceConfig(selection=selection, subnet_size=30, prior_precision=1.0, exclude=("embeddings",), swag_steps=20,
-                        swag_burn_in=5)
+    cfg = LaplaceConfig(selection=selection, subnet_size=30, prior_precision=1.0, exclude=("embeddings",),
+                        swag_steps=20, swag_burn_in=5)
     with frozen(model):
         mask = select_subnet(model, layout, cfg, lambda: iter(batches))
         assert not set(mask.indices.tolist()) & tables and mask.size == 30
@@ -498,7 +508,8 @@ def test_prior_precision_grid_picks_the_best_validation_nll():
     # the 5-point grid, or (its best at an end) the grid widened by 4 decades on each side
     assert grid == pytest.approx([10.0 ** k for k in (range(-2, 3) if len(grid) == 5 else range(-6, 7))])
     assert len(grid) == 5 or best_first in (4, 8)
-    assert report.prior_source == "grid" and report.prior_precision == report.grid[int(np.argmin(nlls))]["prior_precision"]
+    assert (report.prior_source == "grid"
+            and report.prior_precision == report.grid[int(np.argmin(nlls))]["prior_precision"])
     assert report.val_nll == pytest.approx(min(nlls))
     assert report.subnet_prior_precision == pytest.approx(report.prior_precision * (d // 2) / d)
     assert laplace.prior_precision == report.prior_precision

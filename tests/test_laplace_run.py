@@ -93,8 +93,8 @@ def test_score_and_pyfunc_agree_with_predict(laplace_run, demo_features, tmp_pat
     import mlflow
     from pipeline.serving.score import ScoreConfig, score
 
-    summary = score(f"runs:/{laplace_run.run_id}/model", tmp_path / "s.parquet", data=demo_features.out_dir / "test.parquet",
-                    cfg=ScoreConfig(seed=3))
+    summary = score(f"runs:/{laplace_run.run_id}/model", tmp_path / "s.parquet",
+                    data=demo_features.out_dir / "test.parquet", cfg=ScoreConfig(seed=3))
     scores = pd.read_parquet(summary.out)
     assert summary.samples == 5 and len(scores) == demo_features.manifest["splits"]["test"]["admissions"]
     frame = pd.read_parquet(demo_features.out_dir / "test.parquet")

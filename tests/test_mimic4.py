@@ -70,7 +70,8 @@ def _linked(res) -> pd.DataFrame:
 def test_layout_is_detected_and_the_release_recorded(iv_features, demo_features):
     assert iv_features.manifest["release"] == "mimic-iv" and demo_features.manifest["release"] == "mimic-iii"
     tables = iv_features.manifest["source"]["tables"]
-    assert tables["admissions"].endswith("hosp/admissions.csv.gz") and tables["icustays"].endswith("icu/icustays.csv.gz")
+    assert (tables["admissions"].endswith("hosp/admissions.csv.gz")
+            and tables["icustays"].endswith("icu/icustays.csv.gz"))
     assert "chartevents" not in tables and "inputevents" in tables and "inputevents_mv" not in tables
 
 
@@ -209,14 +210,17 @@ def test_postgres_parity_for_mimic4(iv_pg, iv_features, tmp_path):
     assert counts["admissions"] == 275 and counts["labevents"] == 107_727 and "chartevents" not in counts
     with psycopg.connect(dsn) as conn:  # mimic-code's layout: two schemas, its primary keys
         keys = dict(conn.execute("SELECT table_schema || '.' || table_name, constraint_name FROM "
-                                 "information_schema.table_constraints WHERE constraint_type = 'PRIMARY KEY'").fetchall())
+                                 "information_schema.table_constraints "
+                                 "WHERE constraint_type = 'PRIMARY KEY'").fetchall())
     assert keys["mimiciv_hosp.labevents"] == "labevents_pk" and keys["mimiciv_icu.icustays"] == "icustays_pk"
     res = extract(dsn, tmp_path / "pg")  # the default schema finds MIMIC-IV's schemas
-    assert res.manifest["release"] == "mimic-iv" and "schema=mimiciv_hosp,mimiciv_icu" in res.manifest["source"]["location"]
+    assert (res.manifest["release"] == "mimic-iv"
+            and "schema=mimiciv_hosp,mimiciv_icu" in res.manifest["source"]["location"])
     for name in FEATURES + ["quarantine/admissions.parquet", "quarantine/prescriptions.parquet"]:
         assert (res.out_dir / name).read_bytes() == (iv_features.out_dir / name).read_bytes(), name
     assert res.manifest["tables"] == iv_features.manifest["tables"]
-    assert res.manifest["cohort"] == iv_features.manifest["cohort"] and res.manifest["splits"] == iv_features.manifest["splits"]
+    assert (res.manifest["cohort"] == iv_features.manifest["cohort"]
+            and res.manifest["splits"] == iv_features.manifest["splits"])
     same = extract(dsn, tmp_path / "pg2", schema="mimiciv")  # the prefix, as --schema gives it
     assert (same.out_dir / "train.parquet").read_bytes() == (iv_features.out_dir / "train.parquet").read_bytes()
 
@@ -248,11 +252,14 @@ def test_era_split_tests_on_the_latest_anchor_year_group(iv_demo, tmp_path):
 
 
 def test_era_groups_are_a_parameter(iv_demo, tmp_path):
-    res = extract(iv_demo, tmp_path / "rev", ExtractConfig(split=SplitMode.era, era_groups=("2014 - 2016", "2011 - 2013")))
+    res = extract(iv_demo, tmp_path / "rev",
+                  ExtractConfig(split=SplitMode.era, era_groups=("2014 - 2016", "2011 - 2013")))
     by_group = res.manifest["cohort"]["anchor_year_group"]
-    assert set(by_group["2011 - 2013"]) == {"test"} and res.manifest["config"]["era_groups"] == ["2014 - 2016", "2011 - 2013"]
+    assert (set(by_group["2011 - 2013"]) == {"test"}
+            and res.manifest["config"]["era_groups"] == ["2014 - 2016", "2011 - 2013"])
     with pytest.raises(ConfigError, match=r"era_groups \['2020 - 2022'\] are not anchor_year_groups"):
-        extract(iv_demo, tmp_path / "bad", ExtractConfig(split=SplitMode.era, era_groups=("2011 - 2013", "2020 - 2022")))
+        extract(iv_demo, tmp_path / "bad",
+                ExtractConfig(split=SplitMode.era, era_groups=("2011 - 2013", "2020 - 2022")))
     with pytest.raises(ConfigError, match="needs at least two anchor_year_groups"):
         extract(iv_demo, tmp_path / "one", ExtractConfig(split=SplitMode.era, era_groups=("2011 - 2013",)))
 

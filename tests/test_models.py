@@ -537,7 +537,8 @@ def test_bag_channels_hold_the_hour_and_the_bag_size():
     size = (tokens != 0).sum(-1).float()
     torch.testing.assert_close(extra[..., 1], torch.log1p(size) * mask)
     torch.testing.assert_close(extra[..., 0], torch.sign(hours) * torch.log1p(hours.abs()) * mask)
-    assert build_model("deterministic", tiny_cfg(time_feature=False, bag_size_feature=False))._bag_channels(tokens, mask, hours) is None
+    assert build_model("deterministic",
+                       tiny_cfg(time_feature=False, bag_size_feature=False))._bag_channels(tokens, mask, hours) is None
 
 
 @pytest.mark.slow

@@ -60,7 +60,8 @@ def test_find_table_files_missing_dir(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "first_line", ['"ROW_ID","SUBJECT_ID","GENDER"\n', "row_id,subject_id,gender\n", "\ufeffRow_Id,Subject_ID,GENDER\r\n"]
+    "first_line",
+    ['"ROW_ID","SUBJECT_ID","GENDER"\n', "row_id,subject_id,gender\n", "\ufeffRow_Id,Subject_ID,GENDER\r\n"]
 )
 @pytest.mark.parametrize("name", ["PATIENTS.csv", "PATIENTS.csv.gz"])
 def test_read_header_detects_case_and_quoting(tmp_path: Path, first_line: str, name: str) -> None:
@@ -92,7 +93,8 @@ def _duckdb_count(path: Path) -> int:
     """Records in a CSV by DuckDB's parser (quoted newlines count once), independent of PG."""
     con = duckdb.connect()
     try:
-        return con.execute(f"SELECT count(*) FROM read_csv(?, {_CSV_OPTS}, all_varchar=true)", [str(path)]).fetchone()[0]
+        return con.execute(f"SELECT count(*) FROM read_csv(?, {_CSV_OPTS}, all_varchar=true)",
+                           [str(path)]).fetchone()[0]
     finally:
         con.close()
 
@@ -182,7 +184,8 @@ def test_demo_values_match_duckdb(pg_demo, table: str, expr: str) -> None:  # no
 
     path = find_table_files(demo_dir())[table]
     duck = duckdb.connect()
-    cols = {c: part.split(None, 1)[1].replace(" NOT NULL", "") for c, part in zip(columns(table), DDL[table].split(","))}
+    cols = {c: part.split(None, 1)[1].replace(" NOT NULL", "")
+            for c, part in zip(columns(table), DDL[table].split(","))}
     expected = duck.execute(f"SELECT {expr} FROM read_csv(?, {_CSV_OPTS}, columns=?)", [str(path), cols]).fetchone()[0]
     pg_sql = sqlglot.transpile(f"SELECT {expr} FROM mimiciii.{table}", read="duckdb", write="postgres")[0]
     with psycopg.connect(pg_demo.dsn) as conn:
@@ -222,7 +225,8 @@ def test_uppercase_quoted_reordered_plain_csv(pg_server, tmp_path: Path) -> None
     assert counts == {"patients": 5}
     with psycopg.connect(pg_server.dsn) as conn:
         got = conn.execute(
-            "SELECT row_id, gender, to_char(dob, 'YYYY-MM-DD HH24:MI:SS'), dod IS NULL FROM upper_t.patients ORDER BY row_id"
+            "SELECT row_id, gender, to_char(dob, 'YYYY-MM-DD HH24:MI:SS'), dod IS NULL FROM upper_t.patients ORDER BY "
+            "row_id"
         ).fetchall()
     want = sorted((int(r[0]), r[2], r[3], r[4] == "") for r in rows)
     assert got == want
@@ -239,7 +243,8 @@ def test_uppercase_quoted_reordered_plain_csv(pg_server, tmp_path: Path) -> None
     ],
     ids=["text_in_int", "too_long", "not_null", "bad_timestamp"],
 )
-def test_bad_row_names_file_line_column_and_hides_value(pg_server, tmp_path, column, value, fragments) -> None:  # noqa: F811
+def test_bad_row_names_file_line_column_and_hides_value(pg_server, tmp_path, column, value,  # noqa: F811
+                                                        fragments) -> None:
     header, rows = _demo_rows("patients", 3)
     good_dir, bad_dir = tmp_path / "good", tmp_path / "bad"
     good_dir.mkdir(), bad_dir.mkdir()

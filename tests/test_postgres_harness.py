@@ -71,7 +71,8 @@ def test_wheel_before_system_and_a_broken_wheel_is_not_masked(tmp_path: Path) ->
 def test_system_fallback_takes_the_first_complete_directory(tmp_path: Path) -> None:
     partial, full = _fake_bin(tmp_path / "partial", ("initdb",)), _fake_bin(tmp_path / "full")
     assert find_binaries({}, wheel=lambda: None, system=lambda: [partial, full]) == PgBinaries(full, "system")
-    with pytest.raises(PostgresUnavailable, match=re.escape(f"wheel is not installed and none were found in {partial}:")):
+    with pytest.raises(PostgresUnavailable,
+                       match=re.escape(f"wheel is not installed and none were found in {partial}:")):
         find_binaries({}, wheel=lambda: None, system=lambda: [partial])
 
 
@@ -113,7 +114,8 @@ def test_session_server_runs_the_wheel_unprivileged_on_loopback_with_passwords(p
              if line.strip() and not line.lstrip().startswith("#")]
     assert rules and all(rule[-1] == "scram-sha-256" for rule in rules), rules
     pid = int((pg_server.data_dir / "postmaster.pid").read_text().split()[0])
-    uids = [line.split()[1:] for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:")]
+    uids = [line.split()[1:] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("Uid:")]
     assert uids and "0" not in uids[0], uids  # never root, not even the saved uid
 
 
@@ -130,7 +132,8 @@ def test_root_links_the_wheel_when_the_os_user_cannot_reach_it(pg_server, tmp_pa
     for part in wheel.parts:
         shutil.copytree(wheel.base / part, private / "site" / part, symlinks=True, copy_function=pgserver._link_or_copy)
     private.chmod(0o700)
-    hidden = PgBinaries(private / "site" / wheel.bin_dir.relative_to(wheel.base), wheel.source, private / "site", wheel.parts)
+    hidden = PgBinaries(private / "site" / wheel.bin_dir.relative_to(wheel.base), wheel.source, private / "site",
+                        wheel.parts)
     monkeypatch.delenv(BIN_ENV, raising=False)
     monkeypatch.setattr(pgserver, "wheel_binaries", lambda: hidden)
     with TempPostgres(PgServerConfig(start_attempts=1)) as server:

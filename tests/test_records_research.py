@@ -116,7 +116,8 @@ def test_l2_biases():
 
 def _batch(n: int = 6):
     g = torch.Generator().manual_seed(1)
-    return {"tokens": torch.randint(1, SIZES["tokens"], (n, 3, 2), generator=g), "mask": torch.ones(n, 3, dtype=torch.bool),
+    return {"tokens": torch.randint(1, SIZES["tokens"], (n, 3, 2), generator=g),
+            "mask": torch.ones(n, 3, dtype=torch.bool),
             "hours": torch.zeros(n, 3), "context": torch.randint(1, SIZES["context"], (n, 2), generator=g),
             "label": torch.tensor([1.0, 0, 0, 1, 0, 0])[:n]}
 

@@ -199,7 +199,8 @@ def test_census_scores_open_admissions_and_counts_ids_without_a_score(demo_run, 
     assert keys == set(pd.read_parquet(demo_features.out_dir / "test.parquet", columns=["key"])["key"])
     assert s.not_scored == 1 and s.admissions == len(ids)
     trained = extract(src, tmp_path / "feats")  # the same row cannot be labelled: quarantined, counted
-    assert list(pd.read_parquet(trained.out_dir / "quarantine" / "admissions.parquet")["reason"]) == ["missing DISCHTIME"]
+    assert list(pd.read_parquet(trained.out_dir / "quarantine"
+                                / "admissions.parquet")["reason"]) == ["missing DISCHTIME"]
 
 
 def test_census_flags_admissions_still_before_their_prediction_time(demo_run, demo_features, demo_dir, tmp_path):
@@ -509,7 +510,8 @@ def test_a_census_condition_may_not_use_the_outcome(tmp_path, condition, named):
 def test_a_census_condition_may_not_hold_a_subquery(tmp_path, condition):
     """A subquery could read another table (admissions_classified holds the label) whatever it names."""
     (tmp_path / "c.sql").write_text(condition + "\n")
-    with pytest.raises(cohort.CohortError, match=r"c.sql: the cohort condition holds a subquery \((SELECT|FROM|TABLE)\); "
+    with pytest.raises(cohort.CohortError,
+                       match=r"c.sql: the cohort condition holds a subquery \((SELECT|FROM|TABLE)\); "
                                                  r"it is one expression over the columns \['hadm_id'"):
         cohort.read_cohort_file(tmp_path / "c.sql")
 

@@ -24,7 +24,8 @@ EVENT_TIMES = [  # (table, time column) that must not fall after DISCHTIME
     ("MICROBIOLOGYEVENTS", "CHARTTIME"), ("MICROBIOLOGYEVENTS", "CHARTDATE"), ("PRESCRIPTIONS", "STARTDATE"),
     ("ICUSTAYS", "OUTTIME"),
 ]
-ITEM_TABLES = ["CHARTEVENTS", "INPUTEVENTS_CV", "INPUTEVENTS_MV", "OUTPUTEVENTS", "PROCEDUREEVENTS_MV", "DATETIMEEVENTS"]
+ITEM_TABLES = ["CHARTEVENTS", "INPUTEVENTS_CV", "INPUTEVENTS_MV", "OUTPUTEVENTS", "PROCEDUREEVENTS_MV",
+               "DATETIMEEVENTS"]
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +204,8 @@ def test_prescription_dates_at_midnight(run):
 
 def test_numeric_value_matches_valuenum(run):
     chart = read(run.out_dir, "CHARTEVENTS")
-    num = chart[chart.VALUENUM.notna() & ~chart.ITEMID.isin([184, 454, 723, 220739, 223900, 223901, 223753, 224641, 227368])]
+    num = chart[chart.VALUENUM.notna()
+                & ~chart.ITEMID.isin([184, 454, 723, 220739, 223900, 223901, 223753, 224641, 227368])]
     assert len(num) and (pd.to_numeric(num.VALUE) == num.VALUENUM).all()
 
 

@@ -157,7 +157,8 @@ def test_era_split_uses_each_releases_own_era(worlds, tmp_path):
 
 
 def test_cli_synth_layout(tmp_path):
-    result = CliRunner().invoke(cli.app, ["synth", "--out", str(tmp_path / "w"), "--patients", "20", "--density", "0.02",
+    result = CliRunner().invoke(cli.app,
+                                ["synth", "--out", str(tmp_path / "w"), "--patients", "20", "--density", "0.02",
                                           "--layout", "mimic-iv"])
     assert result.exit_code == 0, result.output
     assert "synthetic MIMIC-IV written" in result.output and (tmp_path / "w" / "icu" / "chartevents.csv.gz").exists()

@@ -52,7 +52,8 @@ def test_fit_on_train_only(con):
     assert vocab.bins == {"lab:100": [2.75, 4.5, 6.25]}
     assert vocab.text_items == ["chart:300", "chart:500"]  # chart:400 has 4 > 3 distinct values
     oovs = [f"{s}:<oov>" for s in tokens.SOURCES]
-    kept = ["chart:300:t:low", "chart:400", "chart:500:t:abcd", "lab:100:q0", "lab:100:q1", "lab:100:q2", "lab:100:q3", "rx:drug"]
+    kept = ["chart:300:t:low", "chart:400", "chart:500:t:abcd", "lab:100:q0", "lab:100:q1", "lab:100:q2", "lab:100:q3",
+            "rx:drug"]
     assert vocab.tokens == ["<pad>", *oovs, *kept]
     assert vocab.context == ["<pad>"]
 
@@ -108,7 +109,8 @@ def test_text_values_are_trimmed_truncated_and_colon_free():
     con.execute("CREATE TABLE events AS SELECT 0 AS adm_idx, 'train' AS split, 'k' AS subject_key, 1.0 AS t_hours, "
                 "'chart' AS source, '7' AS item, CAST(NULL AS DOUBLE) AS valuenum, s AS valuetext "
                 "FROM (VALUES ('  a:b:c  '), ('abcdefgh'), ('  '), (NULL)) v(s)")
-    con.execute("CREATE TABLE bin_ranges_t (key VARCHAR, bin INTEGER, lo DOUBLE, hi DOUBLE, center DOUBLE, scale DOUBLE)")
+    con.execute("CREATE TABLE bin_ranges_t (key VARCHAR, bin INTEGER, lo DOUBLE, hi DOUBLE, center DOUBLE, scale "
+                "DOUBLE)")
     con.execute("CREATE TABLE text_items_t AS SELECT 'chart:7' AS key")
     out = [r[0] for r in con.sql(f"SELECT token FROM ({tokens.token_sql(4)})").fetchall()]
     assert sorted(out) == sorted(["chart:7:t:a;b;", "chart:7:t:abcd", "chart:7:t:", "chart:7"])
@@ -174,5 +176,5 @@ def test_bags_carry_the_mean_value_of_each_token_beside_it():
     bag average (1.0 and 3.0 -> 2.0)."""
     rows = _bag([(0, 23.5, 7, 1.0), (0, 23.9, 7, 3.0), (0, 23.1, 2, -0.5), (0, 22.0, 4, 0.25)], 24.0, 24.0,
                 values=True)
-    assert rows == [{"adm_idx": 0, "bag_hours": [22.0, 23.0], "bags": [[4], [2, 7]], "bag_values": [[0.25], [-0.5, 2.0]],
-                     "n_events": 4}]
+    assert rows == [{"adm_idx": 0, "bag_hours": [22.0, 23.0], "bags": [[4], [2, 7]],
+                     "bag_values": [[0.25], [-0.5, 2.0]], "n_events": 4}]

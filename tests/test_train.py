@@ -101,7 +101,8 @@ def _initial_val_nll(feats: Path, kind: str, cfg: training.TrainConfig) -> float
     return metrics.mixture_nll(training.validate(model, val, cfg, cfg.eval_samples), val.label)
 
 
-@pytest.mark.parametrize("kind", ["deterministic", "bayes-emb", "bayes-full", "batchensemble", "rank1", "deep-ensemble"])
+@pytest.mark.parametrize("kind",
+                         ["deterministic", "bayes-emb", "bayes-full", "batchensemble", "rank1", "deep-ensemble"])
 def test_training_reduces_validation_nll(feats, tmp_path, kind):
     cfg = _cfg(max_steps=40, eval_every=20)
     before = _initial_val_nll(feats, kind, cfg)
@@ -159,7 +160,8 @@ def test_resume_refuses_changed_settings(feats, tmp_path):
     with pytest.raises(loop.TrainError, match="last.pt exists; resume from it"):
         training.train(feats, "deterministic", _cfg(max_steps=8), out_dir=tmp_path, tracking=False)
     with pytest.raises(ValueError, match=r"differ from the checkpoint's \(\['lr'\]\)"):
-        training.train(feats, "deterministic", _cfg(max_steps=8, lr=1e-3), out_dir=tmp_path, resume=True, tracking=False)
+        training.train(feats, "deterministic", _cfg(max_steps=8, lr=1e-3), out_dir=tmp_path, resume=True,
+                       tracking=False)
     with pytest.raises(ValueError, match="other settings"):
         training.train(feats, "rank1", _cfg(max_steps=8), out_dir=tmp_path, resume=True, tracking=False)
     with pytest.raises(ValueError, match="already at step 4"):
@@ -203,7 +205,8 @@ def test_nan_guard_stops_and_keeps_last_good_checkpoint(feats, tmp_path, monkeyp
     assert all(torch.isfinite(t).all() for t in last["model"].values())
     assert checkpoint.read_checkpoint(tmp_path / "best.pt")["step"] == 4
     monkeypatch.setattr(training.Objective, "forward", forward)
-    res = training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, resume=True, tracking=False)
+    res = training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, resume=True,
+                         tracking=False)
     clean = training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path / "clean", tracking=False)
     assert res.steps == 12 and res.final_val_nll == clean.final_val_nll  # step 4 kept exactly, as if never poisoned
 
@@ -239,9 +242,11 @@ def _torchrun(feats: Path, out: Path, kind: str, steps: int) -> None:
 @pytest.mark.slow
 def test_torchrun_two_processes_match_one(feats, tmp_path):
     """2-process DDP (gloo) vs one process on the same global batches."""
-    det = training.train(feats, "deterministic", _cfg(max_steps=6, eval_every=6), out_dir=tmp_path / "det1", tracking=False)
+    det = training.train(feats, "deterministic", _cfg(max_steps=6, eval_every=6), out_dir=tmp_path / "det1",
+                         tracking=False)
     _torchrun(feats, tmp_path / "det2", "deterministic", 6)
-    one, two = checkpoint.read_checkpoint(det.last_checkpoint), checkpoint.read_checkpoint(tmp_path / "det2" / "last.pt")
+    one, two = (checkpoint.read_checkpoint(det.last_checkpoint),
+                checkpoint.read_checkpoint(tmp_path / "det2" / "last.pt"))
     assert len(two["rng"]) == 2 and not torch.equal(two["rng"][0]["torch"], two["rng"][1]["torch"])
     for name, tensor in one["model"].items():
         torch.testing.assert_close(two["model"][name], tensor, rtol=1e-4, atol=1e-5, msg=name)

@@ -198,7 +198,8 @@ def _values(table, bag_off: np.ndarray, tok_off: np.ndarray, source: str, row0: 
     if not np.array_equal(voff, tok_off):
         bag = int(np.flatnonzero(np.diff(voff) != np.diff(tok_off))[0])
         row = int(np.searchsorted(bag_off, bag, side="right")) - 1
-        raise FeatureError(f"{source}: row {row + row0}: a bag of 'bags' and its list in {VALUES!r} have different lengths")
+        raise FeatureError(f"{source}: row {row + row0}: a bag of 'bags' and its list in {VALUES!r} have different "
+                           "lengths")
     if not (pa.types.is_floating(vals.type) or pa.types.is_integer(vals.type) or pa.types.is_null(vals.type)):
         raise FeatureError(f"{source}: column {VALUES!r} must hold numbers, got {vals.type}")
     v = vals.to_numpy(zero_copy_only=False).astype(np.float32)  # nulls -> nan

@@ -244,8 +244,8 @@ def to_markdown(summary: list[dict]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     note = ("\nsplit: `random` = 80/10/10 by patient; `era` = the older stays in train/val, the newer in test "
             "(distribution shift; MIMIC-III: carevue-era train/val, metavision-era test; MIMIC-IV: by "
-            "anchor_year_group, the latest in test). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model NLL - "
-            "true-risk NLL on the same admissions; test ece-floor = the mean test ECE of a perfectly calibrated "
+            "anchor_year_group, the latest in test). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model "
+            "NLL - true-risk NLL on the same admissions; test ece-floor = the mean test ECE of a perfectly calibrated "
             "predictor making the same predictions (labels drawn from them): a test ECE near its floor is "
             "within chance at this test size. test referral-gain / spearman: of the run's refer measure against "
             "the error KL(true || predicted) (1: refers the worst-predicted first; 0: no better than random); "
@@ -275,7 +275,8 @@ def to_csv(summary: list[dict]) -> str:
 def write_tables(summary: list[dict], out_dir: Path | str) -> tuple[Path, Path]:
     """``compare.md`` and ``compare.csv`` in ``out_dir`` (atomic writes)."""
     out = Path(out_dir)
-    return fileio.write_text(out / "compare.md", to_markdown(summary)), fileio.write_text(out / "compare.csv", to_csv(summary))
+    return (fileio.write_text(out / "compare.md", to_markdown(summary)),
+            fileio.write_text(out / "compare.csv", to_csv(summary)))
 
 
 def compare(experiment: str | None = None, run_ids: list[str] | None = None,

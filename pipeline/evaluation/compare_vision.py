@@ -65,8 +65,8 @@ def collect_vision(experiment: str | None = None, run_ids: list[str] | None = No
             if store.run_kind(run.data.tags) is not store.RunKind.VISION:
                 continue
             try:
-                path = client.download_artifacts(run.info.run_id, f"{store.eval_artifacts(VISION_SPLIT)}/{store.METRICS}",
-                                                 tmp)
+                path = client.download_artifacts(run.info.run_id,
+                                                 f"{store.eval_artifacts(VISION_SPLIT)}/{store.METRICS}", tmp)
             except Exception:  # not evaluated
                 continue
             report = fileio.read_json(path)

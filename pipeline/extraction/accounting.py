@@ -22,7 +22,8 @@ def table_accounting(src) -> tuple[dict, dict]:
     ).to_pylist()
     by = {r["exclusion"]: int(r["n"]) for r in rows}
     q_rows = src.fetch_arrow(
-        "SELECT row_id, exclusion FROM admissions_classified WHERE exclusion LIKE 'quarantine:%' ORDER BY row_id, exclusion",
+        "SELECT row_id, exclusion FROM admissions_classified WHERE exclusion LIKE 'quarantine:%' ORDER BY row_id, "
+        "exclusion",
         "ADMISSIONS",
     ).to_pylist()
     quar["admissions"] = [(r["row_id"], None, r["exclusion"].removeprefix("quarantine:")) for r in q_rows] + [
@@ -35,11 +36,14 @@ def table_accounting(src) -> tuple[dict, dict]:
         "used": used,
         "quarantined": quarantined,
         "outside_window": read - used - quarantined,
-        "excluded_by": {k: v for k, v in sorted(by.items(), key=lambda kv: str(kv[0])) if k and not k.startswith("quarantine:")},
+        "excluded_by": {k: v for k, v in sorted(by.items(), key=lambda kv: str(kv[0]))
+                        if k and not k.startswith("quarantine:")},
     }
     for table, used_sql in (
-        ("patients", "SELECT count(*) FROM {rel} p WHERE p._error IS NULL AND p.subject_id IN (SELECT subject_id FROM cohort)"),
-        ("icustays", "SELECT count(*) FROM {rel} i WHERE i._error IS NULL AND i.hadm_id IN (SELECT hadm_id FROM cohort)"),
+        ("patients",
+         "SELECT count(*) FROM {rel} p WHERE p._error IS NULL AND p.subject_id IN (SELECT subject_id FROM cohort)"),
+        ("icustays",
+         "SELECT count(*) FROM {rel} i WHERE i._error IS NULL AND i.hadm_id IN (SELECT hadm_id FROM cohort)"),
     ):
         if table not in src.tables:
             continue
@@ -129,7 +133,8 @@ def event_accounting(con, table: str, counted: tuple[int, list], row_ids: bool =
     used, events_used = con.sql(
         f"SELECT {rows} FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NULL) FROM ev_{table}"
     ).fetchall()[0]  # source rows used; events used (a lab row can serve several admissions)
-    q_rows = con.sql(f"SELECT row_id, reason FROM ev_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()
+    q_rows = con.sql(f"SELECT row_id, reason FROM ev_{table} WHERE reason IS NOT NULL "
+                     "ORDER BY row_id, reason").fetchall()
     quarantine = [(r, None, why) for r, why in q_rows] + [(None, line, why) for line, why in rejects]
     acc = {
         "rows_read": total,

@@ -157,13 +157,15 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         src.materialize(queries.admissions_classified(rel, src.release, **params, open_admissions=open_admissions),
                         "admissions_classified", "ADMISSIONS")
         src.materialize(
-            queries.render(queries.COHORT, **params, cohort_filter=cohort_filter), "cohort", "cohort (ADMISSIONS, PATIENTS)"
+            queries.render(queries.COHORT, **params, cohort_filter=cohort_filter), "cohort",
+            "cohort (ADMISSIONS, PATIENTS)"
         )
         src.materialize(queries.render(queries.COHORT_SUBJECTS), "cohort_subjects", "cohort subjects")
         cohort = src.fetch_arrow(queries.render(queries.COHORT_ROWS), "cohort").to_pandas()
         accounting, quarantine = table_accounting(src)
     if cohort.empty:
-        eligible = src.fetch_arrow(queries.render(queries.COHORT_ELIGIBLE), "admissions_classified").column("n")[0].as_py()
+        eligible = src.fetch_arrow(queries.render(queries.COHORT_ELIGIBLE),
+                                   "admissions_classified").column("n")[0].as_py()
         filtered = f", and the cohort condition kept none of the {eligible} eligible" if cohort_filter != "TRUE" else ""
         raise SourceError(
             f"the cohort is empty: of {accounting['admissions']['rows_read']} ADMISSIONS rows, "
@@ -218,14 +220,16 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         bags = tokens.bag(con, cfg.prediction_hours, cfg.hourly, cfg.values)
         # why the other admissions get no score (serving's _private/unscored.csv); read before a CSV
         # source's connection (the local one) closes
-        excluded = (src.fetch_arrow(queries.render(queries.COHORT_EXCLUSIONS, **params), "ADMISSIONS (exclusions)").to_pandas()
+        excluded = (src.fetch_arrow(queries.render(queries.COHORT_EXCLUSIONS, **params),
+                                    "ADMISSIONS (exclusions)").to_pandas()
                     if scoring else None)
         con.close()  # the local DuckDB is done (ev_<table>, events, tokenized): closing it hands its memory back
     with _stage("assemble"):
         features = _assemble(cohort, ctx, vocab, bags)
     with _stage("write"):
         files = _write_outputs(out, features, vocab, quarantine, scoring)
-    link = deid.write_link_file(out / "_private" / "link.csv", cohort["key"].tolist(), cohort["hadm_id"].astype("int64").tolist())
+    link = deid.write_link_file(out / "_private" / "link.csv", cohort["key"].tolist(),
+                                cohort["hadm_id"].astype("int64").tolist())
     manifest = _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, cohort_filter != "TRUE")
     fileio.write_json(out / "manifest.json", manifest)
     files["manifest"] = out / "manifest.json"
@@ -257,7 +261,8 @@ def _as_of(src, as_of: float | None) -> float:
         return newest
     if newest is not None and float(as_of) < newest:  # the gap is not shown: with --as-of it would date a record
         raise SourceError("as_of is before the newest ADMITTIME or DISCHTIME in ADMISSIONS: the source holds "
-                          "records after it, and scoring as of a past time (cutting every table there) is not supported")
+                          "records after it, and scoring as of a past time (cutting every table there) is not "
+                          "supported")
     return float(as_of)
 
 
@@ -278,7 +283,8 @@ def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags
     n_events[present] = bags.column("n_events").to_numpy()
     built = ("context", "bag_hours", "bags", "bag_values", "n_events")  # from the vocabulary and the bags;
         # the rest from the cohort
-    cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type) for name in schema.names if name not in built}
+    cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type) for name in schema.names
+            if name not in built}
     cols["context"] = pa.array(encode_context(ctx, vocab.context), schema.field("context").type)
     cols["bag_hours"] = pa.ListArray.from_arrays(offsets, hours.flatten()).cast(schema.field("bag_hours").type)
     cols["bags"] = pa.ListArray.from_arrays(offsets, lists.flatten()).cast(schema.field("bags").type)
@@ -306,7 +312,8 @@ def _write_outputs(out: Path, features: pa.Table, vocab: tokens.Vocab, quarantin
         files["vocab"] = fileio.write_json(out / "vocab.json", vocab.to_json())
     qschema = pa.schema([("table", pa.string()), ("row_id", pa.int64()), ("line", pa.int64()), ("reason", pa.string())])
     for table, rows in sorted(quarantine.items()):
-        frame = pd.DataFrame(rows, columns=["row_id", "line", "reason"]) if rows else pd.DataFrame(columns=["row_id", "line", "reason"])
+        frame = (pd.DataFrame(rows, columns=["row_id", "line", "reason"]) if rows
+                 else pd.DataFrame(columns=["row_id", "line", "reason"]))
         frame.insert(0, "table", table.upper())
         files[f"quarantine/{table}"] = write_parquet(
             pa.Table.from_pandas(frame, schema=qschema, preserve_index=False), out / "quarantine" / f"{table}.parquet"
@@ -319,12 +326,14 @@ def _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, filtered
     for split in sorted(cohort["split"].unique()):
         part = cohort[cohort["split"] == split]
         n, pos = len(part), int(part["label"].sum())
-        splits[split] = {"admissions": n, "patients": int(part["subject_id"].nunique()), "positives": pos, "label_rate": round(pos / n, 6) if n else None}
+        splits[split] = {"admissions": n, "patients": int(part["subject_id"].nunique()), "positives": pos,
+                         "label_rate": round(pos / n, 6) if n else None}
     hashes = {name: fileio.sha256_file(path) for name, path in sorted(files.items())}
     out = {
         "feature_version": FEATURE_VERSION,
         "release": src.release.value,
-        "source": {"kind": src.kind, "location": src.description, "tables": {t: i.location for t, i in sorted(src.tables.items())}},
+        "source": {"kind": src.kind, "location": src.description,
+                   "tables": {t: i.location for t, i in sorted(src.tables.items())}},
         "config": cfg.to_json(),
         "cohort_filter_applied": filtered,
         "tables": accounting,
@@ -336,7 +345,8 @@ def _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, filtered
             "icu_system": {k: int(v) for k, v in sorted(cohort["icu_system"].value_counts().items())},
         },
         "splits": splits,
-        "vocab": {"tokens": len(vocab.tokens), "context": len(vocab.context), "binned_items": len(vocab.bins), "text_items": len(vocab.text_items)},
+        "vocab": {"tokens": len(vocab.tokens), "context": len(vocab.context), "binned_items": len(vocab.bins),
+                  "text_items": len(vocab.text_items)},
         "sha256": hashes,
     }
     if src.release is Release.mimic4:  # the era split's groups: patients per anchor_year_group and split

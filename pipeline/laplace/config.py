@@ -48,7 +48,8 @@ class LaplaceConfig:
     max_tokens: int | None = None  # as the MAP run: keep at most this many tokens per bag
     seed: int = 0  # seeds the random selection and the training subsample
     dtype: str = "float64"  # GGN, Cholesky factor and predictive linear algebra: float64 | float32
-    CLI_FIELDS: ClassVar[tuple[str, ...]] = ("selection", "subnet_size", "hessian", "prior_precision", "max_train", "seed")
+    CLI_FIELDS: ClassVar[tuple[str, ...]] = ("selection", "subnet_size", "hessian", "prior_precision", "max_train",
+                                             "seed")
 
     def __post_init__(self) -> None:
         for name, enum in (("selection", Selection), ("hessian", HessianKind), ("predictive", Predictive),

@@ -162,7 +162,8 @@ def fit_laplace_batches(model: nn.Module, train_batches: Batches, val_batches: B
         prior_precision=lam, subnet_prior_precision=posterior.prior_precision, prior_source=source, grid=table,
         at_grid_edge=edge, warning=warning,
         log_marglik=None if marglik is None else marglik.log_marglik,
-        effective_params=None if marglik is None else marglik.effective_params, n_train=n_train, n_train_used=n_train_used, ggn_scale=scale, n_val=n_val,
+        effective_params=None if marglik is None else marglik.effective_params, n_train=n_train,
+        n_train_used=n_train_used, ggn_scale=scale, n_val=n_val,
         val_nll_map=map_nll, val_nll=val_nll, per_tensor={} if mask is None else mask.per_tensor,
         unused_weights=0 if mask is None else mask.unused, posterior_bytes=posterior.nbytes(), seconds=seconds)
     return laplace, report

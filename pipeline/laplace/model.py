@@ -128,7 +128,8 @@ class LinearizedLaplaceModel(nn.Module):
     def predictive_logit(mu, var):
         """The probit predictive's logit μ / sqrt(1 + πσ²/8) of numpy moments (N,): its sigmoid is the published
         risk."""
-        return probit_logits(torch.as_tensor(mu, dtype=torch.float64), torch.as_tensor(var, dtype=torch.float64)).numpy()
+        return probit_logits(torch.as_tensor(mu, dtype=torch.float64),
+                             torch.as_tensor(var, dtype=torch.float64)).numpy()
 
     def probit_mean(self, batch: dict) -> Tensor:
         """Probit predictive probabilities: p(y = 1) (B,) or (B, C)."""

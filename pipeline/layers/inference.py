@@ -175,8 +175,8 @@ def _layer(kernel: Tensor, x: Tensor, batch_sizes: list[int], h_n: Tensor, keep:
             z_m = z_buf[parity][:g * m * dz].view(g, m, dz)
             z_m[..., d + hid] = 1.0  # the bias column; nothing else writes it
             views[(parity, m)] = (z_m, z_m.view(s_x, g // s_x, m, dz)[..., :d], z_m[..., d:d + hid],
-                                  gates[:g * m * four_h].view(g, m, four_h), u_buf[parity][:g * m * hid].view(g, m, hid),
-                                  half_tanh[:g * m * hid].view(g, m, hid))
+                                  gates[:g * m * four_h].view(g, m, four_h),
+                                  u_buf[parity][:g * m * hid].view(g, m, hid), half_tanh[:g * m * hid].view(g, m, hid))
         return views[(parity, m)]
 
     m0 = batch_sizes[0] if batch_sizes else 0

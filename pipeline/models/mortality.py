@@ -244,7 +244,8 @@ def batch_values(batch: dict[str, Tensor], tokens: Tensor) -> Tensor:
     if values is None:
         raise ValueError("batch is missing 'values': this model has a value channel (features' bag_values)")
     if values.shape != tokens.shape:
-        raise ValueError(f"batch['values'] must be {tuple(tokens.shape)} like batch['tokens'], got {tuple(values.shape)}")
+        raise ValueError(f"batch['values'] must be {tuple(tokens.shape)} like batch['tokens'], got "
+                         f"{tuple(values.shape)}")
     return values
 
 

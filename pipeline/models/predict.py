@@ -256,7 +256,8 @@ def risk_table(predictions, keys, refer_threshold: float, n_events=None, n_bags=
         empty = np.zeros(n, dtype=bool)
     observed = np.full(n, np.nan) if observed_hours is None else np.asarray(observed_hours, dtype=np.float64)
     observed = np.where(np.isnan(observed), -1.0, np.round(observed, 3))  # float32 storage noise off; -1: unknown
-    before = np.zeros(n, dtype=bool) if before_prediction_time is None else np.asarray(before_prediction_time, dtype=bool)
+    before = (np.zeros(n, dtype=bool) if before_prediction_time is None
+              else np.asarray(before_prediction_time, dtype=bool))
     return pd.DataFrame(
         {
             "key": keys,

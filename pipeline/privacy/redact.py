@@ -23,7 +23,8 @@ _URI = re.compile(r"^(?P<scheme>postgres(?:ql)?://)(?P<rest>[^?#]*)(?P<tail>[?#]
 # password / sslpassword given as a URI query parameter.
 _QUERY_PW = re.compile(r"(?P<key>[?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
 # password / sslpassword in a key=value DSN: value is 'quoted (with \' escapes)' or bare.
-_KV_PW = re.compile(r"(?P<key>(?<![\w])(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s']\S*|(?=\s|$))", re.IGNORECASE)
+_KV_PW = re.compile(r"(?P<key>(?<![\w])(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s']\S*|(?=\s|$))",
+                    re.IGNORECASE)
 
 
 def redact_dsn(dsn: str) -> str:

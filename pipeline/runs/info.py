@@ -74,7 +74,8 @@ class ModelInfo:
         ``eval_samples``, no refer threshold, no caps."""
         tc = ckpt["train_config"]
         val = ckpt.get("val_metrics")
-        return cls(run_kind=RunKind.VISION.value, model_kind=ckpt["model_config"]["method"], model_config=ckpt["model_config"],
+        return cls(run_kind=RunKind.VISION.value, model_kind=ckpt["model_config"]["method"],
+                   model_config=ckpt["model_config"],
                    train_config=tc, step=ckpt.get("steps"), val_nll=(val or {}).get("nll"), refer_threshold=None,
                    refer_measure=None, score_samples=tc.get("eval_samples", 1), max_bags=None, max_tokens=None,
                    model_format=ModelFormat.TORCH.value, val_metrics=val)

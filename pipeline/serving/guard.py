@@ -318,7 +318,8 @@ class RequestGuard:
             code = json.loads(body).get("error_code", "?")
         except (ValueError, AttributeError, RecursionError):
             code = "?"
-        said = f"MLflow's scoring server answered {status} ({code}); its message is not logged: it can quote the request"
+        said = (f"MLflow's scoring server answered {status} ({code}); "
+                "its message is not logged: it can quote the request")
         if status == 415:
             return Rejected(415, "unsupported content type: send application/json (or text/csv, "
                                  "application/vnd.apache.parquet) in UTF-8", said)

@@ -189,7 +189,8 @@ table.adm td.num { text-align: right; } table.adm tr.refer { background: #fff3e6
 .warn { border-left: 6px solid #b3261e; background: #fdecea; padding: 8px 12px; margin: 10px 0; max-width: 60em;
         font-weight: 600; }
 table.bins { border-collapse: collapse; font-size: 14px; font-variant-numeric: tabular-nums; margin-top: 6px; }
-table.bins th, table.bins td { padding: 2px 10px; border-bottom: 1px solid #ddd; } table.bins td.num { text-align: right; }
+table.bins th, table.bins td { padding: 2px 10px; border-bottom: 1px solid #ddd; } \
+table.bins td.num { text-align: right; }
 @media print {
   body { margin: 10mm; font-size: 12pt; } h2 { break-after: avoid; }
   table.adm thead { display: table-header-group; } table.adm tr { break-inside: avoid; }
@@ -200,7 +201,8 @@ table.bins th, table.bins td { padding: 2px 10px; border-bottom: 1px solid #ddd;
 
 def _bins_table(rel: dict) -> str:
     """The reliability bins as numbers: predicted, observed and admissions per non-empty bin."""
-    rows = [(m, o, int(c)) for m, o, c in zip(rel.get("mean_p") or [], rel.get("observed") or [], rel.get("counts") or [])
+    rows = [(m, o, int(c))
+            for m, o, c in zip(rel.get("mean_p") or [], rel.get("observed") or [], rel.get("counts") or [])
             if c and m is not None and o is not None and m == m and o == o]
     body = "".join(f'<tr><td class="num">{_pct(m)}</td><td class="num">{_pct(o)}</td><td class="num">{c:,}</td></tr>'
                    for m, o, c in rows)

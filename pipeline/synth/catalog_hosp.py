@@ -31,7 +31,8 @@ class Lab:
 
 
 def _lab(itemid, label, category, loinc, uom, panel, mean, sd, load, dec, ref, log=False, fluid="Blood") -> Lab:
-    return Lab(itemid, label, category, loinc, uom, panel, math.log(mean) if log else mean, sd, load, dec, ref, log, fluid)
+    return Lab(itemid, label, category, loinc, uom, panel, math.log(mean) if log else mean, sd, load, dec, ref, log,
+               fluid)
 
 
 LABS: tuple[Lab, ...] = (
@@ -64,7 +65,8 @@ LABS: tuple[Lab, ...] = (
     _lab(50804, "Calculated Total CO2", "Blood Gas", "34728-6", "mEq/L", "abg", 25, 4, -0.4, 0, (21, 30)),
     _lab(50885, "Bilirubin, Total", "Chemistry", "1975-2", "mg/dL", "lft", 0.8, 0.8, 0.35, 1, (0.0, 1.5), True),
     _lab(50861, "Alanine Aminotransferase (ALT)", "Chemistry", "1742-6", "IU/L", "lft", 30, 0.8, 0.2, 0, (0, 40), True),
-    _lab(50878, "Asparate Aminotransferase (AST)", "Chemistry", "1920-8", "IU/L", "lft", 35, 0.8, 0.25, 0, (0, 40), True),
+    _lab(50878, "Asparate Aminotransferase (AST)", "Chemistry", "1920-8", "IU/L", "lft", 35, 0.8, 0.25, 0, (0, 40),
+         True),
     _lab(50863, "Alkaline Phosphatase", "Chemistry", "6768-6", "IU/L", "lft", 90, 0.5, 0.0, 0, (39, 117), True),
     _lab(50862, "Albumin", "Chemistry", "1751-7", "g/dL", "lft", 3.0, 0.6, -0.35, 1, (3.4, 5.4)),
     _lab(51237, "INR(PT)", "Hematology", "5895-7", "", "coag", 1.3, 0.3, 0.3, 1, (0.9, 1.1), True),
@@ -139,7 +141,8 @@ ICD_NEWBORN = ("V053", "V290", "7742")
 ADM_LOCATIONS = {  # ADMISSION_LOCATION by admission type (value, probability)
     "EMERGENCY": (("EMERGENCY ROOM ADMIT", 0.65), ("TRANSFER FROM HOSP/EXTRAM", 0.22),
                   ("CLINIC REFERRAL/PREMATURE", 0.1), ("TRANSFER FROM SKILLED NUR", 0.03)),
-    "URGENT": (("TRANSFER FROM HOSP/EXTRAM", 0.6), ("PHYS REFERRAL/NORMAL DELI", 0.2), ("CLINIC REFERRAL/PREMATURE", 0.2)),
+    "URGENT": (("TRANSFER FROM HOSP/EXTRAM", 0.6), ("PHYS REFERRAL/NORMAL DELI", 0.2),
+               ("CLINIC REFERRAL/PREMATURE", 0.2)),
     "ELECTIVE": (("PHYS REFERRAL/NORMAL DELI", 0.9), ("CLINIC REFERRAL/PREMATURE", 0.1)),
     "NEWBORN": (("PHYS REFERRAL/NORMAL DELI", 0.7), ("CLINIC REFERRAL/PREMATURE", 0.3)),
 }

@@ -51,7 +51,8 @@ OUTPUTS: tuple[tuple[int, int, float, float], ...] = ((40055, 226559, 0.0, 70.0)
                                                        (40054, 226579, 0.03, 200.0))
 # DATETIMEEVENTS: (ITEMID, events per ICU hour, needs "art" or "", VALUEUOM, value = "insert" date or "recent" datetime)
 DTEVENTS: dict[str, tuple[tuple[int, float, str, str, str], ...]] = {
-    "carevue": ((5684, 1 / 12, "art", "Date", "insert"), (5685, 1 / 24, "", "Date", "insert"), (3411, 1 / 24, "", "Date", "recent")),
+    "carevue": ((5684, 1 / 12, "art", "Date", "insert"), (5685, 1 / 24, "", "Date", "insert"),
+                (3411, 1 / 24, "", "Date", "recent")),
     "metavision": ((225754, 1 / 12, "", "Date", "insert"), (224280, 1 / 12, "art", "Date", "insert"),
                    (224288, 1 / 12, "art", "Date", "insert"), (224279, 1 / 48, "art", "Date and Time", "recent")),
 }

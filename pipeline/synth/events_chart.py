@@ -129,7 +129,8 @@ def chartevents(rng, ch: Chunk, system: int, density: float, rows_per_hour: floa
     t = np.where(cs.hourly[k] & (rng.random(n) < 0.7), clock_hour(ch, adm[cell], h[cell], a[cell], b[cell]), t)
     ea, ec, es = adm[cell], cs.concept[k], s[cell]
     z = _CC["load"][ec] * es + _CC["re"][ec] * re[ea, ec] + _CC["noise"][ec] * rng.standard_normal(n)
-    num = round_to(np.clip(_CC["mean"][ec] + _CC["sd"][ec] * z, _CC["lo"][ec], _CC["hi"][ec]), _CC["dec"][ec].astype(int))
+    num = round_to(np.clip(_CC["mean"][ec] + _CC["sd"][ec] * z, _CC["lo"][ec], _CC["hi"][ec]),
+                   _CC["dec"][ec].astype(int))
     code = (z[:, None] > cs.cuts[k]).sum(1)
     code = np.where((cs.vent_cat[k] >= 0) & ch.vent[ea, h[cell]], cs.vent_cat[k], code)
     forced = np.where(cs.flag[k] == 1, ch.af[ea], np.where(cs.flag[k] == 2, ch.dnr[ea], False))

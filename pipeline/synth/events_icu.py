@@ -109,16 +109,19 @@ def inputevents_mv(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
     ru = [x.rateuom[1] for x in INPUTS]
     cols = key_cols(ch, adm, st)
     cols.update(
-        STARTTIME=col_ts(event_time(ch, adm, t0)), ENDTIME=col_ts(t_end), ITEMID=col_int(np.array([x.mv for x in INPUTS])[item]),
+        STARTTIME=col_ts(event_time(ch, adm, t0)), ENDTIME=col_ts(t_end),
+        ITEMID=col_int(np.array([x.mv for x in INPUTS])[item]),
         AMOUNT=col_num(np.round(amount, 6)), AMOUNTUOM=col_str(item, [x.amountuom for x in INPUTS]),
-        RATE=col_num(np.round(rate, 6)), RATEUOM=col_str(item, [u if u else "mL/hour" for u in ru], _IN_KIND[item] == "insulin"),
-        STORETIME=col_ts(store), CGID=col_cgid(rng, n), ORDERID=col_int(rng.integers(1, 12_000_000, n)), LINKORDERID=col_int(link),
-        ORDERCATEGORYNAME=col_str(item, [x.category[0] for x in INPUTS]),
+        RATE=col_num(np.round(rate, 6)),
+        RATEUOM=col_str(item, [u if u else "mL/hour" for u in ru], _IN_KIND[item] == "insulin"),
+        STORETIME=col_ts(store), CGID=col_cgid(rng, n), ORDERID=col_int(rng.integers(1, 12_000_000, n)),
+        LINKORDERID=col_int(link), ORDERCATEGORYNAME=col_str(item, [x.category[0] for x in INPUTS]),
         SECONDARYORDERCATEGORYNAME=col_str(drip.astype(int), ["Additive (Crystalloid)", "02-Fluids (Crystalloids)"],
                                         _IN_KIND[item] == "insulin"),
         ORDERCOMPONENTTYPEDESCRIPTION=col_str(item, [x.category[1] for x in INPUTS]),
         ORDERCATEGORYDESCRIPTION=col_str(item, [x.category[2] for x in INPUTS]),
-        PATIENTWEIGHT=col_num(np.round(ch.weight[adm], 1)), TOTALAMOUNT=col_num(np.where(drip, 250.0, np.round(amount, 1))),
+        PATIENTWEIGHT=col_num(np.round(ch.weight[adm], 1)),
+        TOTALAMOUNT=col_num(np.where(drip, 250.0, np.round(amount, 1))),
         TOTALAMOUNTUOM=col_const("ml", n), ISOPENBAG=col_int(np.zeros(n)), CONTINUEINNEXTDEPT=col_int(np.zeros(n)),
         CANCELREASON=col_int(rewritten), STATUSDESCRIPTION=col_str(status, ("FinishedRunning", "Changed", "Rewritten")),
         COMMENTS_EDITEDBY=col_nulls(n), COMMENTS_CANCELEDBY=col_str(np.zeros(n), ["RN"], ~rewritten),
@@ -138,7 +141,8 @@ def outputevents(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
     cell, j = poisson_events(rng, ((b - a) * density)[:, None] * rates[None, :])
     cells = np.concatenate([urine, cell])
     kind = np.concatenate([np.zeros(len(urine), np.int64), j])
-    t = np.concatenate([clock_hour(ch, adm[urine], h[urine], a[urine], b[urine]), a[cell] + rng.random(len(cell)) * (b - a)[cell]])
+    t = np.concatenate([clock_hour(ch, adm[urine], h[urine], a[urine], b[urine]),
+                        a[cell] + rng.random(len(cell)) * (b - a)[cell]])
     med = np.array([o[3] for o in OUTPUTS])[kind]
     value = np.round(med * np.exp(np.where(kind == 0, -0.35 * s[cells], 0.0) + 0.45 * rng.standard_normal(len(kind))))
     sys_ = ch.system[adm[cells]]
@@ -146,9 +150,10 @@ def outputevents(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
     ct = event_time(ch, adm[cells], t)
     n = len(kind)
     cols = key_cols(ch, adm[cells], st[cells])
-    cols.update(CHARTTIME=col_ts(ct), ITEMID=col_int(itemid), VALUE=col_num(value), VALUEUOM=col_str(sys_, ("ml", "mL")),
-                STORETIME=col_ts(store_time(rng, ct)), CGID=col_cgid(rng, n), STOPPED=col_nulls(n), NEWBOTTLE=col_nulls(n),
-                ISERROR=col_nulls(n))
+    cols.update(CHARTTIME=col_ts(ct), ITEMID=col_int(itemid), VALUE=col_num(value),
+                VALUEUOM=col_str(sys_, ("ml", "mL")),
+                STORETIME=col_ts(store_time(rng, ct)), CGID=col_cgid(rng, n), STOPPED=col_nulls(n),
+                NEWBOTTLE=col_nulls(n), ISERROR=col_nulls(n))
     return cols
 
 
@@ -160,7 +165,8 @@ def datetimeevents(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
         items = DTEVENTS[name]
         st, adm, h, a, b = icu_cells(ch, system)
         need = np.array([x[2] == "art" for x in items])
-        lam = ((b - a) * density)[:, None] * np.array([x[1] for x in items]) * np.where(need, ch.art[adm, h][:, None], 1.0)
+        lam = (((b - a) * density)[:, None] * np.array([x[1] for x in items])
+               * np.where(need, ch.art[adm, h][:, None], 1.0))
         cell, j = poisson_events(rng, lam)
         t = a[cell] + rng.random(len(cell)) * (b - a)[cell]
         insert = np.where(need[j], ch.art_on[adm[cell]] + 0.5, insert_iv[st[cell]])
@@ -175,8 +181,10 @@ def datetimeevents(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
     n, cv = len(st), sys_ == 0
     ct = event_time(ch, adm, t)
     cols = key_cols(ch, adm, st)
-    cols.update(ITEMID=col_int(itemid), CHARTTIME=col_ts(ct), STORETIME=col_ts(store_time(rng, ct)), CGID=col_cgid(rng, n),
-                VALUE=col_ts(vt).cast(pa.string()), VALUEUOM=col_str((~date_only).astype(int), ("Date", "Date and Time")),
+    cols.update(ITEMID=col_int(itemid), CHARTTIME=col_ts(ct), STORETIME=col_ts(store_time(rng, ct)),
+                CGID=col_cgid(rng, n),
+                VALUE=col_ts(vt).cast(pa.string()),
+                VALUEUOM=col_str((~date_only).astype(int), ("Date", "Date and Time")),
                 WARNING=col_int(np.zeros(n), cv), ERROR=col_int(np.zeros(n), cv), RESULTSTATUS=col_nulls(n),
                 STOPPED=col_str(np.zeros(n), ["NotStopd"], ~cv))
     return cols
@@ -199,7 +207,8 @@ def procedureevents_mv(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
         t1 = np.maximum(np.minimum(stop, ch.out_h[st]), t0 + 1 / 60)
         rows.append((np.full(len(adm), names.index(kind)), adm, st, t0, np.minimum(t1, ch.end_h[adm])))
     st_mv = np.flatnonzero(mv_adm[ch.stay_adm])
-    t0 = np.maximum(np.minimum(ch.in_h[st_mv] + rng.uniform(0, 2, len(st_mv)), ch.out_h[st_mv] - 1 / 60), ch.in_h[st_mv])
+    t0 = np.maximum(np.minimum(ch.in_h[st_mv] + rng.uniform(0, 2, len(st_mv)), ch.out_h[st_mv] - 1 / 60),
+                    ch.in_h[st_mv])
     rows.append((np.full(len(st_mv), names.index("iv")), ch.stay_adm[st_mv], st_mv, t0, ch.out_h[st_mv]))
     st, adm, h, a, b = icu_cells(ch, 1)
     lam = ((b - a) * density)[:, None] * np.array([1 / 24, 1 / 48]) * np.exp(np.outer(ch.sev[adm, h], [0.5, 0.6]))
@@ -219,13 +228,14 @@ def procedureevents_mv(rng, ch: Chunk, density: float) -> dict[str, pa.Array]:
     cols = key_cols(ch, adm, st)
     cols.update(
         STARTTIME=col_ts(start), ENDTIME=col_ts(end), ITEMID=col_int(np.array([x[0] for x in spec])[k]),
-        VALUE=col_num(np.where(episode, (end - start) / MIN, 1.0)), VALUEUOM=col_str(episode.astype(int), ("None", "min")),
+        VALUE=col_num(np.where(episode, (end - start) / MIN, 1.0)),
+        VALUEUOM=col_str(episode.astype(int), ("None", "min")),
         LOCATION=col_str(k, [x[3] for x in spec]), LOCATIONCATEGORY=col_str(k, [x[4] for x in spec]),
         STORETIME=col_ts(end + rng.integers(0, 31, n) * MIN), CGID=col_cgid(rng, n), ORDERID=col_int(order),
         LINKORDERID=col_int(order), ORDERCATEGORYNAME=col_str(k, [x[1] for x in spec]),
         SECONDARYORDERCATEGORYNAME=col_nulls(n), ORDERCATEGORYDESCRIPTION=col_str(k, [x[2] for x in spec]),
         ISOPENBAG=col_int(episode), CONTINUEINNEXTDEPT=col_int(np.zeros(n)),
-        CANCELREASON=col_int(np.zeros(n)), STATUSDESCRIPTION=col_const("FinishedRunning", n), COMMENTS_EDITEDBY=col_nulls(n),
-        COMMENTS_CANCELEDBY=col_nulls(n), COMMENTS_DATE=col_nulls(n),
+        CANCELREASON=col_int(np.zeros(n)), STATUSDESCRIPTION=col_const("FinishedRunning", n),
+        COMMENTS_EDITEDBY=col_nulls(n), COMMENTS_CANCELEDBY=col_nulls(n), COMMENTS_DATE=col_nulls(n),
     )
     return cols

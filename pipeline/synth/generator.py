@@ -117,7 +117,8 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     summary = SynthSummary(
         out_dir=out, patients=patients, admissions=stats["admissions"], icustays=stats["icustays"],
         deaths=stats["deaths"], cohort_admissions=stats["cohort"],
-        base_rate=stats["cohort_deaths"] / max(stats["cohort"], 1), mean_true_risk=stats["risk_sum"] / max(stats["cohort"], 1),
+        base_rate=stats["cohort_deaths"] / max(stats["cohort"], 1),
+        mean_true_risk=stats["risk_sum"] / max(stats["cohort"], 1),
         rows={**{name: w.rows for name, w in writers.items() if name != "truth"}, **(iv.rows if iv else {})},
         paths={**{name: w.path for name, w in writers.items()},
                **({name.split("/")[1]: w.path for name, w in iv.writers.items()} if iv else {})},

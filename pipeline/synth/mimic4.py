@@ -231,10 +231,12 @@ class Mimic4Writer:
                 "storetime": c["STORETIME"], "itemid": itemid, "amount": c["AMOUNT"], "amountuom": c["AMOUNTUOM"],
                 "rate": c["RATE"], "rateuom": text(lambda x: x.rateuom[1] or None), "orderid": self._ids("orderid", n),
                 "linkorderid": c["LINKORDERID"], "ordercategoryname": text(lambda x: x.category[0]),
-                "secondaryordercategoryname": col_nulls(n), "ordercomponenttypedescription": text(lambda x: x.category[1]),
+                "secondaryordercategoryname": col_nulls(n),
+                "ordercomponenttypedescription": text(lambda x: x.category[1]),
                 "ordercategorydescription": text(lambda x: x.category[2]), "patientweight": col_nulls(n),
                 "totalamount": col_nulls(n), "totalamountuom": col_nulls(n), "isopenbag": col_int(np.zeros(n)),
-                "continueinnextdept": col_int(np.zeros(n)), "statusdescription": col_str(np.zeros(n), ["FinishedRunning"]),
+                "continueinnextdept": col_int(np.zeros(n)),
+                "statusdescription": col_str(np.zeros(n), ["FinishedRunning"]),
                 "originalamount": c["AMOUNT"], "originalrate": c["RATE"]}
 
     def _inputevents_mv(self, c, n, _ch, _ci):

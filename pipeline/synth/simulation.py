@@ -117,7 +117,8 @@ class SynthConfig:
             raise ConfigError(f"chart_rows_per_stay must be >= 0, got {self.chart_rows_per_stay}")
         if self.chunk_patients < 1:
             raise ConfigError(f"chunk_patients must be >= 1, got {self.chunk_patients}")
-        if self.newborn_fraction < 0 or self.pediatric_fraction < 0 or self.newborn_fraction + self.pediatric_fraction >= 1:
+        if (self.newborn_fraction < 0 or self.pediatric_fraction < 0
+                or self.newborn_fraction + self.pediatric_fraction >= 1):
             raise ConfigError("newborn_fraction + pediatric_fraction must be in [0, 1)")
         if not 0 < self.icu_fraction <= 1:
             raise ConfigError(f"icu_fraction must be in (0, 1], got {self.icu_fraction}")

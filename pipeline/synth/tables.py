@@ -105,7 +105,8 @@ def patients(rng, ch: Chunk) -> dict[str, pa.Array]:
     dod_hosp[ch.pat[dead]] = (ch.admit[dead] + np.round(ch.end_h[dead] * 60).astype(np.int64) * MIN) // DAY * DAY
     ssn = np.where(dod_hosp >= 0, np.where(rng.random(P) < 0.7, dod_hosp, -1), ch.dod_ssn)
     dod = np.where(dod_hosp >= 0, dod_hosp, ssn)
-    return {"SUBJECT_ID": col_int(ch.subject_id), "GENDER": col_str(ch.male.astype(int), ("F", "M")), "DOB": col_ts(ch.dob),
+    return {"SUBJECT_ID": col_int(ch.subject_id), "GENDER": col_str(ch.male.astype(int), ("F", "M")),
+            "DOB": col_ts(ch.dob),
             "DOD": col_ts(dod, dod < 0), "DOD_HOSP": col_ts(dod_hosp, dod_hosp < 0), "DOD_SSN": col_ts(ssn, ssn < 0),
             "EXPIRE_FLAG": col_int(dod >= 0)}
 

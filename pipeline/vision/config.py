@@ -144,7 +144,8 @@ class VisionEvalConfig:
     device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
     log_to_run: bool = True  # log metrics, the report and the plot to the MLflow run
     progress: bool = True  # progress: a bar on a terminal (sets scored, time left), else a plain line every 5%
-    OPTION_NAMES: ClassVar[dict[str, str]] = {"corruptions": "corruption", "severities": "severity", "log_to_run": "log"}
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"corruptions": "corruption", "severities": "severity",
+                                              "log_to_run": "log"}
 
     def __post_init__(self) -> None:
         from pipeline.vision.corruptions import CORRUPTIONS, SEVERITIES

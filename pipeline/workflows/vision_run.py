@@ -140,7 +140,8 @@ def evaluate_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_d
 
         series = {c: {"clean": report.clean, **{str(s): m for s, m in per.items()}}
                   for c, per in report.corrupted.items()}
-        series["mean over corruptions"] = {"clean": report.clean, **{str(s): m for s, m in report.by_severity().items()}}
+        series["mean over corruptions"] = {"clean": report.clean,
+                                           **{str(s): m for s, m in report.by_severity().items()}}
         plot = plot_severity(series, out / PLOT, title=f"{vr.label} on {test.name}, {samples}x{model.components} "
                                                           "draws")
     if cfg.log_to_run and vr.run_id:

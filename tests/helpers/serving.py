@@ -33,7 +33,8 @@ def free_port() -> int:
 def records(frame: pd.DataFrame, observed_hours: list[float]) -> dict:
     """A dataframe_split request of ``frame``'s admissions with their observed_hours, at PARAMS."""
     rows = [[r.key, [int(c) for c in r.context], [float(h) for h in r.bag_hours],
-             [[int(t) for t in b] for b in r.bags], int(r.n_events), h] for r, h in zip(frame.itertuples(), observed_hours)]
+             [[int(t) for t in b] for b in r.bags], int(r.n_events), h]
+            for r, h in zip(frame.itertuples(), observed_hours)]
     return {"dataframe_split": {"columns": COLUMNS, "data": rows}, "params": PARAMS}
 
 

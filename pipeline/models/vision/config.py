@@ -84,7 +84,8 @@ class VisionConfig:
                            ("perturbation", Perturbation), ("sampling", Sampling), ("posterior", PosteriorKind)):
             value = getattr(self, name)
             if value is None and name == "factor_init":  # the method's published init
-                setattr(self, name, FactorInit.NORMAL if self.method == Method.BATCHENSEMBLE else FactorInit.RANDOM_SIGN)
+                setattr(self, name,
+                        FactorInit.NORMAL if self.method == Method.BATCHENSEMBLE else FactorInit.RANDOM_SIGN)
             if value is None and name == "posterior":
                 continue
             check_choice(self, name, enum)
