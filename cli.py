@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 import typer
 
+from pipeline import options
 from pipeline.baselines.config import BASELINES
 from pipeline.contracts import DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
@@ -31,7 +32,7 @@ from pipeline.laplace.options import HessianKind, PriorMethod, Selection
 from pipeline.models.config import MortalityConfig
 from pipeline.models.variants import VARIANTS
 from pipeline.models.vision.config import VisionConfig
-from pipeline.options import ALIASES, WholeWordsCommand, WholeWordsGroup, click, config_options, with_config_options
+from pipeline.options import ALIASES, at_least, config_options, with_config_options
 from pipeline.serving.config import ScoreConfig
 from pipeline.serving.server import ServeConfig
 from pipeline.sources.stage import StageConfig
@@ -42,12 +43,12 @@ from pipeline.vision.config import DATASET_MODEL_DEFAULTS, Dataset, VisionTrainC
 
 __all__ = ["ALIASES", "app", "config_options", "main"]  # ALIASES, config_options: mlflow/render_mlproject.py's
 
-app = typer.Typer(cls=WholeWordsGroup, add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0],
+app = typer.Typer(cls=options.WholeWordsGroup, add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0],
                   rich_markup_mode=None, context_settings={"max_content_width": 100})
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
 SAMPLES_SHOWN = f"the model's score_samples; {DEFAULT_SAMPLES} when it has none"  # --samples' default in words
 SAMPLES_DEFAULT = f"[default: {SAMPLES_SHOWN}]"  # --samples help
-DEVICE_HELP = "Torch device: cpu, cuda, cuda:N [default: cuda when available, else cpu]."  # --device of the mortality commands
+DEVICE_HELP = "Torch device: cpu, cuda, cuda:N [default: cuda when available, else cpu]."  # the mortality commands
 
 
 def command(*args, on: typer.Typer | None = None, **kwargs) -> Callable:
@@ -62,7 +63,7 @@ def command(*args, on: typer.Typer | None = None, **kwargs) -> Callable:
                 return fn(*a, **kw)
             except PipelineError as exc:
                 _fail(str(exc))
-            except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+            except (typer.Exit, typer.Abort, options.ClickException):
                 raise
             except KeyboardInterrupt:
                 typer.secho("interrupted", err=True, fg=typer.colors.RED)
@@ -70,7 +71,7 @@ def command(*args, on: typer.Typer | None = None, **kwargs) -> Callable:
             except Exception as exc:  # a bug or an environment problem: never a raw traceback on the screen
                 _unexpected(fn.__name__, exc)
 
-        return (on or app).command(*args, cls=WholeWordsCommand, **kwargs)(run)
+        return (on or app).command(*args, cls=options.WholeWordsCommand, **kwargs)(run)
 
     return register
 
@@ -142,11 +143,9 @@ def synth(
 
 
 @command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.")
-@with_config_options(ExtractConfig, rename={(ExtractConfig, "n_bins"): "bins"},
-                     limits={**{(ExtractConfig, f): {"min": 1} for f in ("scan_workers", "threads", "n_bins",
-                                                                         "max_text_values", "text_max_len")},
-                             **{(ExtractConfig, f): {"min": 0.0, "max": 1.0} for f in ("train_fraction",
-                                                                                      "val_fraction")}})
+@with_config_options(ExtractConfig, limits={
+    **at_least(1, "scan_workers", "threads", "n_bins", "max_text_values", "text_max_len"),
+    **dict.fromkeys(("train_fraction", "val_fraction"), {"min": 0.0, "max": 1.0})})
 def extract(
     source: str = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (MIMIC-IV: hosp/ and icu/), a stage "
                                           "written by `stage` (recommended for real data), or a postgresql:// DSN."),
@@ -174,11 +173,12 @@ def extract(
 
 
 @command(short_help="Stage a MIMIC CSV directory as Parquet: re-extract in seconds.")
-@with_config_options(StageConfig, limits={(StageConfig, f): {"min": 1} for f in ("row_group_rows", "workers", "threads")})
+@with_config_options(StageConfig, limits=at_least(1, "row_group_rows", "workers", "threads"))
 def stage(
     source: Path = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (TABLE.csv or TABLE.csv.gz; MIMIC-IV: "
                                            "hosp/ and icu/)."),
-    out: Path = typer.Option(..., help="Stage directory (Parquet per table, stage.json); give it to `extract --source`."),
+    out: Path = typer.Option(..., help="Stage directory (Parquet per table, stage.json); give it to `extract "
+                                       "--source`."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each table's conversion."),
     settings: dict = None,
 ) -> None:
@@ -265,17 +265,15 @@ def train(
                   run_name=run_name, device=device)
     if r.refer_threshold is None:  # ranks > 0 of a distributed run
         return
-    typer.echo(f"steps={r.steps} best_step={r.best_step} best_val_nll={r.best_val_nll:.6f} "
-               f"refer_threshold={r.refer_threshold:.6g} refer_measure={r.refer_measure} checkpoint={r.best_checkpoint}")
+    typer.echo(f"steps={r.steps} best_step={r.best_step} best_val_nll={r.best_val_nll:.6f} refer_threshold="
+               f"{r.refer_threshold:.6g} refer_measure={r.refer_measure} checkpoint={r.best_checkpoint}")
     typer.echo(f"run_id: {r.run_id}" if r.run_id else "run_id: none (tracking off)")
 
 
 @command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
-@with_config_options(EvalConfig, rename={(EvalConfig, "n_bootstrap"): "bootstrap", (EvalConfig, "log_to_run"): "log_run"},
-                     flags={(EvalConfig, "log_to_run"): ["--log/--no-log"]},
-                     limits={(EvalConfig, "samples"): {"min": 1}, (EvalConfig, "batch_size"): {"min": 1},
-                             (EvalConfig, "n_bootstrap"): {"min": 0}, (EvalConfig, "threads"): {"min": 1}},
-                     shown={(EvalConfig, "samples"): SAMPLES_SHOWN})
+@with_config_options(EvalConfig, rename={"log_to_run": "log_run"}, flags={"log_to_run": ["--log/--no-log"]},
+                     limits={**at_least(1, "samples", "batch_size", "threads"), **at_least(0, "n_bootstrap")},
+                     shown={"samples": SAMPLES_SHOWN})
 def evaluate(
     run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
     split: list[Split] = typer.Option([Split.TEST], help="Split(s) to evaluate: val | test (repeatable)."),
@@ -371,9 +369,9 @@ def compare(
     ctx: typer.Context,
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
                                                         "(default: mimic-mortality, and vision when present)."),
-    runs: Optional[list[str]] = typer.Option(None, "--runs", metavar="<run id>", help="Run ids to compare (repeatable; instead of "
-                                                                  "--experiment); bare run ids after the options "
-                                                                  "count too."),
+    runs: Optional[list[str]] = typer.Option(None, "--runs", metavar="<run id>", help="Run ids to compare "
+                                             "(repeatable; instead of --experiment); bare run ids after the options "
+                                             "count too."),
     out: Path = typer.Option(Path("runs/compare"), help="Directory for compare.md and compare.csv."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log which runs are read."),
 ) -> None:
@@ -401,9 +399,8 @@ def compare(
 
 
 @command(short_help="Score a census: risk, interval, refer flag, report.")
-@with_config_options(ScoreConfig, limits={(ScoreConfig, f): {"min": 1} for f in ("samples", "batch_size", "chunk_rows",
-                                                                              "threads")},
-                     shown={(ScoreConfig, "samples"): SAMPLES_SHOWN})
+@with_config_options(ScoreConfig, limits=at_least(1, "samples", "batch_size", "chunk_rows", "threads"),
+                     shown={"samples": SAMPLES_SHOWN})
 def score(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
     out: Path = typer.Option(..., help="Scores Parquet file FILE.parquet (one row per admission), or a directory "
@@ -453,11 +450,9 @@ def score(
 
 
 @command(short_help="Serve a model over HTTP on 127.0.0.1.")
-@with_config_options(ServeConfig, exclude=("model",), rename={(ServeConfig, "timeout_s"): "timeout"},
-                     flags={(ServeConfig, "direct"): ["--direct/--via-mlflow"]},
-                     limits={(ServeConfig, "port"): {"min": 1, "max": 65535}, (ServeConfig, "workers"): {"min": 1},
-                             (ServeConfig, "threads"): {"min": 1}, (ServeConfig, "max_rows"): {"min": 1},
-                             (ServeConfig, "max_body_mb"): {"min": 0.001}, (ServeConfig, "timeout_s"): {"min": 1}})
+@with_config_options(ServeConfig, flags={"direct": ["--direct/--via-mlflow"]}, limits={
+    **at_least(1, "workers", "threads", "max_rows", "timeout_s"), **at_least(0.001, "max_body_mb"),
+    "port": {"min": 1, "max": 65535}})
 def serve(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log MLflow's and uvicorn's debug lines."),
@@ -465,7 +460,8 @@ def serve(
 ) -> None:
     """Serve a model with MLflow's scoring server on 127.0.0.1 (POST /invocations)."""
     _setup_logging(verbose)
-    from pipeline.serving.server import HOST, serve as run_serve
+    from pipeline.serving.server import HOST
+    from pipeline.serving.server import serve as run_serve
 
     cfg = ServeConfig(model=model, **settings[ServeConfig])
     run_serve(cfg, log_level="debug" if verbose else "info",  # the line once the model has loaded
@@ -477,7 +473,8 @@ def serve(
          short_help="Train and evaluate every variant, then compare.")
 def benchmark_models(
     ctx: typer.Context,
-    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC directory (generated when missing, in --layout)."),
+    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC directory (generated when missing, in "
+                                                        "--layout)."),
     out: Path = typer.Option(..., help="Output directory (features, work dirs, compare.md/csv)."),
     seeds: list[int] = typer.Option([0, 1, 2], help="Training seeds (repeatable)."),
     models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: every "
@@ -526,12 +523,10 @@ def benchmark_models(
 
 # ---------------------------------------------------------------------------- image benchmarks
 
-vision_app = typer.Typer(cls=WholeWordsGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+vision_app = typer.Typer(cls=options.WholeWordsGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                          help="Image benchmarks (issue 14): rank-1 WRN / ResNet-50 on digits, CIFAR-10/100 and "
                               "corruptions, tracked in MLflow.", context_settings={"max_content_width": 100})
 app.add_typer(vision_app, name="vision", short_help="Image benchmarks: train and evaluate WRN / ResNet-50.")
-# VisionTrainConfig fields set by the code (the dataset's classes and channels) or not expressible as one option
-VISION_NOT_OPTIONS = ("num_classes", "in_channels", "lr_decay_epochs")
 DIGITS_MODEL_DEFAULTS = DATASET_MODEL_DEFAULTS[Dataset.DIGITS]  # said in the help of --depth / --width
 
 
@@ -544,8 +539,7 @@ class CorruptionChoice(str, Enum):
 
 
 @command("train", on=vision_app, short_help="Train an image model, log it to MLflow, print its run id.")
-@with_config_options(VisionTrainConfig, VisionConfig, exclude=VISION_NOT_OPTIONS,
-                     rename={(VisionConfig, "clip"): "factor_clip"},
+@with_config_options(VisionTrainConfig, VisionConfig,
                      notes={(VisionConfig, k): f"digits: {v}" for k, v in DIGITS_MODEL_DEFAULTS.items()})
 def vision_train(
     out: Optional[Path] = typer.Option(None, help="Directory of model.pt and model_info.json (default "

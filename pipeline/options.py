@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import types
 import typing
 from dataclasses import MISSING, fields
 from enum import Enum
@@ -33,18 +34,19 @@ from pipeline.errors import ConfigError
 NOT_OPTIONS = {"model", "token_vocab", "context_vocab", "sampling"}
 # Older, shorter option names kept beside the field names (scripts and the MLproject use them).
 ALIASES = {"lstm_hidden": "hidden", "embedding_dim": "embed_dim", "lstm_layers": "layers", "dense_units": "dense"}
+ClickException = click.ClickException  # what click reports itself (usage errors): commands let it through
 NON_BREAKING_HYPHEN = "\u2011"  # what the help wraps around instead of "-"
 
 
 def config_options(*classes: type, exclude: tuple[str, ...] = ()) -> list[tuple[type, str, Any, Any, str]]:
     """(config class, field, annotation, default, help) of every field offered as an option (not in
-    ``NOT_OPTIONS`` nor ``exclude``)."""
+    ``NOT_OPTIONS``, the class's own ``NOT_CLI`` nor ``exclude``)."""
     out = []
     for cls in classes:
         hints = typing.get_type_hints(cls)
         docs = field_help(cls)
         for f in fields(cls):
-            if f.name in NOT_OPTIONS or f.name in exclude:
+            if f.name in NOT_OPTIONS or f.name in exclude or f.name in getattr(cls, "NOT_CLI", ()):
                 continue
             default = f.default if f.default is not MISSING else None
             out.append((cls, f.name, hints[f.name], default, docs.get(f.name, "")))
@@ -68,20 +70,21 @@ def shown_default(default, name: str = "") -> str:
 
 
 def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
-                        rename: dict[tuple[type, str], str] | None = None,
-                        flags: dict[tuple[type, str], list[str]] | None = None,
-                        limits: dict[tuple[type, str], dict] | None = None,
-                        shown: dict[tuple[type, str], str] | None = None,
-                        notes: dict[tuple[type, str], str] | None = None) -> Callable:
+                        rename: dict | None = None, flags: dict | None = None, limits: dict | None = None,
+                        shown: dict | None = None, notes: dict | None = None) -> Callable:
     """Add one ``Optional`` option per config field to a command: the function receives the fields the
     user set as ``settings`` ({config class: {field: value}}); an unset option is None and keeps the
-    config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option;
-    ``rename``: {(class, field): parameter and option name} where two classes share a field name or the
-    option has a name of its own; ``flags``: {(class, field): the option's own spellings} (e.g.
-    ``--direct/--via-mlflow``); ``limits``: {(class, field): typer's ``min``/``max``}; ``shown``: {(class,
-    field): the default said in words, where the field's is None}; ``notes``: {(class, field): words said
-    after the default}. A ``tuple[X, ...]`` field is a repeatable option, handed over as a tuple."""
+    config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option
+    (besides a class's ``NOT_CLI``). The dicts below are keyed by field name, or by (class, field) where
+    two classes share a name: ``rename``: the parameter and option name (default: the class's
+    ``OPTION_NAMES``, the name its errors use); ``flags``: the option's own spellings (e.g.
+    ``--direct/--via-mlflow``); ``limits``: typer's ``min``/``max`` (``at_least``); ``shown``: the default
+    said in words, where the field's is None; ``notes``: words said after the default. A
+    ``tuple[X, ...]`` field is a repeatable option, handed over as a tuple."""
     rename, own_flags, limits, said_as, notes = rename or {}, flags or {}, limits or {}, shown or {}, notes or {}
+
+    def of(table: dict, cls: type, name: str, default=None):  # a dict's entry for the field
+        return table.get((cls, name), table.get(name, default))
 
     def decorate(fn: Callable) -> Callable:
         sig, hints = inspect.signature(fn), typing.get_type_hints(fn)  # hints: read in fn's own module
@@ -89,22 +92,23 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
                 if p.name != "settings"]
         extra, owner, tuples = [], {}, set()
         for cls, name, annotation, default, doc in config_options(*classes, exclude=exclude):
-            inner = typing.get_args(annotation)
-            typ = next((a for a in inner if a is not type(None)), annotation) if inner else annotation
+            optional = typing.get_origin(annotation) in (typing.Union, types.UnionType)  # X | None: X
+            typ = next(a for a in typing.get_args(annotation) if a is not type(None)) if optional else annotation
             if typing.get_origin(typ) is tuple and typing.get_args(typ)[1:] == (Ellipsis,):  # a repeatable option
                 typ, tuples = list[typing.get_args(typ)[0]], tuples | {name}
             doc = doc[:1].upper() + doc[1:]
-            param = rename.get((cls, name), name)
-            said = said_as.get((cls, name)) if default is None else shown_default(default, param)
-            if isinstance(default, bool) and (cls, name) in own_flags:  # the spelling of its own flag pair
-                said = own_flags[(cls, name)][0].split("/")[0 if default else 1].lstrip("-")
-            note = notes.get((cls, name))
+            param = of(rename, cls, name, getattr(cls, "OPTION_NAMES", {}).get(name, name))
+            spelled = of(own_flags, cls, name)
+            said = of(said_as, cls, name) if default is None else shown_default(default, param)
+            if isinstance(default, bool) and spelled:  # the spelling of its own flag pair
+                said = spelled[0].split("/")[0 if default else 1].lstrip("-")
+            note = of(notes, cls, name)
             if said is None:
                 help_text = doc if note is None else f"{doc} [{note}]"
             else:
                 help_text = f"{doc} [default: {said}{'; ' + note if note else ''}]".strip()
-            option = typer.Option(None, *own_flags.get((cls, name), option_flags(param, typ)), help=help_text,
-                                  show_default=False, **limits.get((cls, name), {}))
+            option = typer.Option(None, *(spelled or option_flags(param, typ)), help=help_text,
+                                  show_default=False, **of(limits, cls, name, {}))
             extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
                                            annotation=Optional[typ]))
             owner[param] = (cls, name)
@@ -126,6 +130,11 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
 
     return decorate
 
+
+
+def at_least(low: float, *names: str) -> dict[str, dict]:
+    """``limits`` of ``with_config_options``: each of ``names`` at least ``low``."""
+    return {name: {"min": low} for name in names}
 
 
 def parse_settings(pairs: list[str], *classes: type, option: str = "--set") -> tuple[dict, ...]:
