@@ -1,71 +1,54 @@
 """Command line of the MIMIC-III / MIMIC-IV mortality-risk pipeline.
 
-Each command is a thin typed wrapper over a library function in `pipeline/` that returns data;
-heavy libraries (torch, mlflow, duckdb, pandas) are imported inside the commands so that
-`python cli.py --help` answers at once. Every library error is a `pipeline.errors.PipelineError`:
-the commands let it through and `command` prints it as one line (exit code 2); any other
-exception is a bug or an environment problem: one line too, with the traceback in a log file
-(exit code 3), never on the screen.
-
-One concern over ~400 lines: the command line's options and help, one thin function per command
-(what each does is in the library); `with_config_options` builds train's and vision train's options
-from their config dataclasses so that the long option lists are not copied here.
+Each command is a thin typed wrapper over a library function in `pipeline/` that returns data; the
+long option lists come from the config dataclasses (`pipeline.options.with_config_options`). Heavy
+libraries (torch, mlflow, duckdb, pandas) are imported inside the commands so that `--help` answers
+at once. A library error (`pipeline.errors.PipelineError`) prints as one line (exit code 2); any other
+exception is a bug or an environment problem: one line too, its traceback in a log file (exit code 3).
+Run it as `python cli.py` or, installed, as `mimic-risk`.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import logging
 import os
 import sys
 import typing
-from dataclasses import MISSING, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import typer
 
-try:  # typer vendors its own click (typer._click); older typers use click itself
-    from typer import _click as click
-except ImportError:  # pragma: no cover
-    import click
-
-from pipeline.configs import field_help
+from pipeline import options
+from pipeline.baselines.config import BASELINES
 from pipeline.contracts import DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
 from pipeline.evaluation.config import EvalConfig, Split
 from pipeline.extraction.config import ExtractConfig
-from pipeline.laplace.options import HessianKind, PriorMethod, Selection, default_subnet_size
+from pipeline.laplace.options import HessianKind, PriorMethod, Selection
 from pipeline.models.config import MortalityConfig
+from pipeline.models.variants import VARIANTS
+from pipeline.models.vision.config import VisionConfig
+from pipeline.options import ALIASES, at_least, config_options, with_config_options
 from pipeline.serving.config import ScoreConfig
 from pipeline.serving.server import ServeConfig
-from pipeline.models.variants import VARIANTS
-from pipeline.baselines.config import BASELINES
 from pipeline.sources.stage import StageConfig
 from pipeline.sources.tables import Release
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
-from pipeline.models.vision.config import VisionConfig
-from pipeline.training.config import PRESETS, Preset, TrainConfig
+from pipeline.training.config import Preset, TrainConfig, preset_notes
 from pipeline.vision.config import DATASET_MODEL_DEFAULTS, Dataset, VisionTrainConfig
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0], rich_markup_mode=None,
-                  context_settings={"max_content_width": 100})
+__all__ = ["ALIASES", "app", "config_options", "main"]  # ALIASES, config_options: mlflow/render_mlproject.py's
+
+app = typer.Typer(cls=options.WholeWordsGroup, add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0],
+                  rich_markup_mode=None, context_settings={"max_content_width": 100})
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
 SAMPLES_SHOWN = f"the model's score_samples; {DEFAULT_SAMPLES} when it has none"  # --samples' default in words
 SAMPLES_DEFAULT = f"[default: {SAMPLES_SHOWN}]"  # --samples help
-DEVICE_HELP = "Torch device: cpu, cuda, cuda:N [default: cuda when available, else cpu]."  # --device of the mortality commands
-_click_wrap = click.formatting.wrap_text  # noqa: the help formatter's wrapping, wrapped below
-
-
-def _wrap_whole_words(text: str, *args, **kwargs) -> str:
-    """click's help wrapping without breaking at hyphens (``--no-verify-counts``, ``deep-ensemble`` stay whole)."""
-    return _click_wrap(text.replace("-", "\u2011"), *args, **kwargs).replace("\u2011", "-")
-
-
-click.formatting.wrap_text = _wrap_whole_words
+DEVICE_HELP = "Torch device: cpu, cuda, cuda:N [default: cuda when available, else cpu]."  # the mortality commands
 
 
 def command(*args, on: typer.Typer | None = None, **kwargs) -> Callable:
@@ -80,7 +63,7 @@ def command(*args, on: typer.Typer | None = None, **kwargs) -> Callable:
                 return fn(*a, **kw)
             except PipelineError as exc:
                 _fail(str(exc))
-            except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+            except (typer.Exit, typer.Abort, options.ClickException):
                 raise
             except KeyboardInterrupt:
                 typer.secho("interrupted", err=True, fg=typer.colors.RED)
@@ -88,7 +71,7 @@ def command(*args, on: typer.Typer | None = None, **kwargs) -> Callable:
             except Exception as exc:  # a bug or an environment problem: never a raw traceback on the screen
                 _unexpected(fn.__name__, exc)
 
-        return (on or app).command(*args, **kwargs)(run)
+        return (on or app).command(*args, cls=options.WholeWordsCommand, **kwargs)(run)
 
     return register
 
@@ -126,103 +109,6 @@ def _setup_logging(verbose: bool) -> None:
         handler.setLevel(level)  # a logger lowered for a status line (progress.LogStatus) does not print more
 
 
-# ---------------------------------------------------------------------------- options from config fields
-
-# Config fields that `train` does not offer as options (set by the code, not by a user).
-NOT_OPTIONS = {"model", "token_vocab", "context_vocab", "sampling"}
-# Older, shorter option names kept beside the field names (scripts and the MLproject use them).
-ALIASES = {"lstm_hidden": "hidden", "embedding_dim": "embed_dim", "lstm_layers": "layers", "dense_units": "dense"}
-
-
-def config_options(*classes: type, exclude: tuple[str, ...] = ()) -> list[tuple[type, str, Any, Any, str]]:
-    """(config class, field, annotation, default, help) of every field offered as an option (not in
-    ``NOT_OPTIONS`` nor ``exclude``)."""
-    out = []
-    for cls in classes:
-        hints = typing.get_type_hints(cls)
-        docs = field_help(cls)
-        for f in fields(cls):
-            if f.name in NOT_OPTIONS or f.name in exclude:
-                continue
-            default = f.default if f.default is not MISSING else None
-            out.append((cls, f.name, hints[f.name], default, docs.get(f.name, "")))
-    return out
-
-
-def _flags(name: str, annotation, aliases: dict[str, str] = ALIASES) -> list[str]:
-    """``--field-name`` (``--x/--no-x`` for a boolean) and its alias."""
-    names = [aliases[name], name] if name in aliases else [name]
-    dashed = [f"--{n.replace('_', '-')}" for n in names]
-    if annotation is bool:
-        return [f"{d}/--no-{d[2:]}" for d in dashed]
-    return dashed
-
-
-def _shown(default, name: str = "") -> str:
-    if isinstance(default, bool) and name:  # a flag: the option's own spelling
-        return name.replace("_", "-") if default else f"no-{name.replace('_', '-')}"
-    return str(default.value if isinstance(default, Enum) else default)
-
-
-def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
-                        rename: dict[tuple[type, str], str] | None = None,
-                        flags: dict[tuple[type, str], list[str]] | None = None,
-                        limits: dict[tuple[type, str], dict] | None = None,
-                        shown: dict[tuple[type, str], str] | None = None,
-                        notes: dict[tuple[type, str], str] | None = None) -> Callable:
-    """Add one ``Optional`` option per config field to a command: the function receives the fields the
-    user set as ``settings`` ({config class: {field: value}}); an unset option is None and keeps the
-    config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option;
-    ``rename``: {(class, field): parameter and option name} where two classes share a field name or the
-    option has a name of its own; ``flags``: {(class, field): the option's own spellings} (e.g.
-    ``--direct/--via-mlflow``); ``limits``: {(class, field): typer's ``min``/``max``}; ``shown``: {(class, field): the default
-    said in words, where the field's is None}; ``notes``: {(class, field): words said after the default}. A ``tuple[X, ...]``
-    field is a repeatable option, handed over as a tuple."""
-    rename, flags, limits, shown, notes = rename or {}, flags or {}, limits or {}, shown or {}, notes or {}
-
-    def decorate(fn: Callable) -> Callable:
-        sig = inspect.signature(fn)
-        base = [p for p in sig.parameters.values() if p.name != "settings"]
-        extra, owner, tuples = [], {}, set()
-        for cls, name, annotation, default, doc in config_options(*classes, exclude=exclude):
-            inner = typing.get_args(annotation)
-            typ = next((a for a in inner if a is not type(None)), annotation) if inner else annotation
-            if typing.get_origin(typ) is tuple and typing.get_args(typ)[1:] == (Ellipsis,):  # a repeatable option
-                typ, tuples = list[typing.get_args(typ)[0]], tuples | {name}
-            doc = doc[:1].upper() + doc[1:]
-            param = rename.get((cls, name), name)
-            said = shown.get((cls, name)) if default is None else _shown(default, param)
-            if isinstance(default, bool) and (cls, name) in flags:  # the spelling of its own flag pair
-                said = flags[(cls, name)][0].split("/")[0 if default else 1].lstrip("-")
-            note = notes.get((cls, name))
-            if said is None:
-                help_text = doc if note is None else f"{doc} [{note}]"
-            else:
-                help_text = f"{doc} [default: {said}{'; ' + note if note else ''}]".strip()
-            option = typer.Option(None, *flags.get((cls, name), _flags(param, typ)), help=help_text,
-                                  show_default=False, **limits.get((cls, name), {}))
-            extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                           annotation=Optional[typ]))
-            owner[param] = (cls, name)
-
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
-            settings = {n: kwargs.pop(n) for n in owner if kwargs.get(n) not in (None, [])}
-            for n in owner:
-                kwargs.pop(n, None)
-            return fn(*args, settings={c: {owner[n][1]: tuple(v) if owner[n][1] in tuples else v
-                                           for n, v in settings.items() if owner[n][0] is c}
-                                       for c in classes}, **kwargs)
-
-        run.__signature__ = sig.replace(parameters=[*base, *extra])
-        run.__annotations__ = {**{p.name: p.annotation for p in base}, **{p.name: p.annotation for p in extra}}
-        run.__wrapped__ = None  # typer must read __signature__, not the wrapped function's
-        del run.__wrapped__
-        return run
-
-    return decorate
-
-
 # ---------------------------------------------------------------------------- commands
 
 
@@ -257,11 +143,9 @@ def synth(
 
 
 @command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.")
-@with_config_options(ExtractConfig, rename={(ExtractConfig, "n_bins"): "bins"},
-                     limits={**{(ExtractConfig, f): {"min": 1} for f in ("scan_workers", "threads", "n_bins",
-                                                                         "max_text_values", "text_max_len")},
-                             **{(ExtractConfig, f): {"min": 0.0, "max": 1.0} for f in ("train_fraction",
-                                                                                      "val_fraction")}})
+@with_config_options(ExtractConfig, limits={
+    **at_least(1, "scan_workers", "threads", "n_bins", "max_text_values", "text_max_len"),
+    **dict.fromkeys(("train_fraction", "val_fraction"), {"min": 0.0, "max": 1.0})})
 def extract(
     source: str = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (MIMIC-IV: hosp/ and icu/), a stage "
                                           "written by `stage` (recommended for real data), or a postgresql:// DSN."),
@@ -289,11 +173,12 @@ def extract(
 
 
 @command(short_help="Stage a MIMIC CSV directory as Parquet: re-extract in seconds.")
-@with_config_options(StageConfig, limits={(StageConfig, f): {"min": 1} for f in ("row_group_rows", "workers", "threads")})
+@with_config_options(StageConfig, limits=at_least(1, "row_group_rows", "workers", "threads"))
 def stage(
     source: Path = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (TABLE.csv or TABLE.csv.gz; MIMIC-IV: "
                                            "hosp/ and icu/)."),
-    out: Path = typer.Option(..., help="Stage directory (Parquet per table, stage.json); give it to `extract --source`."),
+    out: Path = typer.Option(..., help="Stage directory (Parquet per table, stage.json); give it to `extract "
+                                       "--source`."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each table's conversion."),
     settings: dict = None,
 ) -> None:
@@ -330,19 +215,8 @@ def load_postgres(
         typer.echo(f"{target_schema(table, release, schema)}.{table}: {n} rows")
 
 
-def _preset_set() -> dict[tuple[type, str], str]:
-    """The train fields a preset other than the default sets: their shown default names the presets too."""
-    out: dict[tuple[type, str], list[str]] = {}
-    for preset, values in PRESETS.items():
-        for cls, keys in ((TrainConfig, [k for k in values if k != "model"]), (MortalityConfig, values.get("model", {}))):
-            for k in keys:
-                out.setdefault((cls, k), []).append(preset.value)
-    return {key: f"--preset {', '.join(names)} " + ("sets its own" if len(names) == 1 else "set their own")
-            for key, names in out.items()}
-
-
 @command(short_help="Train a model, log it to MLflow, print its run id.")
-@with_config_options(TrainConfig, MortalityConfig, notes=_preset_set())
+@with_config_options(TrainConfig, MortalityConfig, notes=preset_notes())
 def train(
     data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
     model: str = typer.Option("rank1", help="A model kind or a variant name as `compare` prints it: "
@@ -368,61 +242,38 @@ def train(
 ) -> None:
     """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
     _setup_logging(verbose)
-    from pipeline.baselines.config import BASELINES
-
     if model in BASELINES:
-        _train_baseline(data, model, out, preset, resume, experiment, run_name, tracking, settings)
-        return
+        from pipeline.baselines.config import BaselineConfig
+        from pipeline.workflows.baselines_run import train_baseline
+
+        t = settings[TrainConfig]
+        cfg = BaselineConfig.from_train_settings(model, t, settings[MortalityConfig], preset=preset, resume=resume)
+        b = train_baseline(data, model, cfg, out_dir=out, tracking=tracking, experiment=experiment, run_name=run_name,
+                           refer_fraction=t.get("refer_fraction", TrainConfig.refer_fraction))
+        chosen = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in b.chosen.items()
+                          if k != "val_nll")
+        typer.echo(f"{b.kind}: {chosen} best_val_nll={b.val_nll:.6f} refer_threshold={b.refer_threshold:.6g} "
+                   f"checkpoint={b.model_file}")
+        return typer.echo(f"run_id: {b.run_id}" if b.run_id else "run_id: none (tracking off)")
     from pipeline.models.variants import resolve
     from pipeline.training import train as run_train
 
     kind, variant_settings = resolve(model)
     cfg = TrainConfig.from_preset(preset, **settings[TrainConfig],
                                   model={**variant_settings, **settings[MortalityConfig]})
-    result = run_train(data, kind, cfg, out_dir=out, resume=resume, tracking=tracking, experiment=experiment,
-                       run_name=run_name, device=device)
-    if result.refer_threshold is None:  # ranks > 0 of a distributed run
+    r = run_train(data, kind, cfg, out_dir=out, resume=resume, tracking=tracking, experiment=experiment,
+                  run_name=run_name, device=device)
+    if r.refer_threshold is None:  # ranks > 0 of a distributed run
         return
-    typer.echo(f"steps={result.steps} best_step={result.best_step} best_val_nll={result.best_val_nll:.6f} "
-               f"refer_threshold={result.refer_threshold:.6g} refer_measure={result.refer_measure} "
-               f"checkpoint={result.best_checkpoint}")
-    typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
-
-
-BASELINE_TRAIN_OPTIONS = ("seed", "threads", "refer_fraction", "progress")  # train options a baseline takes
-
-
-def _train_baseline(data: Path, model: str, out: Optional[Path], preset: str, resume: bool,
-                    experiment: Optional[str], run_name: Optional[str], tracking: bool, settings: dict) -> None:
-    """`train --model logreg|gbm`: a classical baseline, every choice made on validation."""
-    from pipeline.baselines.config import BaselineConfig
-    from pipeline.workflows.baselines_run import train_baseline
-
-    def flags(names) -> str:
-        return ", ".join("--" + n.replace("_", "-") for n in names)
-
-    refused = sorted(set(settings[TrainConfig]) - set(BASELINE_TRAIN_OPTIONS)) + sorted(settings[MortalityConfig])
-    refused += (["preset"] if preset != "default" else []) + (["resume"] if resume else [])
-    if refused:
-        _fail(f"{model} is a classical baseline: {flags(refused)} do not apply to it (it takes "
-              f"{flags(BASELINE_TRAIN_OPTIONS)})")
-    train_settings = settings[TrainConfig]
-    cfg = BaselineConfig(seed=train_settings.get("seed", 0), threads=train_settings.get("threads"))
-    r = train_baseline(data, model, cfg, out_dir=out, tracking=tracking, experiment=experiment, run_name=run_name,
-                       refer_fraction=train_settings.get("refer_fraction", TrainConfig.refer_fraction))
-    chosen = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.chosen.items()
-                      if k != "val_nll")
-    typer.echo(f"{r.kind}: {chosen} best_val_nll={r.val_nll:.6f} refer_threshold={r.refer_threshold:.6g} "
-               f"checkpoint={r.model_file}")
+    typer.echo(f"steps={r.steps} best_step={r.best_step} best_val_nll={r.best_val_nll:.6f} refer_threshold="
+               f"{r.refer_threshold:.6g} refer_measure={r.refer_measure} checkpoint={r.best_checkpoint}")
     typer.echo(f"run_id: {r.run_id}" if r.run_id else "run_id: none (tracking off)")
 
 
 @command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
-@with_config_options(EvalConfig, rename={(EvalConfig, "n_bootstrap"): "bootstrap", (EvalConfig, "log_to_run"): "log_run"},
-                     flags={(EvalConfig, "log_to_run"): ["--log/--no-log"]},
-                     limits={(EvalConfig, "samples"): {"min": 1}, (EvalConfig, "batch_size"): {"min": 1},
-                             (EvalConfig, "n_bootstrap"): {"min": 0}, (EvalConfig, "threads"): {"min": 1}},
-                     shown={(EvalConfig, "samples"): SAMPLES_SHOWN})
+@with_config_options(EvalConfig, rename={"log_to_run": "log_run"}, flags={"log_to_run": ["--log/--no-log"]},
+                     limits={**at_least(1, "samples", "batch_size", "threads"), **at_least(0, "n_bootstrap")},
+                     shown={"samples": SAMPLES_SHOWN})
 def evaluate(
     run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
     split: list[Split] = typer.Option([Split.TEST], help="Split(s) to evaluate: val | test (repeatable)."),
@@ -449,16 +300,6 @@ def evaluate(
         typer.echo(format_table(result.report))
         typer.echo(f"metrics: {result.json_path}")
         typer.echo("plots: " + ", ".join(str(p) for p in result.artifacts))
-
-
-def _spread(values: list, extras: list[str], accept) -> list:
-    """Values of a repeatable option plus the bare words after it (``--runs A B`` = ``--runs A --runs B``)."""
-    taken = [accept(w) for w in extras if accept(w) is not None]
-    return list(values or []) + taken
-
-
-def _int_or_none(word: str):
-    return int(word) if word.lstrip("-").isdigit() else None
 
 
 _EXTRA = {"allow_extra_args": True}
@@ -502,27 +343,15 @@ def laplace(
 ) -> None:
     """Subnetwork linearized Laplace on a trained deterministic run, logged as a new run (Daxberger et al. 2021)."""
     _setup_logging(verbose)
-    import torch
-
     from pipeline.laplace.config import LaplaceConfig
-    from pipeline.laplace.errors import LaplaceError
+    from pipeline.laplace.options import prior_precision_value, subnet_size_for
     from pipeline.workflows.laplace_run import fit_laplace_run
 
-    if threads:
-        torch.set_num_threads(threads)
-    if prior_precision == "auto":
-        lam = None
-    else:
-        try:
-            lam = float(prior_precision)
-        except ValueError:
-            raise LaplaceError(f"prior precision must be 'auto' or a number, got {prior_precision!r}") from None
-    size = None if hessian == HessianKind.DIAG.value else (
-        default_subnet_size(selection) if subnet_size is None else subnet_size)
-    cfg = LaplaceConfig(selection=selection, subnet_size=size, hessian=hessian, prior_precision=lam,
+    cfg = LaplaceConfig(selection=selection, subnet_size=subnet_size_for(selection, hessian, subnet_size),
+                        hessian=hessian, prior_precision=prior_precision_value(prior_precision),
                         prior_method=prior_method, exclude=tuple(exclude), max_train=max_train, seed=seed)
     result = fit_laplace_run(run, cfg, data=data, samples=samples, out_dir=out, tracking=tracking,
-                             experiment=experiment, device=device)
+                             experiment=experiment, device=device, threads=threads)
     r = result.report
     if r.warning:
         typer.echo(f"warning: {r.warning}", err=True)
@@ -540,9 +369,9 @@ def compare(
     ctx: typer.Context,
     experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
                                                         "(default: mimic-mortality, and vision when present)."),
-    runs: Optional[list[str]] = typer.Option(None, "--runs", metavar="<run id>", help="Run ids to compare (repeatable; instead of "
-                                                                  "--experiment); bare run ids after the options "
-                                                                  "count too."),
+    runs: Optional[list[str]] = typer.Option(None, "--runs", metavar="<run id>", help="Run ids to compare "
+                                             "(repeatable; instead of --experiment); bare run ids after the options "
+                                             "count too."),
     out: Path = typer.Option(Path("runs/compare"), help="Directory for compare.md and compare.csv."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log which runs are read."),
 ) -> None:
@@ -557,13 +386,11 @@ def compare(
     _setup_logging(verbose)
     from pipeline.evaluation.compare import to_markdown
     from pipeline.evaluation.compare_vision import compare_all, vision_markdown
+    from pipeline.options import refuse_words, spread
     from pipeline.runs.store import RUN_ID
 
-    bad = [w for w in ctx.args if not RUN_ID.match(w)]
-    if bad:
-        _fail(f"unexpected argument(s) {bad}; run ids are 32 hex digits")
-    runs = _spread(runs, ctx.args, lambda w: w)
-    result = compare_all(experiment, runs or None, out)
+    refuse_words(ctx.args, lambda w: w if RUN_ID.match(w) else None, hint="; run ids are 32 hex digits")
+    result = compare_all(experiment, spread(runs, True, ctx.args, lambda w: w) or None, out)
     if result.mortality:
         typer.echo(to_markdown(result.mortality))
     if result.vision:
@@ -572,9 +399,8 @@ def compare(
 
 
 @command(short_help="Score a census: risk, interval, refer flag, report.")
-@with_config_options(ScoreConfig, limits={(ScoreConfig, f): {"min": 1} for f in ("samples", "batch_size", "chunk_rows",
-                                                                              "threads")},
-                     shown={(ScoreConfig, "samples"): SAMPLES_SHOWN})
+@with_config_options(ScoreConfig, limits=at_least(1, "samples", "batch_size", "chunk_rows", "threads"),
+                     shown={"samples": SAMPLES_SHOWN})
 def score(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
     out: Path = typer.Option(..., help="Scores Parquet file FILE.parquet (one row per admission), or a directory "
@@ -623,31 +449,10 @@ def score(
             typer.echo(f"  {what}: {path}")
 
 
-def _settings(pairs: list[str]) -> tuple[dict, dict]:
-    """``FIELD=VALUE`` words -> (TrainConfig settings, MortalityConfig settings); values read as JSON
-    where they parse (numbers, true/false, null), else as text."""
-    train_fields = {f.name for f in fields(TrainConfig)} - NOT_OPTIONS
-    model_fields = {f.name for f in fields(MortalityConfig)} - NOT_OPTIONS
-    out: tuple[dict, dict] = ({}, {})
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep or name not in train_fields | model_fields:
-            _fail(f"--set {pair!r}: expected FIELD=VALUE with FIELD one of {sorted(train_fields | model_fields)}")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        out[0 if name in train_fields else 1][name] = value
-    return out
-
-
 @command(short_help="Serve a model over HTTP on 127.0.0.1.")
-@with_config_options(ServeConfig, exclude=("model",), rename={(ServeConfig, "timeout_s"): "timeout"},
-                     flags={(ServeConfig, "direct"): ["--direct/--via-mlflow"]},
-                     limits={(ServeConfig, "port"): {"min": 1, "max": 65535}, (ServeConfig, "workers"): {"min": 1},
-                             (ServeConfig, "threads"): {"min": 1}, (ServeConfig, "max_rows"): {"min": 1},
-                             (ServeConfig, "max_body_mb"): {"min": 0.001}, (ServeConfig, "timeout_s"): {"min": 1}})
+@with_config_options(ServeConfig, flags={"direct": ["--direct/--via-mlflow"]}, limits={
+    **at_least(1, "workers", "threads", "max_rows", "timeout_s"), **at_least(0.001, "max_body_mb"),
+    "port": {"min": 1, "max": 65535}})
 def serve(
     model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model), run id or model directory."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log MLflow's and uvicorn's debug lines."),
@@ -655,7 +460,8 @@ def serve(
 ) -> None:
     """Serve a model with MLflow's scoring server on 127.0.0.1 (POST /invocations)."""
     _setup_logging(verbose)
-    from pipeline.serving.server import HOST, serve as run_serve
+    from pipeline.serving.server import HOST
+    from pipeline.serving.server import serve as run_serve
 
     cfg = ServeConfig(model=model, **settings[ServeConfig])
     run_serve(cfg, log_level="debug" if verbose else "info",  # the line once the model has loaded
@@ -667,7 +473,8 @@ def serve(
          short_help="Train and evaluate every variant, then compare.")
 def benchmark_models(
     ctx: typer.Context,
-    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC directory (generated when missing, in --layout)."),
+    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC directory (generated when missing, in "
+                                                        "--layout)."),
     out: Path = typer.Option(..., help="Output directory (features, work dirs, compare.md/csv)."),
     seeds: list[int] = typer.Option([0, 1, 2], help="Training seeds (repeatable)."),
     models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: every "
@@ -700,28 +507,13 @@ def benchmark_models(
 ) -> None:
     """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
     _setup_logging(verbose)
-    from pipeline.workflows.grid import MODELS, GridConfig, run_grid
+    from pipeline.workflows.grid import grid_config, run_grid
 
-    modes = ("random", "era")
-    bad = [w for w in ctx.args if _int_or_none(w) is None and w not in MODELS and w not in modes]
-    if bad:
-        _fail(f"unexpected argument(s) {bad}")
     given = {n for n in ("seeds", "splits") if ctx.get_parameter_source(n).name != "DEFAULT"}
-    seeds = _spread(seeds if "seeds" in given else [], ctx.args, _int_or_none) if any(
-        _int_or_none(w) is not None for w in ctx.args) else seeds
-    models = _spread(models, ctx.args, lambda w: w if w in MODELS else None)
-    splits = _spread(splits if "splits" in given else [], ctx.args, lambda w: w if w in modes else None) if any(
-        w in modes for w in ctx.args) else splits
-    train_set, model_set = _settings(set_ or [])
-    # the preset's step budget unless given: a default of 1000 would silently cut records-research's 10,000
-    chosen = PRESETS[preset]
-    max_steps = max_steps or chosen.get("max_steps", GridConfig.max_steps)
-    eval_every = eval_every or chosen.get("eval_every", GridConfig.eval_every)
-    cfg = GridConfig(seeds=tuple(seeds), variants=tuple(models or MODELS), split_modes=tuple(splits),
-                     max_steps=max_steps, eval_every=min(eval_every, max_steps), samples=samples, jobs=jobs,
-                     patients=patients, experiment=experiment, layout=layout, preset=preset.value,
-                     train_overrides={**train_set, **({"batch_size": batch_size} if batch_size else {})},
-                     model_overrides=model_set, device=device)
+    cfg = grid_config(ctx.args, seeds=seeds, seeds_given="seeds" in given, variants=models, split_modes=splits,
+                      splits_given="splits" in given, preset=preset, max_steps=max_steps, eval_every=eval_every,
+                      batch_size=batch_size, settings=set_ or [], samples=samples, jobs=jobs, patients=patients,
+                      experiment=experiment, layout=layout, device=device)
     result = run_grid(synth_dir, out, cfg)
     typer.echo((out / "compare.md").read_text())
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_s.items())
@@ -731,12 +523,10 @@ def benchmark_models(
 
 # ---------------------------------------------------------------------------- image benchmarks
 
-vision_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+vision_app = typer.Typer(cls=options.WholeWordsGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                          help="Image benchmarks (issue 14): rank-1 WRN / ResNet-50 on digits, CIFAR-10/100 and "
                               "corruptions, tracked in MLflow.", context_settings={"max_content_width": 100})
 app.add_typer(vision_app, name="vision", short_help="Image benchmarks: train and evaluate WRN / ResNet-50.")
-# VisionTrainConfig fields set by the code (the dataset's classes and channels) or not expressible as one option
-VISION_NOT_OPTIONS = ("num_classes", "in_channels", "lr_decay_epochs")
 DIGITS_MODEL_DEFAULTS = DATASET_MODEL_DEFAULTS[Dataset.DIGITS]  # said in the help of --depth / --width
 
 
@@ -749,8 +539,7 @@ class CorruptionChoice(str, Enum):
 
 
 @command("train", on=vision_app, short_help="Train an image model, log it to MLflow, print its run id.")
-@with_config_options(VisionTrainConfig, VisionConfig, exclude=VISION_NOT_OPTIONS,
-                     rename={(VisionConfig, "clip"): "factor_clip"},
+@with_config_options(VisionTrainConfig, VisionConfig,
                      notes={(VisionConfig, k): f"digits: {v}" for k, v in DIGITS_MODEL_DEFAULTS.items()})
 def vision_train(
     out: Optional[Path] = typer.Option(None, help="Directory of model.pt and model_info.json (default "
@@ -828,5 +617,10 @@ def vision_evaluate(
     typer.echo(f"metrics: {result.json_path}" + (f"\nplot: {result.plot}" if result.plot else ""))
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """The console script's entry point (``mimic-risk``, pyproject's [project.scripts]): the app."""
     app()
+
+
+if __name__ == "__main__":
+    main()

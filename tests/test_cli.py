@@ -288,3 +288,15 @@ def test_score_options_are_the_config_fields(args, expected, monkeypatch, tmp_pa
     result = CliRunner().invoke(cli.app, ["score", "--model", "abc", "--out", str(tmp_path / "s.parquet"), *args])
     assert "stopped by the test" in result.output, result.output
     assert seen["cfg"] == ScoreConfig(**expected)
+
+
+def test_the_console_script_is_the_app(monkeypatch):
+    """pyproject's [project.scripts] entry (`mimic-risk`) names cli.main, which runs the same app."""
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"mimic-risk": "cli:main"}
+    monkeypatch.setattr(sys, "argv", ["mimic-risk", "--help"])
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code == 0

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pipeline.errors import ConfigError
 from pipeline.runs import store
 from pipeline.workflows import grid
 
@@ -50,3 +51,21 @@ def test_grid_features_carry_the_value_channel_when_its_models_read_it(demo_dir,
     cfg = grid.GridConfig(split_modes=("random",), model_overrides=overrides)
     feats = grid.prepare_features(demo_dir, tmp_path, cfg)
     assert ("bag_values" in pq.read_schema(feats["random"] / "train.parquet").names) is has_values
+
+
+def test_grid_config_reads_benchmark_models_options():
+    """Bare words join the lists they belong to; the preset's step budget unless given; --set settings."""
+    cfg = grid.grid_config(["3", "gbm", "era"], seeds=[0, 1, 2], variants=None, split_modes=["random", "era"])
+    assert (cfg.seeds, cfg.variants, cfg.split_modes) == ((3,), ("gbm",), ("era",))
+    cfg = grid.grid_config(["3"], seeds=[1], seeds_given=True, variants=["logreg"], split_modes=["era"])
+    assert (cfg.seeds, cfg.variants, cfg.split_modes) == ((1, 3), ("logreg",), ("era",))
+    assert grid.grid_config().variants == grid.MODELS
+    cfg = grid.grid_config(preset="records-research", settings=["lstm_hidden=8", "lr=0.1"], batch_size=32, jobs=1)
+    assert (cfg.max_steps, cfg.eval_every, cfg.preset, cfg.jobs) == (10_000, 250, "records-research", 1)
+    assert cfg.train_overrides == {"lr": 0.1, "batch_size": 32} and cfg.model_overrides == {"lstm_hidden": 8}
+    cfg = grid.grid_config(preset="paper", max_steps=300, eval_every=500)
+    assert (cfg.max_steps, cfg.eval_every) == (300, 300)  # validation at most every max_steps
+    with pytest.raises(ConfigError, match=r"unexpected argument\(s\) \['bogus'\]"):
+        grid.grid_config(["1", "bogus"])
+    with pytest.raises(ConfigError, match="--set 'x'"):
+        grid.grid_config(settings=["x"])

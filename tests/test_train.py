@@ -299,3 +299,14 @@ def test_epoch_budget_ends_training_before_max_steps(feats, tmp_path):
 def test_early_stopping_settings_are_checked(kw, message):
     with pytest.raises(ValueError, match=message):
         _cfg(**kw)
+
+
+def test_preset_notes_name_the_presets_that_set_each_field():
+    from pipeline.models.config import MortalityConfig
+    from pipeline.training.config import TrainConfig, preset_notes
+
+    notes = preset_notes()
+    assert notes[(TrainConfig, "max_steps")] == "--preset paper, records-research set their own"
+    assert notes[(TrainConfig, "lr")] == "--preset records-research sets its own"
+    assert notes[(MortalityConfig, "lstm_hidden")] == "--preset paper, records-research set their own"
+    assert (TrainConfig, "seed") not in notes and (TrainConfig, "model") not in notes

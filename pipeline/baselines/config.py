@@ -22,6 +22,7 @@ class BaselineKind(str, Enum):
 
 
 BASELINES = tuple(k.value for k in BaselineKind)
+TRAIN_OPTIONS = ("seed", "threads", "refer_fraction", "progress")  # the settings of `train` a baseline takes
 
 
 @dataclass
@@ -58,6 +59,23 @@ class BaselineConfig:
         if not self.gbm_learning_rate > 0 or self.gbm_l2 < 0:
             raise ConfigError("gbm_learning_rate must be > 0 and gbm_l2 >= 0")
 
+    @classmethod
+    def from_train_settings(cls, kind: str, train: dict, model: dict, *, preset: str = "default",
+                            resume: bool = False) -> "BaselineConfig":
+        """The config of ``train --model KIND`` for a baseline from the settings the user gave ``train``
+        (``train``: TrainConfig fields, ``model``: MortalityConfig fields); a ``ConfigError`` naming every
+        option that does not apply to a baseline (anything but ``TRAIN_OPTIONS``, a preset, ``--resume``)."""
+        refused = sorted(set(train) - set(TRAIN_OPTIONS)) + sorted(model)
+        refused += (["preset"] if preset != "default" else []) + (["resume"] if resume else [])
+        if refused:
+            raise ConfigError(f"{kind} is a classical baseline: {_flags(refused)} do not apply to it (it takes "
+                              f"{_flags(TRAIN_OPTIONS)})")
+        return cls(seed=train.get("seed", 0), threads=train.get("threads"))
+
     def to_dict(self) -> dict:
         """JSON-able settings (tuples as lists)."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in config_dict(self).items()}
+
+
+def _flags(names) -> str:
+    return ", ".join("--" + n.replace("_", "-") for n in names)

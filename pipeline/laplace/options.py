@@ -1,8 +1,11 @@
-"""The choices of subnetwork Laplace (torch-free: ``cli.py`` offers them as option values)."""
+"""The choices of subnetwork Laplace (torch-free: ``cli.py`` offers them as option values), and the
+options of ``cli.py laplace`` read as ``LaplaceConfig`` settings (``prior_precision_value``, ``subnet_size_for``)."""
 
 from __future__ import annotations
 
 from enum import Enum
+
+from .errors import LaplaceError
 
 
 class Selection(str, Enum):
@@ -48,3 +51,21 @@ def default_subnet_size(selection: Selection | str) -> int | None:
     """S when none is given: None (the output layer's size) for the last-layer selection,
     ``DEFAULT_SUBNET_SIZE`` for the others (an unknown name too: ``LaplaceConfig`` rejects it)."""
     return None if getattr(selection, "value", selection) == Selection.LAST_LAYER.value else DEFAULT_SUBNET_SIZE
+
+
+def prior_precision_value(text: str) -> float | None:
+    """``--prior-precision`` as typed: "auto" -> None (chosen by the prior method), else its number."""
+    if text == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise LaplaceError(f"prior precision must be 'auto' or a number, got {text!r}") from None
+
+
+def subnet_size_for(selection: Selection | str, hessian: HessianKind | str, subnet_size: int | None) -> int | None:
+    """S as ``LaplaceConfig`` takes it: None for diagonal Laplace (every weight; a given S is ignored), else
+    the given S or ``default_subnet_size(selection)``."""
+    if getattr(hessian, "value", hessian) == HessianKind.DIAG.value:
+        return None
+    return default_subnet_size(selection) if subnet_size is None else subnet_size

@@ -1,5 +1,6 @@
 """Training settings: ``TrainConfig`` (one comment per field; the CLI and MLproject derive from it),
-named presets, and the likelihood choice. Imports no torch, so ``cli.py --help`` stays instant."""
+named presets (``preset_notes``: the fields each sets, as the help says), and the likelihood choice.
+Imports no torch, so ``cli.py --help`` stays instant."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from pipeline.configs import check_at_least, check_choice, config_dict, option
 from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.errors import ConfigError
+from pipeline.models.config import MortalityConfig
 
 
 class NllMode(str, Enum):
@@ -131,3 +133,16 @@ class TrainConfig:
         values = {k: (dict(v) if isinstance(v, dict) else v) for k, v in PRESETS[Preset(preset)].items()}
         model = {**values.pop("model", {}), **overrides.pop("model", {})}
         return cls(**{**values, **overrides, "model": model})
+
+
+def preset_notes() -> dict[tuple[type, str], str]:
+    """{(TrainConfig or MortalityConfig, field): a note naming the presets other than the default that set
+    the field}, said after the field's default in ``train --help``."""
+    out: dict[tuple[type, str], list[str]] = {}
+    for preset, values in PRESETS.items():
+        model = values.get("model", {})
+        for cls, keys in ((TrainConfig, [k for k in values if k != "model"]), (MortalityConfig, model)):
+            for k in keys:
+                out.setdefault((cls, k), []).append(preset.value)
+    return {key: f"--preset {', '.join(names)} " + ("sets its own" if len(names) == 1 else "set their own")
+            for key, names in out.items()}

@@ -60,9 +60,10 @@ class LaplaceRunResult:
 def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None = None,
                     samples: int | None = None, out_dir: Path | str | None = None, tracking: bool = True,
                     experiment: str | None = None, run_name: str | None = None,
-                    device: str | None = None) -> LaplaceRunResult:
+                    device: str | None = None, threads: int | None = None) -> LaplaceRunResult:
     """Fit Laplace on the MAP run ``map_uri`` and log it (see the module docstring), on ``device``
-    (``pipeline.devices.resolve_device``: None is cuda when available, else cpu; mortality runs).
+    (``pipeline.devices.resolve_device``: None is cuda when available, else cpu; mortality runs),
+    with ``threads`` torch intra-op threads (None: torch's default).
 
     ``samples``: Monte Carlo draws of the linearized model per admission, stored as the run's
     ``score_samples``; with it the predictive is Monte Carlo (``cfg.predictive`` = mc), without
@@ -71,6 +72,10 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
     A vision run (tag ``run_kind`` = vision, or an image model's checkpoint file) is fitted on its
     images instead (``fit_vision_laplace_run``); ``data`` is then a CIFAR directory.
     """
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     device = resolve_device(device)  # a device not here fails first
     if Path(str(map_uri)).is_file() or store.kind_of_run(map_uri) is store.RunKind.VISION:
         return fit_vision_laplace_run(map_uri, cfg, data=data, samples=samples, out_dir=out_dir, tracking=tracking,

@@ -1,0 +1,33 @@
+"""pipeline.laplace.options: the laplace command's --prior-precision and the subnetwork size it implies."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.laplace.errors import LaplaceError
+from pipeline.laplace.options import (
+    DEFAULT_SUBNET_SIZE,
+    HessianKind,
+    Selection,
+    prior_precision_value,
+    subnet_size_for,
+)
+
+
+def test_prior_precision_is_auto_or_a_number():
+    assert prior_precision_value("auto") is None
+    assert prior_precision_value("0.5") == 0.5 and prior_precision_value("1e3") == 1000.0
+    with pytest.raises(LaplaceError, match=r"prior precision must be 'auto' or a number, got 'lots'"):
+        prior_precision_value("lots")
+
+
+@pytest.mark.parametrize("selection, hessian, given, expected", [
+    (Selection.WASSERSTEIN, HessianKind.FULL, None, DEFAULT_SUBNET_SIZE),
+    ("random", "full", None, DEFAULT_SUBNET_SIZE),
+    (Selection.LAST_LAYER, HessianKind.FULL, None, None),  # the output layer's size, found by the fit
+    (Selection.MAGNITUDE, HessianKind.FULL, 7, 7),
+    (Selection.WASSERSTEIN, HessianKind.DIAG, 7, None),  # diagonal Laplace: every weight, S ignored
+    ("last-layer", "diag", None, None),
+])
+def test_subnet_size_is_what_the_selection_and_hessian_need(selection, hessian, given, expected):
+    assert subnet_size_for(selection, hessian, given) == expected

@@ -1,0 +1,141 @@
+"""pipeline.options: config fields as typer options (names, help, limits, what the command receives),
+FIELD=VALUE settings, bare words spread into repeatable options, help wrapped at spaces only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import ClassVar
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from pipeline.errors import ConfigError
+from pipeline.models.config import MortalityConfig
+from pipeline.options import (
+    WholeWordsCommand,
+    WholeWordsGroup,
+    at_least,
+    config_options,
+    int_or_none,
+    parse_settings,
+    refuse_words,
+    spread,
+    with_config_options,
+)
+from pipeline.training.config import TrainConfig
+
+
+class Colour(str, Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass
+class Planted:
+    """A config as the stages write them: one comment per field."""
+
+    n_bins: int = 5  # quantile bins per item
+    colour: Colour = Colour.RED  # the colour of the thing
+    verify: bool = False  # check twice
+    groups: tuple[str, ...] = ()  # groups used, oldest first
+    threads: int | None = None  # worker threads
+    model: dict | None = None  # set by the code
+    secret: int = 0  # set in Python only
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"n_bins": "bins"}
+    NOT_CLI: ClassVar[tuple[str, ...]] = ("secret",)
+
+
+def _app(**kwargs) -> tuple[typer.Typer, dict]:
+    seen: dict = {}
+    app = typer.Typer(cls=WholeWordsGroup, rich_markup_mode=None)
+
+    @app.command(cls=WholeWordsCommand)
+    @with_config_options(Planted, **kwargs)
+    def run(name: str = typer.Option("x", help="A name."), settings: dict | None = None) -> None:
+        seen.update(name=name, settings=settings[Planted])
+
+    @app.command(cls=WholeWordsCommand)
+    def other() -> None:  # a second command keeps `run` a subcommand
+        pass
+
+    return app, seen
+
+
+def test_config_fields_become_options_and_only_the_set_ones_reach_the_command():
+    app, seen = _app(limits={**at_least(1, "n_bins"), "threads": {"min": 1, "max": 4}}, shown={"threads": "all cores"})
+    res = CliRunner().invoke(app, ["run", "--bins", "3", "--colour", "blue", "--verify", "--groups", "a",
+                                   "--groups", "b"])
+    assert res.exit_code == 0, res.output
+    assert seen == {"name": "x", "settings": {"n_bins": 3, "colour": Colour.BLUE, "verify": True, "groups": ("a", "b")}}
+    CliRunner().invoke(app, ["run"])
+    assert seen["settings"] == {}  # unset options keep the config's defaults
+    res = CliRunner().invoke(app, ["run", "--threads", "9"])
+    assert res.exit_code == 2 and "--threads" in res.output  # typer's limit
+    text = " ".join(CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert "Quantile bins per item [default: 5]" in text and "Worker threads [default: all cores]" in text
+    assert "--verify / --no-verify" in text and "[default: no-verify]" in text
+    assert "--secret" not in text and "--model" not in text and "--n-bins" not in text  # NOT_CLI, NOT_OPTIONS, renamed
+
+
+def test_a_flag_pair_of_its_own_and_a_note():
+    app, _ = _app(flags={"verify": ["--twice/--once"]}, notes={(Planted, "n_bins"): "--preset x sets its own"})
+    text = " ".join(CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert "--twice / --once" in text and "Check twice [default: once]" in text
+    assert "Quantile bins per item [default: 5; --preset x sets its own]" in text
+
+
+def test_config_options_lists_the_offered_fields():
+    names = [name for _, name, *_ in config_options(Planted)]
+    assert names == ["n_bins", "colour", "verify", "groups", "threads"]
+    assert "model" not in [name for _, name, *_ in config_options(TrainConfig)]
+
+
+@dataclass
+class Long:
+    """One long help text full of hyphens."""
+
+    flag: bool = False  # a long help text with --no-verify-counts and deep-ensemble and rank-1 and mean-field
+        # and records-research and val-nll in it, wrapped at many widths
+
+
+def test_help_wraps_at_spaces_not_at_hyphens():
+    app = typer.Typer(cls=WholeWordsGroup, rich_markup_mode=None)
+
+    @app.command(cls=WholeWordsCommand)
+    @with_config_options(Long)
+    def run(settings: dict | None = None) -> None:
+        pass
+
+    app.command("other", cls=WholeWordsCommand)(lambda: None)
+    for width in range(50, 90):
+        res = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": str(width)}, terminal_width=width)
+        text = " ".join(res.output.split())
+        assert res.exit_code == 0 and "A long help text with --no-verify-counts and deep-ensemble" in text, res.output
+        assert "\u2011" not in res.output and "--flag / --no-flag" in text
+        broken = [ln for ln in res.output.splitlines() if ln.rstrip().endswith("-")]
+        assert not broken, (width, broken)
+
+
+def test_settings_are_read_as_json_where_they_parse_and_go_to_their_config():
+    train, model = parse_settings(["lstm_hidden=128", "anneal-steps=500", "nll=mixture", "l2_in_kl=true"],
+                                  TrainConfig, MortalityConfig)
+    assert train == {"anneal_steps": 500, "nll": "mixture", "l2_in_kl": True} and model == {"lstm_hidden": 128}
+
+
+@pytest.mark.parametrize("word", ["lstm_hidden", "nonsense=1", "model=x", "=3"])
+def test_a_setting_that_is_not_field_equals_value_is_refused_naming_the_option(word):
+    with pytest.raises(ConfigError, match=rf"^--set '{word}': expected FIELD=VALUE with FIELD one of \["):
+        parse_settings([word], TrainConfig, MortalityConfig)
+
+
+def test_bare_words_join_the_options_they_belong_to():
+    words = ["4", "gbm", "-1"]
+    assert int_or_none("12") == 12 and int_or_none("-1") == -1 and int_or_none("x") is None
+    assert spread([0, 1, 2], False, words, int_or_none) == [4, -1]  # they replace a default
+    assert spread([7], True, words, int_or_none) == [7, 4, -1]  # and join what the user gave
+    assert spread([7], True, ["gbm"], int_or_none) == [7] and spread(None, False, [], int_or_none) is None
+    refuse_words(words, int_or_none, lambda w: w if w == "gbm" else None)
+    with pytest.raises(ConfigError, match=r"^unexpected argument\(s\) \['gbm'\]; hint$"):
+        refuse_words(words, int_or_none, hint="; hint")
