@@ -16,7 +16,6 @@ import logging
 import os
 import sys
 import typing
-from enum import Enum
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -28,18 +27,18 @@ from pipeline.contracts import DEFAULT_SAMPLES
 from pipeline.errors import PipelineError
 from pipeline.evaluation.config import EvalConfig, Split
 from pipeline.extraction.config import ExtractConfig
-from pipeline.laplace.options import HessianKind, PriorMethod, Selection
+from pipeline.laplace.options import LaplaceOptions
 from pipeline.models.config import MortalityConfig
 from pipeline.models.variants import VARIANTS
 from pipeline.models.vision.config import VisionConfig
 from pipeline.options import ALIASES, at_least, config_options, with_config_options
-from pipeline.serving.config import ScoreConfig
+from pipeline.serving.config import ScoreConfig, ScoreOptions
 from pipeline.serving.server import ServeConfig
 from pipeline.sources.stage import StageConfig
 from pipeline.sources.tables import Release
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.training.config import Preset, TrainConfig, preset_notes
-from pipeline.vision.config import DATASET_MODEL_DEFAULTS, Dataset, VisionTrainConfig
+from pipeline.vision.config import DATASET_MODEL_DEFAULTS, Dataset, VisionEvalOptions, VisionTrainConfig
 
 __all__ = ["ALIASES", "app", "config_options", "main"]  # ALIASES, config_options: mlflow/render_mlproject.py's
 
@@ -306,61 +305,18 @@ _EXTRA = {"allow_extra_args": True}
 
 
 @command(short_help="Subnetwork Laplace on a trained deterministic run.")
-def laplace(
-    run: str = typer.Option(..., help="The trained MAP run (run id, runs:/<id>/model or another model URI) of a "
-                                      "deterministic model; a vision run (or its model.pt) is fitted on its "
-                                      "images."),
-    subnet_size: Optional[int] = typer.Option(None, "--subnet-size", min=1, help="S, the weights with a "
-                                              "full-covariance posterior [default: 1000; last-layer: the output "
-                                              "layer's size; ignored by --hessian diag]."),
-    selection: Selection = typer.Option(Selection.WASSERSTEIN.value, help="wasserstein: largest diagonal-Laplace "
-                                        "variance; random, magnitude: the paper's baselines; last-layer: the output "
-                                        "layer; predictive: largest share of the training predictive variance; "
-                                        "swag: largest diagonal-SWAG variance (SGD from the MAP)."),
-    exclude: list[str] = typer.Option([], help="Weights no rule may select (repeatable): embeddings (every "
-                                               "embedding table) or a parameter-name prefix, e.g. lstm."),
-    prior_precision: str = typer.Option("auto", help="auto (chosen by --prior-method) or a value for the full "
-                                                     "network (λ_S = λ·S/D)."),
-    prior_method: PriorMethod = typer.Option(PriorMethod.MARGLIK.value, help="How auto chooses λ: marglik (the "
-                                             "Laplace marginal likelihood of the training data) or val-nll (the "
-                                             "validation NLL over a grid, widened once at an edge)."),
-    hessian: HessianKind = typer.Option(HessianKind.FULL.value, help="full: the subnetwork's full covariance; "
-                                        "diag: diagonal Laplace over every weight (no subnetwork)."),
-    samples: Optional[int] = typer.Option(None, min=1, help="Monte Carlo draws of the linearized model per "
-                                                            "admission (the run's score_samples); default: the "
-                                                            "probit approximation, one draw."),
-    data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the MAP run was "
-                                                   "trained on); for a vision run its CIFAR directory."),
-    max_train: Optional[int] = typer.Option(None, min=1, help="GGN from at most this many training admissions "
-                                                              "(a seeded subsample, scaled) [default: all]."),
-    seed: int = typer.Option(0, help="Seed of the random selection, the subsample and the validation draws."),
-    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
-    out: Optional[Path] = typer.Option(None, help="Directory of the run's files (default runs/laplace/<run id>)."),
-    experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: laplace]."),
-    tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
-    device: Optional[str] = typer.Option(None, help=DEVICE_HELP + " Mortality runs."),
-) -> None:
+@with_config_options(LaplaceOptions)
+def laplace(settings: dict = None) -> None:
     """Subnetwork linearized Laplace on a trained deterministic run, logged as a new run (Daxberger et al. 2021)."""
-    _setup_logging(verbose)
+    o = LaplaceOptions(**settings[LaplaceOptions])
+    _setup_logging(o.verbose)
     from pipeline.laplace.config import LaplaceConfig
-    from pipeline.laplace.options import prior_precision_value, subnet_size_for
     from pipeline.workflows.laplace_run import fit_laplace_run
 
-    cfg = LaplaceConfig(selection=selection, subnet_size=subnet_size_for(selection, hessian, subnet_size),
-                        hessian=hessian, prior_precision=prior_precision_value(prior_precision),
-                        prior_method=prior_method, exclude=tuple(exclude), max_train=max_train, seed=seed)
-    result = fit_laplace_run(run, cfg, data=data, samples=samples, out_dir=out, tracking=tracking,
-                             experiment=experiment, device=device, threads=threads)
-    r = result.report
-    if r.warning:
-        typer.echo(f"warning: {r.warning}", err=True)
-    refer = "" if result.refer_threshold != result.refer_threshold else (  # NaN: a vision run refers nobody
-        f"refer_threshold={result.refer_threshold:.6g}, ")
-    typer.echo(f"{result.label}: S={r.subnet_size} of D={r.n_params} weights, prior precision {r.prior_precision:.4g} "
-               f"({r.prior_source}), validation NLL {result.val_metrics['nll']:.4f} (MAP {r.val_nll_map:.4f}), "
-               f"{refer}files in {result.out_dir}")
-    typer.echo(f"run_id: {result.run_id}" if result.run_id else "run_id: none (tracking off)")
+    result = fit_laplace_run(o.run, LaplaceConfig(**o.settings()), **o.run_kwargs())
+    if result.report.warning:
+        typer.echo(f"warning: {result.report.warning}", err=True)
+    typer.echo(result.summary())
 
 
 @command(context_settings=_EXTRA, options_metavar="[OPTIONS] [RUN_ID]...",
@@ -399,54 +355,16 @@ def compare(
 
 
 @command(short_help="Score a census: risk, interval, refer flag, report.")
-@with_config_options(ScoreConfig, limits=at_least(1, "samples", "batch_size", "chunk_rows", "threads"),
+@with_config_options(ScoreOptions, ScoreConfig, limits=at_least(1, "samples", "batch_size", "chunk_rows", "threads"),
                      shown={"samples": SAMPLES_SHOWN})
-def score(
-    model: str = typer.Option(..., help="MLflow model URI (runs:/<id>/model) or run id."),
-    out: Path = typer.Option(..., help="Scores Parquet file FILE.parquet (one row per admission), or a directory "
-                                       "(DIR/scores.parquet, DIR/_private/)."),
-    data: Optional[Path] = typer.Option(None, help="Features Parquet file or directory (written by `extract`)."),
-    source: Optional[str] = typer.Option(None, help="MIMIC-III or MIMIC-IV CSV directory or postgresql:// DSN "
-                                                    "(extracted with the training vocabulary)."),
-    cohort: Optional[Path] = typer.Option(None, help="With --source: HADM_IDs (one per line) or a SQL condition on "
-                                                     "the cohort columns."),
-    schema: str = typer.Option("mimiciii", help="PostgreSQL schema of --source."),
-    cross_release: bool = typer.Option(False, "--cross-release", help="Score features (or a source) of another MIMIC "
-                                                                      "release than the model's; the share of "
-                                                                      "out-of-vocabulary tokens is reported."),
-    as_of: Optional[str] = typer.Option(None, help="With --source: when its data ends, 'YYYY-MM-DD HH:MM[:SS]' on "
-                                                   "its clock (default: the newest ADMITTIME/DISCHTIME). Open "
-                                                   "admissions whose prediction time is later are flagged "
-                                                   "before_prediction_time."),
-    report: Optional[Path] = typer.Option(None, help="Also write a self-contained HTML cohort report (keyed by "
-                                                     "pseudonym) to this file."),
-    link: bool = typer.Option(True, "--link/--no-link", help="Write the data owner's _private/ files beside --out: "
-                                                             "link.csv, unscored.csv and the report by HADM_ID."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
-    device: Optional[str] = typer.Option(None, help=DEVICE_HELP),
-    settings: dict = None,
-) -> None:
+def score(settings: dict = None) -> None:
     """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
-    _setup_logging(verbose)
+    o = ScoreOptions(**settings[ScoreOptions])
+    _setup_logging(o.verbose)
     from pipeline.serving.score import score as run_score
 
-    cfg = ScoreConfig(**settings[ScoreConfig])
-    s = run_score(model, out, data=data, source=source, cohort=cohort, cfg=cfg, schema=schema, as_of=as_of,
-                  report=report, link=link, cross_release=cross_release, device=device)
-    typer.echo(f"scores written to {s.out}: {s.admissions} admissions, {s.referred} referred, "
-               f"{s.no_events} without events, {s.samples}x{s.components} draws"
-               + (f", {s.before_prediction_time} before their prediction time (partial window)"
-                  if s.before_prediction_time else ""))
-    if s.not_scored_by is not None:
-        typer.echo(f"  not scored: {s.not_scored}" + (" (" + ", ".join(f"{k} {v}" for k, v in s.not_scored_by.items())
-                                                      + ")" if s.not_scored else ""))
-    if cross_release and s.oov_share is not None:
-        typer.echo(f"  across MIMIC releases: {s.oov_share:.1%} of the bag tokens are out of the model's vocabulary")
-    for what, path in (("report", s.report), ("link file (data owner only)", s.link_file),
-                       ("unscored admissions (data owner only)", s.unscored_file),
-                       ("report by HADM_ID (data owner only)", s.private_report)):
-        if path is not None:
-            typer.echo(f"  {what}: {path}")
+    s = run_score(cfg=ScoreConfig(**settings[ScoreConfig]), **o.score_kwargs())
+    typer.echo(s.summary(o.cross_release))
 
 
 @command(short_help="Serve a model over HTTP on 127.0.0.1.")
@@ -530,14 +448,6 @@ app.add_typer(vision_app, name="vision", short_help="Image benchmarks: train and
 DIGITS_MODEL_DEFAULTS = DATASET_MODEL_DEFAULTS[Dataset.DIGITS]  # said in the help of --depth / --width
 
 
-class CorruptionChoice(str, Enum):
-    gaussian_noise = "gaussian_noise"
-    shot_noise = "shot_noise"
-    defocus_blur = "defocus_blur"
-    contrast = "contrast"
-    rotation = "rotation"
-
-
 @command("train", on=vision_app, short_help="Train an image model, log it to MLflow, print its run id.")
 @with_config_options(VisionTrainConfig, VisionConfig,
                      notes={(VisionConfig, k): f"digits: {v}" for k, v in DIGITS_MODEL_DEFAULTS.items()})
@@ -570,49 +480,16 @@ def vision_train(
 
 
 @command("evaluate", on=vision_app, short_help="Evaluate a vision run on clean and corrupted test images.")
-def vision_evaluate(
-    run: str = typer.Option(..., help="Vision run id (or runs:/<id>), a Laplace run of one, or a model.pt file."),
-    corruptions: bool = typer.Option(False, "--corruptions/--clean-only", help="Also score every corruption "
-                                                                               "at every severity."),
-    corruption: Optional[list[CorruptionChoice]] = typer.Option(None, "--corruption", help="Only this corruption "
-                                                                "(repeatable; implies --corruptions)."),
-    severity: Optional[list[int]] = typer.Option(None, "--severity", min=1, max=5, help="Only this severity "
-                                                 "(repeatable) [default: 1..5]."),
-    cifar_c: Optional[Path] = typer.Option(None, "--cifar-c", help="CIFAR-10-C directory: corrupted test images "
-                                                                   "from its <corruption>.npy files (every file, "
-                                                                   "or those of --corruption) instead of generated."),
-    samples: Optional[int] = typer.Option(None, min=1, help="Samples per component (S·K draws) [default: the run's "
-                                                            "eval-samples]."),
-    data_dir: Optional[Path] = typer.Option(None, help="CIFAR directory (default: the one the run was trained on)."),
-    batch_size: int = typer.Option(32, min=1, help="Images per forward pass (x S·K rows)."),
-    seed: int = typer.Option(0, help="Seed of the weight draws."),
-    corruption_seed: int = typer.Option(0, help="Seed of the generated corruptions' noise."),
-    device: Optional[str] = typer.Option(None, help="Torch device: cpu, cuda, cuda:N [default: cuda when "
-                                                    "available, else cpu]."),
-    threads: Optional[int] = typer.Option(None, min=1, help="Torch intra-op threads."),
-    out: Optional[Path] = typer.Option(None, help="Directory for metrics.json and severity.png (default "
-                                                  "runs/eval/<run id>/test)."),
-    log_run: bool = typer.Option(True, "--log/--no-log", help="Log metrics and plots to the MLflow run."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress on stderr: a bar on a terminal, "
-                                                                         "a plain line every 5% otherwise."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
-) -> None:
+@with_config_options(VisionEvalOptions)
+def vision_evaluate(settings: dict = None) -> None:
     """Evaluate a vision run: NLL of the mixture over S·K draws, accuracy, top-label ECE, diversity and MI on
     the clean test split and (with --corruptions) five corruptions x five severities, with a PNG of each
     metric against the severity."""
-    _setup_logging(verbose)
-    from pipeline.vision.config import VisionEvalConfig
-    from pipeline.vision.corruptions import CORRUPTIONS
+    o = VisionEvalOptions(**settings[VisionEvalOptions])
+    _setup_logging(o.verbose)
     from pipeline.workflows.vision_run import evaluate_run, format_report
 
-    names = tuple(dict.fromkeys(c.value for c in corruption or ()))
-    if not names and (corruptions or severity) and cifar_c is None:
-        names = CORRUPTIONS
-    cfg = VisionEvalConfig(samples=samples, corruptions=names, severities=tuple(severity or (1, 2, 3, 4, 5)),
-                           cifar_c=str(cifar_c) if cifar_c else None, batch_size=batch_size, seed=seed,
-                           corruption_seed=corruption_seed, threads=threads, device=device, log_to_run=log_run,
-                           progress=progress)
-    result = evaluate_run(run, cfg, data_dir=data_dir, out_dir=out)
+    result = evaluate_run(o.run, o.config(), data_dir=o.data_dir, out_dir=o.out)
     typer.echo(format_report(result.report))
     typer.echo(f"metrics: {result.json_path}" + (f"\nplot: {result.plot}" if result.plot else ""))
 

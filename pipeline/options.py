@@ -40,13 +40,15 @@ NON_BREAKING_HYPHEN = "\u2011"  # what the help wraps around instead of "-"
 
 def config_options(*classes: type, exclude: tuple[str, ...] = ()) -> list[tuple[type, str, Any, Any, str]]:
     """(config class, field, annotation, default, help) of every field offered as an option (not in
-    ``NOT_OPTIONS``, the class's own ``NOT_CLI`` nor ``exclude``)."""
+    ``NOT_OPTIONS`` unless the class is a command's own options, the class's own ``NOT_CLI`` nor ``exclude``)."""
     out = []
     for cls in classes:
         hints = typing.get_type_hints(cls)
         docs = field_help(cls)
+        own = getattr(cls, "COMMAND_OPTIONS", False)  # a command's own options: a field named model is one
+        skip = {*exclude, *getattr(cls, "NOT_CLI", ()), *(() if own else NOT_OPTIONS)}
         for f in fields(cls):
-            if f.name in NOT_OPTIONS or f.name in exclude or f.name in getattr(cls, "NOT_CLI", ()):
+            if f.name in skip:
                 continue
             default = f.default if f.default is not MISSING else None
             out.append((cls, f.name, hints[f.name], default, docs.get(f.name, "")))
@@ -80,7 +82,9 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
     ``OPTION_NAMES``, the name its errors use); ``flags``: the option's own spellings (e.g.
     ``--direct/--via-mlflow``); ``limits``: typer's ``min``/``max`` (``at_least``); ``shown``: the default
     said in words, where the field's is None; ``notes``: words said after the default. A
-    ``tuple[X, ...]`` field is a repeatable option, handed over as a tuple."""
+    ``tuple[X, ...]`` field is a repeatable option, handed over as a tuple. A class with ``COMMAND_OPTIONS``
+    (a command's own options, HfArgumentParser style) is offered as it declares itself (``command_option``).
+    The function's own parameters come first, then each class's fields in order."""
     rename, own_flags, limits, said_as, notes = rename or {}, flags or {}, limits or {}, shown or {}, notes or {}
 
     def of(table: dict, cls: type, name: str, default=None):  # a dict's entry for the field
@@ -96,8 +100,13 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
             typ = next(a for a in typing.get_args(annotation) if a is not type(None)) if optional else annotation
             if typing.get_origin(typ) is tuple and typing.get_args(typ)[1:] == (Ellipsis,):  # a repeatable option
                 typ, tuples = list[typing.get_args(typ)[0]], tuples | {name}
-            doc = doc[:1].upper() + doc[1:]
             param = of(rename, cls, name, getattr(cls, "OPTION_NAMES", {}).get(name, name))
+            if getattr(cls, "COMMAND_OPTIONS", False):  # a command's own options: as the class declares them
+                extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[typ]
+                                               if optional else typ, default=command_option(cls, name, param, typ)))
+                owner[param] = (cls, name)
+                continue
+            doc = doc[:1].upper() + doc[1:]
             spelled = of(own_flags, cls, name)
             said = of(said_as, cls, name) if default is None else shown_default(default, param)
             if isinstance(default, bool) and spelled:  # the spelling of its own flag pair
@@ -130,6 +139,16 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
 
     return decorate
 
+def command_option(cls: type, name: str, param: str, typ) -> Any:
+    """Field ``name`` of a command's own options (a class with ``COMMAND_OPTIONS``) as a typer option: its
+    default (typer shows it), its comment as written as the help (no default said in words); the field's
+    metadata: ``flags`` its spellings, ``help`` a help of its own (e.g. a shared sentence), the rest typer's
+    own (``min``, ``max``, ``envvar``). A field without a default is a required option."""
+    f = next(f for f in fields(cls) if f.name == name)
+    meta = dict(f.metadata)
+    default = ... if f.default is MISSING else list(f.default) if isinstance(f.default, tuple) else f.default
+    return typer.Option(default, *(meta.pop("flags", None) or option_flags(param, typ)),
+                        help=meta.pop("help", field_help(cls).get(name, "")), **meta)
 
 
 def at_least(low: float, *names: str) -> dict[str, dict]:

@@ -118,7 +118,8 @@ def test_extract_shows_its_stages_on_a_terminal(demo_dir, tmp_path):
                                   "--out", str(tmp_path / "f")], tmp_path)
     assert code == 0, drawn[-2000:]
     # a stage line as the spinner drew it (which event table it caught depends on the frame times)
-    assert re.search(r"extract \[\d+ s\]: +(events \w+|cohort|union events|tokenize|bag|assemble) ", drawn), drawn[-2000:]
+    stage = r"extract \[\d+ s\]: +(events \w+|cohort|union events|tokenize|bag|assemble) "
+    assert re.search(stage, drawn), drawn[-2000:]
     assert "features written to" in drawn and "INFO" not in drawn  # the status line, not the log lines
 
 

@@ -125,3 +125,8 @@ class RunTracker(NullTracker):
 def make_tracker(enabled: bool, **kwargs) -> NullTracker:
     """A ``RunTracker`` when ``enabled`` else a ``NullTracker``."""
     return RunTracker(**kwargs) if enabled else NullTracker()
+
+
+def run_id_line(run_id: str | None) -> str:
+    """The line a command ends with: ``run_id: <id>``, or that tracking was off."""
+    return f"run_id: {run_id}" if run_id else "run_id: none (tracking off)"

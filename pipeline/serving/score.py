@@ -69,6 +69,25 @@ class ScoreSummary:
     report: Path | None = None  # the cohort report (pseudonyms)
     private_report: Path | None = None  # the data owner's copy of the report (HADM_IDs), in _private/
 
+    def summary(self, cross_release: bool = False) -> str:
+        """What ``cli.py score`` prints: the counts, what was not scored and why, the files written."""
+        lines = [f"scores written to {self.out}: {self.admissions} admissions, {self.referred} referred, "
+                 f"{self.no_events} without events, {self.samples}x{self.components} draws"
+                 + (f", {self.before_prediction_time} before their prediction time (partial window)"
+                    if self.before_prediction_time else "")]
+        if self.not_scored_by is not None:
+            lines.append(f"  not scored: {self.not_scored}" + (
+                " (" + ", ".join(f"{k} {v}" for k, v in self.not_scored_by.items()) + ")" if self.not_scored else ""))
+        if cross_release and self.oov_share is not None:
+            lines.append(f"  across MIMIC releases: {self.oov_share:.1%} of the bag tokens are out of the model's "
+                         "vocabulary")
+        for what, path in (("report", self.report), ("link file (data owner only)", self.link_file),
+                           ("unscored admissions (data owner only)", self.unscored_file),
+                           ("report by HADM_ID (data owner only)", self.private_report)):
+            if path is not None:
+                lines.append(f"  {what}: {path}")
+        return "\n".join(lines)
+
 
 # ---------------------------------------------------------------------------- inputs
 

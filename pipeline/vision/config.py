@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import Enum
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline.configs import check_at_least, check_choice, config_dict
+from pipeline.devices import DEVICE_HELP
 from pipeline.errors import ConfigError
 from pipeline.models.vision.config import Method, VisionConfig
 from pipeline.training.config import NllMode
@@ -163,5 +165,58 @@ class VisionEvalConfig:
             raise ConfigError(f"--severity must be some of {list(SEVERITIES)}, got {list(self.severities)}")
 
 
+class CorruptionChoice(str, Enum):
+    """A generated corruption, as ``--corruption`` offers it (``corruptions.CORRUPTIONS``)."""
+
+    gaussian_noise = "gaussian_noise"  # additive Gaussian noise
+    shot_noise = "shot_noise"  # Poisson noise
+    defocus_blur = "defocus_blur"  # a disk blur
+    contrast = "contrast"  # contrast towards the mean
+    rotation = "rotation"  # a rotation
+
+
+@dataclass
+class VisionEvalOptions:
+    """The options of ``cli.py vision evaluate`` (each comment its help); ``config()``: its ``VisionEvalConfig``."""
+
+    run: str  # Vision run id (or runs:/<id>), a Laplace run of one, or a model.pt file.
+    corruptions: bool = field(default=False, metadata={"flags": ["--corruptions/--clean-only"]})  # Also score
+        # every corruption at every severity.
+    corruption: tuple[CorruptionChoice, ...] | None = None  # Only this corruption (repeatable; implies
+        # --corruptions).
+    severity: tuple[int, ...] | None = field(default=None, metadata={"min": 1, "max": 5})  # Only this severity
+        # (repeatable) [default: 1..5].
+    cifar_c: Path | None = None  # CIFAR-10-C directory: corrupted test images from its <corruption>.npy files
+        # (every file, or those of --corruption) instead of generated.
+    samples: int | None = field(default=None, metadata={"min": 1})  # Samples per component (S·K draws)
+        # [default: the run's eval-samples].
+    data_dir: Path | None = None  # CIFAR directory (default: the one the run was trained on).
+    batch_size: int = field(default=32, metadata={"min": 1})  # Images per forward pass (x S·K rows).
+    seed: int = 0  # Seed of the weight draws.
+    corruption_seed: int = 0  # Seed of the generated corruptions' noise.
+    device: str | None = field(default=None, metadata={"help": DEVICE_HELP})  # the torch device
+    threads: int | None = field(default=None, metadata={"min": 1})  # Torch intra-op threads.
+    out: Path | None = None  # Directory for metrics.json and severity.png (default runs/eval/<run id>/test).
+    log_run: bool = field(default=True, metadata={"flags": ["--log/--no-log"]})  # Log metrics and plots to the
+        # MLflow run.
+    progress: bool = True  # Progress on stderr: a bar on a terminal, a plain line every 5% otherwise.
+    verbose: bool = field(default=False, metadata={"flags": ["--verbose", "-v"]})  # Log each stage.
+    COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.options.command_option)
+
+    def config(self) -> VisionEvalConfig:
+        """The evaluation settings: the corruptions named (every one with --corruptions or --severity, unless
+        a CIFAR-10-C directory gives them), the severities (default 1..5)."""
+        from pipeline.vision.corruptions import CORRUPTIONS
+
+        names = tuple(dict.fromkeys(getattr(c, "value", c) for c in self.corruption or ()))
+        if not names and (self.corruptions or self.severity) and self.cifar_c is None:
+            names = CORRUPTIONS
+        return VisionEvalConfig(samples=self.samples, corruptions=names,
+                                severities=tuple(self.severity or (1, 2, 3, 4, 5)),
+                                cifar_c=str(self.cifar_c) if self.cifar_c else None, batch_size=self.batch_size,
+                                seed=self.seed, corruption_seed=self.corruption_seed, threads=self.threads,
+                                device=self.device, log_to_run=self.log_run, progress=self.progress)
+
+
 __all__ = ["DATASETS", "DATASET_DEFAULTS", "DATASET_MODEL_DEFAULTS", "METHOD_RECIPES", "Dataset", "VisionEvalConfig",
-           "VisionTrainConfig"]
+           "VisionEvalOptions", "VisionTrainConfig"]

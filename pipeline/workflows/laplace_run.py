@@ -30,7 +30,7 @@ from pipeline.laplace.model import LAPLACE_FORMAT, save_laplace
 from pipeline.models import predict
 from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT
 from pipeline.runs import record, store
-from pipeline.runs.tracking import make_tracker
+from pipeline.runs.tracking import make_tracker, run_id_line
 from pipeline.runs.truth import features_true_risk
 from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
 from pipeline.training.config import TrainConfig
@@ -55,6 +55,15 @@ class LaplaceRunResult:
     refer_threshold: float  # threshold of the refer measure chosen on validation
     val_metrics: dict  # validation metrics of the Laplace predictive at score_samples draws
     out_dir: Path  # the run's files (best.pt, model_info.json, ...)
+
+    def summary(self) -> str:
+        """What ``cli.py laplace`` prints: the fit in one line, then the run id."""
+        r = self.report
+        refer = "" if self.refer_threshold != self.refer_threshold else (  # NaN: a vision run refers nobody
+            f"refer_threshold={self.refer_threshold:.6g}, ")
+        return (f"{self.label}: S={r.subnet_size} of D={r.n_params} weights, prior precision {r.prior_precision:.4g} "
+                f"({r.prior_source}), validation NLL {self.val_metrics['nll']:.4f} (MAP {r.val_nll_map:.4f}), "
+                f"{refer}files in {self.out_dir}\n" + run_id_line(self.run_id))
 
 
 def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None = None,
