@@ -23,13 +23,13 @@ import typer
 
 from pipeline import options
 from pipeline.baselines.config import BASELINES
-from pipeline.contracts import DEFAULT_SAMPLES
+from pipeline.contracts import SAMPLES_SHOWN
+from pipeline.devices import DEVICE_HELP
 from pipeline.errors import PipelineError
 from pipeline.evaluation.config import EvalConfig, Split
 from pipeline.extraction.config import ExtractConfig
 from pipeline.laplace.options import LaplaceOptions
 from pipeline.models.config import MortalityConfig
-from pipeline.models.variants import VARIANTS
 from pipeline.models.vision.config import VisionConfig
 from pipeline.options import ALIASES, at_least, config_options, with_config_options
 from pipeline.serving.config import ScoreConfig, ScoreOptions
@@ -37,17 +37,16 @@ from pipeline.serving.server import ServeConfig
 from pipeline.sources.stage import StageConfig
 from pipeline.sources.tables import Release
 from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
-from pipeline.training.config import Preset, TrainConfig, preset_notes
+from pipeline.training.config import TrainConfig, preset_notes
+from pipeline.training.options import TrainOptions
 from pipeline.vision.config import DATASET_MODEL_DEFAULTS, Dataset, VisionEvalOptions, VisionTrainConfig
+from pipeline.workflows.grid_options import GridOptions
 
 __all__ = ["ALIASES", "app", "config_options", "main"]  # ALIASES, config_options: mlflow/render_mlproject.py's
 
 app = typer.Typer(cls=options.WholeWordsGroup, add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0],
                   rich_markup_mode=None, context_settings={"max_content_width": 100})
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
-SAMPLES_SHOWN = f"the model's score_samples; {DEFAULT_SAMPLES} when it has none"  # --samples' default in words
-SAMPLES_DEFAULT = f"[default: {SAMPLES_SHOWN}]"  # --samples help
-DEVICE_HELP = "Torch device: cpu, cuda, cuda:N [default: cuda when available, else cpu]."  # the mortality commands
 
 
 def command(*args, on: typer.Typer | None = None, **kwargs) -> Callable:
@@ -215,58 +214,29 @@ def load_postgres(
 
 
 @command(short_help="Train a model, log it to MLflow, print its run id.")
-@with_config_options(TrainConfig, MortalityConfig, notes=preset_notes())
-def train(
-    data: Path = typer.Option(..., help="Features directory written by `extract` (train/val Parquet, vocab.json)."),
-    model: str = typer.Option("rank1", help="A model kind or a variant name as `compare` prints it: "
-                                            + ", ".join(dict.fromkeys(["rank1", *VARIANTS])) + "; or a classical "
-                                            "baseline: " + ", ".join(BASELINES) + " (settings chosen on validation; "
-                                            "takes --seed, --threads, --refer-fraction)."),
-    out: Optional[Path] = typer.Option(None, help="Checkpoint directory (default runs/train/<run id>; without "
-                                                  "tracking runs/train/<model>-s<seed>)."),
-    preset: Preset = typer.Option(Preset.DEFAULT, help="default (minutes on 2 CPU cores) | paper (LSTM 256, 20k "
-                                                       "steps) | records-research (the authors' MIMIC-III flag "
-                                                       "defaults: LSTM 256, 10k steps, N(1, 1) prior, random signs, "
-                                                       "Keras init...); options below override it."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pt (same settings; max-steps may "
-                                                        "grow)."),
-    experiment: Optional[str] = typer.Option(None, help="MLflow experiment [default: mimic-mortality]."),
-    run_name: Optional[str] = typer.Option(None, help="MLflow run name."),
-    tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow "
-                                                                         "(MLFLOW_TRACKING_URI, default "
-                                                                         "sqlite:///mlflow.db)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress lines and stages."),
-    device: Optional[str] = typer.Option(None, help=DEVICE_HELP),
-    settings: dict | None = None,
-) -> None:
+@with_config_options(TrainOptions, TrainConfig, MortalityConfig, notes=preset_notes())
+def train(settings: dict | None = None) -> None:
     """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
-    _setup_logging(verbose)
-    if model in BASELINES:
+    o = TrainOptions(**settings[TrainOptions])
+    _setup_logging(o.verbose)
+    if o.model in BASELINES:
         from pipeline.baselines.config import BaselineConfig
         from pipeline.workflows.baselines_run import train_baseline
 
         t = settings[TrainConfig]
-        cfg = BaselineConfig.from_train_settings(model, t, settings[MortalityConfig], preset=preset, resume=resume)
-        b = train_baseline(data, model, cfg, out_dir=out, tracking=tracking, experiment=experiment, run_name=run_name,
-                           refer_fraction=t.get("refer_fraction", TrainConfig.refer_fraction))
-        chosen = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in b.chosen.items()
-                          if k != "val_nll")
-        typer.echo(f"{b.kind}: {chosen} best_val_nll={b.val_nll:.6f} refer_threshold={b.refer_threshold:.6g} "
-                   f"checkpoint={b.model_file}")
-        return typer.echo(f"run_id: {b.run_id}" if b.run_id else "run_id: none (tracking off)")
+        cfg = BaselineConfig.from_train_settings(o.model, t, settings[MortalityConfig], preset=o.preset,
+                                                 resume=o.resume)
+        return typer.echo(train_baseline(o.data, o.model, cfg, **o.run_kwargs(), refer_fraction=t.get(
+            "refer_fraction", TrainConfig.refer_fraction)).summary())
     from pipeline.models.variants import resolve
     from pipeline.training import train as run_train
 
-    kind, variant_settings = resolve(model)
-    cfg = TrainConfig.from_preset(preset, **settings[TrainConfig],
+    kind, variant_settings = resolve(o.model)
+    cfg = TrainConfig.from_preset(o.preset, **settings[TrainConfig],
                                   model={**variant_settings, **settings[MortalityConfig]})
-    r = run_train(data, kind, cfg, out_dir=out, resume=resume, tracking=tracking, experiment=experiment,
-                  run_name=run_name, device=device)
-    if r.refer_threshold is None:  # ranks > 0 of a distributed run
-        return
-    typer.echo(f"steps={r.steps} best_step={r.best_step} best_val_nll={r.best_val_nll:.6f} refer_threshold="
-               f"{r.refer_threshold:.6g} refer_measure={r.refer_measure} checkpoint={r.best_checkpoint}")
-    typer.echo(f"run_id: {r.run_id}" if r.run_id else "run_id: none (tracking off)")
+    r = run_train(o.data, kind, cfg, resume=o.resume, device=o.device, **o.run_kwargs())
+    if r.refer_threshold is not None:  # None: ranks > 0 of a distributed run
+        typer.echo(r.summary())
 
 
 @command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
@@ -387,56 +357,18 @@ def serve(
                                           "stops)", err=True))
 
 
-@command("benchmark-models", context_settings=_EXTRA,
-         short_help="Train and evaluate every variant, then compare.")
-def benchmark_models(
-    ctx: typer.Context,
-    synth_dir: Path = typer.Option(..., "--synth", help="Synthetic MIMIC directory (generated when missing, in "
-                                                        "--layout)."),
-    out: Path = typer.Option(..., help="Output directory (features, work dirs, compare.md/csv)."),
-    seeds: list[int] = typer.Option([0, 1, 2], help="Training seeds (repeatable)."),
-    models: Optional[list[str]] = typer.Option(None, "--models", help="Variants (repeatable) (default: every "
-                                                                      "variant of pipeline.models.variants, then "
-                                                                      "the baselines logreg and gbm, once per "
-                                                                      "split)."),
-    splits: list[str] = typer.Option(["random", "era"], help="Feature split modes (repeatable)."),
-    max_steps: Optional[int] = typer.Option(None, min=1, help="Training steps per run [default: the preset's "
-                                                              "(records-research 10,000, paper 20,000), else 1000: "
-                                                              "about 1 minute per run with --jobs 2 on 2 cores]."),
-    eval_every: Optional[int] = typer.Option(None, min=1, help="Periodic validation interval [default: the "
-                                                               "preset's, else 250]."),
-    samples: Optional[int] = typer.Option(None, min=1, help=f"Evaluation samples per component {SAMPLES_DEFAULT}."),
-    jobs: int = typer.Option(2, min=1, help="Parallel worker processes (one torch thread each)."),
-    patients: int = typer.Option(2000, min=1, help="Synthetic patients if the source is generated."),
-    layout: Release = typer.Option(Release.mimic3, help="Layout of a generated source (mimic-iv: the era split is "
-                                                        "by anchor_year_group)."),
-    experiment: str = typer.Option("benchmark-models", help="MLflow experiment of the grid."),
-    batch_size: Optional[int] = typer.Option(None, min=1, help="Training rows per step for every variant "
-                                                               "(ensembles: distinct admissions = rows / K) "
-                                                               f"[default: {TrainConfig.batch_size}, train's]."),
-    preset: Preset = typer.Option(Preset.DEFAULT, help="Training preset of the LSTM variants; --max-steps, "
-                                                       "--eval-every and --set win."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="A training or model setting for every LSTM "
-                                                                 "variant, FIELD=VALUE (repeatable; any field of "
-                                                                 "`train`'s options, e.g. lstm_hidden=128 or "
-                                                                 "anneal_steps=500)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each job."),
-    device: Optional[str] = typer.Option(None, help=DEVICE_HELP + " Every job's training and evaluation."),
-) -> None:
+@command("benchmark-models", context_settings=_EXTRA, short_help="Train and evaluate every variant, then compare.")
+@with_config_options(GridOptions)
+def benchmark_models(ctx: typer.Context, settings: dict = None) -> None:
     """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
-    _setup_logging(verbose)
-    from pipeline.workflows.grid import grid_config, run_grid
+    o = GridOptions(**settings[GridOptions])
+    _setup_logging(o.verbose)
+    from pipeline.workflows.grid import run_grid
 
     given = {n for n in ("seeds", "splits") if ctx.get_parameter_source(n).name != "DEFAULT"}
-    cfg = grid_config(ctx.args, seeds=seeds, seeds_given="seeds" in given, variants=models, split_modes=splits,
-                      splits_given="splits" in given, preset=preset, max_steps=max_steps, eval_every=eval_every,
-                      batch_size=batch_size, settings=set_ or [], samples=samples, jobs=jobs, patients=patients,
-                      experiment=experiment, layout=layout, device=device)
-    result = run_grid(synth_dir, out, cfg)
-    typer.echo((out / "compare.md").read_text())
-    stages = ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_s.items())
-    typer.echo(f"{len(result.run_ids)} runs in {result.wall_s:.0f} s ({stages}); tables: "
-               + ", ".join(str(t) for t in result.tables))
+    result = run_grid(o.synth_dir, o.out, o.config(ctx.args, given))
+    typer.echo((o.out / "compare.md").read_text())
+    typer.echo(result.summary())
 
 
 # ---------------------------------------------------------------------------- image benchmarks

@@ -44,7 +44,7 @@ from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT, LAST, read_check
 from pipeline.models.config import saved_config
 from pipeline.progress import Progress
 from pipeline.runs import record, store
-from pipeline.runs.tracking import make_tracker
+from pipeline.runs.tracking import make_tracker, run_id_line
 from pipeline.runs.truth import features_true_risk
 from pipeline.training.augment import OovAugment
 from pipeline.training.config import FORMER_DEFAULTS, CheckpointMetric, TrainConfig
@@ -74,6 +74,12 @@ class TrainResult:
     best_checkpoint: Path  # best.pt (with the refer threshold)
     best_metrics: dict = field(default_factory=dict)  # validation metrics of best.pt at score_samples
     refer_measure: str | None = None  # what refer ranks by (metrics.Measure value; rank 0)
+
+    def summary(self) -> str:
+        """What ``cli.py train`` prints: steps, the best checkpoint and its refer threshold, the run id."""
+        return (f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} refer_threshold="
+                f"{self.refer_threshold:.6g} refer_measure={self.refer_measure} checkpoint={self.best_checkpoint}\n"
+                + run_id_line(self.run_id))
 
 
 class TrainingDiverged(PipelineError, RuntimeError):

@@ -23,7 +23,7 @@ from pipeline.baselines.fit import fit_gbm, fit_logreg
 from pipeline.baselines.model import BaselineModel
 from pipeline.runs import record, store
 from pipeline.runs.formats import BASELINE_FILE, FORMAT_TAG, ModelFormat
-from pipeline.runs.tracking import make_tracker
+from pipeline.runs.tracking import make_tracker, run_id_line
 from pipeline.runs.truth import features_true_risk
 from pipeline.training.config import TrainConfig
 from pipeline.training.inputs import check_fresh, load_inputs
@@ -44,6 +44,13 @@ class BaselineResult:
     model_file: Path  # baseline.npz
     val_metrics: dict = field(default_factory=dict)  # validation metrics of the chosen model
     seconds: dict = field(default_factory=dict)  # wall time of featurizing and fitting
+
+    def summary(self) -> str:
+        """What ``cli.py train`` prints for a baseline: the settings chosen, the fit, the run id."""
+        chosen = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.chosen.items()
+                          if k != "val_nll")
+        return (f"{self.kind}: {chosen} best_val_nll={self.val_nll:.6f} refer_threshold={self.refer_threshold:.6g} "
+                f"checkpoint={self.model_file}\n" + run_id_line(self.run_id))
 
 
 def prediction_hours(fdir: Path) -> float | None:

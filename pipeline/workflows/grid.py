@@ -71,6 +71,12 @@ class GridResult:
     wall_s: float  # total wall time of the grid
     stage_s: dict[str, float] = field(default_factory=dict)  # wall time per stage
 
+    def summary(self) -> str:
+        """The line ``cli.py benchmark-models`` ends with: runs, wall time per stage, tables."""
+        stages = ", ".join(f"{k} {v:.0f} s" for k, v in self.stage_s.items())
+        return (f"{len(self.run_ids)} runs in {self.wall_s:.0f} s ({stages}); tables: "
+                + ", ".join(str(t) for t in self.tables))
+
 
 def grid_config(words: list[str] = (), *, seeds: list[int] = GridConfig.seeds, seeds_given: bool = False,
                 variants: list[str] | None = None, split_modes: list[str] = GridConfig.split_modes,
