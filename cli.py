@@ -24,9 +24,8 @@ import typer
 from pipeline import options
 from pipeline.baselines.config import BASELINES
 from pipeline.contracts import SAMPLES_SHOWN
-from pipeline.devices import DEVICE_HELP
 from pipeline.errors import PipelineError
-from pipeline.evaluation.config import EvalConfig, Split
+from pipeline.evaluation.config import EvalConfig, EvalOptions
 from pipeline.extraction.config import ExtractConfig
 from pipeline.laplace.options import LaplaceOptions
 from pipeline.models.config import MortalityConfig
@@ -240,35 +239,19 @@ def train(settings: dict | None = None) -> None:
 
 
 @command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
-@with_config_options(EvalConfig, rename={"log_to_run": "log_run"}, flags={"log_to_run": ["--log/--no-log"]},
-                     limits={**at_least(1, "samples", "batch_size", "threads"), **at_least(0, "n_bootstrap")},
-                     shown={"samples": SAMPLES_SHOWN})
-def evaluate(
-    run: str = typer.Option(..., help="MLflow run id (or runs:/<id>/model)."),
-    split: list[Split] = typer.Option([Split.TEST], help="Split(s) to evaluate: val | test (repeatable)."),
-    data: Optional[Path] = typer.Option(None, help="Features directory (default: the one the run was trained on)."),
-    truth: Optional[Path] = typer.Option(None, help="True risk CSV (HADM_ID, TRUE_RISK) (default: "
-                                                    "SOURCE/_truth/truth.csv.gz when present)."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Metrics JSON (one split only) (default: "
-                                                                  "OUT/<split>/metrics.json)."),
-    out: Optional[Path] = typer.Option(None, help="Directory for JSON and plots (default: runs/eval/<run id>)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
-    device: Optional[str] = typer.Option(None, help=DEVICE_HELP),
-    settings: dict = None,
-) -> None:
+@with_config_options(EvalOptions, EvalConfig, rename={"log_to_run": "log_run"},
+                     flags={"log_to_run": ["--log/--no-log"]}, shown={"samples": SAMPLES_SHOWN},
+                     limits={**at_least(1, "samples", "batch_size", "threads"), **at_least(0, "n_bootstrap")})
+def evaluate(settings: dict = None) -> None:
     """Evaluate a trained run: NLL, AUC-PR, AUC-ROC, ECE, Brier, uncertainty, 95% CIs, plots."""
-    _setup_logging(verbose)
-    from pipeline.evaluation.evaluate import evaluate_run, format_table
+    o = EvalOptions(**settings[EvalOptions])
+    _setup_logging(o.verbose)
+    from pipeline.evaluation.evaluate import evaluate_run
 
-    if json_path is not None and len(split) > 1:
-        _fail("--json names one file: give a single --split")
     cfg = EvalConfig(**settings[EvalConfig])
-    for s in dict.fromkeys(split):
-        result = evaluate_run(run, s.value, cfg, data=data, truth=truth, json_path=json_path,
-                              out_dir=(out / s.value) if out else None, device=device)
-        typer.echo(format_table(result.report))
-        typer.echo(f"metrics: {result.json_path}")
-        typer.echo("plots: " + ", ".join(str(p) for p in result.artifacts))
+    for s in o.split:
+        typer.echo(evaluate_run(o.run, s.value, cfg, data=o.data, truth=o.truth, json_path=o.json_path,
+                                out_dir=(o.out / s.value) if o.out else None, device=o.device).summary())
 
 
 _EXTRA = {"allow_extra_args": True}

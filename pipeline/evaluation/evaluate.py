@@ -50,6 +50,11 @@ class EvalResult:
     json_path: Path | None  # JSON written
     artifacts: list[Path]  # PNG files written
 
+    def summary(self) -> str:
+        """What ``cli.py evaluate`` prints per split: the metric table (``format_table``), then the files."""
+        return (format_table(self.report) + f"\nmetrics: {self.json_path}\nplots: "
+                + ", ".join(str(p) for p in self.artifacts))
+
 
 # ---------------------------------------------------------------------------- sampling and metrics
 
