@@ -316,7 +316,7 @@ def score(settings: dict = None) -> None:
     _setup_logging(o.verbose)
     from pipeline.serving.score import score as run_score
 
-    s = run_score(cfg=ScoreConfig(**settings[ScoreConfig]), **o.score_kwargs())
+    s = run_score(o.model, o.out, cfg=ScoreConfig(**settings[ScoreConfig]), **o.score_kwargs())
     typer.echo(s.summary(o.cross_release))
 
 

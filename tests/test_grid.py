@@ -69,3 +69,18 @@ def test_grid_config_reads_benchmark_models_options():
         grid.grid_config(["1", "bogus"])
     with pytest.raises(ConfigError, match="--set 'x'"):
         grid.grid_config(settings=["x"])
+
+
+def test_grid_options_read_into_a_grid_config_and_the_result_summary():
+    from pathlib import Path
+
+    from pipeline.workflows.grid_options import GridOptions
+
+    o = GridOptions(Path("s"), Path("o"), seeds=(1,), models=("logreg",), splits=("era",), set_=("lr=0.1",),
+                    batch_size=16)
+    cfg = o.config(["2"], given={"seeds"})
+    assert cfg.seeds == (1, 2) and cfg.variants == ("logreg",) and cfg.split_modes == ("era",)
+    assert cfg.train_overrides == {"lr": 0.1, "batch_size": 16}
+    assert GridOptions(Path("s"), Path("o")).config(["2"], given=set()).seeds == (2,)  # the words replace a default
+    r = grid.GridResult(["a", "b"], [Path("t/compare.md")], 12.4, {"extract": 3.0, "train": 9.4})
+    assert r.summary() == "2 runs in 12 s (extract 3 s, train 9 s); tables: t/compare.md"

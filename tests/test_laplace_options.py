@@ -31,3 +31,15 @@ def test_prior_precision_is_auto_or_a_number():
 ])
 def test_subnet_size_is_what_the_selection_and_hessian_need(selection, hessian, given, expected):
     assert subnet_size_for(selection, hessian, given) == expected
+
+
+def test_laplace_options_give_the_config_settings_and_the_run_arguments():
+    from pipeline.laplace.options import LaplaceOptions
+
+    o = LaplaceOptions("r1", selection=Selection.LAST_LAYER, prior_precision="2", exclude=("lstm",), threads=2)
+    s = o.settings()
+    assert s["subnet_size"] is None and s["prior_precision"] == 2.0 and s["exclude"] == ("lstm",)
+    assert LaplaceOptions("r1").settings()["subnet_size"] == DEFAULT_SUBNET_SIZE
+    assert LaplaceOptions("r1", hessian=HessianKind.DIAG, subnet_size=5).settings()["subnet_size"] is None
+    assert o.run_kwargs() == {"data": None, "samples": None, "out_dir": None, "tracking": True, "experiment": None,
+                              "device": None, "threads": 2}

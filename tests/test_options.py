@@ -3,7 +3,7 @@ FIELD=VALUE settings, bare words spread into repeatable options, help wrapped at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
 
@@ -139,3 +139,42 @@ def test_bare_words_join_the_options_they_belong_to():
     refuse_words(words, int_or_none, lambda w: w if w == "gbm" else None)
     with pytest.raises(ConfigError, match=r"^unexpected argument\(s\) \['gbm'\]; hint$"):
         refuse_words(words, int_or_none, hint="; hint")
+
+
+@dataclass
+class PlantedCommand:
+    """A command's own options (COMMAND_OPTIONS): defaults typer shows, comments as written."""
+
+    path: str  # the input, as written
+    count: int = field(default=3, metadata={"min": 1})  # how many
+    tags: tuple[str, ...] = ("a", "b")  # Tags (repeatable).
+    quiet: bool = field(default=False, metadata={"flags": ["--quiet", "-q"]})  # Say less.
+    shared: str | None = field(default=None, metadata={"help": "A shared sentence."})  # not this one
+    COMMAND_OPTIONS: ClassVar[bool] = True
+
+
+def test_command_options_keep_their_defaults_flags_and_help_as_written():
+    seen: dict = {}
+    app = typer.Typer(cls=WholeWordsGroup, rich_markup_mode=None)
+
+    @app.command(cls=WholeWordsCommand)
+    @with_config_options(PlantedCommand, Planted)
+    def run(settings: dict | None = None) -> None:
+        seen.update(own=settings[PlantedCommand], planted=settings[Planted])
+
+    @app.command(cls=WholeWordsCommand)
+    def other() -> None:
+        pass
+
+    runner = CliRunner()
+    text = runner.invoke(app, ["run", "--help"], terminal_width=100).output
+    assert "the input, as written  [required]" in text  # not capitalized, required: no default
+    assert "how many  [default: 3; x>=1]" in text and "Tags (repeatable).  [default: a, b]" in text
+    assert "-q, --quiet" in text and "A shared sentence." in text and "not this one" not in text
+    assert text.index("--path") < text.index("--shared") < text.index("--bins")  # its fields first, in order
+    assert runner.invoke(app, ["run"]).exit_code == 2  # --path missing
+    assert runner.invoke(app, ["run", "--path", "p", "--count", "0"]).exit_code == 2  # below min
+    assert runner.invoke(app, ["run", "--path", "p", "--tags", "x", "-q", "--bins", "4"]).exit_code == 0
+    assert PlantedCommand(**seen["own"]) == PlantedCommand("p", 3, ("x",), True, None)
+    assert seen["planted"] == {"n_bins": 4}
+    assert [n for _, n, *_ in config_options(PlantedCommand)] == ["path", "count", "tags", "quiet", "shared"]

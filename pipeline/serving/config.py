@@ -30,7 +30,7 @@ class ScoreConfig:
 @dataclass
 class ScoreOptions:
     """The options of ``cli.py score`` besides ``ScoreConfig`` (each comment its help); ``score_kwargs()``:
-    ``serving.score.score``'s arguments."""
+    ``serving.score.score``'s keyword arguments."""
 
     model: str  # MLflow model URI (runs:/<id>/model) or run id.
     out: Path  # Scores Parquet file FILE.parquet (one row per admission), or a directory (DIR/scores.parquet,
@@ -53,6 +53,6 @@ class ScoreOptions:
     COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.options.command_option)
 
     def score_kwargs(self) -> dict:
-        """``serving.score.score``'s arguments besides the config."""
-        names = ("out", "data", "source", "cohort", "schema", "as_of", "report", "link", "cross_release", "device")
-        return {"model_uri": self.model, **{k: getattr(self, k) for k in names}}
+        """``serving.score.score``'s keyword arguments besides the config (model and out go first)."""
+        names = ("data", "source", "cohort", "schema", "as_of", "report", "link", "cross_release", "device")
+        return {k: getattr(self, k) for k in names}
