@@ -60,14 +60,14 @@ NLL_MARGIN = 0.002  # the NLL difference's upper bound must stay below this
 def train_variant(bench: Path, synth: Path, out: Path, name: str, seeds: tuple[int, ...], jobs: int,
                   steps: dict) -> Path:
     """The variant's grid at ``out/name`` (random split only, ``bench``'s features linked in)."""
-    from pipeline.workflows.grid import GridConfig, grid_runs, run_grid
+    from pipeline.workflows.grid import RUNS_FILE, GridConfig, run_grid
 
     root = out / name
     root.mkdir(parents=True, exist_ok=True)
     link = root / "features-random"
     if not link.exists():
         os.symlink((bench / "features-random").resolve(), link)
-    done = {r["seed"] for r in fileio.read_json(root / "runs.json")} if grid_runs(root) else set()
+    done = {r["seed"] for r in fileio.read_json(root / RUNS_FILE)} if (root / RUNS_FILE).exists() else set()
     todo = tuple(s for s in seeds if s not in done)
     if todo:
         cfg = GridConfig(seeds=todo, variants=(DEFAULT,), split_modes=("random",), jobs=jobs,
