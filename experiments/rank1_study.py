@@ -79,16 +79,16 @@ def train_variant(bench: Path, synth: Path, out: Path, name: str, seeds: tuple[i
     return root
 
 
-def val_record(run: dict, fs, risk, cache: Path | None) -> dict:
+def val_record(run: dict, fs, risk, idx: np.ndarray, cache: Path | None) -> dict:
+    """A run on validation: its chosen measure, that measure's referral gain and the mixture NLL, each
+    with its replicates over the bootstrap resamples ``idx`` (B, N), computed once per run."""
     summary, logits = run_summary(run, fs, "val", cache)
     chosen = choose_refer_measure(summary, risk)[0].value
-    return {"summary": summary, "chosen": chosen, "error": metrics.kl_to_truth(risk, summary.mean),
-            "nll": metrics.mixture_nll(logits.reshape(-1, logits.shape[-1]), fs.label),
-            "logits": logits.reshape(-1, logits.shape[-1])}
-
-
-def nll_replicates(labels: np.ndarray, logits: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    return np.array([metrics.mixture_nll(logits[:, i], labels[i]) for i in idx])
+    error, score = metrics.kl_to_truth(risk, summary.mean), summary.measure(chosen)
+    nll = metrics.mixture_nll_per_example(logits.reshape(-1, logits.shape[-1]), fs.label)  # (N,)
+    return {"chosen": chosen, "gain": metrics.referral_gain(error, score),
+            "gain_reps": gain_replicates(error, score, idx), "nll": float(nll.mean()),
+            "nll_reps": nll[idx].mean(axis=1)}
 
 
 def recorded(run: dict) -> dict:
@@ -127,7 +127,7 @@ def main() -> None:
     missing = sorted(set(seeds) - set(base))
     if missing:
         raise SystemExit(f"{args.bench}: no {DEFAULT} random-split run for seed(s) {missing}")
-    ref = {s: val_record(base[s], fs, risk, args.cache) for s in seeds}
+    ref = {s: val_record(base[s], fs, risk, idx, args.cache) for s in seeds}
     out: dict = {"bench": str(args.bench), "settings": steps, "rule": {"gain_margin": GAIN_MARGIN,
                  "nll_margin": NLL_MARGIN}, "n_val": len(fs), "deaths_val": int(fs.label.sum()), "variants": {}}
     print(f"validation (random split): n={len(fs)}, deaths={int(fs.label.sum())}; referral gain against "
@@ -136,26 +136,23 @@ def main() -> None:
     for name in names:
         root = train_variant(args.bench, args.synth, args.out, name, seeds, args.jobs, steps)
         runs = {r["seed"]: r for r in find_runs(root) if r["split_mode"] == "random"}
-        rows[name] = {s: val_record(runs[s], fs, risk, args.cache) | {"recorded": recorded(runs[s])} for s in seeds}
+        rows[name] = {s: val_record(runs[s], fs, risk, idx, args.cache) | {"recorded": recorded(runs[s])}
+                      for s in seeds}
     print("| variant | recorded settings | seeds | val nll | chosen | chosen gain | gain - default [95% CI] "
           "| nll - default [95% CI] | adopt |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, recs in rows.items():
-        gains = {s: metrics.referral_gain(r["error"], r["summary"].measure(r["chosen"])) for s, r in recs.items()}
+        gains = {s: r["gain"] for s, r in recs.items()}
         row = {"seeds": list(seeds), "nll": float(np.mean([r["nll"] for r in recs.values()])),
                "chosen": [recs[s]["chosen"] for s in seeds], "chosen_gain": float(np.mean(list(gains.values()))),
                "recorded": recs[seeds[0]].get("recorded", {}), "per_seed": {
                    s: {"nll": recs[s]["nll"], "chosen": recs[s]["chosen"], "gain": gains[s]} for s in seeds}}
         cells = ["", ""]
         if name != DEFAULT:
-            g_reps, n_reps, g_diff, n_diff = [], [], [], []
-            for s in seeds:
-                a, b = recs[s], ref[s]
-                g_reps.append(gain_replicates(a["error"], a["summary"].measure(a["chosen"]), idx)
-                              - gain_replicates(b["error"], b["summary"].measure(b["chosen"]), idx))
-                g_diff.append(gains[s] - metrics.referral_gain(b["error"], b["summary"].measure(b["chosen"])))
-                n_reps.append(nll_replicates(fs.label, a["logits"], idx) - nll_replicates(fs.label, b["logits"], idx))
-                n_diff.append(a["nll"] - b["nll"])
+            g_reps = [recs[s]["gain_reps"] - ref[s]["gain_reps"] for s in seeds]  # paired by seed, (B,) each
+            n_reps = [recs[s]["nll_reps"] - ref[s]["nll_reps"] for s in seeds]
+            g_diff = [gains[s] - ref[s]["gain"] for s in seeds]
+            n_diff = [recs[s]["nll"] - ref[s]["nll"] for s in seeds]
             g_ci = metrics.percentile_interval(np.mean(g_reps, axis=0))
             n_ci = metrics.percentile_interval(np.mean(n_reps, axis=0))
             row["gain_diff"] = {"diff": float(np.mean(g_diff)), "ci": [float(g_ci[0]), float(g_ci[1])]}

@@ -133,11 +133,11 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
 
         run.__signature__ = sig.replace(parameters=[*base, *extra])
         run.__annotations__ = {**{p.name: p.annotation for p in base}, **{p.name: p.annotation for p in extra}}
-        run.__wrapped__ = None  # typer must read __signature__, not the wrapped function's
-        del run.__wrapped__
+        del run.__wrapped__  # typer must read __signature__, not the wrapped function's
         return run
 
     return decorate
+
 
 def command_option(cls: type, name: str, param: str, typ) -> Any:
     """Field ``name`` of a command's own options (a class with ``COMMAND_OPTIONS``) as a typer option: its
@@ -185,7 +185,7 @@ def spread(values: list | None, given: bool, words: list[str], accept: Callable[
     """A repeatable option's values with the bare words after the options that ``accept`` takes (not
     None): ``--seeds 0 1 2`` = ``--seeds 0 --seeds 1 --seeds 2``. The taken words replace a default
     (``given`` False) and join values the user gave; with none taken, ``values`` as they were."""
-    taken = [accept(w) for w in words if accept(w) is not None]
+    taken = [v for v in map(accept, words) if v is not None]
     if not taken:
         return values
     return (list(values or []) if given else []) + taken
