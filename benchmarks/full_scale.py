@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-steps", type=int, default=None, help="training steps (unset: train's default)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of train, evaluate and score (1 is "
                     "fastest on a busy small CPU)")
+    ap.add_argument("--synth-only", action="store_true", help="generate (and measure) the world, then stop")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = ap.parse_args(argv)
     if not 0 < args.fraction <= 1:
@@ -58,6 +59,14 @@ def main(argv: list[str] | None = None) -> dict:
                                     args.layout, "--workers", str(workers)], env)
 
     world = cached(CACHE / f"full_scale_{args.layout}_{patients}", synth)
+    record = world / ".synth.json"  # synth's figures, measured when the world was generated, kept beside it
+    if "synth" in stages:
+        record.write_text(json.dumps(stages["synth"], indent=2) + "\n")
+    elif record.exists():
+        stages["synth"] = {**json.loads(record.read_text()), "cached": True}
+    if args.synth_only:
+        print(json.dumps({k: v for k, v in stages.get("synth", {}).items() if k != "stdout"}))
+        return {"stages": stages}
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as work:
         work = Path(work)
