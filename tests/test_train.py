@@ -288,14 +288,25 @@ def test_early_stopping_stops_after_patience_validations_without_a_better_one(fe
     assert (full.best_step, full.steps) == (2, 12)
 
 
+def test_zero_switches_the_budget_rules_off_and_the_defaults_grow_with_the_data():
+    assert (_cfg(patience=0, max_epochs=0).patience, _cfg(patience=0, max_epochs=0).max_epochs) == (None, None)
+    cfg = training.TrainConfig()  # 8 validations' patience, 40 epochs, at most 12,000 steps
+    assert (cfg.patience, cfg.max_epochs, cfg.max_steps) == (8, 40.0, 12_000)
+    assert cfg.step_budget(7_031, 16) == 12_000 and cfg.step_budget(7_031, 64) == 4_395
+    assert cfg.step_budget(1_000, 16) == 2_500  # a small cohort: 40 epochs, not the cap
+    for preset in ("paper", "records-research"):  # the published budgets stay fixed
+        p = training.TrainConfig.from_preset(preset)
+        assert (p.patience, p.max_epochs) == (None, None)
+
+
 def test_epoch_budget_ends_training_before_max_steps(feats, tmp_path):
     cfg = _cfg(max_steps=100, max_epochs=0.5, batch_size=16)  # 96 admissions, 16 distinct per step: 3 steps
     assert cfg.step_budget(96, 16) == 3 and _cfg().step_budget(96, 16) == 12  # unset: max_steps
     assert training.train(feats, "deterministic", cfg, out_dir=tmp_path, tracking=False).steps == 3
 
 
-@pytest.mark.parametrize("kw, message", [({"patience": 0}, "--patience must be >= 1"),
-                                         ({"max_epochs": 0.0}, "--max-epochs must be > 0")])
+@pytest.mark.parametrize("kw, message", [({"patience": -1}, "--patience must be >= 0"),
+                                         ({"max_epochs": -1.0}, r"--max-epochs must be >= 0 \(0: off\)")])
 def test_early_stopping_settings_are_checked(kw, message):
     with pytest.raises(ValueError, match=message):
         _cfg(**kw)

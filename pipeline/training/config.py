@@ -42,13 +42,15 @@ RECORDS_RESEARCH_INIT_STDDEV = (1e-3 / (1 - 1e-3)) ** 0.5
 
 PRESETS: dict[Preset, dict[str, Any]] = {
     Preset.DEFAULT: {},
-    Preset.PAPER: {"max_steps": 20_000, "eval_every": 1_000, "anneal_steps": 5_000,
+    Preset.PAPER: {"max_steps": 20_000, "patience": None, "max_epochs": None, "eval_every": 1_000,
+                   "anneal_steps": 5_000,
                    "model": {"lstm_hidden": 256, "embedding_dim": 32}},
     # Google-Health/records-research model-uncertainty/ (bayesian_rnn_flags.py defaults, bayesian_rnn_model.py,
     # bayesian_rnn_eager_main.py) with edward2's LSTMCellRank1 / DenseRank1 / rank1 utils; the value of each
     # and where it is read: docs/experiments/2026-12-01-records-research-preset.md
     Preset.RECORDS_RESEARCH: {
-        "max_steps": 10_000, "anneal_steps": 5_000, "lr": 3.0352e-4, "clip": 7.29199, "batch_size": 64,
+        "max_steps": 10_000, "patience": None, "max_epochs": None, "anneal_steps": 5_000,
+        "lr": 3.0352e-4, "clip": 7.29199, "batch_size": 64,
         "l2": 1e-4, "l2_in_kl": True, "l2_biases": True, "checkpoint_metric": "loss", "eval_samples": 1,
         "nll": "average", "train_samples": 1, "source_oov_rate": 0.0, "token_oov_rate": 0.0,
         "model": {"lstm_hidden": 256, "lstm_layers": 1, "dense_units": 128, "components": 4, "prior": "gaussian",
@@ -61,7 +63,9 @@ PRESETS: dict[Preset, dict[str, Any]] = {
 
 # Settings whose default changed, with the value a saved train config that lacks them was trained with
 # (OOV augmentation: off until 2026-12-01; docs/experiments/2026-12-01-learning-curves-ablations-shift.md).
-FORMER_DEFAULTS: dict[str, Any] = {"source_oov_rate": 0.0, "token_oov_rate": 0.0}
+# The fixed 4,000-step budget: until 2026-12-03 (docs/experiments/2026-12-03-early-stopping-defaults.md).
+FORMER_DEFAULTS: dict[str, Any] = {"source_oov_rate": 0.0, "token_oov_rate": 0.0, "patience": None,
+                                   "max_epochs": None}
 
 
 @dataclass
@@ -69,7 +73,9 @@ class TrainConfig:
     """Training settings; ``model`` holds MortalityConfig overrides (vocab sizes come from vocab.json)."""
 
     seed: int = 0  # seeds initialisation, batch order and weight draws
-    max_steps: int = 4_000  # optimizer steps in total (a resumed run continues up to it)
+    max_steps: int = 12_000  # optimizer steps at most (a resumed run continues up to it); with --max-epochs
+        # and --patience, the budget grows with the data up to this cap (defaults chosen on the 8k benchmark:
+        # docs/experiments/2026-12-03-early-stopping-defaults.md)
     batch_size: int = 64  # rows per step after tiling: batch_size // K distinct admissions
     lr: float = 3e-4  # Adam learning rate
     clip: float = 7.3  # global gradient-norm clip (0 disables)
@@ -82,10 +88,10 @@ class TrainConfig:
     checkpoint_metric: CheckpointMetric = CheckpointMetric.NLL  # best checkpoint by validation nll | loss
     train_samples: int = 1  # Monte Carlo samples per component in a training step
     eval_every: int = 250  # validate (and checkpoint) every this many steps, and at the end
-    patience: int | None = None  # early stopping: stop after this many validations without a better best checkpoint
-        # (unset: never)
-    max_epochs: float | None = None  # step budget in epochs as well: at most ceil(max_epochs x training admissions /
-        # distinct per step) steps (unset: max_steps alone)
+    patience: int | None = 8  # early stopping: stop after this many validations without a better best checkpoint
+        # (0 or unset: never)
+    max_epochs: float | None = 40.0  # step budget in epochs as well: at most ceil(max_epochs x training admissions
+        # / distinct per step) steps (0 or unset: max_steps alone)
     eval_samples: int = 2  # samples per component in periodic validation (cheap)
     score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
     eval_batch_size: int = DEFAULT_BATCH  # admissions per validation forward pass (the draws depend on the batches)
@@ -101,15 +107,19 @@ class TrainConfig:
     model: dict[str, Any] = field(default_factory=dict)  # MortalityConfig overrides, e.g. {"lstm_hidden": 64}
 
     def __post_init__(self) -> None:
+        if self.patience == 0:  # 0 switches a budget rule off (the option's way to say "unset")
+            self.patience = None
+        if self.max_epochs == 0:
+            self.max_epochs = None
         check_choice(self, "nll", NllMode)
         check_choice(self, "checkpoint_metric", CheckpointMetric)
         check_at_least(self, 1, ("max_steps", "batch_size", "train_samples", "eval_every", "eval_samples",
-                                 "score_samples", "eval_batch_size", "log_every", "threads", "patience"))
+                                 "score_samples", "eval_batch_size", "log_every", "threads"))
         if not self.lr > 0:
             raise ConfigError(f"--lr must be > 0, got {self.lr}")
         if self.max_epochs is not None and not self.max_epochs > 0:
-            raise ConfigError(f"--max-epochs must be > 0, got {self.max_epochs}")
-        check_at_least(self, 0, ("clip", "l2", "anneal_steps"))
+            raise ConfigError(f"--max-epochs must be >= 0 (0: off), got {self.max_epochs}")
+        check_at_least(self, 0, ("clip", "l2", "anneal_steps", "patience"))
         for name in ("source_oov_rate", "token_oov_rate", "refer_fraction"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{option(self, name)} must lie in [0, 1), got {getattr(self, name)}")

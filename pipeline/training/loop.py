@@ -188,14 +188,15 @@ def _resume(path: Path, model, optimizer, kind: str, mcfg, cfg: TrainConfig, d: 
     if ckpt["model_kind"] != kind or saved_model != config_dict(mcfg):
         raise TrainError(f"{path}: checkpoint is a {ckpt['model_kind']} model with other settings; "
                          "resume with the same model settings")
-    free = ("max_steps", "progress", "threads")  # may change on resume
+    free = ("max_steps", "patience", "max_epochs", "progress", "threads")  # the budget and output may change on resume
     # settings added since then: their defaults, or the former default of one that changed since
     saved = {**TrainConfig().to_dict(), **FORMER_DEFAULTS, **ckpt["train_config"]}
     saved = {k: v for k, v in saved.items() if k not in free}
     now = {k: v for k, v in cfg.to_dict().items() if k not in free}
     if saved != now:
         diff = sorted(k for k in now if saved.get(k) != now[k])
-        raise TrainError(f"{path}: training settings differ from the checkpoint's ({diff}); only max_steps may change")
+        raise TrainError(f"{path}: training settings differ from the checkpoint's ({diff}); only the budget "
+                         "(max_steps, patience, max_epochs) may change")
     if ckpt["step"] >= cfg.max_steps:
         raise TrainError(f"{path}: already at step {ckpt['step']} >= max_steps {cfg.max_steps}")
     model.load_state_dict(ckpt["model"])

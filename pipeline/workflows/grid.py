@@ -134,7 +134,8 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
         return run_id
     kind, variant_settings = resolve(variant)
     model = {**variant_settings, **cfg.model_overrides}
-    settings = {"eval_batch_size": cfg.eval_batch_size, **cfg.train_overrides}
+    # the grid's runs train their fixed --max-steps (comparable across grids) unless --set patience / max_epochs
+    settings = {"eval_batch_size": cfg.eval_batch_size, "patience": None, "max_epochs": None, **cfg.train_overrides}
     tcfg = TrainConfig.from_preset(cfg.preset, seed=seed, max_steps=cfg.max_steps, eval_every=cfg.eval_every,
                                    threads=1, progress=False, **settings, model=model)
     result = train(features, kind, tcfg, out_dir=Path(work) / "train" / name, experiment=cfg.experiment,
