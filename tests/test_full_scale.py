@@ -69,4 +69,4 @@ def test_render_states_targets_only_at_full_scale():
     text = render(r)
     assert "not applicable below full scale" in text and " met" not in text
     text = render({**r, "fraction": 1.0})
-    assert "(target 25 min: met)" in text and "(target 90 s and 3 GB: met)" in text
+    assert "(target 25 min: met)" in text and "(targets: 90 s, met; 3 GB, met)" in text
