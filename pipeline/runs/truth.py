@@ -23,7 +23,8 @@ class TruthError(PipelineError, ValueError):
 
 
 def find_truth(features_dir: Path, truth: Path | str | None = None) -> Path | None:
-    """``truth`` or ``<source dir>/_truth/truth.csv.gz`` of the features' CSV source, when it exists."""
+    """``truth`` or ``<source dir>/_truth/truth.csv.gz`` of the features' CSV source (for a stage: of the CSV
+    directory its ``stage.json`` was staged from), when it exists."""
     if truth is not None:
         if not Path(truth).exists():
             raise TruthError(f"{truth}: truth file not found")
@@ -32,6 +33,10 @@ def find_truth(features_dir: Path, truth: Path | str | None = None) -> Path | No
     if not manifest_file.exists():
         return None
     location = str((fileio.read_json(manifest_file).get("source") or {}).get("location") or "")
+    if location.startswith("stage:"):
+        stage_file = Path(location.removeprefix("stage:")) / "stage.json"
+        source = fileio.read_json(stage_file).get("source") if stage_file.exists() else None
+        location = f"csv:{source}" if source else ""
     if not location.startswith("csv:"):
         return None
     cand = Path(location.removeprefix("csv:")) / "_truth" / "truth.csv.gz"
