@@ -38,7 +38,9 @@ from benchmarks.harness import ROOT
 TRAIN_TARGET = 1.3  # issue 14's target: rank-1 training step / deterministic step
 
 
-def _setup(method: str, args) -> tuple:
+def _setup(method: str, args, bn_rows: int | None = 64) -> tuple:
+    """The model and one training step of ``method`` (BatchNorm over ghost batches of ``bn_rows`` tiled rows;
+    None: over the whole step)."""
     import torch
 
     from pipeline.models.vision import VisionConfig, build_vision_model
@@ -47,7 +49,7 @@ def _setup(method: str, args) -> tuple:
     torch.manual_seed(0)
     k = args.k if method != "deterministic" else 1
     cfg = VisionConfig(arch="wrn", depth=args.depth, width=args.width, method=method, ensemble_size=args.k,
-                       num_classes=10, in_channels=3)
+                       num_classes=10, in_channels=3, bn_rows=bn_rows)
     model = build_vision_model(cfg)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True)

@@ -46,14 +46,16 @@ def ghost_batch_norm(bn: nn.Module, x: Tensor, samples: int, tile: int, sets: in
         xm = xv.permute(0, 1, 3, 2, 4, 5, 6).reshape(samples * k * rb, groups * c, h, w)
     else:  # channels (G, K, C); rows (S, rb)
         xm = xv.permute(0, 3, 2, 1, 4, 5, 6).reshape(samples * rb, groups * k * c, h, w)
-    y = F.batch_norm(xm, None, None, bn.weight.reshape(-1).repeat(groups), bn.bias.reshape(-1).repeat(groups),
-                     True, 0.0, bn.eps)  # (rows, G·sets·C, H, W)
+    # each group's batch mean and unbiased variance come out of the fused kernel itself: running buffers
+    # updated with momentum 1 hold exactly the batch statistics (no second pass over xm)
+    stat_mean = x.new_zeros(xm.shape[1])  # (G·sets·C,)
+    stat_var = x.new_zeros(xm.shape[1])
+    y = F.batch_norm(xm, stat_mean, stat_var, bn.weight.reshape(-1).repeat(groups), bn.bias.reshape(-1).repeat(groups),
+                     True, 1.0, bn.eps)  # (rows, G·sets·C, H, W)
     with torch.no_grad():
         bn.num_batches_tracked.add_(1)
-        mean = xm.mean((0, 2, 3)).view(groups, -1).mean(0)  # (sets·C,)
-        var = xm.var((0, 2, 3), unbiased=True).view(groups, -1).mean(0)
-        bn.running_mean.view(-1).lerp_(mean, bn.momentum)
-        bn.running_var.view(-1).lerp_(var, bn.momentum)
+        bn.running_mean.view(-1).lerp_(stat_mean.view(groups, -1).mean(0), bn.momentum)  # (sets·C,)
+        bn.running_var.view(-1).lerp_(stat_var.view(groups, -1).mean(0), bn.momentum)
     if sets == 1:
         return y.view(samples, k, rb, groups, c, h, w).permute(0, 1, 3, 2, 4, 5, 6).reshape(n, c, h, w)
     return y.view(samples, rb, groups, k, c, h, w).permute(0, 3, 2, 1, 4, 5, 6).reshape(n, c, h, w)
