@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> dict:
                     "[full_scale at --fraction 1.0 of MIMIC-III; full_scale_mimic4 for MIMIC-IV]")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     ap.add_argument("--keep", type=Path, default=None, help="keep the staged extraction's features as "
-                    "KEEP/features-<split mode> (for experiments.features_oracle --bench KEEP)")
+                    "KEEP/features-<split mode> (for experiments.features_oracle --bench KEEP); with --rescan, the stage as "
+                    "KEEP/stage")
     ap.add_argument("--rescan", default=None, metavar="WHY", help="measure only the checked scans again (the "
                     "world cached, staged again) into the results file, which records WHY, the commit and date")
     ap.add_argument("--checked-scan", default=None, help=argparse.SUPPRESS)  # the child's mode: one source
@@ -230,7 +231,7 @@ def rescan(args) -> dict:
         raise SystemExit(f"{world}: the cached world of {name}.json is gone")
     env = {**os.environ, "MIMIC_DEID_KEY": os.environ.get("MIMIC_DEID_KEY", "benchmark-only-key")}
     with tempfile.TemporaryDirectory(dir=CACHE) as work:
-        stage = str(Path(work) / "stage")
+        stage = str((args.keep or Path(work)) / "stage")  # --keep: the stage stays there
         measured(["cli.py", "stage", "--source", str(world), "--out", stage], env)
         stages, checks = _scans(world, stage, env)
     result["stages"].update(stages)
