@@ -110,8 +110,8 @@ def main(argv: list[str] | None = None) -> dict:
                     "[full_scale at --fraction 1.0 of MIMIC-III; full_scale_mimic4 for MIMIC-IV]")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     ap.add_argument("--keep", type=Path, default=None, help="keep the staged extraction's features as "
-                    "KEEP/features-<split mode> (for experiments.features_oracle --bench KEEP); with --rescan, the stage as "
-                    "KEEP/stage")
+                    "KEEP/features-<split mode> (for experiments.features_oracle --bench KEEP); with --rescan, "
+                    "the stage as KEEP/stage")
     ap.add_argument("--rescan", default=None, metavar="WHY", help="measure only the checked scans again (the "
                     "world cached, staged again) into the results file, which records WHY, the commit and date")
     ap.add_argument("--checked-scan", default=None, help=argparse.SUPPRESS)  # the child's mode: one source
