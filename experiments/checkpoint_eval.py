@@ -1,6 +1,6 @@
 """Val and test metrics of a mortality checkpoint file against the true risk, without its tracking store.
 
-    .venv/bin/python -m experiments.checkpoint_eval CHECKPOINT FEATURES_DIR TRUTH_CSV [--samples 25]
+    .venv/bin/python -m experiments.checkpoint_eval CHECKPOINT FEATURES_DIR TRUTH_CSV [--samples S]
 
 For a run whose MLflow store is gone (``benchmarks.full_scale`` trains into a temporary one): loads
 ``CHECKPOINT`` (``best.pt``), draws ``--samples`` weight samples per component over FEATURES_DIR's val
@@ -13,13 +13,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pipeline.contracts import DEFAULT_SAMPLES
+
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoint", type=Path)
     ap.add_argument("features", type=Path)
     ap.add_argument("truth", type=Path)
-    ap.add_argument("--samples", type=int, default=25, help="weight samples per component")
+    ap.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                    help="weight samples per component [the pipeline's default]")
     ap.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples of the intervals")
     args = ap.parse_args(argv)
     import torch
