@@ -224,6 +224,7 @@ def _scans(world: Path, stage: str, env: dict) -> tuple[dict, dict]:
 
 def rescan(args) -> dict:
     """``--rescan WHY``: the checked scans measured again into an existing results file."""
+    measured_at = report.provenance()  # the checkout as the run starts
     name = args.results or ("full_scale" if args.layout == "mimic-iii" else "full_scale_mimic4")
     result = report.load(name)
     world = CACHE / f"full_scale_{result['layout']}_{result['patients']}"
@@ -235,7 +236,7 @@ def rescan(args) -> dict:
         measured(["cli.py", "stage", "--source", str(world), "--out", stage], env)
         stages, checks = _scans(world, stage, env)
     result["stages"].update(stages)
-    result.update(checks, rescan={**report.provenance(), "why": args.rescan,
+    result.update(checks, rescan={**measured_at, "why": args.rescan,
                                   "command": report.command("benchmarks.full_scale")})
     report.write_results(name, result)
     return result
@@ -297,7 +298,8 @@ def render(r: dict) -> str:
                       "both sources." if all("digest" in t for t in r["scan_csv"]["tables"].values()) else ""))
         if "rescan" in r:
             rs = r["rescan"]
-            out.append(f"- The checked scans' figures are from `{rs['command']}` at commit `{rs['commit']}` on "
+            cmd = rs["command"].split(" --rescan")[0] + " --rescan WHY"
+            out.append(f"- The checked scans' figures are from `{cmd}` at commit `{rs['commit']}` on "
                        f"{rs['date']}, on the same cached world and machine: {rs['why']}.")
         ratio = st["stage"]["wall_s"] / st["extract_csv"]["wall_s"]
         out.append(f"- `stage` took {ratio:.2f}x the CSV extraction's wall time (target: no slower, "
