@@ -43,6 +43,16 @@ TARGETS = {"mimic-iii": {"extract_s": 90, "extract_gb": 3.0, "synth_s": 600, "ch
            "mimic-iv": {"extract_s": 180}}
 
 
+def world_dir(layout: str, patients: int) -> Path:
+    """Where the synthetic world of ``patients`` in ``layout`` is cached."""
+    return CACHE / f"full_scale_{layout}_{patients}"
+
+
+def child_env() -> dict:
+    """The children's environment: this one, with a benchmark-only de-identification key unless one is set."""
+    return {**os.environ, "MIMIC_DEID_KEY": os.environ.get("MIMIC_DEID_KEY", "benchmark-only-key")}
+
+
 def measured(argv: list[str], env: dict) -> dict:
     """Run ``argv`` (``cli.py ...`` or ``-m ...``) as a child: wall s, CPU s, peak RSS MB, its stdout, the
     load average after."""
@@ -127,7 +137,7 @@ def main(argv: list[str] | None = None) -> dict:
                                "full_scale_mimic4" if args.layout == "mimic-iv" else None)
     measured_at = report.provenance()
     patients = max(1, round(FULL_PATIENTS[args.layout] * args.fraction))
-    env = {**os.environ, "MIMIC_DEID_KEY": os.environ.get("MIMIC_DEID_KEY", "benchmark-only-key")}
+    env = child_env()
     stages: dict[str, dict] = {}
     workers = args.workers if args.layout == "mimic-iii" else 1
 
@@ -135,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict:
         stages["synth"] = measured(["cli.py", "synth", "--out", str(world), "--patients", str(patients),
                                     "--layout", args.layout, "--workers", str(workers)], env)
 
-    world = cached(CACHE / f"full_scale_{args.layout}_{patients}", synth)
+    world = cached(world_dir(args.layout, patients), synth)
     record = world / ".synth.json"  # synth's figures, measured when the world was generated, kept beside it
     if "synth" in stages:
         stages["synth"].update(workers=workers, date=time.strftime("%Y-%m-%d", time.gmtime()))
@@ -227,10 +237,10 @@ def rescan(args) -> dict:
     measured_at = report.provenance()  # the checkout as the run starts
     name = args.results or ("full_scale" if args.layout == "mimic-iii" else "full_scale_mimic4")
     result = report.load(name)
-    world = CACHE / f"full_scale_{result['layout']}_{result['patients']}"
+    world = world_dir(result["layout"], result["patients"])
     if not (world / ".complete").exists():
         raise SystemExit(f"{world}: the cached world of {name}.json is gone")
-    env = {**os.environ, "MIMIC_DEID_KEY": os.environ.get("MIMIC_DEID_KEY", "benchmark-only-key")}
+    env = child_env()
     with tempfile.TemporaryDirectory(dir=CACHE) as work:
         stage = str((args.keep or Path(work)) / "stage")  # --keep: the stage stays there
         measured(["cli.py", "stage", "--source", str(world), "--out", stage], env)
@@ -295,7 +305,7 @@ def render(r: dict) -> str:
                    f"(**{ex['wall_s'] / st['scan_stage']['wall_s']:.2f}x**). The two extractions' feature files are "
                    f"{'byte-identical' if r['identical_features'] else 'NOT identical'}."
                    + (" The checked scans hold the same rows, error rows and value digests per table through "
-                      "both sources." if all("digest" in t for t in r["scan_csv"]["tables"].values()) else ""))
+                      "both sources." if all("digest" in tab for tab in r["scan_csv"]["tables"].values()) else ""))
         if "rescan" in r:
             rs = r["rescan"]
             cmd = rs["command"].split(" --rescan")[0] + " --rescan WHY"

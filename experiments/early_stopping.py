@@ -92,7 +92,8 @@ def study(bench: Path, round_: int = 1) -> dict:
     runs = json.loads((bench / RUNS_FILE).read_text())
     latest = {(r["variant"], r["split_mode"], r["seed"]): r["run_id"] for r in runs}  # reruns: the latest
     n_train = {}
-    out: dict = {"runs": {}, "kinds": {}}
+    out: dict = {"runs": {}}
+    kinds: dict[str, list[dict]] = {}
     ref = Candidate(None, None, REFERENCE_STEPS)
     for (variant, mode, seed), run_id in sorted(latest.items()):
         curve, params = run_curve(run_id)
@@ -108,9 +109,9 @@ def study(bench: Path, round_: int = 1) -> dict:
                "reference": simulate(curve, ref, spe, eval_every),
                "candidates": {c.name: simulate(curve, c, spe, eval_every) for c in candidates(round_)}}
         out["runs"][f"{variant}-{mode}-s{seed}"] = rec
-        out["kinds"].setdefault(variant, []).append(rec)
+        kinds.setdefault(variant, []).append(rec)
     summary = {}
-    for kind, recs in out["kinds"].items():
+    for kind, recs in kinds.items():
         row = {"reference": {"val_nll": float(np.mean([r["reference"]["val_nll"] for r in recs])),
                              "steps": float(np.mean([r["reference"]["steps"] for r in recs]))}}
         for c in candidates(round_):
@@ -120,7 +121,6 @@ def study(bench: Path, round_: int = 1) -> dict:
         row["reference"]["kept_steps"] = [r["reference"]["kept_step"] for r in recs]
         summary[kind] = row
     out["summary"] = summary
-    del out["kinds"]
     out["round"] = round_
     out["decision"] = decide(summary, round_)
     return out

@@ -34,7 +34,9 @@ def find_truth(features_dir: Path, truth: Path | str | None = None) -> Path | No
         return None
     location = str((fileio.read_json(manifest_file).get("source") or {}).get("location") or "")
     if location.startswith("stage:"):
-        stage_file = Path(location.removeprefix("stage:")) / "stage.json"
+        from pipeline.sources.stage import STAGE_FILE
+
+        stage_file = Path(location.removeprefix("stage:")) / STAGE_FILE
         source = fileio.read_json(stage_file).get("source") if stage_file.exists() else None
         location = f"csv:{source}" if source else ""
     if not location.startswith("csv:"):
