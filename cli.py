@@ -118,18 +118,22 @@ def synth(
                                                                         "CHARTEVENTS rows per ICU stay)."),
     layout: Release = typer.Option(Release.mimic3, help="mimic-iii: the MIMIC-III v1.4 layout; mimic-iv: MIMIC-IV's "
                                                         "hosp/ and icu/ modules (the same synthetic world)."),
-    workers: int = typer.Option(1, min=1, help="Processes generating and compressing chunks (MIMIC-III layout; the "
-                                               "same bytes as 1)."),
+    workers: int = typer.Option(1, min=1, help="Processes generating and compressing chunks (the same bytes as 1)."),
+    proportions: Release = typer.Option(Release.mimic3, help="The world's proportions: mimic-iii (every admission "
+                                                             "with an ICU stay) or mimic-iv (17% with one, no "
+                                                             "newborns or children, more readmissions)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Generate a synthetic MIMIC-III or MIMIC-IV (full-release layout) with a known true risk per admission."""
     _setup_logging(verbose)
     from pipeline.progress import Progress
     from pipeline.synth import SynthConfig, generate
+    from pipeline.synth.simulation import MIMIC4_PROPORTIONS
 
+    config = SynthConfig(density=density, **(MIMIC4_PROPORTIONS if proportions is Release.mimic4 else {}))
     with Progress("synth: patients", patients, plain=False) as bar:  # a bar on a terminal only
-        s = generate(out, patients=patients, seed=seed, config=SynthConfig(density=density), layout=layout,
-                     progress=bar.update, workers=workers)
+        s = generate(out, patients=patients, seed=seed, config=config, layout=layout, progress=bar.update,
+                     workers=workers)
     typer.echo(
         f"synthetic {layout.title} written to {s.out_dir}: {s.patients} patients, {s.admissions} admissions, "
         f"{s.icustays} ICU stays, {s.rows.get('CHARTEVENTS', s.rows.get('chartevents', 0)):,} CHARTEVENTS rows"

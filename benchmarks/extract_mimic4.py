@@ -38,6 +38,7 @@ from pathlib import Path
 
 from benchmarks import report
 from benchmarks.harness import CACHE, PY, ROOT, extrapolate, growth_exponent, run_child, run_module, synth_world
+from pipeline.synth.simulation import MIMIC4_PROPORTIONS
 
 RESULT = ROOT / "benchmarks" / "results" / "extract_mimic4.json"
 DOC = ROOT / "docs" / "mimic-iv.md"
@@ -55,8 +56,7 @@ FULL_EVENT_ROWS = {
 }
 # The synthetic world with MIMIC-IV's proportions (v2.2: 73,181 ICU stays in 431,231 admissions of
 # 299,712 patients, 313,645,063 chart rows); every other setting is the generator's default.
-SYNTH = {"icu_fraction": 0.17, "chart_rows_per_stay": 4286.0, "admissions_probs": (0.70, 0.16, 0.14),
-         "newborn_fraction": 0.0, "pediatric_fraction": 0.0, "density": 1.0}
+SYNTH = {**MIMIC4_PROPORTIONS, "density": 1.0}  # synth --proportions mimic-iv
 REPS = 2  # the profile's queries: best of this many runs
 TARGET_S, TARGET_MB = 15 * 60, 4096  # issue 15: under 15 minutes and 4 GB on 2 cores, at least 0.8x the floor
 

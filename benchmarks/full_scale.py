@@ -4,7 +4,8 @@
         [--max-steps N] [--threads 1] [--no-csv] [--synth-only] [--results NAME] [--json PATH]
 
 synth (cached under benchmarks/.cache/full_scale_<layout>_<patients>/, generated once, with
-``--workers`` processes for MIMIC-III; its figures are kept beside the world in ``.synth.json`` and
+``--workers`` processes; MIMIC-IV with MIMIC-IV's proportions, ``synth --proportions mimic-iv``); its
+figures are kept beside the world in ``.synth.json`` and
 reported from there when the world is cached) -> ``stage`` -> ``extract --source STAGE`` -> ``train``
 -> ``evaluate`` -> ``score --source STAGE``, each ``cli.py`` command in a child process: its wall time,
 CPU time (user + system, its own and its children's) and peak RSS (``wait4``), with the load average
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fraction", type=float, required=True, help="fraction of the release's patients (0, 1]")
     ap.add_argument("--layout", choices=list(FULL_PATIENTS), default="mimic-iii", help="synth's layout")
-    ap.add_argument("--workers", type=int, default=2, help="synth processes (MIMIC-III layout)")
+    ap.add_argument("--workers", type=int, default=2, help="synth processes")
     ap.add_argument("--max-steps", type=int, default=None, help="training steps (unset: train's default budget)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of train, evaluate and score (1 is "
                     "fastest on a busy small CPU)")
@@ -139,11 +140,13 @@ def main(argv: list[str] | None = None) -> dict:
     patients = max(1, round(FULL_PATIENTS[args.layout] * args.fraction))
     env = child_env()
     stages: dict[str, dict] = {}
-    workers = args.workers if args.layout == "mimic-iii" else 1
+    workers = args.workers
+    proportions = args.layout  # a MIMIC-IV world has MIMIC-IV's proportions (synth --proportions)
 
     def synth(world: Path) -> None:  # measured as a stage when it runs (not when the world is cached)
         stages["synth"] = measured(["cli.py", "synth", "--out", str(world), "--patients", str(patients),
-                                    "--layout", args.layout, "--workers", str(workers)], env)
+                                    "--layout", args.layout, "--workers", str(workers), "--proportions",
+                                    proportions], env)
 
     world = cached(world_dir(args.layout, patients), synth)
     record = world / ".synth.json"  # synth's figures, measured when the world was generated, kept beside it
@@ -260,7 +263,8 @@ def render(r: dict) -> str:
     """docs/performance.md's figures:full_scale (figures:full_scale_mimic4) section, from its results JSON."""
     st = r["stages"]
     order = ["synth", "extract_csv", "scan_csv", "stage", "extract", "scan_stage", "train", "evaluate", "score"]
-    what = {"synth": f"`synth --workers {st['synth'].get('workers', 1)}`" if "synth" in st else "",
+    iv = " --layout mimic-iv --proportions mimic-iv" if r["layout"] == "mimic-iv" else ""
+    what = {"synth": f"`synth --workers {st['synth'].get('workers', 1)}{iv}`" if "synth" in st else "",
             "extract_csv": "`extract` from the CSV directory", "scan_csv": "checked scan of the CSV directory",
             "stage": "`stage`", "extract": "`extract` from the stage", "scan_stage": "checked scan of the stage",
             "train": "`train` (defaults)" if r.get("max_steps") is None else f"`train --max-steps {r['max_steps']}`",

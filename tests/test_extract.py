@@ -350,3 +350,53 @@ def test_a_source_that_is_a_file_is_named_a_file(demo_dir, tmp_path):
     assert not (tmp_path / "out").exists()
     with pytest.raises(SourceError, match="source directory .*nowhere does not exist"):
         extract(tmp_path / "nowhere", tmp_path / "out")
+
+
+def test_event_accounting_counts_distinct_rows_and_every_event():
+    """Rows used by distinct id (a lab row serving two admissions is one row, two events); a NULL id is
+    not a row; quarantined rows are listed by id; the counts are the same as count(DISTINCT) gives."""
+    import duckdb
+
+    from pipeline.extraction.accounting import event_accounting
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE ev_labevents AS SELECT * FROM (VALUES (1, NULL), (1, NULL), (2, NULL), (3, 'bad unit'), "
+                "(NULL, NULL), (4, NULL)) t(row_id, reason)")
+    acc, quarantine = event_accounting(con, "labevents", (9, [(17, "malformed line")]))
+    assert acc["used"] == 3 and acc["events_used"] == 5
+    assert quarantine == [(3, None, "bad unit"), (None, 17, "malformed line")]
+    assert acc["outside_window"] == 9 - 3 - 2
+    assert acc["quarantine_reasons"] == {"bad unit": 1, "malformed line": 1}
+    distinct = con.sql("SELECT count(DISTINCT row_id) FROM ev_labevents WHERE reason IS NULL").fetchall()[0][0]
+    assert acc["used"] == distinct
+    no_ids, _ = event_accounting(con, "labevents", (9, []), row_ids=False)  # one source row per event row
+    assert no_ids["used"] == no_ids["events_used"] == 5
+    con.execute("CREATE TABLE ev_chartevents AS SELECT * FROM (VALUES (1, NULL), (2, NULL), (3, 'bad')) t(row_id, "
+                "reason)")  # linked by HADM_ID: one ev_ row per source row, counted without a distinct
+    by_hadm, _ = event_accounting(con, "chartevents", (5, []))
+    assert (by_hadm["used"], by_hadm["events_used"], by_hadm["outside_window"]) == (2, 2, 2)
+    con.execute("DELETE FROM ev_labevents WHERE reason IS NULL")
+    empty, _ = event_accounting(con, "labevents", (1, []))
+    assert empty["used"] == empty["events_used"] == 0
+
+
+def test_out_of_memory_names_the_memory_limit(tmp_path, demo_dir):
+    """DuckDB's out-of-memory error becomes one line that names --memory-limit (not DuckDB's own advice)."""
+    with pytest.raises(SourceError, match="--memory-limit") as err:
+        extract(demo_dir, tmp_path / "out", ExtractConfig(memory_limit="1MB"))
+    assert "Out of Memory" in str(err.value) and "\n" not in str(err.value)
+    assert "Possible solutions" not in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_short_error_of_a_raw_out_of_memory():
+    import duckdb
+
+    from pipeline.sources.base import short_error
+
+    con = duckdb.connect()
+    con.execute("SET memory_limit = '1MB'")
+    with pytest.raises(duckdb.OutOfMemoryException) as err:
+        con.sql("SELECT list(i) FROM range(1000000) t(i)").fetchall()
+    message = short_error(err.value)
+    assert message.startswith("Out of Memory Error") and "--memory-limit" in message

@@ -287,11 +287,44 @@ def test_two_workers_write_the_same_bytes_as_one(tmp_path):
     assert list(rows) == list(range(1, len(rows) + 1))  # numbered across chunks as one process numbers them
 
 
+def test_two_workers_write_the_same_bytes_as_one_in_mimic_iv_layout(tmp_path):
+    """MIMIC-IV's ids (labevent_id, orderid, pharmacy_id ...) numbered across chunks as one process numbers them."""
+    cfg = SynthConfig(density=0.05, chunk_patients=15, icu_fraction=0.5)
+    one = generate(tmp_path / "one", 80, seed=3, config=cfg, layout="mimic-iv")
+    two = generate(tmp_path / "two", 80, seed=3, config=cfg, layout="mimic-iv", workers=2)
+    assert files(one.out_dir) == files(two.out_dir) and one.rows == two.rows
+    labs = pd.read_csv(two.out_dir / "hosp" / "labevents.csv.gz", usecols=["labevent_id"]).labevent_id
+    assert list(labs) == list(range(1, len(labs) + 1))
+
+
 def test_workers_are_checked(tmp_path):
     with pytest.raises(ConfigError, match="--workers must be an integer >= 1"):
         generate(tmp_path / "a", 10, workers=0)
-    with pytest.raises(ConfigError, match="mimic-iii only"):
-        generate(tmp_path / "b", 10, workers=2, layout="mimic-iv")
+
+
+def test_an_id_pool_overflows_into_its_second_range_only_when_needed():
+    first = IdPool(np.random.default_rng(0), 100, 110, "SUBJECT_ID").take(10)
+    pool = IdPool(np.random.default_rng(0), 100, 110, "SUBJECT_ID", (1000, 1100, np.random.default_rng(1)))
+    assert list(pool.take(10)) == list(first)  # a world that fits the first range: the same ids as without
+    more = pool.take(50)
+    assert set(more) <= set(range(1000, 1100)) and len(set(more)) == 50
+    with pytest.raises(ConfigError, match="SUBJECT_ID range exhausted: more than 110 ids"):
+        pool.take(51)
+
+
+def test_a_world_beyond_the_first_id_ranges_takes_mimic_iv_style_ids(tmp_path, monkeypatch):
+    """More patients than the 5-digit SUBJECT_IDs hold (MIMIC-IV's 299,712): the rest get 8-digit ids, every id
+    unique; shrunk ranges stand in for the real ones."""
+    from pipeline.synth import generator
+
+    monkeypatch.setattr(generator, "ID_RANGES", {"SUBJECT_ID": ((10_000, 10_020), (10_000_000, 10_001_000)),
+                                                 "HADM_ID": ((100_000, 100_030), (20_000_000, 20_001_000)),
+                                                 "ICUSTAY_ID": ((200_000, 200_030), (30_000_000, 30_001_000))})
+    out = generate(tmp_path / "w", 60, seed=2, config=SynthConfig(density=0.02)).out_dir
+    subjects, adm = read(out, "PATIENTS").SUBJECT_ID, read(out, "ADMISSIONS")
+    assert subjects.is_unique and (subjects < 10_020).sum() == 20 and (subjects >= 10_000_000).sum() == 40
+    assert adm.HADM_ID.is_unique and (adm.HADM_ID >= 20_000_000).sum() == len(adm) - 30
+    assert set(adm.SUBJECT_ID) <= set(subjects)
 
 
 @pytest.mark.parametrize("table, lo, hi", [("CHARTEVENTS", 3.3, 4.8), ("LABEVENTS", 3.0, 4.8)])

@@ -125,14 +125,20 @@ def _rows_read(counted: tuple[int, list], scan_rejects: list) -> tuple[int, list
 
 
 def event_accounting(con, table: str, counted: tuple[int, list], row_ids: bool = True) -> tuple[dict, list]:
-    """``row_ids``: the table's rows carry an id (MIMIC-III's ROW_ID, MIMIC-IV's labevent_id ...), so
-    rows used are counted by distinct id; without one (most MIMIC-IV tables), every used row of
-    ``ev_<table>`` is one source row (those tables link by HADM_ID: one row each)."""
+    """Rows read = used + quarantined + outside the window, for ``ev_<table>``. A table linked to the
+    cohort by HADM_ID has one ``ev_`` row per source row, so its used rows are counted as they are;
+    a table linked by patient (``queries.LINK_KEY``: labs, whose rows can serve several admissions)
+    is counted by distinct id when ``row_ids`` (its rows carry one: MIMIC-III's ROW_ID, MIMIC-IV's
+    labevent_id). Only that table pays for a distinct count, on its used rows, by a GROUP BY (which
+    spills under the memory limit; count(DISTINCT) does not)."""
     total, rejects = counted  # rows read, every rejected line
-    rows = "count(DISTINCT row_id)" if row_ids else "count(*)"
-    used, events_used = con.sql(
-        f"SELECT {rows} FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NULL) FROM ev_{table}"
-    ).fetchall()[0]  # source rows used; events used (a lab row can serve several admissions)
+    if row_ids and queries.LINK_KEY.get(table, "hadm_id") != "hadm_id":
+        sql = (f"SELECT count(row_id), coalesce(sum(n), 0) FROM (SELECT row_id, count(*) AS n FROM ev_{table} "
+               "WHERE reason IS NULL GROUP BY row_id)")
+    else:
+        sql = f"SELECT count(*), count(*) FROM ev_{table} WHERE reason IS NULL"
+    used, events_used = con.sql(sql).fetchall()[0]  # source rows used; events used (a lab row can serve
+    # several admissions)
     q_rows = con.sql(f"SELECT row_id, reason FROM ev_{table} WHERE reason IS NOT NULL "
                      "ORDER BY row_id, reason").fetchall()
     quarantine = [(r, None, why) for r, why in q_rows] + [(None, line, why) for line, why in rejects]

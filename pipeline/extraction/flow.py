@@ -34,7 +34,7 @@ from pipeline.extraction.cohort import assign_splits, context_tokens, encode_con
 from pipeline.extraction.config import ExtractConfig, ExtractResult
 from pipeline.privacy import deid
 from pipeline.sources import open_source
-from pipeline.sources.base import CrossReleaseError, SourceError
+from pipeline.sources.base import CrossReleaseError, SourceError, short_error
 from pipeline.sources.tables import Release, event_tables_of
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,8 @@ def extract(
     an open admission whose prediction time T is later has only ``observed_hours`` of its window
     and is flagged ``before_prediction_time``. Default: the newest ADMITTIME or DISCHTIME in
     ADMISSIONS. It may not be earlier than that (the source holds records after it)."""
+    import duckdb
+
     cfg = config or ExtractConfig()
     out = Path(out_dir)
     made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this call creates
@@ -133,7 +135,10 @@ def extract(
                                     "when asked explicitly (--cross-release; the share of out-of-vocabulary tokens "
                                     "is then reported)",
                                     expected, found)
-        result = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
+        try:
+            result = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
+        except duckdb.OutOfMemoryException as exc:  # a query of the extraction's own (the sources' name theirs)
+            raise SourceError(f"extraction: {short_error(exc)}") from None
     finally:
         if src is not None:
             src.close()

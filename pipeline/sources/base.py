@@ -58,4 +58,11 @@ def short_error(exc: Exception) -> str:
     the statement that DuckDB and PostgreSQL add ("LINE n: ..." and its caret line) is left out:
     it can quote values of a user's cohort condition (HADM_IDs)."""
     lines = [ln for ln in str(exc).splitlines() if ln.strip() and not _ECHO.match(ln)]
+    if lines and lines[0].startswith(OUT_OF_MEMORY):  # DuckDB's: its "possible solutions" are not ours
+        return f"{lines[0][:300]} {MEMORY_HINT}"
     return " ".join(lines[:2])[:500]
+
+
+OUT_OF_MEMORY = "Out of Memory Error"  # how DuckDB's OutOfMemoryException begins
+MEMORY_HINT = ("(over DuckDB's memory limit: give it more with --memory-limit, or work on fewer tables at once: "
+               "extract --scan-workers 1, stage --workers 1)")

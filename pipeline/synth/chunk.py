@@ -69,12 +69,18 @@ def poisson_events(rng, lam: np.ndarray):
 
 
 class IdPool:
-    """Unique random ids from [lo, hi), handed out in a fixed order."""
+    """Unique random ids from [lo, hi), handed out in a fixed order; then, once those are spent, from the
+    ``overflow`` range (lo, hi, its own random generator), drawn only when needed: a world small enough
+    for [lo, hi) has the same ids whether or not an overflow range is given."""
 
-    def __init__(self, rng: np.random.Generator, lo: int, hi: int, name: str):
-        self._ids, self._next, self._name = lo + rng.permutation(hi - lo), 0, name
+    def __init__(self, rng: np.random.Generator, lo: int, hi: int, name: str,
+                 overflow: tuple[int, int, np.random.Generator] | None = None):
+        self._ids, self._next, self._name, self._overflow = lo + rng.permutation(hi - lo), 0, name, overflow
 
     def take(self, n: int) -> np.ndarray:
+        if self._next + n > len(self._ids) and self._overflow is not None:
+            lo, hi, rng = self._overflow
+            self._ids, self._overflow = np.concatenate([self._ids, lo + rng.permutation(hi - lo)]), None
         if self._next + n > len(self._ids):
             raise ConfigError(f"{self._name} range exhausted: more than {len(self._ids)} ids needed; patients is too "
                               "large for it (use fewer)")

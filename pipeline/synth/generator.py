@@ -28,6 +28,12 @@ from pipeline.synth.tables import COLUMNS, TRUTH_COLUMNS
 # 4,709 rows per stay over 10,262 stays (seeds 21 and 22, 4,000 patients each at density 0.1),
 # so 89 * 4709 / 5400 = 77.6.
 _CHART_REF_HOURS = 77.6
+# Each id's range, then the range it overflows into (MIMIC-IV's 8-digit numbering) when a world needs more:
+# the first ranges hold MIMIC-III (46,520 patients, 58,976 admissions), the overflow MIMIC-IV's 299,712
+# patients, their 431,231 admissions and 73,181 ICU stays.
+ID_RANGES = {"SUBJECT_ID": ((10_000, 100_000), (10_000_000, 10_000_000 + MAX_PATIENTS)),
+             "HADM_ID": ((100_000, 200_000), (20_000_000, 21_000_000)),
+             "ICUSTAY_ID": ((200_000, 300_000), (30_000_000, 31_000_000))}
 _TABLE_STREAMS = ("PATIENTS", "ADMISSIONS", "ICUSTAYS", "DIAGNOSES_ICD", "CHARTEVENTS", "LABEVENTS",
                   "INPUTEVENTS_CV", "INPUTEVENTS_MV", "OUTPUTEVENTS", "DATETIMEEVENTS", "PROCEDUREEVENTS_MV",
                   "MICROBIOLOGYEVENTS", "PRESCRIPTIONS")  # one random stream each (index + 1)
@@ -58,7 +64,7 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     Same seed and arguments give byte-identical files. Tables are generated `chunk_patients`
     at a time and appended to gzip streams under temporary names, renamed at the end.
     `progress(done)` is called with the patients written so far after each chunk. ``workers`` > 1
-    (MIMIC-III layout) generates and compresses chunks in that many processes: the same bytes.
+    generates and compresses chunks in that many processes, in either layout: the same bytes.
     """
     from pipeline.fileio import write_json
 
@@ -73,14 +79,13 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
     layout = Release(layout)
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ConfigError(f"--workers must be an integer >= 1, got {workers!r}")
-    if workers > 1 and layout is Release.mimic4:
-        raise ConfigError("--workers > 1 applies to --layout mimic-iii only (the MIMIC-IV layout is written by one "
-                          "process)")
     out = Path(out_dir)
     (out / "_truth").mkdir(parents=True, exist_ok=True)
     ids = np.random.default_rng([seed, 1 << 20])
-    subject = np.sort(IdPool(ids, 10_000, 100_000, "SUBJECT_ID").take(patients))
-    hadm_pool, icu_pool = IdPool(ids, 100_000, 200_000, "HADM_ID"), IdPool(ids, 200_000, 300_000, "ICUSTAY_ID")
+    pools = [IdPool(ids, lo, hi, name, (o_lo, o_hi, np.random.default_rng([seed, 1 << 20, k])))
+             for k, (name, ((lo, hi), (o_lo, o_hi))) in enumerate(ID_RANGES.items(), start=1)]
+    subject = np.sort(pools[0].take(patients))
+    hadm_pool, icu_pool = pools[1:]
     writers: dict[str, CsvGzWriter] = {}
     iv = None
     try:
@@ -100,7 +105,7 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
                 iv.write(name, cols, ch, ci)
 
         stats = _write_chunks(emit, cfg, seed, subject, hadm_pool, icu_pool, exact_rx=iv is not None,
-                              progress=progress, workers=int(workers), writers=writers)
+                              progress=progress, workers=int(workers), writers=writers, iv=iv)
         emit("D_ITEMS", tables.d_items())
         emit("D_LABITEMS", tables.d_labitems())
         for w in writers.values():
@@ -162,18 +167,19 @@ def _chunk_tables(cfg: SynthConfig, seed: int, ci: int, ch: Chunk, exact_rx: boo
 
 
 def _write_chunks(emit, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_pool, exact_rx: bool = False,
-                  progress=None, workers: int = 1, writers: dict | None = None) -> dict[str, float]:
+                  progress=None, workers: int = 1, writers: dict | None = None, iv=None) -> dict[str, float]:
     """Simulate and write every chunk through ``emit(table, columns, chunk, chunk index)``; returns counts
     for the summary. ``exact_rx``: PRESCRIPTIONS keep the order's time (the MIMIC-IV layout). ``progress``:
-    called with the patients written so far after each chunk. ``workers`` > 1 (the MIMIC-III layout, whose
-    ``writers`` are given): chunks are generated and encoded by that many processes (``_parallel``), each
-    chunk's gzip members appended in chunk order: the same bytes as one process writes."""
+    called with the patients written so far after each chunk. ``workers`` > 1 (``writers`` given, and ``iv``,
+    the ``Mimic4Writer``, for MIMIC-IV's layout): chunks are generated and encoded by that many processes
+    (``_parallel``), each chunk's gzip members appended in chunk order: the same bytes as one process writes."""
     stats = dict(admissions=0, icustays=0, deaths=0, cohort=0, cohort_deaths=0, risk_sum=0.0)
     sims = ((ci, simulate(np.random.default_rng([seed, ci, 0]), cfg, subject[start:start + cfg.chunk_patients],
                            hadm_pool, icu_pool))
             for ci, start in enumerate(range(0, len(subject), cfg.chunk_patients)))
     if workers > 1:
-        done = _parallel(sims, cfg, seed, writers, workers, exact_rx)
+        done = _parallel(sims, cfg, seed, {**writers, **(iv.writers if iv is not None else {})}, workers, exact_rx,
+                         iv is not None)
     else:
         def serial():
             for ci, ch in sims:
@@ -195,9 +201,11 @@ def _write_chunks(emit, cfg: SynthConfig, seed: int, subject, hadm_pool, icu_poo
 
 
 # ---------------------------------------------------------------------------- parallel chunks
-# A worker encodes chunk ci's tables once it knows where their ROW_IDs start: the rows of every earlier
-# chunk, which each worker publishes (``_ROWS``) as soon as its chunk is generated, before encoding it.
+# A worker encodes chunk ci's tables once it knows where their ROW_IDs (MIMIC-IV: their ids) start: the rows
+# of every earlier chunk, which each worker publishes (``_SHARED["rows"]``) as soon as its chunk is generated,
+# before encoding it.
 _SHARED: dict = {}
+_CHUNK_TABLES = (*_TABLE_STREAMS, "truth")  # the tables of a chunk (``_chunk_tables``), rows counted per chunk
 
 
 def _init_worker(rows, ready) -> None:
@@ -205,39 +213,49 @@ def _init_worker(rows, ready) -> None:
 
 
 def _encode_chunk(args) -> tuple[int, list[tuple[str, bytes, int]]]:
+    """Chunk ci's gzip members: [(writer, member, rows)] in the order one process writes them."""
     import time
 
-    cfg, seed, ci, ch, exact_rx, names, columns = args
+    from pipeline.synth.mimic4 import Mimic4Converter, first_ids
+
+    cfg, seed, ci, ch, exact_rx, mimic4, columns = args
     tables = _chunk_tables(cfg, seed, ci, ch, exact_rx)
-    rows, ready, k = _SHARED["rows"], _SHARED["ready"], len(names)
-    counts = dict.fromkeys(names, 0)
+    rows, ready, k = _SHARED["rows"], _SHARED["ready"], len(_CHUNK_TABLES)
+    counts = dict.fromkeys(_CHUNK_TABLES, 0)
     for name, cols in tables:
         counts[name] += len(next(iter(cols.values())))
-    for j, name in enumerate(names):
+    for j, name in enumerate(_CHUNK_TABLES):
         rows[ci * k + j] = counts[name]
     ready[ci] = 1
     while not all(ready[:ci]):  # the earlier chunks were handed out first: each is being generated
         time.sleep(0.002)
-    first = {name: 1 + sum(rows[c * k + j] for c in range(ci)) for j, name in enumerate(names)}
+    before = {name: sum(rows[c * k + j] for c in range(ci)) for j, name in enumerate(_CHUNK_TABLES)}
+    first = {name: 1 + n for name, n in before.items()}  # MIMIC-III's ROW_IDs
+    iv = Mimic4Converter(seed, first_ids(before)) if mimic4 else None
     out = []
     for name, cols in tables:
-        member, n = csv_member(columns[name], cols, first[name], cfg.gzip_level, name)
+        target = name
+        if iv is not None and name != "truth":
+            converted = iv.convert(name, cols, ch, ci)
+            if converted is None:  # no rows: one process writes nothing either
+                continue
+            target, cols = converted
+        member, n = csv_member(columns[target], cols, first[name], cfg.gzip_level, target)
         first[name] += n
-        out.append((name, member, n))
+        out.append((target, member, n))
     return ci, out
 
 
-def _parallel(sims, cfg: SynthConfig, seed: int, writers: dict, workers: int, exact_rx: bool):
+def _parallel(sims, cfg: SynthConfig, seed: int, writers: dict, workers: int, exact_rx: bool, mimic4: bool):
     """Yield (chunk index, chunk) in order after appending each chunk's members, encoded by ``workers``
-    processes (fork: each gets the shared row counts), to ``writers``."""
+    processes (fork: each gets the shared row counts), to ``writers`` (MIMIC-IV: its tables' and the truth's)."""
     import multiprocessing as mp
 
     sims = list(sims)  # the simulation is ~1 % of the work; the id pools are drawn in order here
-    names = list(writers)
     ctx = mp.get_context("fork")
-    rows, ready = ctx.RawArray("q", len(sims) * len(names)), ctx.RawArray("b", len(sims))
+    rows, ready = ctx.RawArray("q", len(sims) * len(_CHUNK_TABLES)), ctx.RawArray("b", len(sims))
     columns = {name: w.columns for name, w in writers.items()}
-    jobs = ((cfg, seed, ci, ch, exact_rx, names, columns) for ci, ch in sims)
+    jobs = ((cfg, seed, ci, ch, exact_rx, mimic4, columns) for ci, ch in sims)
     with ctx.Pool(workers, initializer=_init_worker, initargs=(rows, ready)) as pool:
         for ci, members in pool.imap(_encode_chunk, jobs):
             for name, member, n in members:

@@ -120,30 +120,40 @@ def _mapped(arr: pa.Array, mapping: dict) -> pa.Array:
     return pa.array([mapping.get(v, v) for v in values], arr.type)
 
 
-class Mimic4Writer:
-    """The MIMIC-IV tables of one output directory: ``write(iii_name, cols, chunk)`` converts and appends."""
+# The ids MIMIC-IV numbers in file order (MIMIC-III's ROW_ID is gone): id -> the MIMIC-III tables whose rows
+# take one each, in the order a chunk's tables are written. A chunk's first ids follow from the earlier
+# chunks' row counts of those tables (``first_ids``), as its ROW_IDs do (``synth --workers``).
+ID_TABLES: dict[str, tuple[str, ...]] = {
+    "labevent_id": ("LABEVENTS",), "microevent_id": ("MICROBIOLOGYEVENTS",), "pharmacy_id": ("PRESCRIPTIONS",),
+    "orderid": ("LABEVENTS", "INPUTEVENTS_CV", "INPUTEVENTS_MV", "PROCEDUREEVENTS_MV"),  # specimen_id: an order
+}
 
-    def __init__(self, out: Path, level: int, seed: int) -> None:
-        self.out = Path(out)
+
+def first_ids(rows_before: dict[str, int]) -> dict[str, int]:
+    """Each id's first value in a chunk, from the MIMIC-III rows of the chunks before it (table -> rows)."""
+    return {key: 1 + sum(rows_before.get(t, 0) for t in names) for key, names in ID_TABLES.items()}
+
+
+class Mimic4Converter:
+    """MIMIC-III rows of a chunk -> their MIMIC-IV table and columns (``convert``), numbering the ids from
+    ``start`` (``first_ids``; default: the first chunk)."""
+
+    def __init__(self, seed: int, start: dict[str, int] | None = None) -> None:
         self.seed = seed
-        self.writers: dict[str, CsvGzWriter] = {}
-        for name, columns in COLUMNS_IV.items():
-            path = self.out / f"{name}.csv.gz"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.writers[name] = CsvGzWriter(path, columns, level)
-        self._next = {"labevent_id": 1, "microevent_id": 1, "orderid": 1, "pharmacy_id": 1}
+        self._next = dict(start or first_ids({}))
 
     def _ids(self, key: str, n: int) -> pa.Array:
         start = self._next[key]
         self._next[key] += n
         return col_int(np.arange(start, start + n))
 
-    def write(self, name: str, c: dict[str, pa.Array], ch: Chunk | None = None, chunk_index: int = 0) -> None:
+    def convert(self, name: str, c: dict[str, pa.Array], ch: Chunk | None = None,
+                chunk_index: int = 0) -> tuple[str, dict[str, pa.Array]] | None:
+        """(MIMIC-IV table, its columns) of the MIMIC-III table ``name``'s rows; None when there are none."""
         n = len(next(iter(c.values())))
         if n == 0:
-            return
-        convert = getattr(self, f"_{name.lower()}")
-        self.writers[TARGET[name]].write(convert(c, n, ch, chunk_index))
+            return None
+        return TARGET[name], getattr(self, f"_{name.lower()}")(c, n, ch, chunk_index)
 
     # ------------------------------------------------------------------------ hosp
     def _patients(self, c, n, ch: Chunk, _ci):
@@ -270,7 +280,25 @@ class Mimic4Writer:
                 "linksto": _mapped(c["LINKSTO"], LINKSTO), "category": c["CATEGORY"], "unitname": c["UNITNAME"],
                 "param_type": c["PARAM_TYPE"], "lownormalvalue": col_nulls(n), "highnormalvalue": col_nulls(n)}
 
-    # ------------------------------------------------------------------------ files
+
+
+class Mimic4Writer:
+    """The MIMIC-IV tables of one output directory: ``write(iii_name, cols, chunk)`` converts and appends."""
+
+    def __init__(self, out: Path, level: int, seed: int) -> None:
+        self.out = Path(out)
+        self.converter = Mimic4Converter(seed)
+        self.writers: dict[str, CsvGzWriter] = {}
+        for name, columns in COLUMNS_IV.items():
+            path = self.out / f"{name}.csv.gz"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.writers[name] = CsvGzWriter(path, columns, level)
+
+    def write(self, name: str, c: dict[str, pa.Array], ch: Chunk | None = None, chunk_index: int = 0) -> None:
+        converted = self.converter.convert(name, c, ch, chunk_index)
+        if converted is not None:
+            self.writers[converted[0]].write(converted[1])
+
     @property
     def rows(self) -> dict[str, int]:
         return {name.split("/")[1]: w.rows for name, w in self.writers.items()}
@@ -285,4 +313,4 @@ class Mimic4Writer:
                 w.abort()
 
 
-__all__ = ["COLUMNS_IV", "Mimic4Writer", "anchor_year_group"]
+__all__ = ["COLUMNS_IV", "ID_TABLES", "Mimic4Converter", "Mimic4Writer", "anchor_year_group", "first_ids"]
