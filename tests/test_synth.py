@@ -287,8 +287,12 @@ def test_two_workers_write_the_same_bytes_as_one(tmp_path):
     assert list(rows) == list(range(1, len(rows) + 1))  # numbered across chunks as one process numbers them
 
 
-def test_two_workers_write_the_same_bytes_as_one_in_mimic_iv_layout(tmp_path):
-    """MIMIC-IV's ids (labevent_id, orderid, pharmacy_id ...) numbered across chunks as one process numbers them."""
+def test_two_workers_write_the_same_bytes_as_one_in_mimic_iv_layout(tmp_path, monkeypatch):
+    """MIMIC-IV's ids (labevent_id, orderid, pharmacy_id ...) numbered across chunks as one process numbers them,
+    the chunks simulated two at a time (three batches)."""
+    from pipeline.synth import generator
+
+    monkeypatch.setattr(generator, "_BATCH", 1)
     cfg = SynthConfig(density=0.05, chunk_patients=15, icu_fraction=0.5)
     one = generate(tmp_path / "one", 80, seed=3, config=cfg, layout="mimic-iv")
     two = generate(tmp_path / "two", 80, seed=3, config=cfg, layout="mimic-iv", workers=2)
@@ -345,7 +349,7 @@ def test_chart_rows_per_stay_follow_the_config(tmp_path):
 
 # ---------------------------------------------------------------------------- errors, atomicity
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(patients=0), "patients"), (dict(patients=90_000), "patients"), (dict(patients=2.5), "patients"),
+    (dict(patients=0), "patients"), (dict(patients=MAX_PATIENTS + 1), "patients"), (dict(patients=2.5), "patients"),
     (dict(seed=-1), "seed"), (dict(config=dict(density=0)), r"^--density must be in \(0, 10\], got 0"),
     (dict(config=dict(density=20)), r"^--density must be in \(0, 10\], got 20"),
     (dict(config=dict(chunk_patients=0)), "^chunk_patients"),

@@ -165,6 +165,22 @@ def test_cli_synth_layout(tmp_path):
     shutil.rmtree(tmp_path / "w")
 
 
+def test_cli_synth_mimic4_proportions_in_parallel(tmp_path):
+    """--proportions mimic-iv: no newborns or children, about 17% of admissions with an ICU stay; --workers 2
+    writes the same bytes as one process."""
+    args = ["synth", "--patients", "200", "--density", "0.02", "--layout", "mimic-iv", "--proportions", "mimic-iv"]
+    for out, workers in (("one", "1"), ("two", "2")):
+        result = CliRunner().invoke(cli.app, [*args, "--out", str(tmp_path / out), "--workers", workers])
+        assert result.exit_code == 0, result.output
+    for path in sorted((tmp_path / "one").rglob("*.csv.gz")):
+        assert path.read_bytes() == (tmp_path / "two" / path.relative_to(tmp_path / "one")).read_bytes(), path
+    adm = pd.read_csv(tmp_path / "one" / "hosp" / "admissions.csv.gz")
+    stays = pd.read_csv(tmp_path / "one" / "icu" / "icustays.csv.gz")
+    patients = pd.read_csv(tmp_path / "one" / "hosp" / "patients.csv.gz")
+    assert patients.anchor_age.min() >= 18
+    assert 0.08 < stays.hadm_id.nunique() / len(adm) < 0.30
+
+
 @pytest.mark.slow
 def test_compare_table_shows_the_mimic4_era_split_beside_the_random_split(tmp_path):
     """benchmark-models on a generated MIMIC-IV world: the era split (anchor_year_group) and the random
