@@ -52,20 +52,21 @@ def fwd_bwd(run) -> tuple[float, int]:
     return elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
-def candidates(n: int, t_len: int, d: int, hidden: int, k: int, variable: bool) -> dict:
-    """Closures returning the tensor the loss is taken on, for each candidate."""
-    x = torch.randn(n, t_len, d, requires_grad=True)
+def candidates(n: int, t_len: int, d: int, hidden: int, k: int, variable: bool, device: str = "cpu") -> dict:
+    """Closures returning the tensor the loss is taken on, for each candidate, everything on ``device``
+    (the packed reference's lengths stay on the CPU, as ``pack_padded_sequence`` takes them)."""
+    x = torch.randn(n, t_len, d, device=device, requires_grad=True)
     lengths = torch.randint(1, t_len + 1, (n // k,)) if variable else torch.full((n // k,), t_len)
     lengths[0] = t_len
     lengths = lengths.repeat(k)  # tiled: every member block holds the same admissions
-    base = nn.LSTM(d, hidden, batch_first=True)
-    rank1 = LSTMRank1(d, hidden, 1, components=k)
-    rows = torch.arange(n)
+    base = nn.LSTM(d, hidden, batch_first=True).to(device)
+    rank1 = LSTMRank1(d, hidden, 1, components=k).to(device)
+    rows, on_device = torch.arange(n, device=device), lengths.to(device)
 
     def run_rank1(mode):
         def run():
             set_sampling(rank1, mode)
-            out, (h_n, _) = rank1(x, lengths)
+            out, (h_n, _) = rank1(x, on_device)
             return h_n if variable else out
         return run
 
@@ -74,7 +75,7 @@ def candidates(n: int, t_len: int, d: int, hidden: int, k: int, variable: bool) 
     else:
         runs = {"nn.LSTM": lambda: base(pack_padded_sequence(x, lengths, batch_first=True,
                                                               enforce_sorted=False))[1][0],
-                "padded ref": lambda: base(x)[0][rows, lengths - 1]}
+                "padded ref": lambda: base(x)[0][rows, on_device - 1]}
     return runs | {"per_example": run_rank1("per_example"), "per_member": run_rank1("per_member")}
 
 

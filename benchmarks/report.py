@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -42,6 +43,7 @@ RENDERERS: dict[str, str] = {  # figures:NAME -> the "module:function" that rend
     "baselines": "benchmarks.baselines:render",
     "extract": "benchmarks.extract:render",
     "extract_mimic4": "benchmarks.extract_mimic4:render",
+    "device_mortality": "benchmarks.device_mortality:render",
     "full_scale": "benchmarks.full_scale:render",
     "ghost_bn": "benchmarks.ghost_bn:render",
     "laplace_fit": "benchmarks.laplace_figures:render_fit",
@@ -61,6 +63,7 @@ RENDERERS: dict[str, str] = {  # figures:NAME -> the "module:function" that rend
     "vision_digits_rerun": "experiments.vision_digits:render_source",
     "vision_digits_normal_init": "experiments.vision_digits:render_source",
     "vision_digits_cli": "experiments.vision_digits_cli:render",
+    "vision_digits_recipes": "experiments.vision_digits:render_recipes",
     "vision_rank1_diagnose": "experiments.vision_rank1_diagnose:render",
 }
 
@@ -178,7 +181,8 @@ def provenance() -> dict:
         except (OSError, subprocess.CalledProcessError):
             return ""
 
-    commit = git("rev-parse", "--short=7", "HEAD") or "unknown"
+    # a checkout copied without .git (a device machine's working tree) names its commit in BENCH_COMMIT
+    commit = git("rev-parse", "--short=7", "HEAD") or os.environ.get("BENCH_COMMIT", "unknown")
     if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs", ":!README.md", ":!benchmarks/results"):
         commit += "+dirty"
     return {"commit": commit, "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}

@@ -58,16 +58,21 @@ def random_features(out: Path, n: int = 2000, n_tokens: int = 833, seed: int = 0
     return out
 
 
-def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet):
+def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet, device: str = "cpu", **model_fields):
+    """A closure timing real training steps of ``kind`` at ``preset`` (``model_fields`` override the preset's
+    model settings, e.g. ``lstm_hidden``) on ``device``; the admissions and rows per step."""
+    import dataclasses
+
     import torch
 
+    from pipeline.devices import to_device
     from pipeline.models import build_model
 
     vocab = fileio.read_json(fdir / "vocab.json")
     cfg = training.TrainConfig.from_preset(preset, progress=False)
     torch.manual_seed(0)
-    model = build_model(kind, models.model_config(cfg.model,
-                                                  {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])}))
+    mcfg = models.model_config(cfg.model, {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])})
+    model = build_model(kind, dataclasses.replace(mcfg, **model_fields)).to(device)
     objective = training.Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     distinct = cfg.batch_size // model.components
@@ -76,12 +81,14 @@ def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet):
     state = {"step": 0}
 
     def run(steps: int) -> float:
-        """Seconds for ``steps`` training steps."""
+        """Seconds for ``steps`` training steps (on a GPU: until its queued work is done)."""
         start = time.perf_counter()
         for _ in range(steps):
             batch = batches.collate(fs, sampler.indices(state["step"]), cfg.max_bags, cfg.max_tokens)
-            training.train_step(objective, optimizer, params, batch, 1.0, cfg.clip)
+            training.train_step(objective, optimizer, params, to_device(batch, device), 1.0, cfg.clip)
             state["step"] += 1
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize(device)
         return time.perf_counter() - start
 
     return run, distinct, cfg.batch_size
