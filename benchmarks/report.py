@@ -43,7 +43,6 @@ RENDERERS: dict[str, str] = {  # figures:NAME -> the "module:function" that rend
     "baselines": "benchmarks.baselines:render",
     "extract": "benchmarks.extract:render",
     "extract_mimic4": "benchmarks.extract_mimic4:render",
-    "device_mortality": "benchmarks.device_mortality:render",
     "full_scale": "benchmarks.full_scale:render",
     "ghost_bn": "benchmarks.ghost_bn:render",
     "laplace_fit": "benchmarks.laplace_figures:render_fit",

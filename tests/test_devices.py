@@ -155,3 +155,33 @@ def test_benchmark_models_jobs_train_and_evaluate_on_the_device(monkeypatch, tmp
     monkeypatch.setattr(evaluate, "evaluate_run", lambda *a, **kw: seen.append(("evaluate", kw["device"])))
     run_job(tmp_path, "deterministic", "random", 0, GridConfig(device="cpu"), tmp_path / "work")
     assert seen == [("train", "cpu"), ("evaluate", "cpu"), ("evaluate", "cpu")]
+
+
+@pytest.mark.slow
+def test_device_benchmark_runs_every_part_on_the_cpu(tmp_path, monkeypatch, capsys):
+    """benchmarks/device_mortality.py (the GPU measurements) at toy sizes on the CPU: every part gives a result,
+    none an error, the layer rows cover both hidden sizes and both length kinds, and the page renders them."""
+    import json
+    import runpy
+    import sys
+
+    out = tmp_path / "dm.json"
+    monkeypatch.setattr(sys, "argv", ["device_mortality", "--device", "cpu", "--hidden", "8", "--hidden", "12",
+                                      "--batch", "4", "--steps", "6", "--reps", "2", "--train-steps", "4",
+                                      "--train-n", "64", "--score-n", "150", "--cpu-score-n", "50", "--samples", "2",
+                                      "--json", str(out)])
+    runpy.run_module("benchmarks.device_mortality", run_name="__main__", alter_sys=True)
+    r = json.loads(out.read_text())
+    assert r["device"] == "cpu" and {"commit", "date", "command"} <= set(r)
+    for part in ("layer", "train", "score"):
+        assert "error" not in r[part], f"{part}: {r[part].get('error')}"
+    assert [(x["hidden"], x["lengths"]) for x in r["layer"]["result"]] == [
+        (8, "equal"), (8, "variable"), (12, "equal"), (12, "variable")]
+    assert all(x["per_example"] > 0 and x["per_member"] > 0 for x in r["layer"]["result"])
+    assert [x["hidden"] for x in r["train"]["result"]] == [8, 12]
+    score = r["score"]["result"]
+    assert (score["admissions"], score["cpu_admissions"], score["draws"]) == (150, 50, 8)
+    from benchmarks.device_mortality import render
+
+    page = render(r)
+    assert "| 12 | variable |" in page and "150 admissions x 8 draws" in page
