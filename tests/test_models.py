@@ -423,8 +423,21 @@ def test_rank1_prior_and_init_settings_reach_every_factor():
         torch.testing.assert_close(F.softplus(emb.rho), torch.full_like(emb.rho, 0.03))
 
 
+@pytest.mark.parametrize("prior, init_scale, expected", [("gaussian", None, 1e-3), ("cauchy", None, 0.6745e-3),
+                                                         ("cauchy", 1e-3, 1e-3), ("gaussian", 2e-3, 2e-3)])
+def test_factor_initial_scale_per_family_or_as_given(prior, init_scale, expected):
+    """Issue 23's rule in the mortality models: a Cauchy factor (unclipped) starts at the scale with the Normal's
+    interquartile range, 0.6745·init_stddev; --init-scale sets any family's as given (the embeddings keep
+    init_stddev)."""
+    model = build_model("rank1", tiny_cfg(prior=prior, init_scale=init_scale))
+    for v in _factors(model):
+        torch.testing.assert_close(v.scale(), torch.full_like(v.mean, expected), rtol=1e-4, atol=0)
+    torch.testing.assert_close(F.softplus(model.bag_embedding.rho), torch.full_like(model.bag_embedding.rho, 1e-3))
+
+
 def test_rank1_config_errors_name_the_setting():
     for kw, match in [({"factor_init": "uniform"}, "--factor-init"), ({"prior_mean": float("nan")}, "--prior-mean"),
+                      ({"init_scale": 0.0}, "--init-scale"),
                       ({"init_stddev": 0.0}, "--init-stddev"), ({"prior_stddev": -1.0}, "--prior-stddev"),
                       ({"factor_init": "random_sign", "perturbation": "additive"}, "random_sign")]:
         with pytest.raises(ValueError, match=match):

@@ -48,6 +48,8 @@ class MortalityConfig:
     prior_stddev: float = 0.1  # rank-1 prior stddev (gaussian) or scale (cauchy), centred at the prior mean
     prior_signs: bool = False  # rank-1 prior symmetric in sign: half centred at +mean, half at -mean
     init_stddev: float = 1e-3  # initial posterior stddev of every variational parameter (embeddings included)
+    init_scale: float | None = None  # rank-1 factors' initial posterior scale as given, either family (unset: the
+        # scale whose draws spread as init_stddev's: init_stddev for a Normal, 0.6745·init_stddev for a Cauchy)
     init_stddev_jitter: float = 0.0  # rank-1 factors: sd of noise on the raw (pre-softplus) initial stddev (edward2:
         # 0.1)
     factor_init: FactorInit | None = None  # factor mean init: random_sign | normal (unset: normal;
@@ -70,6 +72,8 @@ class MortalityConfig:
         for name, enum in (("bag_mode", BagMode), ("prior", PriorKind), ("sampling", Sampling),
                            ("perturbation", Perturbation), ("weight_init", WeightInit)):
             check_choice(self, name, enum)
+        if self.init_scale is not None and not self.init_scale > 0:
+            raise ConfigError(f"--init-scale must be > 0 or unset, got {self.init_scale}")
         if self.init_stddev_jitter < 0 or (self.factor_clip is not None and not self.factor_clip > 0):
             raise ConfigError("--init-stddev-jitter must be >= 0 and --factor-clip > 0 (or unset)")
         if self.factor_init is not None and self.factor_init not in {f.value for f in FactorInit}:
@@ -99,7 +103,7 @@ class MortalityConfig:
 
         return Rank1Config(prior=self.prior, prior_mean=self.prior_mean, prior_scale=self.prior_stddev,
                            init=self.factor_init, random_sign_prob=self.random_sign_prob,
-                           init_stddev=self.init_stddev, perturbation=self.perturbation, kl_samples=self.kl_samples,
+                           init_stddev=self.init_stddev, init_scale=self.init_scale, perturbation=self.perturbation, kl_samples=self.kl_samples,
                            prior_signs=self.prior_signs, init_scale_jitter=self.init_stddev_jitter,
                            clip=self.factor_clip if dense else None)
 
