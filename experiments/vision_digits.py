@@ -240,3 +240,93 @@ def render_source(r: dict) -> str:
 
 if __name__ == "__main__":
     main()
+
+
+# The seed paper's image claims (Dusenberry et al. 2020, section 4), each as (where, claim, method, than,
+# metrics, setting): "method is better than ``than`` on each metric" on digits' clean test set or the
+# mean over the corruptions x severities. Lower is better for NLL and ECE, higher for accuracy.
+CLAIMS = (
+    ("CIFAR-10, Table 1", "Gaussian rank-1 beats the deterministic network", "rank1-gaussian", "deterministic",
+     ("nll", "accuracy", "ece"), "clean"),
+    ("CIFAR-10, Table 1", "Cauchy rank-1 beats the deterministic network", "rank1-cauchy", "deterministic",
+     ("nll", "accuracy", "ece"), "clean"),
+    ("CIFAR-10, Table 1", "Gaussian rank-1 beats BatchEnsemble", "rank1-gaussian", "batchensemble",
+     ("nll", "accuracy", "ece"), "clean"),
+    ("CIFAR-10, Table 1", "Cauchy rank-1 beats BatchEnsemble", "rank1-cauchy", "batchensemble",
+     ("nll", "accuracy", "ece"), "clean"),
+    ("CIFAR-10-C, Table 1", "under corruption, Gaussian rank-1 beats BatchEnsemble (NLL 1.02 -> 0.74)",
+     "rank1-gaussian", "batchensemble", ("nll", "accuracy", "ece"), "corrupted"),
+    ("CIFAR-10-C, Table 1", "under corruption, Cauchy rank-1 beats BatchEnsemble", "rank1-cauchy", "batchensemble",
+     ("nll", "accuracy", "ece"), "corrupted"),
+    ("CIFAR-100, Table 3", "Cauchy rank-1 beats the deep ensemble on every metric", "rank1-cauchy", "deep-ensemble",
+     ("nll", "accuracy", "ece"), "clean"),
+    ("CIFAR-100-C, Table 3", "under corruption, Cauchy rank-1 beats the deep ensemble", "rank1-cauchy",
+     "deep-ensemble", ("nll", "accuracy", "ece"), "corrupted"),
+    ("CIFAR-100, Table 3", "Gaussian rank-1: slightly lower accuracy than BatchEnsemble, better NLL and ECE",
+     "rank1-gaussian", "batchensemble", ("nll", "ece"), "clean"),
+    ("CIFAR-100, Table 3", "Cauchy rank-1 beats Gaussian rank-1", "rank1-cauchy", "rank1-gaussian",
+     ("nll", "accuracy", "ece"), "clean"),
+    ("CIFAR-100-C, Table 3", "under corruption, Cauchy rank-1 beats Gaussian rank-1", "rank1-cauchy",
+     "rank1-gaussian", ("nll", "accuracy", "ece"), "corrupted"),
+)
+
+
+def _seed_values(runs: list[dict], method: str, metric: str, setting: str) -> list[float]:
+    """Per seed: the clean metric, or its mean over every corruption x severity."""
+    out = []
+    for run in runs:
+        if run["method"] != method:
+            continue
+        rep = run["report"]
+        if setting == "clean":
+            out.append(rep["clean"][metric])
+        else:
+            out.append(_mean(rep["by_severity"][s][metric] for s in rep["by_severity"]))
+    return out
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    m = sum(values) / len(values)
+    sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+    return m, sd
+
+
+def claim_rows(r: dict) -> list[list[str]]:
+    """One row per (claim, metric): the two methods' mean ± sd over seeds and whether the claim holds; "holds
+    within noise" / "fails within noise" when the means differ by less than the larger sd over seeds."""
+    runs, rows = r["runs"], []
+    for where, claim, method, than, metrics, setting in CLAIMS:
+        if not (_seed_values(runs, method, "nll", setting) and _seed_values(runs, than, "nll", setting)):
+            continue
+        for metric in metrics:
+            (a, sa), (b, sb) = (_mean_sd(_seed_values(runs, m, metric, setting)) for m in (method, than))
+            better = a > b if metric == "accuracy" else a < b
+            verdict = "holds" if better else "does not hold"
+            if abs(a - b) < max(sa, sb):
+                verdict += " (within seed noise)"
+            rows.append([where, claim, setting, metric, f"{a:.3f} ± {sa:.3f}", f"{b:.3f} ± {sb:.3f}", verdict])
+    return rows
+
+
+def render_claims(r: dict) -> str:
+    """The table of each image claim of the seed paper on digits (``CLAIMS``, ``claim_rows``)."""
+    seeds = sorted({run["seed"] for run in r["runs"]})
+    head = (f"Each image claim of the seed paper as it stands on digits: the first method's mean ± sd over seeds "
+            f"{', '.join(map(str, seeds))} against the second's, on the clean test set or the mean over the 5 "
+            "corruptions x 5 severities (each seed's mean, then mean ± sd over seeds). A difference smaller than "
+            "the larger sd over seeds is marked as within seed noise.")
+    rows = claim_rows(r)
+    methods = {claim: (method, than) for _, claim, method, than, _, _ in CLAIMS}
+    made_by = {m: src["command"].split(" --out ")[0].removeprefix("python -m experiments.")
+               for src in r.get("combined_from") or [] for m in src["methods_used"]}
+
+    def runs(claim: str) -> str:  # the commands whose runs the row compares (the combined files' commands)
+        return "; ".join(f"`{made_by[m]}`" if m in made_by else f"`{m}`" for m in methods[claim])
+    body = [[w, c, runs(c), s, m, a, b, v] for w, c, s, m, a, b, v in rows]
+    return "\n".join([head, "", report.table(["paper", "claim", "runs (commands)", "set", "metric", "first",
+                                              "second", "on digits"], body)])
+
+
+def render_recipes(r: dict) -> str:
+    """docs/vision.md's figures:vision_digits_recipes section: the tables (``render``), then the claims."""
+    return render(r) + "\n\n" + render_claims(r)

@@ -103,7 +103,8 @@ class MortalityConfig:
 
         return Rank1Config(prior=self.prior, prior_mean=self.prior_mean, prior_scale=self.prior_stddev,
                            init=self.factor_init, random_sign_prob=self.random_sign_prob,
-                           init_stddev=self.init_stddev, init_scale=self.init_scale, perturbation=self.perturbation, kl_samples=self.kl_samples,
+                           init_stddev=self.init_stddev, init_scale=self.init_scale, perturbation=self.perturbation,
+                           kl_samples=self.kl_samples,
                            prior_signs=self.prior_signs, init_scale_jitter=self.init_stddev_jitter,
                            clip=self.factor_clip if dense else None)
 
