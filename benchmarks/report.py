@@ -44,6 +44,7 @@ RENDERERS: dict[str, str] = {  # figures:NAME -> the "module:function" that rend
     "extract": "benchmarks.extract:render",
     "extract_mimic4": "benchmarks.extract_mimic4:render",
     "full_scale": "benchmarks.full_scale:render",
+    "full_scale_mimic4": "benchmarks.full_scale:render",
     "ghost_bn": "benchmarks.ghost_bn:render",
     "laplace_fit": "benchmarks.laplace_figures:render_fit",
     "laplace_jacobian_groups": "benchmarks.laplace_figures:render_jacobian_groups",
