@@ -2,7 +2,7 @@
 steps, and scoring a whole MIMIC-III cohort, each as a ratio to a baseline timed in the same process.
 
     python -m benchmarks.device_mortality [--device cuda] [--hidden 64 --hidden 256] [--reps 20]
-        [--score-n 58976] [--samples 25] [--cpu-score-n 3000] [--json PATH]
+        [--score-n 58976] [--samples S] [--cpu-score-n 3000] [--json PATH]
 
 Three parts, each reported even when another fails (its error is recorded instead):
 
@@ -37,6 +37,7 @@ import traceback
 from pathlib import Path
 
 from benchmarks import report
+from pipeline.contracts import DEFAULT_SAMPLES
 
 
 def _sync(device) -> None:
@@ -184,7 +185,8 @@ def main() -> None:
     ap.add_argument("--train-n", type=int, default=2000, help="part 2: admissions of the training features")
     ap.add_argument("--score-n", type=int, default=58_976, help="part 3: admissions scored on the device")
     ap.add_argument("--cpu-score-n", type=int, default=3000, help="part 3: admissions scored on the CPU")
-    ap.add_argument("--samples", type=int, default=25, help="part 3: samples per component (draws = samples x K)")
+    ap.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                    help="part 3: samples per component (draws = samples x K) [contracts.DEFAULT_SAMPLES]")
     ap.add_argument("--parts", default="layer,train,score", help="which parts to run, comma-separated")
     ap.add_argument("--json", type=Path, default=None, help="results file (default: "
                     "benchmarks/results/device_mortality.json, which also updates the docs)")
