@@ -21,8 +21,10 @@ Three parts, each reported even when another fails (its error is recorded instea
    first ``--cpu-score-n`` admissions, compared in admissions per second. Peak device memory is reported.
 
 Without CUDA ``--device cpu`` runs the same measurements (small sizes make it a smoke run). Writes
-benchmarks/results/device_mortality.json (``--json`` elsewhere) and, for that path, the docs section
-(``render``: docs/performance.md).
+benchmarks/results/device_mortality.json (``--json`` elsewhere). No GPU has run it yet, so its docs
+section does not exist: after the first GPU run, name ``device_mortality`` in ``report.RENDERERS``
+(``render`` below) and put a ``figures:device_mortality`` section in docs/performance.md, where the
+GPU paragraph says so.
 """
 
 from __future__ import annotations
