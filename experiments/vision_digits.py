@@ -286,14 +286,15 @@ def _seed_values(runs: list[dict], method: str, metric: str, setting: str) -> li
 
 
 def _mean_sd(values: list[float]) -> tuple[float, float]:
-    m = sum(values) / len(values)
-    sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
-    return m, sd
+    """Mean and sd over seeds as ``summarize_runs`` takes them (ddof = 1; 0 for one seed)."""
+    import numpy as np
+
+    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
 def claim_rows(r: dict) -> list[list[str]]:
-    """One row per (claim, metric): the two methods' mean ± sd over seeds and whether the claim holds; "holds
-    within noise" / "fails within noise" when the means differ by less than the larger sd over seeds."""
+    """One row per (claim, metric): the two methods' mean ± sd over seeds and whether the claim holds ("holds" /
+    "does not hold", with "(within seed noise)" when the means differ by less than the larger sd over seeds)."""
     runs, rows = r["runs"], []
     for where, claim, method, than, metrics, setting in CLAIMS:
         if not (_seed_values(runs, method, "nll", setting) and _seed_values(runs, than, "nll", setting)):
