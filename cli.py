@@ -1,9 +1,9 @@
 """Command line of the MIMIC-III / MIMIC-IV mortality-risk pipeline.
 
 Each command is a thin typed wrapper over a library function in `pipeline/` that returns data; the
-long option lists come from the config dataclasses (`pipeline.options.with_config_options`). Heavy
+long option lists come from the config dataclasses (`pipeline.cli.options.with_config_options`). Heavy
 libraries (torch, mlflow, duckdb, pandas) are imported inside the commands so that `--help` answers
-at once. A library error (`pipeline.errors.PipelineError`) prints as one line (exit code 2); any other
+at once. A library error (`pipeline.core.errors.PipelineError`) prints as one line (exit code 2); any other
 exception is a bug or an environment problem: one line too, its traceback in a log file (exit code 3).
 Run it as `python cli.py` or, installed, as `mimic-risk`.
 """
@@ -21,25 +21,25 @@ from typing import Callable, Optional
 
 import typer
 
-from pipeline import options
-from pipeline.baselines.config import BASELINES
-from pipeline.contracts import SAMPLES_SHOWN
-from pipeline.errors import PipelineError
-from pipeline.evaluation.config import EvalConfig, EvalOptions
-from pipeline.extraction.config import ExtractConfig
-from pipeline.laplace.options import LaplaceOptions
-from pipeline.models.config import MortalityConfig
-from pipeline.models.vision.config import VisionConfig
-from pipeline.options import ALIASES, at_least, config_options, with_config_options
+from pipeline.bayes.laplace.options import LaplaceOptions
+from pipeline.cli import options
+from pipeline.cli.grid_options import GridOptions
+from pipeline.cli.options import ALIASES, at_least, config_options, with_config_options
+from pipeline.cli.train_options import TrainOptions
+from pipeline.core.contracts import SAMPLES_SHOWN
+from pipeline.core.errors import PipelineError
+from pipeline.data.mimic.extraction.config import ExtractConfig
+from pipeline.data.mimic.sources.stage import StageConfig
+from pipeline.data.mimic.sources.tables import Release
+from pipeline.data.mimic.synth.limits import MAX_DENSITY, MAX_PATIENTS
 from pipeline.serving.config import ScoreConfig, ScoreOptions
 from pipeline.serving.server import ServeConfig
-from pipeline.sources.stage import StageConfig
-from pipeline.sources.tables import Release
-from pipeline.synth.limits import MAX_DENSITY, MAX_PATIENTS
-from pipeline.training.config import TrainConfig, preset_notes
-from pipeline.training.options import TrainOptions
-from pipeline.vision.config import DATASET_MODEL_DEFAULTS, Dataset, VisionEvalOptions, VisionTrainConfig
-from pipeline.workflows.grid_options import GridOptions
+from pipeline.tasks.mortality.baselines.config import BASELINES
+from pipeline.tasks.mortality.config import MortalityConfig
+from pipeline.tasks.mortality.train_config import TrainConfig, preset_notes
+from pipeline.tasks.vision.config import DATASET_MODEL_DEFAULTS, Dataset, VisionEvalOptions, VisionTrainConfig
+from pipeline.tasks.vision.model_config import VisionConfig
+from pipeline.workflows.evaluate_config import EvalConfig, EvalOptions
 
 __all__ = ["ALIASES", "app", "config_options", "main"]  # ALIASES, config_options: mlflow/render_mlproject.py's
 
@@ -126,9 +126,9 @@ def synth(
 ) -> None:
     """Generate a synthetic MIMIC-III or MIMIC-IV (full-release layout) with a known true risk per admission."""
     _setup_logging(verbose)
-    from pipeline.progress import Progress
-    from pipeline.synth import SynthConfig, generate
-    from pipeline.synth.simulation import MIMIC4_PROPORTIONS
+    from pipeline.core.progress import Progress
+    from pipeline.data.mimic.synth import SynthConfig, generate
+    from pipeline.data.mimic.synth.simulation import MIMIC4_PROPORTIONS
 
     config = SynthConfig(density=density, **(MIMIC4_PROPORTIONS if proportions is Release.mimic4 else {}))
     with Progress("synth: patients", patients, plain=False) as bar:  # a bar on a terminal only
@@ -159,11 +159,11 @@ def extract(
 ) -> None:
     """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
     _setup_logging(verbose)
-    from pipeline.extraction import extract as run_extract
-    from pipeline.progress import LogStatus
+    from pipeline.core.progress import LogStatus
+    from pipeline.data.mimic.extraction import extract as run_extract
 
     cfg = ExtractConfig(**settings[ExtractConfig])
-    with LogStatus("extract", "pipeline.extraction"):  # on a terminal: the stage that just finished
+    with LogStatus("extract", "pipeline.data.mimic.extraction"):  # on a terminal: the stage that just finished
         result = run_extract(source, out, cfg, schema=schema)
     m = result.manifest
     typer.echo(f"features written to {result.out_dir} (link file: {result.link_file}); release {m['release']}")
@@ -186,8 +186,8 @@ def stage(
     """Convert each table the extraction reads, typed as it types it, to Parquet once (with a manifest of the
     source files' sizes and checksums); `extract --source STAGE_DIR` then gives the same features, faster."""
     _setup_logging(verbose)
-    from pipeline.progress import Progress
-    from pipeline.sources.stage import stage_csv
+    from pipeline.core.progress import Progress
+    from pipeline.data.mimic.sources.stage import stage_csv
 
     with Progress("stage: per mille of the source bytes", 1000, plain=False) as bar:  # a bar on a terminal only
         m = stage_csv(source, out, StageConfig(**settings[StageConfig]),
@@ -209,7 +209,7 @@ def load_postgres(
 ) -> None:
     """Load a MIMIC-III or MIMIC-IV CSV directory into PostgreSQL with mimic-code's table definitions."""
     _setup_logging(verbose)
-    from pipeline.sources.pgload import load_mimic_csv, source_release, target_schema
+    from pipeline.data.mimic.sources.pgload import load_mimic_csv, source_release, target_schema
 
     release = source_release(source)
     for table, n in load_mimic_csv(dsn, source, schema=schema).items():
@@ -223,7 +223,7 @@ def train(settings: dict | None = None) -> None:
     o = TrainOptions(**settings[TrainOptions])
     _setup_logging(o.verbose)
     if o.model in BASELINES:
-        from pipeline.baselines.config import BaselineConfig
+        from pipeline.tasks.mortality.baselines.config import BaselineConfig
         from pipeline.workflows.baselines_run import train_baseline
 
         t = settings[TrainConfig]
@@ -231,8 +231,8 @@ def train(settings: dict | None = None) -> None:
                                                  resume=o.resume)
         return typer.echo(train_baseline(o.data, o.model, cfg, **o.run_kwargs(), refer_fraction=t.get(
             "refer_fraction", TrainConfig.refer_fraction)).summary())
-    from pipeline.models.variants import resolve
-    from pipeline.training import train as run_train
+    from pipeline.engine import train as run_train
+    from pipeline.tasks.mortality.variants import resolve
 
     kind, variant_settings = resolve(o.model)
     cfg = TrainConfig.from_preset(o.preset, **settings[TrainConfig],
@@ -250,7 +250,7 @@ def evaluate(settings: dict = None) -> None:
     """Evaluate a trained run: NLL, AUC-PR, AUC-ROC, ECE, Brier, uncertainty, 95% CIs, plots."""
     o = EvalOptions(**settings[EvalOptions])
     _setup_logging(o.verbose)
-    from pipeline.evaluation.evaluate import evaluate_run
+    from pipeline.workflows.evaluate import evaluate_run
 
     cfg = EvalConfig(**settings[EvalConfig])
     for s in o.split:
@@ -267,7 +267,7 @@ def laplace(settings: dict = None) -> None:
     """Subnetwork linearized Laplace on a trained deterministic run, logged as a new run (Daxberger et al. 2021)."""
     o = LaplaceOptions(**settings[LaplaceOptions])
     _setup_logging(o.verbose)
-    from pipeline.laplace.config import LaplaceConfig
+    from pipeline.bayes.laplace.config import LaplaceConfig
     from pipeline.workflows.laplace_run import fit_laplace_run
 
     result = fit_laplace_run(o.run, LaplaceConfig(**o.settings()), **o.run_kwargs())
@@ -297,9 +297,9 @@ def compare(
     --experiment and run ids, the mimic-mortality and vision experiments.
     """
     _setup_logging(verbose)
-    from pipeline.evaluation.compare import to_markdown
-    from pipeline.evaluation.compare_vision import compare_all, vision_markdown
-    from pipeline.options import refuse_words, spread
+    from pipeline.cli.options import refuse_words, spread
+    from pipeline.reports.compare import to_markdown
+    from pipeline.reports.compare_vision import compare_all, vision_markdown
     from pipeline.runs.store import RUN_ID
 
     refuse_words(ctx.args, lambda w: w if RUN_ID.match(w) else None, hint="; run ids are 32 hex digits")

@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import report
-from pipeline import fileio
-from pipeline.baselines.config import BaselineConfig, BaselineKind
-from pipeline.baselines.featurize import Featurizer
-from pipeline.contracts import DEFAULT_BATCH
+from pipeline.core import fileio
+from pipeline.core.contracts import DEFAULT_BATCH
 from pipeline.data import features
+from pipeline.tasks.mortality.baselines.config import BaselineConfig, BaselineKind
+from pipeline.tasks.mortality.baselines.featurize import Featurizer
 from pipeline.workflows.baselines_run import prediction_hours, train_baseline
 
 
@@ -114,10 +114,10 @@ def main() -> None:
     command = report.command(__spec__.name)
     import torch
 
-    from pipeline.baselines.model import BaselineModel
-    from pipeline.models import predict
+    from pipeline.engine import predict, train
     from pipeline.runs.formats import load_model
-    from pipeline.training import TrainConfig, train
+    from pipeline.tasks.mortality.baselines.model import BaselineModel
+    from pipeline.tasks.mortality.train_config import TrainConfig
 
     torch.set_num_threads(1)
     test = features.load_split(args.features / "test.parquet")

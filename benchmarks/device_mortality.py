@@ -39,7 +39,7 @@ import traceback
 from pathlib import Path
 
 from benchmarks import report
-from pipeline.contracts import DEFAULT_SAMPLES
+from pipeline.core.contracts import DEFAULT_SAMPLES
 
 
 def _sync(device) -> None:
@@ -136,8 +136,8 @@ def score_part(args, device, fdir: Path, vocab: dict) -> dict:
     """Part 3: scoring ``--score-n`` admissions on the device against the CPU (first ``--cpu-score-n``)."""
     import torch
 
-    from pipeline.models import MortalityConfig, build_model
     from pipeline.runs.store import RunModel
+    from pipeline.tasks.mortality import MortalityConfig, build_model
 
     cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]), components=args.components)
     torch.manual_seed(0)
@@ -197,9 +197,9 @@ def main() -> None:
     import torch
 
     from benchmarks.train_throughput import random_features
-    from pipeline import fileio
+    from pipeline.core import fileio
+    from pipeline.core.devices import resolve_device
     from pipeline.data import features
-    from pipeline.devices import resolve_device
 
     device = resolve_device(args.device)
     measured, command = report.provenance(), report.command(__spec__.name)

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.train_throughput import random_features
-from pipeline import fileio
-from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
+from pipeline.core import fileio
+from pipeline.core.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.data import features
 
 
@@ -41,8 +41,8 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from pipeline.evaluation.evaluate import report_of, sample_logits
-    from pipeline.models import MortalityConfig, build_model
+    from pipeline.tasks.mortality import MortalityConfig, build_model
+    from pipeline.workflows.evaluate import report_of, sample_logits
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:

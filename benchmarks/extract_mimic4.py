@@ -38,7 +38,7 @@ from pathlib import Path
 
 from benchmarks import report
 from benchmarks.harness import CACHE, PY, ROOT, extrapolate, growth_exponent, run_child, run_module, synth_world
-from pipeline.synth.simulation import MIMIC4_PROPORTIONS
+from pipeline.data.mimic.synth.simulation import MIMIC4_PROPORTIONS
 
 RESULT = ROOT / "benchmarks" / "results" / "extract_mimic4.json"
 DOC = ROOT / "docs" / "mimic-iv.md"
@@ -88,7 +88,7 @@ def _stages(log: str) -> dict:
 FLOOR_SQL = ("SELECT count(*), sum(TRY_CAST(valuenum AS DOUBLE)), count(DISTINCT hadm_id) FROM read_csv('{f}', "
              "header=true, all_varchar=true, delim=',', quote='\"', escape='\"')")
 FLOOR_CODE = (
-    "import duckdb, resource, sys, time; from pipeline.sources.csvdir import detect_layout; from pathlib import Path; "
+    "import duckdb, resource, sys, time; from pipeline.data.mimic.sources.csvdir import detect_layout; from pathlib import Path; "
     "f = detect_layout(Path(sys.argv[1]))[1]['chartevents']; sql = sys.argv[2].replace('{f}', str(f)); "
     "con = duckdb.connect(); t = time.perf_counter(); u = resource.getrusage(resource.RUSAGE_SELF); "
     "c = u.ru_utime + u.ru_stime; con.sql(sql).fetchall(); w = time.perf_counter() - t; "
@@ -206,13 +206,13 @@ def profile_tables(src: str) -> dict:
     import resource
     import tempfile
 
-    from pipeline.contracts import COHORT_COLUMNS
-    from pipeline.extraction import queries
-    from pipeline.extraction.config import ExtractConfig
-    from pipeline.extraction.flow import _connect
-    from pipeline.sources import open_source
-    from pipeline.sources.csvdir import CSV_OPTIONS, read_header
-    from pipeline.sources.tables import event_tables_of
+    from pipeline.core.contracts import COHORT_COLUMNS
+    from pipeline.data.mimic.extraction import queries
+    from pipeline.data.mimic.extraction.config import ExtractConfig
+    from pipeline.data.mimic.extraction.flow import _connect
+    from pipeline.data.mimic.sources import open_source
+    from pipeline.data.mimic.sources.csvdir import CSV_OPTIONS, read_header
+    from pipeline.data.mimic.sources.tables import event_tables_of
 
     def cpu() -> float:
         u = resource.getrusage(resource.RUSAGE_SELF)

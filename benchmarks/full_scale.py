@@ -76,7 +76,7 @@ def checked_scan(location: str, workers: int = 2) -> dict:
 
     import duckdb
 
-    from pipeline.sources import open_source
+    from pipeline.data.mimic.sources import open_source
 
     con = duckdb.connect()
     con.execute("SET memory_limit = '3GB'")

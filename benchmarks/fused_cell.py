@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.fused_cell [--blocks 16] [--rows 128] [--hidden 64] [--threads 2]
 
-``pipeline.layers.inference._layer`` updates the cell after each step's batched product with
+``pipeline.bayes.layers.inference._layer`` updates the cell after each step's batched product with
 eager in-place ops (``inference.cell_update``: one sigmoid over the four gates, then c and h/2).
 This times that update (the path's own function) on
 (blocks, rows, 4H) gates, the shape of one pass at the default sizes (4 samples x K = 4 blocks of
@@ -39,7 +39,7 @@ def main() -> None:
     z = torch.empty(g, m, d + h + 1)  # next step's input buffer: h/2 goes to columns d .. d + H
     kernel = torch.randn(g, d + h + 1, 4 * h) * 0.1
 
-    from pipeline.layers.inference import cell_update
+    from pipeline.bayes.layers.inference import cell_update
 
     def eager(a, u_prev, u_out, th, h_out):  # the path's own update: u = 2c, h/2 = o·(sigmoid(u) - 1/2)
         o, th = cell_update(a, u_prev, u_out, th)

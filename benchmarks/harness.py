@@ -82,14 +82,14 @@ def cached(path: Path, make: Callable[[Path], object]) -> Path:
     return path
 
 
-_SYNTH = ("import json, sys; from pipeline.synth import SynthConfig, generate; "
+_SYNTH = ("import json, sys; from pipeline.data.mimic.synth import SynthConfig, generate; "
           "cfg = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(sys.argv[3]).items()}; "
           "generate(sys.argv[1], int(sys.argv[2]), seed=int(sys.argv[4]), config=SynthConfig(**cfg), "
           "layout=sys.argv[5])")  # the child's code: OUT PATIENTS CONFIG SEED LAYOUT
 
 
 def synth_world(name: str, patients: int, seed: int = 0, layout: str = "mimic-iii", **config) -> Path:
-    """``CACHE/name``: a synthetic world (``pipeline.synth.generate`` with ``SynthConfig(**config)``, in a child
+    """``CACHE/name``: a synthetic world (``pipeline.data.mimic.synth.generate`` with ``SynthConfig(**config)``, in a child
     process so that the benchmark's own peak memory is not the generator's), generated once."""
     def make(path: Path) -> None:
         subprocess.run([PY, "-c", _SYNTH, str(path), str(patients), json.dumps(config), str(seed), layout],

@@ -42,8 +42,10 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness, report
-from pipeline import fileio, training
+from pipeline import engine as training
+from pipeline.core import fileio
 from pipeline.data.features import load_split
+from pipeline.tasks.mortality.train_config import TrainConfig
 
 CACHE = harness.CACHE / "laplace"
 RESULT = report.results_path("laplace_fit")
@@ -54,8 +56,8 @@ def default_features() -> Path:
     """The default synthetic benchmark's features (generated once)."""
     def make(out: Path) -> None:
         os.environ.setdefault("MIMIC_DEID_KEY", SYNTH_KEY)
-        from pipeline.extraction import extract
-        from pipeline.synth import generate
+        from pipeline.data.mimic.extraction import extract
+        from pipeline.data.mimic.synth import generate
 
         generate(out / "mimic", patients=2000, seed=0)
         extract(out / "mimic", out / "features")
@@ -88,7 +90,7 @@ def map_run(features: Path, hidden: int, steps: int) -> Path:
     if (out / "best.pt").exists():
         return out / "best.pt"
     shutil.rmtree(out, ignore_errors=True)
-    cfg = training.TrainConfig(max_steps=steps, eval_every=max(steps // 4, 1), threads=1, progress=False,
+    cfg = TrainConfig(max_steps=steps, eval_every=max(steps // 4, 1), threads=1, progress=False,
                                model={"lstm_hidden": hidden})
     result = training.train(features, "deterministic", cfg, out_dir=out, tracking=False)
     return result.best_checkpoint
@@ -124,7 +126,7 @@ def child(args: argparse.Namespace) -> None:
     """One fit; prints a JSON line."""
     import torch
 
-    from pipeline.laplace import LaplaceConfig, fit_laplace, save_laplace
+    from pipeline.bayes.laplace import LaplaceConfig, fit_laplace, save_laplace
     from pipeline.runs.formats import load_model
 
     torch.set_num_threads(args.threads)
@@ -217,7 +219,7 @@ def throughput(models: dict, fs, repeats: int, batch_size: int) -> dict[str, flo
     """Admissions/s per named (model, samples), alternating blocks, median over ``repeats``."""
     import torch
 
-    from pipeline.models import predict
+    from pipeline.engine import predict
 
     times: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(repeats):
@@ -260,7 +262,7 @@ def main() -> None:
             report.update({"laplace_fit"})
         return
 
-    from pipeline.laplace import Predictive, load_laplace
+    from pipeline.bayes.laplace import Predictive, load_laplace
     from pipeline.runs.formats import load_model
 
     measured, load_start, features = start(args)

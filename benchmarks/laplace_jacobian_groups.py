@@ -4,7 +4,7 @@
         [--admissions 64]
 
 Each logit's backward pass runs over every admission computed with it, so the per-admission cost of
-the Jacobian grows with the group (``pipeline.laplace.jacobian.MICRO_BATCH`` is the chosen size).
+the Jacobian grows with the group (``pipeline.bayes.laplace.jacobian.MICRO_BATCH`` is the chosen size).
 For every LSTM size of ``benchmarks/laplace_fit.py`` (its cached MAP runs and features) and every
 group size: milliseconds per admission for the Jacobian with respect to all D weights and to 1,000
 random weights, over ``--admissions`` training admissions (longest first, as the fit orders them),
@@ -40,8 +40,8 @@ def main() -> None:
 
     import torch
 
-    from pipeline.laplace.jacobian import jacobian
-    from pipeline.laplace.params import ParamVector, Substitution, frozen
+    from pipeline.bayes.laplace.jacobian import jacobian
+    from pipeline.bayes.laplace.params import ParamVector, Substitution, frozen
     from pipeline.runs.formats import load_model
 
     measured, load_start, features = start(args)

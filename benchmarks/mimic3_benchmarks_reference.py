@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.pandas_reference import EVENTS, cohort, in_window
-from pipeline.sources.csvdir import find_tables
+from pipeline.data.mimic.sources.csvdir import find_tables
 
 
 def _open(path: Path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.sources.csvdir import find_tables
+from pipeline.data.mimic.sources.csvdir import find_tables
 
 EVENTS = {
     # table: (time column, store-time column or None, value-time column or None, link key, error column)

@@ -36,8 +36,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from benchmarks import report
-from pipeline.layers import LSTMRank1, set_sampling
-from pipeline.models import MortalityConfig, build_model
+from pipeline.bayes.layers import LSTMRank1, set_sampling
+from pipeline.tasks.mortality import MortalityConfig, build_model
 
 EMBEDDINGS = ("bag_embedding", "context_embedding")
 PARAM_TARGET_PCT = 5.0  # the project's target: rank-1 parameter overhead over the deterministic model, %

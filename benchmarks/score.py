@@ -70,10 +70,11 @@ import numpy as np
 
 from benchmarks.harness import run_module
 from benchmarks.train_throughput import random_features
-from pipeline import fileio, metrics
-from pipeline.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
+from pipeline.bayes import metrics
+from pipeline.core import fileio
+from pipeline.core.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.data import features
-from pipeline.models import predict
+from pipeline.engine import predict
 
 
 def analytic_flops(fs: features.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
@@ -140,7 +141,7 @@ def sigmoid_rate(h: int) -> float:
     """Elements/s of in-place ``torch.sigmoid_`` on a cache-sized (CHUNK_ROWS·threads, 4H) tensor."""
     import torch
 
-    from pipeline.layers.inference import CHUNK_ROWS
+    from pipeline.bayes.layers.inference import CHUNK_ROWS
 
     a = torch.randn(CHUNK_ROWS * torch.get_num_threads(), 4 * h)
     return best_rate(lambda: a.sigmoid_(), float(a.numel()))
@@ -166,7 +167,7 @@ def ideal_step_rate(rows: int, d: int, h: int) -> float | None:
         print(f"reference (e) unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", file=sys.stderr)
         return None
 
-    from pipeline.layers.inference import CHUNK_ROWS
+    from pipeline.bayes.layers.inference import CHUNK_ROWS
 
     chunk = CHUNK_ROWS * torch.get_num_threads()  # rows per pass, as the evaluation path (cache-sized)
 
@@ -181,7 +182,7 @@ def ideal_step_rate(rows: int, d: int, h: int) -> float | None:
 def _time_recurrence() -> list[float]:
     """Wrap the model's call of ``inference.final_hidden`` so that each call's seconds are appended to
     the returned list (benchmark instrumentation only: the LSTM recurrence's share of a forward pass)."""
-    from pipeline.models import mortality
+    from pipeline.tasks.mortality import network as mortality
 
     secs: list[float] = []
     inner = mortality.final_hidden
@@ -199,13 +200,13 @@ def child(args) -> dict:
     """Score ``args.n`` admissions once; report seconds, peak RSS and the reference GEMM rates."""
     import torch
 
-    from pipeline.models import MortalityConfig, build_model
     from pipeline.runs.store import RunModel
     from pipeline.serving.score import ScoreConfig, score_files
+    from pipeline.tasks.mortality import MortalityConfig, build_model
 
     torch.set_num_threads(args.threads)
     if args.backend != "auto":  # instrumentation: the model calls final_hidden with Backend.AUTO
-        from pipeline.layers import inference
+        from pipeline.bayes.layers import inference
 
         inference.FUSED_MIN_HIDDEN = 0 if args.backend == "fused" else 1 << 30
     with tempfile.TemporaryDirectory() as tmp:
@@ -261,9 +262,9 @@ def laplace_ratio(args) -> dict:
     """Seconds of Gaussian-logit scoring and of the former probit scoring of one Laplace model, same admissions."""
     import torch
 
-    from pipeline.laplace import LinearizedLaplaceModel, Posterior
-    from pipeline.laplace.config import Predictive
-    from pipeline.models import MortalityConfig, build_model
+    from pipeline.bayes.laplace import LinearizedLaplaceModel, Posterior
+    from pipeline.bayes.laplace.config import Predictive
+    from pipeline.tasks.mortality import MortalityConfig, build_model
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -342,7 +343,7 @@ def main() -> None:
     small, big = run_child(args.small, args), run_child(args.n, args)
     rate = big["n"] / big["median_secs"]  # the time target: the median run
     achieved = big["flops"] / big["secs"]  # FLOP/s: the best run, as the references
-    from pipeline.layers.inference import FUSED_MIN_HIDDEN
+    from pipeline.bayes.layers.inference import FUSED_MIN_HIDDEN
 
     backend = args.backend if args.backend != "auto" else ("fused" if big["h"] >= FUSED_MIN_HIDDEN else "blocks")
     print(f"scoring {args.samples} samples x K=4 = {big['draws']} draws, LSTM {big['h']} ({backend} backend), batch "

@@ -22,7 +22,7 @@ from benchmarks.harness import CACHE, synth_world
 
 
 def _timed(fn) -> tuple[float, float, object]:
-    from pipeline.extraction.flow import cpu_s
+    from pipeline.data.mimic.extraction.flow import cpu_s
 
     t0, c0 = time.perf_counter(), cpu_s()
     result = fn()
@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = ap.parse_args(argv)
     os.environ.setdefault("MIMIC_DEID_KEY", "benchmark-only-key")
-    from pipeline.extraction import ExtractConfig, extract
-    from pipeline.sources.stage import StageConfig, stage_csv
+    from pipeline.data.mimic.extraction import ExtractConfig, extract
+    from pipeline.data.mimic.sources.stage import StageConfig, stage_csv
 
     source = synth_world(f"stage_synth_{args.patients}_{args.density:g}", args.patients, density=args.density)
     cfg = ExtractConfig(threads=args.threads)

@@ -26,10 +26,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline import fileio, models, training
-from pipeline.contracts import FEATURES
+from pipeline import engine as training
+from pipeline.core import fileio
+from pipeline.core.contracts import FEATURES
 from pipeline.data import batches, features  # noqa: E402
-from pipeline.extraction.flow import write_parquet
+from pipeline.data.mimic.extraction.flow import write_parquet
+from pipeline.tasks import mortality as models
+from pipeline.tasks.mortality.train_config import TrainConfig
 
 FEATURE_SCHEMA = FEATURES.arrow_schema()  # noqa: E402
 
@@ -65,11 +68,11 @@ def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet, device: s
 
     import torch
 
-    from pipeline.devices import to_device
-    from pipeline.models import build_model
+    from pipeline.core.devices import to_device
+    from pipeline.tasks.mortality import build_model
 
     vocab = fileio.read_json(fdir / "vocab.json")
-    cfg = training.TrainConfig.from_preset(preset, progress=False)
+    cfg = TrainConfig.from_preset(preset, progress=False)
     torch.manual_seed(0)
     mcfg = models.model_config(cfg.model, {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])})
     model = build_model(kind, dataclasses.replace(mcfg, **model_fields)).to(device)

@@ -23,7 +23,7 @@ def main() -> None:
 
     import torch
 
-    from pipeline.models.vision import VisionConfig, parameter_report
+    from pipeline.tasks.vision import VisionConfig, parameter_report
 
     prov = report.provenance()
 

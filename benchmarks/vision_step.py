@@ -43,8 +43,8 @@ def _setup(method: str, args, bn_rows: int | None = 64) -> tuple:
     None: over the whole step)."""
     import torch
 
-    from pipeline.models.vision import VisionConfig, build_vision_model
-    from pipeline.vision.train import objective
+    from pipeline.tasks.vision import VisionConfig, build_vision_model
+    from pipeline.tasks.vision.train import objective
 
     torch.manual_seed(0)
     k = args.k if method != "deterministic" else 1
@@ -69,8 +69,8 @@ def _setup(method: str, args, bn_rows: int | None = 64) -> tuple:
 def _eval_setup(method: str, args, rows_like_rank1: bool = False):
     import torch
 
-    from pipeline.layers import Sampling, set_sampling
-    from pipeline.models.vision import VisionConfig, build_vision_model
+    from pipeline.bayes.layers import Sampling, set_sampling
+    from pipeline.tasks.vision import VisionConfig, build_vision_model
 
     torch.manual_seed(0)
     cfg = VisionConfig(arch="wrn", depth=args.depth, width=args.width, method=method, ensemble_size=args.k,

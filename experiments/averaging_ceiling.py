@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.paired_compare import _features, find_runs, run_logits
-from pipeline import metrics
-from pipeline.contracts import DEFAULT_BATCH
+from pipeline.bayes import metrics
+from pipeline.core.contracts import DEFAULT_BATCH
 
 
 def pooled_nll(labels, probs: list[np.ndarray]) -> float:

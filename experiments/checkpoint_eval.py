@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.contracts import DEFAULT_SAMPLES
+from pipeline.core.contracts import DEFAULT_SAMPLES
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,9 +28,9 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from pipeline.data import features
-    from pipeline.evaluation.evaluate import format_table, report_of, sample_logits
     from pipeline.runs.formats import load_model
     from pipeline.runs.truth import load_true_risk
+    from pipeline.workflows.evaluate import format_table, report_of, sample_logits
 
     torch.set_num_threads(1)
     model, _ = load_model(args.checkpoint)

@@ -20,10 +20,10 @@ bins, so the features mean the same), with none of the label noise a benchmark's
 Candidates, each early-stopped and chosen on a held-out tenth of the world by its mean
 KL(p || q) (never on the benchmark's test split):
 
-- ``gbm``: gradient boosting on the baselines' featurizer (``pipeline.baselines``), with extra
+- ``gbm``: gradient boosting on the baselines' featurizer (``pipeline.tasks.mortality.baselines``), with extra
   recent-count blocks for the last 2 and 6 hours (soft labels by duplicating every admission with
   labels 1 and 0 weighted p and 1 - p);
-- ``lstm``: the deterministic LSTM of ``pipeline.models`` (the architecture every neural variant
+- ``lstm``: the deterministic LSTM of ``pipeline.tasks.mortality`` (the architecture every neural variant
   shares) trained on the soft labels, widths 64 and 128.
 
 Its NLL is an upper bound on the optimum's; the bound's slack is estimated by refitting the best
@@ -44,10 +44,11 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.baselines import subset
-from pipeline import fileio, metrics
-from pipeline.baselines.featurize import Featurizer, Rows
+from pipeline.bayes import metrics
+from pipeline.core import fileio
 from pipeline.data import features
 from pipeline.runs.truth import find_truth, load_true_risk
+from pipeline.tasks.mortality.baselines.featurize import Featurizer, Rows
 
 RECENT = (24.0, 6.0, 2.0)  # recent-count blocks of the oracle's featurizer (hours before the prediction time)
 
@@ -115,7 +116,7 @@ def soft_gbm(x_fit: Rows, p_fit: np.ndarray, x_stop: Rows, p_stop: np.ndarray, c
     early-stopped on the held-out rows (soft too) and cut to the best round; returns (predict, rounds)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    from pipeline.baselines.fit import tree_predictor
+    from pipeline.tasks.mortality.baselines.fit import tree_predictor
 
     def doubled(x: Rows, p: np.ndarray):
         d = x.dense(columns)
@@ -138,9 +139,10 @@ def soft_lstm(fit: features.FeatureSet, p_fit: np.ndarray, stop: features.Featur
     import torch
 
     from pipeline.data import batches
-    from pipeline.models import build_model, model_config, predict
-    from pipeline.training.loop import train_step
-    from pipeline.training.objective import Objective
+    from pipeline.engine import predict
+    from pipeline.engine.loop import train_step
+    from pipeline.engine.objective import Objective
+    from pipeline.tasks.mortality import build_model, model_config
 
     torch.manual_seed(seed)
     model = build_model("deterministic", model_config({"lstm_hidden": hidden}, vocab_sizes))

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import fileio
-from pipeline.evaluation.compare import TABLE_METRICS as METRICS
+from pipeline.core import fileio
+from pipeline.reports.compare import TABLE_METRICS as METRICS
 
 
 def grid_runs(grid: Path, model: str, mode: str, split: str) -> dict[int, dict]:
     """seed -> {metric: value} of ``model``'s runs on ``mode`` in a grid (``compare.collect`` over the runs
     the grid evaluated; the latest run of a seed wins)."""
-    from pipeline.evaluation.compare import collect
+    from pipeline.reports.compare import collect
 
     ids = sorted(d.name for d in (grid / "work" / "eval").iterdir() if (d / split / "metrics.json").exists())
     rows = sorted(collect(run_ids=ids), key=lambda r: r["start_time"]) if ids else []

@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
 
-    from pipeline.laplace import LaplaceConfig, fit_laplace
+    from pipeline.bayes.laplace import LaplaceConfig, fit_laplace
     from pipeline.runs.formats import load_model
 
     measured, load_start, features = start(args)

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import report
-from pipeline import fileio
+from pipeline.core import fileio
 
 SIZES = (1000, 2000, 4000, 8000, 16000)
 MODELS = ("deterministic", "rank1-gaussian", "gbm")

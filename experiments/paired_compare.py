@@ -39,10 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import fileio, metrics
-from pipeline.contracts import DEFAULT_BATCH
+from pipeline.bayes import metrics
+from pipeline.core import fileio
+from pipeline.core.contracts import DEFAULT_BATCH
 from pipeline.data import features
-from pipeline.models.variants import variant_label
+from pipeline.tasks.mortality.variants import variant_label
 
 PAIRED = ("nll", "ece")  # metrics compared
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
@@ -55,7 +56,7 @@ def find_runs(bench: Path, extra: list[Path] | tuple[Path, ...] = ()) -> list[di
     callers' dicts keep. The tracking store is the grid's (``MLFLOW_TRACKING_URI``, as for every command).
     The run directories under each of ``extra`` (``<dir>/<run id>``) follow: a Laplace run's label is its
     own (``laplace-<selection>-<S>``) and its seed its MAP run's."""
-    from pipeline.evaluation.compare import collect, label_variants
+    from pipeline.reports.compare import collect, label_variants
     from pipeline.workflows.grid import grid_runs
 
     ids = grid_runs(bench)  # labelled as compare labels them: runs of a model whose settings differ are apart
@@ -91,9 +92,9 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
     import hashlib
     import tempfile
 
-    from pipeline.evaluation.evaluate import sample_logits
-    from pipeline.models import predict
+    from pipeline.engine import predict
     from pipeline.runs.store import load_run_model
+    from pipeline.workflows.evaluate import sample_logits
 
     tag = "model" if samples is None else samples
     digest = hashlib.blake2b(fs.tokens.tobytes(), digest_size=8)  # which features: another extraction, other logits
@@ -207,7 +208,7 @@ def _fmt(x) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
-    ap.add_argument("--a", default="rank1-gaussian", help="model label A (pipeline.evaluation.compare labels)")
+    ap.add_argument("--a", default="rank1-gaussian", help="model label A (pipeline.reports.compare labels)")
     ap.add_argument("--b", default="deterministic", help=f"model label B ({TRUTH!r}: the true risk)")
     ap.add_argument("--bench-b", type=Path, default=None,
                     help="B's grid directory, on the same admissions (scored on its own features) [--bench]")

@@ -45,7 +45,8 @@ import numpy as np
 
 from experiments.paired_compare import _features, find_runs
 from experiments.uncertainty_truth import gain_replicates, run_summary
-from pipeline import fileio, metrics
+from pipeline.bayes import metrics
+from pipeline.core import fileio
 from pipeline.runs.record import choose_refer_measure
 
 DEFAULT = "rank1-gaussian"  # the grid variant every study variant changes one setting of
@@ -93,8 +94,8 @@ def val_record(run: dict, fs, risk, idx: np.ndarray, cache: Path | None) -> dict
 
 def recorded(run: dict) -> dict:
     """The run's model settings that differ from the default rank-1's (as its checkpoint records them)."""
-    from pipeline.models.variants import VARIANT_SPECS, model_defaults
     from pipeline.runs.store import client
+    from pipeline.tasks.mortality.variants import VARIANT_SPECS, model_defaults
 
     params = client().get_run(run["run_id"]).data.params
     defaults = {**model_defaults(), **{f"model.{k}": str(v) for k, v in VARIANT_SPECS[DEFAULT][1].items()}}

@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from experiments.paired_compare import _features, find_runs
-from pipeline import fileio, metrics
-from pipeline.contracts import DEFAULT_BATCH
+from pipeline.bayes import metrics
+from pipeline.core import fileio
+from pipeline.core.contracts import DEFAULT_BATCH
 from pipeline.runs.record import choose_refer_measure
 
 MEASURES = tuple(m.value for m in metrics.Measure)
@@ -34,7 +35,7 @@ def run_summary(run: dict, fs, split: str, cache: Path | None) -> tuple[metrics.
     """(Summary, predictive logits (S, K, N)) of a run on ``fs``, cached as .npz by run and split."""
     import tempfile
 
-    from pipeline.models import predict
+    from pipeline.engine import predict
     from pipeline.runs.store import load_run_model
 
     path = cache / f"{run['run_id']}-{split}-summary.npz" if cache else None

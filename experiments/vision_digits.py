@@ -48,7 +48,7 @@ def run_one(job: tuple[str, int, dict]) -> dict:
     """Train and evaluate one (method, seed); everything JSON-able."""
     import torch
 
-    from pipeline.vision import VisionTrainConfig, evaluate_vision, load_splits, train_vision
+    from pipeline.tasks.vision import VisionTrainConfig, evaluate_vision, load_splits, train_vision
 
     method, seed, settings = job
     torch.set_num_threads(1)
@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("--combine", type=Path, nargs="+", help="merge these result files (later files win per method)")
     args = ap.parse_args()
 
-    from pipeline.vision.summary import summarize_runs
+    from pipeline.reports.vision_summary import summarize_runs
 
     if args.combine:
         combine(args.combine, args.out)
@@ -123,7 +123,7 @@ def code_version() -> tuple[str, list[str]]:
 
 
 def print_tables(summary: dict, seeds) -> None:
-    from pipeline.vision.summary import markdown_table
+    from pipeline.reports.vision_summary import markdown_table
 
     for metric in ("nll", "accuracy", "ece"):
         print(f"\n{metric} (mean ± sd over seeds {list(seeds)}; severity columns: mean over the corruptions)\n")
@@ -132,8 +132,8 @@ def print_tables(summary: dict, seeds) -> None:
 
 def combine(files: list[Path], out: Path) -> None:
     """Merge result files: per method, the runs of the last file that has it."""
-    from pipeline import fileio
-    from pipeline.vision.summary import summarize_runs
+    from pipeline.core import fileio
+    from pipeline.reports.vision_summary import summarize_runs
 
     by_method: dict[str, list[dict]] = {}
     provider: dict[str, str] = {}

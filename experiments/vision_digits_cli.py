@@ -146,7 +146,7 @@ def main() -> None:
         raise SystemExit(f"compare failed: {out.stderr.strip()}")
     print(out.stdout)
     os.environ["MLFLOW_TRACKING_URI"] = env["MLFLOW_TRACKING_URI"]
-    from pipeline.evaluation.compare_vision import compare_all
+    from pipeline.reports.compare_vision import compare_all
 
     result = compare_all(EXPERIMENT)
     (section,) = result.vision  # one dataset: digits

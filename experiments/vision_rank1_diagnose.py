@@ -28,9 +28,9 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from pipeline.layers import Rank1Vector, set_sampling
-    from pipeline.metrics import multiclass as mm
-    from pipeline.vision import VisionTrainConfig, load_splits, predict_logits, train_vision
+    from pipeline.bayes.layers import Rank1Vector, set_sampling
+    from pipeline.bayes.metrics import multiclass as mm
+    from pipeline.tasks.vision import VisionTrainConfig, load_splits, predict_logits, train_vision
 
     torch.set_num_threads(1)
     commit, dirty = code_version()

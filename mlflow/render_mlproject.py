@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cli  # noqa: E402  (the repository root on the path first)
-from pipeline.models.config import MortalityConfig  # noqa: E402
-from pipeline.training.config import TrainConfig  # noqa: E402
+from pipeline.tasks.mortality.config import MortalityConfig  # noqa: E402
+from pipeline.tasks.mortality.train_config import TrainConfig  # noqa: E402
 
 HEADER = """\
 # MLflow project: `mlflow run mlflow/ -e train --env-manager local -P data=FEATURES_DIR`

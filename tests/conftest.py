@@ -32,7 +32,7 @@ def demo_dir():
 @pytest.fixture(scope="session")
 def demo_features(demo_dir, tmp_path_factory):
     """The demo extracted once per session with the default configuration."""
-    from pipeline.extraction import extract
+    from pipeline.data.mimic.extraction import extract
 
     out = tmp_path_factory.mktemp("demo_features")
     return extract(demo_dir, out)
@@ -43,8 +43,8 @@ def synth_features(tmp_path_factory):
     """A small synthetic MIMIC-III (2,500 patients, thinned events) and its features.
 
     Returns (root, ExtractResult): tables in root/mimic (truth in root/mimic/_truth)."""
-    from pipeline.extraction import extract
-    from pipeline.synth import SynthConfig, generate
+    from pipeline.data.mimic.extraction import extract
+    from pipeline.data.mimic.synth import SynthConfig, generate
 
     root = tmp_path_factory.mktemp("synth")
     generate(root / "mimic", patients=2500, seed=7, config=SynthConfig(density=0.05))

@@ -31,7 +31,7 @@ def modules(pkg_dir: Path = PKG) -> dict[str, Path]:
 
 
 def lazy_homes(package: str) -> dict[str, str]:
-    """Name -> submodule of a package whose names load lazily (``pipeline.lazy``)."""
+    """Name -> submodule of a package whose names load lazily (``pipeline.core.lazy``)."""
     mod = importlib.import_module(package)
     return {k: f"{package}.{v}" for k, v in getattr(mod, "_HOMES", {}).items()}
 

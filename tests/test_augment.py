@@ -8,8 +8,9 @@ import pytest
 import torch
 from helpers.features import write_features
 
-from pipeline import training
-from pipeline.training.augment import OovAugment, dedupe
+from pipeline import engine as training
+from pipeline.tasks.mortality.augment import OovAugment, dedupe
+from pipeline.tasks.mortality.train_config import TrainConfig
 
 TOKENS = ["<pad>", "chart:<oov>", "lab:<oov>", "chart:1:q1", "chart:2:q3", "lab:7:q2", "lab:8:q5"]
 
@@ -87,7 +88,7 @@ def test_a_token_without_an_oov_of_its_source_keeps_its_value():
 
 @pytest.fixture(scope="module")
 def feats(tmp_path_factory):
-    from pipeline import fileio
+    from pipeline.core import fileio
 
     out = write_features(tmp_path_factory.mktemp("aug_feats"), n_train=64, n_val=32, n_test=8)
     vocab = fileio.read_json(out / "vocab.json")
@@ -102,13 +103,13 @@ def test_training_with_augmentation_resumes_exactly(feats, tmp_path):
     model = {"lstm_hidden": 8, "dense_units": 8, "embedding_dim": 4, "components": 2}
     cfg = dict(eval_every=3, score_samples=2, progress=False, threads=1, source_oov_rate=0.3, token_oov_rate=0.1,
                model=model)
-    full = training.train(feats, "rank1", training.TrainConfig(max_steps=6, **cfg), out_dir=tmp_path / "a",
+    full = training.train(feats, "rank1", TrainConfig(max_steps=6, **cfg), out_dir=tmp_path / "a",
                           tracking=False)
-    training.train(feats, "rank1", training.TrainConfig(max_steps=3, **cfg), out_dir=tmp_path / "b", tracking=False)
-    resumed = training.train(feats, "rank1", training.TrainConfig(max_steps=6, **cfg), out_dir=tmp_path / "b",
+    training.train(feats, "rank1", TrainConfig(max_steps=3, **cfg), out_dir=tmp_path / "b", tracking=False)
+    resumed = training.train(feats, "rank1", TrainConfig(max_steps=6, **cfg), out_dir=tmp_path / "b",
                              resume=True, tracking=False)
     assert resumed.final_val_nll == full.final_val_nll
-    plain = training.train(feats, "rank1", training.TrainConfig(max_steps=6, **{**cfg, "source_oov_rate": 0.0,
+    plain = training.train(feats, "rank1", TrainConfig(max_steps=6, **{**cfg, "source_oov_rate": 0.0,
                                                                                 "token_oov_rate": 0.0}),
                            out_dir=tmp_path / "c", tracking=False)
     assert plain.final_val_nll != full.final_val_nll
@@ -116,4 +117,4 @@ def test_training_with_augmentation_resumes_exactly(feats, tmp_path):
 
 def test_rates_are_checked():
     with pytest.raises(Exception, match="--source-oov-rate must lie in"):
-        training.TrainConfig(source_oov_rate=1.0)
+        TrainConfig(source_oov_rate=1.0)

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-from pipeline.extraction import ExtractConfig, extract
+from pipeline.data.mimic.extraction import ExtractConfig, extract
 
 BASE = ["PATIENTS", "ADMISSIONS", "ICUSTAYS", "PRESCRIPTIONS", "MICROBIOLOGYEVENTS", "DATETIMEEVENTS"]
 
@@ -73,9 +73,9 @@ def test_truncated_gzip(src, tmp_path):
 @pytest.mark.slow
 def test_non_utf8_bytes_are_quarantined(src, tmp_path, monkeypatch, counting):
     if counting == "separate count":  # a plan whose profile shows no CSV scan: count(*) after it
-        import pipeline.sources.csvdir
+        import pipeline.data.mimic.sources.csvdir
 
-        monkeypatch.setattr(pipeline.sources.csvdir, "_operators", lambda nodes: iter(()))
+        monkeypatch.setattr(pipeline.data.mimic.sources.csvdir, "_operators", lambda nodes: iter(()))
     rx = _frame(src, "PRESCRIPTIONS")
     rx.loc[4, "formulary_drug_cd"] = "BADBYTES1"  # a column the pipeline reads
     rx.loc[6, "drug"] = "BADBYTES2"  # a free-text column it never reads

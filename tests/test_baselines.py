@@ -1,4 +1,4 @@
-"""pipeline.baselines + training.baselines + runs.formats: the featurizer against a hand computation,
+"""pipeline.tasks.mortality.baselines + training.baselines + runs.formats: the featurizer against a hand computation,
 the array predictors against scikit-learn, choices made on validation, the model file, and a
 baseline run through evaluate, score and the pyfunc like any run (same columns, same errors)."""
 
@@ -18,15 +18,15 @@ import pytest
 from helpers.runs import trained_run
 from helpers.serving import INPUT, PARAMS, mlflow_serve, records, strict
 
-from pipeline.baselines.config import BaselineConfig, BaselineKind
-from pipeline.baselines.featurize import DENSE, Featurizer, context_ages
-from pipeline.baselines.fit import BaselineFitError, fit_gbm, fit_logreg, nll, tree_predictor
-from pipeline.baselines.model import BaselineFileError, BaselineModel
+from pipeline.core.errors import ConfigError
 from pipeline.data.features import FeatureSet, load_split
-from pipeline.errors import ConfigError
-from pipeline.models.checkpoint import CheckpointError
-from pipeline.models.predict import RISK_COLUMNS
+from pipeline.engine.checkpoints import CheckpointError
+from pipeline.engine.predict import RISK_COLUMNS
 from pipeline.runs import formats, store
+from pipeline.tasks.mortality.baselines.config import BaselineConfig, BaselineKind
+from pipeline.tasks.mortality.baselines.featurize import DENSE, Featurizer, context_ages
+from pipeline.tasks.mortality.baselines.fit import BaselineFitError, fit_gbm, fit_logreg, nll, tree_predictor
+from pipeline.tasks.mortality.baselines.model import BaselineFileError, BaselineModel
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = dict(logreg_c_steps=3, gbm_leaves=(7,), gbm_min_leaf=(20,), gbm_max_rounds=60, gbm_patience=10, threads=1)
@@ -128,7 +128,7 @@ def toy():
 def test_logreg_chooses_c_on_validation_and_matches_sklearn(toy):
     from sklearn.linear_model import LogisticRegression
 
-    from pipeline.baselines.fit import _standardized
+    from pipeline.tasks.mortality.baselines.fit import _standardized
 
     fz, tr, va, xtr, xva = toy
     pred, info = fit_logreg(fz, xtr, tr.label, xva, va.label, BaselineConfig(**FAST))
@@ -170,8 +170,8 @@ def test_one_class_training_data_is_refused(toy):
 def test_a_baseline_declares_what_scoring_needs(toy):
     """models.predict.RiskModel: a point model (K = 1) that scores a FeatureSet itself, without the value
     channel; predict asks it directly, so scoring one never builds a torch batch."""
-    from pipeline.baselines.predictors import LinearPredictor
-    from pipeline.models import predict
+    from pipeline.engine import predict
+    from pipeline.tasks.mortality.baselines.predictors import LinearPredictor
 
     fz, _, va, _, _ = toy
     pred = LinearPredictor(np.array([0, 1]), np.zeros(2), np.ones(2), np.array([0.5, -0.25]), -1.0)
@@ -246,8 +246,8 @@ def rank1_run(synth_dir, tmp_path_factory, tracking_store):
 def test_baseline_run_is_logged_and_evaluated_as_a_point_model(baseline_runs, kind, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from pipeline.evaluation.evaluate import EvalConfig, evaluate_run
     from pipeline.runs import store
+    from pipeline.workflows.evaluate import EvalConfig, evaluate_run
 
     r = baseline_runs[kind.value]
     run = MlflowClient(store.tracking_uri()).get_run(r.run_id)
@@ -265,8 +265,8 @@ def test_baseline_run_is_logged_and_evaluated_as_a_point_model(baseline_runs, ki
 
 
 def test_compare_takes_baseline_runs(baseline_runs, tmp_path):
-    from pipeline.evaluation.compare import compare
-    from pipeline.evaluation.evaluate import EvalConfig, evaluate_run
+    from pipeline.reports.compare import compare
+    from pipeline.workflows.evaluate import EvalConfig, evaluate_run
 
     ids = [r.run_id for r in baseline_runs.values()]
     for rid in ids:

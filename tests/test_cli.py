@@ -18,9 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-from pipeline.contracts import RISK
-from pipeline.models import variants
-from pipeline.models.config import ModelKind
+from pipeline.core.contracts import RISK
+from pipeline.tasks.mortality import variants
+from pipeline.tasks.mortality.config import ModelKind
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = [c.name for c in cli.app.registered_commands]
@@ -53,7 +53,7 @@ def test_compare_help_says_run_ids_may_be_arguments():
 def test_train_accepts_every_name_compare_prints():
     """compare labels runs by variant_label, which falls back to model_label: every such name resolves,
     and train --help lists them."""
-    from pipeline.layers.options import PriorKind
+    from pipeline.bayes.layers.options import PriorKind
 
     printed = set(variants.VARIANTS) | {variants.model_label(k.value, p.value) for k in ModelKind for p in PriorKind}
     text = " ".join(_help("train").split())
@@ -64,12 +64,12 @@ def test_train_accepts_every_name_compare_prints():
 
 
 def test_an_unexpected_error_is_one_line_and_a_log_file(tmp_path, monkeypatch):
-    import pipeline.synth
+    import pipeline.data.mimic.synth
 
     def broken(*args, **kwargs):
         raise RuntimeError("the disk said no\nsecond line")
 
-    monkeypatch.setattr(pipeline.synth, "generate", broken)
+    monkeypatch.setattr(pipeline.data.mimic.synth, "generate", broken)
     result = CliRunner().invoke(cli.app, ["synth", "--out", str(tmp_path / "s"), "--patients", "3"],
                                 env={cli.LOG_DIR_ENV: str(tmp_path / "logs")})
     assert result.exit_code == 3 and "Traceback" not in result.output
@@ -129,10 +129,11 @@ def test_training_prints_plain_progress_lines_off_a_terminal(tmp_path, capsys):
     up the loss is labelled with it."""
     from helpers.features import write_features
 
-    from pipeline import training
+    from pipeline import engine as training
+    from pipeline.tasks.mortality.train_config import TrainConfig
 
     feats = write_features(tmp_path / "feats", n_train=32, n_val=16, n_test=4)
-    cfg = training.TrainConfig(max_steps=40, eval_every=20, eval_samples=1, score_samples=2, anneal_steps=30,
+    cfg = TrainConfig(max_steps=40, eval_every=20, eval_samples=1, score_samples=2, anneal_steps=30,
                                progress=True, threads=1, model={"embedding_dim": 4, "lstm_hidden": 4,
                                                                 "dense_units": 4, "components": 2})
     training.train(feats, "rank1", cfg, out_dir=tmp_path / "out", tracking=False)
@@ -144,8 +145,8 @@ def test_training_prints_plain_progress_lines_off_a_terminal(tmp_path, capsys):
 
 
 def test_a_failed_extract_leaves_no_tmp_folder(tmp_path):
-    from pipeline.errors import PipelineError
-    from pipeline.extraction import extract
+    from pipeline.core.errors import PipelineError
+    from pipeline.data.mimic.extraction import extract
 
     (tmp_path / "src").mkdir()  # no tables at all
     with pytest.raises(PipelineError):
@@ -223,9 +224,9 @@ def test_the_mlproject_is_rendered_from_the_train_options():
 ])
 def test_extract_options_are_the_config_fields(args, expected, monkeypatch, tmp_path):
     """`extract`'s options come from ExtractConfig (``--bins`` for n_bins, ``--era-groups`` repeatable)."""
-    import pipeline.extraction
-    from pipeline.errors import PipelineError
-    from pipeline.extraction import ExtractConfig
+    import pipeline.data.mimic.extraction
+    from pipeline.core.errors import PipelineError
+    from pipeline.data.mimic.extraction import ExtractConfig
 
     seen = {}
 
@@ -233,7 +234,7 @@ def test_extract_options_are_the_config_fields(args, expected, monkeypatch, tmp_
         seen["cfg"] = cfg
         raise PipelineError("stopped by the test")
 
-    monkeypatch.setattr(pipeline.extraction, "extract", fake_extract)
+    monkeypatch.setattr(pipeline.data.mimic.extraction, "extract", fake_extract)
     result = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path), "--out", str(tmp_path / "f"), *args])
     assert "stopped by the test" in result.output, result.output
     assert seen["cfg"] == ExtractConfig(**expected)
@@ -252,9 +253,9 @@ def test_extract_refuses_out_of_range_options(args, bad, tmp_path):
 ])
 def test_evaluate_options_are_the_config_fields(args, expected, monkeypatch):
     """`evaluate`'s options come from EvalConfig (``--bootstrap`` for n_bootstrap, ``--log/--no-log``)."""
-    from pipeline.errors import PipelineError
-    from pipeline.evaluation import evaluate
-    from pipeline.evaluation.config import EvalConfig
+    from pipeline.core.errors import PipelineError
+    from pipeline.workflows import evaluate
+    from pipeline.workflows.evaluate_config import EvalConfig
 
     seen = {}
 
@@ -275,7 +276,7 @@ def test_evaluate_options_are_the_config_fields(args, expected, monkeypatch):
 ])
 def test_score_options_are_the_config_fields(args, expected, monkeypatch, tmp_path):
     """`score`'s options come from ScoreConfig."""
-    from pipeline.errors import PipelineError
+    from pipeline.core.errors import PipelineError
     from pipeline.serving import score
     from pipeline.serving.config import ScoreConfig
 

@@ -1,4 +1,4 @@
-"""pipeline.evaluation.compare: mean ± sd over seeds per model and split mode, the true-risk row,
+"""pipeline.reports.compare: mean ± sd over seeds per model and split mode, the true-risk row,
 Markdown/CSV tables, collecting evaluated runs from MLflow, and a tiny benchmark grid."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import fileio
-from pipeline import metrics as M
-from pipeline.evaluation import compare as cp
-from pipeline.models import variants
+from pipeline.bayes import metrics as M
+from pipeline.core import fileio
+from pipeline.reports import compare as cp
+from pipeline.tasks.mortality import variants
 from pipeline.workflows import grid
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""pipeline.configs: a config's fields as JSON-able values, and each field's one-line comment as its
+"""pipeline.core.configs: a config's fields as JSON-able values, and each field's one-line comment as its
 help (read from the source), which every config dataclass of the library must have."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.configs import config_dict, field_help
+from pipeline.core.configs import config_dict, field_help
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,48 +121,48 @@ def _cfg(module: str, name: str):
 
 
 @pytest.mark.parametrize("module, name, kwargs, message", [
-    ("pipeline.training.config", "TrainConfig", {"max_steps": 0}, "--max-steps must be >= 1, got 0"),
-    ("pipeline.training.config", "TrainConfig", {"threads": 0}, "--threads must be >= 1, got 0"),
-    ("pipeline.training.config", "TrainConfig", {"lr": 0.0}, "--lr must be > 0, got 0.0"),
-    ("pipeline.training.config", "TrainConfig", {"anneal_steps": -1}, "--anneal-steps must be >= 0, got -1"),
-    ("pipeline.training.config", "TrainConfig", {"refer_fraction": 1.0}, "--refer-fraction must lie in [0, 1)"),
-    ("pipeline.training.config", "TrainConfig", {"nll": "sum"}, "--nll must be one of"),
-    ("pipeline.extraction.config", "ExtractConfig", {"train_fraction": 0.9, "val_fraction": 0.3},
+    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"max_steps": 0}, "--max-steps must be >= 1, got 0"),
+    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"threads": 0}, "--threads must be >= 1, got 0"),
+    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"lr": 0.0}, "--lr must be > 0, got 0.0"),
+    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"anneal_steps": -1}, "--anneal-steps must be >= 0, got -1"),
+    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"refer_fraction": 1.0}, "--refer-fraction must lie in [0, 1)"),
+    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"nll": "sum"}, "--nll must be one of"),
+    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"train_fraction": 0.9, "val_fraction": 0.3},
      "--train-fraction 0.9 + --val-fraction 0.3 must be < 1"),
-    ("pipeline.extraction.config", "ExtractConfig", {"train_fraction": 1.2}, "--train-fraction must lie in (0, 1)"),
-    ("pipeline.extraction.config", "ExtractConfig", {"n_bins": 0}, "--bins must be >= 1, got 0"),
-    ("pipeline.extraction.config", "ExtractConfig", {"scan_workers": 0}, "--scan-workers must be >= 1"),
-    ("pipeline.extraction.config", "ExtractConfig", {"prediction_hours": -1.0},
+    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"train_fraction": 1.2}, "--train-fraction must lie in (0, 1)"),
+    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"n_bins": 0}, "--bins must be >= 1, got 0"),
+    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"scan_workers": 0}, "--scan-workers must be >= 1"),
+    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"prediction_hours": -1.0},
      "--prediction-hours must be a positive"),
-    ("pipeline.extraction.config", "ExtractConfig", {"split": "by-year"}, "--split must be one of ['random', 'era']"),
-    ("pipeline.evaluation.config", "EvalConfig", {"n_bootstrap": -1}, "--bootstrap must be >= 0, got -1"),
-    ("pipeline.evaluation.config", "EvalConfig", {"threads": 0}, "--threads must be >= 1"),
+    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"split": "by-year"}, "--split must be one of ['random', 'era']"),
+    ("pipeline.workflows.evaluate_config", "EvalConfig", {"n_bootstrap": -1}, "--bootstrap must be >= 0, got -1"),
+    ("pipeline.workflows.evaluate_config", "EvalConfig", {"threads": 0}, "--threads must be >= 1"),
     ("pipeline.serving.config", "ScoreConfig", {"chunk_rows": 0}, "--chunk-rows must be >= 1, got 0"),
     ("pipeline.serving.server", "ServeConfig", {"model": "m", "timeout_s": 0}, "--timeout must be >= 1, got 0"),
     ("pipeline.serving.server", "ServeConfig", {"model": "m", "max_body_mb": 0}, "--max-body-mb must be > 0"),
-    ("pipeline.models.config", "MortalityConfig", {"token_vocab": 5, "context_vocab": 5, "lstm_hidden": 0},
+    ("pipeline.tasks.mortality.config", "MortalityConfig", {"token_vocab": 5, "context_vocab": 5, "lstm_hidden": 0},
      "--lstm-hidden must be >= 1, got 0"),
-    ("pipeline.models.config", "MortalityConfig", {"token_vocab": 0, "context_vocab": 5},
+    ("pipeline.tasks.mortality.config", "MortalityConfig", {"token_vocab": 0, "context_vocab": 5},
      "token_vocab must be >= 1, got 0"),
-    ("pipeline.models.config", "MortalityConfig", {"token_vocab": 5, "context_vocab": 5, "bag_mode": "max"},
+    ("pipeline.tasks.mortality.config", "MortalityConfig", {"token_vocab": 5, "context_vocab": 5, "bag_mode": "max"},
      "--bag-mode must be one of"),
-    ("pipeline.models.vision.config", "VisionConfig", {"depth": 11}, "--depth must be 6n + 4"),
-    ("pipeline.models.vision.config", "VisionConfig", {"clip": 0.0}, "--factor-clip must be > 0 or unset"),
-    ("pipeline.vision.config", "VisionTrainConfig", {"dataset": "cifar10"},
+    ("pipeline.tasks.vision.model_config", "VisionConfig", {"depth": 11}, "--depth must be 6n + 4"),
+    ("pipeline.tasks.vision.model_config", "VisionConfig", {"clip": 0.0}, "--factor-clip must be > 0 or unset"),
+    ("pipeline.tasks.vision.config", "VisionTrainConfig", {"dataset": "cifar10"},
      "--data-dir is required for --dataset cifar10"),
-    ("pipeline.vision.config", "VisionTrainConfig", {"batch_size": 0}, "--batch-size must be >= 1"),
-    ("pipeline.vision.config", "VisionEvalConfig", {"severities": (9,)}, "--severity must be some of"),
-    ("pipeline.laplace.config", "LaplaceConfig", {"subnet_size": 0}, "--subnet-size must be >= 1, got 0"),
-    ("pipeline.laplace.config", "LaplaceConfig", {"batch_size": 0}, "batch_size must be >= 1, got 0"),
-    ("pipeline.laplace.config", "LaplaceConfig", {"hessian": "diag", "subnet_size": 10},
+    ("pipeline.tasks.vision.config", "VisionTrainConfig", {"batch_size": 0}, "--batch-size must be >= 1"),
+    ("pipeline.tasks.vision.config", "VisionEvalConfig", {"severities": (9,)}, "--severity must be some of"),
+    ("pipeline.bayes.laplace.config", "LaplaceConfig", {"subnet_size": 0}, "--subnet-size must be >= 1, got 0"),
+    ("pipeline.bayes.laplace.config", "LaplaceConfig", {"batch_size": 0}, "batch_size must be >= 1, got 0"),
+    ("pipeline.bayes.laplace.config", "LaplaceConfig", {"hessian": "diag", "subnet_size": 10},
      "--hessian diag is diagonal Laplace over every weight: leave --subnet-size unset"),
-    ("pipeline.baselines.config", "BaselineConfig", {"threads": 0}, "--threads must be >= 1"),
-    ("pipeline.baselines.config", "BaselineConfig", {"gbm_patience": 0}, "gbm_patience must be >= 1, got 0"),
-    ("pipeline.synth.simulation", "SynthConfig", {"density": 0.0}, "--density must be in (0, 10]"),
-    ("pipeline.synth.simulation", "SynthConfig", {"chunk_patients": 0}, "chunk_patients must be >= 1"),
+    ("pipeline.tasks.mortality.baselines.config", "BaselineConfig", {"threads": 0}, "--threads must be >= 1"),
+    ("pipeline.tasks.mortality.baselines.config", "BaselineConfig", {"gbm_patience": 0}, "gbm_patience must be >= 1, got 0"),
+    ("pipeline.data.mimic.synth.simulation", "SynthConfig", {"density": 0.0}, "--density must be in (0, 10]"),
+    ("pipeline.data.mimic.synth.simulation", "SynthConfig", {"chunk_patients": 0}, "chunk_patients must be >= 1"),
 ])
 def test_configs_refuse_bad_settings_naming_the_option(module, name, kwargs, message):
-    from pipeline.errors import PipelineError
+    from pipeline.core.errors import PipelineError
 
     with pytest.raises(PipelineError) as err:
         _cfg(module, name)(**kwargs)
@@ -173,17 +173,17 @@ def test_configs_refuse_bad_settings_naming_the_option(module, name, kwargs, mes
 
 # config class -> the commands whose options set its fields (tests/test_configs.py keeps the pairs)
 USER_CONFIGS = {
-    ("pipeline.extraction.config", "ExtractConfig"): ("extract",),
-    ("pipeline.training.config", "TrainConfig"): ("train",),
-    ("pipeline.models.config", "MortalityConfig"): ("train",),
-    ("pipeline.evaluation.config", "EvalConfig"): ("evaluate",),
+    ("pipeline.data.mimic.extraction.config", "ExtractConfig"): ("extract",),
+    ("pipeline.tasks.mortality.train_config", "TrainConfig"): ("train",),
+    ("pipeline.tasks.mortality.config", "MortalityConfig"): ("train",),
+    ("pipeline.workflows.evaluate_config", "EvalConfig"): ("evaluate",),
     ("pipeline.serving.config", "ScoreConfig"): ("score",),
     ("pipeline.serving.server", "ServeConfig"): ("serve",),
-    ("pipeline.laplace.config", "LaplaceConfig"): ("laplace",),
-    ("pipeline.baselines.config", "BaselineConfig"): ("train",),
-    ("pipeline.vision.config", "VisionTrainConfig"): ("vision train",),
-    ("pipeline.models.vision.config", "VisionConfig"): ("vision train",),
-    ("pipeline.vision.config", "VisionEvalConfig"): ("vision evaluate",),
+    ("pipeline.bayes.laplace.config", "LaplaceConfig"): ("laplace",),
+    ("pipeline.tasks.mortality.baselines.config", "BaselineConfig"): ("train",),
+    ("pipeline.tasks.vision.config", "VisionTrainConfig"): ("vision train",),
+    ("pipeline.tasks.vision.model_config", "VisionConfig"): ("vision train",),
+    ("pipeline.tasks.vision.config", "VisionEvalConfig"): ("vision evaluate",),
 }
 
 
@@ -209,7 +209,7 @@ def _cli_options() -> dict[str, set[str]]:
 @pytest.mark.parametrize("module, name", sorted(USER_CONFIGS))
 def test_the_option_named_by_a_config_error_is_the_commands_own(module, name):
     """`option(cls, field)`, the spelling config errors use, is an option of the command that sets the field."""
-    from pipeline.configs import option
+    from pipeline.core.configs import option
 
     cls, commands = _cfg(module, name), USER_CONFIGS[(module, name)]
     spelled = _cli_options()

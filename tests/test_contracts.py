@@ -1,6 +1,6 @@
 """The data contracts hold the stages together: the features the extraction writes, what the
 readers require, the pyfunc's signature, the risk table of `predict` and `score`, and the docs'
-copies of the tables are all `pipeline.contracts`."""
+copies of the tables are all `pipeline.core.contracts`."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import contracts
-from pipeline.contracts import FEATURES, RISK, Use
+from pipeline.core import contracts
+from pipeline.core.contracts import FEATURES, RISK, Use
 from pipeline.data import features
-from pipeline.models import predict
+from pipeline.engine import predict
 
 ROOT = Path(__file__).resolve().parents[1]
 

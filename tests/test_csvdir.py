@@ -1,4 +1,4 @@
-"""pipeline.sources.csvdir on tiny hand-written tables: layout detection (TABLE.csv / .csv.gz, any case),
+"""pipeline.data.mimic.sources.csvdir on tiny hand-written tables: layout detection (TABLE.csv / .csv.gz, any case),
 two files for one table, headers (BOM, quoting, case), the messages for a missing table or column, and
 the typed views with their per-row ``_error``."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.sources.base import EmptyTable, SourceError
-from pipeline.sources.csvdir import CsvSource, find_tables, read_header
+from pipeline.data.mimic.sources.base import EmptyTable, SourceError
+from pipeline.data.mimic.sources.csvdir import CsvSource, find_tables, read_header
 
 PATIENTS = "ROW_ID,SUBJECT_ID,GENDER,DOB\n1,10,F,2100-01-01 00:00:00\n2,11,M,2090-05-05 00:00:00\n"
 ADMISSIONS = ("ROW_ID,SUBJECT_ID,HADM_ID,ADMITTIME,DISCHTIME,DEATHTIME,ADMISSION_TYPE,ADMISSION_LOCATION,"
@@ -67,7 +67,7 @@ def test_two_files_for_one_table_read_the_gz_with_a_warning_or_fail_when_strict(
         _write(src / name, ADMISSIONS)
     gz = next(n for n in names if n.endswith(".gz"))  # read, whether it is listed first or second
     plain = next(n for n in names if not n.endswith(".gz"))
-    with caplog.at_level(logging.WARNING, logger="pipeline.sources.csvdir"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.data.mimic.sources.csvdir"):
         assert find_tables(src) == {"admissions": src / gz}
     assert f"admissions: both {gz} and {plain} exist; reading {gz}" in caplog.text
     first, second = sorted(names)
@@ -170,7 +170,7 @@ def test_missing_required_table_is_one_clear_error(tmp_path):
 
 def test_missing_optional_table_warns_and_reads_as_empty(tmp_path, caplog):
     src_dir = _source_dir(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="pipeline.sources.csvdir"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.data.mimic.sources.csvdir"):
         src = CsvSource(src_dir, duckdb.connect())
     assert f"optional table CHARTEVENTS not found in {src_dir}: its events are skipped" in caplog.text
     assert "chartevents" not in src.tables
@@ -182,7 +182,7 @@ def test_missing_optional_table_warns_and_reads_as_empty(tmp_path, caplog):
 def test_empty_files(tmp_path, caplog):
     src_dir = _source_dir(tmp_path)
     _write(src_dir / "LABEVENTS.csv", "")
-    with caplog.at_level(logging.WARNING, logger="pipeline.sources.csvdir"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.data.mimic.sources.csvdir"):
         src = CsvSource(src_dir, duckdb.connect())
     assert "labevents" not in src.tables
     assert "LABEVENTS.csv: empty file (no header line): its events are skipped" in caplog.text

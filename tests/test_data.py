@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.features import FEATURE_SCHEMA, write_features
 
-from pipeline import fileio
+from pipeline.core import fileio
 from pipeline.data import batches, features
-from pipeline.extraction.flow import write_parquet
+from pipeline.data.mimic.extraction.flow import write_parquet
 
 
 def _table(rows: list[dict]) -> pa.Table:
@@ -182,7 +182,7 @@ def test_demo_features_batch_through_every_model(demo_features):
     """Real demo features, a zero-bag admission added, through every model kind (tiny sizes)."""
     import torch
 
-    from pipeline.models import MortalityConfig, build_model
+    from pipeline.tasks.mortality import MortalityConfig, build_model
 
     fs = features.load_split(demo_features.out_dir / "train.parquet")
     vocab = fileio.read_json(demo_features.out_dir / "vocab.json")

@@ -1,4 +1,4 @@
-"""pipeline.privacy.deid: the key (environment, or a 0600 key file created on first use; a key file others can
+"""pipeline.data.mimic.deid: the key (environment, or a 0600 key file created on first use; a key file others can
 read is refused), keyed pseudonyms (HMAC-SHA256 of the HADM_ID, 128 bits), the owner's link file."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.errors import PipelineError
-from pipeline.privacy import deid
+from pipeline.core.errors import PipelineError
+from pipeline.data.mimic import deid
 
 
 @pytest.fixture

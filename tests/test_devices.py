@@ -1,4 +1,4 @@
-"""pipeline.devices and the mortality commands' --device, on the CPU: the device is resolved and honoured end
+"""pipeline.core.devices and the mortality commands' --device, on the CPU: the device is resolved and honoured end
 to end (training moves the model and its batches; evaluate and score load the model there), `train --device cpu`
 and the default on a machine without CUDA train the same weights as before, and a device that is not here is a
 one-line error naming --device."""
@@ -10,8 +10,8 @@ import torch
 from typer.testing import CliRunner
 
 import cli
-from pipeline import devices
-from pipeline.errors import ConfigError
+from pipeline.core import devices
+from pipeline.core.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -40,7 +40,8 @@ def test_to_device_moves_tensors_only():
 
 
 def _train(features_dir, out, device, monkeypatch=None, seen=None):
-    from pipeline.training import TrainConfig, loop, train
+    from pipeline.engine import loop, train
+    from pipeline.tasks.mortality.train_config import TrainConfig
 
     if monkeypatch is not None:  # record the devices the loop asks for and moves batches to
         real_resolve, real_to = loop.resolve_device, loop.to_device
@@ -93,7 +94,7 @@ def test_evaluate_and_score_load_the_model_on_the_device(demo_run, demo_features
 
     seen = []
     real = store.load_run_model
-    monkeypatch.setattr("pipeline.evaluation.evaluate.load_run_model",
+    monkeypatch.setattr("pipeline.workflows.evaluate.load_run_model",
                         lambda *a: seen.append(("evaluate", str(a[2]))) or real(*a))
     monkeypatch.setattr("pipeline.serving.score.load_run_model",
                         lambda *a: seen.append(("score", str(a[2]))) or real(*a))
@@ -112,7 +113,7 @@ class _Stop(Exception):
 
 
 def test_laplace_loads_the_map_model_on_the_device(monkeypatch):
-    from pipeline.laplace.config import LaplaceConfig
+    from pipeline.bayes.laplace.config import LaplaceConfig
     from pipeline.workflows import laplace_run
 
     seen = []
@@ -145,8 +146,8 @@ def test_serve_moves_the_model_to_the_device(monkeypatch):
 
 
 def test_benchmark_models_jobs_train_and_evaluate_on_the_device(monkeypatch, tmp_path):
-    import pipeline.evaluation.evaluate as evaluate
-    import pipeline.training as training
+    import pipeline.engine as training
+    import pipeline.workflows.evaluate as evaluate
     from pipeline.workflows.grid import GridConfig, run_job
 
     seen = []

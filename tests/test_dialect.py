@@ -15,7 +15,7 @@ from enum import Enum
 
 import pytest
 
-from pipeline.sources.dialect import Dialect, to_dialect
+from pipeline.data.mimic.sources.dialect import Dialect, to_dialect
 
 duckdb = pytest.importorskip("duckdb")
 psycopg = pytest.importorskip("psycopg")
@@ -214,9 +214,9 @@ def test_sqlglot_rewrites(duck_sql: str, fragment: str) -> None:
 
 def _sample_params() -> dict[str, object]:
     """A value for every ${parameter} of sql/ (tables by name, small numbers, nested SELECTs)."""
-    from pipeline import contracts
-    from pipeline.extraction import queries
-    from pipeline.sources.tables import TABLES, TABLES_IV
+    from pipeline.core import contracts
+    from pipeline.data.mimic.extraction import queries
+    from pipeline.data.mimic.sources.tables import TABLES, TABLES_IV
 
     params: dict[str, object] = {name: name for name in [*TABLES, *TABLES_IV]}
     params.update(prediction_hours=24.0, lookback_days=30.0, open_admissions="FALSE", cohort_filter="TRUE",
@@ -231,7 +231,7 @@ def _sample_params() -> dict[str, object]:
 
 
 def test_every_sql_file_is_in_the_build_order():
-    from pipeline.extraction import queries
+    from pipeline.data.mimic.extraction import queries
 
     on_disk = {p.relative_to(queries.SQL_DIR).with_suffix("").as_posix() for p in queries.SQL_DIR.rglob("*.sql")}
     assert on_disk == set(queries.BUILD_ORDER)
@@ -245,7 +245,7 @@ def test_every_sql_file_is_in_the_build_order():
 def test_every_sql_file_transpiles_to_postgres():
     """Each file of the build order, rendered, is one statement that sqlglot turns into PostgreSQL
     without DuckDB-only forms left (epoch(), lambdas, list functions, GROUP BY ALL)."""
-    from pipeline.extraction import queries
+    from pipeline.data.mimic.extraction import queries
 
     params = _sample_params()
     for name in queries.BUILD_ORDER:
@@ -337,7 +337,7 @@ def test_local_sql_files_give_the_same_rows_on_postgres(local_engines):
     and above every cut, an item in one patient only (no bins), text with ':' and blanks, a text
     item over the distinct-value limit, an event of an admission not kept, quarantined rows,
     hourly and daily bags, duplicate tokens in one bag."""
-    from pipeline.extraction import queries, tokens
+    from pipeline.data.mimic.extraction import queries, tokens
 
     eng = local_engines
     assert _both(eng, queries.render(queries.COHORT_SUBJECTS), ordered=False) == [(1, None), (2, -1.0e9), (3, 0.0)]

@@ -271,7 +271,7 @@ def test_the_checks_read_the_docs():
     assert ("extract", ["--source", "--schema", "--out"]) in cli_uses(readme)
     assert {"main", "test"} <= set(make_uses(readme))
     paths, dotted = code_references(ROOT / "docs" / "evaluation.md")
-    assert "pipeline/metrics/" in paths and "metrics.ece_floor" in dotted
+    assert "pipeline/bayes/metrics/" in paths and "metrics.ece_floor" in dotted
 
 
 @pytest.mark.parametrize("page", PAGES, ids=rel)

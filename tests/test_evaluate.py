@@ -1,4 +1,4 @@
-"""pipeline.evaluation.evaluate: mixture NLL against a loop, vectorised == sequential weight draws,
+"""pipeline.workflows.evaluate: mixture NLL against a loop, vectorised == sequential weight draws,
 `cli.py evaluate` end to end on the demo (JSON keys, plots, MLflow metrics, privacy), the
 true-risk reference on synthetic data, and clear errors.
 
@@ -24,14 +24,16 @@ from helpers.features import N_CONTEXT, N_TOKENS, write_features
 from helpers.raw_ids import raw_ids_of
 from helpers.runs import TINY, trained_run
 
-from pipeline import errors, metrics
+from pipeline.bayes import metrics
+from pipeline.bayes.layers import embedding as emb_mod
+from pipeline.bayes.layers import factors as factors_mod
+from pipeline.bayes.layers import meanfield as mf_mod
+from pipeline.core import errors
 from pipeline.data import batches, features
-from pipeline.evaluation import evaluate
-from pipeline.layers import embedding as emb_mod
-from pipeline.layers import factors as factors_mod
-from pipeline.layers import meanfield as mf_mod
-from pipeline.models import MortalityConfig, build_model, predict
+from pipeline.engine import predict
 from pipeline.runs import store, truth
+from pipeline.tasks.mortality import MortalityConfig, build_model
+from pipeline.workflows import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives", "samples", "components")
@@ -233,8 +235,8 @@ def test_evaluate_run_returns_consistent_logits(demo_run, tmp_path):
 
 @pytest.fixture(scope="module")
 def small_synth(tmp_path_factory):
-    from pipeline.extraction import extract
-    from pipeline.synth import SynthConfig, generate
+    from pipeline.data.mimic.extraction import extract
+    from pipeline.data.mimic.synth import SynthConfig, generate
 
     root = tmp_path_factory.mktemp("synth")
     generate(root / "mimic", patients=500, seed=11, config=SynthConfig(density=0.05))
@@ -266,7 +268,7 @@ def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, 
     val = evaluate.evaluate_run(run_id, "val", evaluate.EvalConfig(samples=2, n_bootstrap=0, log_to_run=True),
                                 out_dir=tmp_path,
                           json_path=tmp_path / "my-val.txt")
-    from pipeline.evaluation.compare import collect
+    from pipeline.reports.compare import collect
 
     (row,) = collect(run_ids=[run_id])
     assert row["val_nll"] == pytest.approx(val.report["nll"]) and row["test_nll"] == pytest.approx(report["nll"])
@@ -329,7 +331,7 @@ def test_cli_evaluate_reports_errors_without_traceback(tmp_path):
 
 
 def test_referral_title_and_calibration_notes_read_naturally():
-    from pipeline.evaluation import plots
+    from pipeline.reports import plots
 
     curve = metrics.referral_curve(np.zeros((2, 1, 4)), np.array([0, 1, 0, 1]))
     assert plots.referral_title(curve, "val") == ("Referring the most uncertain admissions (val), ranked by mutual "

@@ -12,9 +12,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.contracts import FEATURES
-from pipeline.extraction import ExtractConfig, SplitMode, extract
-from pipeline.sources import SourceError
+from pipeline.core.contracts import FEATURES
+from pipeline.data.mimic.extraction import ExtractConfig, SplitMode, extract
+from pipeline.data.mimic.sources import SourceError
 
 FEATURE_FILES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
 
@@ -80,7 +80,7 @@ def test_value_channel_lies_in_its_tokens_bin(demo_dir, demo_features, tmp_path)
     so unclipped it maps back into bin B of the item."""
     import math
 
-    from pipeline.extraction.tokens import VALUE_CLIP, value_scale
+    from pipeline.data.mimic.extraction.tokens import VALUE_CLIP, value_scale
 
     assert "values" not in demo_features.manifest["config"]  # off: manifests stay as they were
     res = extract(demo_dir, tmp_path / "valued", ExtractConfig(values=True))
@@ -220,7 +220,7 @@ def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
     import csv
     import gzip
 
-    from pipeline.sources.csvdir import find_tables
+    from pipeline.data.mimic.sources.csvdir import find_tables
 
     files = find_tables(demo_dir)
     for name, acc in demo_features.manifest["tables"].items():
@@ -233,7 +233,7 @@ def test_single_pass_counts_equal_the_files_data_lines(demo_features, demo_dir):
 
 @pytest.mark.slow
 def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
-    from pipeline.extraction import ExtractConfig, extract
+    from pipeline.data.mimic.extraction import ExtractConfig, extract
 
     res = extract(demo_dir, tmp_path / "o", ExtractConfig(verify_counts=True))
     assert res.manifest["tables"]["chartevents"]["rows_read"] == 758_355
@@ -241,7 +241,7 @@ def test_verify_counts_agrees_with_a_second_scan(demo_dir, tmp_path):
 
 @pytest.mark.slow
 def test_concurrent_and_sequential_event_scans_agree(demo_features, demo_dir, tmp_path):
-    from pipeline.extraction import ExtractConfig, extract
+    from pipeline.data.mimic.extraction import ExtractConfig, extract
 
     res = extract(demo_dir, tmp_path / "seq", ExtractConfig(scan_workers=1))
     for split in ("train", "val", "test"):
@@ -261,8 +261,8 @@ def test_interrupt_scans_stops_a_running_scan(demo_dir):
 
     import duckdb
 
-    from pipeline.sources.base import SourceError
-    from pipeline.sources.csvdir import CsvSource
+    from pipeline.data.mimic.sources.base import SourceError
+    from pipeline.data.mimic.sources.csvdir import CsvSource
 
     sent = threading.Event()
 
@@ -313,7 +313,7 @@ def test_training_features_cover_the_whole_window(demo_features):
 
 
 def test_observed_hours_clips_to_the_window():
-    from pipeline.extraction.flow import observed_hours
+    from pipeline.data.mimic.extraction.flow import observed_hours
 
     h = 3600.0
     cohort = pd.DataFrame({"admit_epoch": [0.0, 0.0, 0.0, 10 * h], "pred_epoch": [24 * h, 24 * h, 24 * h, 34 * h]})
@@ -325,8 +325,8 @@ def test_observed_hours_clips_to_the_window():
 
 def test_a_failed_extract_leaves_no_empty_out(tmp_path):
     """The --out folders a failed extraction created go again; one that existed before stays."""
-    from pipeline.errors import PipelineError
-    from pipeline.extraction import extract
+    from pipeline.core.errors import PipelineError
+    from pipeline.data.mimic.extraction import extract
 
     (tmp_path / "src").mkdir()  # no tables at all
     with pytest.raises(PipelineError):
@@ -339,8 +339,8 @@ def test_a_failed_extract_leaves_no_empty_out(tmp_path):
 
 
 def test_a_source_that_is_a_file_is_named_a_file(demo_dir, tmp_path):
-    from pipeline.extraction import extract
-    from pipeline.sources.base import SourceError
+    from pipeline.data.mimic.extraction import extract
+    from pipeline.data.mimic.sources.base import SourceError
 
     table = next(p for p in sorted(demo_dir.iterdir()) if p.name.lower().startswith("admissions"))
     with pytest.raises(SourceError, match=rf"source {re.escape(str(table))} is a file, not a directory: give the "
@@ -357,7 +357,7 @@ def test_event_accounting_counts_distinct_rows_and_every_event():
     not a row; quarantined rows are listed by id; the counts are the same as count(DISTINCT) gives."""
     import duckdb
 
-    from pipeline.extraction.accounting import event_accounting
+    from pipeline.data.mimic.extraction.accounting import event_accounting
 
     con = duckdb.connect()
     con.execute("CREATE TABLE ev_labevents AS SELECT * FROM (VALUES (1, NULL), (1, NULL), (2, NULL), (3, 'bad unit'), "
@@ -392,7 +392,7 @@ def test_out_of_memory_names_the_memory_limit(tmp_path, demo_dir):
 def test_short_error_of_a_raw_out_of_memory():
     import duckdb
 
-    from pipeline.sources.base import short_error
+    from pipeline.data.mimic.sources.base import short_error
 
     con = duckdb.connect()
     con.execute("SET memory_limit = '1MB'")

@@ -1,4 +1,4 @@
-"""pipeline.fileio: atomic writes (all or nothing, no temporary file left), file modes, deterministic
+"""pipeline.core.fileio: atomic writes (all or nothing, no temporary file left), file modes, deterministic
 JSON, sha256 of a file."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import fileio
+from pipeline.core import fileio
 
 
 def _mode(path) -> int:

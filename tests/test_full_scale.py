@@ -9,7 +9,7 @@ from experiments.early_stopping import Candidate, decide, simulate
 
 
 def test_checked_scan_counts_the_same_rows_through_csv_and_stage(demo_dir, tmp_path):
-    from pipeline.sources.stage import stage_csv
+    from pipeline.data.mimic.sources.stage import stage_csv
 
     stage_csv(demo_dir, tmp_path / "stage")
     csv, staged = checked_scan(str(demo_dir)), checked_scan(str(tmp_path / "stage"))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.errors import ConfigError
+from pipeline.core.errors import ConfigError
 from pipeline.runs import store
 from pipeline.workflows import grid
 
@@ -74,7 +74,7 @@ def test_grid_config_reads_benchmark_models_options():
 def test_grid_options_read_into_a_grid_config_and_the_result_summary():
     from pathlib import Path
 
-    from pipeline.workflows.grid_options import GridOptions
+    from pipeline.cli.grid_options import GridOptions
 
     o = GridOptions(Path("s"), Path("o"), seeds=(1,), models=("logreg",), splits=("era",), set_=("lr=0.1",),
                     batch_size=16)

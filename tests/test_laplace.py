@@ -1,4 +1,4 @@
-"""Subnetwork linearized Laplace (pipeline.laplace): Jacobians, GGN, posterior, predictive, selection, errors."""
+"""Subnetwork linearized Laplace (pipeline.bayes.laplace): Jacobians, GGN, posterior, predictive, selection, errors."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline import metrics
-from pipeline.data import features
-from pipeline.laplace import (
+from pipeline.bayes import metrics
+from pipeline.bayes.laplace import (
     LaplaceConfig,
     LaplaceError,
     LinearizedLaplaceModel,
@@ -24,9 +23,11 @@ from pipeline.laplace import (
     save_laplace,
     select_subnet,
 )
-from pipeline.laplace.jacobian import jacobian
-from pipeline.laplace.params import Substitution, frozen
-from pipeline.models import MortalityConfig, build_model, predict
+from pipeline.bayes.laplace.jacobian import jacobian
+from pipeline.bayes.laplace.params import Substitution, frozen
+from pipeline.data import features
+from pipeline.engine import predict
+from pipeline.tasks.mortality import MortalityConfig, build_model
 
 
 @pytest.fixture(autouse=True)
@@ -429,7 +430,7 @@ def test_wasserstein_on_the_lstm_model_skips_padding_rows():
 @pytest.mark.parametrize("given", [True, False], ids=["given-prior", "marglik-prior"])
 def test_predictive_rule_ranks_by_the_training_predictive_variance(given):
     """Σ_n J_ni² / (h_i + λ) from the full Jacobian by hand, λ given or the diagonal Laplace's marglik choice."""
-    from pipeline.laplace.marglik import optimize_marglik
+    from pipeline.bayes.laplace.marglik import optimize_marglik
 
     model, batches = tiny_mortality(), mortality_batches()
     layout = ParamVector.of(model)
@@ -450,7 +451,7 @@ def test_predictive_rule_ranks_by_the_training_predictive_variance(given):
 
 
 def test_swag_variances_leave_weights_no_logit_moves_at_zero_and_pick_the_largest():
-    from pipeline.laplace.swag import swag_variances
+    from pipeline.bayes.laplace.swag import swag_variances
 
     g = torch.Generator().manual_seed(5)
     x = torch.randn(40, 6, generator=g, dtype=torch.float64)
@@ -520,9 +521,9 @@ def test_prior_precision_grid_picks_the_best_validation_nll():
 
 
 def test_prior_precision_by_default_maximises_the_marginal_likelihood():
-    from pipeline.laplace.curvature import accumulate_ggn
-    from pipeline.laplace.marglik import eigenvalues, log_marglik
-    from pipeline.laplace.params import Substitution
+    from pipeline.bayes.laplace.curvature import accumulate_ggn
+    from pipeline.bayes.laplace.marglik import eigenvalues, log_marglik
+    from pipeline.bayes.laplace.params import Substitution
 
     model, batches = TinyMLP().double(), mlp_batches(n=20)
     layout = ParamVector.of(model)

@@ -1,11 +1,11 @@
-"""pipeline.laplace.options: the laplace command's --prior-precision and the subnetwork size it implies."""
+"""pipeline.bayes.laplace.options: the laplace command's --prior-precision and the subnetwork size it implies."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.laplace.errors import LaplaceError
-from pipeline.laplace.options import (
+from pipeline.bayes.laplace.errors import LaplaceError
+from pipeline.bayes.laplace.options import (
     DEFAULT_SUBNET_SIZE,
     HessianKind,
     Selection,
@@ -34,7 +34,7 @@ def test_subnet_size_is_what_the_selection_and_hessian_need(selection, hessian, 
 
 
 def test_laplace_options_give_the_config_settings_and_the_run_arguments():
-    from pipeline.laplace.options import LaplaceOptions
+    from pipeline.bayes.laplace.options import LaplaceOptions
 
     o = LaplaceOptions("r1", selection=Selection.LAST_LAYER, prior_precision="2", exclude=("lstm",), threads=2)
     s = o.settings()

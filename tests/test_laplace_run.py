@@ -14,11 +14,12 @@ from helpers.runs import trained_run
 from typer.testing import CliRunner
 
 import cli
+from pipeline.bayes.laplace import LaplaceConfig, LaplaceError, Predictive
 from pipeline.data import batches, features
-from pipeline.evaluation import compare, evaluate
-from pipeline.laplace import LaplaceConfig, LaplaceError, Predictive
-from pipeline.models import predict
+from pipeline.engine import predict
+from pipeline.reports import compare
 from pipeline.runs import store
+from pipeline.workflows import evaluate
 from pipeline.workflows.laplace_run import PARENT_TAG, fit_laplace_run
 
 pytestmark = pytest.mark.usefixtures("tracking_store")

@@ -11,7 +11,7 @@ from torch.distributions import Cauchy, Normal
 from torch.distributions import kl_divergence as torch_kl
 from torch.nn import functional as F
 
-from pipeline.layers import (
+from pipeline.bayes.layers import (
     Conv2dBatchEnsemble,
     Conv2dRank1,
     EmbeddingBagBayes,
@@ -33,7 +33,7 @@ from pipeline.layers import (
     tile_members,
     untile,
 )
-from pipeline.layers.priors import kl_cauchy_cauchy, kl_elementwise, kl_normal_normal
+from pipeline.bayes.layers.priors import kl_cauchy_cauchy, kl_elementwise, kl_normal_normal
 
 
 @pytest.fixture(autouse=True)
@@ -131,7 +131,7 @@ def test_default_init_starts_variational_factors_near_the_prior():
 def test_model_factor_init_by_kind(kind):
     """Through the model builder: the BatchEnsemble layers (whose configs are copies of the
     rank-1 config with a delta posterior) start at random signs, rank-1 near the prior."""
-    from pipeline.models import MortalityConfig, build_model
+    from pipeline.tasks.mortality import MortalityConfig, build_model
 
     model = build_model(kind, MortalityConfig(token_vocab=50, context_vocab=5, lstm_hidden=64))
     vectors = [m for m in model.modules() if isinstance(m, Rank1Vector)]
@@ -374,7 +374,7 @@ def test_bag_embedding_mean_of_tokens_and_padding(mode, bayes):
 def test_attention_bag_weights_tokens_by_a_softmax_of_the_query(bayes):
     """A hand computation: weights softmax(q·e / sqrt(D)) over the bag's tokens; padding and
     all-padding bags contribute nothing and keep gradients finite; the query is an L2 weight."""
-    from pipeline.layers.base import l2_penalty
+    from pipeline.bayes.layers.base import l2_penalty
 
     layer = EmbeddingBagBayes(10, 4, mode="attention") if bayes else EmbeddingBagDeterministic(10, 4, "attention")
     set_sampling(layer, use_mean=True)

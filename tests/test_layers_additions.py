@@ -9,8 +9,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from pipeline.layers import Conv2dDeterministic, Rank1Config, Rank1Vector, Sampling
-from pipeline.layers.priors import clipped_sd
+from pipeline.bayes.layers import Conv2dDeterministic, Rank1Config, Rank1Vector, Sampling
+from pipeline.bayes.layers.priors import clipped_sd
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from pipeline.layers import (
+from pipeline.bayes.layers import (
     LSTMBatchEnsemble,
     LSTMDeterministic,
     LSTMMeanField,
@@ -19,7 +19,7 @@ from pipeline.layers import (
     set_sampling,
     tile_members,
 )
-from pipeline.layers.factors import materialize
+from pipeline.bayes.layers.factors import materialize
 
 D, H = 3, 5
 
@@ -258,7 +258,7 @@ def autograd_reference(args, batch_sizes):
 
     Returns packed (P, H) hidden and cell states, like ``rank1_recurrence``.
     """
-    from pipeline.layers.recurrence import run_recurrence
+    from pipeline.bayes.layers.recurrence import run_recurrence
 
     x, w_in_t, r_in, bias, s, r, w_t = args
     n, t = r_in.shape[0], len(batch_sizes)
@@ -285,7 +285,7 @@ LENGTHS = {"single step": [1, 1, 1], "equal": [4, 4, 4], "variable": [4, 3, 3, 1
 @pytest.mark.parametrize("lengths", LENGTHS.values(), ids=LENGTHS.keys())
 @pytest.mark.slow
 def test_rank1_recurrence_gradcheck_against_autograd_loop(grad_outputs, lengths):
-    from pipeline.layers.recurrence import rank1_recurrence
+    from pipeline.bayes.layers.recurrence import rank1_recurrence
 
     args, batch_sizes = recurrence_args(lengths, 2, torch.double)
 
@@ -302,7 +302,7 @@ def test_rank1_recurrence_gradcheck_against_autograd_loop(grad_outputs, lengths)
 @pytest.mark.parametrize("lengths", [[6, 6, 6, 6, 6], [6, 5, 5, 2, 1]], ids=["equal", "variable"])
 def test_rank1_recurrence_float32_matches_torch_tanh_and_autograd_gradients(scale, lengths):
     """The sigmoid-based tanh stays within float32 tolerance, saturated gates included."""
-    from pipeline.layers.recurrence import rank1_recurrence
+    from pipeline.bayes.layers.recurrence import rank1_recurrence
 
     args, batch_sizes = recurrence_args(lengths, 4, torch.float32, scale)
     hs, cs = rank1_recurrence(*args, batch_sizes=batch_sizes)
@@ -318,7 +318,7 @@ def test_rank1_recurrence_float32_matches_torch_tanh_and_autograd_gradients(scal
 @pytest.mark.parametrize("lengths", LENGTHS.values(), ids=LENGTHS.keys())
 def test_rank1_recurrence_without_input_gradient(lengths):
     """An input that needs no gradient skips its product; the other gradients are unchanged."""
-    from pipeline.layers.recurrence import rank1_recurrence
+    from pipeline.bayes.layers.recurrence import rank1_recurrence
 
     args, batch_sizes = recurrence_args(lengths, 2, torch.double)
     args = (args[0].detach(), *args[1:])
@@ -332,7 +332,7 @@ def test_rank1_recurrence_without_input_gradient(lengths):
 
 
 def test_rank1_recurrence_rejects_inconsistent_batch_sizes():
-    from pipeline.layers.recurrence import rank1_recurrence
+    from pipeline.bayes.layers.recurrence import rank1_recurrence
 
     args, _ = recurrence_args([3, 2], 2, torch.float32)
     for bad in ([2, 2, 2], [1, 2, 2], [3, 2]):  # wrong total, increasing, more than N rows

@@ -1,4 +1,4 @@
-"""pipeline.lazy: a package's names load their module on first use, once; the torch-importing packages
+"""pipeline.core.lazy: a package's names load their module on first use, once; the torch-importing packages
 stay cheap to import."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def pkg(tmp_path, monkeypatch):
     root = tmp_path / "lazypkg"
     root.mkdir()
     (root / "__init__.py").write_text(
-        "from pipeline.lazy import lazy\n"
+        "from pipeline.core.lazy import lazy\n"
         "LIGHT = 1\n"
         "__getattr__, __dir__ = lazy(__name__, {'thing': 'heavy', 'other': 'heavy'})\n")
     (root / "heavy.py").write_text(
@@ -55,15 +55,15 @@ def test_names_load_their_module_on_first_use_only(pkg):
 def test_a_name_of_its_own_submodule_is_refused():
     """A name that is also its submodule's would be hidden by the module once the submodule is imported
     directly: ``lazy`` refuses it rather than patch the package's class."""
-    from pipeline.lazy import lazy
+    from pipeline.core.lazy import lazy
 
     with pytest.raises(ValueError, match=r"\['run'\] would name both a submodule and an attribute"):
         lazy("somepkg", {"run": "run", "other": "heavy"})
 
 
 def test_extract_is_the_function_whatever_was_imported_first():
-    code = ("from pipeline.extraction.flow import write_parquet\n"
-            "from pipeline.extraction import extract\n"
+    code = ("from pipeline.data.mimic.extraction.flow import write_parquet\n"
+            "from pipeline.data.mimic.extraction import extract\n"
             "import inspect; assert inspect.isfunction(extract), extract\n"
             "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
@@ -82,9 +82,9 @@ def test_unknown_names_are_attribute_errors(pkg):
 def test_torch_packages_import_without_torch():
     """The lazy packages' configs and choices import without torch (what ``cli.py --help`` relies on)."""
     code = ("import sys\n"
-            "import pipeline.layers, pipeline.models, pipeline.training\n"
-            "from pipeline.models import ModelKind, MortalityConfig\n"
-            "from pipeline.training import TrainConfig\n"
+            "import pipeline.bayes.layers, pipeline.tasks.mortality, pipeline.engine\n"
+            "from pipeline.tasks.mortality import ModelKind, MortalityConfig\n"
+            "from pipeline.engine import TrainConfig\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n"
             "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.extraction import extract
+from pipeline.data.mimic.extraction import extract
 
 FEATURES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
 HOURS = 24

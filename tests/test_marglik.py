@@ -1,4 +1,4 @@
-"""pipeline.laplace.marglik: the prior precision by the Laplace marginal likelihood."""
+"""pipeline.bayes.laplace.marglik: the prior precision by the Laplace marginal likelihood."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from pipeline.laplace.marglik import eigenvalues, log_marglik, optimize_marglik
+from pipeline.bayes.laplace.marglik import eigenvalues, log_marglik, optimize_marglik
 
 
 def _problem(s: int = 30, seed: int = 0):

@@ -1,4 +1,4 @@
-"""Tests for pipeline.metrics and pipeline.evaluation.plots against independent computations."""
+"""Tests for pipeline.bayes.metrics and pipeline.reports.plots against independent computations."""
 
 import itertools
 import json
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
 
-from pipeline import metrics as M
-from pipeline.evaluation import plots
+from pipeline.bayes import metrics as M
+from pipeline.reports import plots
 
 SEEDS_SIZES = [(0, 7), (1, 50), (2, 333), (3, 1000)]
 

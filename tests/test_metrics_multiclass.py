@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import log_loss
 
-from pipeline import metrics as mb
-from pipeline.metrics import multiclass as mm
+from pipeline.bayes import metrics as mb
+from pipeline.bayes.metrics import multiclass as mm
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from helpers.runs import trained_run
 from typer.testing import CliRunner
 
 import cli
-from pipeline.errors import ConfigError
-from pipeline.extraction import ExtractConfig, SplitMode, extract
-from pipeline.sources import SourceError
+from pipeline.core.errors import ConfigError
+from pipeline.data.mimic.extraction import ExtractConfig, SplitMode, extract
+from pipeline.data.mimic.sources import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]
 FEATURES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
@@ -195,7 +195,7 @@ def test_privacy_scan_finds_no_raw_id_or_date(iv_demo, iv_features):
 @pytest.fixture(scope="module")
 def iv_pg(pg_server, iv_demo):  # noqa: F811
     """The MIMIC-IV demo loaded with mimic-code's MIMIC-IV DDL (schemas mimiciv_hosp, mimiciv_icu)."""
-    from pipeline.sources.pgload import load_mimic_csv
+    from pipeline.data.mimic.sources.pgload import load_mimic_csv
 
     dsn = pg_server.create_database("mimic4_demo")
     counts = load_mimic_csv(dsn, iv_demo)
@@ -327,9 +327,9 @@ def iii_run(tmp_path_factory, demo_features):
 
 def test_train_evaluate_score_on_the_mimic4_demo(iv_run, iv_features, iv_demo, tmp_path):
     import mlflow
-    from pipeline.evaluation.evaluate import EvalConfig, evaluate_run
     from pipeline.runs.store import client, load_run_model
     from pipeline.serving import score as sc
+    from pipeline.workflows.evaluate import EvalConfig, evaluate_run
 
     assert client().get_run(iv_run).data.tags["release"] == "mimic-iv"
     assert load_run_model(iv_run, tmp_path / "m").manifest["release"] == "mimic-iv"
@@ -362,7 +362,9 @@ def test_scoring_across_releases_is_refused_unless_asked(iii_run, iv_run, iv_fea
     assert not (tmp_path / "a.parquet").exists() and not (tmp_path / "b.parquet").exists()
     s = sc.score(iii_run, tmp_path / "d.parquet", source=str(iv_demo), cfg=cfg, cross_release=True)
     assert s.admissions > 0 and 0.0 < s.oov_share < 1.0  # lab and MetaVision itemids are shared; the rest is OOV
-    from pipeline.extraction.tokens import Vocab  # the share recounted on a census extracted with the III vocabulary
+    from pipeline.data.mimic.extraction.tokens import (
+        Vocab,  # the share recounted on a census extracted with the III vocabulary
+    )
     from pipeline.runs.store import load_run_model
 
     vocab = load_run_model(iii_run, tmp_path / "m").vocab

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from pipeline.errors import PipelineError
-from pipeline.layers import set_sampling
-from pipeline.models import ModelKind, MortalityConfig, build_model
+from pipeline.bayes.layers import set_sampling
+from pipeline.core.errors import PipelineError
+from pipeline.tasks.mortality import ModelKind, MortalityConfig, build_model
 
 KINDS = [k.value for k in ModelKind]
 STOCHASTIC = {"bayes-emb", "bayes-full", "rank1"}
@@ -249,8 +249,8 @@ def test_cauchy_rank1_runs_2000_steps_without_nan():
 def _both_paths(model, batch, samples, seed=5):
     """Logits of the inference path and of the training path (per-member sampling and a generator
     seeded alike passed with the call, evaluation mode, no grad); the layers' own mode is untouched."""
-    from pipeline.layers import Sampling
-    from pipeline.models.predict import evaluation_mode, seeded_generator
+    from pipeline.bayes.layers import Sampling
+    from pipeline.engine.predict import evaluation_mode, seeded_generator
 
     per_member = Sampling.PER_MEMBER
     with evaluation_mode(model), torch.no_grad():
@@ -276,7 +276,7 @@ def _both_paths(model, batch, samples, seed=5):
 def test_block_inference_equals_training_path(kind, kw, chunk_rows, monkeypatch):
     """Same seed -> the same draws (embedding noise, factors) and the same logits on both paths;
     zero-bag admissions included, rows of every length, one sample per recurrence chunk or all."""
-    from pipeline.layers import inference
+    from pipeline.bayes.layers import inference
 
     monkeypatch.setattr(inference, "CHUNK_ROWS", chunk_rows)
     model = build_model(kind, tiny_cfg(init_stddev=0.2, **kw))
@@ -322,7 +322,7 @@ def test_block_inference_only_for_per_member_draws_without_grad():
 def test_sample_bags_equal_tiled_forward(mode, block, monkeypatch):
     """S per-member draws of an untiled batch == the tiled forward, block by block (same seed);
     attention with a random query, in one block of samples or (``block``) several."""
-    from pipeline.layers import EmbeddingBagBayes, EmbeddingConfig, embedding, tile_members
+    from pipeline.bayes.layers import EmbeddingBagBayes, EmbeddingConfig, embedding, tile_members
 
     if block:
         monkeypatch.setattr(embedding, "ATTEND_ELEMENTS", block)
@@ -347,8 +347,8 @@ def test_sample_bags_equal_tiled_forward(mode, block, monkeypatch):
 @pytest.mark.parametrize("perturbation", ["multiplicative", "additive"])
 def test_final_hidden_equals_lstm_forward_with_same_draws(layers, backend, perturbation):
     """inference.final_hidden == LSTMRank1.forward_with on the same per-block draws (sorted rows)."""
-    from pipeline.layers import LSTMRank1, Rank1Config, expand_members
-    from pipeline.layers.inference import final_hidden
+    from pipeline.bayes.layers import LSTMRank1, Rank1Config, expand_members
+    from pipeline.bayes.layers.inference import final_hidden
 
     lstm = LSTMRank1(5, 7, num_layers=layers, components=2,
                      config=Rank1Config(init_stddev=0.3, perturbation=perturbation))
@@ -384,7 +384,7 @@ def test_final_hidden_equals_lstm_forward_with_same_draws(layers, backend, pertu
 
 
 def test_final_hidden_backend_auto_follows_the_hidden_size(monkeypatch):
-    from pipeline.layers import LSTMRank1, inference
+    from pipeline.bayes.layers import LSTMRank1, inference
 
     called = []
     monkeypatch.setattr(inference, "_fused_per_draw", lambda *a: called.append("fused") or torch.zeros(0))
@@ -398,7 +398,7 @@ def test_final_hidden_backend_auto_follows_the_hidden_size(monkeypatch):
 
 
 def _factors(model):
-    from pipeline.layers.factors import Rank1Vector
+    from pipeline.bayes.layers.factors import Rank1Vector
 
     return [m for m in model.modules() if isinstance(m, Rank1Vector)]
 
@@ -445,8 +445,8 @@ def test_rank1_config_errors_name_the_setting():
 
 
 def test_rank1_settings_survive_checkpoint_reload(tmp_path):
-    from pipeline.configs import config_dict
-    from pipeline.models.checkpoint import CHECKPOINT_FORMAT
+    from pipeline.core.configs import config_dict
+    from pipeline.engine.checkpoints import CHECKPOINT_FORMAT
     from pipeline.runs.formats import load_model
 
     cfg = tiny_cfg(prior_mean=0.0, prior_stddev=1.0, factor_init="random_sign", init_stddev=0.03)
@@ -469,7 +469,7 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     import cli
-    import pipeline.training
+    import pipeline.engine
 
     seen = {}
 
@@ -477,7 +477,7 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
         seen["model"] = cfg.model
         raise PipelineError("stop after forwarding")
 
-    monkeypatch.setattr(pipeline.training, "train", fake_train)
+    monkeypatch.setattr(pipeline.engine, "train", fake_train)
     args = ["train", "--data", str(tmp_path), "--no-tracking", "--prior-mean", "0", "--prior-stddev", "1",
             "--factor-init", "random_sign", "--init-stddev", "0.03", "--prior-signs"]
     result = CliRunner().invoke(cli.app, args)
@@ -491,7 +491,7 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
 def test_deep_ensemble_member_trains_like_a_deterministic_model():
     """Each member's gradient (NLL + L2) is the deterministic model's on the same weights, scaled by 1/K:
     the L2 penalty is the members' mean, as the NLL is."""
-    from pipeline.training import Objective
+    from pipeline.engine import Objective
 
     cfg = tiny_cfg(components=2)
     ens, det = build_model("deep-ensemble", cfg), build_model("deterministic", cfg)
@@ -509,8 +509,8 @@ def test_deep_ensemble_member_trains_like_a_deterministic_model():
 def test_sign_symmetric_prior_kl(prior):
     """KL to ½p(+m) + ½p(-m): the Jensen bound -log(½e^-KL₊ + ½e^-KL₋), symmetric in the factor's sign,
     an upper bound on a Monte Carlo estimate of the true KL, and close to it when the modes are apart."""
-    from pipeline.layers.factors import Rank1Config, Rank1Vector
-    from pipeline.layers.priors import distribution
+    from pipeline.bayes.layers.factors import Rank1Config, Rank1Vector
+    from pipeline.bayes.layers.priors import distribution
 
     torch.manual_seed(0)
     f = Rank1Vector(2, 5, Rank1Config(prior=prior, prior_signs=True, init="random_sign", init_stddev=0.05))
@@ -535,7 +535,7 @@ def test_sign_symmetric_prior_kl(prior):
 
 
 def test_prior_signs_needs_a_nonzero_prior_mean():
-    from pipeline.layers.factors import Rank1Config
+    from pipeline.bayes.layers.factors import Rank1Config
 
     with pytest.raises(ValueError, match="prior_signs"):
         Rank1Config(prior_signs=True, prior_mean=0.0)
@@ -556,10 +556,10 @@ def test_bag_channels_hold_the_hour_and_the_bag_size():
 
 @pytest.mark.slow
 def test_a_checkpoint_from_before_a_default_changed_loads_as_trained(tmp_path):
-    from pipeline.configs import config_dict
-    from pipeline.models.checkpoint import save_checkpoint
-    from pipeline.models.config import FORMER_DEFAULTS, saved_config
+    from pipeline.core.configs import config_dict
+    from pipeline.engine.checkpoints import save_checkpoint
     from pipeline.runs.formats import load_model
+    from pipeline.tasks.mortality.config import FORMER_DEFAULTS, saved_config
 
     old = MortalityConfig(token_vocab=20, context_vocab=6, lstm_hidden=8, dense_units=8, embedding_dim=4,
                           **FORMER_DEFAULTS)
@@ -600,7 +600,7 @@ def test_value_channel_starts_as_no_channel_and_then_reads_the_values(kind):
 
 def test_value_channel_is_added_to_the_bag_as_the_mean_of_value_times_token_vector():
     """By hand, one bag [a, b, pad] with values [va, vb, 9]: mean mode adds (va·u_a + vb·u_b) / 2."""
-    from pipeline.layers import ValueBag
+    from pipeline.bayes.layers import ValueBag
 
     layer = ValueBag(6, 3, "mean")
     torch.nn.init.normal_(layer.embedding.weight)
@@ -617,8 +617,8 @@ def test_value_channel_is_added_to_the_bag_as_the_mean_of_value_times_token_vect
 
 
 def test_value_channel_errors_name_the_problem():
-    from pipeline.errors import ConfigError
-    from pipeline.layers import ValueBag
+    from pipeline.bayes.layers import ValueBag
+    from pipeline.core.errors import ConfigError
 
     model = build_model("rank1", tiny_cfg(value_channel=True))
     batch = make_batch()

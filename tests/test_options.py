@@ -1,4 +1,4 @@
-"""pipeline.options: config fields as typer options (names, help, limits, what the command receives),
+"""pipeline.cli.options: config fields as typer options (names, help, limits, what the command receives),
 FIELD=VALUE settings, bare words spread into repeatable options, help wrapped at spaces only."""
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pipeline.errors import ConfigError
-from pipeline.models.config import MortalityConfig
-from pipeline.options import (
+from pipeline.cli.options import (
     WholeWordsCommand,
     WholeWordsGroup,
     at_least,
@@ -24,7 +22,9 @@ from pipeline.options import (
     spread,
     with_config_options,
 )
-from pipeline.training.config import TrainConfig
+from pipeline.core.errors import ConfigError
+from pipeline.tasks.mortality.config import MortalityConfig
+from pipeline.tasks.mortality.train_config import TrainConfig
 
 
 class Colour(str, Enum):

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from pipeline.layers.packing import Packing
+from pipeline.bayes.layers.packing import Packing
 
 CASES = {
     "equal": [3, 3, 3, 3],

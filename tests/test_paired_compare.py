@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import paired_compare as pc
-from pipeline import metrics as M
+from pipeline.bayes import metrics as M
 
 
 def _cohort(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +112,7 @@ def test_pair_seeds_pairs_a_single_run_with_every_seed(a_seeds, b_seeds, paired_
 
 def test_find_runs_labels_as_compare_does(monkeypatch, tmp_path):
     """Runs of one model whose settings differ keep apart (compare's labels), never merged by model name."""
-    from pipeline.evaluation import compare
+    from pipeline.reports import compare
     from pipeline.workflows import grid
 
     def row(run_id: str, seed: int, hidden: str, start: int) -> dict:

@@ -1,4 +1,4 @@
-"""pipeline.sources.pgload: MIMIC-III CSV -> PostgreSQL (mimic-code layout). (DSN redaction: test_redact.py.)"""
+"""pipeline.data.mimic.sources.pgload: MIMIC-III CSV -> PostgreSQL (mimic-code layout). (DSN redaction: test_redact.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ import pytest
 from helpers import postgres as pgserver
 from helpers.postgres import TempPostgres, demo_dir  # plain helpers (the pg_* fixtures come from conftest)
 
-from pipeline.sources.pgload import DDL, PgLoadError, columns, find_table_files, load_mimic_csv, read_header
+from pipeline.data.mimic.sources.pgload import (
+    DDL,
+    PgLoadError,
+    columns,
+    find_table_files,
+    load_mimic_csv,
+    read_header,
+)
 
 psycopg = pytest.importorskip("psycopg")
 duckdb = pytest.importorskip("duckdb")
@@ -304,7 +311,7 @@ def test_skips_with_warnings_and_logs_without_password(pg_server, tmp_path: Path
     header, rows = _demo_rows("patients", 2)
     _write(tmp_path / "PATIENTS.csv", _csv_text(header, rows))
     _write(tmp_path / "NOT_A_TABLE.csv", "a,b\n1,2\n")
-    with caplog.at_level(logging.INFO, logger="pipeline.sources.pgload"):
+    with caplog.at_level(logging.INFO, logger="pipeline.data.mimic.sources.pgload"):
         counts = load_mimic_csv(pg_server.dsn, tmp_path, schema="skip_t", tables=["PATIENTS", "admissions"])
     assert counts == {"patients": 2}
     text = caplog.text

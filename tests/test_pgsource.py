@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from helpers.postgres import demo_dir as _demo_dir  # a plain function (the pg_* fixtures come from conftest)
 
-from pipeline.contracts import COHORT_COLUMNS
-from pipeline.extraction import extract
-from pipeline.privacy.redact import REDACTED
-from pipeline.sources import SourceError
+from pipeline.core.contracts import COHORT_COLUMNS
+from pipeline.core.redact import REDACTED
+from pipeline.data.mimic.extraction import extract
+from pipeline.data.mimic.sources import SourceError
 
 FEATURES = ["train.parquet", "val.parquet", "test.parquet", "vocab.json"]
 
@@ -56,8 +56,8 @@ def test_missing_schema_is_a_clear_error(pg_demo, tmp_path):  # noqa: F811
 
 
 def test_generated_postgres_sql_is_not_hand_kept():
-    from pipeline.extraction import queries
-    from pipeline.sources.dialect import to_dialect
+    from pipeline.data.mimic.extraction import queries
+    from pipeline.data.mimic.sources.dialect import to_dialect
 
     sql = to_dialect(queries.events_sql("chartevents", {"chartevents": "t"}), "postgres")
     assert "DATE_PART('epoch'" in sql and "epoch(" not in sql
@@ -67,7 +67,7 @@ def test_generated_postgres_sql_is_not_hand_kept():
 def test_postgres_census_matches_duckdb_and_checks_as_of(pg_demo, demo_features, tmp_path):  # noqa: F811
     """Scoring extraction (training vocabulary, data end from ADMISSIONS) gives the same cohort file,
     window columns included, on both engines; an --as-of before the newest record fails on both."""
-    from pipeline.extraction.tokens import Vocab
+    from pipeline.data.mimic.extraction.tokens import Vocab
 
     vocab = Vocab.from_json(json.loads((demo_features.out_dir / "vocab.json").read_text()))
     pg = extract(pg_demo.dsn, tmp_path / "pg", vocab=vocab, schema=pg_demo.schema)

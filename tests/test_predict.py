@@ -1,4 +1,4 @@
-"""pipeline.models.predict: (S, K, N) logits with per-member draws, risk table, refer threshold."""
+"""pipeline.engine.predict: (S, K, N) logits with per-member draws, risk table, refer threshold."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import pytest
 import torch
 from helpers.features import N_CONTEXT, N_TOKENS, write_features
 
-from pipeline import metrics
+from pipeline.bayes import metrics
+from pipeline.bayes.layers import Sampling, set_sampling
 from pipeline.data import batches, features
-from pipeline.layers import Sampling, set_sampling
-from pipeline.models import MortalityConfig, build_model, predict
+from pipeline.engine import predict
+from pipeline.tasks.mortality import MortalityConfig, build_model
 
 TINY = {"embedding_dim": 6, "lstm_hidden": 6, "dense_units": 6, "components": 3}
 
@@ -229,8 +230,8 @@ def test_each_mortality_model_declares_what_scoring_needs(kind, k):
 
 def test_the_laplace_model_declares_its_gaussian_logit_and_its_map_models_channel(val):
     """Probit: scored by its moments (a Gaussian logit per admission); Monte Carlo: by draws on batches."""
-    from pipeline.laplace import LaplaceConfig, Predictive
-    from pipeline.laplace.fit import fit_laplace
+    from pipeline.bayes.laplace import LaplaceConfig, Predictive
+    from pipeline.bayes.laplace.fit import fit_laplace
 
     cfg = LaplaceConfig(subnet_size=10, prior_precision=1.0, batch_size=8)
     laplace, _ = fit_laplace(_model("deterministic"), val, val, cfg)

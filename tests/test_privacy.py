@@ -10,8 +10,8 @@ import pytest
 from helpers.privacy_scan import check_string, scan
 from helpers.raw_ids import raw_ids_of
 
-from pipeline import fileio
-from pipeline.privacy import deid
+from pipeline.core import fileio
+from pipeline.data.mimic import deid
 
 
 @pytest.fixture(scope="session")

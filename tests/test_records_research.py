@@ -11,13 +11,14 @@ import pytest
 import torch
 from helpers.features import write_features
 
-from pipeline import training
-from pipeline.layers import LinearRank1, Rank1Config, keras_init, l2_penalty
-from pipeline.layers.init import HE_TRUNCATION
-from pipeline.models import build_model, checkpoint, model_config
-from pipeline.training import loop
-from pipeline.training.config import PRESETS, CheckpointMetric, Preset, TrainConfig
-from pipeline.training.objective import Objective, regularizer
+from pipeline import engine as training
+from pipeline.bayes.layers import LinearRank1, Rank1Config, keras_init, l2_penalty
+from pipeline.bayes.layers.init import HE_TRUNCATION
+from pipeline.engine import checkpoints as checkpoint
+from pipeline.engine import loop
+from pipeline.engine.objective import Objective, regularizer
+from pipeline.tasks.mortality import build_model, model_config
+from pipeline.tasks.mortality.train_config import PRESETS, CheckpointMetric, Preset, TrainConfig
 
 SIZES = {"tokens": 30, "context": 6}
 

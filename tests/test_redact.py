@@ -1,4 +1,4 @@
-"""pipeline.privacy.redact: DSN passwords (URI and key=value forms), secret-looking keys, calendar dates, and
+"""pipeline.core.redact: DSN passwords (URI and key=value forms), secret-looking keys, calendar dates, and
 the flattened MLflow params / redacted manifest built from them."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.layers.priors import PriorKind
-from pipeline.privacy import redact
-from pipeline.privacy.redact import REDACTED, redact_dsn
+from pipeline.bayes.layers.priors import PriorKind
+from pipeline.core import redact
+from pipeline.core.redact import REDACTED, redact_dsn
 
 # ---------------------------------------------------------------------------- DSN passwords
 

@@ -21,12 +21,12 @@ from helpers.raw_ids import raw_ids_of
 from helpers.runs import trained_run
 
 from pipeline.data.features import FeatureError
-from pipeline.extraction import extract
-from pipeline.models.predict import RISK_COLUMNS
+from pipeline.data.mimic.extraction import extract
+from pipeline.data.mimic.sources import SourceError
+from pipeline.engine.predict import RISK_COLUMNS
 from pipeline.runs.store import load_run_model
 from pipeline.serving import cohort
 from pipeline.serving import score as sc
-from pipeline.sources import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,8 +87,8 @@ def test_an_out_directory_gets_the_scores_and_private_inside_it(demo_run, demo_f
 
 @pytest.mark.slow
 def test_score_synthetic_features_directory(tmp_path_factory, tmp_path):
-    from pipeline.extraction import extract
-    from pipeline.synth import SynthConfig, generate
+    from pipeline.data.mimic.extraction import extract
+    from pipeline.data.mimic.synth import SynthConfig, generate
 
     root = tmp_path_factory.mktemp("synth_score")
     generate(root / "mimic", patients=300, seed=5, config=SynthConfig(density=0.05))
@@ -245,7 +245,7 @@ def test_census_flags_admissions_still_before_their_prediction_time(demo_run, de
 
 
 def privacy_keys(ids: list[int]) -> list[str]:
-    from pipeline.privacy import deid
+    from pipeline.data.mimic import deid
 
     return deid.pseudonyms(deid.load_key(), ids)
 
@@ -397,7 +397,7 @@ def _private(path: Path) -> pd.DataFrame:
 
 
 def test_link_file_maps_every_score_to_its_hadm_id(whole_demo):
-    from pipeline.privacy import deid
+    from pipeline.data.mimic import deid
 
     s, out = whole_demo
     link = _private(out / "_private" / "link.csv")
@@ -530,8 +530,8 @@ def _classified(con) -> None:
 
 
 def _cohort_sql(condition: str) -> str:
-    from pipeline import contracts
-    from pipeline.extraction import queries
+    from pipeline.core import contracts
+    from pipeline.data.mimic.extraction import queries
 
     return queries.render(queries.COHORT, lookback_days=30.0, cohort_filter=condition,
                          census_columns=", ".join(contracts.COHORT_COLUMNS))
@@ -540,7 +540,7 @@ def _cohort_sql(condition: str) -> str:
 def test_every_cohort_column_is_a_census_column_or_an_outcome():
     import duckdb
 
-    from pipeline import contracts
+    from pipeline.core import contracts
 
     con = duckdb.connect()
     _classified(con)
@@ -581,7 +581,7 @@ def test_score_and_the_pyfunc_agree_by_default_beyond_one_batch(demo_run, demo_f
     """One default batch size (contracts.DEFAULT_BATCH) for every scoring entry point: on more admissions
     than one batch holds, `score` and the pyfunc (same seed) give the same draws, so the same numbers."""
     import mlflow
-    from pipeline.contracts import DEFAULT_BATCH
+    from pipeline.core.contracts import DEFAULT_BATCH
 
     parts = [pq.read_table(demo_features.out_dir / f"{s}.parquet").to_pandas() for s in ("train", "val", "test")]
     frame = pd.concat(parts, ignore_index=True)
@@ -605,12 +605,11 @@ def test_score_and_the_pyfunc_agree_by_default_beyond_one_batch(demo_run, demo_f
 def test_every_scoring_entry_point_defaults_to_one_batch_size():
     import inspect
 
-    from pipeline.contracts import DEFAULT_BATCH
-    from pipeline.evaluation import evaluate
-    from pipeline.models import predict
+    from pipeline.core.contracts import DEFAULT_BATCH
+    from pipeline.engine import predict
     from pipeline.runs import pyfunc
-    from pipeline.training.config import TrainConfig
-    from pipeline.workflows import grid
+    from pipeline.tasks.mortality.train_config import TrainConfig
+    from pipeline.workflows import evaluate, grid
 
     assert (sc.ScoreConfig().batch_size == evaluate.EvalConfig().batch_size == TrainConfig().eval_batch_size
             == grid.GridConfig().eval_batch_size == DEFAULT_BATCH)
@@ -631,8 +630,9 @@ def test_a_value_channel_model_scores_its_features_and_refuses_older_ones(tmp_pa
 
     from helpers.features import write_features
 
+    from pipeline.engine import train
     from pipeline.runs.pyfunc import RequestError, read_request
-    from pipeline.training import TrainConfig, train
+    from pipeline.tasks.mortality.train_config import TrainConfig
 
     fdir = write_features(tmp_path_factory.mktemp("valued"), n_train=48, n_val=16, n_test=8)
     cfg = TrainConfig(max_steps=10, eval_every=5, eval_samples=2, score_samples=2, lr=1e-2, progress=False, threads=1,

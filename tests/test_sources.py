@@ -1,4 +1,4 @@
-"""pipeline.sources and pipeline.sources.base: which kind of source a location names, opening it, the
+"""pipeline.data.mimic.sources and pipeline.data.mimic.sources.base: which kind of source a location names, opening it, the
 short form of a database error (no statement echo that could quote a cohort's HADM_IDs), the empty
 stand-in of a missing optional table, merged reject lists."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.errors import PipelineError
-from pipeline.sources import SourceError, is_dsn, open_source
-from pipeline.sources.base import empty_relation, merge_rejects, short_error
-from pipeline.sources.tables import TABLES
+from pipeline.core.errors import PipelineError
+from pipeline.data.mimic.sources import SourceError, is_dsn, open_source
+from pipeline.data.mimic.sources.base import empty_relation, merge_rejects, short_error
+from pipeline.data.mimic.sources.tables import TABLES
 
 
 @pytest.mark.parametrize("location, dsn", [

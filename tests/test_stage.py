@@ -1,4 +1,4 @@
-"""pipeline.sources.stage: staged and unstaged extraction give byte-identical feature files (MIMIC-III demo,
+"""pipeline.data.mimic.sources.stage: staged and unstaged extraction give byte-identical feature files (MIMIC-III demo,
 MIMIC-IV demo, a small synthetic world), a corrupted source reaches the quarantine with the same counts
 either way, a stale stage is refused in one line, and ``cli.py stage`` reports what it wrote."""
 
@@ -15,9 +15,9 @@ from helpers.paths import ROOT
 from typer.testing import CliRunner
 
 import cli
-from pipeline.extraction import ExtractConfig, extract
-from pipeline.sources.base import SourceError
-from pipeline.sources.stage import STAGE_FILE, StageConfig, stage_csv
+from pipeline.data.mimic.extraction import ExtractConfig, extract
+from pipeline.data.mimic.sources.base import SourceError
+from pipeline.data.mimic.sources.stage import STAGE_FILE, StageConfig, stage_csv
 
 BASE = ["PATIENTS", "ADMISSIONS", "ICUSTAYS", "PRESCRIPTIONS", "MICROBIOLOGYEVENTS", "DATETIMEEVENTS"]
 
@@ -30,7 +30,7 @@ def _iv_demo() -> Path:
 
 
 def _synth_world(root: Path) -> Path:
-    from pipeline.synth import SynthConfig, generate
+    from pipeline.data.mimic.synth import SynthConfig, generate
 
     generate(root / "mimic", patients=400, seed=3, config=SynthConfig(density=0.05))
     return root / "mimic"

@@ -1,4 +1,4 @@
-"""pipeline.metrics.summary: summaries of draws and of a Gaussian logit; uncertainty against the truth."""
+"""pipeline.bayes.metrics.summary: summaries of draws and of a Gaussian logit; uncertainty against the truth."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline import metrics
-from pipeline.metrics.summary import Summary, gaussian_sigmoid_moments, kept_error, referral_gain
+from pipeline.bayes import metrics
+from pipeline.bayes.metrics.summary import Summary, gaussian_sigmoid_moments, kept_error, referral_gain
 
 
 def _sigmoid(x):

@@ -1,4 +1,4 @@
-"""Synthetic MIMIC-III generator (pipeline/synth/): layout, determinism, truth, quirks."""
+"""Synthetic MIMIC-III generator (pipeline/data/mimic/synth/): layout, determinism, truth, quirks."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.errors import ConfigError
-from pipeline.synth import COLUMNS, SynthConfig, events_hosp, generate
-from pipeline.synth.chunk import IdPool, hour_cells, round_to
-from pipeline.synth.limits import MAX_PATIENTS
+from pipeline.core.errors import ConfigError
+from pipeline.data.mimic.synth import COLUMNS, SynthConfig, events_hosp, generate
+from pipeline.data.mimic.synth.chunk import IdPool, hour_cells, round_to
+from pipeline.data.mimic.synth.limits import MAX_PATIENTS
 
 EVENT_TIMES = [  # (table, time column) that must not fall after DISCHTIME
     ("CHARTEVENTS", "CHARTTIME"), ("LABEVENTS", "CHARTTIME"), ("INPUTEVENTS_CV", "CHARTTIME"),
@@ -290,7 +290,7 @@ def test_two_workers_write_the_same_bytes_as_one(tmp_path):
 def test_two_workers_write_the_same_bytes_as_one_in_mimic_iv_layout(tmp_path, monkeypatch):
     """MIMIC-IV's ids (labevent_id, orderid, pharmacy_id ...) numbered across chunks as one process numbers them,
     the chunks simulated two at a time (three batches)."""
-    from pipeline.synth import generator
+    from pipeline.data.mimic.synth import generator
 
     monkeypatch.setattr(generator, "_BATCH", 1)
     cfg = SynthConfig(density=0.05, chunk_patients=15, icu_fraction=0.5)
@@ -319,7 +319,7 @@ def test_an_id_pool_overflows_into_its_second_range_only_when_needed():
 def test_a_world_beyond_the_first_id_ranges_takes_mimic_iv_style_ids(tmp_path, monkeypatch):
     """More patients than the 5-digit SUBJECT_IDs hold (MIMIC-IV's 299,712): the rest get 8-digit ids, every id
     unique; shrunk ranges stand in for the real ones."""
-    from pipeline.synth import generator
+    from pipeline.data.mimic.synth import generator
 
     monkeypatch.setattr(generator, "ID_RANGES", {"SUBJECT_ID": ((10_000, 10_020), (10_000_000, 10_001_000)),
                                                  "HADM_ID": ((100_000, 100_030), (20_000_000, 20_001_000)),

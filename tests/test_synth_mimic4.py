@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 import cli
-from pipeline.extraction import ExtractConfig, SplitMode, extract
-from pipeline.synth import SynthConfig, generate
+from pipeline.data.mimic.extraction import ExtractConfig, SplitMode, extract
+from pipeline.data.mimic.synth import SynthConfig, generate
 
 PATIENTS, SEED = 300, 11
 WINDOW = pd.Timedelta(days=30)
@@ -198,7 +198,7 @@ def test_compare_table_shows_the_mimic4_era_split_beside_the_random_split(tmp_pa
     assert len(result.run_ids) == 2 and (tmp_path / "mimic" / "hosp" / "admissions.csv.gz").exists()
     md = (tmp_path / "out" / "compare.md").read_text()
     assert "| random | features-random | deterministic |" in md and "| era | features-era | deterministic |" in md
-    from pipeline.evaluation.compare import TRUE_RISK  # the true-risk reference holds on this layout too
+    from pipeline.reports.compare import TRUE_RISK  # the true-risk reference holds on this layout too
 
     assert f"| random | features-random | {TRUE_RISK} |" in md and f"| era | features-era | {TRUE_RISK} |" in md
     import json

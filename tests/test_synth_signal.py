@@ -56,7 +56,7 @@ def test_synthetic_outputs_pass_the_scan(synth_features):
 
 def test_extract_never_reads_truth(synth_features, tmp_path):
     """The same tables without _truth/ give byte-identical outputs: extraction never reads the answers."""
-    from pipeline.extraction import extract
+    from pipeline.data.mimic.extraction import extract
 
     root, res = synth_features
     assert (root / "mimic" / "_truth" / "truth.csv.gz").exists()

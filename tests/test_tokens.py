@@ -1,4 +1,4 @@
-"""pipeline.extraction.tokens on a hand-made ``events`` table: quantile bins, categorical text items and
+"""pipeline.data.mimic.extraction.tokens on a hand-made ``events`` table: quantile bins, categorical text items and
 the vocabulary fitted on the training split only, out-of-vocabulary tokens collapsed per source, text
 values normalised, and hourly/daily bag boundaries computed by hand."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from pipeline.extraction import tokens
+from pipeline.data.mimic.extraction import tokens
 
 EVENTS_DDL = """CREATE TABLE events (adm_idx INTEGER, split VARCHAR, subject_key BIGINT, source VARCHAR,
                                      item VARCHAR, valuenum DOUBLE, valuetext VARCHAR, t_hours DOUBLE)"""

@@ -1,4 +1,4 @@
-"""pipeline.training: loss terms, learning, exact resume, NaN guard, torchrun data parallel."""
+"""pipeline.engine: loss terms, learning, exact resume, NaN guard, torchrun data parallel."""
 
 from __future__ import annotations
 
@@ -14,20 +14,24 @@ import torch
 from helpers.features import write_features
 from torch import nn
 
-from pipeline import metrics, models, training
+from pipeline import engine as training
+from pipeline.bayes import metrics
 from pipeline.data import features
-from pipeline.models import build_model, checkpoint, predict
+from pipeline.engine import checkpoints as checkpoint
+from pipeline.engine import loop, predict
 from pipeline.runs import formats
-from pipeline.training import loop
+from pipeline.tasks import mortality as models
+from pipeline.tasks.mortality import build_model
+from pipeline.tasks.mortality.train_config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"embedding_dim": 8, "lstm_hidden": 8, "dense_units": 8, "components": 2}
 
 
-def _cfg(**kw) -> training.TrainConfig:
+def _cfg(**kw) -> TrainConfig:
     base = dict(max_steps=12, eval_every=4, eval_samples=2, score_samples=3, lr=1e-2, progress=False,
                 anneal_steps=10, model=dict(TINY))
-    return training.TrainConfig(**{**base, **kw})
+    return TrainConfig(**{**base, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -83,18 +87,18 @@ def test_the_progress_line_shows_a_kl_weight_only_for_a_model_with_a_kl(kl, show
 
 
 def test_presets_and_config_errors():
-    paper = training.TrainConfig.from_preset("paper", seed=3, model={"components": 2})
+    paper = TrainConfig.from_preset("paper", seed=3, model={"components": 2})
     assert paper.model == {"lstm_hidden": 256, "embedding_dim": 32, "components": 2} and paper.seed == 3
-    assert paper.max_steps > training.TrainConfig().max_steps
+    assert paper.max_steps > TrainConfig().max_steps
     with pytest.raises(ValueError, match="mixture2"):
-        training.TrainConfig(nll="mixture2")
+        TrainConfig(nll="mixture2")
     with pytest.raises(ValueError, match="--refer-fraction"):
-        training.TrainConfig(refer_fraction=1.0)
+        TrainConfig(refer_fraction=1.0)
     with pytest.raises(ValueError, match=r"unknown model setting\(s\) \['hiden'\]"):
         models.model_config({"hiden": 3}, {"tokens": 5, "context": 5})
 
 
-def _initial_val_nll(feats: Path, kind: str, cfg: training.TrainConfig) -> float:
+def _initial_val_nll(feats: Path, kind: str, cfg: TrainConfig) -> float:
     val = features.load_split(feats / "val.parquet")
     torch.manual_seed(cfg.seed)
     model = build_model(kind, models.model_config(cfg.model, {"tokens": 40, "context": 9}))
@@ -171,8 +175,8 @@ def test_resume_refuses_changed_settings(feats, tmp_path):
 
 
 def test_resume_of_a_checkpoint_from_before_a_default_changed(feats, tmp_path):
-    from pipeline.models.checkpoint import read_checkpoint, save_checkpoint
-    from pipeline.training.config import FORMER_DEFAULTS
+    from pipeline.engine.checkpoints import read_checkpoint, save_checkpoint
+    from pipeline.tasks.mortality.train_config import FORMER_DEFAULTS
 
     off = {k: 0.0 for k in FORMER_DEFAULTS}
     training.train(feats, "deterministic", _cfg(max_steps=4, **off), out_dir=tmp_path, tracking=False)
@@ -290,12 +294,12 @@ def test_early_stopping_stops_after_patience_validations_without_a_better_one(fe
 
 def test_zero_switches_the_budget_rules_off_and_the_defaults_grow_with_the_data():
     assert (_cfg(patience=0, max_epochs=0).patience, _cfg(patience=0, max_epochs=0).max_epochs) == (None, None)
-    cfg = training.TrainConfig()  # 8 validations' patience, 40 epochs, at most 12,000 steps
+    cfg = TrainConfig()  # 8 validations' patience, 40 epochs, at most 12,000 steps
     assert (cfg.patience, cfg.max_epochs, cfg.max_steps) == (8, 40.0, 12_000)
     assert cfg.step_budget(7_031, 16) == 12_000 and cfg.step_budget(7_031, 64) == 4_395
     assert cfg.step_budget(1_000, 16) == 2_500  # a small cohort: 40 epochs, not the cap
     for preset in ("paper", "records-research"):  # the published budgets stay fixed
-        p = training.TrainConfig.from_preset(preset)
+        p = TrainConfig.from_preset(preset)
         assert (p.patience, p.max_epochs) == (None, None)
 
 
@@ -313,8 +317,8 @@ def test_early_stopping_settings_are_checked(kw, message):
 
 
 def test_preset_notes_name_the_presets_that_set_each_field():
-    from pipeline.models.config import MortalityConfig
-    from pipeline.training.config import TrainConfig, preset_notes
+    from pipeline.tasks.mortality.config import MortalityConfig
+    from pipeline.tasks.mortality.train_config import TrainConfig, preset_notes
 
     notes = preset_notes()
     assert notes[(TrainConfig, "max_steps")] == "--preset paper, records-research set their own"

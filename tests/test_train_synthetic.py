@@ -22,7 +22,7 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
 
     import mlflow
     from pipeline.data import features
-    from pipeline.models import predict
+    from pipeline.engine import predict
     from pipeline.runs.store import load_run_model
 
     _, res = synth_features
@@ -59,7 +59,8 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
 def test_cauchy_rank1_trains_2000_steps_on_synthetic_features(synth_features, tmp_path):
     import torch
 
-    from pipeline.training import TrainConfig, train
+    from pipeline.engine import train
+    from pipeline.tasks.mortality.train_config import TrainConfig
 
     torch.set_num_threads(1)
     _, res = synth_features

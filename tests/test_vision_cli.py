@@ -110,7 +110,7 @@ def test_a_vision_run_written_before_best_pt_still_loads(det_run, tmp_path):
 
 
 def test_evaluate_with_corruptions_scores_logs_and_plots(det_run, rank1_run, evaluated):
-    from pipeline import fileio
+    from pipeline.core import fileio
 
     out, outputs = evaluated
     assert "setting" in outputs[det_run] and "severity 5" in outputs[det_run]
@@ -219,7 +219,7 @@ def test_train_errors_are_one_line(args, fragments):
 
 
 def test_device_option_defaults_to_cuda_when_available():
-    from pipeline.vision.train import resolve_device
+    from pipeline.tasks.vision.train import resolve_device
 
     assert resolve_device(None).type == ("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve_device("cpu") == torch.device("cpu")

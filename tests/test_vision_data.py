@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from pipeline.vision.corruptions import (
+from pipeline.data.images.corruptions import (
     CONTRAST,
     CORRUPTIONS,
     GAUSSIAN_NOISE,
@@ -18,7 +18,7 @@ from pipeline.vision.corruptions import (
     disk_kernel,
     rotate,
 )
-from pipeline.vision.data import VisionDataError, cifar_splits, digits_splits, read_cifar, read_cifar_c
+from pipeline.data.images.data import VisionDataError, cifar_splits, digits_splits, read_cifar, read_cifar_c
 
 
 def cifar_rows(n: int, seed: int) -> np.ndarray:

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from pipeline.layers import (
+from pipeline.bayes.layers import (
     Conv2dDeterministic,
     Conv2dRank1,
     LinearDeterministic,
@@ -20,7 +20,7 @@ from pipeline.layers import (
     Sampling,
     set_sampling,
 )
-from pipeline.models.vision import (
+from pipeline.tasks.vision import (
     BatchNorm2d,
     MemberBatchNorm2d,
     VisionConfig,

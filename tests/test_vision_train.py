@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.layers import Rank1Vector, Sampling, set_sampling
-from pipeline.layers.base import BayesianLayer
-from pipeline.metrics import multiclass as mm
+from pipeline.bayes.layers import Rank1Vector, Sampling, set_sampling
+from pipeline.bayes.layers.base import BayesianLayer
+from pipeline.bayes.metrics import multiclass as mm
+from pipeline.data.images.data import Splits, digits_splits
+from pipeline.engine.objective import kl_weight
 from pipeline.runs.vision import load_vision_checkpoint
-from pipeline.training.objective import kl_weight
-from pipeline.vision import Splits, VisionTrainConfig, digits_splits, evaluate_vision, predict_logits, train_vision
-from pipeline.vision.train import augment, batch_indices, learning_rate, objective, parameter_groups
+from pipeline.tasks.vision import VisionTrainConfig, evaluate_vision, predict_logits, train_vision
+from pipeline.tasks.vision.train import augment, batch_indices, learning_rate, objective, parameter_groups
 
 TINY_MODEL = {"depth": 10, "width": 1, "ensemble_size": 3}
 
@@ -114,7 +115,7 @@ def test_defaults_per_dataset_and_method(dataset, method, expected):
 
 
 def test_fast_weights_get_the_multiplied_learning_rate(small):
-    from pipeline.models.vision import build_vision_model
+    from pipeline.tasks.vision import build_vision_model
 
     model = build_vision_model(cfg("batchensemble").model_config())
     slow, fast = parameter_groups(model, 0.5)
@@ -165,7 +166,7 @@ def test_augment_crops_and_flips_without_losing_centred_content():
 
 
 def test_objective_average_and_mixture(small):
-    from pipeline.models.vision import build_vision_model
+    from pipeline.tasks.vision import build_vision_model
 
     model = build_vision_model(cfg("rank1").model_config())
     images, labels = torch.from_numpy(small.train.floats(np.arange(6))), torch.from_numpy(small.train.labels[:6])
@@ -204,7 +205,7 @@ def test_evaluate_vision_report(small):
 
 
 def test_summary_table_means_and_sds_over_seeds():
-    from pipeline.vision.summary import markdown_table, summarize_runs
+    from pipeline.reports.vision_summary import markdown_table, summarize_runs
 
     def run(method, seed, nll):
         row = {"nll": nll, "accuracy": 0.9, "ece": 0.05}
@@ -226,7 +227,7 @@ def test_deep_ensemble_members_get_the_deterministic_gradient(small):
     """Summed member losses: member k's gradient is the deterministic network's on the same images."""
     import dataclasses
 
-    from pipeline.models.vision import VisionNet, build_vision_model
+    from pipeline.tasks.vision import VisionNet, build_vision_model
 
     mcfg = cfg("deep-ensemble").model_config()
     ensemble = build_vision_model(mcfg)

@@ -16,8 +16,8 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from pipeline.contracts import FEATURES, Use, accepts, arrow_type
-from pipeline.errors import PipelineError
+from pipeline.core.contracts import FEATURES, Use, accepts, arrow_type
+from pipeline.core.errors import PipelineError
 
 REQUIRED = FEATURES.names(Use.REQUIRED)  # columns every use needs
 (LABEL,) = FEATURES.names(Use.LABEL)  # required for training and validation, optional for scoring

@@ -4,10 +4,10 @@ One ``ModelFormat`` (``runs.info``) per kind of model file, and the loader of ea
 
 - ``torch``: ``best.pt``, a torch checkpoint read with ``weights_only=True`` (``checkpoint``).
   Its ``kind`` says which model it holds: none, the mortality models (deterministic, rank-1,
-  BatchEnsemble, ...); ``laplace``, a Laplace run's MAP model and posterior (``pipeline.laplace``,
-  scored like any model); ``vision``, an image model (``pipeline.models.vision``).
+  BatchEnsemble, ...); ``laplace``, a Laplace run's MAP model and posterior (``pipeline.bayes.laplace``,
+  scored like any model); ``vision``, an image model (``pipeline.tasks.vision``).
 - ``baseline``: ``baseline.npz``, named arrays read with ``allow_pickle=False``
-  (``pipeline.baselines``): the classical baselines (logistic regression, gradient boosting).
+  (``pipeline.tasks.mortality.baselines``): the classical baselines (logistic regression, gradient boosting).
 
 What a run's model takes and predicts is its ``RunKind`` (``runs.info``: mortality | vision), recorded in the
 info (``run_kind``) and, for runs, in the tag ``store.RUN_KIND_TAG``; ``store`` refuses a run of
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.models.checkpoint import BEST, CheckpointError, read_checkpoint
+from pipeline.engine.checkpoints import BEST, CheckpointError, read_checkpoint
 from pipeline.runs.info import ModelFormat, ModelInfo
 
 BASELINE_FILE = "baseline.npz"  # the model file of a classical baseline
@@ -72,8 +72,8 @@ def load_model(path: Path | str, device=None) -> tuple[object, dict]:
 
 def _load_mortality(ckpt: dict) -> tuple[object, ModelInfo]:
     """A mortality model (evaluation mode) and its info."""
-    from pipeline.models import build_model
-    from pipeline.models.config import saved_config
+    from pipeline.tasks.mortality import build_model
+    from pipeline.tasks.mortality.config import saved_config
 
     model = build_model(ckpt["model_kind"], saved_config(ckpt["model_config"]))
     model.load_state_dict(ckpt["model"])
@@ -82,7 +82,7 @@ def _load_mortality(ckpt: dict) -> tuple[object, ModelInfo]:
 
 def _load_vision(ckpt: dict) -> tuple[object, ModelInfo]:
     """An image model (evaluation mode) and its info."""
-    from pipeline.models.vision import VisionConfig, build_vision_model
+    from pipeline.tasks.vision import VisionConfig, build_vision_model
 
     model = build_vision_model(VisionConfig(**ckpt["model_config"]))
     model.load_state_dict(ckpt["model"])
@@ -91,7 +91,7 @@ def _load_vision(ckpt: dict) -> tuple[object, ModelInfo]:
 
 def _load_laplace(ckpt: dict) -> tuple[object, ModelInfo]:
     """A Laplace run's ``LinearizedLaplaceModel`` (its MAP model and posterior) and its info."""
-    from pipeline.laplace.model import LinearizedLaplaceModel
+    from pipeline.bayes.laplace.model import LinearizedLaplaceModel
 
     model = LinearizedLaplaceModel.from_checkpoint(ckpt).eval()
     return model, ModelInfo.laplace(ckpt, model.label)
@@ -102,7 +102,7 @@ _TORCH_KINDS = {None: _load_mortality, "laplace": _load_laplace, "vision": _load
 
 def _load_baseline(path: Path | str) -> tuple[object, ModelInfo]:
     """A classical baseline and its info."""
-    from pipeline.baselines.model import BaselineModel
+    from pipeline.tasks.mortality.baselines.model import BaselineModel
 
     model = BaselineModel.load(path)
     return model, ModelInfo.baseline(model.kind.value, model.meta)

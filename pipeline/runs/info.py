@@ -21,7 +21,7 @@ class RunKind(str, Enum):
     """What a run's model takes and predicts."""
 
     MORTALITY = "mortality"  # a mortality model: admissions' features in, risk of death out
-    VISION = "vision"  # an image classifier (pipeline.models.vision; a Laplace run of one too)
+    VISION = "vision"  # an image classifier (pipeline.tasks.vision; a Laplace run of one too)
 
 
 class ModelFormat(str, Enum):

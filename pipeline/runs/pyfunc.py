@@ -5,7 +5,7 @@ features' ``manifest.json`` sits next to ``vocab.json``, ``extraction.json`` (th
 only: no counts, no identifiers; ``score --source`` re-extracts a census with them) as
 artifacts, a copy of the ``pipeline`` package's sources as ``code_paths`` (so the model loads
 where the repository is absent) and a signature: input = the features table columns,
-output = ``pipeline.models.predict.RISK_COLUMNS``, params = ``samples``, ``batch_size`` and ``seed``.
+output = ``pipeline.engine.predict.RISK_COLUMNS``, params = ``samples``, ``batch_size`` and ``seed``.
 The model is logged from code (``pyfunc_code.py``, MLflow's models-from-code): loading it runs
 that file, no pickled object.
 
@@ -36,8 +36,8 @@ import mlflow.pyfunc
 import numpy as np
 import pandas as pd
 
-from pipeline.contracts import DEFAULT_BATCH, FEATURES, PYFUNC_OPTIONAL, Use
-from pipeline.errors import PipelineError
+from pipeline.core.contracts import DEFAULT_BATCH, FEATURES, PYFUNC_OPTIONAL, Use
+from pipeline.core.errors import PipelineError
 from pipeline.runs.store import EXTRACTION, MANIFEST, MODEL_ARTIFACT
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class RequestSettings:
 def request_settings(params: dict | None, info: dict) -> RequestSettings:
     """``samples`` / ``batch_size`` / ``seed`` of a request's params (defaults: the model's
     score_samples, ``DEFAULT_BATCH``, 0); a bad value is a ``RequestError``."""
-    from pipeline.models import predict
+    from pipeline.engine import predict
 
     params = dict(params or {})
     unknown = sorted(set(params) - {"samples", "batch_size", "seed"})
@@ -193,7 +193,7 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
     and generator passed per call), so one instance serves concurrent requests."""
 
     def load_context(self, context) -> None:
-        from pipeline import fileio
+        from pipeline.core import fileio
         from pipeline.runs.formats import load_model
 
         self.model, self.info = load_model(context.artifacts["checkpoint"])  # best.pt or baseline.npz (formats)
@@ -221,8 +221,8 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
-        from pipeline.devices import model_device
-        from pipeline.models import predict
+        from pipeline.core.devices import model_device
+        from pipeline.engine import predict
 
         settings = request_settings(params, self.info)
         fs = read_request(model_input, self.vocab_sizes, self.window_hours, self.model.value_channel,
@@ -239,7 +239,7 @@ def signature(default_samples: int):
     from mlflow.models import ModelSignature
     from mlflow.types.schema import AnyType, ColSpec, ParamSchema, ParamSpec, Schema
 
-    from pipeline.contracts import RISK, mlflow_type
+    from pipeline.core.contracts import RISK, mlflow_type
 
     # List columns are AnyType: read_request checks them (MLflow's own check of a list column refuses
     # whole numbers in a float list, and its message quotes the rows).
@@ -282,8 +282,8 @@ def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str,
         artifacts = {"checkpoint": str(checkpoint), "vocab": str(vocab), "model_info": str(model_info)}
         manifest = Path(vocab).parent / MANIFEST
         if manifest.exists():
-            from pipeline import fileio
-            from pipeline.sources.tables import LEGACY, release_of
+            from pipeline.core import fileio
+            from pipeline.data.mimic.sources.tables import LEGACY, release_of
 
             saved = fileio.read_json(manifest)
             kept = {k: saved[k] for k in ("feature_version", "config") if k in saved}

@@ -1,6 +1,6 @@
 """What every trained run records, written in one place.
 
-A mortality run (``training.loop``), a classical baseline (``training.baselines``) and a Laplace
+A mortality run (``engine.loop``), a classical baseline (``training.baselines``) and a Laplace
 run (``laplace.run``) end the same way: the refer measure, its threshold and the validation summary
 come from the validation predictions (``validation_summary``; the measure by the true risk where the
 source is synthetic, else the benchmark's choice), then ``record_run`` writes the run's directory
@@ -18,11 +18,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import fileio, metrics
-from pipeline.models import predict
-from pipeline.privacy.redact import redact_json
-
-from . import store
+from pipeline.bayes import metrics
+from pipeline.core import fileio
+from pipeline.core.redact import redact_json
+from pipeline.engine import predict
+from pipeline.runs import store
 
 VAL_METRICS = (*metrics.METRICS, "n", "positives")  # model_info.json's val_metrics
 LOGGED = (*metrics.METRICS, "mean_mutual_information")  # logged as best_val_<name>

@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import fileio
-from pipeline.errors import PipelineError
+from pipeline.core import fileio
+from pipeline.core.errors import PipelineError
 from pipeline.runs.formats import FILES, load_model, model_file
 from pipeline.runs.info import RunKind
 
@@ -297,9 +297,9 @@ def features_split_mode(features_dir: Path | str) -> str:
 
 
 def features_dir_release(features_dir: Path | str) -> str:
-    """The MIMIC release of a features directory's manifest.json as a tag value (``sources.tables.release_of``:
+    """The MIMIC release of a features directory's manifest.json as a tag value (``data.mimic.sources.tables.release_of``:
     MIMIC-III when it records none; ``unknown`` without a manifest)."""
-    from pipeline.sources.tables import release_of
+    from pipeline.data.mimic.sources.tables import release_of
 
     manifest = Path(features_dir) / MANIFEST
     return release_of(fileio.read_json(manifest)).value if manifest.exists() else "unknown"

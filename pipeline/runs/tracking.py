@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
 
-from pipeline.privacy.redact import redact_params, redact_value
+from pipeline.core.redact import redact_params, redact_value
 from pipeline.runs import store
 
 

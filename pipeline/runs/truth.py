@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import fileio
-from pipeline.errors import PipelineError
+from pipeline.core import fileio
+from pipeline.core.errors import PipelineError
 
 
 class TruthError(PipelineError, ValueError):
@@ -34,7 +34,7 @@ def find_truth(features_dir: Path, truth: Path | str | None = None) -> Path | No
         return None
     location = str((fileio.read_json(manifest_file).get("source") or {}).get("location") or "")
     if location.startswith("stage:"):
-        from pipeline.sources.stage import STAGE_FILE
+        from pipeline.data.mimic.sources.stage import STAGE_FILE
 
         stage_file = Path(location.removeprefix("stage:")) / STAGE_FILE
         source = fileio.read_json(stage_file).get("source") if stage_file.exists() else None
@@ -49,7 +49,7 @@ def load_true_risk(truth_file: Path, link_file: Path, keys) -> np.ndarray:
     """TRUE_RISK per key, shape (N,), joined through the features' link file (key -> HADM_ID)."""
     import pandas as pd
 
-    from pipeline.privacy.deid import read_link_file
+    from pipeline.data.mimic.deid import read_link_file
 
     link = read_link_file(link_file)
     truth = pd.read_csv(truth_file)

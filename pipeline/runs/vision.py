@@ -15,8 +15,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import fileio
-from pipeline.models.checkpoint import BEST, CheckpointError
+from pipeline.core import fileio
+from pipeline.engine.checkpoints import BEST, CheckpointError
 from pipeline.runs import store
 from pipeline.runs.formats import load_model
 

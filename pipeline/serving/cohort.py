@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipeline.contracts import COHORT_COLUMNS, OUTCOME_COLUMNS
-from pipeline.errors import PipelineError
+from pipeline.core.contracts import COHORT_COLUMNS, OUTCOME_COLUMNS
+from pipeline.core.errors import PipelineError
 
 
 class CohortError(PipelineError, ValueError):

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from pipeline.configs import check_at_least
-from pipeline.contracts import DEFAULT_BATCH
-from pipeline.devices import DEVICE_HELP
+from pipeline.core.configs import check_at_least
+from pipeline.core.contracts import DEFAULT_BATCH
+from pipeline.core.devices import DEVICE_HELP
 
 
 @dataclass
@@ -50,7 +50,7 @@ class ScoreOptions:
         # report by HADM_ID.
     verbose: bool = field(default=False, metadata={"flags": ["--verbose", "-v"]})  # Log each stage.
     device: str | None = field(default=None, metadata={"help": DEVICE_HELP})  # the torch device
-    COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.options.command_option)
+    COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.cli.options.command_option)
 
     def score_kwargs(self) -> dict:
         """``serving.score.score``'s keyword arguments besides the config (model and out go first)."""

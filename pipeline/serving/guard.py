@@ -24,7 +24,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from pipeline.contracts import FEATURES, PYFUNC_OPTIONAL, Use
+from pipeline.core.contracts import FEATURES, PYFUNC_OPTIONAL, Use
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from pipeline import fileio
+from pipeline.core import fileio
+from pipeline.data.mimic.sources.base import CrossReleaseError
+from pipeline.data.mimic.sources.tables import Release, release_of
 from pipeline.runs.store import MANIFEST
-from pipeline.sources.base import CrossReleaseError
-from pipeline.sources.tables import Release, release_of
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import fileio
-from pipeline.contracts import MIN_DEATHS
+from pipeline.core import fileio
+from pipeline.core.contracts import MIN_DEATHS
 
 SCALES = (0.05, 0.1, 0.2, 0.25, 0.5, 1.0)  # the bars' risk axis ends at the first of these above every p95
 BAR_W, BAR_H = 240, 16  # px of one admission's risk bar

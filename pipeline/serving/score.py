@@ -27,12 +27,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline import fileio
-from pipeline.contracts import COHORT_COLUMNS, RISK
+from pipeline.core import fileio
+from pipeline.core.contracts import COHORT_COLUMNS, RISK
+from pipeline.core.devices import resolve_device
+from pipeline.core.errors import PipelineError
 from pipeline.data import features
-from pipeline.devices import resolve_device
-from pipeline.errors import PipelineError
-from pipeline.models import predict
+from pipeline.engine import predict
 from pipeline.runs.store import load_run_model
 from pipeline.serving import cohort as cohort_mod
 from pipeline.serving import release
@@ -125,8 +125,8 @@ def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Pat
     """Extract ``source`` with the training configuration and vocabulary; returns the ``ExtractResult``
     (``files["cohort"]``: cohort.parquet; ``excluded``: the admissions outside the cohort; ``as_of``,
     ``release``: see ``extract.extract``)."""
-    from pipeline.extraction import ExtractConfig, SplitMode, extract
-    from pipeline.extraction.tokens import Vocab
+    from pipeline.data.mimic.extraction import ExtractConfig, SplitMode, extract
+    from pipeline.data.mimic.extraction.tokens import Vocab
 
     saved = dict((manifest or {}).get("config") or {})
     if not saved:
@@ -212,7 +212,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
           as_of: str | None = None, report: Path | str | None = None, link: bool = True,
           cross_release: bool = False, device: str | None = None) -> ScoreSummary:
     """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into
-    ``out``, the model on ``device`` (``pipeline.devices.resolve_device``: None is cuda when available, else cpu).
+    ``out``, the model on ``device`` (``pipeline.core.devices.resolve_device``: None is cuda when available, else cpu).
 
     ``as_of`` (with ``source``): when the source's data ends, a timestamp on its clock
     ("YYYY-MM-DD HH:MM[:SS]"); default the newest ADMITTIME or DISCHTIME in ADMISSIONS. Open
@@ -244,7 +244,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
             links = _features_links(files) if link else None
             return _finish(run, summary, links, report)
         condition, ids = read_cohort(Path(cohort)) if cohort is not None else ("TRUE", None)
-        from pipeline.sources.base import SourceError
+        from pipeline.data.mimic.sources.base import SourceError
 
         try:
             result = extract_cohort(source, run.manifest, run.vocab, Path(tmp) / "features", condition, schema,
@@ -261,7 +261,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         path = result.files["cohort"]
         summary = _with_oov(score_files(run, [path], out, cfg), run, [path],
                             release.files_release([path]) != model_release)
-        from pipeline.privacy import deid
+        from pipeline.data.mimic import deid
 
         table = deid.read_link_file(result.link_file)
         links = dict(zip(table["key"], table["hadm_id"].astype("int64")))
@@ -290,7 +290,7 @@ def _write_private(path: Path, text: str) -> Path:
 def _features_links(files: list[Path]) -> dict | None:
     """pseudonym -> HADM_ID from the features' own ``_private/link.csv`` (None when the data owner's
     file is not beside them)."""
-    from pipeline.privacy import deid
+    from pipeline.data.mimic import deid
 
     path = files[0].parent / "_private" / "link.csv"
     if not path.exists():
@@ -304,7 +304,7 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
     """The link file and the reports of a scored census (see the module docstring)."""
     import pyarrow.parquet as pq
 
-    from pipeline.privacy import deid
+    from pipeline.data.mimic import deid
     from pipeline.serving import report as report_mod
 
     private = summary.out.parent / "_private"

@@ -9,7 +9,7 @@ stack trace or row contents in an answer or the log; a JSON request checked once
 the model directly).
 
 Requests run in worker threads, concurrently, on one loaded model: the pyfunc passes its
-sampling mode and its own generator with every call (``pipeline.models.predict``), so a request's
+sampling mode and its own generator with every call (``pipeline.engine.predict``), so a request's
 answer is the same whatever else the server is doing. ``workers`` > 1 runs that many processes
 (uvicorn), each with its own copy of the model; ``threads`` is torch's intra-op threads per
 request (1: concurrent requests share the cores without oversubscribing them).
@@ -23,8 +23,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
-from pipeline.configs import check_at_least
-from pipeline.errors import ConfigError
+from pipeline.core.configs import check_at_least
+from pipeline.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def build_app(cfg: ServeConfig):
 
         torch.set_num_threads(cfg.threads)
     os.environ[MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.name] = str(cfg.timeout_s)
-    from pipeline.devices import resolve_device
+    from pipeline.core.devices import resolve_device
 
     device = resolve_device(cfg.device)  # a device not here fails before the model loads
     loaded = load(cfg.model)

@@ -1,7 +1,7 @@
 """Training of the classical baselines (``train --model logreg|gbm``), logged like any run.
 
 The same inputs as the LSTMs (``train`` / ``val`` Parquet, ``vocab.json``, ``manifest.json``),
-featurized by ``baselines.Featurizer`` and fitted by ``baselines.fit`` with every choice made on
+featurized by ``baselines.Featurizer`` and fitted by ``tasks.mortality.baselines.fit`` with every choice made on
 validation; then, as ``loop._finish`` does for an LSTM, the validation metrics of the chosen
 model, the refer measure and threshold (a point model's draws agree: it refers by its predictive
 entropy, its only uncertainty), ``model_info.json``, ``train_config.json``, the run's copies of the
@@ -16,17 +16,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import fileio
-from pipeline.baselines.config import BaselineConfig, BaselineKind
-from pipeline.baselines.featurize import Featurizer
-from pipeline.baselines.fit import fit_gbm, fit_logreg
-from pipeline.baselines.model import BaselineModel
+from pipeline.core import fileio
 from pipeline.runs import record, store
 from pipeline.runs.formats import BASELINE_FILE, FORMAT_TAG, ModelFormat
 from pipeline.runs.tracking import make_tracker, run_id_line
 from pipeline.runs.truth import features_true_risk
-from pipeline.training.config import TrainConfig
-from pipeline.training.inputs import check_fresh, load_inputs
+from pipeline.tasks.mortality.baselines.config import BaselineConfig, BaselineKind
+from pipeline.tasks.mortality.baselines.featurize import Featurizer
+from pipeline.tasks.mortality.baselines.fit import fit_gbm, fit_logreg
+from pipeline.tasks.mortality.baselines.model import BaselineModel
+from pipeline.tasks.mortality.inputs import check_fresh, load_inputs
+from pipeline.tasks.mortality.train_config import TrainConfig
 
 FITS = {BaselineKind.LOGREG: fit_logreg, BaselineKind.GBM: fit_gbm}  # kind -> fitting function
 

@@ -4,7 +4,7 @@ A workflow over the stages (extraction, training, evaluation), so it sits beside
 any of them: synthetic MIMIC-III (generated when missing) -> one extraction per split mode
 (cached) -> ``run_job`` for each (variant, mode, seed) in a pool of worker processes (one torch
 thread each; every job a fresh process, so a crash or a leak stays in its job) -> the comparison
-tables of ``evaluation.compare``. The grid's runs are listed in ``<out>/runs.json`` (``grid_runs``);
+tables of ``reports.compare``. The grid's runs are listed in ``<out>/runs.json`` (``grid_runs``);
 ``grid_config`` reads ``cli.py benchmark-models``' options into a ``GridConfig``.
 The classical baselines (``logreg``, ``gbm``) are deterministic given the data, so they run once
 per split mode (with the first seed), not once per seed; their runs are listed like the others'.
@@ -19,14 +19,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import fileio
-from pipeline.baselines.config import BASELINES, BaselineConfig
-from pipeline.contracts import DEFAULT_BATCH
-from pipeline.errors import PipelineError
-from pipeline.evaluation.compare import SPLITS, compare
-from pipeline.models.variants import VARIANTS, resolve
+from pipeline.core import fileio
+from pipeline.core.contracts import DEFAULT_BATCH
+from pipeline.core.errors import PipelineError
+from pipeline.data.mimic.sources.tables import Release
+from pipeline.reports.compare import SPLITS, compare
 from pipeline.runs import store
-from pipeline.sources.tables import Release
+from pipeline.tasks.mortality.baselines.config import BASELINES, BaselineConfig
+from pipeline.tasks.mortality.variants import VARIANTS, resolve
 
 MODELS = VARIANTS + BASELINES  # what the grid can train: the LSTM variants, then the classical baselines
 
@@ -90,9 +90,9 @@ def grid_config(words: list[str] = (), *, seeds: list[int] = GridConfig.seeds, s
     silently cut records-research's 10,000), ``eval_every`` at most ``max_steps``; ``settings``:
     ``FIELD=VALUE`` words of TrainConfig or MortalityConfig for every LSTM variant, ``batch_size`` too;
     ``rest``: GridConfig fields as they are."""
-    from pipeline.models.config import MortalityConfig
-    from pipeline.options import int_or_none, parse_settings, refuse_words, spread
-    from pipeline.training.config import PRESETS, Preset, TrainConfig
+    from pipeline.cli.options import int_or_none, parse_settings, refuse_words, spread
+    from pipeline.tasks.mortality.config import MortalityConfig
+    from pipeline.tasks.mortality.train_config import PRESETS, Preset, TrainConfig
 
     def variant(w: str) -> str | None:
         return w if w in MODELS else None
@@ -119,8 +119,9 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
 
     Checkpoints go to ``work/train/<variant>-<mode>-s<seed>``, evaluation outputs to ``work/eval/<run id>``.
     """
-    from pipeline.evaluation.evaluate import EvalConfig, evaluate_run
-    from pipeline.training import TrainConfig, train
+    from pipeline.engine import train
+    from pipeline.tasks.mortality.train_config import TrainConfig
+    from pipeline.workflows.evaluate import EvalConfig, evaluate_run
 
     name = f"{variant}-{mode}-s{seed}"
     ecfg = EvalConfig(samples=cfg.samples, batch_size=cfg.eval_batch_size, threads=1)
@@ -183,11 +184,11 @@ def _worker_init(uri: str) -> None:
 def prepare_features(synth_dir: Path, out_dir: Path, cfg: GridConfig) -> dict[str, Path]:
     """Synthetic source (generated when missing) and one extraction per split mode (cached; with the
     value channel when the grid's models read it: ``--set value_channel=true``)."""
-    from pipeline.extraction import ExtractConfig, SplitMode, extract
-    from pipeline.sources.csvdir import detect_layout
+    from pipeline.data.mimic.extraction import ExtractConfig, SplitMode, extract
+    from pipeline.data.mimic.sources.csvdir import detect_layout
 
     if not synth_dir.is_dir() or "admissions" not in detect_layout(synth_dir)[1]:
-        from pipeline.synth import SynthConfig, generate
+        from pipeline.data.mimic.synth import SynthConfig, generate
 
         generate(synth_dir, patients=cfg.patients, seed=cfg.synth_seed, config=SynthConfig(density=cfg.density),
                  layout=cfg.layout)
@@ -208,7 +209,7 @@ def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None 
     if unknown:
         raise GridError(f"unknown variant(s) {unknown}; choose from {list(MODELS)}")
     if cfg.device is not None:  # a device not here fails before any job starts
-        from pipeline.devices import resolve_device
+        from pipeline.core.devices import resolve_device
 
         resolve_device(cfg.device)
     out = Path(out_dir).resolve()

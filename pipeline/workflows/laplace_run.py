@@ -19,21 +19,21 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline import fileio
-from pipeline.configs import config_dict
+from pipeline.bayes.laplace.config import LaplaceConfig, Predictive
+from pipeline.bayes.laplace.errors import LaplaceError
+from pipeline.bayes.laplace.fit import LaplaceReport, fit_laplace
+from pipeline.bayes.laplace.model import LAPLACE_FORMAT, save_laplace
+from pipeline.core import fileio
+from pipeline.core.configs import config_dict
+from pipeline.core.devices import resolve_device
 from pipeline.data import features
-from pipeline.devices import resolve_device
-from pipeline.laplace.config import LaplaceConfig, Predictive
-from pipeline.laplace.errors import LaplaceError
-from pipeline.laplace.fit import LaplaceReport, fit_laplace
-from pipeline.laplace.model import LAPLACE_FORMAT, save_laplace
-from pipeline.models import predict
-from pipeline.models.checkpoint import BEST, CHECKPOINT_FORMAT
+from pipeline.engine import predict
+from pipeline.engine.checkpoints import BEST, CHECKPOINT_FORMAT
 from pipeline.runs import record, store
 from pipeline.runs.tracking import make_tracker, run_id_line
 from pipeline.runs.truth import features_true_risk
 from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
-from pipeline.training.config import TrainConfig
+from pipeline.tasks.mortality.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
                     experiment: str | None = None, run_name: str | None = None,
                     device: str | None = None, threads: int | None = None) -> LaplaceRunResult:
     """Fit Laplace on the MAP run ``map_uri`` and log it (see the module docstring), on ``device``
-    (``pipeline.devices.resolve_device``: None is cuda when available, else cpu; mortality runs),
+    (``pipeline.core.devices.resolve_device``: None is cuda when available, else cpu; mortality runs),
     with ``threads`` torch intra-op threads (None: torch's default).
 
     ``samples``: Monte Carlo draws of the linearized model per admission, stored as the run's
@@ -153,10 +153,10 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
     import numpy as np
     import torch
 
-    from pipeline.laplace.fit import fit_laplace_batches
-    from pipeline.metrics import multiclass as mm
+    from pipeline.bayes.laplace.fit import fit_laplace_batches
+    from pipeline.bayes.metrics import multiclass as mm
     from pipeline.runs.vision import load_vision_run
-    from pipeline.vision.evaluate import predict_logits
+    from pipeline.tasks.vision.evaluate import predict_logits
     from pipeline.workflows.vision_run import run_splits
 
     with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:

@@ -8,7 +8,7 @@
 ``evaluate_run`` loads a vision run (an image model, or a Laplace run of one) with
 ``runs.vision.load_vision_run``, rebuilds its test split from the run's settings (the same split
 for its seed), scores it clean and under each corruption at each severity with
-``metrics.multiclass`` (NLL of the mixture over the S·K draws, accuracy, top-label ECE, Brier,
+``bayes.metrics.multiclass`` (NLL of the mixture over the S·K draws, accuracy, top-label ECE, Brier,
 diversity, mutual information), writes ``metrics.json`` and ``severity.png`` (each metric against
 the severity, a line per corruption and their mean) atomically, and logs them to the run under
 ``eval/test/`` with ``test_*`` metrics: what ``compare`` reads.
@@ -22,13 +22,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import fileio
-from pipeline.configs import config_dict
-from pipeline.progress import Progress
+from pipeline.core import fileio
+from pipeline.core.configs import config_dict
+from pipeline.core.progress import Progress
 from pipeline.runs import store
 from pipeline.runs.tracking import make_tracker
 from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT, VisionRun, load_vision_run, model_label
-from pipeline.vision.config import VisionEvalConfig, VisionTrainConfig
+from pipeline.tasks.vision.config import VisionEvalConfig, VisionTrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class VisionEvalResult:
 def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, tracking: bool = True,
               experiment: str | None = None, run_name: str | None = None) -> VisionRunResult:
     """Train ``cfg``'s model as a tracked run (see the module docstring)."""
-    from pipeline.vision.train import train_vision
+    from pipeline.tasks.vision.train import train_vision
 
     mcfg = cfg.model_config()
     label = model_label({"model_kind": mcfg.method.value, "model_config": mcfg.to_dict()})
@@ -85,7 +85,7 @@ def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, trac
 def run_splits(settings: dict, data_dir: Path | str | None = None):
     """The train / val / test ImageSets a run's VisionTrainConfig (a dict, as recorded) names: its dataset and
     seed's split (``data_dir`` replaces the CIFAR directory)."""
-    from pipeline.vision.train import load_splits
+    from pipeline.tasks.vision.train import load_splits
 
     settings = dict(settings)
     if data_dir is not None:
@@ -107,8 +107,8 @@ def evaluate_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_d
     ``out_dir`` (default ``runs/eval/<run id>/test``) and, with ``cfg.log_to_run``, logs to the run."""
     import torch
 
-    from pipeline.vision.evaluate import evaluate_vision
-    from pipeline.vision.train import resolve_device
+    from pipeline.tasks.vision.evaluate import evaluate_vision
+    from pipeline.tasks.vision.train import resolve_device
 
     cfg = cfg or VisionEvalConfig()
     if cfg.threads:
@@ -136,7 +136,7 @@ def evaluate_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_d
     json_path = fileio.write_json(out / store.METRICS, body)
     plot = None
     if report.corrupted:
-        from pipeline.evaluation.plots import plot_severity
+        from pipeline.reports.plots import plot_severity
 
         series = {c: {"clean": report.clean, **{str(s): m for s, m in per.items()}}
                   for c, per in report.corrupted.items()}
@@ -151,9 +151,9 @@ def evaluate_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_d
 
 def _evaluate_cifar_c(model, test, samples: int, cfg: VisionEvalConfig):
     """A VisionReport whose corrupted sets come from a CIFAR-10-C directory (every file there, or those named)."""
-    from pipeline.metrics import multiclass as mm
-    from pipeline.vision.data import VisionDataError, read_cifar_c
-    from pipeline.vision.evaluate import VisionReport, predict_logits
+    from pipeline.bayes.metrics import multiclass as mm
+    from pipeline.data.images.data import VisionDataError, read_cifar_c
+    from pipeline.tasks.vision.evaluate import VisionReport, predict_logits
 
     root = Path(cfg.cifar_c)
     names = list(cfg.corruptions) or sorted(p.stem for p in root.glob("*.npy") if p.stem != "labels")

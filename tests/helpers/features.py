@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline import fileio
-from pipeline.contracts import FEATURES
-from pipeline.extraction.flow import write_parquet
+from pipeline.core import fileio
+from pipeline.core.contracts import FEATURES
+from pipeline.data.mimic.extraction.flow import write_parquet
 
 FEATURE_SCHEMA = FEATURES.arrow_schema()
 

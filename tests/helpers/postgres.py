@@ -510,7 +510,7 @@ def pg_demo(pg_server: TempPostgres) -> LoadedDemo:
     """The whole MIMIC-III demo loaded once per session into database `mimic_demo`."""
     global _session_demo
     if _session_demo is None:
-        from pipeline.sources.pgload import load_mimic_csv
+        from pipeline.data.mimic.sources.pgload import load_mimic_csv
 
         dsn = pg_server.create_database("mimic_demo")
         t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from pipeline.privacy.redact import DATE  # the pattern redaction replaces
+from pipeline.core.redact import DATE  # the pattern redaction replaces
 
 NUMBER = re.compile(r"(?<![\w.])\d{4,9}(?![\w.])")
 TOKEN = re.compile(r"^(chart|lab|input|output|rx|proc|micro|dtevent):[^:]*(:|$)")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.sources.csvdir import detect_layout, read_header
-from pipeline.sources.tables import Release
+from pipeline.data.mimic.sources.csvdir import detect_layout, read_header
+from pipeline.data.mimic.sources.tables import Release
 
 
 def raw_ids_of(source_dir: Path) -> set[str]:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline import fileio
+from pipeline.core import fileio
 
 TINY = {"embedding_dim": 8, "lstm_hidden": 16, "dense_units": 16, "components": 3}  # the trained runs' model
 
 
 def trained_run(tmp_path_factory, features_dir: Path, kind: str = "rank1", steps: int = 20) -> str:
     """Run id of a tiny training on ``features_dir`` (trained once per session, tracked in MLflow)."""
-    from pipeline.training import TrainConfig, train
+    from pipeline.engine import train
+    from pipeline.tasks.mortality.train_config import TrainConfig
 
     cache = tmp_path_factory.getbasetemp() / "trained_runs" / f"{features_dir.name}-{kind}-{steps}"
     if (cache / "run_id").exists():

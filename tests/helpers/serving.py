@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from pipeline.contracts import FEATURES, Use
+from pipeline.core.contracts import FEATURES, Use
 
 INPUT = list(FEATURES.names(Use.REQUIRED))  # the pyfunc's required input columns
 COLUMNS = [*INPUT, "observed_hours"]  # and its optional window column (bag_values: value-channel models only)

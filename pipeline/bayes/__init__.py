@@ -1,0 +1,1 @@
+"""The Bayesian toolbox, task-free: the layer family, the metrics, subnetwork Laplace."""

@@ -1,0 +1,1 @@
+"""The command line: its options, settings and commands (nothing in the library imports it)."""

@@ -1,0 +1,1 @@
+"""The core: errors, files, contracts, configs, progress, devices, redaction (no torch, no stage)."""

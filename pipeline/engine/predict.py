@@ -1,0 +1,296 @@
+"""Prediction with uncertainty: logits of every weight draw -> per-admission risk table.
+
+``predict_logits`` runs the model in evaluation mode with per-member sampling: each of the
+S·K weight draws is one block applied to the whole batch (docs/architecture.md, ensemble convention), so
+there is never a loop over admissions. The sampling mode and the random stream (a
+``torch.Generator``) are passed with the call, never set on the model: concurrent calls on one
+model (the served pyfunc's request threads) share no mutable state, and a call's draws depend
+only on its own generator, whatever else runs. Under ``torch.no_grad`` rank-1 / BatchEnsemble models
+then take their inference path (``pipeline.bayes.layers.inference``: per-block kernels, each sample's
+embeddings once), with the same draws as the training path. A model whose posterior predictive is a
+Gaussian logit per admission (``gaussian_logits``: the linearized Laplace model with the probit
+predictive) is asked for its moments instead (``predict_moments``), and its columns come from that
+Gaussian. What scoring needs of a model is ``RiskModel``: every model a run loads declares it. ``risk_table``
+turns either into the published columns (``metrics.Summary``); the metrics themselves come from
+``pipeline.bayes.metrics``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import pandas as pd
+
+from pipeline.bayes import metrics
+from pipeline.core.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES, RISK
+from pipeline.core.errors import ConfigError
+
+MI_FLOOR = 1e-9  # nats; MI below this is rounding noise of identical draws (e.g. a deterministic model)
+RISK_COLUMNS = RISK.names()  # the risk table's columns (contracts.RISK)
+
+
+@runtime_checkable
+class RiskModel(Protocol):
+    """What scoring needs of a model, declared by each model a run loads (the mortality models and the deep
+    ensemble, the linearized Laplace model, the classical baselines), never probed for.
+
+    How the model is asked for its predictions follows from it: ``scores_features``, the model scores a
+    FeatureSet itself (``model.feature_logits(fs, samples)`` -> (S, 1, N)); ``gaussian_logits``, it gives a
+    Gaussian logit per admission (``model.logit_moments(batch)`` -> μ, σ² and ``model.predictive_logit(μ, σ²)``);
+    otherwise it is called on batches (``model(batch, samples=, sampling=, generator=)`` -> (S·K, B) logits).
+    """
+
+    components: int  # K: the members of one weight draw (1: one network)
+    value_channel: bool  # it reads the features' value channel (bag_values), so a FeatureSet must hold it
+    gaussian_logits: bool  # it predicts a Gaussian logit N(μ, σ²) per admission (Laplace's probit predictive)
+    scores_features: bool  # it scores a FeatureSet itself (a classical baseline), not batch by batch
+
+
+def score_samples(requested: int | None, info: dict | None = None) -> int:
+    """Samples per component to use: ``requested``, else the model's stored ``score_samples`` (the
+    number its refer threshold was chosen with), else ``DEFAULT_SAMPLES``. Evaluation, ``score`` and
+    the pyfunc all resolve it here."""
+    if requested is not None:
+        if int(requested) < 1:
+            raise ConfigError(f"samples must be >= 1, got {requested}")
+        return int(requested)
+    return int((info or {}).get("score_samples") or DEFAULT_SAMPLES)
+
+
+@contextlib.contextmanager
+def evaluation_mode(model) -> Iterator[None]:
+    """Dropout off for the call: ``model.eval()`` while a training model is evaluated (the training
+    loop's validation), its mode restored on exit. A model already in evaluation mode (a loaded run,
+    the served model) is not touched at all, so concurrent calls never write to it. The sampling
+    mode is not set here: ``predict_logits`` passes it with each call."""
+    was_training = model.training
+    if was_training:
+        model.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            model.train(True)
+
+
+def seeded_generator(seed: int, device=None):
+    """A ``torch.Generator`` on ``device`` (None: the CPU) seeded with ``seed``: the random stream of one call
+    (on the CPU its numbers equal those of the global generator after ``torch.manual_seed(seed)``)."""
+    import torch
+
+    return torch.Generator(device=device or "cpu").manual_seed(int(seed))
+
+
+_ON_DEVICE: dict[int, tuple] = {}  # id of the last CPU generator given -> (it, its stream on a device); one entry
+
+
+def _on_device(generator, device):
+    """``generator`` where it is on ``device``; else a generator on ``device`` seeded as it was (the same one
+    each time it is given, so a stream used chunk after chunk stays one stream). Draws on a GPU differ from
+    the CPU's: the same seed, another generator."""
+    if generator is None or generator.device == device:
+        return generator
+    entry = _ON_DEVICE.get(id(generator))
+    if entry is None or entry[0] is not generator or entry[1].device != device:
+        _ON_DEVICE.clear()  # the last stream only: a run scores with one generator, chunk after chunk
+        entry = _ON_DEVICE[id(generator)] = (generator, seeded_generator(generator.initial_seed(), device))
+    return entry[1]
+
+
+def predict_logits(model: RiskModel, batches: Iterable[dict], samples: int, generator=None) -> np.ndarray:
+    """Logits of every draw for every admission, (S, K, N) float32, d = s·K + k.
+
+    ``batches`` are batch dicts (docs/architecture.md, "Batches"); the model returns (S·K, B) per batch, its
+    weights drawn per member from ``generator`` (a ``torch.Generator``; None: torch's global generator).
+    """
+    import torch
+
+    from pipeline.bayes.layers import Sampling
+    from pipeline.core.devices import model_device, to_device
+
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    k = int(model.components)
+    device = model_device(model)
+    generator = _on_device(generator, device)
+    parts = []
+    with evaluation_mode(model), torch.no_grad():
+        for batch in batches:
+            batch = to_device(batch, device)  # built on the CPU; the model's device (--device)
+            b = batch["label"].shape[0]
+            out = model(batch, samples=samples, sampling=Sampling.PER_MEMBER, generator=generator)  # (S·K, B)
+            if tuple(out.shape) != (samples * k, b):
+                raise RuntimeError(f"model returned logits of shape {tuple(out.shape)}, expected ({samples * k}, {b})")
+            parts.append(out.reshape(samples, k, b).float().cpu().numpy())  # (S·K, B) -> (S, K, B)
+    if not parts:
+        return np.zeros((samples, k, 0), dtype=np.float32)
+    return np.concatenate(parts, axis=2)  # (S, K, N)
+
+
+def feature_logits(model: RiskModel, fs, samples: int, batch_size: int, max_bags: int | None = None,
+                   max_tokens: int | None = None, generator=None) -> np.ndarray:
+    """Logits (S, K, N) of every admission of a FeatureSet, in its row order.
+
+    Batches hold admissions of similar length (``batches.length_order``): the recurrence runs
+    only the rows still going at each step, so a batch of one long and many short admissions
+    would spend its last steps on a handful of rows. Memory is bounded by ``batch_size``·S·K.
+    Every row of a batch shares its S·K weight draws, so batch composition (and hence which
+    admissions are scored together: the FeatureSet, the chunk it came in) changes a rank-1
+    model's draws per admission, never their distribution; a deterministic model's logits do
+    not depend on it. A model that scores a FeatureSet itself (``scores_features``: the classical
+    baselines of ``pipeline.tasks.mortality.baselines``, point models) is asked directly: no batches, one draw
+    repeated S times.
+    """
+    if model.scores_features:
+        return model.feature_logits(fs, samples)  # (S, 1, N)
+    from pipeline.data import batches
+
+    if model.value_channel:
+        fs.require_values()
+    order = batches.length_order(fs, max_bags)  # (N,)
+    logits = predict_logits(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order), samples,
+                            generator)
+    out = np.empty_like(logits)
+    out[:, :, order] = logits  # batch order -> row order
+    return out
+
+
+def predict_moments(model: RiskModel, batches: Iterable[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """μ and σ² of every admission's logit, (N,) float64 each, from ``model.logit_moments(batch)`` (a model
+    whose ``gaussian_logits`` is True)."""
+    from pipeline.core.devices import model_device, to_device
+
+    device = model_device(model)
+    mus, variances = [], []
+    with evaluation_mode(model):
+        for batch in batches:
+            mu, var = model.logit_moments(to_device(batch, device))  # (B,), (B,)
+            mus.append(mu.detach().double().cpu().numpy())
+            variances.append(var.detach().double().cpu().numpy())
+    if not mus:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(mus), np.concatenate(variances)
+
+
+@dataclass
+class Predictions:
+    """A model's predictions for a FeatureSet, in its row order."""
+
+    logits: np.ndarray  # (S, K, N): the draws (a Gaussian model: its predictive logits repeated S times)
+    summary: metrics.Summary | None  # per-admission risk, spread, percentiles, MI, entropy (None: no admissions)
+
+
+def feature_predictions(model: RiskModel, fs, samples: int, batch_size: int, max_bags: int | None = None,
+                        max_tokens: int | None = None, generator=None) -> Predictions:
+    """``feature_logits`` and their ``metrics.Summary``; a Gaussian-logit model (``gaussian_logits``) gives
+    its moments once: the summary is the Gaussian's (``Summary.from_gaussian`` with the model's own
+    predictive, ``predictive_logit``) and the logits are that predictive's logit, repeated."""
+    if not model.gaussian_logits:
+        logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens, generator)
+        return Predictions(logits, metrics.Summary.from_draws(logits) if logits.shape[2] else None)
+    from pipeline.data import batches
+
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    if model.value_channel:
+        fs.require_values()
+    order = batches.length_order(fs, max_bags)  # (N,)
+    mu_o, var_o = predict_moments(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order))
+    mu, var = np.empty_like(mu_o), np.empty_like(var_o)
+    mu[order], var[order] = mu_o, var_o  # batch order -> row order
+    if mu.size == 0:
+        return Predictions(np.zeros((samples, 1, 0), dtype=np.float32), None)
+    z = model.predictive_logit(mu, var)  # (N,): its sigmoid is the published risk
+    summary = metrics.Summary.from_gaussian(mu, var, mean=metrics.sigmoid(z))
+    logits = np.broadcast_to(z.astype(np.float32), (samples, 1, z.shape[0])).copy()  # (N,) -> (S, 1, N)
+    return Predictions(logits, summary)
+
+
+def refer_threshold(mutual_info, fraction: float) -> float:
+    """Threshold of an uncertainty measure that refers about the ``fraction`` most uncertain admissions.
+
+    ``mutual_info``: the values of the run's refer measure (the mutual information by default; any
+    ``metrics.Measure``). Admissions strictly above the (1 - fraction) quantile are referred, so ties at
+    the threshold are never referred. The threshold is at least ``MI_FLOOR``: a model whose
+    draws agree (deterministic: MI = 0 up to rounding) refers nobody by MI.
+    """
+    mi = np.asarray(mutual_info, dtype=np.float64)
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"refer fraction must lie in [0, 1), got {fraction}")
+    if mi.size == 0:
+        raise ValueError("refer_threshold: no admissions")
+    q = mi.max() if fraction == 0.0 else np.quantile(mi, 1.0 - fraction)
+    return float(max(q, MI_FLOOR))
+
+
+def risk_table(predictions, keys, refer_threshold: float, n_events=None, n_bags=None, observed_hours=None,
+               before_prediction_time=None, refer_measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION
+               ) -> pd.DataFrame:
+    """Per-admission risk summary from (S, K, N) (or (D, N)) logits or a ``metrics.Summary``.
+
+    Columns: ``key``; ``risk_mean`` (predictive probability of death), ``risk_sd``,
+    ``risk_p05``/``risk_p95`` (5th/95th percentile of p under the posterior), ``mutual_info``
+    (nats), ``entropy`` (predictive entropy, nats), ``has_spread`` (the weight posterior moves the
+    admission's logit; False: the zeros of risk_sd, mutual_info and the band mean no posterior reaches
+    it, not certainty), ``refer`` (the ``refer_measure`` > refer_threshold), ``n_events`` (passthrough,
+    -1 when not given), ``no_events`` (the admission had zero bags: the model saw only its context),
+    ``observed_hours`` (passthrough, to 0.001 h: hours of the window the data covered; -1 when the
+    features do not record it, as ``n_events``) and ``before_prediction_time`` (passthrough, False when not recorded:
+    the data ended before the prediction time, so the risk rests on a partial window).
+    """
+    summary = predictions if isinstance(predictions, metrics.Summary) else metrics.Summary.from_draws(predictions)
+    n = len(summary)
+    keys = np.asarray(keys).astype(str)
+    if keys.shape != (n,):
+        raise ValueError(f"risk_table: {keys.shape[0]} keys for {n} admissions")
+    events = np.full(n, -1, dtype=np.int64) if n_events is None else np.asarray(n_events, dtype=np.int64)
+    if n_bags is not None:
+        empty = np.asarray(n_bags) == 0
+    elif n_events is not None:
+        empty = events == 0
+    else:
+        empty = np.zeros(n, dtype=bool)
+    observed = np.full(n, np.nan) if observed_hours is None else np.asarray(observed_hours, dtype=np.float64)
+    observed = np.where(np.isnan(observed), -1.0, np.round(observed, 3))  # float32 storage noise off; -1: unknown
+    before = (np.zeros(n, dtype=bool) if before_prediction_time is None
+              else np.asarray(before_prediction_time, dtype=bool))
+    return pd.DataFrame(
+        {
+            "key": keys,
+            "risk_mean": summary.mean,
+            "risk_sd": summary.sd,
+            "risk_p05": summary.p05,
+            "risk_p95": summary.p95,
+            "mutual_info": summary.mutual_info,
+            "entropy": summary.entropy,
+            "has_spread": summary.spread.astype(bool),
+            "refer": summary.measure(refer_measure) > float(refer_threshold),
+            "n_events": events,
+            "no_events": empty.astype(bool),
+            "observed_hours": observed,
+            "before_prediction_time": before,
+        },
+        columns=list(RISK_COLUMNS),
+    )
+
+
+def score_features(model: RiskModel, fs, samples: int, refer: float, batch_size: int = DEFAULT_BATCH,
+                   max_bags: int | None = None, max_tokens: int | None = None, generator=None,
+                   refer_measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION) -> pd.DataFrame:
+    """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K; weight draws from
+    ``generator``, None: torch's global generator); ``refer``: the threshold of ``refer_measure``."""
+    pred = feature_predictions(model, fs, samples, batch_size, max_bags, max_tokens, generator)
+    if pred.summary is None:
+        return RISK.arrow_schema().empty_table().to_pandas()
+    return risk_table(pred.summary, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags,
+                      observed_hours=fs.observed_hours, before_prediction_time=fs.before_prediction_time,
+                      refer_measure=refer_measure)
+
+
+def refer_measure_of(info: dict | None) -> metrics.Measure:
+    """The run's refer measure (``refer_measure`` of its info; runs recorded before it existed referred by MI)."""
+    return metrics.Measure((info or {}).get("refer_measure") or metrics.Measure.MUTUAL_INFORMATION.value)

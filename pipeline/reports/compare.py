@@ -1,0 +1,287 @@
+"""Comparison of evaluated runs across seeds: one row per run, mean ± sd per variant, Markdown and CSV.
+
+``collect`` reads every evaluated run (the ``eval/<split>/metrics.json`` artifacts that
+``workflows.evaluate`` logs) of an experiment or a list of run ids into one row per run.
+``summarize`` groups the rows by the feature set the runs were trained on, feature split mode
+(``random``, or ``era``: MIMIC-III's carevue-era train, metavision-era test; MIMIC-IV's by
+``anchor_year_group``, the latest in test) and model variant
+(``tasks.mortality.variants``) and gives mean ± sd over seeds of NLL, AUC-PR and ECE on val and test, the
+test NLL gap to the true risk, and a true-risk reference row per feature set and split mode:
+runs on other admissions are never pooled (the tables gain a ``features`` column when there are
+several). ``write_tables`` writes Markdown and CSV atomically. The grid
+that trains and evaluates every variant is ``pipeline.workflows.grid``. Vision runs (tag ``run_kind``) have
+their own tables (``compare_vision``); the rows here are the mortality runs'.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+from pathlib import Path
+
+from pipeline.core import fileio
+from pipeline.core.errors import PipelineError
+from pipeline.runs import store
+from pipeline.tasks.mortality.variants import VARIANTS, canon, model_defaults, variant_label
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("val", "test")  # evaluated splits in the table
+TABLE_METRICS = ("nll", "auc_pr", "ece")  # metrics in the table
+GAP = "test_nll_gap"  # model NLL - true-risk NLL (the true-risk row's own is 0)
+# uncertainty against the true risk (evaluate's uncertainty_vs_truth): the run's refer measure's referral gain
+# and Spearman with the error on test, and the predictive entropy's gain (a point model's only uncertainty)
+UNCERTAINTY = ("test_referral_gain", "test_spearman", "test_referral_gain_entropy")
+PARTIAL_NA = ("test_ece_floor", *UNCERTAINTY)  # n/a unless every run of the row has it (older evaluations lack it)
+TRUE_RISK = "true risk"  # model label of the Bayes-optimal reference row
+
+
+class CompareError(PipelineError, ValueError):
+    """No evaluated runs, or a run that cannot be read."""
+
+
+def setting_defaults() -> dict[str, str]:
+    """``model.<field>`` and ``train.<field>`` defaults of MortalityConfig and TrainConfig, as text: a
+    setting a run does not record (it predates the setting) had this value."""
+    from dataclasses import MISSING, fields
+    from enum import Enum
+
+    from pipeline.tasks.mortality.train_config import TrainConfig
+
+    out = model_defaults()
+    for f in fields(TrainConfig):
+        if f.default is not MISSING:
+            out[f"train.{f.name}"] = str(f.default.value if isinstance(f.default, Enum) else f.default)
+    return out
+
+
+def _reports(client, run_id: str, tmp: Path) -> dict[str, dict]:
+    out = {}
+    for split in SPLITS:
+        try:
+            path = client.download_artifacts(run_id, f"{store.eval_artifacts(split)}/{store.METRICS}",
+                                             str(tmp / run_id))
+        except Exception:  # not evaluated on this split
+            continue
+        out[split] = fileio.read_json(path)
+    return out
+
+
+def fetch_runs(client, experiment: str | None = None, run_ids: list[str] | None = None,
+               default_experiment: str = store.DEFAULT_EXPERIMENT) -> list:
+    """The MLflow runs named by ``run_ids``, else the finished runs of ``experiment``."""
+    if run_ids:
+        runs = []
+        for r in run_ids:
+            try:
+                runs.append(client.get_run(r))
+            except Exception as exc:  # noqa: BLE001 - MlflowException and store errors alike
+                raise CompareError(f"run {r} not found in {store.tracking_uri()} ({type(exc).__name__})") from None
+        return runs
+    name = experiment or default_experiment
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        raise CompareError(f"experiment {name!r} not found in {store.tracking_uri()}")
+    return client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=10_000)
+
+
+def collect(experiment: str | None = None, run_ids: list[str] | None = None, runs: list | None = None) -> list[dict]:
+    """One row per evaluated mortality run: model, split_mode, seed and ``<split>_<metric>`` values (vision
+    runs are left to ``compare_vision``). ``runs``: MLflow runs already fetched."""
+    client = store.client()
+    runs = fetch_runs(client, experiment, run_ids) if runs is None else runs
+    rows, defaults = [], setting_defaults()
+    with tempfile.TemporaryDirectory(prefix="compare-") as tmp:
+        for run in runs:
+            if store.run_kind(run.data.tags) is not store.RunKind.MORTALITY:
+                continue
+            reports = _reports(client, run.info.run_id, Path(tmp))
+            if not reports:
+                continue
+            rows.append(_row(run, reports, defaults))
+    if not rows:
+        raise CompareError("no evaluated runs (evaluate the runs on val and test first)")
+    return rows
+
+# run params that do not define a variant: seeds make the spread, the rest are logistics
+_NOT_SETTINGS = {"train.seed", "train.progress", "train.threads", "train.log_every", "train.eval_every",
+                 "train.eval_batch_size", "model.token_vocab", "n_train", "n_val", "world_size",
+                 "laplace.batch_size", "laplace.max_bags", "laplace.max_tokens", "baseline.seed", "baseline.threads"}
+SETTING_PREFIXES = ("model.", "train.", "laplace.", "baseline.")  # run params that set a variant (baseline.:
+    # the classical ones)
+
+
+def settings_of(params: dict, reports: dict[str, dict]) -> dict[str, str]:
+    """What defines a run's variant beyond its model label: the model and training params (seed and
+    logistics excluded), the features it was trained on, and the samples of each evaluation."""
+    out = {k: str(v) for k, v in params.items()
+           if (k.startswith(SETTING_PREFIXES) or k in ("features", "distinct_per_step")) and k not in _NOT_SETTINGS}
+    out.update({f"eval.{split}.samples": str(rep.get("samples")) for split, rep in reports.items()})
+    return out
+
+
+def _row(run, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
+    first = next(iter(reports.values()))
+    params = run.data.params
+    model_config = {k.removeprefix("model."): v for k, v in params.items() if k.startswith("model.")}
+    label = first.get("model_label") or variant_label(first.get("model_kind"),
+                                                       model_config or {"prior": first.get("prior")}, defaults)
+    row = {"run_id": run.info.run_id, "model": label,
+           "split_mode": first.get("split_mode") or run.data.tags.get("split_mode", "unknown"),
+           "features": str(params.get("features") or first.get("features") or "unknown"),
+           "seed": int(params.get("train.seed", params.get("baseline.seed", -1))),
+           "start_time": int(run.info.start_time or 0),
+           "settings": settings_of(params, reports)}
+    for split, rep in reports.items():
+        ref = rep.get("true_risk") or {}
+        for m in (*TABLE_METRICS, "ece_floor"):
+            row[f"{split}_{m}"] = rep.get(m)
+            row[f"{split}_true_{m}"] = ref.get(m)
+        for m in TABLE_METRICS:
+            row[f"{split}_{m}_gap"] = rep.get(f"{m}_gap")
+        measures = (rep.get("uncertainty_vs_truth") or {}).get("measures") or {}
+        own = measures.get(rep.get("refer_measure") or "mi") or {}
+        row[f"{split}_referral_gain"], row[f"{split}_spearman"] = own.get("referral_gain"), own.get("spearman")
+        row[f"{split}_referral_gain_entropy"] = (measures.get("entropy") or {}).get("referral_gain")
+    return row
+
+
+def _mean_sd(values: list) -> tuple[float, float, int]:
+    v = [float(x) for x in values if x is not None and math.isfinite(float(x))]
+    if not v:
+        return math.nan, math.nan, 0
+    mean = sum(v) / len(v)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else math.nan
+    return mean, sd, len(v)
+
+
+def summary_columns() -> list[str]:
+    """Metric columns of the summary: ``<split>_<metric>``, ``test_nll_gap``, ``test_ece_floor`` and the
+    uncertainty columns (``UNCERTAINTY``)."""
+    return [f"{s}_{m}" for s in SPLITS for m in TABLE_METRICS] + [GAP, "test_ece_floor", *UNCERTAINTY]
+
+
+def label_variants(rows: list[dict], defaults: dict[str, str] | None = None) -> list[dict]:
+    """Rows whose settings differ within one (split_mode, model) become separate variants, labelled
+    by the differing settings (``rank1-gaussian [model.lstm_hidden=256]``); a setting a run does not
+    record counts as its default (``setting_defaults``: older runs predate it). Within a variant, a
+    seed evaluated by several runs counts once (the latest run), never twice."""
+    defaults = setting_defaults() if defaults is None else defaults
+    by_model: dict[tuple[str, str, str], list[dict]] = {}
+    for r in rows:
+        by_model.setdefault((r.get("features", "unknown"), r["split_mode"], r["model"]), []).append(r)
+    out = []
+    for (_, mode, model), g in by_model.items():
+        keys = sorted({k for r in g for k in r.get("settings", {}) if k != "features"})  # a group has one feature set
+
+        def value(r: dict, k: str) -> str:
+            return canon(r.get("settings", {}).get(k, defaults.get(k, "None")))
+
+        differ = [k for k in keys if len({value(r, k) for r in g}) > 1]
+        latest: dict[tuple, dict] = {}
+        for n, r in enumerate(sorted(g, key=lambda r: r.get("start_time", 0))):
+            tag = tuple((k, value(r, k)) for k in differ)
+            seed = r["seed"] if r["seed"] >= 0 else f"unknown-{n}"  # runs without a recorded seed never merge
+            if (tag, seed) in latest:
+                log.warning("%s (%s): seed %s evaluated by more than one run; the latest (%s) is used",
+                            model, mode, seed, r["run_id"])
+            latest[(tag, seed)] = r
+        for (tag, _), r in latest.items():
+            label = f"{model} [{', '.join(f'{k}={v}' for k, v in tag)}]" if tag else model
+            out.append({**r, "model": label})
+    return out
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Mean and sd over seeds per (feature set, split_mode, model variant), plus a true-risk row per
+    feature set and split mode."""
+    order = {v: i for i, v in enumerate(VARIANTS)}
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for r in label_variants(rows):
+        groups.setdefault((r["split_mode"], r.get("features", "unknown"), r["model"]), []).append(r)
+    out = []
+    for mode, feats in sorted({k[:2] for k in groups}):
+        models = sorted((m for md, fs, m in groups if (md, fs) == (mode, feats)),
+                        key=lambda m: (order.get(m.split(" [")[0], len(order)), m))
+        for model in models:
+            g = groups[(mode, feats, model)]
+            rec = {"split_mode": mode, "features": feats, "model": model, "seeds": len(g)}
+            for col in summary_columns():
+                rec[f"{col}_mean"], rec[f"{col}_sd"], n = _mean_sd([r.get(col) for r in g])
+                if col in PARTIAL_NA and 0 < n < len(g):  # runs evaluated before it existed: not the same runs
+                    rec[f"{col}_mean"] = rec[f"{col}_sd"] = math.nan
+            out.append(rec)
+        runs = [r for (md, fs, _), g in groups.items() if (md, fs) == (mode, feats) for r in g]
+        truth = {"split_mode": mode, "features": feats, "model": TRUE_RISK, "seeds": 0, f"{GAP}_mean": 0.0,
+                 f"{GAP}_sd": math.nan}  # the reference's gap to itself
+        own = [c for c in summary_columns() if c != GAP]
+        for col in own:  # val_nll -> val_true_nll, ...
+            truth[f"{col}_mean"], truth[f"{col}_sd"], _ = _mean_sd([r.get(col.replace("_", "_true_", 1))
+                                                                    for r in runs])
+        if any(math.isfinite(truth[f"{c}_mean"]) for c in own):
+            out.append(truth)
+    return out
+
+
+def _cell(mean: float, sd: float) -> str:
+    if not math.isfinite(mean):
+        return "n/a"
+    return f"{mean:.4f} ± {sd:.4f}" if math.isfinite(sd) else f"{mean:.4f}"
+
+
+def to_markdown(summary: list[dict]) -> str:
+    """Markdown table (mean ± sd over seeds; a single seed shows the value alone)."""
+    cols = summary_columns()
+    several = len({r.get("features", "unknown") for r in summary}) > 1  # runs on other admissions: say which
+    head = ["split", *(["features"] if several else []), "model", "seeds"]
+    head += [c.replace("_", " ", 1).replace("_", "-") for c in cols]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in summary:
+        cells = [r["split_mode"], *([r.get("features", "unknown")] if several else []), r["model"],
+                 str(r["seeds"] or "")]
+        cells += [_cell(r[f"{c}_mean"], r[f"{c}_sd"]) for c in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    note = ("\nsplit: `random` = 80/10/10 by patient; `era` = the older stays in train/val, the newer in test "
+            "(distribution shift; MIMIC-III: carevue-era train/val, metavision-era test; MIMIC-IV: by "
+            "anchor_year_group, the latest in test). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model "
+            "NLL - true-risk NLL on the same admissions; test ece-floor = the mean test ECE of a perfectly calibrated "
+            "predictor making the same predictions (labels drawn from them): a test ECE near its floor is "
+            "within chance at this test size. test referral-gain / spearman: of the run's refer measure against "
+            "the error KL(true || predicted) (1: refers the worst-predicted first; 0: no better than random); "
+            "referral-gain-entropy: the predictive entropy's."
+            + (" features: the feature set the runs were trained on; each has its own rows and true-risk "
+               "reference (runs on other admissions are not pooled)." if several else "") + "\n")
+    return "\n".join(lines) + "\n" + note
+
+
+def to_csv(summary: list[dict]) -> str:
+    """CSV with separate mean and sd columns (empty cells for n/a)."""
+    import csv
+    import io as _io
+
+    cols = ["split_mode", "features", "model", "seeds"]
+    cols += [f"{c}_{s}" for c in summary_columns() for s in ("mean", "sd")]
+    buf = _io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in summary:
+        r = {"features": "unknown", **r}
+        w.writerow([("" if isinstance(r[c], float) and not math.isfinite(r[c]) else
+                     (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c])) for c in cols])
+    return buf.getvalue()
+
+
+def write_tables(summary: list[dict], out_dir: Path | str) -> tuple[Path, Path]:
+    """``compare.md`` and ``compare.csv`` in ``out_dir`` (atomic writes)."""
+    out = Path(out_dir)
+    return (fileio.write_text(out / "compare.md", to_markdown(summary)),
+            fileio.write_text(out / "compare.csv", to_csv(summary)))
+
+
+def compare(experiment: str | None = None, run_ids: list[str] | None = None,
+            out_dir: Path | str | None = None) -> tuple[list[dict], list[Path]]:
+    """Collect, summarize and (with ``out_dir``) write the tables; returns (summary, files)."""
+    summary = summarize(collect(experiment, run_ids))
+    files = list(write_tables(summary, out_dir)) if out_dir is not None else []
+    return summary, files

@@ -1,0 +1,158 @@
+"""Training settings: ``TrainConfig`` (one comment per field; the CLI and MLproject derive from it),
+named presets (``preset_notes``: the fields each sets, as the help says), and the likelihood choice.
+Imports no torch, so ``cli.py --help`` stays instant."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from pipeline.core.configs import check_at_least, check_choice, config_dict, option
+from pipeline.core.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
+from pipeline.core.errors import ConfigError
+from pipeline.tasks.mortality.config import MortalityConfig
+
+
+class NllMode(str, Enum):
+    """Likelihood term of the training loss."""
+
+    AVERAGE = "average"  # mean over draws of each draw's BCE (deep-ensemble style, the paper's default)
+    MIXTURE = "mixture"  # -log mean_d p_d(y): tighter bound, couples the components
+
+
+class CheckpointMetric(str, Enum):
+    """What the best checkpoint minimises on validation."""
+
+    NLL = "nll"  # the mixture NLL over the eval_samples x K draws
+    LOSS = "loss"  # NLL + (KL + the L2 inside it) / N_val, unannealed (records-research's default metric)
+
+
+class Preset(str, Enum):
+    """Named presets (explicit settings override them)."""
+
+    DEFAULT = "default"  # small: trains in minutes on 2 CPU cores
+    PAPER = "paper"  # paper scale: LSTM 256, more steps
+    RECORDS_RESEARCH = "records-research"  # the authors' MIMIC-III flag defaults (docs/experiments/2026-12-01-*)
+
+
+# sqrt(p / (1 - p)) for p = 1e-3: edward2's rank-1 "dropout rate" turned into the posterior stddev it starts at
+RECORDS_RESEARCH_INIT_STDDEV = (1e-3 / (1 - 1e-3)) ** 0.5
+
+PRESETS: dict[Preset, dict[str, Any]] = {
+    Preset.DEFAULT: {},
+    Preset.PAPER: {"max_steps": 20_000, "patience": None, "max_epochs": None, "eval_every": 1_000,
+                   "anneal_steps": 5_000,
+                   "model": {"lstm_hidden": 256, "embedding_dim": 32}},
+    # Google-Health/records-research model-uncertainty/ (bayesian_rnn_flags.py defaults, bayesian_rnn_model.py,
+    # bayesian_rnn_eager_main.py) with edward2's LSTMCellRank1 / DenseRank1 / rank1 utils; the value of each
+    # and where it is read: docs/experiments/2026-12-01-records-research-preset.md
+    Preset.RECORDS_RESEARCH: {
+        "max_steps": 10_000, "patience": None, "max_epochs": None, "anneal_steps": 5_000,
+        "lr": 3.0352e-4, "clip": 7.29199, "batch_size": 64,
+        "l2": 1e-4, "l2_in_kl": True, "l2_biases": True, "checkpoint_metric": "loss", "eval_samples": 1,
+        "nll": "average", "train_samples": 1, "source_oov_rate": 0.0, "token_oov_rate": 0.0,
+        "model": {"lstm_hidden": 256, "lstm_layers": 1, "dense_units": 128, "components": 4, "prior": "gaussian",
+                  "prior_mean": 1.0, "prior_stddev": 1.0, "factor_init": "random_sign", "random_sign_prob": 0.5,
+                  "init_stddev": RECORDS_RESEARCH_INIT_STDDEV, "init_stddev_jitter": 0.1, "weight_init": "keras",
+                  "factor_clip": 10.0, "bag_size_feature": False},
+    },
+}
+
+
+# Settings whose default changed, with the value a saved train config that lacks them was trained with
+# (OOV augmentation: off until 2026-12-01; docs/experiments/2026-12-01-learning-curves-ablations-shift.md).
+# The fixed 4,000-step budget: until 2026-12-03 (docs/experiments/2026-12-03-early-stopping-defaults.md).
+FORMER_DEFAULTS: dict[str, Any] = {"source_oov_rate": 0.0, "token_oov_rate": 0.0, "patience": None,
+                                   "max_epochs": None}
+
+
+@dataclass
+class TrainConfig:
+    """Training settings; ``model`` holds MortalityConfig overrides (vocab sizes come from vocab.json)."""
+
+    seed: int = 0  # seeds initialisation, batch order and weight draws
+    max_steps: int = 12_000  # optimizer steps at most (a resumed run continues up to it); with --max-epochs
+        # and --patience, the budget grows with the data up to this cap (defaults chosen on the 8k benchmark:
+        # docs/experiments/2026-12-03-early-stopping-defaults.md)
+    batch_size: int = 64  # rows per step after tiling: batch_size // K distinct admissions
+    lr: float = 3e-4  # Adam learning rate
+    clip: float = 7.3  # global gradient-norm clip (0 disables)
+    nll: NllMode = NllMode.AVERAGE  # likelihood term: average | mixture
+    anneal_steps: int = 1_000  # KL weight min(1, step / anneal_steps); 0 = full weight at once
+    l2: float = 1e-4  # factor of the model's L2 penalty (sum of its squared deterministic weights)
+    l2_in_kl: bool = False  # put l2·penalty inside the KL term (divided by N_train,
+        # annealed) instead of every step's loss
+    l2_biases: bool = False  # the L2 penalty covers deterministic biases too (Keras bias_regularizer)
+    checkpoint_metric: CheckpointMetric = CheckpointMetric.NLL  # best checkpoint by validation nll | loss
+    train_samples: int = 1  # Monte Carlo samples per component in a training step
+    eval_every: int = 250  # validate (and checkpoint) every this many steps, and at the end
+    patience: int | None = 8  # early stopping: stop after this many validations without a better best checkpoint
+        # (0 or unset: never)
+    max_epochs: float | None = 40.0  # step budget in epochs as well: at most ceil(max_epochs x training admissions
+        # / distinct per step) steps (0 or unset: max_steps alone)
+    eval_samples: int = 2  # samples per component in periodic validation (cheap)
+    score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
+    eval_batch_size: int = DEFAULT_BATCH  # admissions per validation forward pass (the draws depend on the batches)
+    refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the refer measure's threshold)
+    max_bags: int | None = None  # keep only the most recent bags of an admission (unset: all)
+    max_tokens: int | None = None  # keep at most this many tokens per bag (unset: all)
+    source_oov_rate: float = 0.1  # training only: P(all of an admission's tokens of a source -> that source's OOV
+        # token) (0: off)
+    token_oov_rate: float = 0.1  # training only: P(a token -> its source's OOV token) (training.augment; 0: off)
+    log_every: int = 10  # log loss, NLL and KL to MLflow every this many steps
+    progress: bool = True  # progress (rank 0): a bar on a terminal, else a plain line every 5% of the steps
+    threads: int | None = None  # torch intra-op threads (unset: torch's default; 1 is fastest on busy small CPUs)
+    model: dict[str, Any] = field(default_factory=dict)  # MortalityConfig overrides, e.g. {"lstm_hidden": 64}
+
+    def __post_init__(self) -> None:
+        if self.patience == 0:  # 0 switches a budget rule off (the option's way to say "unset")
+            self.patience = None
+        if self.max_epochs == 0:
+            self.max_epochs = None
+        check_choice(self, "nll", NllMode)
+        check_choice(self, "checkpoint_metric", CheckpointMetric)
+        check_at_least(self, 1, ("max_steps", "batch_size", "train_samples", "eval_every", "eval_samples",
+                                 "score_samples", "eval_batch_size", "log_every", "threads"))
+        if not self.lr > 0:
+            raise ConfigError(f"--lr must be > 0, got {self.lr}")
+        if self.max_epochs is not None and not self.max_epochs > 0:
+            raise ConfigError(f"--max-epochs must be >= 0 (0: off), got {self.max_epochs}")
+        check_at_least(self, 0, ("clip", "l2", "anneal_steps", "patience"))
+        for name in ("source_oov_rate", "token_oov_rate", "refer_fraction"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{option(self, name)} must lie in [0, 1), got {getattr(self, name)}")
+
+    def step_budget(self, n_train: int, distinct: int) -> int:
+        """The last step: ``max_steps``, or fewer where ``max_epochs`` of ``n_train`` admissions, ``distinct``
+        per step, end sooner."""
+        if self.max_epochs is None:
+            return self.max_steps
+        return max(1, min(self.max_steps, math.ceil(self.max_epochs * n_train / max(distinct, 1))))
+
+    def to_dict(self) -> dict:
+        """JSON-able settings (str enums as their values, the model overrides' too): what checkpoints hold."""
+        return config_dict(self)
+
+    @classmethod
+    def from_preset(cls, preset: Preset | str = Preset.DEFAULT, **overrides) -> "TrainConfig":
+        """Preset values, then ``overrides`` (``model`` overrides are merged, not replaced)."""
+        if preset not in {p.value for p in Preset}:
+            raise ConfigError(f"preset must be one of {[p.value for p in Preset]}, got {preset!r}")
+        values = {k: (dict(v) if isinstance(v, dict) else v) for k, v in PRESETS[Preset(preset)].items()}
+        model = {**values.pop("model", {}), **overrides.pop("model", {})}
+        return cls(**{**values, **overrides, "model": model})
+
+
+def preset_notes() -> dict[tuple[type, str], str]:
+    """{(TrainConfig or MortalityConfig, field): a note naming the presets other than the default that set
+    the field}, said after the field's default in ``train --help``."""
+    out: dict[tuple[type, str], list[str]] = {}
+    for preset, values in PRESETS.items():
+        model = values.get("model", {})
+        for cls, keys in ((TrainConfig, [k for k in values if k != "model"]), (MortalityConfig, model)):
+            for k in keys:
+                out.setdefault((cls, k), []).append(preset.value)
+    return {key: f"--preset {', '.join(names)} " + ("sets its own" if len(names) == 1 else "set their own")
+            for key, names in out.items()}

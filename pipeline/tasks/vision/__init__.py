@@ -1,0 +1,25 @@
+"""The image task: ResNet-50 and Wide ResNets on the shared rank-1 layer library, their training recipe
+(``train``) and evaluation on clean and corrupted images (``evaluate``).
+
+See ``net`` for the output layout (logits (S·K, B, classes), member axis first) and docs/vision.md for the
+published defaults taken and changed. ``model_config`` and ``config`` import no torch; the names below load
+their module on first use (``pipeline.core.lazy``), so the command line reads the settings without torch.
+"""
+
+from pipeline.core.lazy import lazy
+
+_HOMES = {
+    **dict.fromkeys(("ARCH_DEFAULTS", "Arch", "Method", "VisionConfig"), "model_config"),
+    **dict.fromkeys(("DATASETS", "Dataset", "VisionEvalConfig", "VisionTrainConfig"), "config"),
+    **dict.fromkeys(("LayerFactory", "he_normal_"), "factory"),
+    **dict.fromkeys(("VisionDeepEnsemble", "VisionNet", "batch_images", "build_vision_model", "check_images",
+                     "count_parameters", "parameter_report"), "net"),
+    **dict.fromkeys(("BatchNorm2d", "MemberBatchNorm2d"), "norm"),
+    **dict.fromkeys(("Bottleneck", "ResNet50"), "resnet"),
+    **dict.fromkeys(("WideBasicBlock", "WideResNet"), "wrn"),
+    **dict.fromkeys(("VisionReport", "evaluate_vision", "model_device", "predict_logits"), "evaluate"),
+    **dict.fromkeys(("VisionTrainResult", "load_splits", "save_vision_checkpoint", "train_vision",
+                     "with_overrides"), "train"),
+}
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy(__name__, _HOMES)
