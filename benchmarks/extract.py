@@ -110,7 +110,8 @@ def main() -> None:
             raise RuntimeError("the two reference implementations disagree on the events used")
 
     floor_code = (
-        "import duckdb, sys, time; from pipeline.data.mimic.sources.csvdir import find_tables; from pathlib import Path; "
+        "import duckdb, sys, time; from pipeline.data.mimic.sources.csvdir import find_tables; "
+        "from pathlib import Path; "
         "f = find_tables(Path(sys.argv[1]))['chartevents']; con = duckdb.connect(); t = time.perf_counter(); "
         "con.sql(f\"SELECT count(*), sum(TRY_CAST(VALUENUM AS DOUBLE)), count(DISTINCT HADM_ID) FROM read_csv('{f}', "
         "header=true, all_varchar=true, delim=',', quote='\\\"', escape='\\\"')\").fetchall(); "

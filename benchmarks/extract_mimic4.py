@@ -88,7 +88,8 @@ def _stages(log: str) -> dict:
 FLOOR_SQL = ("SELECT count(*), sum(TRY_CAST(valuenum AS DOUBLE)), count(DISTINCT hadm_id) FROM read_csv('{f}', "
              "header=true, all_varchar=true, delim=',', quote='\"', escape='\"')")
 FLOOR_CODE = (
-    "import duckdb, resource, sys, time; from pipeline.data.mimic.sources.csvdir import detect_layout; from pathlib import Path; "
+    "import duckdb, resource, sys, time; from pipeline.data.mimic.sources.csvdir import detect_layout; "
+    "from pathlib import Path; "
     "f = detect_layout(Path(sys.argv[1]))[1]['chartevents']; sql = sys.argv[2].replace('{f}', str(f)); "
     "con = duckdb.connect(); t = time.perf_counter(); u = resource.getrusage(resource.RUSAGE_SELF); "
     "c = u.ru_utime + u.ru_stime; con.sql(sql).fetchall(); w = time.perf_counter() - t; "

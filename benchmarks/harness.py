@@ -89,7 +89,8 @@ _SYNTH = ("import json, sys; from pipeline.data.mimic.synth import SynthConfig, 
 
 
 def synth_world(name: str, patients: int, seed: int = 0, layout: str = "mimic-iii", **config) -> Path:
-    """``CACHE/name``: a synthetic world (``pipeline.data.mimic.synth.generate`` with ``SynthConfig(**config)``, in a child
+    """``CACHE/name``: a synthetic world (``pipeline.data.mimic.synth.generate`` with ``SynthConfig(**config)``, in a
+    child
     process so that the benchmark's own peak memory is not the generator's), generated once."""
     def make(path: Path) -> None:
         subprocess.run([PY, "-c", _SYNTH, str(path), str(patients), json.dumps(config), str(seed), layout],

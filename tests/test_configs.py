@@ -116,25 +116,30 @@ def test_every_config_field_has_a_comment(module, name):
 
 
 # ---- every config validates itself; errors name the option as the user types it -------------
+TRAIN_CONFIG = "pipeline.tasks.mortality.train_config"
+EXTRACT_CONFIG = "pipeline.data.mimic.extraction.config"
+BASELINE_CONFIG = "pipeline.tasks.mortality.baselines.config"
+
+
 def _cfg(module: str, name: str):
     return getattr(importlib.import_module(module), name)
 
 
 @pytest.mark.parametrize("module, name, kwargs, message", [
-    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"max_steps": 0}, "--max-steps must be >= 1, got 0"),
-    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"threads": 0}, "--threads must be >= 1, got 0"),
-    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"lr": 0.0}, "--lr must be > 0, got 0.0"),
-    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"anneal_steps": -1}, "--anneal-steps must be >= 0, got -1"),
-    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"refer_fraction": 1.0}, "--refer-fraction must lie in [0, 1)"),
-    ("pipeline.tasks.mortality.train_config", "TrainConfig", {"nll": "sum"}, "--nll must be one of"),
-    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"train_fraction": 0.9, "val_fraction": 0.3},
+    (TRAIN_CONFIG, "TrainConfig", {"max_steps": 0}, "--max-steps must be >= 1, got 0"),
+    (TRAIN_CONFIG, "TrainConfig", {"threads": 0}, "--threads must be >= 1, got 0"),
+    (TRAIN_CONFIG, "TrainConfig", {"lr": 0.0}, "--lr must be > 0, got 0.0"),
+    (TRAIN_CONFIG, "TrainConfig", {"anneal_steps": -1}, "--anneal-steps must be >= 0, got -1"),
+    (TRAIN_CONFIG, "TrainConfig", {"refer_fraction": 1.0}, "--refer-fraction must lie in [0, 1)"),
+    (TRAIN_CONFIG, "TrainConfig", {"nll": "sum"}, "--nll must be one of"),
+    (EXTRACT_CONFIG, "ExtractConfig", {"train_fraction": 0.9, "val_fraction": 0.3},
      "--train-fraction 0.9 + --val-fraction 0.3 must be < 1"),
-    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"train_fraction": 1.2}, "--train-fraction must lie in (0, 1)"),
-    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"n_bins": 0}, "--bins must be >= 1, got 0"),
-    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"scan_workers": 0}, "--scan-workers must be >= 1"),
-    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"prediction_hours": -1.0},
+    (EXTRACT_CONFIG, "ExtractConfig", {"train_fraction": 1.2}, "--train-fraction must lie in (0, 1)"),
+    (EXTRACT_CONFIG, "ExtractConfig", {"n_bins": 0}, "--bins must be >= 1, got 0"),
+    (EXTRACT_CONFIG, "ExtractConfig", {"scan_workers": 0}, "--scan-workers must be >= 1"),
+    (EXTRACT_CONFIG, "ExtractConfig", {"prediction_hours": -1.0},
      "--prediction-hours must be a positive"),
-    ("pipeline.data.mimic.extraction.config", "ExtractConfig", {"split": "by-year"}, "--split must be one of ['random', 'era']"),
+    (EXTRACT_CONFIG, "ExtractConfig", {"split": "by-year"}, "--split must be one of ['random', 'era']"),
     ("pipeline.workflows.evaluate_config", "EvalConfig", {"n_bootstrap": -1}, "--bootstrap must be >= 0, got -1"),
     ("pipeline.workflows.evaluate_config", "EvalConfig", {"threads": 0}, "--threads must be >= 1"),
     ("pipeline.serving.config", "ScoreConfig", {"chunk_rows": 0}, "--chunk-rows must be >= 1, got 0"),
@@ -156,8 +161,8 @@ def _cfg(module: str, name: str):
     ("pipeline.bayes.laplace.config", "LaplaceConfig", {"batch_size": 0}, "batch_size must be >= 1, got 0"),
     ("pipeline.bayes.laplace.config", "LaplaceConfig", {"hessian": "diag", "subnet_size": 10},
      "--hessian diag is diagonal Laplace over every weight: leave --subnet-size unset"),
-    ("pipeline.tasks.mortality.baselines.config", "BaselineConfig", {"threads": 0}, "--threads must be >= 1"),
-    ("pipeline.tasks.mortality.baselines.config", "BaselineConfig", {"gbm_patience": 0}, "gbm_patience must be >= 1, got 0"),
+    (BASELINE_CONFIG, "BaselineConfig", {"threads": 0}, "--threads must be >= 1"),
+    (BASELINE_CONFIG, "BaselineConfig", {"gbm_patience": 0}, "gbm_patience must be >= 1, got 0"),
     ("pipeline.data.mimic.synth.simulation", "SynthConfig", {"density": 0.0}, "--density must be in (0, 10]"),
     ("pipeline.data.mimic.synth.simulation", "SynthConfig", {"chunk_patients": 0}, "chunk_patients must be >= 1"),
 ])

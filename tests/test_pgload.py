@@ -1,4 +1,5 @@
-"""pipeline.data.mimic.sources.pgload: MIMIC-III CSV -> PostgreSQL (mimic-code layout). (DSN redaction: test_redact.py.)"""
+"""pipeline.data.mimic.sources.pgload: MIMIC-III CSV -> PostgreSQL (mimic-code layout).
+(DSN redaction: test_redact.py.)"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""pipeline.data.mimic.sources and pipeline.data.mimic.sources.base: which kind of source a location names, opening it, the
+"""pipeline.data.mimic.sources and pipeline.data.mimic.sources.base: which kind of source a location names, opening
+it, the
 short form of a database error (no statement echo that could quote a cohort's HADM_IDs), the empty
 stand-in of a missing optional table, merged reject lists."""
 

@@ -297,7 +297,8 @@ def features_split_mode(features_dir: Path | str) -> str:
 
 
 def features_dir_release(features_dir: Path | str) -> str:
-    """The MIMIC release of a features directory's manifest.json as a tag value (``data.mimic.sources.tables.release_of``:
+    """The MIMIC release of a features directory's manifest.json as a tag value
+    (``data.mimic.sources.tables.release_of``:
     MIMIC-III when it records none; ``unknown`` without a manifest)."""
     from pipeline.data.mimic.sources.tables import release_of
 

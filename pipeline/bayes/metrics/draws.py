@@ -1,4 +1,5 @@
-"""Likelihoods, entropies and member disagreement of Monte Carlo / mixture draws (shapes: see ``pipeline.bayes.metrics``)."""
+"""Likelihoods, entropies and member disagreement of Monte Carlo / mixture draws (shapes: see
+``pipeline.bayes.metrics``)."""
 
 from __future__ import annotations
 
