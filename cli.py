@@ -231,8 +231,8 @@ def train(settings: dict | None = None) -> None:
                                                  resume=o.resume)
         return typer.echo(train_baseline(o.data, o.model, cfg, **o.run_kwargs(), refer_fraction=t.get(
             "refer_fraction", TrainConfig.refer_fraction)).summary())
-    from pipeline.engine import train as run_train
     from pipeline.tasks.mortality.variants import resolve
+    from pipeline.workflows.train import train as run_train
 
     kind, variant_settings = resolve(o.model)
     cfg = TrainConfig.from_preset(o.preset, **settings[TrainConfig],
@@ -406,9 +406,9 @@ def vision_evaluate(settings: dict = None) -> None:
     metric against the severity."""
     o = VisionEvalOptions(**settings[VisionEvalOptions])
     _setup_logging(o.verbose)
-    from pipeline.workflows.vision_run import evaluate_run, format_report
+    from pipeline.workflows.vision_run import evaluate_vision_run, format_report
 
-    result = evaluate_run(o.run, o.config(), data_dir=o.data_dir, out_dir=o.out)
+    result = evaluate_vision_run(o.run, o.config(), data_dir=o.data_dir, out_dir=o.out)
     typer.echo(format_report(result.report))
     typer.echo(f"metrics: {result.json_path}" + (f"\nplot: {result.plot}" if result.plot else ""))
 

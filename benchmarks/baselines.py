@@ -114,10 +114,11 @@ def main() -> None:
     command = report.command(__spec__.name)
     import torch
 
-    from pipeline.engine import predict, train
+    from pipeline.engine import predict
     from pipeline.runs.formats import load_model
     from pipeline.tasks.mortality.baselines.model import BaselineModel
     from pipeline.tasks.mortality.train_config import TrainConfig
+    from pipeline.workflows.train import train
 
     torch.set_num_threads(1)
     test = features.load_split(args.features / "test.parquet")

@@ -136,19 +136,20 @@ def score_part(args, device, fdir: Path, vocab: dict) -> dict:
     """Part 3: scoring ``--score-n`` admissions on the device against the CPU (first ``--cpu-score-n``)."""
     import torch
 
-    from pipeline.runs.store import RunModel
+    from pipeline.runs.info import ModelInfo
+    from pipeline.runs.load import Run
     from pipeline.tasks.mortality import MortalityConfig, build_model
 
     cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]), components=args.components)
     torch.manual_seed(0)
     model = build_model("rank1", cfg).eval()
-    meta = {"refer_threshold": 0.01, "score_samples": args.samples}
+    meta = ModelInfo.of_model("rank1", refer_threshold=0.01, score_samples=args.samples)
     data, out = fdir / "train.parquet", fdir / "scores.parquet"
     threads = os.cpu_count() or 1
-    cpu = RunModel(model, meta, vocab, None)
+    cpu = Run(model, meta, None, vocab)
     cpu_secs, cpu_n = _score_once(cpu, data, out, args.samples, threads, args.cpu_score_n)
     print(f"  CPU ({threads} threads): {cpu_n} admissions in {cpu_secs:.1f} s ({cpu_n / cpu_secs:.0f}/s)", flush=True)
-    on_device = RunModel(model.to(device), meta, vocab, None)
+    on_device = Run(model.to(device), meta, None, vocab)
     if torch.device(device).type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     _score_once(on_device, data, out, args.samples, threads, args.cpu_score_n)  # warm-up (kernels, allocator)

@@ -65,7 +65,7 @@ def main() -> None:
     err = max(float((u_e - u_c).abs().max()), float((h_e - h_c).abs().max()))
 
     def per_step(fn) -> float:
-        """Microseconds per call, best of repeated runs (``score.best_rate`` with 1 "FLOP" per call)."""
+        """Microseconds per call, best of repeated runs (``benchmarks.score.best_rate`` with 1 "FLOP" per call)."""
         return 1e6 / best_rate(fn, 1.0)
 
     work = gates.clone()

@@ -42,10 +42,10 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness, report
-from pipeline import engine as training
 from pipeline.core import fileio
 from pipeline.data.features import load_split
 from pipeline.tasks.mortality.train_config import TrainConfig
+from pipeline.workflows import train as training
 
 CACHE = harness.CACHE / "laplace"
 RESULT = report.results_path("laplace_fit")
@@ -126,17 +126,18 @@ def child(args: argparse.Namespace) -> None:
     """One fit; prints a JSON line."""
     import torch
 
-    from pipeline.bayes.laplace import LaplaceConfig, fit_laplace, save_laplace
+    from pipeline.bayes.laplace import LaplaceConfig, save_laplace
     from pipeline.runs.formats import load_model
+    from pipeline.tasks.mortality.laplace import fit_laplace
 
     torch.set_num_threads(args.threads)
     model, info = load_model(args.checkpoint)
     features = Path(args.features)
     train_fs, val_fs = load_split(features / "train.parquet"), load_split(features / "val.parquet")
-    lam = 2.0 * info["train_config"]["l2"] * len(train_fs)  # the MAP run's own Gaussian prior, summed-NLL scale
+    lam = 2.0 * info.train_config["l2"] * len(train_fs)  # the MAP run's own Gaussian prior, summed-NLL scale
     cfg = LaplaceConfig(selection=args.selection, subnet_size=args.size,
                         prior_precision=None if args.grid_size else lam, grid_size=args.grid_size or 1,
-                        max_train=args.max_train, max_bags=info["max_bags"], max_tokens=info["max_tokens"])
+                        max_train=args.max_train, max_bags=info.max_bags, max_tokens=info.max_tokens)
     warm = LaplaceConfig(**{**vars(cfg), "subnet_size": 10, "max_train": 4, "prior_precision": lam})
     fit_laplace(model, train_fs, None, warm)  # first use of autograd, the LSTM kernels, LAPACK: not the fit's memory
     gc.collect()

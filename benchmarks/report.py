@@ -13,9 +13,11 @@ touched. ``tests/test_docs.py`` renders every marked section again and fails whe
 from its JSON, so a figure in a marked section is the figure the script wrote.
 
 A renderer lives beside the script that writes its JSON (a ``render(result) -> str`` there, or in a
-sibling module where the script is long); ``RENDERERS`` names it as ``"module:function"`` and it is
-imported when a section needs it. This module is the engine alone: markers, loading, provenance,
-the Markdown table every renderer uses.
+sibling module where the script is long). A benchmark's is named in ``RENDERERS`` as ``"module:function"``;
+an experiment's is recorded in its JSON (``renderer``, which its script passes to ``write_results``), so
+this package names no experiment: benchmarks never import experiments. Either is imported when a section
+needs it. This module is the engine alone: markers, loading, provenance, the Markdown table every renderer
+uses.
 
     python -m benchmarks.report           # rewrite every marked section from its JSON
     python -m benchmarks.report --check   # exit 1, naming each section that differs from its JSON
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.core import fileio
+from pipeline.core.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -56,15 +59,6 @@ RENDERERS: dict[str, str] = {  # figures:NAME -> the "module:function" that rend
     "vision_step": "benchmarks.vision_step:render",
     "vision_step_w4": "benchmarks.vision_step:render",
     "vision_step_w8": "benchmarks.vision_step:render",
-    "laplace_selection": "experiments.laplace_selection:render",
-    "learning_curves": "experiments.learning_curves:render",
-    "vision_digits": "experiments.vision_digits:render",
-    "vision_digits_main": "experiments.vision_digits:render_source",
-    "vision_digits_rerun": "experiments.vision_digits:render_source",
-    "vision_digits_normal_init": "experiments.vision_digits:render_source",
-    "vision_digits_cli": "experiments.vision_digits_cli:render",
-    "vision_digits_recipes": "experiments.vision_digits:render_recipes",
-    "vision_rank1_diagnose": "experiments.vision_rank1_diagnose:render",
 }
 
 
@@ -122,17 +116,25 @@ def load(name: str, root: Path = ROOT) -> dict:
     return fileio.read_json(path)
 
 
-def renderer(name: str) -> Callable[[dict], str]:
-    """The function that renders figures:NAME (imported from the module ``RENDERERS`` names)."""
-    if name not in RENDERERS:
-        raise ReportError(f"no renderer for figures:{name} (known: {sorted(RENDERERS)})")
-    module, _, function = RENDERERS[name].partition(":")
+RENDERER_PACKAGES = ("benchmarks.", "experiments.")  # where a JSON's recorded renderer may live
+
+
+def renderer(name: str, result: dict | None = None) -> Callable[[dict], str]:
+    """The function that renders figures:NAME: the benchmark's in ``RENDERERS``, else the one its results
+    record (``renderer``: an experiment's), imported from its module."""
+    spec = RENDERERS.get(name) or (result or {}).get("renderer")
+    if not spec:
+        raise ReportError(f"no renderer for figures:{name} (benchmarks: {sorted(RENDERERS)}; an experiment's "
+                          "results record theirs)")
+    module, _, function = spec.partition(":")
+    if not module.startswith(RENDERER_PACKAGES):
+        raise ReportError(f"figures:{name}: renderer {spec!r} is not in {RENDERER_PACKAGES}")
     return getattr(importlib.import_module(module), function)
 
 
 def render(name: str, result: dict) -> str:
     """The Markdown of a section (ends with a newline)."""
-    body = renderer(name)(result).strip("\n")
+    body = renderer(name, result)(result).strip("\n")
     return f"{body}\n\n{_provenance(name, result)}\n"
 
 
@@ -188,10 +190,12 @@ def provenance() -> dict:
     return {"commit": commit, "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}
 
 
-def write_results(name: str, result: dict, path: Path | None = None, root: Path = ROOT) -> Path:
-    """Write a benchmark's result (with ``provenance()`` added unless it holds its own) and, when it is the
-    canonical ``benchmarks/results/<name>.json``, re-render the docs sections that show it."""
-    result = {**provenance(), **result}
+def write_results(name: str, result: dict, path: Path | None = None, root: Path = ROOT,
+                  renderer: str | None = None) -> Path:
+    """Write a benchmark's result (with ``provenance()`` added unless it holds its own, and ``renderer``, the
+    ``"module:function"`` of an experiment's renderer) and, when it is the canonical
+    ``benchmarks/results/<name>.json``, re-render the docs sections that show it."""
+    result = {**provenance(), **result, **({"renderer": renderer} if renderer else {})}
     canonical = results_path(name, root)
     path = canonical if path is None else Path(path)
     fileio.write_json(path, result)
@@ -208,9 +212,8 @@ def command(module: str) -> str:
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
-    """A Markdown table (every renderer's)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+    """A Markdown table (every renderer's): ``core.tables.markdown_table``."""
+    return markdown_table(header, rows)
 
 
 def _provenance(name: str, r: dict) -> str:

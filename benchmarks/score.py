@@ -200,7 +200,8 @@ def child(args) -> dict:
     """Score ``args.n`` admissions once; report seconds, peak RSS and the reference GEMM rates."""
     import torch
 
-    from pipeline.runs.store import RunModel
+    from pipeline.runs.info import ModelInfo
+    from pipeline.runs.load import Run
     from pipeline.serving.score import ScoreConfig, score_files
     from pipeline.tasks.mortality import MortalityConfig, build_model
 
@@ -216,7 +217,7 @@ def child(args) -> dict:
                               **({"lstm_hidden": args.hidden} if args.hidden else {}))
         torch.manual_seed(0)
         model = build_model("rank1", cfg).eval()
-        run = RunModel(model, {"refer_threshold": 0.01, "score_samples": args.samples}, vocab, None)
+        run = Run(model, ModelInfo.of_model("rank1", refer_threshold=0.01, score_samples=args.samples), None, vocab)
         score_cfg = ScoreConfig(samples=args.samples, batch_size=args.batch_size, threads=args.threads)
         fs = features.load_split(feats / "train.parquet")
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import engine as training
+from pipeline.bayes.objective import Objective
 from pipeline.core import fileio
 from pipeline.core.contracts import FEATURES
 from pipeline.data import batches, features  # noqa: E402
@@ -76,7 +77,7 @@ def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet, device: s
     torch.manual_seed(0)
     mcfg = models.model_config(cfg.model, {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])})
     model = build_model(kind, dataclasses.replace(mcfg, **model_fields)).to(device)
-    objective = training.Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
+    objective = Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     distinct = cfg.batch_size // model.components
     sampler = batches.TrainSampler(len(fs), distinct, seed=0)

@@ -138,10 +138,10 @@ def soft_lstm(fit: features.FeatureSet, p_fit: np.ndarray, stop: features.Featur
     """The deterministic LSTM trained on soft labels (BCE against p), the best state on the held-out KL."""
     import torch
 
+    from pipeline.bayes.objective import Objective
     from pipeline.data import batches
     from pipeline.engine import predict
     from pipeline.engine.loop import train_step
-    from pipeline.engine.objective import Objective
     from pipeline.tasks.mortality import build_model, model_config
 
     torch.manual_seed(seed)

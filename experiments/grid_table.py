@@ -19,9 +19,8 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-
-from pipeline.core import fileio
+from pipeline.core import fileio, tables
+from pipeline.core.tables import mean_sd
 from pipeline.reports.compare import TABLE_METRICS as METRICS
 
 
@@ -52,15 +51,12 @@ def main() -> None:
         runs = grid_runs(g, args.model, args.mode, args.split)
         row = {"grid": g.name, "seeds": sorted(runs)}
         for m in METRICS:
-            v = np.array([r[m] for r in runs.values()], dtype=float)
-            row[m] = (float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan"))
+            row[m] = mean_sd(r[m] for r in runs.values())[:2]
         common = sorted(set(runs) & set(base))
         for m in ("nll", "ece"):
-            d = np.array([runs[s][m] - base[s][m] for s in common], dtype=float)
-            row[f"{m}_diff"] = (float(d.mean()),
-                                float(d.std(ddof=1)) if len(d) > 1 else float("nan")) if len(d) else None
+            row[f"{m}_diff"] = mean_sd(runs[s][m] - base[s][m] for s in common)[:2] if common else None
         rows.append(row)
-        cell = lambda x: "n/a" if x is None else f"{x[0]:.4f} ± {x[1]:.4f}"  # noqa: E731
+        cell = lambda x: "n/a" if x is None else tables.cell(*x)  # noqa: E731
         print(f"{g.name:24s} {len(runs):5d} {cell(row['nll']):>17s} {cell(row['auc_pr']):>17s} {cell(row['ece']):>17s} "
               f"{cell(row['nll_diff']):>17s} {cell(row['ece_diff']):>17s}")
     if args.json:

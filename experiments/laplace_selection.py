@@ -36,8 +36,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
 
-    from pipeline.bayes.laplace import LaplaceConfig, fit_laplace
+    from pipeline.bayes.laplace import LaplaceConfig
     from pipeline.runs.formats import load_model
+    from pipeline.tasks.mortality.laplace import fit_laplace
 
     measured, load_start, features = start(args)
     model, info = load_model(map_run(features, args.hidden, args.steps))
@@ -54,7 +55,7 @@ def main() -> None:
     for kw in variants:
         t0 = time.perf_counter()
         laplace, fit = fit_laplace(model, train_fs, val_fs, LaplaceConfig(
-            **kw, max_bags=info["max_bags"], max_tokens=info["max_tokens"]))
+            **kw, max_bags=info.max_bags, max_tokens=info.max_tokens))
         row = {"variant": laplace.label + ("" if kw.get("skip_unused", True) else " (skip_unused off)"),
                "settings": kw, "seconds": time.perf_counter() - t0} | {
             k: getattr(fit, k) for k in ("subnet_size", "prior_precision", "subnet_prior_precision", "at_grid_edge",
@@ -67,7 +68,7 @@ def main() -> None:
         **measured, "command": report.command(__spec__.name),
         "features": str(features), "hidden": args.hidden, "map_steps": args.steps, "threads": args.threads,
         "cpu_count": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "rows": rows,
-    }, args.out)
+    }, args.out, renderer="experiments.laplace_selection:render")
 
 
 def _per_module(per_tensor: dict) -> str:

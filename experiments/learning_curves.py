@@ -35,6 +35,7 @@ import numpy as np
 
 from benchmarks import report
 from pipeline.core import fileio
+from pipeline.core.tables import mean_sd
 
 SIZES = (1000, 2000, 4000, 8000, 16000)
 MODELS = ("deterministic", "rank1-gaussian", "gbm")
@@ -113,20 +114,16 @@ def summary(records: list[dict]) -> list[dict]:
                "train_admissions": float(np.mean([r["train_admissions"] for r in g]))}
         for split in ("val", "test"):
             for m in ("nll", "nll_gap", "auc_pr", "ece"):
-                v = [r[split][m] for r in g if r[split].get(m) is not None]
-                rec[f"{split}_{m}_mean"] = float(np.mean(v)) if v else math.nan
-                rec[f"{split}_{m}_sd"] = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
+                rec[f"{split}_{m}_mean"], rec[f"{split}_{m}_sd"], _ = mean_sd(r[split].get(m) for r in g)
         out.append(rec)
     return out
 
 
 def plot(rows: list[dict], true_test: dict, oracle: dict | None, path: Path) -> None:
-    import matplotlib
+    from pipeline.reports import plots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig = plots.figure(10.0, 4.0)
+    axes = fig.subplots(1, 2)
     for model in sorted({r["model"] for r in rows}):
         g = [r for r in rows if r["model"] == model]
         x = [r["train_admissions"] for r in g]
@@ -146,9 +143,7 @@ def plot(rows: list[dict], true_test: dict, oracle: dict | None, path: Path) -> 
     axes[1].legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with fileio.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 def main() -> None:
@@ -199,7 +194,8 @@ def main() -> None:
               "true_risk_test": true_test, "oracle_test": oracle}
     result = json.loads(json.dumps(result, default=float))
     print(render(result))  # the table the docs show
-    report.write_results("learning_curves", result, args.json or args.out / "learning_curves.json")
+    report.write_results("learning_curves", result, args.json or args.out / "learning_curves.json",
+                         renderer="experiments.learning_curves:render")
 
 
 def render(r: dict) -> str:

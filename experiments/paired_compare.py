@@ -93,7 +93,7 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
     import tempfile
 
     from pipeline.engine import predict
-    from pipeline.runs.store import load_run_model
+    from pipeline.runs.load import load_run
     from pipeline.workflows.evaluate import sample_logits
 
     tag = "model" if samples is None else samples
@@ -111,10 +111,10 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
         model, info = load_model(model_file(run["dir"]))
     else:
         with tempfile.TemporaryDirectory(prefix="paired-") as tmp:
-            rm = load_run_model(run["run_id"], tmp)
+            rm = load_run(run["run_id"], tmp)
         model, info = rm.model, rm.info
     logits = sample_logits(model, fs, predict.score_samples(samples, info), batch_size, 0,
-                           info.get("max_bags"), info.get("max_tokens"))
+                           info.max_bags, info.max_tokens)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(path, logits=logits)

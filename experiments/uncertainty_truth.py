@@ -36,7 +36,7 @@ def run_summary(run: dict, fs, split: str, cache: Path | None) -> tuple[metrics.
     import tempfile
 
     from pipeline.engine import predict
-    from pipeline.runs.store import load_run_model
+    from pipeline.runs.load import load_run
 
     path = cache / f"{run['run_id']}-{split}-summary.npz" if cache else None
     fields = ("mean", "sd", "p05", "p95", "mutual_info", "entropy", "spread")
@@ -49,10 +49,10 @@ def run_summary(run: dict, fs, split: str, cache: Path | None) -> tuple[metrics.
         model, info = load_model(model_file(run["dir"]))
     else:
         with tempfile.TemporaryDirectory(prefix="uvt-") as tmp:
-            rm = load_run_model(run["run_id"], tmp)
+            rm = load_run(run["run_id"], tmp)
         model, info = rm.model, rm.info
     pred = predict.feature_predictions(model, fs, predict.score_samples(None, info), DEFAULT_BATCH,
-                                       info.get("max_bags"), info.get("max_tokens"), predict.seeded_generator(0))
+                                       info.max_bags, info.max_tokens, predict.seeded_generator(0))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(path, logits=pred.logits, **{f: getattr(pred.summary, f) for f in fields})

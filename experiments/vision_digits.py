@@ -9,7 +9,7 @@ trained with the published recipe scaled to a short run (``train_vision``: SGD N
 distinct/128, warm-up 1 epoch, decays at 80/160/180 of 200 epochs rescaled, KL annealed over
 0.8 of the run as 200 of 250 epochs, tiled batch of 64 rows); evaluated with ``--samples``
 draws per rank-1 component on the clean test split and on every corruption x severity
-(``evaluate_vision``). Runs go to a pool of ``--jobs`` single-threaded processes; the raw
+(``workflows.vision_run.evaluate_model``). Runs go to a pool of ``--jobs`` single-threaded processes; the raw
 results and the summary (mean ± sd over seeds) are written to ``--out`` (atomically) and the
 tables printed as markdown.
 
@@ -48,7 +48,8 @@ def run_one(job: tuple[str, int, dict]) -> dict:
     """Train and evaluate one (method, seed); everything JSON-able."""
     import torch
 
-    from pipeline.tasks.vision import VisionTrainConfig, evaluate_vision, load_splits, train_vision
+    from pipeline.tasks.vision import VisionTrainConfig, load_splits
+    from pipeline.workflows.vision_run import evaluate_model, train_vision
 
     method, seed, settings = job
     torch.set_num_threads(1)
@@ -61,7 +62,7 @@ def run_one(job: tuple[str, int, dict]) -> dict:
     splits = load_splits(cfg)
     result = train_vision(cfg, splits=splits)
     start = time.perf_counter()
-    evaluation = evaluate_vision(result.model, splits.test, samples=settings["samples"], seed=seed)
+    evaluation = evaluate_model(result.model, splits.test, samples=settings["samples"], seed=seed)
     return {"method": method, "seed": seed, "train_config": cfg.to_dict(),
             "model_config": result.model_config.to_dict(), "steps": result.steps, "train_seconds": result.seconds,
             "eval_seconds": time.perf_counter() - start, "final_train": result.final_train,
@@ -109,7 +110,8 @@ def main() -> None:
     report.write_results(args.out.stem, {"command": report.command(__spec__.name),
                                          "commit": commit, "uncommitted_changes": dirty,
                                          "settings": {**settings, "seeds": args.seeds, "jobs": args.jobs},
-                                         "wall_seconds": wall, "summary": summary, "runs": runs}, path=args.out)
+                                         "wall_seconds": wall, "summary": summary, "runs": runs}, path=args.out,
+                         renderer=renderer_of(args.out.stem))
     print_tables(summary, args.seeds)
     print(f"\n{len(runs)} runs in {wall:.0f} s wall with {args.jobs} processes")
 
@@ -154,7 +156,14 @@ def combine(files: list[Path], out: Path) -> None:
     print_tables({m: summary[m] for m in order}, sorted({r["seed"] for r in runs}))
     report.write_results(out.stem, {"command": report.command(__spec__.name),
                                     "combined_from": sources, "summary": {m: summary[m] for m in order},
-                                    "runs": runs}, path=out)
+                                    "runs": runs}, path=out, renderer=renderer_of(out.stem))
+
+
+def renderer_of(name: str) -> str:
+    """The renderer of a digits results file (recorded in it, ``benchmarks.report``): the combined table of
+    ``vision_digits``, the recipes' claims table, or one source run's tables."""
+    function = {"vision_digits": "render", "vision_digits_recipes": "render_recipes"}.get(name, "render_source")
+    return f"experiments.vision_digits:{function}"
 
 
 def ordered(methods) -> list[str]:
@@ -286,10 +295,10 @@ def _seed_values(runs: list[dict], method: str, metric: str, setting: str) -> li
 
 
 def _mean_sd(values: list[float]) -> tuple[float, float]:
-    """Mean and sd over seeds as ``summarize_runs`` takes them (ddof = 1; 0 for one seed)."""
-    import numpy as np
+    """Mean and sd over seeds (``core.tables.mean_sd``: ddof = 1; undefined, NaN, for one seed)."""
+    from pipeline.core.tables import mean_sd
 
-    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return mean_sd(values)[:2]
 
 
 def claim_rows(r: dict) -> list[list[str]]:

@@ -160,7 +160,7 @@ def main() -> None:
         "method_flags": {m: " ".join(METHODS[m]) for m in summary if m in METHODS},
         "runs": state.get("runs_provenance"), "jobs": sorted(state["jobs"], key=lambda j: (j["method"], j["seed"])),
         "dataset": section["dataset"], "seeds": section["seeds"], "summary": summary,
-        "library_match": library_match(summary)}, path=args.out)
+        "library_match": library_match(summary)}, path=args.out, renderer="experiments.vision_digits_cli:render")
 
 
 def render(r: dict) -> str:

@@ -30,7 +30,9 @@ def main() -> None:
 
     from pipeline.bayes.layers import Rank1Vector, set_sampling
     from pipeline.bayes.metrics import multiclass as mm
-    from pipeline.tasks.vision import VisionTrainConfig, load_splits, predict_logits, train_vision
+    from pipeline.tasks.vision import VisionTrainConfig, load_splits
+    from pipeline.workflows.vision_run import image_logits as predict_logits
+    from pipeline.workflows.vision_run import train_vision
 
     torch.set_num_threads(1)
     commit, dirty = code_version()
@@ -58,7 +60,8 @@ def main() -> None:
                "clean_sampled": {k: sampled[k] for k in keys}, "clean_posterior_means": {k: at_means[k] for k in keys}}
         out["runs"][method] = row
         print(method, row, flush=True)
-    report.write_results("vision_rank1_diagnose", {"command": report.command(__spec__.name), **out}, path=args.out)
+    report.write_results("vision_rank1_diagnose", {"command": report.command(__spec__.name), **out}, path=args.out,
+                         renderer="experiments.vision_rank1_diagnose:render")
 
 
 def render(r: dict) -> str:

@@ -8,9 +8,9 @@ import pytest
 import torch
 from helpers.features import write_features
 
-from pipeline import engine as training
 from pipeline.tasks.mortality.augment import OovAugment, dedupe
 from pipeline.tasks.mortality.train_config import TrainConfig
+from pipeline.workflows import train as training
 
 TOKENS = ["<pad>", "chart:<oov>", "lab:<oov>", "chart:1:q1", "chart:2:q3", "lab:7:q2", "lab:8:q5"]
 

@@ -23,6 +23,7 @@ from pipeline.data.features import FeatureSet, load_split
 from pipeline.engine.checkpoints import CheckpointError
 from pipeline.engine.predict import RISK_COLUMNS
 from pipeline.runs import formats, store
+from pipeline.runs.load import load_run
 from pipeline.tasks.mortality.baselines.config import BaselineConfig, BaselineKind
 from pipeline.tasks.mortality.baselines.featurize import DENSE, Featurizer, context_ages
 from pipeline.tasks.mortality.baselines.fit import BaselineFitError, fit_gbm, fit_logreg, nll, tree_predictor
@@ -197,7 +198,7 @@ def test_model_file_round_trip_without_pickle(toy, kind, tmp_path):
     logits = back.feature_logits(va, 3)
     assert logits.shape == (3, 1, len(va)) and (logits == logits[0]).all()  # a point model: one draw, repeated
     loaded, info = formats.load_model(path)
-    assert info["model_kind"] == kind.value and info["model_format"] == "baseline" and info["score_samples"] == 1
+    assert info.model_kind == kind.value and info.model_format == "baseline" and info.score_samples == 1
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / formats.BASELINE_FILE).write_bytes(b"not an npz")
     with pytest.raises(BaselineFileError, match="not a baseline model file"):
@@ -246,7 +247,6 @@ def rank1_run(synth_dir, tmp_path_factory, tracking_store):
 def test_baseline_run_is_logged_and_evaluated_as_a_point_model(baseline_runs, kind, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from pipeline.runs import store
     from pipeline.workflows.evaluate import EvalConfig, evaluate_run
 
     r = baseline_runs[kind.value]
@@ -292,9 +292,9 @@ def test_score_and_pyfunc_give_the_risk_table_of_a_torch_run(baseline_runs, rank
         assert scores["key"].tolist() == torch_scores["key"].tolist() and s.components == 1
         assert (scores["risk_sd"] == 0).all() and (scores["mutual_info"] == 0).all() and not scores["has_spread"].any()
         # a point model refers by its only uncertainty, the predictive entropy, above its validation threshold
-        info = store.load_run_model(f"runs:/{r.run_id}/model").info
-        assert info["refer_measure"] == "entropy"
-        assert (scores["refer"].equals(scores["entropy"] > info["refer_threshold"])
+        info = load_run(f"runs:/{r.run_id}/model").info
+        assert info.refer_measure == "entropy"
+        assert (scores["refer"].equals(scores["entropy"] > info.refer_threshold)
                 and s.referred == scores["refer"].sum())
         assert (scores["risk_p05"] == scores["risk_mean"]).all() and (scores["risk_p95"] == scores["risk_mean"]).all()
         model = BaselineModel.load(r.model_file)

@@ -129,8 +129,8 @@ def test_training_prints_plain_progress_lines_off_a_terminal(tmp_path, capsys):
     up the loss is labelled with it."""
     from helpers.features import write_features
 
-    from pipeline import engine as training
     from pipeline.tasks.mortality.train_config import TrainConfig
+    from pipeline.workflows import train as training
 
     feats = write_features(tmp_path / "feats", n_train=32, n_val=16, n_test=4)
     cfg = TrainConfig(max_steps=40, eval_every=20, eval_samples=1, score_samples=2, anneal_steps=30,

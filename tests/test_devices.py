@@ -40,12 +40,15 @@ def test_to_device_moves_tensors_only():
 
 
 def _train(features_dir, out, device, monkeypatch=None, seen=None):
-    from pipeline.engine import loop, train
+    from pipeline.engine import loop
     from pipeline.tasks.mortality.train_config import TrainConfig
+    from pipeline.workflows import train as workflow
+    from pipeline.workflows.train import train
 
     if monkeypatch is not None:  # record the devices the loop asks for and moves batches to
-        real_resolve, real_to = loop.resolve_device, loop.to_device
-        monkeypatch.setattr(loop, "resolve_device", lambda name: seen.append(("resolve", name)) or real_resolve(name))
+        real_resolve, real_to = workflow.resolve_device, loop.to_device
+        monkeypatch.setattr(workflow, "resolve_device",
+                            lambda name: seen.append(("resolve", name)) or real_resolve(name))
         monkeypatch.setattr(loop, "to_device", lambda b, d: seen.append(("batch", str(d))) or real_to(b, d))
     cfg = TrainConfig(max_steps=6, eval_every=3, eval_samples=2, score_samples=2, lr=1e-2, progress=False, threads=1,
                       model=dict(TINY))
@@ -90,14 +93,13 @@ def test_cli_device_unavailable_is_one_line(command, demo_features, tmp_path):
 
 
 def test_evaluate_and_score_load_the_model_on_the_device(demo_run, demo_features, tmp_path, monkeypatch):
-    from pipeline.runs import store
+    from pipeline.runs.load import load_run
 
     seen = []
-    real = store.load_run_model
-    monkeypatch.setattr("pipeline.workflows.evaluate.load_run_model",
-                        lambda *a: seen.append(("evaluate", str(a[2]))) or real(*a))
-    monkeypatch.setattr("pipeline.serving.score.load_run_model",
-                        lambda *a: seen.append(("score", str(a[2]))) or real(*a))
+    monkeypatch.setattr("pipeline.workflows.evaluate.load_run",
+                        lambda *a, **kw: seen.append(("evaluate", str(a[2]))) or load_run(*a, **kw))
+    monkeypatch.setattr("pipeline.serving.score.load_run",
+                        lambda *a, **kw: seen.append(("score", str(a[2]))) or load_run(*a, **kw))
     result = CliRunner().invoke(cli.app, ["evaluate", "--run", demo_run, "--split", "val", "--bootstrap", "0",
                                           "--out", str(tmp_path / "eval"), "--device", "cpu", "--no-log"])
     assert result.exit_code == 0, result.output
@@ -114,16 +116,21 @@ class _Stop(Exception):
 
 def test_laplace_loads_the_map_model_on_the_device(monkeypatch):
     from pipeline.bayes.laplace.config import LaplaceConfig
+    from pipeline.runs.info import ModelInfo
+    from pipeline.runs.load import Run
     from pipeline.workflows import laplace_run
 
     seen = []
-    monkeypatch.setattr(laplace_run.store, "kind_of_run", lambda uri: laplace_run.store.RunKind.MORTALITY)
 
-    def load(uri, tmp, device):
-        seen.append(str(device))
-        raise _Stop
+    class Model:  # the MAP model: where it is moved is what counts
+        def to(self, device):
+            seen.append(str(device))
+            raise _Stop
 
-    monkeypatch.setattr(laplace_run.store, "load_run_model", load)
+    info = ModelInfo(run_kind="mortality", model_kind="deterministic", model_config={}, train_config={}, step=1,
+                     val_nll=None, refer_threshold=None, refer_measure=None, score_samples=1, max_bags=None,
+                     max_tokens=None, model_format="torch")
+    monkeypatch.setattr(laplace_run, "load_run", lambda uri, tmp: Run(Model(), info, "0" * 32))
     with pytest.raises(_Stop):
         laplace_run.fit_laplace_run("0" * 32, LaplaceConfig(), device="cpu")
     assert seen == ["cpu"]
@@ -146,8 +153,8 @@ def test_serve_moves_the_model_to_the_device(monkeypatch):
 
 
 def test_benchmark_models_jobs_train_and_evaluate_on_the_device(monkeypatch, tmp_path):
-    import pipeline.engine as training
     import pipeline.workflows.evaluate as evaluate
+    import pipeline.workflows.train as training
     from pipeline.workflows.grid import GridConfig, run_job
 
     seen = []

@@ -50,9 +50,19 @@ def test_every_results_file_has_a_renderer_and_a_page():
     assert "extract" in results
     shown = {name for _, name in MARKED}
     for name in results:
-        assert name in report.RENDERERS, f"benchmarks/results/{name}.json has no renderer in report.RENDERERS"
+        assert report.renderer(name, report.load(name)), f"benchmarks/results/{name}.json has no renderer"
         assert name in shown, f"benchmarks/results/{name}.json is shown on no page (add a figures:{name} section)"
-    assert sorted(report.RENDERERS) == results, "a renderer in report.RENDERERS without its results file"
+        assert (name in report.RENDERERS) != ("renderer" in report.load(name)), (
+            f"benchmarks/results/{name}.json: a benchmark's renderer is in report.RENDERERS, an experiment's in "
+            "its JSON")
+    assert set(report.RENDERERS) <= set(results), "a renderer in report.RENDERERS without its results file"
+
+
+def test_benchmarks_name_no_experiment():
+    """benchmarks/ never imports experiments/ (tests/test_architecture.py's rule), by name either: no string of
+    the report engine names an experiment module."""
+    assert "experiments." not in " ".join(report.RENDERERS.values())
+    assert not any(v.startswith("experiments") for v in report.RENDERERS.values())
 
 
 @pytest.fixture

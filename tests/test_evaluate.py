@@ -32,6 +32,7 @@ from pipeline.core import errors
 from pipeline.data import batches, features
 from pipeline.engine import predict
 from pipeline.runs import store, truth
+from pipeline.runs.load import load_run
 from pipeline.tasks.mortality import MortalityConfig, build_model
 from pipeline.workflows import evaluate
 
@@ -306,7 +307,7 @@ def test_features_from_another_vocabulary_are_refused(demo_run, tmp_path):
 @pytest.mark.slow
 def test_unknown_runs_give_clear_errors(uri, message):
     with pytest.raises(errors.PipelineError, match=message):
-        store.load_run_model(uri)
+        load_run(uri)
 
 
 def test_truth_without_some_admissions_is_an_error(small_synth, tmp_path):
@@ -385,7 +386,7 @@ def test_run_not_found_says_the_default_store_follows_the_working_directory(tmp_
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(errors.PipelineError) as err:
-        store.load_run_model("0" * 32)
+        load_run("0" * 32)
     text = str(err.value)
     assert f"not found in the tracking store sqlite:///{tmp_path / 'mlflow.db'}" in text
     assert (f"MLFLOW_TRACKING_URI is unset, so the store is mlflow.db in the working directory {tmp_path}: run the "
@@ -393,5 +394,5 @@ def test_run_not_found_says_the_default_store_follows_the_working_directory(tmp_
     assert "\n" not in text
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'other.db'}")
     with pytest.raises(errors.PipelineError) as err:
-        store.load_run_model("0" * 32)
+        load_run("0" * 32)
     assert "other.db" in str(err.value) and "is unset" not in str(err.value)

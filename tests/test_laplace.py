@@ -17,7 +17,6 @@ from pipeline.bayes.laplace import (
     ParamVector,
     Posterior,
     Predictive,
-    fit_laplace,
     fit_laplace_batches,
     load_laplace,
     save_laplace,
@@ -27,7 +26,9 @@ from pipeline.bayes.laplace.jacobian import jacobian
 from pipeline.bayes.laplace.params import Substitution, frozen
 from pipeline.data import features
 from pipeline.engine import predict
+from pipeline.tasks.base import load_task
 from pipeline.tasks.mortality import MortalityConfig, build_model
+from pipeline.tasks.mortality.laplace import fit_laplace
 
 
 @pytest.fixture(autouse=True)
@@ -633,7 +634,9 @@ def test_checkpoint_roundtrip_rebuilds_the_same_predictive(hessian, tmp_path):
     laplace, _ = fit(model, batches, hessian=hessian, subnet_size=None if hessian == "diag" else 30,
                      predictive="mc", prior_precision=0.2)
     path = save_laplace(tmp_path / "laplace.pt", laplace, extra={"refer_threshold": 0.01})
-    loaded, info = load_laplace(path)  # the MAP model rebuilt from map_kind / map_config
+    payload = laplace.checkpoint()  # the MAP model rebuilt from map_kind / map_config by its task (runs.formats)
+    map_model = load_task("mortality").build_model(payload["map_kind"], payload["map_config"])
+    loaded, info = load_laplace(path, map_model=map_model)
     assert info["refer_threshold"] == 0.01 and info["laplace"]["hessian"] == hessian
     assert info["map_kind"] == "deterministic" and info["laplace"]["subnet_size"] == laplace.subnet_size
     assert loaded.label == ("laplace-diag" if hessian == "diag" else "laplace-wasserstein-30")

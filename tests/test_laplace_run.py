@@ -19,6 +19,7 @@ from pipeline.data import batches, features
 from pipeline.engine import predict
 from pipeline.reports import compare
 from pipeline.runs import store
+from pipeline.runs.load import load_run
 from pipeline.workflows import evaluate
 from pipeline.workflows.laplace_run import PARENT_TAG, fit_laplace_run
 
@@ -54,9 +55,9 @@ def test_the_run_records_its_parent_and_posterior(laplace_run, map_run):
     assert run.data.tags[PARENT_TAG] == map_run == laplace_run.parent_run_id
     assert run.data.tags["model_label"] == laplace_run.label == "laplace-wasserstein-300"
     assert run.data.params["laplace.subnet_size"] == "300" and run.data.params["train.seed"] == "0"
-    rm = store.load_run_model(laplace_run.run_id)
-    assert rm.info["model_kind"] == "laplace" and rm.info["score_samples"] == 5
-    assert rm.info["refer_threshold"] == pytest.approx(laplace_run.refer_threshold)
+    rm = load_run(laplace_run.run_id)
+    assert rm.info.model_kind == "laplace" and rm.info.score_samples == 5
+    assert rm.info.refer_threshold == pytest.approx(laplace_run.refer_threshold)
     assert rm.model.subnet_size == 300 and rm.model.predictive.value == "mc"
 
 
@@ -101,7 +102,7 @@ def test_score_and_pyfunc_agree_with_predict(laplace_run, demo_features, tmp_pat
     frame = pd.read_parquet(demo_features.out_dir / "test.parquet")
     served = mlflow.pyfunc.load_model(f"runs:/{laplace_run.run_id}/model").predict(frame, params={"samples": 5})
     assert list(served.columns) == list(predict.RISK_COLUMNS)
-    rm = store.load_run_model(laplace_run.run_id)
+    rm = load_run(laplace_run.run_id)
     fs = features.load_split(demo_features.out_dir / "test.parquet")
     # the probit mean needs no draws: the Monte Carlo mean approaches it (5 draws: loosely)
     rm.model.predictive = Predictive.PROBIT
@@ -145,9 +146,9 @@ def test_a_probit_run_scores_its_gaussian_spread_and_refers(probit_run, demo_fea
     import mlflow
     from pipeline.serving.score import ScoreConfig, score
 
-    rm = store.load_run_model(probit_run.run_id)
-    assert rm.model.predictive is Predictive.PROBIT and rm.info["score_samples"] == 1
-    assert rm.info["refer_measure"] in {m.value for m in predict.metrics.Measure}
+    rm = load_run(probit_run.run_id)
+    assert rm.model.predictive is Predictive.PROBIT and rm.info.score_samples == 1
+    assert rm.info.refer_measure in {m.value for m in predict.metrics.Measure}
     val = demo_features.out_dir / "val.parquet"
     summary = score(f"runs:/{probit_run.run_id}/model", tmp_path / "v.parquet", data=val, cfg=ScoreConfig(seed=0))
     t = pd.read_parquet(summary.out)
@@ -160,7 +161,7 @@ def test_a_probit_run_scores_its_gaussian_spread_and_refers(probit_run, demo_fea
     assert (spread["risk_sd"] > 0).all() and (spread["mutual_info"] > 0).all()
     assert (spread["risk_p05"] < spread["risk_mean"]).all() and (spread["risk_mean"] < spread["risk_p95"]).all()
     assert (t.loc[~t["has_spread"], "risk_sd"] == 0).all()
-    frac = rm.info["train_config"]["refer_fraction"]
+    frac = rm.info.train_config["refer_fraction"]
     assert abs(t["refer"].mean() - frac) <= 1.0 / len(t) + 1e-9  # the threshold was chosen on this split
     served = mlflow.pyfunc.load_model(f"runs:/{probit_run.run_id}/model").predict(pd.read_parquet(val))
     pd.testing.assert_frame_equal(served.reset_index(drop=True), t.reset_index(drop=True), check_exact=False,

@@ -84,7 +84,8 @@ def test_torch_packages_import_without_torch():
     code = ("import sys\n"
             "import pipeline.bayes.layers, pipeline.tasks.mortality, pipeline.engine\n"
             "from pipeline.tasks.mortality import ModelKind, MortalityConfig\n"
-            "from pipeline.engine import TrainConfig\n"
+            "from pipeline.tasks.mortality import TrainConfig\n"
+            "import pipeline.tasks.base, pipeline.core.tables\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n"
             "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,

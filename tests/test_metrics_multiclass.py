@@ -44,13 +44,14 @@ def test_mixture_nll_brute_force_and_sklearn(draws):
     logits, labels = draws
     p = softmax(logits).reshape(6, 40, 4)
     brute = -np.mean(np.log(p[:, np.arange(40), labels].mean(0)))
-    assert np.isclose(mm.mixture_nll(logits, labels), brute)
-    assert np.isclose(mm.mixture_nll(logits[0, 0], labels), log_loss(labels, softmax(logits[0, 0]), labels=range(4)))
+    assert np.isclose(mm.mixture_nll_classes(logits, labels), brute)
+    assert np.isclose(mm.mixture_nll_classes(logits[0, 0], labels),
+                      log_loss(labels, softmax(logits[0, 0]), labels=range(4)))
     members = mm.member_nll(logits, labels)
     assert np.allclose(members, [-np.mean(np.log(softmax(logits[:, j]).mean(0)[np.arange(40), labels]))
                                  for j in range(3)])
     huge = np.array([[[1000.0, -1000.0]]])
-    assert np.isclose(mm.mixture_nll(huge, [1]), 2000.0)  # no log(0)
+    assert np.isclose(mm.mixture_nll_classes(huge, [1]), 2000.0)  # no log(0)
 
 
 def test_accuracy_brier_and_top_label_ece_brute_force(draws):
@@ -67,7 +68,7 @@ def test_accuracy_brier_and_top_label_ece_brute_force(draws):
         inside = (conf >= lo) & ((conf < hi) if b < 14 else (conf <= hi))
         if inside.any():
             ece += inside.mean() * abs(correct[inside].mean() - conf[inside].mean())
-    assert np.isclose(mm.ece(labels, p), ece)
+    assert np.isclose(mm.top_label_ece(labels, p), ece)
     rel = mm.reliability(labels, p)
     assert rel.counts.sum() == 40 and rel.mode.value == "top_label"
 
@@ -101,12 +102,12 @@ def test_two_classes_agree_with_the_binary_module():
     z = rng.normal(0, 3, size=(2, 3, 50))  # binary logits (S, K, N)
     y = rng.integers(0, 2, size=50)
     two = np.stack([np.zeros_like(z), z], axis=-1)  # softmax([0, z])[1] = sigmoid(z)
-    assert np.isclose(mm.mixture_nll(two, y), mb.mixture_nll(z, y))
+    assert np.isclose(mm.mixture_nll_classes(two, y), mb.mixture_nll(z, y))
     assert np.allclose(mm.mutual_information(two), mb.mutual_information(z))
     assert np.allclose(mm.predictive(two)[:, 1], mb.predictive(z))
     p = mb.predictive(z)
     assert not np.any(p == 0.5)  # no ties: argmax and the 0.5 threshold agree
-    assert np.isclose(mm.ece(y, mm.predictive(two)), mb.ece(y, p, mode="top_label"))
+    assert np.isclose(mm.top_label_ece(y, mm.predictive(two)), mb.ece(y, p, mode="top_label"))
     assert np.isclose(mm.disagreement(two, y).raw, mb.disagreement(z, y).raw)
 
 
@@ -125,4 +126,4 @@ def test_report_is_json_able(draws):
                                            ([0.5, 1, 2], "integers")])
 def test_label_errors(labels, match):
     with pytest.raises(ValueError, match=match):
-        mm.mixture_nll(np.zeros((1, 3, 4)), labels)
+        mm.mixture_nll_classes(np.zeros((1, 3, 4)), labels)

@@ -327,14 +327,15 @@ def iii_run(tmp_path_factory, demo_features):
 
 def test_train_evaluate_score_on_the_mimic4_demo(iv_run, iv_features, iv_demo, tmp_path):
     import mlflow
-    from pipeline.runs.store import client, load_run_model
+    from pipeline.runs.load import load_run
+    from pipeline.runs.store import client
     from pipeline.serving import score as sc
     from pipeline.workflows.evaluate import EvalConfig, evaluate_run
 
     assert client().get_run(iv_run).data.tags["release"] == "mimic-iv"
-    assert load_run_model(iv_run, tmp_path / "m").manifest["release"] == "mimic-iv"
+    assert load_run(iv_run, tmp_path / "m").manifest["release"] == "mimic-iv"
     local = Path(mlflow.artifacts.download_artifacts(f"runs:/{iv_run}/model", dst_path=str(tmp_path / "dir")))
-    assert load_run_model(str(local)).manifest["release"] == "mimic-iv"  # a model directory records it too
+    assert load_run(str(local)).manifest["release"] == "mimic-iv"  # a model directory records it too
     report = evaluate_run(iv_run, "test", EvalConfig(samples=2, n_bootstrap=10, threads=1, log_to_run=False),
                           out_dir=tmp_path / "eval").report
     assert report["n"] == iv_features.manifest["splits"]["test"]["admissions"] and 0 < report["nll"] < 5
@@ -365,9 +366,9 @@ def test_scoring_across_releases_is_refused_unless_asked(iii_run, iv_run, iv_fea
     from pipeline.data.mimic.extraction.tokens import (
         Vocab,  # the share recounted on a census extracted with the III vocabulary
     )
-    from pipeline.runs.store import load_run_model
+    from pipeline.runs.load import load_run
 
-    vocab = load_run_model(iii_run, tmp_path / "m").vocab
+    vocab = load_run(iii_run, tmp_path / "m").vocab
     census = extract(iv_demo, tmp_path / "census", vocab=Vocab.from_json(vocab))
     ids = np.concatenate([np.concatenate(b) for b in pd.read_parquet(census.files["cohort"])["bags"] if len(b)])
     oov = {i for i, t in enumerate(vocab["tokens"]) if t.endswith(":<oov>")}

@@ -1,4 +1,5 @@
-"""pipeline.runs.info: ModelInfo, the info every model file is loaded with, built once per kind; the keys
+"""pipeline.runs.info: ModelInfo, the info every model file is loaded with, built once per kind (a task's by its
+task, through the registry); the keys
 each kind's info had before it existed are all still there, and every kind has the same keys."""
 
 from __future__ import annotations
@@ -6,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.runs.info import ModelFormat, ModelInfo, RunKind
+from pipeline.tasks.base import load_task
+from pipeline.tasks.mortality.task import baseline_info_fields
 
 # The keys runs.formats.load_model's info had per kind before ModelInfo (readers script against them).
 BEFORE = {
@@ -34,10 +37,11 @@ BASELINE_META = {"model_config": {"C": 0.1}, "train_config": {"seed": 0}, "val_n
 
 
 def infos() -> dict[str, dict]:
-    return {"mortality": ModelInfo.mortality(MORTALITY_CKPT).to_dict(),
-            "vision": ModelInfo.vision(VISION_CKPT).to_dict(),
+    """Each kind's info as its loader builds it: a task's checkpoint by its task, a Laplace one by ModelInfo."""
+    return {"mortality": ModelInfo(**load_task("mortality").info_fields(MORTALITY_CKPT)).to_dict(),
+            "vision": ModelInfo(**load_task("vision").info_fields(VISION_CKPT)).to_dict(),
             "laplace": ModelInfo.laplace(LAPLACE_CKPT, "laplace-last-layer-65").to_dict(),
-            "baseline": ModelInfo.baseline("logreg", BASELINE_META).to_dict()}
+            "baseline": ModelInfo(**baseline_info_fields("logreg", BASELINE_META)).to_dict()}
 
 
 @pytest.mark.parametrize("kind", sorted(BEFORE))

@@ -457,7 +457,7 @@ def test_rank1_settings_survive_checkpoint_reload(tmp_path):
     torch.save({"format": CHECKPOINT_FORMAT, "model_kind": "rank1", "model_config": saved, "model": model.state_dict(),
                 "train_config": train_config}, tmp_path / "best.pt")
     loaded, info = load_model(tmp_path / "best.pt")
-    assert info["model_config"]["prior_mean"] == 0.0
+    assert info.model_config["prior_mean"] == 0.0
     for a, b in zip(_factors(model), _factors(loaded), strict=True):
         assert b.config.prior_mean == 0.0 and b.config.prior_scale == 1.0 and b.config.init == "random_sign"
         assert b.kl().item() == pytest.approx(a.kl().item())
@@ -469,7 +469,7 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     import cli
-    import pipeline.engine
+    import pipeline.workflows.train
 
     seen = {}
 
@@ -477,7 +477,7 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
         seen["model"] = cfg.model
         raise PipelineError("stop after forwarding")
 
-    monkeypatch.setattr(pipeline.engine, "train", fake_train)
+    monkeypatch.setattr(pipeline.workflows.train, "train", fake_train)
     args = ["train", "--data", str(tmp_path), "--no-tracking", "--prior-mean", "0", "--prior-stddev", "1",
             "--factor-init", "random_sign", "--init-stddev", "0.03", "--prior-signs"]
     result = CliRunner().invoke(cli.app, args)
@@ -491,7 +491,7 @@ def test_cli_train_forwards_rank1_settings(monkeypatch, tmp_path):
 def test_deep_ensemble_member_trains_like_a_deterministic_model():
     """Each member's gradient (NLL + L2) is the deterministic model's on the same weights, scaled by 1/K:
     the L2 penalty is the members' mean, as the NLL is."""
-    from pipeline.engine import Objective
+    from pipeline.bayes.objective import Objective
 
     cfg = tiny_cfg(components=2)
     ens, det = build_model("deep-ensemble", cfg), build_model("deterministic", cfg)

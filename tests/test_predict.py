@@ -231,7 +231,7 @@ def test_each_mortality_model_declares_what_scoring_needs(kind, k):
 def test_the_laplace_model_declares_its_gaussian_logit_and_its_map_models_channel(val):
     """Probit: scored by its moments (a Gaussian logit per admission); Monte Carlo: by draws on batches."""
     from pipeline.bayes.laplace import LaplaceConfig, Predictive
-    from pipeline.bayes.laplace.fit import fit_laplace
+    from pipeline.tasks.mortality.laplace import fit_laplace
 
     cfg = LaplaceConfig(subnet_size=10, prior_precision=1.0, batch_size=8)
     laplace, _ = fit_laplace(_model("deterministic"), val, val, cfg)

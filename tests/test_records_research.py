@@ -11,14 +11,14 @@ import pytest
 import torch
 from helpers.features import write_features
 
-from pipeline import engine as training
 from pipeline.bayes.layers import LinearRank1, Rank1Config, keras_init, l2_penalty
 from pipeline.bayes.layers.init import HE_TRUNCATION
+from pipeline.bayes.objective import Objective, regularizer
 from pipeline.engine import checkpoints as checkpoint
-from pipeline.engine import loop
-from pipeline.engine.objective import Objective, regularizer
 from pipeline.tasks.mortality import build_model, model_config
+from pipeline.tasks.mortality.task import val_score
 from pipeline.tasks.mortality.train_config import PRESETS, CheckpointMetric, Preset, TrainConfig
+from pipeline.workflows import train as training
 
 SIZES = {"tokens": 30, "context": 6}
 
@@ -145,9 +145,9 @@ def test_validation_loss_score():
     m = build_model("rank1", model_config({"lstm_hidden": 8, "dense_units": 8, "embedding_dim": 4}, SIZES))
     nll_cfg = TrainConfig(model={})
     loss_cfg = TrainConfig(checkpoint_metric="loss", l2_in_kl=True, l2=1e-3)
-    assert loop.val_score(m, nll_cfg, 0.3, 50) == 0.3
+    assert val_score(m, nll_cfg, 0.3, 50) == 0.3
     want = 0.3 + float((m.kl() + 1e-3 * m.l2_penalty()).detach()) / 50
-    assert math.isclose(loop.val_score(m, loss_cfg, 0.3, 50), want, rel_tol=1e-6)
+    assert math.isclose(val_score(m, loss_cfg, 0.3, 50), want, rel_tol=1e-6)
     assert loss_cfg.checkpoint_metric is CheckpointMetric.LOSS
     with pytest.raises(Exception, match="--checkpoint-metric must be one of"):
         TrainConfig(checkpoint_metric="auc")

@@ -24,7 +24,7 @@ from pipeline.data.features import FeatureError
 from pipeline.data.mimic.extraction import extract
 from pipeline.data.mimic.sources import SourceError
 from pipeline.engine.predict import RISK_COLUMNS
-from pipeline.runs.store import load_run_model
+from pipeline.runs.load import load_run
 from pipeline.serving import cohort
 from pipeline.serving import score as sc
 
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.usefixtures("tracking_store")  # demo_run and trained_r
 
 @pytest.fixture(scope="module")
 def run_model(demo_run, tmp_path_factory):
-    return load_run_model(demo_run, tmp_path_factory.mktemp("model"))
+    return load_run(demo_run, tmp_path_factory.mktemp("model"))
 
 
 def _cfg(**kw) -> sc.ScoreConfig:
@@ -630,9 +630,9 @@ def test_a_value_channel_model_scores_its_features_and_refuses_older_ones(tmp_pa
 
     from helpers.features import write_features
 
-    from pipeline.engine import train
     from pipeline.runs.pyfunc import RequestError, read_request
     from pipeline.tasks.mortality.train_config import TrainConfig
+    from pipeline.workflows.train import train
 
     fdir = write_features(tmp_path_factory.mktemp("valued"), n_train=48, n_val=16, n_test=8)
     cfg = TrainConfig(max_steps=10, eval_every=5, eval_samples=2, score_samples=2, lr=1e-2, progress=False, threads=1,

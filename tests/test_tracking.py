@@ -96,7 +96,7 @@ def test_an_interrupted_training_run_ends_failed(tracking_store, demo_features, 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(record, "record_run", interrupt)
+    monkeypatch.setattr(record, "write_run", interrupt)
     with pytest.raises(KeyboardInterrupt):
         train_baseline(demo_features.out_dir, "logreg", out_dir=tmp_path / "run", experiment="interrupted")
     runs = store.client().search_runs([store.client().get_experiment_by_name("interrupted").experiment_id])
@@ -223,7 +223,7 @@ def test_logged_artifacts_pass_privacy_scan(cli_run, demo_dir, tmp_path):
                      "train_config.json"):
         assert expected in names
     model_dir = Path(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/model", dst_path=str(tmp_path / "model")))
-    assert (model_dir / "code" / "pipeline" / "models" / "mortality.py").exists()
+    assert (model_dir / "code" / "pipeline" / "tasks" / "mortality" / "network.py").exists()
     assert not list(model_dir.rglob("__pycache__"))
     assert {p.name for p in (model_dir / "artifacts").iterdir()} == {"best.pt", "vocab.json", "model_info.json",
                                                                      "extraction.json"}

@@ -14,15 +14,18 @@ import torch
 from helpers.features import write_features
 from torch import nn
 
-from pipeline import engine as training
 from pipeline.bayes import metrics
+from pipeline.bayes.objective import Objective, kl_weight
+from pipeline.core.errors import TrainError
 from pipeline.data import features
 from pipeline.engine import checkpoints as checkpoint
-from pipeline.engine import loop, predict
+from pipeline.engine import predict
 from pipeline.runs import formats
 from pipeline.tasks import mortality as models
 from pipeline.tasks.mortality import build_model
+from pipeline.tasks.mortality.task import progress_status
 from pipeline.tasks.mortality.train_config import TrainConfig
+from pipeline.workflows import train as training
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"embedding_dim": 8, "lstm_hidden": 8, "dense_units": 8, "components": 2}
@@ -62,7 +65,7 @@ class _Fixed(nn.Module):
 def test_objective_terms(mode):
     logits = torch.tensor([[2.0, -1.0, 0.5], [-3.0, 0.2, 1.5]])  # (K=2, B=3)
     y = torch.tensor([1.0, 0.0, 1.0])
-    obj = training.Objective(_Fixed(logits), mode, n_train=10, l2=0.01, samples=1)
+    obj = Objective(_Fixed(logits), mode, n_train=10, l2=0.01, samples=1)
     out = obj({"label": y}, kl_weight=0.5)
     if mode == "average":
         expected = float(np.mean(metrics.draw_nll(logits.numpy(), y.numpy())))
@@ -75,13 +78,13 @@ def test_objective_terms(mode):
 
 @pytest.mark.parametrize("step, anneal, w", [(1, 10, 0.1), (5, 10, 0.5), (10, 10, 1.0), (50, 10, 1.0), (3, 0, 1.0)])
 def test_kl_weight(step, anneal, w):
-    assert training.kl_weight(step, anneal) == pytest.approx(w)
+    assert kl_weight(step, anneal) == pytest.approx(w)
 
 
 @pytest.mark.parametrize("kl, shown", [(3.5, True), (0.0, False)])
 def test_the_progress_line_shows_a_kl_weight_only_for_a_model_with_a_kl(kl, shown):
     """A deterministic model (its KL is 0) ramps no weight: its progress line names none."""
-    line = loop.progress_status(torch.tensor([1.25, 0.5, kl, 2.0]), 0.25, 40)
+    line = progress_status({"loss": 1.25, "nll": 0.5, "kl": kl, "kl_weight": 0.25, "grad_norm": 2.0}, 40)
     assert ("at KL weight 0.25 (ramping up to 1 by step 40)" in line) is shown, line
     assert line.startswith("nll 0.5000, loss 1.2500")
 
@@ -114,7 +117,7 @@ def test_training_reduces_validation_nll(feats, tmp_path, kind):
     assert res.steps == 40 and res.best_step in (20, 40)
     assert res.best_val_nll < before - 0.05, (before, res.best_val_nll)
     model, info = formats.load_model(res.best_checkpoint)
-    assert info["refer_threshold"] == res.refer_threshold and info["step"] == res.best_step
+    assert info.refer_threshold == res.refer_threshold and info.step == res.best_step
     # the threshold refers the top refer_fraction of validation by the refer measure, at score_samples with the
     # eval seed; no true risk here (random features): a point model by its entropy, the others by the benchmark's
     # choice for their kind (record.BENCHMARK_REFER_MEASURE)
@@ -123,7 +126,7 @@ def test_training_reduces_validation_nll(feats, tmp_path, kind):
     from pipeline.runs.record import BENCHMARK_REFER_MEASURE, FALLBACK_REFER_MEASURE
 
     expected = "entropy" if kind == "deterministic" else BENCHMARK_REFER_MEASURE.get(kind, FALLBACK_REFER_MEASURE).value
-    assert info["refer_measure"] == res.refer_measure == expected
+    assert info.refer_measure == res.refer_measure == expected
     u = summary.measure(expected)  # (N,)
     assert res.refer_threshold == predict.refer_threshold(u, cfg.refer_fraction)
     assert bool(summary.spread.any()) == (kind != "deterministic")  # a point model's draws agree
@@ -161,7 +164,7 @@ def test_run_keeps_redacted_copies_of_vocab_and_manifest(tmp_path):
 
 def test_resume_refuses_changed_settings(feats, tmp_path):
     training.train(feats, "deterministic", _cfg(max_steps=4), out_dir=tmp_path, tracking=False)
-    with pytest.raises(loop.TrainError, match="last.pt exists; resume from it"):
+    with pytest.raises(TrainError, match="last.pt exists; resume from it"):
         training.train(feats, "deterministic", _cfg(max_steps=8), out_dir=tmp_path, tracking=False)
     with pytest.raises(ValueError, match=r"differ from the checkpoint's \(\['lr'\]\)"):
         training.train(feats, "deterministic", _cfg(max_steps=8, lr=1e-3), out_dir=tmp_path, resume=True,
@@ -192,7 +195,7 @@ def test_resume_of_a_checkpoint_from_before_a_default_changed(feats, tmp_path):
 
 def test_nan_guard_stops_and_keeps_last_good_checkpoint(feats, tmp_path, monkeypatch):
     calls = {"n": 0}
-    forward = training.Objective.forward
+    forward = Objective.forward
 
     def poisoned(self, batch, kl_weight):
         calls["n"] += 1
@@ -201,14 +204,14 @@ def test_nan_guard_stops_and_keeps_last_good_checkpoint(feats, tmp_path, monkeyp
             out["loss"] = out["loss"] * float("nan")
         return out
 
-    monkeypatch.setattr(training.Objective, "forward", poisoned)
+    monkeypatch.setattr(Objective, "forward", poisoned)
     with pytest.raises(training.TrainingDiverged, match=r"at step 7 .*last good checkpoint is .*last.pt \(step 4\)"):
         training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, tracking=False)
     last = checkpoint.read_checkpoint(tmp_path / "last.pt")
     assert last["step"] == 4
     assert all(torch.isfinite(t).all() for t in last["model"].values())
     assert checkpoint.read_checkpoint(tmp_path / "best.pt")["step"] == 4
-    monkeypatch.setattr(training.Objective, "forward", forward)
+    monkeypatch.setattr(Objective, "forward", forward)
     res = training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, resume=True,
                          tracking=False)
     clean = training.train(feats, "rank1", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path / "clean", tracking=False)
@@ -216,17 +219,19 @@ def test_nan_guard_stops_and_keeps_last_good_checkpoint(feats, tmp_path, monkeyp
 
 
 def test_nan_in_validation_stops_with_the_step(feats, tmp_path, monkeypatch):
-    validate = training.validate
+    from pipeline.tasks.mortality import task
 
-    def poisoned(model, val, cfg, samples):
-        logits = validate(model, val, cfg, samples)
+    validate = task.validation_logits
+
+    def poisoned(draws, val, cfg, samples):
+        logits = validate(draws, val, cfg, samples)
         if poisoned.calls == 1:  # second evaluation (step 8)
             logits[0, 0, 3] = np.nan
         poisoned.calls += 1
         return logits
 
     poisoned.calls = 0
-    monkeypatch.setattr(loop, "validate", poisoned)
+    monkeypatch.setattr(task, "validation_logits", poisoned)
     with pytest.raises(training.TrainingDiverged, match=r"validation logits at step 8; .*last.pt \(step 4\)"):
         training.train(feats, "deterministic", _cfg(max_steps=12, eval_every=4), out_dir=tmp_path, tracking=False)
     assert checkpoint.read_checkpoint(tmp_path / "last.pt")["step"] == 4

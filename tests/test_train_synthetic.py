@@ -23,7 +23,7 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
     import mlflow
     from pipeline.data import features
     from pipeline.engine import predict
-    from pipeline.runs.store import load_run_model
+    from pipeline.runs.load import load_run
 
     _, res = synth_features
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -41,15 +41,15 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
         model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
         test = pd.read_parquet(res.out_dir / "test.parquet").head(50)
         scores = {n: model.predict(test, params={"samples": n, "seed": 11} if n else {"seed": 11}) for n in (3, None)}
-        run = load_run_model(run_id)  # the checkpoint, read without the pyfunc
+        run = load_run(run_id)  # the checkpoint, read without the pyfunc
     finally:
         mlflow.set_tracking_uri(previous)
-    assert (run.info["score_samples"], run.info["max_bags"]) == (4, 12)
+    assert (run.info.score_samples, run.info.max_bags) == (4, 12)
     fs = features.from_pandas(test)
     for samples, n in ((3, 3), (None, 4)):  # no samples given: the model's score_samples
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(11)
-            direct = predict.score_features(run.model, fs, n, run.info["refer_threshold"], max_bags=12,
+            direct = predict.score_features(run.model, fs, n, run.info.refer_threshold, max_bags=12,
                                             refer_measure=predict.refer_measure_of(run.info))
         pd.testing.assert_frame_equal(scores[samples], direct, check_exact=True)
     assert list(scores[3]["key"]) == list(test["key"])
@@ -59,8 +59,8 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
 def test_cauchy_rank1_trains_2000_steps_on_synthetic_features(synth_features, tmp_path):
     import torch
 
-    from pipeline.engine import train
     from pipeline.tasks.mortality.train_config import TrainConfig
+    from pipeline.workflows.train import train
 
     torch.set_num_threads(1)
     _, res = synth_features

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import cli
 from pipeline.runs import store
+from pipeline.runs.info import RunKind
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
@@ -86,7 +87,7 @@ def test_a_vision_run_written_before_best_pt_still_loads(det_run, tmp_path):
     run still loads, the same model with the same info."""
     import shutil
 
-    from pipeline.runs.vision import load_vision_run
+    from pipeline.runs.load import load_run
 
     client = store.client()
     new = client.download_artifacts(det_run, "checkpoint/best.pt", str(tmp_path))
@@ -98,7 +99,8 @@ def test_a_vision_run_written_before_best_pt_still_loads(det_run, tmp_path):
             client.set_tag(old, key, value)
     client.log_artifact(old, str(tmp_path / "old" / "model.pt"), "checkpoint")
     client.set_terminated(old)
-    then, now = load_vision_run(old, tmp_path / "then"), load_vision_run(det_run, tmp_path / "now")
+    then = load_run(old, tmp_path / "then", kind=RunKind.VISION)
+    now = load_run(det_run, tmp_path / "now", kind=RunKind.VISION)
     assert then.info == now.info and then.label == now.label == "deterministic"
     for (name, a), b in zip(then.model.state_dict().items(), now.model.state_dict().values()):
         assert torch.equal(a, b), name
@@ -106,7 +108,7 @@ def test_a_vision_run_written_before_best_pt_still_loads(det_run, tmp_path):
     client.set_tag(empty, store.RUN_KIND_TAG, "vision")
     client.log_artifact(empty, str(tmp_path / "old" / "model.pt"), "checkpoint/elsewhere")
     with pytest.raises(store.RunError, match=r"no best\.pt \(or an older run's model\.pt\) under checkpoint/"):
-        load_vision_run(empty, tmp_path / "empty")
+        load_run(empty, tmp_path / "empty", kind=RunKind.VISION)
 
 
 def test_evaluate_with_corruptions_scores_logs_and_plots(det_run, rank1_run, evaluated):
@@ -146,7 +148,7 @@ def test_compare_gives_the_vision_table(evaluated, tmp_path):
 def test_laplace_on_a_vision_run_is_the_multiclass_last_layer_laplace(det_run, tmp_path):
     """The Laplace run's posterior precision is Σ_n J_nᵀ (diag(p_n) - p_n p_nᵀ) J_n · N/M + λ_S I over the
     head's weights and biases, computed here directly from the head's inputs."""
-    from pipeline.runs.vision import load_vision_run
+    from pipeline.runs.load import load_run
     from pipeline.workflows.vision_run import run_splits
 
     res = invoke("laplace", "--run", det_run, "--selection", "last-layer", "--subnet-size", "650",
@@ -159,9 +161,9 @@ def test_laplace_on_a_vision_run_is_the_multiclass_last_layer_laplace(det_run, t
     assert run.data.tags[store.RUN_KIND_TAG] == "vision" and run.data.tags["mlflow.parentRunId"] == det_run
     assert run.data.params["train.seed"] == "3" and run.data.params["laplace.selection"] == "last-layer"
 
-    lap = load_vision_run(lap_id)
-    assert lap.info["model_kind"] == "laplace" and lap.info["score_samples"] == 3
-    net = load_vision_run(det_run).model
+    lap = load_run(lap_id, kind=RunKind.VISION)
+    assert lap.info.model_kind == "laplace" and lap.info.score_samples == 3
+    net = load_run(det_run, kind=RunKind.VISION).model
     train = run_splits(lap.train_config).train
     keep = np.sort(np.random.default_rng(0).choice(len(train), 24, replace=False))  # LaplaceConfig's subsample
     x = torch.from_numpy(train.floats(keep))
@@ -219,7 +221,7 @@ def test_train_errors_are_one_line(args, fragments):
 
 
 def test_device_option_defaults_to_cuda_when_available():
-    from pipeline.tasks.vision.train import resolve_device
+    from pipeline.core.devices import resolve_device
 
     assert resolve_device(None).type == ("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve_device("cpu") == torch.device("cpu")

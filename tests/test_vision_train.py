@@ -11,11 +11,13 @@ import torch
 from pipeline.bayes.layers import Rank1Vector, Sampling, set_sampling
 from pipeline.bayes.layers.base import BayesianLayer
 from pipeline.bayes.metrics import multiclass as mm
+from pipeline.bayes.objective import kl_weight
 from pipeline.data.images.data import Splits, digits_splits
-from pipeline.engine.objective import kl_weight
-from pipeline.runs.vision import load_vision_checkpoint
-from pipeline.tasks.vision import VisionTrainConfig, evaluate_vision, predict_logits, train_vision
+from pipeline.runs.formats import load_model
+from pipeline.tasks.vision import VisionTrainConfig
 from pipeline.tasks.vision.train import augment, batch_indices, learning_rate, objective, parameter_groups
+from pipeline.workflows.vision_run import evaluate_model, train_vision
+from pipeline.workflows.vision_run import image_logits as predict_logits
 
 TINY_MODEL = {"depth": 10, "width": 1, "ensemble_size": 3}
 
@@ -55,17 +57,18 @@ def test_train_every_method_is_reproducible_and_saves(method, small, tmp_path):
     assert a.steps_per_epoch == 240 // distinct and a.steps == a.steps_per_epoch
     assert math.isfinite(a.final_train["loss"]) and (a.final_train["kl"] > 0) == (method == "rank1")
     assert a.val_metrics["n"] == 90 and a.val_metrics["components"] == k
-    assert tracker.params["distinct_per_step"] == distinct and tracker.artifacts == [(str(a.checkpoint), "checkpoint")]
+    # train_vision logs params and metrics; the run's files are the run writer's (workflows.vision_run.train_run)
+    assert tracker.params["distinct_per_step"] == distinct and tracker.artifacts == [] and a.checkpoint.exists()
     assert a.checkpoint == tmp_path / "best.pt"  # the model file of every kind of run
     assert any("train_loss" in m for _, m in tracker.metrics) and any("val_nll" in m for _, m in tracker.metrics)
     b = train_vision(cfg(method), splits=small)
     for (name, p), q in zip(a.model.state_dict().items(), b.model.state_dict().values()):
         assert torch.equal(p, q), name
     assert a.val_metrics["nll"] == b.val_metrics["nll"]
-    model, info = load_vision_checkpoint(a.checkpoint)
+    model, info = load_model(a.checkpoint)
     x = small.test.floats()
     assert np.array_equal(predict_logits(model, x, 2, seed=5), predict_logits(a.model, x, 2, seed=5))
-    assert info["model_config"]["method"] == method and info["steps"] == a.steps
+    assert info.model_config["method"] == method and info.step == a.steps
 
 
 def test_deterministic_training_learns(small):
@@ -189,7 +192,7 @@ def test_evaluate_vision_report(small):
     layers = [m for m in model.modules() if isinstance(m, BayesianLayer)]
     set_sampling(model, Sampling.PER_EXAMPLE)
     model.train()
-    rep = evaluate_vision(model, small.test, samples=2, corruptions=("contrast", "rotation"), severities=(1, 5))
+    rep = evaluate_model(model, small.test, samples=2, corruptions=("contrast", "rotation"), severities=(1, 5))
     assert model.training and all(m.sampling == Sampling.PER_EXAMPLE for m in layers)  # modes restored
     logits = predict_logits(model, small.test.floats(), 2)
     assert logits.shape == (2, 3, 60, 10)

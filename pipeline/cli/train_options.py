@@ -38,6 +38,6 @@ class TrainOptions:
     COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.cli.options.command_option)
 
     def run_kwargs(self) -> dict:
-        """The run's arguments common to ``training.train`` and ``train_baseline``."""
+        """The run's arguments common to ``workflows.train.train`` and ``train_baseline``."""
         return {"out_dir": self.out, "tracking": self.tracking, "experiment": self.experiment,
                 "run_name": self.run_name}

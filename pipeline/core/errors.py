@@ -16,3 +16,8 @@ class PipelineError(Exception):
 
 class ConfigError(PipelineError, ValueError):
     """An invalid setting of a config dataclass (the message names the setting)."""
+
+
+class TrainError(PipelineError, ValueError):
+    """Training inputs or settings that cannot work (missing features, a run directory already used, a
+    checkpoint to resume that does not fit)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.core import fileio
-from pipeline.core.errors import PipelineError
+from pipeline.core.errors import PipelineError, TrainError
 
 CHECKPOINT_FORMAT = 1  # bump when the checkpoint layout changes
 BEST = "best.pt"  # the best validation checkpoint (with the refer threshold once training ends)
@@ -49,3 +49,9 @@ def read_checkpoint(path: Path | str) -> dict:
         raise CheckpointError(f"{path}: checkpoint format {ckpt.get('format')}, expected {CHECKPOINT_FORMAT}")
     return ckpt
 
+
+
+def check_fresh(out_dir, marker: str = LAST) -> None:
+    """Raise unless ``out_dir`` is None or holds no ``marker`` file (a run's last checkpoint / model file)."""
+    if out_dir is not None and (Path(out_dir) / marker).exists():
+        raise TrainError(f"{Path(out_dir) / marker} exists; resume from it or choose another output directory")

@@ -18,7 +18,7 @@ turns either into the published columns (``metrics.Summary``); the metrics thems
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -50,15 +50,15 @@ class RiskModel(Protocol):
     scores_features: bool  # it scores a FeatureSet itself (a classical baseline), not batch by batch
 
 
-def score_samples(requested: int | None, info: dict | None = None) -> int:
+def score_samples(requested: int | None, info=None) -> int:
     """Samples per component to use: ``requested``, else the model's stored ``score_samples`` (the
-    number its refer threshold was chosen with), else ``DEFAULT_SAMPLES``. Evaluation, ``score`` and
-    the pyfunc all resolve it here."""
+    number its refer threshold was chosen with: ``info``'s, a ``runs.info.ModelInfo``), else ``DEFAULT_SAMPLES``.
+    Evaluation, ``score`` and the pyfunc all resolve it here."""
     if requested is not None:
         if int(requested) < 1:
             raise ConfigError(f"samples must be >= 1, got {requested}")
         return int(requested)
-    return int((info or {}).get("score_samples") or DEFAULT_SAMPLES)
+    return int(getattr(info, "score_samples", None) or DEFAULT_SAMPLES)
 
 
 @contextlib.contextmanager
@@ -101,11 +101,20 @@ def _on_device(generator, device):
     return entry[1]
 
 
-def predict_logits(model: RiskModel, batches: Iterable[dict], samples: int, generator=None) -> np.ndarray:
-    """Logits of every draw for every admission, (S, K, N) float32, d = s·K + k.
+def batch_rows(batch: dict) -> int:
+    """B, the examples of a batch dict: its ``label``'s length, else its ``images``' (an unlabelled image batch)."""
+    return int((batch["label"] if "label" in batch else batch["images"]).shape[0])
 
-    ``batches`` are batch dicts (docs/architecture.md, "Batches"); the model returns (S·K, B) per batch, its
-    weights drawn per member from ``generator`` (a ``torch.Generator``; None: torch's global generator).
+
+def predict_logits(model, batches: Iterable[dict], samples: int, generator=None) -> np.ndarray:
+    """Logits of every draw for every example, (S, K, N) float32 (a classifier's: (S, K, N, C)), d = s·K + k:
+    the one Monte Carlo predictor of every task's model.
+
+    ``batches`` are batch dicts (docs/architecture.md, "Batches"; an image model's ``{"images"}``); the model
+    returns (S·K, B) (or (S·K, B, C)) per batch, its weights drawn per member from ``generator`` (a
+    ``torch.Generator``; None: torch's global generator). The model is never modified: the sampling mode
+    and the stream go with the call, and a model in training mode is evaluated in evaluation mode and put
+    back (``evaluation_mode``).
     """
     import torch
 
@@ -121,14 +130,27 @@ def predict_logits(model: RiskModel, batches: Iterable[dict], samples: int, gene
     with evaluation_mode(model), torch.no_grad():
         for batch in batches:
             batch = to_device(batch, device)  # built on the CPU; the model's device (--device)
-            b = batch["label"].shape[0]
-            out = model(batch, samples=samples, sampling=Sampling.PER_MEMBER, generator=generator)  # (S·K, B)
-            if tuple(out.shape) != (samples * k, b):
-                raise RuntimeError(f"model returned logits of shape {tuple(out.shape)}, expected ({samples * k}, {b})")
-            parts.append(out.reshape(samples, k, b).float().cpu().numpy())  # (S·K, B) -> (S, K, B)
+            b = batch_rows(batch)
+            out = model(batch, samples=samples, sampling=Sampling.PER_MEMBER, generator=generator)  # (S·K, B[, C])
+            if tuple(out.shape[:2]) != (samples * k, b):
+                raise RuntimeError(f"model returned logits of shape {tuple(out.shape)}, expected ({samples * k}, {b}"
+                                   + (", classes)" if out.dim() == 3 else ")"))
+            parts.append(out.reshape(samples, k, b, *out.shape[2:]).float().cpu().numpy())  # -> (S, K, B[, C])
     if not parts:
         return np.zeros((samples, k, 0), dtype=np.float32)
     return np.concatenate(parts, axis=2)  # (S, K, N)
+
+
+def draws_of(model) -> Callable[[Iterable[dict], int, int], np.ndarray]:
+    """The predictor over ``model`` as a task's code takes it: ``draws(batches, samples, seed)`` -> logits
+    (S, K, N[, C]) of the batch dicts in their order, the weights drawn from a generator seeded with ``seed``
+    (on the model's device) for this call alone (a task's validation and evaluation, ``tasks.base``)."""
+    from pipeline.core.devices import model_device
+
+    def draws(batches: Iterable[dict], samples: int, seed: int) -> np.ndarray:
+        return predict_logits(model, batches, samples, seeded_generator(seed, model_device(model)))
+
+    return draws
 
 
 def feature_logits(model: RiskModel, fs, samples: int, batch_size: int, max_bags: int | None = None,
@@ -291,6 +313,7 @@ def score_features(model: RiskModel, fs, samples: int, refer: float, batch_size:
                       refer_measure=refer_measure)
 
 
-def refer_measure_of(info: dict | None) -> metrics.Measure:
-    """The run's refer measure (``refer_measure`` of its info; runs recorded before it existed referred by MI)."""
-    return metrics.Measure((info or {}).get("refer_measure") or metrics.Measure.MUTUAL_INFORMATION.value)
+def refer_measure_of(info) -> metrics.Measure:
+    """The run's refer measure (``refer_measure`` of its ``runs.info.ModelInfo``; runs recorded before it existed
+    referred by MI)."""
+    return metrics.Measure(getattr(info, "refer_measure", None) or metrics.Measure.MUTUAL_INFORMATION.value)

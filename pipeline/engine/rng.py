@@ -1,5 +1,5 @@
-"""Random streams of a run: independent seeds per (run seed, stream, rank), and the RNG state a
-resumable checkpoint holds (torch CPU, numpy global, python)."""
+"""The RNG state a resumable checkpoint holds (torch CPU, numpy global, python); the streams' seeds are
+``pipeline.core.seeds``'s (re-exported here for the loop)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,9 @@ import random
 import numpy as np
 import torch
 
-EVAL_STREAM = 1  # stream id of the evaluation draws (fixed: common random numbers across evaluations)
-TRAIN_STREAM = 2  # stream id of the training draws (one stream per rank)
+from pipeline.core.seeds import EVAL_STREAM, TRAIN_STREAM, stream_seed
 
-
-def stream_seed(seed: int, stream: int, rank: int = 0) -> int:
-    """Independent 63-bit torch seed for (run seed, stream, rank)."""
-    return int(np.random.SeedSequence([seed, stream, rank]).generate_state(2, np.uint64)[0] >> np.uint64(1))
+__all__ = ["EVAL_STREAM", "TRAIN_STREAM", "rng_state", "set_rng_state", "stream_seed"]
 
 
 def rng_state() -> dict:

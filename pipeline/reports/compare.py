@@ -22,7 +22,9 @@ from pathlib import Path
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
+from pipeline.core.tables import cell, markdown_table, mean_sd
 from pipeline.runs import store
+from pipeline.runs.load import RunRecord, evaluation, find_runs
 from pipeline.tasks.mortality.variants import VARIANTS, canon, model_defaults, variant_label
 
 log = logging.getLogger(__name__)
@@ -56,47 +58,27 @@ def setting_defaults() -> dict[str, str]:
     return out
 
 
-def _reports(client, run_id: str, tmp: Path) -> dict[str, dict]:
-    out = {}
-    for split in SPLITS:
-        try:
-            path = client.download_artifacts(run_id, f"{store.eval_artifacts(split)}/{store.METRICS}",
-                                             str(tmp / run_id))
-        except Exception:  # not evaluated on this split
-            continue
-        out[split] = fileio.read_json(path)
-    return out
+def _reports(run_id: str, tmp: Path) -> dict[str, dict]:
+    """The run's evaluation reports by split (``runs.load.evaluation``), the splits it was evaluated on."""
+    return {split: rep for split in SPLITS if (rep := evaluation(run_id, split, tmp)) is not None}
 
 
-def fetch_runs(client, experiment: str | None = None, run_ids: list[str] | None = None,
-               default_experiment: str = store.DEFAULT_EXPERIMENT) -> list:
-    """The MLflow runs named by ``run_ids``, else the finished runs of ``experiment``."""
-    if run_ids:
-        runs = []
-        for r in run_ids:
-            try:
-                runs.append(client.get_run(r))
-            except Exception as exc:  # noqa: BLE001 - MlflowException and store errors alike
-                raise CompareError(f"run {r} not found in {store.tracking_uri()} ({type(exc).__name__})") from None
-        return runs
-    name = experiment or default_experiment
-    exp = client.get_experiment_by_name(name)
-    if exp is None:
-        raise CompareError(f"experiment {name!r} not found in {store.tracking_uri()}")
-    return client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=10_000)
+def fetch_runs(experiment: str | None = None, run_ids: list[str] | None = None,
+               default_experiment: str = store.DEFAULT_EXPERIMENT) -> list[RunRecord]:
+    """The runs named by ``run_ids``, else the finished runs of ``experiment`` (``runs.load.find_runs``)."""
+    return find_runs(experiment, run_ids, default_experiment, error=CompareError)
 
 
 def collect(experiment: str | None = None, run_ids: list[str] | None = None, runs: list | None = None) -> list[dict]:
     """One row per evaluated mortality run: model, split_mode, seed and ``<split>_<metric>`` values (vision
-    runs are left to ``compare_vision``). ``runs``: MLflow runs already fetched."""
-    client = store.client()
-    runs = fetch_runs(client, experiment, run_ids) if runs is None else runs
+    runs are left to ``compare_vision``). ``runs``: runs already listed (``fetch_runs``)."""
+    runs = fetch_runs(experiment, run_ids) if runs is None else runs
     rows, defaults = [], setting_defaults()
     with tempfile.TemporaryDirectory(prefix="compare-") as tmp:
         for run in runs:
-            if store.run_kind(run.data.tags) is not store.RunKind.MORTALITY:
+            if run.kind is not store.RunKind.MORTALITY:
                 continue
-            reports = _reports(client, run.info.run_id, Path(tmp))
+            reports = _reports(run.run_id, Path(tmp))
             if not reports:
                 continue
             rows.append(_row(run, reports, defaults))
@@ -121,17 +103,17 @@ def settings_of(params: dict, reports: dict[str, dict]) -> dict[str, str]:
     return out
 
 
-def _row(run, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
+def _row(run: RunRecord, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
     first = next(iter(reports.values()))
-    params = run.data.params
+    params = run.params
     model_config = {k.removeprefix("model."): v for k, v in params.items() if k.startswith("model.")}
     label = first.get("model_label") or variant_label(first.get("model_kind"),
                                                        model_config or {"prior": first.get("prior")}, defaults)
-    row = {"run_id": run.info.run_id, "model": label,
-           "split_mode": first.get("split_mode") or run.data.tags.get("split_mode", "unknown"),
+    row = {"run_id": run.run_id, "model": label,
+           "split_mode": first.get("split_mode") or run.tags.get("split_mode", "unknown"),
            "features": str(params.get("features") or first.get("features") or "unknown"),
            "seed": int(params.get("train.seed", params.get("baseline.seed", -1))),
-           "start_time": int(run.info.start_time or 0),
+           "start_time": run.start_time,
            "settings": settings_of(params, reports)}
     for split, rep in reports.items():
         ref = rep.get("true_risk") or {}
@@ -145,15 +127,6 @@ def _row(run, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
         row[f"{split}_referral_gain"], row[f"{split}_spearman"] = own.get("referral_gain"), own.get("spearman")
         row[f"{split}_referral_gain_entropy"] = (measures.get("entropy") or {}).get("referral_gain")
     return row
-
-
-def _mean_sd(values: list) -> tuple[float, float, int]:
-    v = [float(x) for x in values if x is not None and math.isfinite(float(x))]
-    if not v:
-        return math.nan, math.nan, 0
-    mean = sum(v) / len(v)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else math.nan
-    return mean, sd, len(v)
 
 
 def summary_columns() -> list[str]:
@@ -208,7 +181,7 @@ def summarize(rows: list[dict]) -> list[dict]:
             g = groups[(mode, feats, model)]
             rec = {"split_mode": mode, "features": feats, "model": model, "seeds": len(g)}
             for col in summary_columns():
-                rec[f"{col}_mean"], rec[f"{col}_sd"], n = _mean_sd([r.get(col) for r in g])
+                rec[f"{col}_mean"], rec[f"{col}_sd"], n = mean_sd([r.get(col) for r in g])
                 if col in PARTIAL_NA and 0 < n < len(g):  # runs evaluated before it existed: not the same runs
                     rec[f"{col}_mean"] = rec[f"{col}_sd"] = math.nan
             out.append(rec)
@@ -217,17 +190,11 @@ def summarize(rows: list[dict]) -> list[dict]:
                  f"{GAP}_sd": math.nan}  # the reference's gap to itself
         own = [c for c in summary_columns() if c != GAP]
         for col in own:  # val_nll -> val_true_nll, ...
-            truth[f"{col}_mean"], truth[f"{col}_sd"], _ = _mean_sd([r.get(col.replace("_", "_true_", 1))
+            truth[f"{col}_mean"], truth[f"{col}_sd"], _ = mean_sd([r.get(col.replace("_", "_true_", 1))
                                                                     for r in runs])
         if any(math.isfinite(truth[f"{c}_mean"]) for c in own):
             out.append(truth)
     return out
-
-
-def _cell(mean: float, sd: float) -> str:
-    if not math.isfinite(mean):
-        return "n/a"
-    return f"{mean:.4f} ± {sd:.4f}" if math.isfinite(sd) else f"{mean:.4f}"
 
 
 def to_markdown(summary: list[dict]) -> str:
@@ -236,12 +203,11 @@ def to_markdown(summary: list[dict]) -> str:
     several = len({r.get("features", "unknown") for r in summary}) > 1  # runs on other admissions: say which
     head = ["split", *(["features"] if several else []), "model", "seeds"]
     head += [c.replace("_", " ", 1).replace("_", "-") for c in cols]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for r in summary:
         cells = [r["split_mode"], *([r.get("features", "unknown")] if several else []), r["model"],
                  str(r["seeds"] or "")]
-        cells += [_cell(r[f"{c}_mean"], r[f"{c}_sd"]) for c in cols]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells + [cell(r[f"{c}_mean"], r[f"{c}_sd"]) for c in cols])
     note = ("\nsplit: `random` = 80/10/10 by patient; `era` = the older stays in train/val, the newer in test "
             "(distribution shift; MIMIC-III: carevue-era train/val, metavision-era test; MIMIC-IV: by "
             "anchor_year_group, the latest in test). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model "
@@ -252,7 +218,7 @@ def to_markdown(summary: list[dict]) -> str:
             "referral-gain-entropy: the predictive entropy's."
             + (" features: the feature set the runs were trained on; each has its own rows and true-risk "
                "reference (runs on other admissions are not pooled)." if several else "") + "\n")
-    return "\n".join(lines) + "\n" + note
+    return markdown_table(head, rows) + "\n" + note
 
 
 def to_csv(summary: list[dict]) -> str:

@@ -2,7 +2,7 @@
 
 Vision runs (tag ``run_kind`` = vision: image models and Laplace runs of them) are compared apart
 from the mortality runs, one section per dataset: ``collect_vision`` reads each run's
-``eval/test/metrics.json`` (``pipeline.workflows.vision_run.evaluate_run``), ``summarize_vision`` labels the
+``eval/test/metrics.json`` (``pipeline.workflows.vision_run.evaluate_vision_run``), ``summarize_vision`` labels the
 variants as the mortality table does (``compare.label_variants``: runs of one label whose settings
 differ become separate rows named by those settings; a seed evaluated twice counts once, the
 latest) and averages over seeds with ``reports.vision_summary.summarize_runs`` (severity columns: each
@@ -24,6 +24,7 @@ from pipeline.core import fileio
 from pipeline.reports.compare import CompareError, collect, fetch_runs, label_variants, summarize, write_tables
 from pipeline.reports.vision_summary import markdown_table, summarize_runs
 from pipeline.runs import store
+from pipeline.runs.load import evaluation
 
 VISION_SPLIT = "test"  # the split a vision evaluation scores (eval/test/metrics.json)
 VISION_METRICS = ("nll", "accuracy", "ece")  # the tables, in this order
@@ -57,24 +58,20 @@ def vision_settings(params: dict, report: dict) -> dict[str, str]:
 def collect_vision(experiment: str | None = None, run_ids: list[str] | None = None, runs: list | None = None
                    ) -> list[dict]:
     """One row per evaluated vision run: label, dataset, seed, settings and the evaluation report."""
-    client = store.client()
-    runs = fetch_runs(client, experiment, run_ids) if runs is None else runs
+    runs = fetch_runs(experiment, run_ids) if runs is None else runs
     rows = []
     with tempfile.TemporaryDirectory(prefix="compare-vision-") as tmp:
         for run in runs:
-            if store.run_kind(run.data.tags) is not store.RunKind.VISION:
+            if run.kind is not store.RunKind.VISION:
                 continue
-            try:
-                path = client.download_artifacts(run.info.run_id,
-                                                 f"{store.eval_artifacts(VISION_SPLIT)}/{store.METRICS}", tmp)
-            except Exception:  # not evaluated
+            report = evaluation(run.run_id, VISION_SPLIT, tmp)
+            if report is None:  # not evaluated
                 continue
-            report = fileio.read_json(path)
-            params, tags = run.data.params, run.data.tags
-            rows.append({"run_id": run.info.run_id, "model": tags.get("model_label") or report.get("model_label"),
+            params, tags = run.params, run.tags
+            rows.append({"run_id": run.run_id, "model": tags.get("model_label") or report.get("model_label"),
                          "features": tags.get("dataset") or report.get("dataset") or "unknown",
                          "split_mode": "vision", "seed": int(params.get("train.seed", -1)),
-                         "start_time": int(run.info.start_time or 0),
+                         "start_time": run.start_time,
                          "settings": vision_settings(params, report), "report": report})
     return rows
 
@@ -143,17 +140,16 @@ def compare_all(experiment: str | None = None, run_ids: list[str] | None = None,
     """Mortality table (``compare.summarize``, unchanged) and vision sections of the same runs; with
     ``out_dir`` their files (compare.md/csv only when there are mortality runs). An experiment holding
     only vision runs needs no name when it is the vision default (``vision``)."""
-    from pipeline.runs.vision import VISION_EXPERIMENT
+    from pipeline.runs.store import VISION_EXPERIMENT
 
-    client = store.client()
     if run_ids or experiment:
-        runs = fetch_runs(client, experiment, run_ids)
+        runs = fetch_runs(experiment, run_ids)
     else:  # the default experiments that exist
-        names = [n for n in (store.DEFAULT_EXPERIMENT, VISION_EXPERIMENT) if client.get_experiment_by_name(n)]
+        names = [n for n in (store.DEFAULT_EXPERIMENT, VISION_EXPERIMENT) if store.experiment_exists(n)]
         if not names:
             raise CompareError(f"neither experiment {store.DEFAULT_EXPERIMENT!r} nor {VISION_EXPERIMENT!r} is in "
                                f"{store.tracking_uri()}; name one")
-        runs = [r for n in names for r in fetch_runs(client, n)]
+        runs = [r for n in names for r in fetch_runs(n)]
     result = Comparison()
     try:
         mortality_rows = collect(runs=runs)

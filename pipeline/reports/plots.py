@@ -1,8 +1,8 @@
-"""Evaluation plots written as PNG files (matplotlib Agg canvas, imported lazily).
+"""Plots written as PNG files (matplotlib Agg canvas, imported lazily): the one plot style of the project.
 
-Every function draws one figure, writes it atomically (``pipeline.core.fileio.atomic_path``:
-temporary file in the target folder, then ``os.replace``) and returns the path. No pyplot
-global state is used.
+``figure`` and ``save`` are what every plot uses, the evaluation's here and the studies' in experiments/: a
+figure on its own Agg canvas at 100 dpi (no pyplot global state), written atomically
+(``pipeline.core.fileio.atomic_path``: temporary file in the target folder, then ``os.replace``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pipeline.bayes.metrics import EceMode, ReferralCurve, Reliability, check_la
 from pipeline.core import fileio
 
 
-def _figure(width: float = 5.0, height: float = 4.0):
+def figure(width: float = 5.0, height: float = 4.0):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -25,7 +25,7 @@ def _figure(width: float = 5.0, height: float = 4.0):
     return fig
 
 
-def _save(fig, path: str | os.PathLike) -> Path:
+def save(fig, path: str | os.PathLike) -> Path:
     """Write ``fig`` as PNG to ``path`` atomically (``fileio.atomic_path``); return the path."""
     with fileio.atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
@@ -35,7 +35,7 @@ def _save(fig, path: str | os.PathLike) -> Path:
 
 def plot_reliability(rel: Reliability, path: str | os.PathLike, title: str = "Reliability diagram") -> Path:
     """Observed rate per bin against the diagonal, with bin counts underneath."""
-    fig = _figure(5.0, 5.5)
+    fig = figure(5.0, 5.5)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     left, width = rel.edges[:-1], np.diff(rel.edges)  # (n_bins,)
     filled = rel.counts > 0
@@ -50,7 +50,7 @@ def plot_reliability(rel: Reliability, path: str | os.PathLike, title: str = "Re
     bottom.set_xlabel("predicted probability of death" if rel.mode is EceMode.POSITIVE else "confidence")
     bottom.set_ylabel("admissions")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_pr_curve(
@@ -58,7 +58,7 @@ def plot_pr_curve(
 ) -> Path:
     """Step precision-recall curve of ``p`` (and of ``true_risk`` when given) with the base rate."""
     y = check_labels(labels)
-    fig = _figure()
+    fig = figure()
     ax = fig.subplots()
     curves = [("model", p)] + ([("true risk", true_risk)] if true_risk is not None else [])
     for name, scores in curves:
@@ -68,7 +68,7 @@ def plot_pr_curve(
     ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="recall", ylabel="precision", title=title)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def referral_title(curve: ReferralCurve, split: str | None = None) -> str:
@@ -82,7 +82,7 @@ def referral_title(curve: ReferralCurve, split: str | None = None) -> str:
 def plot_referral(curve: ReferralCurve, path: str | os.PathLike, title: str | None = None) -> Path:
     """AUC-PR and NLL on the admissions kept against the fraction referred (``title``: default
     ``referral_title(curve)``)."""
-    fig = _figure(5.0, 5.5)
+    fig = figure(5.0, 5.5)
     top, bottom = fig.subplots(2, 1, sharex=True)
     top.plot(curve.fractions, curve.auc_pr, "o-")
     top.set(ylabel="AUC-PR (kept)", title=title or referral_title(curve))
@@ -90,7 +90,7 @@ def plot_referral(curve: ReferralCurve, path: str | os.PathLike, title: str | No
     bottom.plot(curve.fractions, curve.nll, "o-", color="C1")
     bottom.set(xlabel="fraction referred", ylabel="NLL (kept, nats)")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 SEVERITY_METRICS = {"nll": "NLL (nats)", "accuracy": "accuracy", "ece": "ECE (top-label)"}  # panels of plot_severity
@@ -105,7 +105,7 @@ def plot_severity(series: dict, path: str | os.PathLike, title: str = "Metrics a
     """
     settings = ["clean"] + sorted({s for rows in series.values() for s in rows if s != "clean"}, key=int)
     x = {s: (0 if s == "clean" else int(s)) for s in settings}
-    fig = _figure(4.0 * len(SEVERITY_METRICS), 3.8)
+    fig = figure(4.0 * len(SEVERITY_METRICS), 3.8)
     axes = fig.subplots(1, len(SEVERITY_METRICS))
     for ax, (metric, label) in zip(axes, SEVERITY_METRICS.items()):
         for name, rows in series.items():
@@ -122,4 +122,4 @@ def plot_severity(series: dict, path: str | os.PathLike, title: str = "Metrics a
     axes[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)

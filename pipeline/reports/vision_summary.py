@@ -2,15 +2,15 @@
 
 A run is a dict with ``"method"``, ``"seed"`` and ``"report"`` (``VisionReport.to_dict()``). The
 severity columns average each metric over the corruptions first (``VisionReport.by_severity``),
-then over seeds; sd is the sample standard deviation over seeds (ddof = 1; 0 for one seed).
+then over seeds; mean and sd over seeds are ``core.tables.stat``'s (ddof = 1; undefined, NaN, for one seed).
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-import numpy as np
-
+from pipeline.core import tables
+from pipeline.core.tables import cell, stat
 from pipeline.tasks.vision.evaluate import SUMMARY_METRICS
 
 
@@ -28,9 +28,7 @@ def summarize_runs(runs: Iterable[dict], metrics: Sequence[str] = SUMMARY_METRIC
     for method, settings in values.items():
         out[method] = {}
         for setting, per_metric in settings.items():
-            out[method][setting] = {
-                m: {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, "n": len(v)}
-                for m, v in per_metric.items()}
+            out[method][setting] = {m: stat(v) for m, v in per_metric.items()}
     return out
 
 
@@ -38,15 +36,11 @@ def markdown_table(summary: dict, metric: str, digits: int = 3) -> str:
     """One metric's table: a row per method, columns clean and severities 1..5, cells mean ± sd (the value
     alone for one seed)."""
     settings = ["clean"] + sorted({s for rows in summary.values() for s in rows if s != "clean"}, key=int)
-    head = "| method | " + " | ".join(s if s == "clean" else f"severity {s}" for s in settings) + " |"
-    lines = [head, "|---" * (len(settings) + 1) + "|"]
-    for method, rows in summary.items():
-        cells = [_cell(rows[s][metric], digits) if s in rows else "n/a" for s in settings]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    head = ["method", *(s if s == "clean" else f"severity {s}" for s in settings)]
+    body = [[method, *(_cell(rows[s][metric], digits) if s in rows else "n/a" for s in settings)]
+            for method, rows in summary.items()]
+    return tables.markdown_table(head, body)
 
 
-def _cell(stat: dict, digits: int) -> str:
-    if stat.get("n", 2) == 1:
-        return f"{stat['mean']:.{digits}f}"
-    return f"{stat['mean']:.{digits}f} ± {stat['sd']:.{digits}f}"
+def _cell(s: dict, digits: int) -> str:
+    return cell(s["mean"], s["sd"] if s.get("n", 2) > 1 else None, digits)

@@ -2,34 +2,29 @@
 
 One ``ModelFormat`` (``runs.info``) per kind of model file, and the loader of each:
 
-- ``torch``: ``best.pt``, a torch checkpoint read with ``weights_only=True`` (``checkpoint``).
-  Its ``kind`` says which model it holds: none, the mortality models (deterministic, rank-1,
-  BatchEnsemble, ...); ``laplace``, a Laplace run's MAP model and posterior (``pipeline.bayes.laplace``,
-  scored like any model); ``vision``, an image model (``pipeline.tasks.vision``).
-- ``baseline``: ``baseline.npz``, named arrays read with ``allow_pickle=False``
-  (``pipeline.tasks.mortality.baselines``): the classical baselines (logistic regression, gradient boosting).
+- ``torch``: ``best.pt``, a torch checkpoint read with ``weights_only=True`` (``engine.checkpoints``). Its
+  task (``pipeline.tasks.base``: the payload's ``task``, or its ``kind`` = vision, else mortality) rebuilds
+  the network; ``kind`` = ``laplace`` is a Laplace run's MAP model and posterior (``pipeline.bayes.laplace``,
+  scored like any model), its MAP network rebuilt by the task its payload names (``map_family``).
+- a task's own file format: offered to each task's ``load_file`` (the mortality task's ``baseline.npz``,
+  named arrays read with ``allow_pickle=False``: the classical baselines).
 
-What a run's model takes and predicts is its ``RunKind`` (``runs.info``: mortality | vision), recorded in the
-info (``run_kind``) and, for runs, in the tag ``store.RUN_KIND_TAG``; ``store`` refuses a run of
-the other kind before loading it.
-
-A run records its format in ``model_info.json`` (``model_format``) and in the tag
-``model_format``; the file name alone decides how a model file is read, so a model directory
-or a downloaded MLflow model needs nothing else. ``load_model`` returns (model, info) for
-either: the model is a ``predict.RiskModel`` (it scores a FeatureSet through ``predict.feature_logits``)
-and the info is a ``runs.info.ModelInfo`` as a dict, with the same keys for every kind (``model_kind``,
-``model_config``, ``train_config``, ``refer_threshold``, ``refer_measure``, ``score_samples``, ``max_bags``,
-``max_tokens``, ``model_format``...).
+This package never imports a concrete task: the registry imports the one a checkpoint names, by its key.
+``load_model`` returns (model, ``ModelInfo``): the model scores batches or FeatureSets through
+``engine.predict``; the info has the same fields for every kind (``model_kind``, ``model_config``,
+``train_config``, ``refer_threshold``, ``refer_measure``, ``score_samples``, ``max_bags``, ``max_tokens``,
+``model_format``...).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.core.contracts import BASELINE_FILE
 from pipeline.engine.checkpoints import BEST, CheckpointError, read_checkpoint
 from pipeline.runs.info import ModelFormat, ModelInfo
+from pipeline.tasks.base import load_task, task_of_checkpoint, tasks
 
-BASELINE_FILE = "baseline.npz"  # the model file of a classical baseline
 FORMAT_TAG = "model_format"  # MLflow tag and model_info.json key
 FILES = {ModelFormat.TORCH: BEST, ModelFormat.BASELINE: BASELINE_FILE}  # format -> file name
 
@@ -51,58 +46,36 @@ def model_file(directory: Path | str) -> Path | None:
     return None
 
 
-def load_model(path: Path | str, device=None) -> tuple[object, dict]:
-    """(model, info) of a model file of any format and kind (see the module docstring): the info is
-    ``ModelInfo.to_dict()``; a torch model in eval mode, on ``device`` (read onto the CPU, then moved; None:
-    the CPU). A file not named ``baseline.npz`` is read as a torch checkpoint (a run's ``best.pt``, an old
-    vision run's ``model.pt``, or a checkpoint a benchmark saved under its own name)."""
-    if Path(path).name == BASELINE_FILE:
-        model, info = _load_baseline(path)
-        return model, info.to_dict()
+def load_model(path: Path | str, device=None) -> tuple[object, ModelInfo]:
+    """(model, info) of a model file of any format and kind (see the module docstring); a torch model in eval
+    mode, on ``device`` (read onto the CPU, then moved; None: the CPU). A file no task claims as its own
+    format is read as a torch checkpoint (a run's ``best.pt``, an old vision run's ``model.pt``, or a
+    checkpoint a benchmark saved under its own name)."""
+    for task in tasks():
+        loaded = task.load_file(Path(path))
+        if loaded is not None:
+            model, fields = loaded
+            return model, ModelInfo(**fields)
     ckpt = read_checkpoint(path)
-    loader = _TORCH_KINDS.get(ckpt.get("kind"))
-    if loader is None:
+    if ckpt.get("kind") == "laplace":
+        model, info = _load_laplace(ckpt)
+    elif ckpt.get("kind") in (None, "vision"):
+        task = task_of_checkpoint(ckpt)
+        model, info = task.model_from_checkpoint(ckpt), ModelInfo(**task.info_fields(ckpt))
+    else:
         raise CheckpointError(f"{path}: checkpoint kind {ckpt.get('kind')!r} is not one of "
-                              f"{sorted(k or 'mortality' for k in _TORCH_KINDS)}")
-    model, info = loader(ckpt)
+                              "['laplace', 'mortality', 'vision']")
     if device is not None:
         model = model.to(device)
-    return model, info.to_dict()
-
-
-def _load_mortality(ckpt: dict) -> tuple[object, ModelInfo]:
-    """A mortality model (evaluation mode) and its info."""
-    from pipeline.tasks.mortality import build_model
-    from pipeline.tasks.mortality.config import saved_config
-
-    model = build_model(ckpt["model_kind"], saved_config(ckpt["model_config"]))
-    model.load_state_dict(ckpt["model"])
-    return model.eval(), ModelInfo.mortality(ckpt)
-
-
-def _load_vision(ckpt: dict) -> tuple[object, ModelInfo]:
-    """An image model (evaluation mode) and its info."""
-    from pipeline.tasks.vision import VisionConfig, build_vision_model
-
-    model = build_vision_model(VisionConfig(**ckpt["model_config"]))
-    model.load_state_dict(ckpt["model"])
-    return model.eval(), ModelInfo.vision(ckpt)
+    return model, info
 
 
 def _load_laplace(ckpt: dict) -> tuple[object, ModelInfo]:
-    """A Laplace run's ``LinearizedLaplaceModel`` (its MAP model and posterior) and its info."""
+    """A Laplace run's ``LinearizedLaplaceModel`` (its MAP model, rebuilt by its task, and the posterior)."""
     from pipeline.bayes.laplace.model import LinearizedLaplaceModel
 
-    model = LinearizedLaplaceModel.from_checkpoint(ckpt).eval()
+    if ckpt.get("map_kind") is None or ckpt.get("map_config") is None:
+        raise CheckpointError("the Laplace checkpoint does not record its MAP model (map_kind, map_config)")
+    map_model = load_task(ckpt.get("map_family")).build_model(ckpt["map_kind"], ckpt["map_config"])
+    model = LinearizedLaplaceModel.from_checkpoint(ckpt, map_model).eval()
     return model, ModelInfo.laplace(ckpt, model.label)
-
-
-_TORCH_KINDS = {None: _load_mortality, "laplace": _load_laplace, "vision": _load_vision}  # best.pt's "kind"
-
-
-def _load_baseline(path: Path | str) -> tuple[object, ModelInfo]:
-    """A classical baseline and its info."""
-    from pipeline.tasks.mortality.baselines.model import BaselineModel
-
-    model = BaselineModel.load(path)
-    return model, ModelInfo.baseline(model.kind.value, model.meta)

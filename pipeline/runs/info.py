@@ -1,14 +1,13 @@
 """What a loaded model is and how it is scored: the info ``runs.formats.load_model`` returns with a model.
 
-``RunKind`` (what a run's model takes and predicts) and ``ModelFormat`` (the kind of model file) are
-defined here and read by ``formats`` and ``store``.
+``RunKind`` (what a run's model takes and predicts: a task's key) and ``ModelFormat`` (the kind of model
+file) are defined here and read by ``formats`` and ``store``.
 
-One ``ModelInfo`` per model file, built from what the file recorded by one constructor per kind of
-model (``mortality``, ``vision``, ``laplace``, ``baseline``), and read as a dict (``to_dict``): every
-kind has the same keys, so evaluation, ``score``, the pyfunc and the vision commands read
-``info["refer_threshold"]``, ``info.get("max_bags")`` ... alike. An image model's dict also carries
-``steps`` (the name vision checkpoints and their readers use for ``step``). Torch-free: a torch
-checkpoint arrives here as the dict ``checkpoint.read_checkpoint`` read.
+One typed ``ModelInfo`` per model file, with the same fields for every kind of model, built from what the
+file recorded: a task's checkpoint by its task (``Task.info_fields``), a Laplace checkpoint here
+(``laplace``). Evaluation, ``score``, the pyfunc and the vision commands read ``info.refer_threshold``,
+``info.max_bags`` ... alike; ``to_dict`` is its JSON form (an image model's also carries ``steps``, the
+name vision checkpoints use for ``step``). Torch-free: a checkpoint arrives here as a dict.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from enum import Enum
 
 
 class RunKind(str, Enum):
-    """What a run's model takes and predicts."""
+    """What a run's model takes and predicts: the key of its task (``pipeline.tasks.base.TASKS``)."""
 
     MORTALITY = "mortality"  # a mortality model: admissions' features in, risk of death out
     VISION = "vision"  # an image classifier (pipeline.tasks.vision; a Laplace run of one too)
@@ -59,26 +58,13 @@ class ModelInfo:
         return out
 
     @classmethod
-    def mortality(cls, ckpt: dict) -> ModelInfo:
-        """A mortality model's best.pt (the deterministic, Bayesian and ensemble LSTMs)."""
-        tc = ckpt["train_config"]
-        return cls(run_kind=RunKind.MORTALITY.value, model_kind=ckpt["model_kind"], model_config=ckpt["model_config"],
-                   train_config=tc, step=ckpt.get("step"), val_nll=ckpt.get("val_nll"),
-                   refer_threshold=ckpt.get("refer_threshold"), refer_measure=ckpt.get("refer_measure"),
-                   score_samples=tc["score_samples"], max_bags=tc["max_bags"], max_tokens=tc["max_tokens"],
-                   model_format=ModelFormat.TORCH.value)
-
-    @classmethod
-    def vision(cls, ckpt: dict) -> ModelInfo:
-        """An image model's checkpoint (kind ``vision``): its method as ``model_kind``, ``score_samples`` its
-        ``eval_samples``, no refer threshold, no caps."""
-        tc = ckpt["train_config"]
-        val = ckpt.get("val_metrics")
-        return cls(run_kind=RunKind.VISION.value, model_kind=ckpt["model_config"]["method"],
-                   model_config=ckpt["model_config"],
-                   train_config=tc, step=ckpt.get("steps"), val_nll=(val or {}).get("nll"), refer_threshold=None,
-                   refer_measure=None, score_samples=tc.get("eval_samples", 1), max_bags=None, max_tokens=None,
-                   model_format=ModelFormat.TORCH.value, val_metrics=val)
+    def of_model(cls, model_kind: str, **fields) -> ModelInfo:
+        """The info of a model built in the process (a benchmark's, a test's): ``fields`` given, the rest None
+        (a mortality model of a torch checkpoint)."""
+        base = dict(run_kind=RunKind.MORTALITY.value, model_kind=model_kind, model_config={}, train_config={},
+                    step=None, val_nll=None, refer_threshold=None, refer_measure=None, score_samples=None,
+                    max_bags=None, max_tokens=None, model_format=ModelFormat.TORCH.value)
+        return cls(**{**base, **fields})
 
     @classmethod
     def laplace(cls, ckpt: dict, label: str) -> ModelInfo:
@@ -90,11 +76,3 @@ class ModelInfo:
                    refer_threshold=ckpt.get("refer_threshold"), refer_measure=ckpt.get("refer_measure"),
                    score_samples=tc.get("score_samples"), max_bags=tc.get("max_bags"), max_tokens=tc.get("max_tokens"),
                    model_format=ModelFormat.TORCH.value, model_label=label, map_kind=ckpt.get("map_kind"))
-
-    @classmethod
-    def baseline(cls, kind: str, meta: dict) -> ModelInfo:
-        """A classical baseline's baseline.npz (``meta``: its recorded settings): a point model, one draw."""
-        return cls(run_kind=RunKind.MORTALITY.value, model_kind=kind, model_config=meta.get("model_config") or {},
-                   train_config=meta.get("train_config") or {}, step=meta.get("rounds"), val_nll=meta.get("val_nll"),
-                   refer_threshold=meta.get("refer_threshold"), refer_measure=meta.get("refer_measure"),
-                   score_samples=1, max_bags=None, max_tokens=None, model_format=ModelFormat.BASELINE.value)

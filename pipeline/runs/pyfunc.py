@@ -227,8 +227,8 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         settings = request_settings(params, self.info)
         fs = read_request(model_input, self.vocab_sizes, self.window_hours, self.model.value_channel,
                           self.lookback_days)
-        return predict.score_features(self.model, fs, settings.samples, self.info["refer_threshold"],
-                                      settings.batch_size, self.info.get("max_bags"), self.info.get("max_tokens"),
+        return predict.score_features(self.model, fs, settings.samples, self.info.refer_threshold,
+                                      settings.batch_size, self.info.max_bags, self.info.max_tokens,
                                       predict.seeded_generator(settings.seed, model_device(self.model)),
                                       predict.refer_measure_of(self.info))
 

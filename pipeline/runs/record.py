@@ -1,14 +1,14 @@
-"""What every trained run records, written in one place.
+"""What every trained run records, written in one place: ``write_run``.
 
-A mortality run (``engine.loop``), a classical baseline (``training.baselines``) and a Laplace
-run (``laplace.run``) end the same way: the refer measure, its threshold and the validation summary
-come from the validation predictions (``validation_summary``; the measure by the true risk where the
-source is synthetic, else the benchmark's choice), then ``record_run`` writes the run's directory
-(``model_info.json``, its own copies of the training ``vocab.json`` and redacted
-``manifest.json``), tags the run with the features it was trained on (directory, split mode,
-MIMIC release), logs the metrics and artifacts under ``runs.store``'s names and the pyfunc.
-So every kind of run carries the same tags, the same ``val_metrics`` and ``val_reliability``
-(``score``'s cohort report draws the latter) and is read back by ``runs.store`` alike.
+Every kind of run ends the same way: a mortality run (``workflows.train``), a classical baseline
+(``workflows.baselines_run``), a Laplace run (``workflows.laplace_run``) and a vision run
+(``workflows.vision_run``). For a mortality model the refer measure, its threshold and the validation
+summary come from the validation predictions (``validation_summary``; the measure by the true risk where
+the source is synthetic, else the benchmark's choice). ``write_run`` writes the run's ``model_info.json``,
+its own copies of the training ``vocab.json`` and redacted ``manifest.json`` and the features tags
+(directory, split mode, MIMIC release) where it was trained on features, logs the metrics and artifacts
+under ``runs.store``'s names, the model file under ``checkpoint/`` and, for a model that scores features,
+the pyfunc. So every run carries the same layout and is read back by ``runs.load.load_run`` alike.
 """
 
 from __future__ import annotations
@@ -128,25 +128,34 @@ def tag_features(tracker, fdir: Path) -> None:
     tracker.set_tag(store.RELEASE_TAG, store.features_dir_release(fdir))
 
 
-def record_run(tracker, out: Path, fdir: Path, *, info: dict, validation: Validation, checkpoint: Path,
-               score_samples: int, step: int, metrics_extra: dict | None = None,
-               artifacts: tuple[Path, ...] = ()) -> Path:
-    """Write ``out/model_info.json`` (``info`` with ``validation``'s part and ``score_samples``), copy
-    the features' vocab and manifest into ``out`` where it holds none, tag the features, log the metrics at ``step``,
-    the artifacts (model_info, ``artifacts``, the features' copies, ``checkpoint``) and the pyfunc.
-    Returns the model_info path."""
+def write_run(tracker, out: Path, *, info: dict, checkpoint: Path, step: int, fdir: Path | None = None,
+              validation: Validation | None = None, score_samples: int | None = None, metrics: dict | None = None,
+              artifacts: tuple[Path, ...] = (), pyfunc: bool | None = None) -> Path:
+    """The one writer of a finished run's records (see the module docstring); returns the model_info path.
+
+    ``info``: the model's part of ``model_info.json`` (with ``validation``'s part and ``score_samples`` added);
+    ``fdir``: the features it was trained on (copied into ``out`` where it holds none, tagged); ``metrics``
+    (with ``validation``'s scalars) are logged at ``step``; ``artifacts`` beside ``model_info.json``; the model
+    file ``checkpoint`` under ``checkpoint/``; ``pyfunc`` (default: when trained on features) logs the MLflow
+    model that scores a features table.
+    """
     out = Path(out)
-    copy_inputs(Path(fdir), out, replace=False)
-    full = {**info, **validation.info(), "score_samples": score_samples}
+    if fdir is not None:
+        copy_inputs(Path(fdir), out, replace=False)
+    full = {**info, **(validation.info() if validation is not None else {})}
+    if score_samples is not None:
+        full["score_samples"] = score_samples
     fileio.write_json(out / store.MODEL_INFO, full)
-    tag_features(tracker, Path(fdir))
-    tracker.log_metrics({**validation.scalars, **(metrics_extra or {})}, step)
+    if fdir is not None:
+        tag_features(tracker, Path(fdir))
+    tracker.log_metrics({**(validation.scalars if validation is not None else {}), **(metrics or {})}, step)
     for path in (out / store.MODEL_INFO, *artifacts):
         tracker.log_artifact(path)
     for name in (store.VOCAB, store.MANIFEST):
-        if (out / name).exists():
+        if fdir is not None and (out / name).exists():
             tracker.log_artifact(out / name, store.FEATURES_ARTIFACTS)
     tracker.log_artifact(checkpoint, store.CHECKPOINT_ARTIFACTS)
-    tracker.log_pyfunc(checkpoint=checkpoint, vocab=out / store.VOCAB, model_info=out / store.MODEL_INFO,
-                       default_samples=score_samples)
+    if fdir is not None if pyfunc is None else pyfunc:
+        tracker.log_pyfunc(checkpoint=checkpoint, vocab=out / store.VOCAB, model_info=out / store.MODEL_INFO,
+                           default_samples=score_samples)
     return out / store.MODEL_INFO

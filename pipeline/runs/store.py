@@ -5,8 +5,7 @@ MLflow client of the library comes from ``client()``, which initialises a SQLite
 process under an exclusive file lock (``<db>.init.lock``): two commands started at once on a
 fresh store would otherwise both run MLflow's table creation and one would die half-way. A run is named by its id,
 ``runs:/<id>/model``, another MLflow model URI (``models:/name/version``: downloaded), or a
-local MLflow model directory; ``load_run_model`` turns any of them into a ``RunModel`` (the
-model in eval mode, its info, the training vocabulary, the run's manifest, tags and params).
+local MLflow model directory; ``runs.load.load_run`` turns any of them into a ``Run``.
 mlflow is imported inside the functions.
 """
 
@@ -15,13 +14,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.core import fileio
+from pipeline.core.contracts import MANIFEST_FILE, VOCAB_FILE
 from pipeline.core.errors import PipelineError
-from pipeline.runs.formats import FILES, load_model, model_file
 from pipeline.runs.info import RunKind
 
 log = logging.getLogger(__name__)
@@ -33,8 +30,8 @@ RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 MODEL_ARTIFACT = "model"  # the logged pyfunc (MLflow model) inside the run
 MODEL_FILES = f"{MODEL_ARTIFACT}/artifacts"  # the pyfunc's files: the model file (formats.FILES), VOCAB, MODEL_INFO,
     # EXTRACTION
-VOCAB = "vocab.json"  # the training vocabulary (tokens, context, bins, text items)
-MANIFEST = "manifest.json"  # the training features' manifest (redacted copy)
+VOCAB = VOCAB_FILE  # the training vocabulary (tokens, context, bins, text items)
+MANIFEST = MANIFEST_FILE  # the training features' manifest (redacted copy)
 MODEL_INFO = "model_info.json"  # kind, configs, refer threshold, validation metrics
 TRAIN_CONFIG = "train_config.json"  # the training settings
 EXTRACTION = "extraction.json"  # the features' extraction settings (``score --source`` re-extracts with them)
@@ -68,6 +65,10 @@ class RunError(PipelineError, ValueError):
 
 
 RUN_KIND_TAG = "run_kind"  # RunKind of the run (absent: mortality, every run before image models)
+DATASET_TAG = "dataset"  # a vision run's digits | cifar10 | cifar100 (compare groups vision runs by it)
+LABEL_TAG = "model_label"  # compare's row name of a Laplace or vision run (laplace-last-layer-650, rank1-gaussian ...)
+VISION_EXPERIMENT = "vision"  # MLflow experiment of vision runs (and their Laplace runs) when none is given
+OLD_MODEL_FILE = "model.pt"  # an image model's checkpoint in vision runs written before it was best.pt
 _KIND_WORDS = {RunKind.MORTALITY: "a mortality model of admissions' features",
                RunKind.VISION: "an image classifier"}
 
@@ -87,19 +88,6 @@ def require_kind(run_id: str | None, tags: dict, expected: RunKind) -> None:
     if found is not expected:
         raise RunError(f"run {run_id} is a {found.value} run ({_KIND_WORDS[found]}); this reads {expected.value} runs "
                        f"({_KIND_WORDS[expected]})")
-
-
-def kind_of_run(uri: str) -> RunKind:
-    """The kind of the run a model URI names (a run id or ``runs:/<id>/...``); mortality for other URIs
-    and local model directories (only mortality models are logged as MLflow models)."""
-    m = re.match(r"^(?:runs:/)?([0-9a-f]{32})(?:/.*)?$", str(uri).strip())
-    if not m:
-        return RunKind.MORTALITY
-    try:
-        run = client().get_run(m.group(1))
-    except Exception as exc:  # mlflow raises MlflowException for unknown ids
-        raise run_not_found(m.group(1), exc) from None
-    return run_kind(run.data.tags)
 
 
 def tracking_uri() -> str:
@@ -167,6 +155,11 @@ def experiment_id(name: str, artifact_location: str | None = None) -> str:
     return c.create_experiment(name, artifact_location=artifact_location)
 
 
+def experiment_exists(name: str) -> bool:
+    """Whether the tracking store holds experiment ``name``."""
+    return client().get_experiment_by_name(name) is not None
+
+
 def runs_tagged(tag: str, values: list[str]) -> list[str]:
     """Ids of the finished runs of every experiment whose ``tag`` is one of ``values``, oldest first."""
     c = client()
@@ -177,112 +170,6 @@ def runs_tagged(tag: str, values: list[str]) -> list[str]:
         runs += c.search_runs(experiments, f"tags.{tag} = {quoted} AND attributes.status = 'FINISHED'",
                               max_results=50_000)
     return [r.info.run_id for r in sorted(runs, key=lambda r: r.info.start_time or 0)]
-
-
-# ---------------------------------------------------------------------------- loading a run
-
-
-@dataclass
-class RunModel:
-    """A trained model with what its run recorded."""
-
-    model: object  # torch module in eval mode, or a baselines.BaselineModel (formats.ModelFormat)
-    info: dict  # formats.load_model info: model_kind, model_format, refer_threshold, score_samples, max_bags...
-    vocab: dict  # the training vocab.json (tokens, context, bins, text_items)
-    run_id: str | None  # MLflow run id (None for a local model directory)
-    manifest: dict | None = None  # the training features' manifest.json (redacted copy), when logged
-    features_dir: Path | None = None  # features directory the run was trained on (tag FEATURES_DIR_TAG)
-    tags: dict = field(default_factory=dict)  # the run's MLflow tags
-    params: dict = field(default_factory=dict)  # the run's MLflow params
-    model_info: dict = field(default_factory=dict)  # the model's model_info.json (validation metrics, reliability)
-
-
-def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
-    """(run id, None) for ``runs:/<id>/model`` or a bare id; (None, dir) for a local model directory;
-    (None, None) for any other MLflow URI (``models:/name/1``...), which ``load_run_model`` downloads."""
-    text = str(uri).strip()
-    m = re.match(r"^runs:/([0-9a-f]{32})(?:/model/?)?$", text)
-    if m:
-        return m.group(1), None
-    if RUN_ID.match(text):
-        return text, None
-    path = Path(text)
-    if model_file(path / "artifacts") is not None:
-        return None, path
-    if re.match(r"^[a-z][a-z0-9+.-]*:/", text) and not text.startswith("runs:/"):  # models:/, s3://, file:/...
-        return None, None
-    raise RunError(f"{text!r} is neither a run id, a runs:/<id>/model URI, an MLflow model URI nor a local "
-                   "MLflow model directory")
-
-
-def load_run_model(uri: str, workdir: Path | str | None = None, device=None) -> RunModel:
-    """Model, info and vocabulary of a run id / ``runs:/<id>/model`` URI / model URI / local model directory;
-    a torch model on ``device`` (None: the CPU)."""
-    import mlflow
-
-    run_id, local = parse_model_uri(uri)
-    if local is None:
-        init_store(tracking_uri())
-    if run_id is None and local is None:  # another MLflow model URI (registry, remote store): download it
-        try:
-            local = Path(mlflow.artifacts.download_artifacts(artifact_uri=str(uri), dst_path=str(
-                workdir or tempfile.mkdtemp(prefix="model-")), tracking_uri=tracking_uri()))
-        except Exception as exc:
-            raise RunError(f"cannot download the model {uri}: {exc}") from None
-        if model_file(local / "artifacts") is None:
-            raise RunError(f"{uri} is not a model logged by training (no artifacts/{' or '.join(FILES.values())})")
-    if local is not None:
-        model, info = load_model(model_file(local / "artifacts"), device)
-        extraction = local / "artifacts" / EXTRACTION  # settings for a census extraction (pyfunc.log_model)
-        manifest = fileio.read_json(extraction) if extraction.exists() else None
-        return RunModel(model, info, fileio.read_json(local / "artifacts" / VOCAB), None, manifest,
-                        model_info=_model_info(local / "artifacts"))
-    c = client()
-    try:
-        run = c.get_run(run_id)
-    except Exception as exc:  # mlflow raises MlflowException for unknown ids
-        raise run_not_found(run_id, exc) from None
-    require_kind(run_id, run.data.tags, RunKind.MORTALITY)
-    dst = Path(workdir or tempfile.mkdtemp(prefix="run-"))
-    try:
-        model_dir = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=MODEL_FILES,
-                                                             dst_path=str(dst), tracking_uri=tracking_uri()))
-    except Exception as exc:
-        raise RunError(f"run {run_id} has no logged model ({MODEL_FILES}): {exc}") from None
-    path = model_file(model_dir)
-    if path is None:
-        raise RunError(f"run {run_id} has no model file in {MODEL_FILES} ({' or '.join(FILES.values())})")
-    model, info = load_model(path, device)
-    manifest = None
-    try:
-        path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=f"{FEATURES_ARTIFACTS}/{MANIFEST}",
-                                                   dst_path=str(dst), tracking_uri=tracking_uri())
-        manifest = fileio.read_json(path)
-    except Exception:  # older runs / features without a manifest
-        log.info("run %s has no %s/%s artifact", run_id, FEATURES_ARTIFACTS, MANIFEST)
-    tags = dict(run.data.tags)
-    fdir = Path(tags[FEATURES_DIR_TAG]) if tags.get(FEATURES_DIR_TAG) else None
-    return RunModel(model, info, fileio.read_json(model_dir / VOCAB), run_id, manifest, fdir, tags,
-                    dict(run.data.params), _model_info(model_dir))
-
-
-def _model_info(model_files: Path) -> dict:
-    path = model_files / MODEL_INFO
-    return fileio.read_json(path) if path.exists() else {}
-
-
-def resolve_features(run: RunModel, data: Path | str | None) -> Path:
-    """The features directory to use: ``data`` or the run's; its vocab.json must be the run's."""
-    if data is None and run.features_dir is None:
-        raise RunError(f"run {run.run_id} does not record its features directory; give the features directory (data)")
-    fdir = Path(data) if data is not None else run.features_dir
-    vocab_file = fdir / VOCAB
-    if not vocab_file.exists():
-        raise RunError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
-    if fileio.read_json(vocab_file) != run.vocab:
-        raise RunError(f"{vocab_file}: differs from the vocabulary run {run.run_id} was trained with; "
-                       "these features belong to another extraction")
-    return fdir
 
 
 def split_mode(manifest: dict | None) -> str:

@@ -33,7 +33,8 @@ from pipeline.core.devices import resolve_device
 from pipeline.core.errors import PipelineError
 from pipeline.data import features
 from pipeline.engine import predict
-from pipeline.runs.store import load_run_model
+from pipeline.runs.info import RunKind
+from pipeline.runs.load import evaluation, load_run
 from pipeline.serving import cohort as cohort_mod
 from pipeline.serving import release
 from pipeline.serving.cohort import read_cohort
@@ -146,16 +147,16 @@ def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Pat
 
 
 def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> ScoreSummary:
-    """Score Parquet feature ``files`` with a loaded ``RunModel`` chunk by chunk into ``out``."""
+    """Score Parquet feature ``files`` with a loaded ``runs.load.Run`` chunk by chunk into ``out``."""
     import pyarrow.parquet as pq
     import torch
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     samples = predict.score_samples(cfg.samples, run.info)
-    refer = run.info.get("refer_threshold")
+    refer = run.info.refer_threshold
     measure = predict.refer_measure_of(run.info)
-    chosen_at = run.info.get("score_samples")
+    chosen_at = run.info.score_samples
     if chosen_at and int(chosen_at) != samples:
         log.warning("the refer threshold was chosen on validation with %d samples per component; scoring with %d "
                     "changes the mutual information's Monte Carlo noise, so the referred fraction can differ",
@@ -176,7 +177,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
                 for fs in _chunks(f, cfg.chunk_rows, values):
                     fs.check_vocab(*sizes)
                     table = predict.score_features(run.model, fs, samples, refer, cfg.batch_size,
-                                                   run.info.get("max_bags"), run.info.get("max_tokens"), gen, measure)
+                                                   run.info.max_bags, run.info.max_tokens, gen, measure)
                     writer.write_table(pa.Table.from_pandas(table, schema=RISK.arrow_schema(), preserve_index=False))
                     total += len(table)
                     referred += int(table["refer"].sum())
@@ -235,7 +236,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
         raise ScoreError(f"{report}: the report keyed by pseudonym does not belong in _private/ (the data owner's "
                          "copy, keyed by HADM_ID, is written there with link)")
     with tempfile.TemporaryDirectory(prefix="score-") as tmp:
-        run = load_run_model(model_uri, Path(tmp) / "model", resolve_device(device))
+        run = load_run(model_uri, Path(tmp) / "model", resolve_device(device), kind=RunKind.MORTALITY)
         model_release = release.release_of(run.manifest)
         if data is not None:
             files = feature_files(data)
@@ -321,8 +322,8 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
             summary.link_file = target
     if report is not None:
         inp = report_mod.ReportInput(
-            scores=scores, run_id=run.run_id, model_kind=str(run.info.get("model_kind")), samples=summary.samples,
-            components=summary.components, refer_threshold=float(run.info["refer_threshold"]),
+            scores=scores, run_id=run.run_id, model_kind=str(run.info.model_kind), samples=summary.samples,
+            components=summary.components, refer_threshold=float(run.info.refer_threshold),
             val_metrics=run.model_info.get("val_metrics"),
             reliability=validation_reliability(run), not_scored=summary.not_scored_by,
             refer_measure=predict.refer_measure_of(run.info).value,
@@ -377,16 +378,9 @@ def validation_reliability(run) -> dict | None:
         return rel
     if run.run_id is None:
         return None
-    import mlflow
-    from pipeline.runs.store import METRICS, eval_artifacts, tracking_uri
-
-    try:
-        with tempfile.TemporaryDirectory(prefix="eval-val-") as tmp:
-            path = mlflow.artifacts.download_artifacts(run_id=run.run_id,
-                                                       artifact_path=f"{eval_artifacts('val')}/{METRICS}",
-                                                       dst_path=tmp, tracking_uri=tracking_uri())
-            m = fileio.read_json(path)
-    except Exception:  # not evaluated on val
+    with tempfile.TemporaryDirectory(prefix="eval-val-") as tmp:
+        m = evaluation(run.run_id, "val", tmp)
+    if m is None:  # not evaluated on val
         log.info("run %s has no validation reliability (train it again, or evaluate it on the val split)", run.run_id)
         return None
     return {"counts": m.get("reliability_counts"), "mean_p": m.get("reliability_mean_p"),

@@ -59,7 +59,7 @@ class ServeConfig:
 
 def model_uri(uri: str) -> str:
     """The MLflow URI of a run id / ``runs:/<id>/model`` / model URI / local model directory."""
-    from pipeline.runs.store import parse_model_uri
+    from pipeline.runs.load import parse_model_uri
 
     run_id, local = parse_model_uri(uri)
     return f"runs:/{run_id}/model" if run_id else str(local) if local else str(uri).strip()

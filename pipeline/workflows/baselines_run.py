@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.core import fileio
+from pipeline.engine.checkpoints import check_fresh
 from pipeline.runs import record, store
 from pipeline.runs.formats import BASELINE_FILE, FORMAT_TAG, ModelFormat
 from pipeline.runs.tracking import make_tracker, run_id_line
@@ -25,7 +26,7 @@ from pipeline.tasks.mortality.baselines.config import BaselineConfig, BaselineKi
 from pipeline.tasks.mortality.baselines.featurize import Featurizer
 from pipeline.tasks.mortality.baselines.fit import fit_gbm, fit_logreg
 from pipeline.tasks.mortality.baselines.model import BaselineModel
-from pipeline.tasks.mortality.inputs import check_fresh, load_inputs
+from pipeline.tasks.mortality.inputs import load_inputs
 from pipeline.tasks.mortality.train_config import TrainConfig
 
 FITS = {BaselineKind.LOGREG: fit_logreg, BaselineKind.GBM: fit_gbm}  # kind -> fitting function
@@ -104,9 +105,9 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
         tracker.log_params({"model_kind": kind.value, "baseline": cfg.to_dict(), "chosen": settings,
                             "n_train": len(train_fs), "n_val": len(val_fs), "features": fdir.name})
         tracker.set_tag(FORMAT_TAG, ModelFormat.BASELINE.value)
-        record.record_run(tracker, out, fdir, info=info, validation=val, checkpoint=out / BASELINE_FILE,
-                          score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG,),
-                          metrics_extra={"featurize_seconds": seconds["featurize"], "fit_seconds": seconds["fit"]})
+        record.write_run(tracker, out, fdir=fdir, info=info, validation=val, checkpoint=out / BASELINE_FILE,
+                         score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG,),
+                         metrics={"featurize_seconds": seconds["featurize"], "fit_seconds": seconds["fit"]})
     return BaselineResult(tracker.run_id, kind.value, float(val.metrics["nll"]), settings, val.refer_threshold, out,
                           out / BASELINE_FILE, dict(val.metrics), seconds)
 

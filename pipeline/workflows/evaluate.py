@@ -8,7 +8,7 @@ disagreement, entropies, bootstrap intervals) and, on synthetic data, the same m
 the true risk. Results go to a JSON file, to the run (metrics ``<split>_<name>``, tag
 ``eval_<split>_samples``, artifacts under ``eval/<split>/``) and to a printed table.
 
-A run is found by id or model URI through ``runs.store.load_run_model``. torch and mlflow are
+A run is found by id or model URI through ``runs.load.load_run``. torch and mlflow are
 imported inside the functions.
 """
 
@@ -27,7 +27,9 @@ from pipeline.core import fileio
 from pipeline.core.contracts import DEFAULT_BATCH, MIN_DEATHS
 from pipeline.core.devices import resolve_device
 from pipeline.runs import store
-from pipeline.runs.store import RunModel, load_run_model, resolve_features, split_mode
+from pipeline.runs.info import RunKind
+from pipeline.runs.load import Run, load_run, resolve_features
+from pipeline.runs.store import split_mode
 from pipeline.runs.truth import find_truth, load_true_risk
 from pipeline.workflows.evaluate_config import EvalConfig, Split  # noqa: F401  (their home; imported from here too)
 
@@ -126,13 +128,13 @@ def mlflow_metrics(report: dict, split: str) -> dict[str, float]:
     return out
 
 
-def _log_to_run(run: RunModel, report: dict, split: str, files: list[Path]) -> None:
+def _log_to_run(run: Run, report: dict, split: str, files: list[Path]) -> None:
     """Metrics, tags and artifacts of one evaluation; ``files`` = [the report JSON, *plots]."""
     from pipeline.runs.tracking import RunTracker
 
     tracker = RunTracker(run_id=run.run_id, reopen=False)  # a finished run: its status stays
     # at the run's last training step: the periodic ``val_nll`` curve then ends with this evaluation
-    step = int((run.info.get("train_config") or {}).get("max_steps") or run.info.get("step") or 0)
+    step = int(run.train_config.get("max_steps") or run.info.step or 0)
     tracker.log_metrics(mlflow_metrics(report, split), step)
     with tempfile.TemporaryDirectory(prefix="eval-log-") as tmp:
         report_file, *plots = files
@@ -170,22 +172,22 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
-        rm = load_run_model(run, tmp, resolve_device(device))
+        rm = load_run(run, tmp, resolve_device(device), kind=RunKind.MORTALITY)
     fdir = resolve_features(rm, data)
     fs = features.load_split(fdir / f"{split.value}.parquet", values=rm.model.value_channel)
     fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))
     truth_file = find_truth(fdir, truth)
     true_risk = load_true_risk(truth_file, fdir / "_private" / "link.csv", fs.keys) if truth_file else None
     samples = predict.score_samples(cfg.samples, rm.info)
-    pred = predict.feature_predictions(rm.model, fs, samples, cfg.batch_size, rm.info.get("max_bags"),
-                                       rm.info.get("max_tokens"), predict.seeded_generator(cfg.seed))
+    pred = predict.feature_predictions(rm.model, fs, samples, cfg.batch_size, rm.info.max_bags,
+                                       rm.info.max_tokens, predict.seeded_generator(cfg.seed))
     logits, measure = pred.logits, predict.refer_measure_of(rm.info)  # (S, K, N)
     report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed, summary=pred.summary, measure=measure)
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(identical_draws=bool(samples > 1 and (logits == logits[:1]).all()))  # a deterministic model
-    report.update(split=split.value, split_mode=split_mode(manifest), model_kind=rm.info.get("model_kind"),
-                  model_label=rm.info.get("model_label"),
-                  prior=(rm.info.get("model_config") or {}).get("prior"), run_id=rm.run_id,
+    report.update(split=split.value, split_mode=split_mode(manifest), model_kind=rm.info.model_kind,
+                  model_label=rm.info.model_label,
+                  prior=(rm.info.model_config or {}).get("prior"), run_id=rm.run_id,
                   features=redact_value(fdir.resolve().name), truth=truth_file is not None)
     out = Path(out_dir) if out_dir else Path("runs") / "eval" / (rm.run_id or "local") / split.value
     jp = Path(json_path) if json_path else out / store.METRICS

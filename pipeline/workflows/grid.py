@@ -119,9 +119,9 @@ def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridC
 
     Checkpoints go to ``work/train/<variant>-<mode>-s<seed>``, evaluation outputs to ``work/eval/<run id>``.
     """
-    from pipeline.engine import train
     from pipeline.tasks.mortality.train_config import TrainConfig
     from pipeline.workflows.evaluate import EvalConfig, evaluate_run
+    from pipeline.workflows.train import train
 
     name = f"{variant}-{mode}-s{seed}"
     ecfg = EvalConfig(samples=cfg.samples, batch_size=cfg.eval_batch_size, threads=1)
@@ -153,7 +153,7 @@ def grid_jobs(cfg: GridConfig) -> list[tuple[str, str, int]]:
             for s in (cfg.seeds[:1] if v in BASELINES else cfg.seeds)]
 
 
-def record_run(out_dir: Path | str, run_id: str, variant: str, mode: str, seed: int) -> None:
+def record_grid_run(out_dir: Path | str, run_id: str, variant: str, mode: str, seed: int) -> None:
     """Append a finished job to ``out_dir/RUNS_FILE`` (rewritten atomically; a rerun grid appends, so a
     (variant, mode, seed) run again has its latest run last)."""
     path = Path(out_dir) / RUNS_FILE
@@ -231,7 +231,7 @@ def run_grid(synth_dir: Path | str, out_dir: Path | str, cfg: GridConfig | None 
             except Exception as exc:
                 pool.shutdown(wait=False, cancel_futures=True)  # the jobs not started yet do not start
                 raise GridError(f"{v} {mode} seed {s} failed: {type(exc).__name__}: {exc}") from exc
-            record_run(out, run_ids[-1], v, mode, s)
+            record_grid_run(out, run_ids[-1], v, mode, s)
     t2 = time.perf_counter()
     _, tables = compare(run_ids=run_ids, out_dir=out)
     t3 = time.perf_counter()

@@ -1,14 +1,17 @@
 """A Laplace run: subnetwork Laplace fitted on a trained (MAP) run, logged as a run of its own.
 
-``fit_laplace_run`` loads the MAP run (any model URI of ``runs.store``), checks it is a
-deterministic model, fits ``fit_laplace`` on the run's training features (the prior precision on
-its validation split unless given), chooses the refer measure and threshold on validation as training
-does (with the probit predictive from the Gaussian logit N(μ, σ²) of each admission: its spread,
-percentiles and mutual information; with ``samples``, from the Monte Carlo draws), and writes the run: ``best.pt`` (the
-Laplace checkpoint, which ``runs.formats.load_model`` reads like any model), ``model_info.json``,
-the training vocabulary and manifest, the fit report, and the pyfunc, in a new MLflow run tagged
-with its parent (``mlflow.parentRunId``). Evaluate, compare, score and the pyfunc then take it
-like any run; its rows in ``compare`` read ``laplace-<selection>-<S>``.
+``fit_laplace_run`` loads the MAP run (any model URI or checkpoint file, ``runs.load.load_run``), checks it
+is a deterministic model, and fits the task-free algorithm (``bayes.laplace.fit.fit_laplace_batches``) on
+its task's training data: a mortality run's training features (``tasks.mortality.laplace.fit_laplace``),
+an image run's training images. The prior precision comes from the validation split unless given. A
+mortality run then chooses the refer measure and threshold on validation as training does (with the probit
+predictive from the Gaussian logit N(μ, σ²) of each admission: its spread, percentiles and mutual
+information; with ``samples``, from the Monte Carlo draws); an image run records its validation metrics.
+The run is written as every run is (``runs.record.write_run``): ``best.pt`` (the Laplace checkpoint with
+its MAP task's key, which ``runs.formats.load_model`` reads like any model), ``model_info.json``, the fit
+report, for a mortality run the training vocabulary, manifest and pyfunc, in a new MLflow run tagged with
+its parent (``mlflow.parentRunId``). Evaluate, compare, score and the pyfunc then take it like any run;
+its rows in ``compare`` read ``laplace-<selection>-<S>``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from pipeline.bayes.laplace.config import LaplaceConfig, Predictive
 from pipeline.bayes.laplace.errors import LaplaceError
-from pipeline.bayes.laplace.fit import LaplaceReport, fit_laplace
+from pipeline.bayes.laplace.fit import LaplaceReport
 from pipeline.bayes.laplace.model import LAPLACE_FORMAT, save_laplace
 from pipeline.core import fileio
 from pipeline.core.configs import config_dict
@@ -30,9 +33,12 @@ from pipeline.data import features
 from pipeline.engine import predict
 from pipeline.engine.checkpoints import BEST, CHECKPOINT_FORMAT
 from pipeline.runs import record, store
+from pipeline.runs.info import ModelInfo, RunKind
+from pipeline.runs.load import Run, load_run, resolve_features
+from pipeline.runs.store import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
 from pipeline.runs.tracking import make_tracker, run_id_line
 from pipeline.runs.truth import features_true_risk
-from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
+from pipeline.tasks.mortality.laplace import fit_laplace
 from pipeline.tasks.mortality.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -79,21 +85,22 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
     it the probit approximation with one draw.
 
     A vision run (tag ``run_kind`` = vision, or an image model's checkpoint file) is fitted on its
-    images instead (``fit_vision_laplace_run``); ``data`` is then a CIFAR directory.
+    images (on the CPU); ``data`` is then a CIFAR directory.
     """
     if threads:
         import torch
 
         torch.set_num_threads(threads)
     device = resolve_device(device)  # a device not here fails first
-    if Path(str(map_uri)).is_file() or store.kind_of_run(map_uri) is store.RunKind.VISION:
-        return fit_vision_laplace_run(map_uri, cfg, data=data, samples=samples, out_dir=out_dir, tracking=tracking,
-                                      experiment=experiment, run_name=run_name)
     with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:
-        rm = store.load_run_model(map_uri, tmp, device)
+        rm = load_run(map_uri, tmp)
     _check_map(map_uri, rm.info)
     cfg, draws = _predictive(cfg, samples)
-    fdir = store.resolve_features(rm, data)
+    if rm.kind is RunKind.VISION:
+        return _fit_vision(rm, map_uri, cfg, draws, data=data, samples=samples, out_dir=out_dir, tracking=tracking,
+                           experiment=experiment, run_name=run_name)
+    rm.model = rm.model.to(device)
+    fdir = resolve_features(rm, data)
     values = rm.model.value_channel  # a value-channel model reads bag_values and needs it
     train_fs = features.load_split(fdir / "train.parquet", values=values)
     val_fs = features.load_split(fdir / "val.parquet", values=values)
@@ -101,13 +108,13 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
         fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))
         if values:
             fs.require_values()
-    cfg = replace(cfg, max_bags=rm.info.get("max_bags"), max_tokens=rm.info.get("max_tokens"),
-                  swag_l2=float((rm.info.get("train_config") or {}).get("l2", cfg.swag_l2)))  # the MAP run's penalty
+    cfg = replace(cfg, max_bags=rm.info.max_bags, max_tokens=rm.info.max_tokens,
+                  swag_l2=float(rm.train_config.get("l2", cfg.swag_l2)))  # the MAP run's penalty
     model, report = fit_laplace(rm.model, train_fs, val_fs, cfg)  # raises LaplaceError for a Bayesian model
 
     pred = predict.feature_predictions(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
                                        predict.seeded_generator(cfg.seed))  # logits (S, 1, N), the Gaussian's summary
-    map_train = rm.info.get("train_config") or {}
+    map_train = rm.train_config
     refer_fraction = map_train.get("refer_fraction", TrainConfig.refer_fraction)  # the MAP run's
     val = record.validation_summary(pred.logits, val_fs.label, refer_fraction, summary=pred.summary,
                                     true_risk=features_true_risk(fdir, val_fs), model_kind="laplace")
@@ -118,18 +125,16 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
                     "seed": seed, "refer_fraction": refer_fraction}
     vocab_sizes = {"tokens": len(rm.vocab["tokens"]), "context": len(rm.vocab["context"])}
 
-    def write(tracker, out: Path, info: dict, metrics_extra: dict) -> None:  # a mortality run's records
+    def write(out: Path) -> None:  # a mortality run's own files
         fileio.write_json(out / store.VOCAB, rm.vocab)  # the MAP run's vocabulary (the features' may differ)
-        record.record_run(tracker, out, fdir, info=info, validation=val, checkpoint=out / BEST, score_samples=draws,
-                          step=0, artifacts=(out / REPORT,), metrics_extra=metrics_extra)
 
-    return _write_run(model, report, cfg, samples, parent=rm.run_id, map_info=rm.info, train_config=train_config,
-                      checkpoint={**val.checkpoint_entries(), "vocab_sizes": vocab_sizes, "step": rm.info.get("step"),
+    return _write_run(model, report, cfg, samples, rm, train_config=train_config, fdir=fdir, validation=val,
+                      checkpoint={**val.checkpoint_entries(), "vocab_sizes": vocab_sizes, "step": rm.info.step,
                                   "val_nll": val_metrics["nll"]},
                       info={"vocab_sizes": vocab_sizes},
                       params={"train": {"seed": seed}, "features": fdir.name, "n_train": len(train_fs),
                               "n_val": len(val_fs)},
-                      tags={}, write=write, refer_threshold=threshold, val_metrics=val_metrics,
+                      tags={}, before=write, refer_threshold=threshold, val_metrics=val_metrics,
                       tracking=tracking, experiment=experiment or DEFAULT_EXPERIMENT, run_name=run_name,
                       out_dir=out_dir)
 
@@ -137,9 +142,9 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
 # ---------------------------------------------------------------------------- vision runs
 
 
-def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None = None,
-                           samples: int | None = None, out_dir: Path | str | None = None, tracking: bool = True,
-                           experiment: str | None = None, run_name: str | None = None) -> LaplaceRunResult:
+def _fit_vision(vr: Run, map_uri: str, cfg: LaplaceConfig, draws: int, *, data: Path | str | None,
+                samples: int | None, out_dir: Path | str | None, tracking: bool, experiment: str | None,
+                run_name: str | None) -> LaplaceRunResult:
     """Laplace on a deterministic image model (a vision run or its checkpoint file), logged as a vision run.
 
     The GGN is the multi-class one (Λ = diag(p) - p pᵀ per image) over the run's training images (its
@@ -155,14 +160,9 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
 
     from pipeline.bayes.laplace.fit import fit_laplace_batches
     from pipeline.bayes.metrics import multiclass as mm
-    from pipeline.runs.vision import load_vision_run
-    from pipeline.tasks.vision.evaluate import predict_logits
+    from pipeline.tasks.vision.evaluate import image_batches
     from pipeline.workflows.vision_run import run_splits
 
-    with tempfile.TemporaryDirectory(prefix="laplace-") as tmp:
-        vr = load_vision_run(map_uri, tmp)
-    _check_map(map_uri, vr.info)
-    cfg, draws = _predictive(cfg, samples)
     if not vr.train_config:
         raise LaplaceError(f"{map_uri}: the vision run records no training settings (dataset, seed)")
     splits = run_splits(vr.train_config, data)
@@ -181,28 +181,21 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
     val_batches = (lambda: chunks(val, np.arange(len(val)))) if len(val) else None
     model, report = fit_laplace_batches(vr.model, lambda: chunks(train, keep), val_batches, cfg, n_train=n,
                                         n_train_used=len(keep))  # raises LaplaceError for a Bayesian model
-    logits = predict_logits(model, val.floats(), draws, cfg.batch_size, seed=cfg.seed)  # (S, 1, N, C)
+    logits = predict.draws_of(model)(image_batches(val, cfg.batch_size), draws, cfg.seed)  # (S, 1, N, C)
     val_all = mm.evaluate_predictions(logits, val.labels, components=1)
     val_metrics = {k: val_all[k] for k in ("nll", "accuracy", "ece", "brier", "n")}
 
     tc = dict(vr.train_config)
     vision = store.RunKind.VISION.value
 
-    def write(tracker, out: Path, info: dict, metrics_extra: dict) -> None:  # a vision run's records
-        fileio.write_json(out / store.MODEL_INFO, info)
-        tracker.log_metrics({**metrics_extra, **{f"best_val_{k}": v for k, v in val_metrics.items() if k != "n"}}, 0)
-        for name in (store.MODEL_INFO, REPORT):
-            tracker.log_artifact(out / name)
-        tracker.log_artifact(out / BEST, store.CHECKPOINT_ARTIFACTS)
-
-    return _write_run(model, report, cfg, samples, parent=vr.run_id, map_info=vr.info,
-                      train_config={**tc, "score_samples": draws},
-                      checkpoint={"run_kind": vision, "refer_threshold": None, "step": vr.info.get("step"),
+    return _write_run(model, report, cfg, samples, vr, train_config={**tc, "score_samples": draws},
+                      metrics={f"best_val_{k}": v for k, v in val_metrics.items() if k != "n"},
+                      checkpoint={"run_kind": vision, "refer_threshold": None, "step": vr.info.step,
                                   "val_nll": val_metrics["nll"]},
                       info={"run_kind": vision, "score_samples": draws, "val_metrics": val_metrics},
                       params={"train": {k: v for k, v in tc.items() if k != "model"},
                               "map_model": tc.get("model") or {}, "n_train": n, "n_val": len(val)},
-                      tags={store.RUN_KIND_TAG: vision, DATASET_TAG: str(tc.get("dataset"))}, write=write,
+                      tags={store.RUN_KIND_TAG: vision, DATASET_TAG: str(tc.get("dataset"))},
                       refer_threshold=math.nan, val_metrics=val_metrics, tracking=tracking,
                       experiment=experiment or VISION_EXPERIMENT, run_name=run_name, out_dir=out_dir)
 
@@ -210,9 +203,9 @@ def fit_vision_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str
 # ---------------------------------------------------------------------------- the steps both share
 
 
-def _check_map(uri: str, info: dict) -> None:
+def _check_map(uri: str, info: ModelInfo) -> None:
     """Refuse a Laplace run as the MAP run."""
-    if info.get("model_kind") == "laplace":
+    if info.model_kind == "laplace":
         raise LaplaceError(f"{uri} is already a Laplace run; give the MAP run it was fitted on")
 
 
@@ -226,33 +219,41 @@ def _predictive(cfg: LaplaceConfig, samples: int | None) -> tuple[LaplaceConfig,
     return replace(cfg, predictive=Predictive.MC), samples
 
 
-def _write_run(model, report: LaplaceReport, cfg: LaplaceConfig, samples: int | None, *, parent: str | None,
-               map_info: dict, train_config: dict, checkpoint: dict, info: dict, params: dict, tags: dict, write,
-               refer_threshold: float, val_metrics: dict, tracking: bool, experiment: str, run_name: str | None,
-               out_dir: Path | str | None) -> LaplaceRunResult:
+def _write_run(model, report: LaplaceReport, cfg: LaplaceConfig, samples: int | None, rm: Run, *,
+               train_config: dict, checkpoint: dict, info: dict, params: dict, tags: dict, refer_threshold: float,
+               val_metrics: dict, tracking: bool, experiment: str, run_name: str | None, out_dir: Path | str | None,
+               fdir: Path | None = None, validation=None, metrics: dict | None = None, before=None
+               ) -> LaplaceRunResult:
     """Save, record and log a fitted Laplace model as a run of its own (ended FAILED on any exception).
 
-    Writes ``best.pt`` (the model with ``train_config`` and the ``checkpoint`` entries) and the fit report
-    into ``out_dir`` (default ``runs/laplace/<run id>``, untracked ``runs/laplace/<label>``), logs the
-    Laplace settings and ``params``, tags ``tags``, the label and the parent, then
-    ``write(tracker, out, model_info, metrics)`` writes and logs the rest as the run's kind does:
-    ``model_info`` is the Laplace settings, the MAP model and ``info``; ``metrics`` the prior precisions.
+    Writes ``best.pt`` (the model with ``train_config``, the ``checkpoint`` entries and its MAP network's task
+    key) and the fit report into ``out_dir`` (default ``runs/laplace/<run id>``, untracked
+    ``runs/laplace/<label>``), logs the Laplace settings and ``params``, tags ``tags``, the label and the
+    parent; ``before(out)`` writes a kind's own files, then ``runs.record.write_run`` writes and logs the rest:
+    ``model_info.json`` holds the Laplace settings, the MAP model and ``info``; the metrics, the prior
+    precisions and ``metrics``.
     """
     with make_tracker(tracking, experiment=experiment, run_name=run_name or model.label) as tracker:
         out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)
         out.mkdir(parents=True, exist_ok=True)
-        save_laplace(out / BEST, model, {"model_kind": "laplace", "train_config": train_config, **checkpoint})
+        save_laplace(out / BEST, model, {"model_kind": "laplace", "train_config": train_config,
+                                         "map_family": rm.kind.value, **checkpoint})
         settings = {k: v for k, v in model.settings().items() if not k.startswith("param_")}
         model_info = {"model_kind": "laplace", "model_label": model.label, "laplace": settings,
-                      "map_kind": map_info.get("model_kind"), "map_config": map_info.get("model_config"),
-                      "parent_run_id": parent, "train_config": train_config, **info}
+                      "map_kind": rm.info.model_kind, "map_config": rm.info.model_config,
+                      "parent_run_id": rm.run_id, "train_config": train_config, **info}
         fileio.write_json(out / REPORT, report.to_dict())
         tracker.log_params({"model_kind": "laplace", "laplace": config_dict(cfg) | {"samples": samples}, **params,
-                            "parent_run_id": parent or "none"})
+                            "parent_run_id": rm.run_id or "none"})
         for key, value in {**tags, LABEL_TAG: model.label}.items():
             tracker.set_tag(key, value)
-        if parent:
-            tracker.set_tag(PARENT_TAG, parent)
-        write(tracker, out, model_info, {"laplace_prior_precision": report.prior_precision,
-                                         "laplace_subnet_prior_precision": report.subnet_prior_precision})
-    return LaplaceRunResult(tracker.run_id, parent, model.label, report, refer_threshold, val_metrics, out)
+        if rm.run_id:
+            tracker.set_tag(PARENT_TAG, rm.run_id)
+        if before is not None:
+            before(out)
+        record.write_run(tracker, out, fdir=fdir, info=model_info, validation=validation, checkpoint=out / BEST,
+                         score_samples=train_config.get("score_samples") if fdir is not None else None, step=0,
+                         artifacts=(out / REPORT,),
+                         metrics={"laplace_prior_precision": report.prior_precision,
+                                  "laplace_subnet_prior_precision": report.subnet_prior_precision, **(metrics or {})})
+    return LaplaceRunResult(tracker.run_id, rm.run_id, model.label, report, refer_threshold, val_metrics, out)

@@ -1,13 +1,15 @@
-"""Tracked vision runs: train an image model into MLflow, evaluate a run on clean and corrupted images.
+"""Vision runs: train an image model (tracked or not), evaluate a run on clean and corrupted images.
 
-``train_run`` wraps ``train.train_vision`` in an MLflow run as the mortality runs are tracked
+``train_vision`` runs the image task's plan (``tasks.vision.task.plan``: the published recipe) through the
+engine's one loop (``engine.loop.run_loop``) and keeps the last step's model (``best.pt`` when ``out_dir``
+is given); ``train_run`` wraps it in an MLflow run as the mortality runs are tracked
 (``runs.tracking.RunTracker``: params redacted; experiment ``vision`` unless named): params
 ``train.*`` / ``model.*``, the tags ``run_kind`` = vision (the mortality loaders refuse the run),
 ``dataset`` and ``model_label``, the artifacts ``checkpoint/best.pt`` and ``model_info.json``.
 
-``evaluate_run`` loads a vision run (an image model, or a Laplace run of one) with
-``runs.vision.load_vision_run``, rebuilds its test split from the run's settings (the same split
-for its seed), scores it clean and under each corruption at each severity with
+``evaluate_vision_run`` loads a vision run (an image model, or a Laplace run of one) with ``runs.load.load_run``,
+rebuilds its test split from the run's settings (the same split for its seed), scores it clean and under
+each corruption at each severity (``tasks.vision.evaluate``, the draws from the engine's predictor) with
 ``bayes.metrics.multiclass`` (NLL of the mixture over the S·K draws, accuracy, top-label ECE, Brier,
 diversity, mutual information), writes ``metrics.json`` and ``severity.png`` (each metric against
 the severity, a line per corruption and their mean) atomically, and logs them to the run under
@@ -19,15 +21,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.core import fileio
 from pipeline.core.configs import config_dict
 from pipeline.core.progress import Progress
-from pipeline.runs import store
+from pipeline.engine.checkpoints import BEST, CHECKPOINT_FORMAT, save_checkpoint
+from pipeline.runs import record, store
+from pipeline.runs.info import ModelInfo
+from pipeline.runs.load import Run, load_run, model_label
+from pipeline.runs.store import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
 from pipeline.runs.tracking import make_tracker
-from pipeline.runs.vision import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT, VisionRun, load_vision_run, model_label
+from pipeline.tasks.base import TASK_KEY
 from pipeline.tasks.vision.config import VisionEvalConfig, VisionTrainConfig
 
 log = logging.getLogger(__name__)
@@ -42,13 +48,13 @@ class VisionRunResult:
 
     run_id: str | None  # the MLflow run (None without tracking)
     label: str  # compare's row name (rank1-gaussian, deterministic ...)
-    result: object  # train.VisionTrainResult (model, configs, steps, validation metrics)
+    result: VisionTrainResult  # model, configs, steps, validation metrics
     out_dir: Path  # best.pt and model_info.json
 
 
 @dataclass
 class VisionEvalResult:
-    """What ``evaluate_run`` produced."""
+    """What ``evaluate_vision_run`` produced."""
 
     report: dict  # VisionReport.to_dict() and provenance (run id, label, dataset, samples, corruptions)
     json_path: Path  # metrics.json written
@@ -56,13 +62,91 @@ class VisionEvalResult:
     run_id: str | None  # the evaluated run (None for a checkpoint file)
 
 
+@dataclass
+class VisionTrainResult:
+    """What a training run produced."""
+
+    model: object  # trained model (evaluation mode)
+    config: VisionTrainConfig  # the settings trained with
+    model_config: object  # the model's resolved VisionConfig
+    steps: int  # optimizer steps taken
+    steps_per_epoch: int  # distinct-image batches per epoch
+    seconds: float  # wall-clock time of the training steps (validation excluded)
+    final_train: dict  # loss, nll, kl, kl_weight, lr, grad_norm of the last step
+    val_metrics: dict  # metrics.multiclass.evaluate_predictions on the validation set at the end
+    history: list[dict] = field(default_factory=list)  # logged training and validation points
+    checkpoint: Path | None = None  # best.pt when out_dir was given
+
+
+def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | None = None, tracker=None,
+                 splits=None) -> VisionTrainResult:
+    """Train the model of ``cfg`` through the engine's loop and validate it at the end (and every
+    ``eval_every_epochs``).
+
+    ``splits`` replaces the data ``cfg`` names (tests, benchmarks that load once). With ``out_dir`` the model is
+    saved to ``out_dir/best.pt`` (atomically, as every run's model) with its configs and validation metrics.
+    ``tracker``: ``runs.tracking``'s (params, metrics; ``train_run`` writes the run); None logs nothing. Raises
+    ``engine.loop.TrainingDiverged`` (a ``FloatingPointError``) on a non-finite loss or gradient.
+    """
+    import torch
+
+    from pipeline.core.devices import resolve_device
+    from pipeline.engine.loop import run_loop
+    from pipeline.tasks.vision.task import plan as vision_plan
+    from pipeline.tasks.vision.train import load_splits
+
+    cfg = cfg or VisionTrainConfig()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device)
+    data = splits if splits is not None else load_splits(cfg)
+    p = vision_plan(cfg, data, device)
+    if tracker is not None:
+        tracker.log_params({"train": {k_: v for k_, v in cfg.to_dict().items() if k_ != "model"},
+                            "model": p.model.cfg.to_dict(), "n_train": len(data.train), "n_val": len(data.val),
+                            "distinct_per_step": p.distinct, "steps": p.last_step})
+    state = run_loop(p, tracker=tracker, progress=cfg.progress)
+    result = VisionTrainResult(model=p.model, config=cfg, model_config=p.model.cfg, steps=state.step,
+                               steps_per_epoch=p.steps_per_epoch, seconds=state.seconds, final_train=p.final_train,
+                               val_metrics=p.val_metrics, history=p.history)
+    if out_dir is not None:
+        result.checkpoint = save_vision_checkpoint(Path(out_dir) / BEST, result)
+    return result
+
+
+def image_logits(model, images, samples: int = 1, batch_size: int = 32, seed: int = 0):
+    """Logits (S, K, N, C) of images (N, C, H, W) in [0, 1] (an array or an ImageSet): the engine's predictor
+    (per-member draws, BatchNorm running statistics, a generator seeded with ``seed`` for this call)."""
+    from pipeline.engine.predict import draws_of
+    from pipeline.tasks.vision.evaluate import image_batches
+
+    return draws_of(model)(image_batches(images, batch_size), samples, seed)
+
+
+def evaluate_model(model, test, samples: int = 1, **kwargs):
+    """``tasks.vision.evaluate.evaluate_vision`` of a model (its draws from the engine's predictor)."""
+    from pipeline.engine.predict import draws_of
+    from pipeline.tasks.vision.evaluate import evaluate_vision
+
+    return evaluate_vision(draws_of(model), test, samples, model.components, **kwargs)
+
+
+def save_vision_checkpoint(path: Path | str, result: VisionTrainResult) -> Path:
+    """The model, its configs and validation metrics as a checkpoint of the image task (kind ``vision``; written
+    atomically, tensors on the CPU); ``runs.formats.load_model`` reads it."""
+    state = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
+    payload = {"format": CHECKPOINT_FORMAT, "kind": "vision", TASK_KEY: "vision",
+               "model_config": result.model_config.to_dict(), "train_config": result.config.to_dict(),
+               "model": state, "steps": result.steps,
+               "val_metrics": {m: result.val_metrics[m] for m in ("nll", "accuracy", "ece", "n")}}
+    return save_checkpoint(path, payload)
+
+
 def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, tracking: bool = True,
               experiment: str | None = None, run_name: str | None = None) -> VisionRunResult:
     """Train ``cfg``'s model as a tracked run (see the module docstring)."""
-    from pipeline.tasks.vision.train import train_vision
-
     mcfg = cfg.model_config()
-    label = model_label({"model_kind": mcfg.method.value, "model_config": mcfg.to_dict()})
+    label = model_label(_method_info(mcfg))
     tracker = make_tracker(tracking, experiment=experiment or VISION_EXPERIMENT,
                            run_name=run_name or f"{label}-{cfg.dataset.value}-s{cfg.seed}")
     with tracker:  # the run ends FAILED on any exception, else FINISHED
@@ -77,8 +161,7 @@ def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, trac
                 "train_seconds": result.seconds, "score_samples": cfg.eval_samples,
                 "val_metrics": {m: result.val_metrics[m] for m in ("nll", "accuracy", "ece", "n")},
                 "final_train": result.final_train}
-        fileio.write_json(out / store.MODEL_INFO, info)
-        tracker.log_artifact(out / store.MODEL_INFO)
+        record.write_run(tracker, out, info=info, checkpoint=result.checkpoint, step=result.steps)
     return VisionRunResult(tracker.run_id, label, result, out)
 
 
@@ -94,41 +177,51 @@ def run_splits(settings: dict, data_dir: Path | str | None = None):
     return load_splits(VisionTrainConfig(**{k: v for k, v in settings.items() if k in known}))
 
 
-def load_test_set(run: VisionRun, data_dir: Path | str | None = None):
+def _method_info(mcfg) -> ModelInfo:
+    """The info of a model not trained yet (its label only needs the method and settings)."""
+    return ModelInfo(run_kind="vision", model_kind=mcfg.method.value, model_config=mcfg.to_dict(), train_config={},
+                     step=None, val_nll=None, refer_threshold=None, refer_measure=None, score_samples=None,
+                     max_bags=None, max_tokens=None, model_format="torch")
+
+
+def load_test_set(run: Run, data_dir: Path | str | None = None):
     """The run's test ImageSet (``run_splits``)."""
     if not run.train_config:
         raise store.RunError(f"run {run.run_id}: its checkpoint records no training settings (dataset, seed)")
     return run_splits(run.train_config, data_dir).test
 
 
-def evaluate_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_dir: Path | str | None = None,
+def evaluate_vision_run(run: str | Path, cfg: VisionEvalConfig | None = None, *, data_dir: Path | str | None = None,
                  out_dir: Path | str | None = None) -> VisionEvalResult:
     """Evaluate the vision run (or checkpoint file) ``run``; see the module docstring. Writes into
     ``out_dir`` (default ``runs/eval/<run id>/test``) and, with ``cfg.log_to_run``, logs to the run."""
     import torch
 
+    from pipeline.core.devices import resolve_device
+    from pipeline.engine.predict import draws_of
+    from pipeline.runs.info import RunKind
     from pipeline.tasks.vision.evaluate import evaluate_vision
-    from pipeline.tasks.vision.train import resolve_device
 
     cfg = cfg or VisionEvalConfig()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device)
     with tempfile.TemporaryDirectory(prefix="vision-eval-") as tmp:
-        vr = load_vision_run(run, tmp)
+        vr = load_run(run, tmp, kind=RunKind.VISION)
     test = load_test_set(vr, data_dir)
-    samples = cfg.samples or int(vr.info.get("score_samples") or 1)
+    samples = cfg.samples or int(vr.info.score_samples or 1)
     model = vr.model.to(device)
     if cfg.cifar_c is None:
         with Progress("vision evaluate", 1 + len(cfg.corruptions) * len(cfg.severities), enabled=cfg.progress) as bar:
-            report = evaluate_vision(model, test, samples, cfg.corruptions, cfg.severities, cfg.seed,
-                                     cfg.corruption_seed, cfg.batch_size, progress=bar.update)
+            report = evaluate_vision(draws_of(model), test, samples, model.components, cfg.corruptions,
+                                     cfg.severities, cfg.seed, cfg.corruption_seed, cfg.batch_size,
+                                     progress=bar.update)
     else:
         report = _evaluate_cifar_c(model, test, samples, cfg)
     tc = vr.train_config
     out = Path(out_dir) if out_dir else Path("runs") / "eval" / (vr.run_id or "local") / SPLIT
     body = {"run_kind": store.RunKind.VISION.value, "run_id": vr.run_id, "model_label": vr.label,
-            "model_kind": vr.info.get("model_kind"), "dataset": tc.get("dataset"), "test_set": test.name,
+            "model_kind": vr.info.model_kind, "dataset": tc.get("dataset"), "test_set": test.name,
             "split": SPLIT, "corruption_source": "generated" if cfg.cifar_c is None else "cifar-c",
             "eval_config": config_dict(cfg) | {"samples": samples, "device": str(device)},
             **report.to_dict()}
@@ -153,15 +246,18 @@ def _evaluate_cifar_c(model, test, samples: int, cfg: VisionEvalConfig):
     """A VisionReport whose corrupted sets come from a CIFAR-10-C directory (every file there, or those named)."""
     from pipeline.bayes.metrics import multiclass as mm
     from pipeline.data.images.data import VisionDataError, read_cifar_c
-    from pipeline.tasks.vision.evaluate import VisionReport, predict_logits
+    from pipeline.engine.predict import draws_of
+    from pipeline.tasks.vision.evaluate import VisionReport, image_batches
 
     root = Path(cfg.cifar_c)
     names = list(cfg.corruptions) or sorted(p.stem for p in root.glob("*.npy") if p.stem != "labels")
     if not names:
         raise VisionDataError(f"{root}: no <corruption>.npy files (a CIFAR-10-C directory)")
 
+    draws = draws_of(model)
+
     def score(x, labels) -> dict:
-        logits = predict_logits(model, x, samples, cfg.batch_size, cfg.seed)  # (S, K, N, C)
+        logits = draws(image_batches(x, cfg.batch_size), samples, cfg.seed)  # (S, K, N, C)
         return mm.evaluate_predictions(logits, labels, components=model.components)
 
     report = VisionReport(clean=score(test.floats(), test.labels), samples=samples)
@@ -187,11 +283,11 @@ def run_metrics(body: dict) -> dict[str, float]:
     return out
 
 
-def _log_to_run(vr: VisionRun, body: dict, files: list[Path]) -> None:
+def _log_to_run(vr: Run, body: dict, files: list[Path]) -> None:
     from pipeline.runs.tracking import RunTracker
 
     tracker = RunTracker(run_id=vr.run_id, reopen=False)  # a finished run: its status stays
-    tracker.log_metrics(run_metrics(body), int(vr.info.get("step") or 0))
+    tracker.log_metrics(run_metrics(body), int(vr.info.step or 0))
     for f in files:
         tracker.log_artifact(f, store.eval_artifacts(SPLIT))
     tracker.set_tag(f"eval_{SPLIT}_samples", str(body["samples"]))

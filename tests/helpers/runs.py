@@ -16,8 +16,8 @@ TINY = {"embedding_dim": 8, "lstm_hidden": 16, "dense_units": 16, "components": 
 
 def trained_run(tmp_path_factory, features_dir: Path, kind: str = "rank1", steps: int = 20) -> str:
     """Run id of a tiny training on ``features_dir`` (trained once per session, tracked in MLflow)."""
-    from pipeline.engine import train
     from pipeline.tasks.mortality.train_config import TrainConfig
+    from pipeline.workflows.train import train
 
     cache = tmp_path_factory.getbasetemp() / "trained_runs" / f"{features_dir.name}-{kind}-{steps}"
     if (cache / "run_id").exists():

@@ -18,7 +18,7 @@ _HOMES = {
     ),
     "LaplaceConfig": "config",
     "LaplaceError": "errors",
-    **dict.fromkeys(("LaplaceReport", "fit_laplace", "fit_laplace_batches"), "fit"),
+    **dict.fromkeys(("LaplaceReport", "fit_laplace_batches"), "fit"),
     **dict.fromkeys(("LAPLACE_FORMAT", "LinearizedLaplaceModel", "load_laplace", "save_laplace"), "model"),
     **dict.fromkeys(("ParamVector", "check_deterministic"), "params"),
     **dict.fromkeys(("Posterior", "subnet_prior_precision"), "posterior"),

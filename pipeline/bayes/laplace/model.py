@@ -11,9 +11,9 @@ draws agree, MI = 0). Every call takes one backward pass per logit (the Jacobian
 Checkpoint (``checkpoint()`` / ``from_checkpoint``), a dict for ``torch.save`` with weights_only:
 ``format`` (LAPLACE_FORMAT), ``kind`` = "laplace", ``laplace`` (the settings: selection, hessian,
 predictive, subnet_size S, n_params D, prior_precision λ, subnet_prior_precision λ_S, dtype,
-param_names, param_shapes), ``map_kind`` / ``map_family`` / ``map_config`` (to rebuild the MAP model
-with ``pipeline.tasks.mortality.network.build_model``, or ``pipeline.tasks.vision.build_vision_model`` when the family
-is ``vision``; None for other models) and ``model``, this module's state dict:
+param_names, param_shapes), ``map_kind`` / ``map_config`` (the MAP model's kind and settings, which its
+task rebuilds: the caller records the task's key as ``map_family``, ``pipeline.tasks.base``; this package
+knows no task) and ``model``, this module's state dict:
 ``map_model.*`` (θ_MAP), ``indices`` (S,) and ``factor`` ((S, S) lower Cholesky factor of the
 posterior precision, or (D,) square root of the diagonal precision).
 """
@@ -35,7 +35,6 @@ from pipeline.bayes.laplace.params import ParamVector, Substitution, check_deter
 from pipeline.bayes.laplace.posterior import Posterior
 from pipeline.bayes.laplace.predictive import mc_logits, probit_logits, probit_probs
 from pipeline.core import fileio
-from pipeline.tasks.mortality.config import MortalityConfig
 
 LAPLACE_FORMAT = 1  # bump when the checkpoint layout changes
 
@@ -112,12 +111,18 @@ class LinearizedLaplaceModel(nn.Module):
     def gaussian_logits(self) -> bool:
         """Mortality scoring asks for ``logit_moments`` (the logit is N(μ, σ²)) with the probit predictive:
         the risk table's spread, percentiles and MI then come from that Gaussian (``predict``)."""
-        return self.predictive == Predictive.PROBIT and map_family(self.map_model) == "mortality"
+        return self.predictive == Predictive.PROBIT and self.likelihood == "bernoulli"
 
     @property
     def value_channel(self) -> bool:
         """Whether its MAP model reads the features' value channel (an image MAP model: never)."""
-        return isinstance(self.cfg, MortalityConfig) and self.cfg.value_channel
+        return bool(getattr(self.map_model, "value_channel", False))
+
+    @property
+    def likelihood(self) -> str:
+        """The MAP network's likelihood as it declares it: ``bernoulli`` (one logit per example) or
+        ``categorical`` (a softmax over classes)."""
+        return str(getattr(self.map_model, "likelihood", "bernoulli"))
 
     def logit_moments(self, batch: dict) -> tuple[Tensor, Tensor]:
         """μ (B,) and σ² (B,) of the linearized logit under the posterior (σ² = 0: no subnetwork weight reaches it)."""
@@ -190,7 +195,6 @@ class LinearizedLaplaceModel(nn.Module):
             "kind": "laplace",
             "laplace": self.settings(),
             "map_kind": getattr(kind, "value", kind),
-            "map_family": map_family(self.map_model),
             "map_config": _plain(asdict(cfg)) if is_dataclass(cfg) else None,
             "model": self.state_dict(),
         }
@@ -201,15 +205,15 @@ class LinearizedLaplaceModel(nn.Module):
 
     @classmethod
     def from_checkpoint(cls, payload: dict, map_model: nn.Module | None = None) -> LinearizedLaplaceModel:
-        """Rebuild from ``checkpoint()``; the MAP model is built from ``map_kind``/``map_config`` unless given."""
+        """Rebuild from ``checkpoint()`` around ``map_model``, an untrained network of the checkpoint's ``map_kind``
+        and ``map_config`` (its task builds it: ``pipeline.runs.formats``); the MAP weights come from the payload."""
         if payload.get("format") != LAPLACE_FORMAT or payload.get("kind") != "laplace":
             raise LaplaceError(f"not a Laplace checkpoint of format {LAPLACE_FORMAT} "
                                f"(kind {payload.get('kind')!r}, format {payload.get('format')!r})")
         meta = payload["laplace"]
         if map_model is None:
-            if payload.get("map_kind") is None or payload.get("map_config") is None:
-                raise LaplaceError("the checkpoint does not record how to build its MAP model: pass map_model")
-            map_model = build_map_model(payload)
+            raise LaplaceError("a Laplace checkpoint is rebuilt around its MAP network: pass map_model (an untrained "
+                               f"{payload.get('map_kind')} network of the checkpoint's map_config)")
         layout = ParamVector.of(map_model)
         if list(layout.names) != meta["param_names"] or [list(s) for s in layout.shapes] != meta["param_shapes"]:
             raise LaplaceError(f"the MAP model's parameters do not match the checkpoint's ({len(layout.names)} vs "
@@ -224,23 +228,6 @@ class LinearizedLaplaceModel(nn.Module):
         model._sub = Substitution.of(model.layout, None if s == model.layout.size else model.indices)
         model.layout.check_indices(model.indices)
         return model
-
-
-def map_family(model: nn.Module) -> str:
-    """``vision`` for an image model of ``pipeline.tasks.vision``, else ``mortality``."""
-    return "vision" if type(model).__module__.startswith("pipeline.tasks.vision") else "mortality"
-
-
-def build_map_model(payload: dict) -> nn.Module:
-    """An untrained MAP model of the checkpoint's family, kind and configuration (its weights come next)."""
-    if payload.get("map_family", "mortality") == "vision":
-        from pipeline.tasks.vision import VisionConfig, build_vision_model
-
-        return build_vision_model(VisionConfig(**payload["map_config"]))
-    from pipeline.tasks.mortality import build_model
-    from pipeline.tasks.mortality.config import saved_config
-
-    return build_model(payload["map_kind"], saved_config(payload["map_config"]))
 
 
 def save_laplace(path: Path | str, model: LinearizedLaplaceModel, extra: dict | None = None) -> Path:

@@ -81,5 +81,5 @@ class Conv2dDeterministic(nn.Conv2d):
 
     components = 1
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:  # noqa: ARG002 (uniform signature)
-        return super().forward(x)
+    def forward(self, x: Tensor, samples: int = 1, *, sampling=None, generator=None) -> Tensor:  # noqa: ARG002
+        return super().forward(x)  # the family's uniform signature: nothing to draw

@@ -63,3 +63,10 @@ class BagMode(str, Enum):
     MEAN = "mean"
     SUM = "sum"
     ATTENTION = "attention"  # softmax over the bag of (learned query . embedding) / sqrt(D); zero query = mean
+
+
+class NllMode(str, Enum):
+    """Likelihood term of the training loss."""
+
+    AVERAGE = "average"  # mean over draws of each draw's BCE (deep-ensemble style, the paper's default)
+    MIXTURE = "mixture"  # -log mean_d p_d(y): tighter bound, couples the components

@@ -103,23 +103,23 @@ def log_likelihood(logits, labels) -> np.ndarray:
     return np.take_along_axis(log_softmax(x), y[None, :, None], axis=2)[:, :, 0]  # (D, N)
 
 
-def mixture_nll_per_example(logits, labels) -> np.ndarray:
+def mixture_nll_classes_per_example(logits, labels) -> np.ndarray:
     """-log((1/D) Σ_d p_d(y_n)) per example, shape (N,)."""
     ll = log_likelihood(logits, labels)  # (D, N)
     m = ll.max(axis=0)
     return -(m + np.log(np.exp(ll - m).sum(axis=0)) - np.log(ll.shape[0]))
 
 
-def mixture_nll(logits, labels) -> float:
+def mixture_nll_classes(logits, labels) -> float:
     """NLL of the equal-weight mixture over all D draws, averaged over examples (sklearn's
     log_loss for D = 1)."""
-    return float(mixture_nll_per_example(logits, labels).mean())
+    return float(mixture_nll_classes_per_example(logits, labels).mean())
 
 
 def member_nll(logits, labels, components: int | None = None) -> np.ndarray:
     """Mixture NLL of each component over its own S samples, shape (K,)."""
     x = as_components(logits, components)  # (S, K, N, C)
-    return np.array([mixture_nll(x[:, k], labels) for k in range(x.shape[1])])
+    return np.array([mixture_nll_classes(x[:, k], labels) for k in range(x.shape[1])])
 
 
 def predictive(logits) -> np.ndarray:
@@ -163,7 +163,7 @@ def _top_label(labels, probs) -> tuple[np.ndarray, np.ndarray]:
     return (p.argmax(axis=1) == y).astype(np.float64), np.clip(p.max(axis=1), 0.0, 1.0)
 
 
-def ece(labels, probs, n_bins: int = N_BINS) -> float:
+def top_label_ece(labels, probs, n_bins: int = N_BINS) -> float:
     """Top-label expected calibration error with ``n_bins`` equal-width confidence bins."""
     correct, conf = _top_label(labels, probs)
     gap = np.bincount(bin_index(conf, n_bins), weights=correct - conf, minlength=n_bins)  # n_b (acc_b - conf_b)
@@ -242,9 +242,9 @@ def evaluate_predictions(logits, labels, components: int | None = None, n_bins: 
     y = check_class_labels(labels, n, c)
     p = predictive(x)  # (N, C)
     out: dict = {"n": n, "classes": c, "samples": s, "components": k, "draws": s * k}
-    out["nll"] = mixture_nll(x, y)
+    out["nll"] = mixture_nll_classes(x, y)
     out["accuracy"] = accuracy(y, p)
-    out["ece"] = ece(y, p, n_bins)
+    out["ece"] = top_label_ece(y, p, n_bins)
     out["brier"] = brier(y, p)
     members = member_predictive(x)  # (K, N, C)
     out["member_nll"] = member_nll(x, y).tolist()

@@ -24,9 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pipeline.engine.rng import stream_seed
-
-AUGMENT_STREAM = 3  # stream id of the augmentation draws
+from pipeline.core.seeds import AUGMENT_STREAM, stream_seed
 
 
 class OovAugment:

@@ -1,25 +1,20 @@
-"""What every training run reads and copies, torch-free (the LSTMs' loop and the baselines share it):
-the vocabulary sizes and the train / val splits of a features directory, and the guard against
-overwriting a run directory (the run's own copies of its inputs: ``runs.record.copy_inputs``)."""
+"""What every mortality training run reads, torch-free (the LSTMs' loop and the baselines share it):
+the vocabulary sizes and the train / val splits of a features directory (the run's own copies of its
+inputs: ``runs.record.copy_inputs``; the guard against overwriting a run: ``engine.checkpoints.check_fresh``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from pipeline.core import fileio
-from pipeline.core.errors import PipelineError
+from pipeline.core.contracts import VOCAB_FILE
+from pipeline.core.errors import TrainError
 from pipeline.data import features
-from pipeline.engine.checkpoints import LAST
-from pipeline.runs import store
-
-
-class TrainError(PipelineError, ValueError):
-    """Training inputs or settings that cannot work (missing features, a checkpoint to resume that does not fit)."""
 
 
 def vocab_sizes(fdir: Path) -> dict:
     """Token and context vocabulary sizes of a features directory (its vocab.json)."""
-    vocab_file = fdir / store.VOCAB
+    vocab_file = fdir / VOCAB_FILE
     if not vocab_file.exists():
         raise TrainError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
     vocab = fileio.read_json(vocab_file)
@@ -38,7 +33,4 @@ def load_inputs(fdir: Path, values: bool = False) -> tuple[dict, features.Featur
     return sizes, splits[0], splits[1]
 
 
-def check_fresh(out_dir, marker: str = LAST) -> None:
-    """Raise unless ``out_dir`` is None or holds no ``marker`` file (a run's last checkpoint / model file)."""
-    if out_dir is not None and (Path(out_dir) / marker).exists():
-        raise TrainError(f"{Path(out_dir) / marker} exists; resume from it or choose another output directory")
+__all__ = ["TrainError", "load_inputs", "vocab_sizes"]

@@ -58,6 +58,7 @@ class DrawScored:
 
     cfg: MortalityConfig  # the network's settings
     gaussian_logits = False  # logits of weight draws, not a Gaussian logit
+    likelihood = "bernoulli"  # one logit per admission (what subnetwork Laplace's GGN and predictive take)
     scores_features = False  # called on batches of a FeatureSet
 
     @property

@@ -9,17 +9,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from pipeline.bayes.layers.options import NllMode
 from pipeline.core.configs import check_at_least, check_choice, config_dict, option
 from pipeline.core.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.core.errors import ConfigError
 from pipeline.tasks.mortality.config import MortalityConfig
-
-
-class NllMode(str, Enum):
-    """Likelihood term of the training loss."""
-
-    AVERAGE = "average"  # mean over draws of each draw's BCE (deep-ensemble style, the paper's default)
-    MIXTURE = "mixture"  # -log mean_d p_d(y): tighter bound, couples the components
 
 
 class CheckpointMetric(str, Enum):

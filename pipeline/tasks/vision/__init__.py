@@ -1,5 +1,6 @@
 """The image task: ResNet-50 and Wide ResNets on the shared rank-1 layer library, their training recipe
-(``train``) and evaluation on clean and corrupted images (``evaluate``).
+(``train``, the plan of it the engine's loop runs: ``task``) and evaluation on clean and corrupted images
+(``evaluate``); a vision run (trained, evaluated, tracked) is ``pipeline.workflows.vision_run``.
 
 See ``net`` for the output layout (logits (S·K, B, classes), member axis first) and docs/vision.md for the
 published defaults taken and changed. ``model_config`` and ``config`` import no torch; the names below load
@@ -17,9 +18,8 @@ _HOMES = {
     **dict.fromkeys(("BatchNorm2d", "MemberBatchNorm2d"), "norm"),
     **dict.fromkeys(("Bottleneck", "ResNet50"), "resnet"),
     **dict.fromkeys(("WideBasicBlock", "WideResNet"), "wrn"),
-    **dict.fromkeys(("VisionReport", "evaluate_vision", "model_device", "predict_logits"), "evaluate"),
-    **dict.fromkeys(("VisionTrainResult", "load_splits", "save_vision_checkpoint", "train_vision",
-                     "with_overrides"), "train"),
+    **dict.fromkeys(("VisionReport", "evaluate_vision", "image_batches"), "evaluate"),
+    **dict.fromkeys(("load_splits", "with_overrides"), "train"),
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy(__name__, _HOMES)

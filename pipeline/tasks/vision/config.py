@@ -8,10 +8,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pipeline.bayes.layers.options import NllMode
 from pipeline.core.configs import check_at_least, check_choice, config_dict
 from pipeline.core.devices import DEVICE_HELP
 from pipeline.core.errors import ConfigError
-from pipeline.tasks.mortality.train_config import NllMode
 from pipeline.tasks.vision.model_config import Method, VisionConfig
 
 

@@ -96,5 +96,5 @@ class ConvNorm(nn.Module):
         self.conv = f.conv(in_channels, out_channels, kernel_size, stride, padding)
         self.bn = f.norm(out_channels)
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
-        return self.bn(self.conv(x, samples), samples)
+    def forward(self, x: Tensor, samples: int = 1, **draw) -> Tensor:
+        return self.bn(self.conv(x, samples, **draw), samples)

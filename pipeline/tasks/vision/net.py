@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from pipeline.bayes.layers import Rank1Vector, kl_divergence, l2_penalty, set_sampling, tile_members
+from pipeline.bayes.layers import Rank1Vector, Sampling, kl_divergence, l2_penalty, set_sampling, tile_members
 from pipeline.bayes.layers.factors import Rank1Layer
 from pipeline.tasks.vision.factory import LayerFactory
 from pipeline.tasks.vision.model_config import Arch, Method, VisionConfig
@@ -32,6 +32,7 @@ class VisionNet(nn.Module):
     """One network of a method other than deep-ensemble (deterministic, batchensemble, rank1)."""
 
     independent_members = False  # the K members share weights: one loss, the mean over the tiled batch
+    likelihood = "categorical"  # a softmax over the classes (what subnetwork Laplace's GGN and predictive take)
 
     def __init__(self, cfg: VisionConfig) -> None:
         super().__init__()
@@ -54,8 +55,11 @@ class VisionNet(nn.Module):
         self.pixel_mean.copy_(mean_t)
         self.pixel_std.copy_(std_t)
 
-    def forward(self, images: Tensor | dict, samples: int = 1) -> Tensor:
-        """Logits (S·K, B, classes) for images (B, C, H, W) in [0, 1] (or a batch dict holding them)."""
+    def forward(self, images: Tensor | dict, samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
+        """Logits (S·K, B, classes) for images (B, C, H, W) in [0, 1] (or a batch dict holding them);
+        ``sampling`` / ``generator``: this call's sampling mode and random stream (None: each layer's own mode,
+        torch's global generator), as the mortality models take them."""
         images = batch_images(images)
         check_images(images, self.cfg.in_channels)
         if samples < 1:
@@ -65,7 +69,7 @@ class VisionNet(nn.Module):
         c = self.cfg.in_channels
         x = (images - self.pixel_mean.view(1, c, 1, 1)) / self.pixel_std.view(1, c, 1, 1)  # (B, C, H, W)
         x = tile_members(x, s_run * k)  # (B, C, H, W) -> (S·K·B, C, H, W)
-        logits = self.body(x, s_run)  # (S·K·B, classes)
+        logits = self.body(x, s_run, sampling=sampling, generator=generator)  # (S·K·B, classes)
         logits = logits.view(s_run * k, b, logits.shape[1])  # (S·K·B, classes) -> (S·K, B, classes)
         return logits if s_run == samples else logits.repeat(samples, 1, 1)
 
@@ -103,6 +107,7 @@ class VisionDeepEnsemble(nn.Module):
     """
 
     independent_members = True  # separate networks: the loss is the sum of the members' losses
+    likelihood = "categorical"  # a softmax over the classes
 
     def __init__(self, cfg: VisionConfig) -> None:
         super().__init__()
@@ -115,12 +120,14 @@ class VisionDeepEnsemble(nn.Module):
         for m in self.members:
             m.set_normalization(mean, std)
 
-    def forward(self, images: Tensor | dict, samples: int = 1) -> Tensor:
+    def forward(self, images: Tensor | dict, samples: int = 1, *, sampling: Sampling | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
         """Logits (S·K, B, classes); deterministic members, so the S samples are copies."""
         images = batch_images(images)
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
-        logits = torch.cat([m(images, samples=1) for m in self.members])  # K x (1, B, classes) -> (K, B, classes)
+        logits = torch.cat([m(images, samples=1, sampling=sampling, generator=generator)
+                            for m in self.members])  # K x (1, B, classes) -> (K, B, classes)
         return logits.repeat(samples, 1, 1)  # (S·K, B, classes)
 
     def kl(self) -> Tensor:

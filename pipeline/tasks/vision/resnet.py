@@ -34,11 +34,12 @@ class Bottleneck(nn.Module):
         projection = stride != 1 or in_channels != out_channels
         self.shortcut = ConvNorm(f, in_channels, out_channels, 1, stride) if projection else None
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
-        y = F.relu(self.reduce(x, samples))  # (N, planes, H, W)
-        y = F.relu(self.spatial(y, samples))  # (N, planes, H', W')
-        y = self.expand(y, samples)  # (N, 4·planes, H', W')
-        return F.relu((x if self.shortcut is None else self.shortcut(x, samples)) + y)
+    def forward(self, x: Tensor, samples: int = 1, **draw) -> Tensor:
+        """``draw``: the call's ``sampling`` / ``generator``, for the layers that draw weights."""
+        y = F.relu(self.reduce(x, samples, **draw))  # (N, planes, H, W)
+        y = F.relu(self.spatial(y, samples, **draw))  # (N, planes, H', W')
+        y = self.expand(y, samples, **draw)  # (N, 4·planes, H', W')
+        return F.relu((x if self.shortcut is None else self.shortcut(x, samples, **draw)) + y)
 
 
 class ResNet50(nn.Module):
@@ -55,9 +56,9 @@ class ResNet50(nn.Module):
         self.blocks = nn.ModuleList(blocks)
         self.head = f.dense(channels, cfg.num_classes, weight_stddev=HEAD_STDDEV)
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
-        x = F.relu(self.stem(x, samples))  # (N, 64, H / 2, W / 2)
+    def forward(self, x: Tensor, samples: int = 1, **draw) -> Tensor:
+        x = F.relu(self.stem(x, samples, **draw))  # (N, 64, H / 2, W / 2)
         x = F.max_pool2d(x, 3, 2, 1)  # (N, 64, H / 4, W / 4)
         for block in self.blocks:
-            x = block(x, samples)  # ... -> (N, 2048, H / 32, W / 32)
-        return self.head(x.mean((2, 3)), samples)  # (N, 2048, H', W') -> (N, 2048) -> (N, classes)
+            x = block(x, samples, **draw)  # ... -> (N, 2048, H / 32, W / 32)
+        return self.head(x.mean((2, 3)), samples, **draw)  # (N, 2048, H', W') -> (N, 2048) -> (N, classes)

@@ -32,10 +32,11 @@ class WideBasicBlock(nn.Module):
         projection = stride != 1 or in_channels != out_channels
         self.shortcut = f.conv(in_channels, out_channels, 1, stride, 0) if projection else None
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
-        y = self.conv1(F.relu(self.bn1(x, samples)), samples)  # (N, C_out, H', W')
-        y = self.conv2(F.relu(self.bn2(y, samples)), samples)  # (N, C_out, H', W')
-        return (x if self.shortcut is None else self.shortcut(x, samples)) + y
+    def forward(self, x: Tensor, samples: int = 1, **draw) -> Tensor:
+        """``draw``: the call's ``sampling`` / ``generator``, for the layers that draw weights."""
+        y = self.conv1(F.relu(self.bn1(x, samples)), samples, **draw)  # (N, C_out, H', W')
+        y = self.conv2(F.relu(self.bn2(y, samples)), samples, **draw)  # (N, C_out, H', W')
+        return (x if self.shortcut is None else self.shortcut(x, samples, **draw)) + y
 
 
 class WideResNet(nn.Module):
@@ -54,9 +55,9 @@ class WideResNet(nn.Module):
         self.norm = f.norm(channels)
         self.head = f.dense(channels, cfg.num_classes)
 
-    def forward(self, x: Tensor, samples: int = 1) -> Tensor:
-        x = self.stem(x, samples)  # (N, 16, H, W)
+    def forward(self, x: Tensor, samples: int = 1, **draw) -> Tensor:
+        x = self.stem(x, samples, **draw)  # (N, 16, H, W)
         for block in self.blocks:
-            x = block(x, samples)  # ... -> (N, 64k, H / 4, W / 4)
+            x = block(x, samples, **draw)  # ... -> (N, 64k, H / 4, W / 4)
         x = F.relu(self.norm(x, samples)).mean((2, 3))  # (N, 64k, H', W') -> (N, 64k)
-        return self.head(x, samples)  # (N, classes)
+        return self.head(x, samples, **draw)  # (N, classes)

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from pipeline.bayes.layers.options import NllMode
 from pipeline.core.errors import ConfigError
-from pipeline.tasks.mortality.train_config import NllMode
 
 
 def log_likelihood(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

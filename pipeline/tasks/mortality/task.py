@@ -1,0 +1,218 @@
+"""The mortality task: in-hospital death from bagged event sequences, a Bernoulli likelihood per admission.
+
+``TASK`` is what the registry (``pipeline.tasks.base``) hands the engine and ``runs``: how a checkpoint
+rebuilds a network (``build_model``), what it records (``info_fields``), and the classical baselines'
+own model file (``load_file``). ``plan`` assembles a training run's recipe (Dusenberry et al. 2020,
+MIMIC-III) for the engine's loop:
+
+- a step sees ``batch_size`` rows: ``batch_size // K`` distinct admissions (``TrainSampler``: a pure
+  function of (seed, step)) tiled K times by the model (16 x 4 = 64 for rank-1, 64 distinct admissions
+  for K = 1), with the training-only OOV augmentation (``augment``) where it is on;
+- loss = NLL + min(1, step / anneal_steps) · KL / N_train + l2 · penalty (``bayes.objective``), Adam at a
+  constant learning rate, global-norm clipping;
+- validation every ``eval_every`` steps scores the mixture NLL over S·K draws (``eval_samples``,
+  per-member sampling, the evaluation stream's seed: draws common across validations); the best one is
+  kept (by that NLL, or with ``checkpoint_metric = loss`` by NLL + (KL + the L2 inside it) / N_val,
+  records-research's metric).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.bayes import metrics
+from pipeline.core import fileio
+from pipeline.core.contracts import BASELINE_FILE, VOCAB_FILE
+from pipeline.core.errors import TrainError
+from pipeline.core.seeds import EVAL_STREAM, stream_seed
+from pipeline.data import batches, features
+from pipeline.tasks.base import Validated
+from pipeline.tasks.mortality.train_config import CheckpointMetric, TrainConfig
+
+
+class MortalityTask:
+    """The mortality task for the registry (``pipeline.tasks.base.TASKS["mortality"]``)."""
+
+    key = "mortality"
+    likelihood = "bernoulli"  # one logit per admission: (S·K, B)
+
+    def build_model(self, model_kind: str | None, model_config: dict):
+        """An untrained network of a recorded kind and settings (settings added since: their defaults)."""
+        from pipeline.tasks.mortality.config import saved_config
+        from pipeline.tasks.mortality.network import build_model
+
+        return build_model(model_kind, saved_config(model_config))
+
+    def model_from_checkpoint(self, ckpt: dict):
+        model = self.build_model(ckpt["model_kind"], ckpt["model_config"])
+        model.load_state_dict(ckpt["model"])
+        return model.eval()
+
+    def info_fields(self, ckpt: dict) -> dict:
+        """A mortality model's best.pt (the deterministic, Bayesian and ensemble LSTMs)."""
+        tc = ckpt["train_config"]
+        return dict(run_kind=self.key, model_kind=ckpt["model_kind"], model_config=ckpt["model_config"],
+                    train_config=tc, step=ckpt.get("step"), val_nll=ckpt.get("val_nll"),
+                    refer_threshold=ckpt.get("refer_threshold"), refer_measure=ckpt.get("refer_measure"),
+                    score_samples=tc["score_samples"], max_bags=tc["max_bags"], max_tokens=tc["max_tokens"],
+                    model_format="torch")
+
+    def load_file(self, path: Path):
+        """A classical baseline's ``baseline.npz`` (``meta``: its recorded settings): a point model, one draw."""
+        if Path(path).name != BASELINE_FILE:
+            return None
+        from pipeline.tasks.mortality.baselines.model import BaselineModel
+
+        model = BaselineModel.load(path)
+        return model, baseline_info_fields(model.kind.value, model.meta)
+
+
+TASK = MortalityTask()
+
+
+def baseline_info_fields(kind: str, meta: dict) -> dict:
+    """A classical baseline's info fields (``meta``: its recorded settings): a point model, one draw."""
+    return dict(run_kind=TASK.key, model_kind=kind, model_config=meta.get("model_config") or {},
+                train_config=meta.get("train_config") or {}, step=meta.get("rounds"), val_nll=meta.get("val_nll"),
+                refer_threshold=meta.get("refer_threshold"), refer_measure=meta.get("refer_measure"),
+                score_samples=1, max_bags=None, max_tokens=None, model_format="baseline")
+
+
+# ---------------------------------------------------------------------------- the training plan
+
+
+def progress_status(stats: dict, anneal_steps: int) -> str:
+    """The progress line's loss: the NLL, and the loss labelled with the KL weight while it ramps up
+    (the loss then grows with the weight: not a divergence). A model without a KL term (deterministic:
+    the step's KL is 0) has no weight to show."""
+    loss, nll, w = stats["loss"], stats["nll"], stats["kl_weight"]
+    if w < 1.0 and stats["kl"] != 0.0:
+        return f"nll {nll:.4f}, loss {loss:.4f} at KL weight {w:.3g} (ramping up to 1 by step {anneal_steps})"
+    return f"nll {nll:.4f}, loss {loss:.4f}"
+
+
+def validation_logits(draws, val: features.FeatureSet, cfg: TrainConfig, samples: int) -> np.ndarray:
+    """Validation logits (S, K, N) in the FeatureSet's row order: batches of admissions of similar length
+    (``batches.length_order``), the draws from the evaluation stream's seed (``draws``: the engine's
+    predictor, ``TrainingPlan.validate``)."""
+    order = batches.length_order(val, cfg.max_bags)  # (N,)
+    logits = draws(batches.iter_batches(val, cfg.eval_batch_size, cfg.max_bags, cfg.max_tokens, order), samples,
+                   stream_seed(cfg.seed, EVAL_STREAM))
+    out = np.empty_like(logits)
+    out[:, :, order] = logits  # batch order -> row order
+    return out
+
+
+@dataclass
+class MortalityPlan:
+    """The mortality recipe as ``pipeline.tasks.base.TrainingPlan`` (see the module docstring)."""
+
+    model: object  # the network (on its device)
+    objective: object  # bayes.objective.Objective over it
+    optimizer: object  # Adam over its parameters
+    cfg: TrainConfig  # the training settings
+    train_fs: features.FeatureSet  # the training split
+    val_fs: features.FeatureSet  # the validation split
+    sampler: batches.TrainSampler  # the admissions of every step
+    augment: object | None  # augment.OovAugment (training-only OOV simulation), None when off
+    last_step: int  # the budget: max_steps, or the epoch budget's end
+    model_config: object  # the network's MortalityConfig (vocabulary sizes from the features)
+    vocab_sizes: dict  # {"tokens": n, "context": n} of the features' vocabulary
+    keep_best: bool = True  # best.pt is the best validation's model
+    label: str = "train"  # the progress line's name
+
+    @property
+    def eval_every(self) -> int:
+        return self.cfg.eval_every
+
+    @property
+    def patience(self) -> int | None:
+        return self.cfg.patience
+
+    @property
+    def anneal_steps(self) -> int:
+        return self.cfg.anneal_steps
+
+    @property
+    def clip(self) -> float:
+        return self.cfg.clip
+
+    def batch(self, step: int, rank: int, world: int) -> dict:
+        out = batches.collate(self.train_fs, self.sampler.indices(step - 1, rank, world), self.cfg.max_bags,
+                              self.cfg.max_tokens)
+        if self.augment is not None:
+            out = self.augment(out, step, rank)  # unseen items simulated (augment); off by default
+        return out
+
+    def before_step(self, step: int) -> dict:  # noqa: ARG002 (a constant learning rate)
+        return {}
+
+    def validate(self, draws) -> Validated:
+        logits = validation_logits(draws, self.val_fs, self.cfg, self.cfg.eval_samples)  # (S, K, N)
+        nll = metrics.mixture_nll(logits, self.val_fs.label) if np.isfinite(logits).all() else math.inf
+        score = val_score(self.model, self.cfg, nll, len(self.val_fs)) if math.isfinite(nll) else nll
+        loss = {"loss": score} if self.cfg.checkpoint_metric is CheckpointMetric.LOSS else {}
+        return Validated(score=score, nll=nll, metrics=loss)
+
+    def status(self, step: int, stats: dict) -> str:  # noqa: ARG002
+        return progress_status(stats, self.cfg.anneal_steps)
+
+    def train_metrics(self, step: int, stats: dict) -> dict:
+        if step % self.cfg.log_every:
+            return {}
+        return {"train_loss": stats["loss"], "train_nll": stats["nll"], "train_kl": stats["kl"],
+                "kl_weight": stats["kl_weight"], "grad_norm": stats["grad_norm"]}
+
+    def extra_state(self) -> dict:
+        return {}  # the batches are a pure function of (seed, step); the augmentation draws per (seed, step) too
+
+    def load_extra_state(self, state: dict) -> None:
+        pass
+
+
+def val_score(model, cfg: TrainConfig, val_nll: float, n_val: int) -> float:
+    """What the best checkpoint minimises (``cfg.checkpoint_metric``): the validation NLL, or
+    records-research's validation loss NLL + (KL + the L2 inside it) / N_val."""
+    if cfg.checkpoint_metric is CheckpointMetric.NLL:
+        return val_nll
+    import torch
+
+    from pipeline.bayes.objective import regularizer
+
+    with torch.no_grad():
+        return val_nll + float(regularizer(model, cfg.l2, cfg.l2_in_kl, cfg.l2_biases)) / n_val
+
+
+def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, world: int = 1) -> MortalityPlan:
+    """The recipe of a run of ``model_kind`` on ``features_dir``: inputs read and checked, the model built
+    (``torch.manual_seed(cfg.seed)`` first, so its initial weights follow the seed) on ``device``."""
+    import torch
+
+    from pipeline.bayes.objective import Objective
+    from pipeline.tasks.mortality.augment import OovAugment
+    from pipeline.tasks.mortality.config import model_config
+    from pipeline.tasks.mortality.inputs import load_inputs, vocab_sizes
+    from pipeline.tasks.mortality.network import build_model
+
+    fdir = Path(features_dir)
+    mcfg = model_config(cfg.model, vocab_sizes(fdir))
+    sizes, train_fs, val_fs = load_inputs(fdir, values=mcfg.value_channel)
+    torch.manual_seed(cfg.seed)
+    model = build_model(model_kind, mcfg).to(device)
+    k = model.components
+    distinct = cfg.batch_size // k
+    if distinct < world or distinct % world:
+        raise TrainError(f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct admissions per step "
+                         f"does not split over {world} processes")
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    objective = Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
+    augment = OovAugment(fileio.read_json(fdir / VOCAB_FILE)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,
+                         cfg.seed)
+    return MortalityPlan(model=model, objective=objective, optimizer=optimizer, cfg=cfg, train_fs=train_fs,
+                         val_fs=val_fs, sampler=batches.TrainSampler(len(train_fs), distinct, cfg.seed),
+                         augment=augment, last_step=cfg.step_budget(len(train_fs), distinct), model_config=mcfg,
+                         vocab_sizes=sizes)
