@@ -15,7 +15,8 @@ undefined or trivial there; sklearn would return 1.0 for AUC-PR with all-positiv
 Modules: ``draws`` (likelihoods, entropies, disagreement), ``ranking`` (AUC-PR, AUC-ROC, Brier),
 ``calibration`` (reliability, ECE, ECE floor, recalibration), ``summary`` (per-admission
 summaries of draws or of a Gaussian logit; uncertainty against the true risk), ``report`` (bootstrap, referral,
-``evaluate_predictions``). Every public name is re-exported here: ``from pipeline import metrics``.
+``evaluate_predictions``), ``selective`` (AURC, AUGRC, risk at coverage, coverage at risk, retention
+curves). Every public name is re-exported here: ``from pipeline import metrics``.
 """
 
 from pipeline.bayes.metrics.calibration import (
@@ -65,6 +66,18 @@ from pipeline.bayes.metrics.report import (
     percentile_interval,
     referral_curve,
 )
+from pipeline.bayes.metrics.selective import (
+    COVERAGES,
+    RetentionCurve,
+    SelectiveLoss,
+    augrc,
+    aurc,
+    coverage_at_risk,
+    retention_curve,
+    selective_loss,
+    selective_metrics,
+    selective_risk,
+)
 from pipeline.bayes.metrics.summary import (
     GH_NODES,
     REFERRAL_FRACTIONS,
@@ -91,5 +104,6 @@ __all__ = [
     "predictive_entropy", "predictive_sd", "recalibration", "referral_curve", "reliability", "roc_auc",
     "sigmoid", "uncertainty", "GH_NODES", "REFERRAL_FRACTIONS", "Measure", "Summary", "average_ranks",
     "best_measure", "gauss_hermite", "gaussian_sigmoid_moments", "kept_error", "kl_to_truth", "predictive_band",
-    "referral_gain", "spearman", "uncertainty_vs_truth",
+    "referral_gain", "spearman", "uncertainty_vs_truth", "COVERAGES", "RetentionCurve", "SelectiveLoss", "augrc",
+    "aurc", "coverage_at_risk", "retention_curve", "selective_loss", "selective_metrics", "selective_risk",
 ]
