@@ -230,7 +230,6 @@ DEBTS: set[str] = {
     "pipeline.tasks.vision.config -> pipeline.tasks.mortality.train_config",
     "pipeline.tasks.vision.train -> pipeline.engine.checkpoints",
     "pipeline.tasks.vision.train -> pipeline.engine.objective",
-    "pipeline.workflows.grid -> pipeline.cli.options",
 }
 
 

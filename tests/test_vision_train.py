@@ -79,7 +79,7 @@ def test_non_finite_loss_raises(small):
 
 
 def test_config_errors():
-    with pytest.raises(ValueError, match="--data-dir is required"):
+    with pytest.raises(ValueError, match="^data_dir is required"):
         VisionTrainConfig(dataset="cifar10")
     with pytest.raises(ValueError, match="unknown model setting"):
         VisionTrainConfig(model={"depht": 16})
