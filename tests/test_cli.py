@@ -12,6 +12,7 @@ import select
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -189,8 +190,9 @@ def test_the_package_metadata_builds_without_license_warnings(tmp_path):
 
 def test_a_normal_train_and_the_readme_predict_example_print_no_warning(demo_features, tmp_path):
     """On a fresh tracking store: train prints its result and its progress lines only (no MLflow
-    table-creation lines, no type-hint or pickling warning); the README's predict example prints
-    nothing on stderr (the features file passed whole: its other columns are accepted)."""
+    table-creation lines, no type-hint or pickling warning) and records its settings file in the run; the
+    README's predict example prints nothing on stderr (the features file passed whole: its other columns
+    are accepted)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     train = subprocess.run([sys.executable, str(ROOT / "cli.py"), "train", "--data", str(demo_features.out_dir),
                             "--max-steps", "4", "--eval-every", "2", "--threads", "1", "--hidden", "8", "--embed-dim",
@@ -207,6 +209,15 @@ def test_a_normal_train_and_the_readme_predict_example_print_no_warning(demo_fea
                              timeout=600)
     assert predict.returncode == 0 and predict.stderr == "", predict.stderr[-3000:]
     assert predict.stdout.strip() == f"({demo_features.manifest['splits']['test']['admissions']}, {len(RISK.columns)})"
+    settings = ("import mlflow, pathlib\n"  # the run's settings file, among its artifacts beside train_config.json
+                f"print(pathlib.Path(mlflow.artifacts.download_artifacts(run_id='{run_id}', "
+                "artifact_path='settings.toml')).read_text())")
+    recorded = subprocess.run([sys.executable, "-c", settings], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    written = tomllib.loads(recorded.stdout)
+    assert written["train"] == {"max_steps": 4, "eval_every": 2, "threads": 1, "score_samples": 2}
+    assert written["model"] == {"lstm_hidden": 8, "embedding_dim": 8, "dense_units": 8, "components": 2}
 
 
 def test_the_mlproject_is_rendered_from_the_train_options():
@@ -377,8 +388,6 @@ def test_train_settings_precedence_defaults_preset_file_set_flags(monkeypatch, t
 ], ids=lambda a: " ".join(a[:2]))
 def test_print_config_is_a_settings_file_that_reads_back(args, tmp_path):
     """--print-config prints TOML; --config FILE with it (and the required options) prints the same again."""
-    import tomllib
-
     first = CliRunner().invoke(cli.app, [*args, "--print-config"])
     assert first.exit_code == 0, first.output
     tomllib.loads(first.output)
