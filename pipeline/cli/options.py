@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import shlex
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -123,13 +122,13 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
             owner[param] = (cls, name)
             spelled[(cls, name)] = declared[0].split("/")[0] if declared else "--" + param.replace("_", "-")
         skip = {c: (*exclude, *spec.exclude.get(c, ())) for c in (*classes, *spec.only)}
-        lay = files.layout((*classes, *spec.only), spec.sections, spec.keys, skip,
-                           {(c, n): of(limits, c, n, {}) for c, n in spelled})
+        layout = functools.cache(lambda: files.layout((*classes, *spec.only), spec.sections, spec.keys, skip,
+                                                      {(c, n): of(limits, c, n, {}) for c, n in spelled}))
         extra += _settings_parameters(spec.set_help)
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            ctx = get_current_context()
+            ctx, lay = get_current_context(), layout()  # the layout: on first use (--help needs none)
             path, words, show = kwargs.pop("config_file"), kwargs.pop("set_"), kwargs.pop("print_config")
             values: dict[type, dict[str, Any]] = {c: {} for c in (*classes, *spec.only)}
             typed = dict(spelled)
@@ -154,8 +153,7 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
                 values[cls][name] = value
             ctx.meta[TYPED] = {**{(BY_NAME, n): t for (_, n), t in reversed(typed.items())},
                                **{(c.__name__, n): t for (c, n), t in typed.items()}}
-            required = [f"{spelled[(k.cls, k.field)]} {shlex.quote(str(values[k.cls][k.field]))}"
-                        for k in lay.required]
+            required = [(spelled[(k.cls, k.field)], values[k.cls][k.field]) for k in lay.required]
             settings = files.Settings(values, lay=lay, given=given, typed=typed, command=_command(ctx),
                                       required=required, baseline=spec.baseline)
             if show:

@@ -16,10 +16,8 @@ the command line. An unknown key or a bad value is one line naming the file (or 
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
-import tomllib
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -94,6 +92,8 @@ def resolve(lay: Layout, name: str, where: str) -> Key:
     if found is None and text in {k.name for k in lay.required}:
         raise ConfigError(f"{where}: {name.strip()!r} has no default: give it on the command line")
     if found is None:
+        import difflib
+
         close = difflib.get_close_matches(text, [*lay.keys, *lay.bare], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(f"{where}: unknown key {name.strip()!r}{hint}; --print-config lists the keys")
@@ -102,6 +102,8 @@ def resolve(lay: Layout, name: str, where: str) -> Key:
 
 def read_file(path: Path, lay: Layout) -> list[tuple[Key, Any, str]]:
     """(key, value, where) of every key a settings file sets; values typed by their field (``coerce``)."""
+    import tomllib
+
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -143,6 +145,8 @@ def read_words(words: list[str], lay: Layout, option: str = "--set") -> list[tup
 
 def _word_value(text: str, key: Key) -> Any:
     """A ``--set`` value: text for a text field (a JSON string unquoted), else JSON, else TOML, else text."""
+    import tomllib
+
     if _base(key.annotation)[0] in (str, Path):
         try:
             value = json.loads(text)
@@ -259,7 +263,7 @@ class Settings(dict):
     each was given (``typed``), which fields were set at all (``given``), and the file it makes (``toml``)."""
 
     def __init__(self, values: dict[type, dict[str, Any]], *, lay: Layout, given: set[tuple[type, str]],
-                 typed: dict[tuple[type, str], str], command: str, required: list[str],
+                 typed: dict[tuple[type, str], str], command: str, required: list[tuple[str, Any]],
                  baseline: Any = None) -> None:
         super().__init__(values)
         self.layout, self.given, self._typed, self.command, self.required = lay, given, typed, command, required
@@ -285,7 +289,10 @@ class Settings(dict):
 
     def toml(self) -> str:
         """The settings file of these settings (``--print-config``; what ``--config`` reads back)."""
-        again = " ".join([self.command, *self.required, "--config FILE"])
+        import shlex
+
+        given = [f"{flag} {shlex.quote(str(value))}" for flag, value in self.required]
+        again = " ".join([self.command, *given, "--config FILE"])
         header = [f"Settings of `{self.command}`: `{again}` reads this file back.",
                   "Precedence: defaults < preset < --config FILE < --set KEY=VALUE < the flags typed.",
                   "A commented line is not set: it shows the default (or the preset's value)."]
