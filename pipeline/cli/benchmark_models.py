@@ -22,6 +22,9 @@ from pipeline.tasks.mortality.train_config import Preset, TrainConfig
 BATCH_HELP = ("Training rows per step for every variant (ensembles: distinct admissions = rows / K) "
               f"[default: {TrainConfig.batch_size}, train's].")  # --batch-size's help
 PER_JOB = ("seed", "max_steps", "eval_every", "threads", "progress")  # TrainConfig fields every job sets itself
+SET_HELP = ("A training or model setting for every LSTM variant, KEY=VALUE (repeatable; any field of `train`'s options "
+            "but those each job sets, e.g. lstm_hidden=128 or anneal_steps=500, or by the settings file's key: "
+            "model.lstm_hidden=128, train.anneal_steps=500); over --config.")  # --set's help
 EXTRA_ARGS = {"allow_extra_args": True}  # bare words after the options reach the command (ctx.args)
 
 
@@ -85,9 +88,7 @@ class GridOptions:
 @command("benchmark-models", context_settings=EXTRA_ARGS, short_help="Train and evaluate every variant, then compare.")
 @with_config_options(GridOptions, settings_file=SettingsFile(
     sections={TrainConfig: "train", MortalityConfig: "model"}, only=(TrainConfig, MortalityConfig),
-    exclude={TrainConfig: PER_JOB}, set_help="A training or model setting for every LSTM variant, KEY=VALUE "
-    "(repeatable; any field of `train`'s options but those each job sets, e.g. lstm_hidden=128 or anneal_steps=500, "
-    "or by the settings file's key: model.lstm_hidden=128, train.anneal_steps=500); over --config."))
+    exclude={TrainConfig: PER_JOB}, beneath="--preset", set_help=SET_HELP))
 def benchmark_models(ctx: typer.Context, settings: Settings = None) -> None:
     """Train and evaluate every model variant x seeds x split modes, then write the comparison."""
     o = GridOptions(**settings[GridOptions])

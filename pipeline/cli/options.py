@@ -54,6 +54,8 @@ class SettingsFile:
     only: tuple[type, ...] = ()  # classes set by the file and --set only (no flags): benchmark-models' train
     exclude: dict[type, tuple[str, ...]] = field(default_factory=dict)  # fields no file sets (the code does)
     baseline: Callable | None = None  # Settings -> {class: {field: value}} beneath the user's: a preset's
+    beneath: str = ""  # what the help says lies between the defaults and the file ("--preset")
+    example: str = ""  # --set's example keys ("model.lstm_hidden=128")
     set_help: str = ""  # --set's help, where the command says it in its own words
 
 
@@ -124,7 +126,7 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
         skip = {c: (*exclude, *spec.exclude.get(c, ())) for c in (*classes, *spec.only)}
         layout = functools.cache(lambda: files.layout((*classes, *spec.only), spec.sections, spec.keys, skip,
                                                       {(c, n): of(limits, c, n, {}) for c, n in spelled}))
-        extra += _settings_parameters(spec.set_help)
+        extra += _settings_parameters(spec)
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
@@ -185,19 +187,19 @@ def _help(doc: str, default, param: str, spelled: list[str] | None, said, note: 
     return f"{doc} [default: {said}{'; ' + note if note else ''}]".strip()
 
 
-def _settings_parameters(set_help: str = "") -> list[inspect.Parameter]:
-    """``--config``, ``--set`` (``set_help``: its help, where not the common one) and ``--print-config`` as keyword
-    parameters."""
+def _settings_parameters(spec: SettingsFile) -> list[inspect.Parameter]:
+    """``--config``, ``--set`` and ``--print-config`` as keyword parameters, their help as ``spec`` says."""
     kw = inspect.Parameter.KEYWORD_ONLY
+    order = " < ".join(filter(None, ("the defaults", spec.beneath, "this file", "--set", "the flags typed")))
+    example = f", e.g. {spec.example}" if spec.example else ""
     return [
         inspect.Parameter("config_file", kw, annotation=Optional[Path], default=typer.Option(
-            None, "--config", metavar="FILE", help="Settings file (TOML; --print-config writes one): a key per "
-            "option, e.g. seed = 3 or [model] lstm_hidden = 128. Precedence: defaults < preset < this file < --set "
-            "< the flags typed.")),
+            None, "--config", metavar="FILE", help=f"Settings file (TOML; --print-config writes one): a key per "
+            f"option. Precedence: {order}.")),
         inspect.Parameter("set_", kw, annotation=Optional[list[str]], default=typer.Option(
-            None, "--set", metavar="KEY=VALUE", help=set_help or "A setting by the settings file's key (repeatable), "
-            "e.g. model.lstm_hidden=128 or anneal_steps=500 (a bare field name finds its table); the value as JSON or "
-            "TOML, else text. Over --config, under the flags typed.")),
+            None, "--set", metavar="KEY=VALUE", help=spec.set_help or f"One setting (repeatable): a key of the "
+            f"settings file{example}, or a bare field name; the value as JSON or TOML, else text. Over --config, "
+            "under the flags typed.")),
         inspect.Parameter("print_config", kw, annotation=bool, default=typer.Option(
             False, "--print-config", help="Print the effective settings as a settings file (TOML, what --config "
             "reads back) and exit.")),

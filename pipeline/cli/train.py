@@ -103,7 +103,7 @@ def baseline_config(kind: str, settings: Settings):
 @command(short_help="Train a model, log it to MLflow, print its run id.")
 @with_config_options(TrainOptions, TrainConfig, MortalityConfig, notes=preset_notes(), settings_file=SettingsFile(
     sections={TrainConfig: "train", MortalityConfig: "model"}, keys={(TrainOptions, "model"): "model.name"},
-    baseline=baseline))
+    baseline=baseline, beneath="--preset", example="model.lstm_hidden=128 or train.max_steps=4000"))
 def train(settings: Settings | None = None) -> None:
     """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
     o = TrainOptions(**settings[TrainOptions])

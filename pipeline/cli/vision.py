@@ -91,7 +91,8 @@ def resolved(settings: Settings) -> dict[type, dict]:
 @with_config_options(VisionTrainConfig, VisionConfig,
                      notes={(VisionConfig, k): f"digits: {v}" for k, v in DIGITS_MODEL_DEFAULTS.items()},
                      settings_file=SettingsFile(sections={VisionTrainConfig: "train", VisionConfig: "model"},
-                                                baseline=resolved))
+                                                baseline=resolved, beneath="the dataset's and the method's recipe",
+                                                example="model.depth=16 or train.epochs=5"))
 def vision_train(
     out: Optional[Path] = typer.Option(None, help="Directory of model.pt and model_info.json (default "
                                                   "runs/vision/<run id>)."),
