@@ -44,7 +44,8 @@ class Net:
     kl_weight: float = 1.0  # a weight
 
 
-LAYOUT = layout((Own, Net), sections={Net: "net"}, keys={(Own, "name"): "net.name"}, limits={(Net, "width"): {"min": 1}})
+LAYOUT = layout((Own, Net), sections={Net: "net"}, keys={(Own, "name"): "net.name"},
+                limits={(Net, "width"): {"min": 1}})
 
 
 def test_keys_sit_at_the_top_or_in_their_table_and_required_fields_are_not_keys():
@@ -63,7 +64,8 @@ def test_keys_sit_at_the_top_or_in_their_table_and_required_fields_are_not_keys(
     ("net.width=8", "width", 8), ("width=8", "width", 8), ("rate=1", "rate", 1.0), ("shade=dark", "shade", Shade.DARK),
     ("clip=none", "clip", None), ("clip=null", "clip", None), ("clip=2.5", "clip", 2.5), ("tags=a", "tags", ("a",)),
     ('tags=["a", "b"]', "tags", ("a", "b")), ("label=123", "label", "123"), ('label="q"', "label", "q"),
-    ("label=none", "label", "none"), ("on=true", "on", True), ("net.kl-weight=2", "kl_weight", 2.0), ("jobs=3", "jobs", 3),
+    ("label=none", "label", "none"), ("on=true", "on", True), ("net.kl-weight=2", "kl_weight", 2.0),
+    ("jobs=3", "jobs", 3),
 ])
 def test_set_words_are_typed_by_their_field(word, field_name, value):
     ((key, got, where),) = read_words([word], LAYOUT)
