@@ -1,6 +1,6 @@
 """``cli.py laplace``: subnetwork linearized Laplace on a trained deterministic run, logged as a new run
 (``workflows.laplace_run.fit_laplace_run``). Options: ``LaplaceOptions`` (below), read as ``LaplaceConfig``
-settings; a settings file holds them at its top level."""
+settings; a settings file holds them at its top level, and the new run records its own (``settings.toml``)."""
 
 from __future__ import annotations
 
@@ -82,6 +82,7 @@ def laplace(settings: Settings = None) -> None:
     from pipeline.workflows.laplace_run import fit_laplace_run
 
     result = fit_laplace_run(o.run, LaplaceConfig(**o.settings()), **o.run_kwargs())
+    settings.record(result.run_id, result.out_dir)
     if result.report.warning:
         typer.echo(f"warning: {result.report.warning}", err=True)
     typer.echo(result.summary())
