@@ -201,36 +201,14 @@ def test_no_import_circle():
     assert not (found := cycles(graph())), f"import circles: {found}"
 
 
-# Arrows the issue-34 restructuring has yet to remove, each a known debt: the tests fail on any other
-# arrow and on a debt that no longer exists (so the list only shrinks, to empty).
-DEBTS: set[str] = {
-    "pipeline.workflows.grid -> pipeline.cli.options",
-}
-
-
-def _known(bad: list[str]) -> tuple[list[str], list[str]]:
-    """(new violations, debts gone) of a list of violations."""
-    arrows = {b.split(" (")[0] for b in bad}
-    return [b for b in bad if b.split(" (")[0] not in DEBTS], sorted(DEBTS - arrows)
-
-
 def test_imports_run_down_the_layers():
     bad = layer_violations(graph(), read_layers(layers_text()))
     rules = rule_violations(repo_graph(), read_rules(layers_text(block="rules")))
-    new, _ = _known(bad + rules)
-    assert not new, "imports against docs/architecture.md's layers and rules:\n" + "\n".join(new)
-
-
-def test_every_debt_still_exists():
-    bad = layer_violations(graph(), read_layers(layers_text()))
-    rules = rule_violations(repo_graph(), read_rules(layers_text(block="rules")))
-    _, gone = _known(bad + rules)
-    assert not gone, f"paid debts still listed in DEBTS (remove them): {gone}"
+    assert not bad + rules, "imports against docs/architecture.md's layers and rules:\n" + "\n".join(bad + rules)
 
 
 def test_no_package_level_circle():
-    g = {m: {d for d in deps if f"{m} -> {d}" not in DEBTS} for m, deps in graph().items()}
-    pkgs = package_graph(g, read_layers(layers_text()))
+    pkgs = package_graph(graph(), read_layers(layers_text()))
     assert not (found := cycles(pkgs)), f"package circles: {found}"
 
 

@@ -116,5 +116,5 @@ def test_training_with_augmentation_resumes_exactly(feats, tmp_path):
 
 
 def test_rates_are_checked():
-    with pytest.raises(Exception, match="--source-oov-rate must lie in"):
+    with pytest.raises(Exception, match="^source_oov_rate must lie in"):
         TrainConfig(source_oov_rate=1.0)

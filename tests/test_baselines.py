@@ -404,14 +404,3 @@ def test_spark_udf_scores_with_a_baseline(baseline_runs, census, tmp_path, monke
         spark.stop()
     assert list(scored.columns) == list(RISK_COLUMNS) and scored["key"].tolist() == census["key"].tolist()
     np.testing.assert_allclose(scored["risk_mean"], expected["risk_mean"], rtol=1e-6)
-
-
-def test_train_settings_a_baseline_takes_and_those_it_refuses():
-    cfg = BaselineConfig.from_train_settings("gbm", {"seed": 3, "threads": 2, "refer_fraction": 0.2}, {})
-    assert (cfg.seed, cfg.threads) == (3, 2)
-    assert BaselineConfig.from_train_settings("logreg", {}, {}, preset="default") == BaselineConfig()
-    with pytest.raises(ConfigError) as err:
-        BaselineConfig.from_train_settings("logreg", {"max_steps": 3, "seed": 1}, {"lstm_hidden": 8}, preset="paper",
-                                           resume=True)
-    assert str(err.value) == ("logreg is a classical baseline: --max-steps, --lstm-hidden, --preset, --resume do not "
-                              "apply to it (it takes --seed, --threads, --refer-fraction, --progress)")

@@ -12,6 +12,7 @@ import select
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -189,8 +190,9 @@ def test_the_package_metadata_builds_without_license_warnings(tmp_path):
 
 def test_a_normal_train_and_the_readme_predict_example_print_no_warning(demo_features, tmp_path):
     """On a fresh tracking store: train prints its result and its progress lines only (no MLflow
-    table-creation lines, no type-hint or pickling warning); the README's predict example prints
-    nothing on stderr (the features file passed whole: its other columns are accepted)."""
+    table-creation lines, no type-hint or pickling warning) and records its settings file in the run; the
+    README's predict example prints nothing on stderr (the features file passed whole: its other columns
+    are accepted)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     train = subprocess.run([sys.executable, str(ROOT / "cli.py"), "train", "--data", str(demo_features.out_dir),
                             "--max-steps", "4", "--eval-every", "2", "--threads", "1", "--hidden", "8", "--embed-dim",
@@ -207,6 +209,15 @@ def test_a_normal_train_and_the_readme_predict_example_print_no_warning(demo_fea
                              timeout=600)
     assert predict.returncode == 0 and predict.stderr == "", predict.stderr[-3000:]
     assert predict.stdout.strip() == f"({demo_features.manifest['splits']['test']['admissions']}, {len(RISK.columns)})"
+    settings = ("import mlflow, pathlib\n"  # the run's settings file, among its artifacts beside train_config.json
+                f"print(pathlib.Path(mlflow.artifacts.download_artifacts(run_id='{run_id}', "
+                "artifact_path='settings.toml')).read_text())")
+    recorded = subprocess.run([sys.executable, "-c", settings], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    written = tomllib.loads(recorded.stdout)
+    assert written["train"] == {"max_steps": 4, "eval_every": 2, "threads": 1, "score_samples": 2}
+    assert written["model"] == {"lstm_hidden": 8, "embedding_dim": 8, "dense_units": 8, "components": 2}
 
 
 def test_the_mlproject_is_rendered_from_the_train_options():
@@ -302,3 +313,272 @@ def test_the_console_script_is_the_app(monkeypatch):
     with pytest.raises(SystemExit) as done:
         cli.main()
     assert done.value.code == 0
+
+
+# ---------------------------------------------------------------------------- settings as files
+
+MAIN_SETTINGS = ROOT / "configs" / "main.toml"  # `make main`'s training settings as a settings file
+
+
+def _makefile_train_args(out: str = "runs/main", seed: str = "0") -> list[str]:
+    """The arguments of `make main`'s `cli.py train` line, with its variables' defaults (OUT, SEED)."""
+    line = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if "cli.py train " in ln)
+    words = line.split("cli.py train ", 1)[1].split("|")[0].replace("$(OUT)", out).replace("$(SEED)", seed).split()
+    assert "$" not in " ".join(words), words  # every variable substituted
+    return words
+
+
+def _captured_train(monkeypatch, args: list[str]) -> dict:
+    """What `cli.py train ARGS` hands the training loop: model kind, TrainConfig, the other arguments."""
+    import pipeline.workflows.train
+    from pipeline.core.errors import PipelineError
+
+    seen = {}
+
+    def fake_train(data, kind, cfg, **kwargs):
+        seen.update(data=data, kind=kind, cfg=cfg, **kwargs)
+        raise PipelineError("stopped by the test")
+
+    monkeypatch.setattr(pipeline.workflows.train, "train", fake_train)
+    result = CliRunner().invoke(cli.app, ["train", *args])
+    assert "stopped by the test" in result.output, result.output
+    return seen
+
+
+def test_the_main_settings_file_reproduces_make_mains_training_run(monkeypatch):
+    """`train --data D --config configs/main.toml` gives the training loop exactly what `make main`'s flags
+    give it (the same TrainConfig, kind and run arguments), and the file is what `--print-config` prints
+    for those flags (so it changes when a default does)."""
+    flags = _makefile_train_args()
+    assert flags[:2] == ["--data", "runs/main/features"]
+    by_flags = _captured_train(monkeypatch, flags)
+    by_file = _captured_train(monkeypatch, [*flags[:2], "--config", str(MAIN_SETTINGS)])
+    assert by_file == by_flags and by_flags["cfg"].to_dict() == by_file["cfg"].to_dict()
+    assert by_flags["kind"] == "rank1" and by_flags["cfg"].seed == 0 and by_flags["cfg"].threads == 1
+    printed = CliRunner().invoke(cli.app, ["train", *flags, "--print-config"])
+    assert printed.exit_code == 0 and printed.output == MAIN_SETTINGS.read_text(), (
+        "configs/main.toml is stale: python cli.py train " + " ".join(flags) + " --print-config > configs/main.toml")
+
+
+def test_train_settings_precedence_defaults_preset_file_set_flags(monkeypatch, tmp_path):
+    """defaults < preset < --config < --set < the flags typed, for the training and the model settings."""
+    path = tmp_path / "s.toml"
+    path.write_text('preset = "paper"\n[train]\nlr = 0.001\nanneal_steps = 7\nmax_steps = 30\n'
+                    '[model]\nname = "deterministic"\nlstm_hidden = 16\nembedding_dim = 8\n')
+    seen = _captured_train(monkeypatch, ["--data", "d", "--config", str(path), "--set", "train.anneal_steps=9",
+                                         "--set", "embedding_dim=12", "--max-steps", "40", "--set", "max_steps=35"])
+    cfg = seen["cfg"]
+    assert seen["kind"] == "deterministic" and cfg.eval_every == 1_000  # the paper preset's, set by no one else
+    assert (cfg.lr, cfg.anneal_steps, cfg.max_steps) == (0.001, 9, 40)  # file < --set < flag
+    assert cfg.model == {"lstm_hidden": 16, "embedding_dim": 12}  # the preset's 256 / 32 under the file, --set
+
+
+@pytest.mark.parametrize("args", [
+    ["train", "--data", "d", "--model", "rank1-cauchy", "--preset", "paper", "--hidden", "32", "--set", "lr=0.01"],
+    ["train", "--data", "d", "--model", "gbm", "--seed", "3"],
+    ["benchmark-models", "--synth", "s", "--out", "o", "--seeds", "1", "--set", "lstm_hidden=8", "--set", "lr=0.01"],
+    ["evaluate", "--run", "r", "--split", "val", "--split", "test", "--samples", "3", "--no-log"],
+    ["score", "--model", "m", "--out", "o.parquet", "--seed", "2", "--source", "postgresql://x/y"],
+    ["laplace", "--run", "r", "--selection", "last-layer", "--exclude", "lstm", "--prior-precision", "2"],
+    ["extract", "--source", "s", "--out", "o", "--bins", "3", "--era-groups", "2008 - 2010", "--values"],
+    ["stage", "--source", "s", "--out", "o", "--workers", "1"],
+    ["serve", "--model", "m", "--port", "5001", "--via-mlflow", "--timeout", "9"],
+    ["vision", "train", "--dataset", "digits", "--method", "batchensemble", "--epochs", "2", "--factor-clip", "3"],
+    ["vision", "evaluate", "--run", "r", "--corruption", "rotation", "--severity", "2", "--no-log"],
+], ids=lambda a: " ".join(a[:2]))
+def test_print_config_is_a_settings_file_that_reads_back(args, tmp_path):
+    """--print-config prints TOML; --config FILE with it (and the required options) prints the same again."""
+    first = CliRunner().invoke(cli.app, [*args, "--print-config"])
+    assert first.exit_code == 0, first.output
+    tomllib.loads(first.output)
+    (tmp_path / "s.toml").write_text(first.output)
+    cmd = args[:2] if args[0] == "vision" else args[:1]
+    required = {"train": 2, "benchmark-models": 4, "evaluate": 2, "score": 4, "laplace": 2, "extract": 4, "stage": 4,
+                "serve": 2, "vision train": 0, "vision evaluate": 2}[" ".join(cmd)]
+    rest = args[len(cmd):len(cmd) + required]
+    again = CliRunner().invoke(cli.app, [*cmd, *rest, "--config", str(tmp_path / "s.toml"), "--print-config"])
+    assert again.exit_code == 0 and again.output == first.output, again.output
+
+
+def test_benchmark_models_set_keeps_its_spellings_and_takes_the_new_keys(monkeypatch, tmp_path):
+    """`--set FIELD=VALUE` as before (a bare training or model field, `-` for `_`), the settings file's keys
+    (train.*, model.*) and the grid's own options; the fields each job sets are refused, naming the key."""
+    from pipeline.core.errors import PipelineError
+    from pipeline.workflows import grid
+
+    seen = {}
+
+    def fake_run_grid(synth_dir, out_dir, cfg):
+        seen["cfg"] = cfg
+        raise PipelineError("stopped by the test")
+
+    monkeypatch.setattr(grid, "run_grid", fake_run_grid)
+    base = ["benchmark-models", "--synth", str(tmp_path / "s"), "--out", str(tmp_path / "o")]
+    words = ["--set", "lstm_hidden=128", "--set", "anneal-steps=500", "--set", "model.dropout=0.1", "--set",
+             "train.nll=mixture", "--set", "jobs=1", "--set", "seeds=[4, 5]", "6"]
+    result = CliRunner().invoke(cli.app, [*base, *words])
+    assert "stopped by the test" in result.output, result.output
+    cfg = seen["cfg"]
+    assert cfg.model_overrides == {"lstm_hidden": 128, "dropout": 0.1}
+    assert cfg.train_overrides == {"anneal_steps": 500, "nll": "mixture"} and cfg.jobs == 1
+    assert cfg.seeds == (4, 5, 6)  # set by --set: the bare words join them
+    refused = CliRunner().invoke(cli.app, [*base, "--set", "train.seed=3"])
+    assert refused.exit_code == 2 and "--set 'train.seed=3': unknown key 'train.seed'" in refused.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--data", "d", "--max-steps", "0"], "--max-steps must be >= 1, got 0"),
+    (["train", "--data", "d", "--lr", "0"], "--lr must be > 0, got 0.0"),
+    (["train", "--data", "d", "--set", "train.refer_fraction=1"], "--set train.refer_fraction must lie in [0, 1)"),
+    (["train", "--data", "d", "--set", "max_epochs=-1"], "--set max_epochs must be >= 0 (0: off), got -1.0"),
+    (["train", "--data", "d", "--model", "logreg", "--max-steps", "3", "--seed", "1", "--hidden", "8", "--preset",
+      "paper", "--resume"], "logreg is a classical baseline: --max-steps, --lstm-hidden, --preset, --resume do not "
+     "apply to it (it takes --seed, --threads, --refer-fraction, --progress)"),
+    (["extract", "--source", "s", "--out", "o", "--train-fraction", "0.9", "--val-fraction", "0.3"],
+     "--train-fraction 0.9 + --val-fraction 0.3 must be < 1"),
+    (["extract", "--source", "s", "--out", "o", "--prediction-hours", "-1"], "--prediction-hours must be a positive"),
+    (["extract", "--source", "s", "--out", "o", "--set", "n_bins=0"], "--set n_bins must be >= 1, got 0"),
+    (["evaluate", "--run", "r", "--json", "m.json", "--split", "val", "--split", "test"],
+     "--json names one file: give a single --split"),
+    (["evaluate", "--run", "r", "--set", "n_bootstrap=-1"], "--set n_bootstrap must be >= 0, got -1"),
+    (["score", "--model", "m", "--out", "o.parquet", "--set", "chunk_rows=0"], "--set chunk_rows must be >= 1, got 0"),
+    (["serve", "--model", "m", "--set", "max_body_mb=0"], "--set max_body_mb must be >= 0.001, got 0.0"),
+    (["laplace", "--run", "r", "--selection", "last-layer", "--exclude", "lstm"],
+     "--exclude applies to a selected subnetwork (not to --selection last-layer or --hessian diag)"),
+    (["laplace", "--run", "r", "--set", "exclude=lstm", "--set", "selection=last-layer"],
+     "--set exclude applies to a selected subnetwork (not to --set selection last-layer or --hessian diag)"),
+    (["vision", "train", "--dataset", "cifar10"], "--data-dir is required for --dataset cifar10"),
+    (["vision", "train", "--factor-clip", "0"], "--factor-clip must be > 0 or unset, got 0.0"),
+    (["vision", "evaluate", "--run", "r", "--set", "severity=[9]"], "--set severity must be <= 5, got 9"),
+    (["train", "--data", "d", "--set", "max_step=3"], "--set 'max_step=3': unknown key 'max_step' (did you mean "
+                                                      "'max_steps'?)"),
+    (["train", "--data", "d", "--set", "model.prior=laplace"],
+     "--set model.prior must be one of ['gaussian', 'cauchy'], got 'laplace'"),
+    (["train", "--data", "d", "--set", "lstm_hidden"], "--set 'lstm_hidden': expected KEY=VALUE"),
+    (["train", "--data", "d", "--set", "data=x"], "--set 'data=x': 'data' has no default: give it on the command line"),
+], ids=lambda a: " ".join(a[:4]) if isinstance(a, list) else None)
+def test_a_bad_setting_is_one_line_naming_what_the_user_typed(args, message, tmp_path, monkeypatch):
+    """A config's error names its fields; the command line says each as the user gave it: the flag, or the
+    settings key given to --set; one line, exit code 2."""
+    monkeypatch.chdir(tmp_path)  # nothing a command might write lands in the checkout
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 2 and result.output.startswith(f"error: {message}"), result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_a_bad_settings_file_names_the_file_and_the_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cases = {"a.toml": ("[train]\nmax_steps = 0\n", "a.toml: train.max_steps must be >= 1, got 0"),
+             "b.toml": ("[train]\nmax_step = 1\n", "b.toml: unknown key 'train.max_step' (did you mean "
+                                                    "'train.max_steps'?)"),
+             "c.toml": ("[model]\nlstm_hidden = 'big'\n", "c.toml: model.lstm_hidden must be an integer, got 'big'"),
+             "d.toml": ("seed = [\n", "--config d.toml: not TOML: "),
+             "e.toml": ("[train]\nlr = 0.0\n", "e.toml: train.lr must be > 0, got 0.0")}
+    for name, (text, message) in cases.items():
+        (tmp_path / name).write_text(text)
+        result = CliRunner().invoke(cli.app, ["train", "--data", "d", "--config", name])
+        assert result.exit_code == 2 and result.output.startswith(f"error: {message}"), (name, result.output)
+    missing = CliRunner().invoke(cli.app, ["train", "--data", "d", "--config", "nope.toml"])
+    assert missing.exit_code == 2 and "error: --config nope.toml: cannot be read" in missing.output
+
+
+def test_a_run_records_its_settings_file(monkeypatch, tmp_path):
+    """train writes the effective settings (what --print-config prints) beside the run's files and logs them
+    to a tracked run: `train --config` of that file gives the same TrainConfig."""
+    import pipeline.workflows.train
+    from pipeline.runs import store
+    from pipeline.workflows.train import TrainResult
+
+    logged, seen = [], []
+
+    class FakeClient:
+        def log_artifact(self, run_id, path):
+            logged.append((run_id, Path(path).read_text()))
+
+    def fake_train(data, kind, cfg, **kwargs):
+        seen.append(cfg)
+        return TrainResult("f" * 32, 0.3, 10, 0.3, 10, 0.5, tmp_path / "run", tmp_path / "run" / "last.pt",
+                           tmp_path / "run" / "best.pt", refer_measure="mi")
+
+    monkeypatch.setattr(pipeline.workflows.train, "train", fake_train)
+    monkeypatch.setattr(store, "client", FakeClient)
+    args = ["train", "--data", "d", "--model", "batchensemble", "--max-steps", "50", "--set", "model.components=2"]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    recorded = (tmp_path / "run" / "settings.toml").read_text()
+    assert recorded == CliRunner().invoke(cli.app, [*args, "--print-config"]).output
+    assert logged == [("f" * 32, recorded)]
+    CliRunner().invoke(cli.app, ["train", "--data", "d", "--config", str(tmp_path / "run" / "settings.toml")])
+    assert seen[0] == seen[1]
+
+
+# config class -> the commands whose options set its fields
+USER_CONFIGS = {
+    ("pipeline.data.mimic.extraction.config", "ExtractConfig"): ("extract",),
+    ("pipeline.tasks.mortality.train_config", "TrainConfig"): ("train",),
+    ("pipeline.tasks.mortality.config", "MortalityConfig"): ("train",),
+    ("pipeline.workflows.evaluate_config", "EvalConfig"): ("evaluate",),
+    ("pipeline.serving.config", "ScoreConfig"): ("score",),
+    ("pipeline.serving.server", "ServeConfig"): ("serve",),
+    ("pipeline.bayes.laplace.config", "LaplaceConfig"): ("laplace",),
+    ("pipeline.tasks.mortality.baselines.config", "BaselineConfig"): ("train",),
+    ("pipeline.tasks.vision.config", "VisionTrainConfig"): ("vision train",),
+    ("pipeline.tasks.vision.model_config", "VisionConfig"): ("vision train",),
+    ("pipeline.tasks.vision.config", "VisionEvalConfig"): ("vision evaluate",),
+    ("pipeline.data.mimic.synth.simulation", "SynthConfig"): ("synth",),
+}
+
+
+def _cli_options() -> dict[str, set[str]]:
+    """{command path: every spelling of its options} of cli.py."""
+    import typer
+
+    out: dict[str, set[str]] = {}
+
+    def walk(cmd, path: str) -> None:
+        if hasattr(cmd, "commands"):  # a group (typer vendors its own click)
+            for sub_name, sub in cmd.commands.items():
+                walk(sub, f"{path} {sub_name}".strip())
+            return
+        out[path] = {o.split("/")[0] for p in cmd.params for o in [*p.opts, *p.secondary_opts]}
+
+    walk(typer.main.get_command(cli.app), "")
+    return out
+
+
+@pytest.mark.parametrize("module, name", sorted(USER_CONFIGS))
+def test_the_option_named_for_a_config_field_is_the_commands_own(module, name):
+    """`names.option(cls, field)`, how an error about the field is said where no settings file or --set gave it,
+    is an option of the command that sets the field."""
+    import importlib
+    from dataclasses import fields
+
+    from pipeline.cli.names import option
+
+    cls, commands = getattr(importlib.import_module(module), name), USER_CONFIGS[(module, name)]
+    spelled = _cli_options()
+    offered = set().union(*(spelled[c] for c in commands))
+    named = {f.name: option(cls, f.name) for f in fields(cls)}
+    wrong = {f: o for f, o in named.items() if o.startswith("--") and o not in offered}
+    assert not wrong, f"{name}: options named in errors that {commands} do not have: {wrong}"
+
+
+def test_the_tables_of_names_name_config_fields():
+    """Every class and field that pipeline/cli/names.py's tables name exists (they name classes by name)."""
+    import ast
+    import importlib
+    from dataclasses import fields
+
+    from pipeline.cli import names
+
+    classes = {}
+    for path in (ROOT / "pipeline").rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Config"):
+                assert node.name not in classes, f"two config classes named {node.name}"
+                classes[node.name] = module
+    for table in (names.NOT_CLI, names.OPTION_NAMES, names.CLI_FIELDS):
+        for cls_name, named in table.items():
+            cls = getattr(importlib.import_module(classes[cls_name]), cls_name)
+            assert set(named) <= {f.name for f in fields(cls)}, (cls_name, named)

@@ -1,5 +1,7 @@
-"""pipeline.core.configs: a config's fields as JSON-able values, and each field's one-line comment as its
-help (read from the source), which every config dataclass of the library must have."""
+"""pipeline.core.configs: a config's fields as JSON-able values; every config validates itself and its errors
+name the fields as the class writes them (the command line says them as typed: tests/test_cli.py); each
+field's one-line comment is its help (read from the source by pipeline.cli.comments), which every config
+dataclass of the library must have."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core.configs import config_dict, field_help
+from pipeline.cli.comments import field_help
+from pipeline.core.configs import config_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,7 +118,7 @@ def test_every_config_field_has_a_comment(module, name):
     assert not missing, f"{module}.{name}: fields without a comment: {missing}"
 
 
-# ---- every config validates itself; errors name the option as the user types it -------------
+# ---- every config validates itself; errors name the fields (and say which) -------------------
 TRAIN_CONFIG = "pipeline.tasks.mortality.train_config"
 EXTRACT_CONFIG = "pipeline.data.mimic.extraction.config"
 BASELINE_CONFIG = "pipeline.tasks.mortality.baselines.config"
@@ -125,100 +128,67 @@ def _cfg(module: str, name: str):
     return getattr(importlib.import_module(module), name)
 
 
-@pytest.mark.parametrize("module, name, kwargs, message", [
-    (TRAIN_CONFIG, "TrainConfig", {"max_steps": 0}, "--max-steps must be >= 1, got 0"),
-    (TRAIN_CONFIG, "TrainConfig", {"threads": 0}, "--threads must be >= 1, got 0"),
-    (TRAIN_CONFIG, "TrainConfig", {"lr": 0.0}, "--lr must be > 0, got 0.0"),
-    (TRAIN_CONFIG, "TrainConfig", {"anneal_steps": -1}, "--anneal-steps must be >= 0, got -1"),
-    (TRAIN_CONFIG, "TrainConfig", {"refer_fraction": 1.0}, "--refer-fraction must lie in [0, 1)"),
-    (TRAIN_CONFIG, "TrainConfig", {"nll": "sum"}, "--nll must be one of"),
+@pytest.mark.parametrize("module, name, kwargs, message, named", [
+    (TRAIN_CONFIG, "TrainConfig", {"max_steps": 0}, "max_steps must be >= 1, got 0", ("max_steps",)),
+    (TRAIN_CONFIG, "TrainConfig", {"threads": 0}, "threads must be >= 1, got 0", ("threads",)),
+    (TRAIN_CONFIG, "TrainConfig", {"lr": 0.0}, "lr must be > 0, got 0.0", ("lr",)),
+    (TRAIN_CONFIG, "TrainConfig", {"anneal_steps": -1}, "anneal_steps must be >= 0, got -1", ("anneal_steps",)),
+    (TRAIN_CONFIG, "TrainConfig", {"refer_fraction": 1.0}, "refer_fraction must lie in [0, 1)", ("refer_fraction",)),
+    (TRAIN_CONFIG, "TrainConfig", {"nll": "sum"}, "nll must be one of", ("nll",)),
     (EXTRACT_CONFIG, "ExtractConfig", {"train_fraction": 0.9, "val_fraction": 0.3},
-     "--train-fraction 0.9 + --val-fraction 0.3 must be < 1"),
-    (EXTRACT_CONFIG, "ExtractConfig", {"train_fraction": 1.2}, "--train-fraction must lie in (0, 1)"),
-    (EXTRACT_CONFIG, "ExtractConfig", {"n_bins": 0}, "--bins must be >= 1, got 0"),
-    (EXTRACT_CONFIG, "ExtractConfig", {"scan_workers": 0}, "--scan-workers must be >= 1"),
-    (EXTRACT_CONFIG, "ExtractConfig", {"prediction_hours": -1.0},
-     "--prediction-hours must be a positive"),
-    (EXTRACT_CONFIG, "ExtractConfig", {"split": "by-year"}, "--split must be one of ['random', 'era']"),
-    ("pipeline.workflows.evaluate_config", "EvalConfig", {"n_bootstrap": -1}, "--bootstrap must be >= 0, got -1"),
-    ("pipeline.workflows.evaluate_config", "EvalConfig", {"threads": 0}, "--threads must be >= 1"),
-    ("pipeline.serving.config", "ScoreConfig", {"chunk_rows": 0}, "--chunk-rows must be >= 1, got 0"),
-    ("pipeline.serving.server", "ServeConfig", {"model": "m", "timeout_s": 0}, "--timeout must be >= 1, got 0"),
-    ("pipeline.serving.server", "ServeConfig", {"model": "m", "max_body_mb": 0}, "--max-body-mb must be > 0"),
+     "train_fraction 0.9 + val_fraction 0.3 must be < 1", ("train_fraction", "val_fraction")),
+    (EXTRACT_CONFIG, "ExtractConfig", {"train_fraction": 1.2}, "train_fraction must lie in (0, 1)",
+     ("train_fraction", "val_fraction")),
+    (EXTRACT_CONFIG, "ExtractConfig", {"n_bins": 0}, "n_bins must be >= 1, got 0", ("n_bins",)),
+    (EXTRACT_CONFIG, "ExtractConfig", {"scan_workers": 0}, "scan_workers must be >= 1", ("scan_workers",)),
+    (EXTRACT_CONFIG, "ExtractConfig", {"prediction_hours": -1.0}, "prediction_hours must be a positive",
+     ("prediction_hours",)),
+    (EXTRACT_CONFIG, "ExtractConfig", {"split": "by-year"}, "split must be one of ['random', 'era']", ("split",)),
+    ("pipeline.workflows.evaluate_config", "EvalConfig", {"n_bootstrap": -1}, "n_bootstrap must be >= 0, got -1",
+     ("n_bootstrap",)),
+    ("pipeline.workflows.evaluate_config", "EvalConfig", {"threads": 0}, "threads must be >= 1", ("threads",)),
+    ("pipeline.serving.config", "ScoreConfig", {"chunk_rows": 0}, "chunk_rows must be >= 1, got 0", ("chunk_rows",)),
+    ("pipeline.serving.server", "ServeConfig", {"model": "m", "timeout_s": 0}, "timeout_s must be >= 1, got 0",
+     ("timeout_s",)),
+    ("pipeline.serving.server", "ServeConfig", {"model": "m", "max_body_mb": 0}, "max_body_mb must be > 0",
+     ("max_body_mb",)),
     ("pipeline.tasks.mortality.config", "MortalityConfig", {"token_vocab": 5, "context_vocab": 5, "lstm_hidden": 0},
-     "--lstm-hidden must be >= 1, got 0"),
+     "lstm_hidden must be >= 1, got 0", ("lstm_hidden",)),
     ("pipeline.tasks.mortality.config", "MortalityConfig", {"token_vocab": 0, "context_vocab": 5},
-     "token_vocab must be >= 1, got 0"),
+     "token_vocab must be >= 1, got 0", ("token_vocab",)),
     ("pipeline.tasks.mortality.config", "MortalityConfig", {"token_vocab": 5, "context_vocab": 5, "bag_mode": "max"},
-     "--bag-mode must be one of"),
-    ("pipeline.tasks.vision.model_config", "VisionConfig", {"depth": 11}, "--depth must be 6n + 4"),
-    ("pipeline.tasks.vision.model_config", "VisionConfig", {"clip": 0.0}, "--factor-clip must be > 0 or unset"),
+     "bag_mode must be one of", ("bag_mode",)),
+    ("pipeline.tasks.mortality.config", "MortalityConfig", {"token_vocab": 5, "context_vocab": 5,
+                                                            "value_channel": True, "bag_mode": "attention"},
+     "value_channel pools linearly: bag_mode mean or sum, not attention", ("value_channel", "bag_mode")),
+    ("pipeline.tasks.vision.model_config", "VisionConfig", {"depth": 11}, "depth must be 6n + 4", ("depth",)),
+    ("pipeline.tasks.vision.model_config", "VisionConfig", {"clip": 0.0}, "clip must be > 0 or unset", ("clip",)),
     ("pipeline.tasks.vision.config", "VisionTrainConfig", {"dataset": "cifar10"},
-     "--data-dir is required for --dataset cifar10"),
-    ("pipeline.tasks.vision.config", "VisionTrainConfig", {"batch_size": 0}, "--batch-size must be >= 1"),
-    ("pipeline.tasks.vision.config", "VisionEvalConfig", {"severities": (9,)}, "--severity must be some of"),
-    ("pipeline.bayes.laplace.config", "LaplaceConfig", {"subnet_size": 0}, "--subnet-size must be >= 1, got 0"),
-    ("pipeline.bayes.laplace.config", "LaplaceConfig", {"batch_size": 0}, "batch_size must be >= 1, got 0"),
+     "data_dir is required for dataset cifar10", ("data_dir", "dataset")),
+    ("pipeline.tasks.vision.config", "VisionTrainConfig", {"batch_size": 0}, "batch_size must be >= 1",
+     ("batch_size",)),
+    ("pipeline.tasks.vision.config", "VisionEvalConfig", {"severities": (9,)}, "severities must be some of",
+     ("severities",)),
+    ("pipeline.bayes.laplace.config", "LaplaceConfig", {"subnet_size": 0}, "subnet_size must be >= 1, got 0",
+     ("subnet_size",)),
+    ("pipeline.bayes.laplace.config", "LaplaceConfig", {"batch_size": 0}, "batch_size must be >= 1, got 0",
+     ("batch_size",)),
     ("pipeline.bayes.laplace.config", "LaplaceConfig", {"hessian": "diag", "subnet_size": 10},
-     "--hessian diag is diagonal Laplace over every weight: leave --subnet-size unset"),
-    (BASELINE_CONFIG, "BaselineConfig", {"threads": 0}, "--threads must be >= 1"),
-    (BASELINE_CONFIG, "BaselineConfig", {"gbm_patience": 0}, "gbm_patience must be >= 1, got 0"),
-    ("pipeline.data.mimic.synth.simulation", "SynthConfig", {"density": 0.0}, "--density must be in (0, 10]"),
-    ("pipeline.data.mimic.synth.simulation", "SynthConfig", {"chunk_patients": 0}, "chunk_patients must be >= 1"),
+     "hessian diag is diagonal Laplace over every weight: leave subnet_size unset", ("hessian", "subnet_size")),
+    (BASELINE_CONFIG, "BaselineConfig", {"threads": 0}, "threads must be >= 1", ("threads",)),
+    (BASELINE_CONFIG, "BaselineConfig", {"gbm_patience": 0}, "gbm_patience must be >= 1, got 0", ("gbm_patience",)),
+    ("pipeline.data.mimic.synth.simulation", "SynthConfig", {"density": 0.0}, "density must be in (0, 10]",
+     ("density",)),
+    ("pipeline.data.mimic.synth.simulation", "SynthConfig", {"chunk_patients": 0}, "chunk_patients must be >= 1", ()),
 ])
-def test_configs_refuse_bad_settings_naming_the_option(module, name, kwargs, message):
+def test_configs_refuse_bad_settings_naming_the_fields(module, name, kwargs, message, named):
+    """A config's own check names its fields as the class writes them (no flag, no class name) and says
+    which (``fields``, ``config``): what the command line spells as the user typed them."""
     from pipeline.core.errors import PipelineError
 
     with pytest.raises(PipelineError) as err:
         _cfg(module, name)(**kwargs)
     text = str(err.value)
     assert text.startswith(message), text
-    assert f"{name}." not in text and f"{name}:" not in text  # no Python class names
-
-
-# config class -> the commands whose options set its fields (tests/test_configs.py keeps the pairs)
-USER_CONFIGS = {
-    ("pipeline.data.mimic.extraction.config", "ExtractConfig"): ("extract",),
-    ("pipeline.tasks.mortality.train_config", "TrainConfig"): ("train",),
-    ("pipeline.tasks.mortality.config", "MortalityConfig"): ("train",),
-    ("pipeline.workflows.evaluate_config", "EvalConfig"): ("evaluate",),
-    ("pipeline.serving.config", "ScoreConfig"): ("score",),
-    ("pipeline.serving.server", "ServeConfig"): ("serve",),
-    ("pipeline.bayes.laplace.config", "LaplaceConfig"): ("laplace",),
-    ("pipeline.tasks.mortality.baselines.config", "BaselineConfig"): ("train",),
-    ("pipeline.tasks.vision.config", "VisionTrainConfig"): ("vision train",),
-    ("pipeline.tasks.vision.model_config", "VisionConfig"): ("vision train",),
-    ("pipeline.tasks.vision.config", "VisionEvalConfig"): ("vision evaluate",),
-}
-
-
-def _cli_options() -> dict[str, set[str]]:
-    """{command path: every spelling of its options} of cli.py."""
-    import typer
-
-    import cli
-
-    out: dict[str, set[str]] = {}
-
-    def walk(cmd, path: str) -> None:
-        if hasattr(cmd, "commands"):  # a group (typer vendors its own click)
-            for sub_name, sub in cmd.commands.items():
-                walk(sub, f"{path} {sub_name}".strip())
-            return
-        out[path] = {o.split("/")[0] for p in cmd.params for o in [*p.opts, *p.secondary_opts]}
-
-    walk(typer.main.get_command(cli.app), "")
-    return out
-
-
-@pytest.mark.parametrize("module, name", sorted(USER_CONFIGS))
-def test_the_option_named_by_a_config_error_is_the_commands_own(module, name):
-    """`option(cls, field)`, the spelling config errors use, is an option of the command that sets the field."""
-    from pipeline.core.configs import option
-
-    cls, commands = _cfg(module, name), USER_CONFIGS[(module, name)]
-    spelled = _cli_options()
-    offered = set().union(*(spelled[c] for c in commands))
-    named = {f.name: option(cls, f.name) for f in fields(cls)}
-    wrong = {f: o for f, o in named.items() if o.startswith("--") and o not in offered}
-    assert not wrong, f"{name}: options named in errors that {commands} do not have: {wrong}"
+    assert f"{name}." not in text and f"{name}:" not in text and "--" not in text  # no class names, no flags
+    assert err.value.fields == named and (err.value.config is _cfg(module, name) or not named)

@@ -53,34 +53,35 @@ def test_grid_features_carry_the_value_channel_when_its_models_read_it(demo_dir,
     assert ("bag_values" in pq.read_schema(feats["random"] / "train.parquet").names) is has_values
 
 
-def test_grid_config_reads_benchmark_models_options():
-    """Bare words join the lists they belong to; the preset's step budget unless given; --set settings."""
-    cfg = grid.grid_config(["3", "gbm", "era"], seeds=[0, 1, 2], variants=None, split_modes=["random", "era"])
+def test_grid_config_of_the_settings():
+    """The preset's step budget unless given (validation at most every max_steps); the LSTM variants'
+    training and model overrides, batch_size among the training ones."""
+    cfg = grid.grid_config(seeds=[3], variants=["gbm"], split_modes=["era"])
     assert (cfg.seeds, cfg.variants, cfg.split_modes) == ((3,), ("gbm",), ("era",))
-    cfg = grid.grid_config(["3"], seeds=[1], seeds_given=True, variants=["logreg"], split_modes=["era"])
-    assert (cfg.seeds, cfg.variants, cfg.split_modes) == ((1, 3), ("logreg",), ("era",))
     assert grid.grid_config().variants == grid.MODELS
-    cfg = grid.grid_config(preset="records-research", settings=["lstm_hidden=8", "lr=0.1"], batch_size=32, jobs=1)
+    cfg = grid.grid_config(preset="records-research", train_overrides={"lr": 0.1}, model_overrides={"lstm_hidden": 8},
+                           batch_size=32, jobs=1)
     assert (cfg.max_steps, cfg.eval_every, cfg.preset, cfg.jobs) == (10_000, 250, "records-research", 1)
     assert cfg.train_overrides == {"lr": 0.1, "batch_size": 32} and cfg.model_overrides == {"lstm_hidden": 8}
     cfg = grid.grid_config(preset="paper", max_steps=300, eval_every=500)
     assert (cfg.max_steps, cfg.eval_every) == (300, 300)  # validation at most every max_steps
-    with pytest.raises(ConfigError, match=r"unexpected argument\(s\) \['bogus'\]"):
-        grid.grid_config(["1", "bogus"])
-    with pytest.raises(ConfigError, match="--set 'x'"):
-        grid.grid_config(settings=["x"])
 
 
 def test_grid_options_read_into_a_grid_config_and_the_result_summary():
+    """benchmark-models' options: bare words join the lists they belong to (replacing a default), anything
+    else is refused; the [train] / [model] settings go to every LSTM variant."""
     from pathlib import Path
 
-    from pipeline.cli.grid_options import GridOptions
+    from pipeline.cli.benchmark_models import GridOptions
 
-    o = GridOptions(Path("s"), Path("o"), seeds=(1,), models=("logreg",), splits=("era",), set_=("lr=0.1",),
-                    batch_size=16)
-    cfg = o.config(["2"], given={"seeds"})
+    o = GridOptions(Path("s"), Path("o"), seeds=(1,), models=("logreg",), splits=("era",), batch_size=16)
+    cfg = o.config(["2"], given={"seeds"}, train={"lr": 0.1}, model={"lstm_hidden": 8})
     assert cfg.seeds == (1, 2) and cfg.variants == ("logreg",) and cfg.split_modes == ("era",)
-    assert cfg.train_overrides == {"lr": 0.1, "batch_size": 16}
+    assert cfg.train_overrides == {"lr": 0.1, "batch_size": 16} and cfg.model_overrides == {"lstm_hidden": 8}
     assert GridOptions(Path("s"), Path("o")).config(["2"], given=set()).seeds == (2,)  # the words replace a default
+    cfg = GridOptions(Path("s"), Path("o")).config(["3", "gbm", "era"], given=set())
+    assert (cfg.seeds, cfg.variants, cfg.split_modes) == ((3,), ("gbm",), ("era",))
+    with pytest.raises(ConfigError, match=r"unexpected argument\(s\) \['bogus'\]"):
+        GridOptions(Path("s"), Path("o")).config(["1", "bogus"], given=set())
     r = grid.GridResult(["a", "b"], [Path("t/compare.md")], 12.4, {"extract": 3.0, "train": 9.4})
     assert r.summary() == "2 runs in 12 s (extract 3 s, train 9 s); tables: t/compare.md"

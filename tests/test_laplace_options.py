@@ -34,7 +34,7 @@ def test_subnet_size_is_what_the_selection_and_hessian_need(selection, hessian, 
 
 
 def test_laplace_options_give_the_config_settings_and_the_run_arguments():
-    from pipeline.bayes.laplace.options import LaplaceOptions
+    from pipeline.cli.laplace import LaplaceOptions
 
     o = LaplaceOptions("r1", selection=Selection.LAST_LAYER, prior_precision="2", exclude=("lstm",), threads=2)
     s = o.settings()

@@ -133,6 +133,9 @@ def test_cli_subnet_size_defaults_to_what_the_selection_needs(map_run, tmp_path,
                                        "--out", str(tmp_path / "run")])
     assert res.exit_code == 0, res.output
     assert res.output.startswith(f"{label}: ")
+    recorded = tmp_path / "run" / "settings.toml"  # the run's settings, as --config reads them
+    again = CliRunner().invoke(cli.app, ["laplace", "--run", map_run, "--config", str(recorded), "--print-config"])
+    assert again.exit_code == 0 and again.output == recorded.read_text()
 
 
 @pytest.fixture(scope="module")

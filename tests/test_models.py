@@ -436,9 +436,9 @@ def test_factor_initial_scale_per_family_or_as_given(prior, init_scale, expected
 
 
 def test_rank1_config_errors_name_the_setting():
-    for kw, match in [({"factor_init": "uniform"}, "--factor-init"), ({"prior_mean": float("nan")}, "--prior-mean"),
-                      ({"init_scale": 0.0}, "--init-scale"),
-                      ({"init_stddev": 0.0}, "--init-stddev"), ({"prior_stddev": -1.0}, "--prior-stddev"),
+    for kw, match in [({"factor_init": "uniform"}, "^factor_init"), ({"prior_mean": float("nan")}, "^prior_mean"),
+                      ({"init_scale": 0.0}, "^init_scale"),
+                      ({"init_stddev": 0.0}, "^init_stddev"), ({"prior_stddev": -1.0}, "^prior_stddev"),
                       ({"factor_init": "random_sign", "perturbation": "additive"}, "random_sign")]:
         with pytest.raises(ValueError, match=match):
             tiny_cfg(**kw)
@@ -626,7 +626,7 @@ def test_value_channel_errors_name_the_problem():
         model({k: v for k, v in batch.items() if k != "values"})
     with pytest.raises(ValueError, match=r"batch\['values'\] must be"):
         model({**batch, "values": batch["values"][:, :, :1]})
-    with pytest.raises(ConfigError, match="--value-channel pools linearly"):
+    with pytest.raises(ConfigError, match="^value_channel pools linearly"):
         tiny_cfg(value_channel=True, bag_mode="attention")
     with pytest.raises(ValueError, match="not attention"):
         ValueBag(5, 2, "attention")

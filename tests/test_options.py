@@ -1,5 +1,6 @@
 """pipeline.cli.options: config fields as typer options (names, help, limits, what the command receives),
-FIELD=VALUE settings, bare words spread into repeatable options, help wrapped at spaces only."""
+the settings file and --set beside them (precedence, how an error names a field), bare words spread into
+repeatable options, help wrapped at spaces only."""
 
 from __future__ import annotations
 
@@ -17,13 +18,12 @@ from pipeline.cli.options import (
     at_least,
     config_options,
     int_or_none,
-    parse_settings,
     refuse_words,
     spread,
     with_config_options,
 )
+from pipeline.core.configs import check_at_least
 from pipeline.core.errors import ConfigError
-from pipeline.tasks.mortality.config import MortalityConfig
 from pipeline.tasks.mortality.train_config import TrainConfig
 
 
@@ -43,8 +43,12 @@ class Planted:
     threads: int | None = None  # worker threads
     model: dict | None = None  # set by the code
     secret: int = 0  # set in Python only
-    OPTION_NAMES: ClassVar[dict[str, str]] = {"n_bins": "bins"}
-    NOT_CLI: ClassVar[tuple[str, ...]] = ("secret",)
+
+    def __post_init__(self) -> None:
+        check_at_least(self, 1, ("n_bins", "threads"))
+
+
+NAMES = {"rename": {"n_bins": "bins"}, "exclude": ("secret",)}  # what names.OPTION_NAMES, NOT_CLI say of a config
 
 
 def _app(**kwargs) -> tuple[typer.Typer, dict]:
@@ -52,7 +56,7 @@ def _app(**kwargs) -> tuple[typer.Typer, dict]:
     app = typer.Typer(cls=WholeWordsGroup, rich_markup_mode=None)
 
     @app.command(cls=WholeWordsCommand)
-    @with_config_options(Planted, **kwargs)
+    @with_config_options(Planted, **NAMES, **kwargs)
     def run(name: str = typer.Option("x", help="A name."), settings: dict | None = None) -> None:
         seen.update(name=name, settings=settings[Planted])
 
@@ -76,7 +80,7 @@ def test_config_fields_become_options_and_only_the_set_ones_reach_the_command():
     text = " ".join(CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output.split())
     assert "Quantile bins per item [default: 5]" in text and "Worker threads [default: all cores]" in text
     assert "--verify / --no-verify" in text and "[default: no-verify]" in text
-    assert "--secret" not in text and "--model" not in text and "--n-bins" not in text  # NOT_CLI, NOT_OPTIONS, renamed
+    assert "--secret" not in text and "--model" not in text and "--n-bins" not in text  # excluded, NOT_OPTIONS, renamed
 
 
 def test_a_flag_pair_of_its_own_and_a_note():
@@ -87,7 +91,7 @@ def test_a_flag_pair_of_its_own_and_a_note():
 
 
 def test_config_options_lists_the_offered_fields():
-    names = [name for _, name, *_ in config_options(Planted)]
+    names = [name for _, name, *_ in config_options(Planted, exclude=("secret",))]
     assert names == ["n_bins", "colour", "verify", "groups", "threads"]
     assert "model" not in [name for _, name, *_ in config_options(TrainConfig)]
 
@@ -118,18 +122,6 @@ def test_help_wraps_at_spaces_not_at_hyphens():
         assert not broken, (width, broken)
 
 
-def test_settings_are_read_as_json_where_they_parse_and_go_to_their_config():
-    train, model = parse_settings(["lstm_hidden=128", "anneal-steps=500", "nll=mixture", "l2_in_kl=true"],
-                                  TrainConfig, MortalityConfig)
-    assert train == {"anneal_steps": 500, "nll": "mixture", "l2_in_kl": True} and model == {"lstm_hidden": 128}
-
-
-@pytest.mark.parametrize("word", ["lstm_hidden", "nonsense=1", "model=x", "=3"])
-def test_a_setting_that_is_not_field_equals_value_is_refused_naming_the_option(word):
-    with pytest.raises(ConfigError, match=rf"^--set '{word}': expected FIELD=VALUE with FIELD one of \["):
-        parse_settings([word], TrainConfig, MortalityConfig)
-
-
 def test_bare_words_join_the_options_they_belong_to():
     words = ["4", "gbm", "-1"]
     assert int_or_none("12") == 12 and int_or_none("-1") == -1 and int_or_none("x") is None
@@ -158,7 +150,7 @@ def test_command_options_keep_their_defaults_flags_and_help_as_written():
     app = typer.Typer(cls=WholeWordsGroup, rich_markup_mode=None)
 
     @app.command(cls=WholeWordsCommand)
-    @with_config_options(PlantedCommand, Planted)
+    @with_config_options(PlantedCommand, Planted, **NAMES)
     def run(settings: dict | None = None) -> None:
         seen.update(own=settings[PlantedCommand], planted=settings[Planted])
 

@@ -149,7 +149,7 @@ def test_validation_loss_score():
     want = 0.3 + float((m.kl() + 1e-3 * m.l2_penalty()).detach()) / 50
     assert math.isclose(val_score(m, loss_cfg, 0.3, 50), want, rel_tol=1e-6)
     assert loss_cfg.checkpoint_metric is CheckpointMetric.LOSS
-    with pytest.raises(Exception, match="--checkpoint-metric must be one of"):
+    with pytest.raises(Exception, match="^checkpoint_metric must be one of"):
         TrainConfig(checkpoint_metric="auc")
 
 

@@ -350,8 +350,8 @@ def test_chart_rows_per_stay_follow_the_config(tmp_path):
 # ---------------------------------------------------------------------------- errors, atomicity
 @pytest.mark.parametrize("kwargs, message", [
     (dict(patients=0), "patients"), (dict(patients=MAX_PATIENTS + 1), "patients"), (dict(patients=2.5), "patients"),
-    (dict(seed=-1), "seed"), (dict(config=dict(density=0)), r"^--density must be in \(0, 10\], got 0"),
-    (dict(config=dict(density=20)), r"^--density must be in \(0, 10\], got 20"),
+    (dict(seed=-1), "seed"), (dict(config=dict(density=0)), r"^density must be in \(0, 10\], got 0"),
+    (dict(config=dict(density=20)), r"^density must be in \(0, 10\], got 20"),
     (dict(config=dict(chunk_patients=0)), "^chunk_patients"),
     (dict(config=dict(admissions_probs=(0.5, 0.5, 0.5))), "^admissions_probs"),
     (dict(layout="mimic-v"), "layout"),

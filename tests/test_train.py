@@ -95,7 +95,7 @@ def test_presets_and_config_errors():
     assert paper.max_steps > TrainConfig().max_steps
     with pytest.raises(ValueError, match="mixture2"):
         TrainConfig(nll="mixture2")
-    with pytest.raises(ValueError, match="--refer-fraction"):
+    with pytest.raises(ValueError, match="^refer_fraction"):
         TrainConfig(refer_fraction=1.0)
     with pytest.raises(ValueError, match=r"unknown model setting\(s\) \['hiden'\]"):
         models.model_config({"hiden": 3}, {"tokens": 5, "context": 5})
@@ -314,16 +314,17 @@ def test_epoch_budget_ends_training_before_max_steps(feats, tmp_path):
     assert training.train(feats, "deterministic", cfg, out_dir=tmp_path, tracking=False).steps == 3
 
 
-@pytest.mark.parametrize("kw, message", [({"patience": -1}, "--patience must be >= 0"),
-                                         ({"max_epochs": -1.0}, r"--max-epochs must be >= 0 \(0: off\)")])
+@pytest.mark.parametrize("kw, message", [({"patience": -1}, "^patience must be >= 0"),
+                                         ({"max_epochs": -1.0}, r"^max_epochs must be >= 0 \(0: off\)")])
 def test_early_stopping_settings_are_checked(kw, message):
     with pytest.raises(ValueError, match=message):
         _cfg(**kw)
 
 
 def test_preset_notes_name_the_presets_that_set_each_field():
+    from pipeline.cli.train import preset_notes
     from pipeline.tasks.mortality.config import MortalityConfig
-    from pipeline.tasks.mortality.train_config import TrainConfig, preset_notes
+    from pipeline.tasks.mortality.train_config import TrainConfig
 
     notes = preset_notes()
     assert notes[(TrainConfig, "max_steps")] == "--preset paper, records-research set their own"

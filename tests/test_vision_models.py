@@ -426,8 +426,9 @@ def test_published_defaults_by_architecture():
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"depth": 12}, "6n \\+ 4"), ({"dropout_rate": 1.0}, "--dropout-rate"), ({"method": "mc-dropout"}, "mc-dropout"),
-    ({"ensemble_size": 0}, "--ensemble-size"),
+    ({"depth": 12}, "6n \\+ 4"), ({"dropout_rate": 1.0}, "^dropout_rate must"),
+    ({"method": "mc-dropout"}, "mc-dropout"),
+    ({"ensemble_size": 0}, "^ensemble_size must"),
     ({"factor_init": "random_sign", "perturbation": "additive"}, "random_sign"),
     ({"clip": 0.0}, "clip"),
 ])

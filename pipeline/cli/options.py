@@ -1,22 +1,23 @@
 """A config dataclass's fields as command-line options (typer), and what a command line hands back.
 
 ``with_config_options`` adds one option per field of one or more config dataclasses to a typer
-command, its help the comment after the field (``configs.field_help``), so a long list of settings is
-declared once, in its config. ``config_options`` lists those fields (``mlflow/render_mlproject.py``
-writes the MLproject from it). ``parse_settings`` reads ``FIELD=VALUE`` words into settings, ``spread``
-and ``refuse_words`` hand the bare words after the options to the repeatable options they belong to.
-``WholeWordsGroup`` and ``WholeWordsCommand`` print help wrapped at spaces only. Imports no torch.
+command, its help the comment after the field (``comments.field_help``), so a long list of settings is
+declared once, in its config; with them ``--config FILE``, ``--set KEY=VALUE`` and ``--print-config``
+(``pipeline.cli.settings``). ``config_options`` lists those fields (``mlflow/render_mlproject.py``
+writes the MLproject from it). ``spread`` and ``refuse_words`` hand the bare words after the options to
+the repeatable options they belong to. ``WholeWordsGroup`` and ``WholeWordsCommand`` print help wrapped
+at spaces only. Imports no torch.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import json
 import types
 import typing
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
@@ -24,35 +25,38 @@ import typer.core
 
 try:  # typer vendors its own click (typer._click); older typers use click itself
     from typer import _click as click
+    from typer._click.globals import get_current_context
 except ImportError:  # pragma: no cover
     import click
+    from click import get_current_context
 
-from pipeline.core.configs import field_help
+from pipeline.cli import settings as files
+from pipeline.cli.comments import field_help
+from pipeline.cli.names import ALIASES, BY_NAME, config_options, option_name
 from pipeline.core.errors import ConfigError
 
-# Config fields offered by no option (set by the code, not by a user).
-NOT_OPTIONS = {"model", "token_vocab", "context_vocab", "sampling"}
-# Older, shorter option names kept beside the field names (scripts and the MLproject use them).
-ALIASES = {"lstm_hidden": "hidden", "embedding_dim": "embed_dim", "lstm_layers": "layers", "dense_units": "dense"}
+__all__ = ["ALIASES", "ClickException", "SettingsFile", "TYPED", "WholeWordsCommand", "WholeWordsGroup", "at_least",
+           "command_option", "config_options", "get_current_context", "int_or_none", "option_flags", "refuse_words",
+           "spread", "with_config_options"]
+
 ClickException = click.ClickException  # what click reports itself (usage errors): commands let it through
 NON_BREAKING_HYPHEN = "\u2011"  # what the help wraps around instead of "-"
+TYPED = "pipeline.cli.typed"  # click's ctx.meta key: how each setting was given (names.spell reads it)
+EXPLICIT = {"COMMANDLINE", "ENVIRONMENT", "PROMPT"}  # click's parameter sources that the user gave
 
 
-def config_options(*classes: type, exclude: tuple[str, ...] = ()) -> list[tuple[type, str, Any, Any, str]]:
-    """(config class, field, annotation, default, help) of every field offered as an option (not in
-    ``NOT_OPTIONS`` unless the class is a command's own options, the class's own ``NOT_CLI`` nor ``exclude``)."""
-    out = []
-    for cls in classes:
-        hints = typing.get_type_hints(cls)
-        docs = field_help(cls)
-        own = getattr(cls, "COMMAND_OPTIONS", False)  # a command's own options: a field named model is one
-        skip = {*exclude, *getattr(cls, "NOT_CLI", ()), *(() if own else NOT_OPTIONS)}
-        for f in fields(cls):
-            if f.name in skip:
-                continue
-            default = f.default if f.default is not MISSING else None
-            out.append((cls, f.name, hints[f.name], default, docs.get(f.name, "")))
-    return out
+@dataclass
+class SettingsFile:
+    """Where a command's fields sit in its settings file (``settings.layout``) and what else it holds."""
+
+    sections: dict[type, str] = field(default_factory=dict)  # class -> its table (default: the top level)
+    keys: dict[tuple[type, str], str] = field(default_factory=dict)  # a field's key of its own ("model.name")
+    only: tuple[type, ...] = ()  # classes set by the file and --set only (no flags): benchmark-models' train
+    exclude: dict[type, tuple[str, ...]] = field(default_factory=dict)  # fields no file sets (the code does)
+    baseline: Callable | None = None  # Settings -> {class: {field: value}} beneath the user's: a preset's
+    beneath: str = ""  # what the help says lies between the defaults and the file ("--preset")
+    example: str = ""  # --set's example keys ("model.lstm_hidden=128")
+    set_help: str = ""  # --set's help, where the command says it in its own words
 
 
 def option_flags(name: str, annotation, aliases: dict[str, str] = ALIASES) -> list[str]:
@@ -73,19 +77,24 @@ def shown_default(default, name: str = "") -> str:
 
 def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
                         rename: dict | None = None, flags: dict | None = None, limits: dict | None = None,
-                        shown: dict | None = None, notes: dict | None = None) -> Callable:
+                        shown: dict | None = None, notes: dict | None = None,
+                        settings_file: SettingsFile | None = None) -> Callable:
     """Add one ``Optional`` option per config field to a command: the function receives the fields the
-    user set as ``settings`` ({config class: {field: value}}); an unset option is None and keeps the
-    config's (or the preset's) default, shown in its help. ``exclude``: fields offered by no option
-    (besides a class's ``NOT_CLI``). The dicts below are keyed by field name, or by (class, field) where
-    two classes share a name: ``rename``: the parameter and option name (default: the class's
-    ``OPTION_NAMES``, the name its errors use); ``flags``: the option's own spellings (e.g.
+    user set as ``settings`` (a ``settings.Settings``: {config class: {field: value}}); an unset option is
+    None and keeps the config's (or the preset's) default, shown in its help. ``exclude``: fields offered
+    by no option (besides ``names.NOT_CLI``). The dicts below are keyed by field name, or by (class, field)
+    where two classes share a name: ``rename``: the parameter and option name (default:
+    ``names.OPTION_NAMES``, the name its errors use); ``flags``: the option's own spellings (e.g.
     ``--direct/--via-mlflow``); ``limits``: typer's ``min``/``max`` (``at_least``); ``shown``: the default
     said in words, where the field's is None; ``notes``: words said after the default. A
     ``tuple[X, ...]`` field is a repeatable option, handed over as a tuple. A class with ``COMMAND_OPTIONS``
-    (a command's own options, HfArgumentParser style) is offered as it declares itself (``command_option``).
-    The function's own parameters come first, then each class's fields in order."""
+    (a command's own options, HfArgumentParser style) is offered as it declares itself (``command_option``):
+    the command receives every one of its fields. The function's own parameters come first, then each
+    class's fields in order, then ``--config``, ``--set`` and ``--print-config``, laid out by
+    ``settings_file`` (``pipeline.cli.settings``: their precedence); a config error raised inside names
+    each field as the user gave it (``TYPED``)."""
     rename, own_flags, limits, said_as, notes = rename or {}, flags or {}, limits or {}, shown or {}, notes or {}
+    spec = settings_file or SettingsFile()
 
     def of(table: dict, cls: type, name: str, default=None):  # a dict's entry for the field
         return table.get((cls, name), table.get(name, default))
@@ -94,42 +103,65 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
         sig, hints = inspect.signature(fn), typing.get_type_hints(fn)  # hints: read in fn's own module
         base = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
                 if p.name != "settings"]
-        extra, owner, tuples = [], {}, set()
+        extra, owner, tuples, spelled = [], {}, set(), {}
         for cls, name, annotation, default, doc in config_options(*classes, exclude=exclude):
             optional = typing.get_origin(annotation) in (typing.Union, types.UnionType)  # X | None: X
             typ = next(a for a in typing.get_args(annotation) if a is not type(None)) if optional else annotation
             if typing.get_origin(typ) is tuple and typing.get_args(typ)[1:] == (Ellipsis,):  # a repeatable option
                 typ, tuples = list[typing.get_args(typ)[0]], tuples | {name}
-            param = of(rename, cls, name, getattr(cls, "OPTION_NAMES", {}).get(name, name))
+            param = of(rename, cls, name, option_name(cls, name))
             if getattr(cls, "COMMAND_OPTIONS", False):  # a command's own options: as the class declares them
+                declared = next(f for f in fields(cls) if f.name == name).metadata.get("flags")
                 extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[typ]
                                                if optional else typ, default=command_option(cls, name, param, typ)))
-                owner[param] = (cls, name)
-                continue
-            doc = doc[:1].upper() + doc[1:]
-            spelled = of(own_flags, cls, name)
-            said = of(said_as, cls, name) if default is None else shown_default(default, param)
-            if isinstance(default, bool) and spelled:  # the spelling of its own flag pair
-                said = spelled[0].split("/")[0 if default else 1].lstrip("-")
-            note = of(notes, cls, name)
-            if said is None:
-                help_text = doc if note is None else f"{doc} [{note}]"
             else:
-                help_text = f"{doc} [default: {said}{'; ' + note if note else ''}]".strip()
-            option = typer.Option(None, *(spelled or option_flags(param, typ)), help=help_text,
-                                  show_default=False, **of(limits, cls, name, {}))
-            extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                           annotation=Optional[typ]))
+                declared = of(own_flags, cls, name)
+                option = typer.Option(None, *(declared or option_flags(param, typ)), show_default=False,
+                                      help=_help(doc, default, param, declared, of(said_as, cls, name),
+                                                 of(notes, cls, name)), **of(limits, cls, name, {}))
+                extra.append(inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                               annotation=Optional[typ]))
             owner[param] = (cls, name)
+            spelled[(cls, name)] = declared[0].split("/")[0] if declared else "--" + param.replace("_", "-")
+        skip = {c: (*exclude, *spec.exclude.get(c, ())) for c in (*classes, *spec.only)}
+        layout = functools.cache(lambda: files.layout((*classes, *spec.only), spec.sections, spec.keys, skip,
+                                                      {(c, n): of(limits, c, n, {}) for c, n in spelled}))
+        extra += _settings_parameters(spec)
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            settings = {n: kwargs.pop(n) for n in owner if kwargs.get(n) not in (None, [])}
-            for n in owner:
-                kwargs.pop(n, None)
-            return fn(*args, settings={c: {owner[n][1]: tuple(v) if owner[n][1] in tuples else v
-                                           for n, v in settings.items() if owner[n][0] is c}
-                                       for c in classes}, **kwargs)
+            ctx, lay = get_current_context(), layout()  # the layout: on first use (--help needs none)
+            path, words, show = kwargs.pop("config_file"), kwargs.pop("set_"), kwargs.pop("print_config")
+            values: dict[type, dict[str, Any]] = {c: {} for c in (*classes, *spec.only)}
+            typed = dict(spelled)
+            typed_flags = {}
+            for n, (cls, name) in owner.items():
+                value = kwargs.pop(n, None)
+                value = tuple(value) if name in tuples and value is not None else value
+                if getattr(cls, "COMMAND_OPTIONS", False):
+                    values[cls][name] = value  # every field of a command's own options, defaults too
+                    if ctx.get_parameter_source(n).name in EXPLICIT:
+                        typed_flags[(cls, name)] = value
+                elif value not in (None, ()):
+                    typed_flags[(cls, name)] = value
+            given = set(typed_flags)
+            for key, value, where in [*(files.read_file(path, lay) if path else []),
+                                      *files.read_words(list(words or []), lay)]:
+                if (key.cls, key.field) not in typed_flags:  # the flags typed win
+                    values[key.cls][key.field] = value
+                    typed[(key.cls, key.field)] = where
+                given.add((key.cls, key.field))
+            for (cls, name), value in typed_flags.items():
+                values[cls][name] = value
+            ctx.meta[TYPED] = {**{(BY_NAME, n): t for (_, n), t in reversed(typed.items())},
+                               **{(c.__name__, n): t for (c, n), t in typed.items()}}
+            required = [(spelled[(k.cls, k.field)], values[k.cls][k.field]) for k in lay.required]
+            settings = files.Settings(values, lay=lay, given=given, typed=typed, command=_command(ctx),
+                                      required=required, baseline=spec.baseline)
+            if show:
+                typer.echo(settings.toml(), nl=False)
+                raise typer.Exit()
+            return fn(*args, settings=settings, **kwargs)
 
         run.__signature__ = sig.replace(parameters=[*base, *extra])
         run.__annotations__ = {**{p.name: p.annotation for p in base}, **{p.name: p.annotation for p in extra}}
@@ -137,6 +169,41 @@ def with_config_options(*classes: type, exclude: tuple[str, ...] = (),
         return run
 
     return decorate
+
+
+def _command(ctx) -> str:
+    """The command as ``cli.py`` runs it (``cli.py vision train``), however it was started (``mimic-risk``)."""
+    return " ".join(["cli.py", *ctx.command_path.split()[1:]])
+
+
+def _help(doc: str, default, param: str, spelled: list[str] | None, said, note: str | None) -> str:
+    """A config field's help: its comment, capitalized, then the default (said in words where given) and a note."""
+    doc = doc[:1].upper() + doc[1:]
+    said = said if default is None else shown_default(default, param)
+    if isinstance(default, bool) and spelled:  # the spelling of its own flag pair
+        said = spelled[0].split("/")[0 if default else 1].lstrip("-")
+    if said is None:
+        return doc if note is None else f"{doc} [{note}]"
+    return f"{doc} [default: {said}{'; ' + note if note else ''}]".strip()
+
+
+def _settings_parameters(spec: SettingsFile) -> list[inspect.Parameter]:
+    """``--config``, ``--set`` and ``--print-config`` as keyword parameters, their help as ``spec`` says."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    order = " < ".join(filter(None, ("the defaults", spec.beneath, "this file", "--set", "the flags typed")))
+    example = f", e.g. {spec.example}" if spec.example else ""
+    return [
+        inspect.Parameter("config_file", kw, annotation=Optional[Path], default=typer.Option(
+            None, "--config", metavar="FILE", help=f"Settings file (TOML; --print-config writes one): a key per "
+            f"option. Precedence: {order}.")),
+        inspect.Parameter("set_", kw, annotation=Optional[list[str]], default=typer.Option(
+            None, "--set", metavar="KEY=VALUE", help=spec.set_help or f"One setting (repeatable): a key of the "
+            f"settings file{example}, or a bare field name; the value as JSON or TOML, else text. Over --config, "
+            "under the flags typed.")),
+        inspect.Parameter("print_config", kw, annotation=bool, default=typer.Option(
+            False, "--print-config", help="Print the effective settings as a settings file (TOML, what --config "
+            "reads back) and exit.")),
+    ]
 
 
 def command_option(cls: type, name: str, param: str, typ) -> Any:
@@ -154,26 +221,6 @@ def command_option(cls: type, name: str, param: str, typ) -> Any:
 def at_least(low: float, *names: str) -> dict[str, dict]:
     """``limits`` of ``with_config_options``: each of ``names`` at least ``low``."""
     return {name: {"min": low} for name in names}
-
-
-def parse_settings(pairs: list[str], *classes: type, option: str = "--set") -> tuple[dict, ...]:
-    """``FIELD=VALUE`` words -> one settings dict per config class (the first class that has FIELD);
-    values read as JSON where they parse (numbers, true/false, null), else as text. A word that is not
-    ``FIELD=VALUE`` with a field offered as an option is a ``ConfigError`` naming ``option``."""
-    names = [{f.name for f in fields(cls)} - NOT_OPTIONS for cls in classes]
-    known = set().union(*names)
-    out: tuple[dict, ...] = tuple({} for _ in classes)
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep or name not in known:
-            raise ConfigError(f"{option} {pair!r}: expected FIELD=VALUE with FIELD one of {sorted(known)}")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        out[next(i for i, n in enumerate(names) if name in n)][name] = value
-    return out
 
 
 def int_or_none(word: str) -> int | None:

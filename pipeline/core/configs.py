@@ -1,22 +1,17 @@
 """Helpers for the ``@dataclass`` configs of every stage (torch-free).
 
-``config_dict``: a config as JSON-able values (str enums -> their value). ``field_help``: the
-comment written after each field (going on over deeper comment-only lines below it), which the
-CLI shows as the option's help and the docs as its meaning, so a setting is described once, where
-it is declared. ``option``: a field as the user types it (``--max-steps``), which every config's
-``__post_init__`` errors name (``check_at_least``, ``check_choice``).
+``config_dict``: a config as JSON-able values (str enums -> their value). Every config validates itself
+in ``__post_init__``; its errors name the fields as the class writes them (``max_steps must be >= 1, got
+0``) and record which (``invalid``, ``check_at_least``, ``check_choice``): the command line
+(``pipeline.cli``) says each as the user typed it. Each field's comment is its meaning (the CLI's help).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import io
-import tokenize
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from enum import Enum
 
-from pipeline.core.errors import ConfigError
+from pipeline.core.errors import ConfigError, PipelineError
 
 
 def config_dict(cfg) -> dict:
@@ -30,54 +25,28 @@ def config_dict(cfg) -> dict:
     return {k: plain(v) for k, v in asdict(cfg).items()}
 
 
-@functools.cache
-def field_help(cls: type) -> dict[str, str]:
-    """``{field: comment}`` of a dataclass, from the ``# comment`` after each field in its source; a
-    comment goes on over the comment-only lines right below it that are indented deeper than the field
-    (joined with one space), so a long help wraps within the line limit."""
-    names = {f.name for f in fields(cls)}
-    out: dict[str, str] = {}
-    current = last = None  # the field being declared; the field whose comment may go on
-    for tok in tokenize.generate_tokens(io.StringIO(inspect.getsource(cls)).readline):
-        if tok.type == tokenize.NAME and tok.start[1] == 4 and tok.string in names and current is None:
-            current = tok.string  # a field name at class-body indentation starts a declaration
-        elif tok.type == tokenize.COMMENT and current is not None:
-            out[current] = tok.string.lstrip("#").strip()
-        elif tok.type == tokenize.COMMENT and last in out and tok.start[1] > 4:
-            out[last] += " " + tok.string.lstrip("#").strip()  # a comment-only line below the field, deeper
-        elif tok.type == tokenize.NEWLINE:
-            current, last = None, current
-        elif tok.type != tokenize.NL or not tok.line.strip().startswith("#"):
-            last = None  # code, a blank line or a shallower comment ends the continuation
-    return out
+def invalid(cfg, message: str, *names: str, error: type[PipelineError] = ConfigError) -> PipelineError:
+    """``error(message)`` of a config's own check: ``message`` names fields ``names`` of ``cfg`` (a config class or
+    instance) as they are written in the class, and the error records which (``config``, ``fields``), so the
+    command line can say each as the user typed it (``--max-steps``, a settings file's key)."""
+    exc = error(message)
+    exc.config, exc.fields = cfg if isinstance(cfg, type) else type(cfg), names
+    return exc
 
 
-def option(cls: type, name: str) -> str:
-    """How a user types config field ``name`` of ``cls`` (a class or an instance): ``max_steps`` ->
-    ``--max-steps``; a field whose option has a name of its own (``OPTION_NAMES``, e.g. ``n_bins``:
-    ``bins``) -> that name; a field no option offers (in ``NOT_CLI``, or not in ``CLI_FIELDS`` where a config lists
-    those) -> its own name. Config errors name settings so, as the user typed them."""
-    cls = cls if isinstance(cls, type) else type(cls)
-    offered = getattr(cls, "CLI_FIELDS", None)
-    if name in getattr(cls, "NOT_CLI", ()) or (offered is not None and name not in offered):
-        return name  # set in Python only: the argument's own name
-    return "--" + getattr(cls, "OPTION_NAMES", {}).get(name, name).replace("_", "-")
-
-
-def check_at_least(cfg, low: float, names: tuple[str, ...], error: type[Exception] | None = None) -> None:
-    """Raise ``error`` (default ``ConfigError``) naming the option of the first field in ``names`` that
-    is set (not None) and below ``low``."""
+def check_at_least(cfg, low: float, names: tuple[str, ...], error: type[PipelineError] = ConfigError) -> None:
+    """Raise ``error`` naming the first field in ``names`` that is set (not None) and below ``low``."""
     for name in names:
         value = getattr(cfg, name)
         if value is not None and value < low:
-            raise (error or ConfigError)(f"{option(cfg, name)} must be >= {low}, got {value}")
+            raise invalid(cfg, f"{name} must be >= {low}, got {value}", name, error=error)
 
 
-def check_choice(cfg, name: str, enum: type[Enum], error: type[Exception] | None = None) -> None:
-    """Set field ``name`` to its ``enum`` member, or raise naming the option and the choices."""
+def check_choice(cfg, name: str, enum: type[Enum], error: type[PipelineError] = ConfigError) -> None:
+    """Set field ``name`` to its ``enum`` member, or raise naming the field and the choices."""
     value = getattr(cfg, name)
     try:
         setattr(cfg, name, enum(value))
     except ValueError:
-        raise (error or ConfigError)(f"{option(cfg, name)} must be one of {[e.value for e in enum]}, got "
-                                     f"{getattr(value, 'value', value)!r}") from None
+        raise invalid(cfg, f"{name} must be one of {[e.value for e in enum]}, got "
+                           f"{getattr(value, 'value', value)!r}", name, error=error) from None

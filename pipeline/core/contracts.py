@@ -27,8 +27,6 @@ BASELINE_FILE = "baseline.npz"  # a classical baseline's model file (named array
 # Monte Carlo samples per mixture component when neither the caller nor the model says (a model
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25
-SAMPLES_SHOWN = f"the model's score_samples; {DEFAULT_SAMPLES} when it has none"  # --samples' default in words
-SAMPLES_DEFAULT = f"[default: {SAMPLES_SHOWN}]"  # --samples' help, where it is said in the help
 # Admissions per forward pass of every scoring entry point (evaluate, score, the pyfunc and `serve`,
 # predict.score_features, the refer threshold chosen in training). One number because a rank-1
 # model's weight draws are shared by the rows of a batch: which admissions are scored together

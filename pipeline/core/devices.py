@@ -47,5 +47,3 @@ def to_device(batch: dict, device) -> dict:
     if device is None or torch.device(device).type == "cpu":
         return batch
     return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-
-DEVICE_HELP = "Torch device: cpu, cuda, cuda:N [default: cuda when available, else cpu]."  # --device's help

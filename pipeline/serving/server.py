@@ -21,10 +21,8 @@ import json
 import logging
 import os
 from dataclasses import asdict, dataclass
-from typing import ClassVar
 
-from pipeline.core.configs import check_at_least
-from pipeline.core.errors import ConfigError
+from pipeline.core.configs import check_at_least, invalid
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +43,11 @@ class ServeConfig:
     timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
     device: str | None = None  # torch device of the model: cpu, cuda, cuda:N (unset: cuda when available, else cpu)
     direct: bool = True  # JSON requests: the guard's parsed table straight to the model (off: through MLflow's app)
-    OPTION_NAMES: ClassVar[dict[str, str]] = {"timeout_s": "timeout"}  # serve's name of the field
 
     def __post_init__(self) -> None:
         check_at_least(self, 1, ("port", "workers", "max_rows", "timeout_s", "threads"))
         if not self.max_body_mb > 0:
-            raise ConfigError(f"--max-body-mb must be > 0, got {self.max_body_mb}")
+            raise invalid(self, f"max_body_mb must be > 0, got {self.max_body_mb}", "max_body_mb")
 
     @property
     def max_body_bytes(self) -> int:

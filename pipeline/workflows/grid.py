@@ -5,7 +5,7 @@ any of them: synthetic MIMIC-III (generated when missing) -> one extraction per 
 (cached) -> ``run_job`` for each (variant, mode, seed) in a pool of worker processes (one torch
 thread each; every job a fresh process, so a crash or a leak stays in its job) -> the comparison
 tables of ``reports.compare``. The grid's runs are listed in ``<out>/runs.json`` (``grid_runs``);
-``grid_config`` reads ``cli.py benchmark-models``' options into a ``GridConfig``.
+``grid_config`` makes a ``GridConfig`` of ``cli.py benchmark-models``' settings.
 The classical baselines (``logreg``, ``gbm``) are deterministic given the data, so they run once
 per split mode (with the first seed), not once per seed; their runs are listed like the others'.
 """
@@ -78,40 +78,23 @@ class GridResult:
                 + ", ".join(str(t) for t in self.tables))
 
 
-def grid_config(words: list[str] = (), *, seeds: list[int] = GridConfig.seeds, seeds_given: bool = False,
-                variants: list[str] | None = None, split_modes: list[str] = GridConfig.split_modes,
-                splits_given: bool = False, preset: str = "default", max_steps: int | None = None,
-                eval_every: int | None = None, batch_size: int | None = None, settings: list[str] = (),
-                **rest) -> GridConfig:
-    """The grid of ``benchmark-models``' options. ``words``: the bare words after the options, spread
-    into the seeds (integers), variants (``MODELS``) and split modes they name (a ``ConfigError`` for any
-    other); they replace a default, join what ``seeds_given`` / ``splits_given`` / ``variants`` gave.
-    The preset's step budget unless ``max_steps`` / ``eval_every`` are given (a default of 1000 would
-    silently cut records-research's 10,000), ``eval_every`` at most ``max_steps``; ``settings``:
-    ``FIELD=VALUE`` words of TrainConfig or MortalityConfig for every LSTM variant, ``batch_size`` too;
-    ``rest``: GridConfig fields as they are."""
-    from pipeline.cli.options import int_or_none, parse_settings, refuse_words, spread
-    from pipeline.tasks.mortality.config import MortalityConfig
-    from pipeline.tasks.mortality.train_config import PRESETS, Preset, TrainConfig
+def grid_config(*, seeds: list[int] = GridConfig.seeds, variants: list[str] | None = None,
+                split_modes: list[str] = GridConfig.split_modes, preset: str = "default", max_steps: int | None = None,
+                eval_every: int | None = None, batch_size: int | None = None, train_overrides: dict | None = None,
+                model_overrides: dict | None = None, **rest) -> GridConfig:
+    """The grid of ``benchmark-models``' settings: ``variants`` (None: every one of ``MODELS``); the preset's step
+    budget unless ``max_steps`` / ``eval_every`` are given (a default of 1000 would silently cut records-research's
+    10,000), ``eval_every`` at most ``max_steps``; ``train_overrides`` / ``model_overrides``: TrainConfig /
+    MortalityConfig settings for every LSTM variant, ``batch_size`` too; ``rest``: GridConfig fields as they are."""
+    from pipeline.tasks.mortality.train_config import PRESETS, Preset
 
-    def variant(w: str) -> str | None:
-        return w if w in MODELS else None
-
-    def mode(w: str) -> str | None:
-        return w if w in GridConfig.split_modes else None
-
-    refuse_words(list(words), int_or_none, variant, mode)
-    seeds = spread(seeds, seeds_given, list(words), int_or_none)
-    variants = spread(variants, variants is not None, list(words), variant)
-    split_modes = spread(split_modes, splits_given, list(words), mode)
-    train_set, model_set = parse_settings(list(settings), TrainConfig, MortalityConfig)
     chosen = PRESETS[Preset(preset)]
     max_steps = max_steps or chosen.get("max_steps", GridConfig.max_steps)
     eval_every = eval_every or chosen.get("eval_every", GridConfig.eval_every)
     return GridConfig(seeds=tuple(seeds), variants=tuple(variants or MODELS), split_modes=tuple(split_modes),
                       max_steps=max_steps, eval_every=min(eval_every, max_steps), preset=Preset(preset).value,
-                      train_overrides={**train_set, **({"batch_size": batch_size} if batch_size else {})},
-                      model_overrides=model_set, **rest)
+                      train_overrides={**(train_overrides or {}), **({"batch_size": batch_size} if batch_size else {})},
+                      model_overrides=dict(model_overrides or {}), **rest)
 
 
 def run_job(features: Path | str, variant: str, mode: str, seed: int, cfg: GridConfig, work: Path | str) -> str:

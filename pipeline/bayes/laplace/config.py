@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import ClassVar
 
 import torch
 
@@ -17,7 +16,7 @@ from pipeline.bayes.laplace.options import (
     Selection,
     default_subnet_size,
 )
-from pipeline.core.configs import check_at_least, check_choice
+from pipeline.core.configs import check_at_least, check_choice, invalid
 
 __all__ = ["DEFAULT_SUBNET_SIZE", "DTYPES", "HessianKind", "LaplaceConfig", "Predictive", "PriorMethod", "Selection",
            "default_subnet_size"]
@@ -54,8 +53,6 @@ class LaplaceConfig:
     max_tokens: int | None = None  # as the MAP run: keep at most this many tokens per bag
     seed: int = 0  # seeds the random selection and the training subsample
     dtype: str = "float64"  # GGN, Cholesky factor and predictive linear algebra: float64 | float32
-    CLI_FIELDS: ClassVar[tuple[str, ...]] = ("selection", "subnet_size", "hessian", "prior_precision", "max_train",
-                                             "seed")
 
     def __post_init__(self) -> None:
         for name, enum in (("selection", Selection), ("hessian", HessianKind), ("predictive", Predictive),
@@ -65,18 +62,20 @@ class LaplaceConfig:
             raise LaplaceError("LaplaceConfig: swag_steps must exceed swag_burn_in >= 0, swag_lr > 0, swag_l2 >= 0")
         self.exclude = tuple(self.exclude or ())
         if any(not isinstance(e, str) or not e.strip() for e in self.exclude):
-            raise LaplaceError(f"--exclude must name weights (embeddings or a parameter prefix), got {self.exclude!r}")
+            raise invalid(self, f"exclude must name weights (embeddings or a parameter prefix), got {self.exclude!r}",
+                          "exclude", error=LaplaceError)
         if self.exclude and (self.selection == Selection.LAST_LAYER or self.hessian == HessianKind.DIAG):
-            raise LaplaceError(
-                "--exclude applies to a selected subnetwork (not to --selection last-layer or --hessian diag)"
-            )
+            raise invalid(self, "exclude applies to a selected subnetwork (not to selection last-layer or hessian "
+                                "diag)", "exclude", "selection", "hessian", error=LaplaceError)
         if self.dtype not in DTYPES:
             raise LaplaceError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         check_at_least(self, 1, ("subnet_size", "batch_size", "max_train", "max_bags", "max_tokens"), LaplaceError)
         if self.hessian == HessianKind.DIAG and self.subnet_size is not None:
-            raise LaplaceError("--hessian diag is diagonal Laplace over every weight: leave --subnet-size unset")
+            raise invalid(self, "hessian diag is diagonal Laplace over every weight: leave subnet_size unset",
+                          "hessian", "subnet_size", error=LaplaceError)
         if self.prior_precision is not None and not (self.prior_precision >= 0 and self.prior_precision < float("inf")):
-            raise LaplaceError(f"--prior-precision must be finite and >= 0, got {self.prior_precision}")
+            raise invalid(self, f"prior_precision must be finite and >= 0, got {self.prior_precision}",
+                          "prior_precision", error=LaplaceError)
         if self.grid_size < 1 or not self.grid_log10_min <= self.grid_log10_max:
             raise LaplaceError("grid_size must be >= 1 and grid_log10_min <= grid_log10_max")
 

@@ -65,7 +65,6 @@ from pipeline.bayes.referral.settings import (
     Status,
 )
 from pipeline.bayes.referral.text import sentence
-from pipeline.core.configs import option
 from pipeline.core.errors import ConfigError
 
 
@@ -219,10 +218,12 @@ def fit_group(u: np.ndarray, r: np.ndarray, y: np.ndarray, threshold: float, s: 
     elif have < needed:
         unit = "deaths" if s.risk is Risk.MISS else "admissions"
         if strict:
-            raise CalibrationTooSmall(
-                f"{option(s, 'delta')} {s.delta:g} at {option(s, 'alpha')} {s.alpha:g} needs at least {needed:,} "
+            exc = CalibrationTooSmall(
+                f"delta {s.delta:g} at alpha {s.alpha:g} needs at least {needed:,} "
                 f"calibration {unit}{where} even with no error; the calibration data hold {have:,} "
                 f"(of {n:,} admissions)", needed, have)
+            exc.config, exc.fields = type(s), ("delta", "alpha")  # the command line says them as typed
+            raise exc
         return GroupRule(-np.inf, Status.TOO_SMALL, n, deaths, 1.0, _empirical(0.0, 0.0, s.risk), None, needed)
     else:
         p = p_values(loss, units, s.alpha, s.risk)

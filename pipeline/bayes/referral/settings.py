@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from pipeline.core.configs import check_choice, option
+from pipeline.core.configs import check_choice, invalid
 from pipeline.core.errors import ConfigError, PipelineError
 
 
@@ -62,20 +62,18 @@ class ReferSettings:
     group_column: str | None = None  # the context column of per-group (Mondrian) rules, as recorded
     simultaneous: bool = False  # per-group rules: split delta over the groups so that all hold at once
 
-    NOT_CLI = ("n_cuts", "simultaneous")
-
     def __post_init__(self):
         check_choice(self, "risk", Risk)
         check_choice(self, "method", RuleMethod)
         for name in ("alpha", "delta"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
-                raise ConfigError(f"{option(self, name)} must lie strictly between 0 and 1, got {value!r}")
+                raise invalid(self, f"{name} must lie strictly between 0 and 1, got {value!r}", name)
             setattr(self, name, float(value))
         if not 0.0 <= float(self.fraction) < 1.0:
-            raise ConfigError(f"{option(self, 'fraction')} must lie in [0, 1), got {self.fraction!r}")
+            raise invalid(self, f"fraction must lie in [0, 1), got {self.fraction!r}", "fraction")
         if int(self.n_cuts) < 2:
-            raise ConfigError(f"{option(self, 'n_cuts')} must be >= 2, got {self.n_cuts!r}")
+            raise invalid(self, f"n_cuts must be >= 2, got {self.n_cuts!r}", "n_cuts")
 
     def to_dict(self) -> dict:
         return {"alpha": self.alpha, "delta": self.delta, "risk": self.risk.value, "method": self.method.value,

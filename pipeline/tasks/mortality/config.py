@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any
 
 from pipeline.bayes.layers.options import BagMode, FactorInit, Perturbation, PriorKind, Sampling, WeightInit
-from pipeline.core.configs import check_at_least, check_choice, option
+from pipeline.core.configs import check_at_least, check_choice, invalid
 from pipeline.core.errors import ConfigError
 
 
@@ -65,35 +65,36 @@ class MortalityConfig:
     weight_init: WeightInit = WeightInit.TORCH  # deterministic weights: torch (PyTorch defaults) | keras
         # (records-research)
     factor_clip: float | None = None  # clip sampled rank-1 factors of the dense layers to [-c, c] (edward2: 10)
-    NOT_CLI: ClassVar[tuple[str, ...]] = ("token_vocab", "context_vocab", "sampling")  # set from the data,
-        # not by an option
 
     def __post_init__(self) -> None:
         for name, enum in (("bag_mode", BagMode), ("prior", PriorKind), ("sampling", Sampling),
                            ("perturbation", Perturbation), ("weight_init", WeightInit)):
             check_choice(self, name, enum)
         if self.init_scale is not None and not self.init_scale > 0:
-            raise ConfigError(f"--init-scale must be > 0 or unset, got {self.init_scale}")
+            raise invalid(self, f"init_scale must be > 0 or unset, got {self.init_scale}", "init_scale")
         if self.init_stddev_jitter < 0 or (self.factor_clip is not None and not self.factor_clip > 0):
-            raise ConfigError("--init-stddev-jitter must be >= 0 and --factor-clip > 0 (or unset)")
+            raise invalid(self, "init_stddev_jitter must be >= 0 and factor_clip > 0 (or unset)", "init_stddev_jitter",
+                          "factor_clip")
         if self.factor_init is not None and self.factor_init not in {f.value for f in FactorInit}:
-            raise ConfigError(f"--factor-init must be one of {[f.value for f in FactorInit]} or unset, "
-                             f"got {self.factor_init!r}")
+            raise invalid(self, f"factor_init must be one of {[f.value for f in FactorInit]} or unset, "
+                                f"got {self.factor_init!r}", "factor_init")
         self.factor_init = None if self.factor_init is None else FactorInit(self.factor_init)
         if self.prior_mean is not None and not math.isfinite(self.prior_mean):
-            raise ConfigError(f"--prior-mean must be finite or unset, got {self.prior_mean}")
+            raise invalid(self, f"prior_mean must be finite or unset, got {self.prior_mean}", "prior_mean")
         if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
-            raise ConfigError("--factor-init random_sign is for multiplicative factors (--perturbation multiplicative)")
+            raise invalid(self, "factor_init random_sign is for multiplicative factors (perturbation multiplicative)",
+                          "factor_init", "perturbation")
         if self.value_channel and self.bag_mode == BagMode.ATTENTION:
-            raise ConfigError("--value-channel pools linearly: --bag-mode mean or sum, not attention")
+            raise invalid(self, "value_channel pools linearly: bag_mode mean or sum, not attention", "value_channel",
+                          "bag_mode")
         check_at_least(self, 0, ("embedding_kl_weight",))
         for name in ("prior_stddev", "init_stddev"):
             if not getattr(self, name) > 0:
-                raise ConfigError(f"{option(self, name)} must be > 0, got {getattr(self, name)}")
+                raise invalid(self, f"{name} must be > 0, got {getattr(self, name)}", name)
         check_at_least(self, 1, ("token_vocab", "context_vocab", "embedding_dim", "lstm_hidden", "lstm_layers",
                                  "dense_units", "components"))
         if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
+            raise invalid(self, f"dropout must be in [0, 1), got {self.dropout}", "dropout")
 
     def rank1(self, dense: bool = False):
         """Factor configuration (``layers.Rank1Config``) of the rank-1 / BatchEnsemble layers: the LSTM's

@@ -1,6 +1,5 @@
 """Training settings: ``TrainConfig`` (one comment per field; the CLI and MLproject derive from it),
-named presets (``preset_notes``: the fields each sets, as the help says), and the likelihood choice.
-Imports no torch, so ``cli.py --help`` stays instant."""
+named presets (``PRESETS``), and the likelihood choice. Imports no torch, so ``cli.py --help`` stays instant."""
 
 from __future__ import annotations
 
@@ -10,10 +9,9 @@ from enum import Enum
 from typing import Any
 
 from pipeline.bayes.layers.options import NllMode
-from pipeline.core.configs import check_at_least, check_choice, config_dict, option
+from pipeline.core.configs import check_at_least, check_choice, config_dict, invalid
 from pipeline.core.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.core.errors import ConfigError
-from pipeline.tasks.mortality.config import MortalityConfig
 
 
 class CheckpointMetric(str, Enum):
@@ -110,13 +108,13 @@ class TrainConfig:
         check_at_least(self, 1, ("max_steps", "batch_size", "train_samples", "eval_every", "eval_samples",
                                  "score_samples", "eval_batch_size", "log_every", "threads"))
         if not self.lr > 0:
-            raise ConfigError(f"--lr must be > 0, got {self.lr}")
+            raise invalid(self, f"lr must be > 0, got {self.lr}", "lr")
         if self.max_epochs is not None and not self.max_epochs > 0:
-            raise ConfigError(f"--max-epochs must be >= 0 (0: off), got {self.max_epochs}")
+            raise invalid(self, f"max_epochs must be >= 0 (0: off), got {self.max_epochs}", "max_epochs")
         check_at_least(self, 0, ("clip", "l2", "anneal_steps", "patience"))
         for name in ("source_oov_rate", "token_oov_rate", "refer_fraction"):
             if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"{option(self, name)} must lie in [0, 1), got {getattr(self, name)}")
+                raise invalid(self, f"{name} must lie in [0, 1), got {getattr(self, name)}", name)
 
     def step_budget(self, n_train: int, distinct: int) -> int:
         """The last step: ``max_steps``, or fewer where ``max_epochs`` of ``n_train`` admissions, ``distinct``
@@ -138,15 +136,3 @@ class TrainConfig:
         model = {**values.pop("model", {}), **overrides.pop("model", {})}
         return cls(**{**values, **overrides, "model": model})
 
-
-def preset_notes() -> dict[tuple[type, str], str]:
-    """{(TrainConfig or MortalityConfig, field): a note naming the presets other than the default that set
-    the field}, said after the field's default in ``train --help``."""
-    out: dict[tuple[type, str], list[str]] = {}
-    for preset, values in PRESETS.items():
-        model = values.get("model", {})
-        for cls, keys in ((TrainConfig, [k for k in values if k != "model"]), (MortalityConfig, model)):
-            for k in keys:
-                out.setdefault((cls, k), []).append(preset.value)
-    return {key: f"--preset {', '.join(names)} " + ("sets its own" if len(names) == 1 else "set their own")
-            for key, names in out.items()}

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pipeline.bayes.layers.options import NllMode
-from pipeline.core.configs import check_at_least, check_choice, config_dict
-from pipeline.core.devices import DEVICE_HELP
+from pipeline.core.configs import check_at_least, check_choice, config_dict, invalid
 from pipeline.core.errors import ConfigError
 from pipeline.tasks.vision.model_config import Method, VisionConfig
 
@@ -81,7 +79,6 @@ class VisionTrainConfig:
     threads: int | None = None  # torch intra-op threads (None: torch's default)
     device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
     progress: bool = True  # a bar on a terminal (epoch, loss, validation accuracy, time left), else a line every 5%
-    NOT_CLI: ClassVar[tuple[str, ...]] = ("model", "lr_decay_epochs")  # set in Python (the model's: its own options)
 
     def __post_init__(self) -> None:
         check_choice(self, "dataset", Dataset)
@@ -94,11 +91,14 @@ class VisionTrainConfig:
         check_at_least(self, 1, ("batch_size", "train_samples", "eval_samples", "eval_batch_size", "log_every",
                                  "image_size", "threads"))
         if not self.epochs > 0 or self.base_lr <= 0 or self.l2 < 0 or self.clip < 0 or self.kl_anneal_epochs < 0:
-            raise ConfigError("--epochs and --base-lr must be > 0; --l2, --clip, --kl-anneal-epochs >= 0")
+            raise invalid(self, "epochs and base_lr must be > 0; l2, clip, kl_anneal_epochs >= 0", "epochs", "base_lr",
+                          "l2", "clip", "kl_anneal_epochs")
         if not self.fast_weight_lr_multiplier >= 0:
-            raise ConfigError(f"--fast-weight-lr-multiplier must be >= 0, got {self.fast_weight_lr_multiplier}")
+            raise invalid(self, f"fast_weight_lr_multiplier must be >= 0, got {self.fast_weight_lr_multiplier}",
+                          "fast_weight_lr_multiplier")
         if self.dataset is not Dataset.DIGITS and self.data_dir is None:
-            raise ConfigError(f"--data-dir is required for --dataset {self.dataset.value} (nothing is downloaded)")
+            raise invalid(self, f"data_dir is required for dataset {self.dataset.value} (nothing is downloaded)",
+                          "data_dir", "dataset")
         self.lr_decay_epochs = tuple(float(e) for e in self.lr_decay_epochs)
 
     def _resolve_defaults(self) -> None:
@@ -146,8 +146,6 @@ class VisionEvalConfig:
     device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
     log_to_run: bool = True  # log metrics, the report and the plot to the MLflow run
     progress: bool = True  # progress: a bar on a terminal (sets scored, time left), else a plain line every 5%
-    OPTION_NAMES: ClassVar[dict[str, str]] = {"corruptions": "corruption", "severities": "severity",
-                                              "log_to_run": "log"}
 
     def __post_init__(self) -> None:
         from pipeline.data.images.corruptions import CORRUPTIONS, SEVERITIES
@@ -156,67 +154,15 @@ class VisionEvalConfig:
         check_at_least(self, 1, ("samples", "batch_size", "threads"))
         bad = [c for c in self.corruptions if c not in CORRUPTIONS and self.cifar_c is None]
         if bad:
-            raise ConfigError(f"unknown corruption(s) {bad}; choose from {list(CORRUPTIONS)} (or any file of a "
-                              "CIFAR-10-C directory with --cifar-c)")
+            raise invalid(self, f"unknown corruption(s) {bad}; choose from {list(CORRUPTIONS)} (or any file of a "
+                                "CIFAR-10-C directory with cifar_c)", "cifar_c")
         if len(set(self.corruptions)) != len(self.corruptions):
-            raise ConfigError(f"--corruption named twice: {list(self.corruptions)}")
+            raise invalid(self, f"corruptions named twice: {list(self.corruptions)}", "corruptions")
         wrong = [s for s in self.severities if s not in SEVERITIES]
         if wrong or not self.severities:
-            raise ConfigError(f"--severity must be some of {list(SEVERITIES)}, got {list(self.severities)}")
-
-
-class CorruptionChoice(str, Enum):
-    """A generated corruption, as ``--corruption`` offers it (``corruptions.CORRUPTIONS``)."""
-
-    gaussian_noise = "gaussian_noise"  # additive Gaussian noise
-    shot_noise = "shot_noise"  # Poisson noise
-    defocus_blur = "defocus_blur"  # a disk blur
-    contrast = "contrast"  # contrast towards the mean
-    rotation = "rotation"  # a rotation
-
-
-@dataclass
-class VisionEvalOptions:
-    """The options of ``cli.py vision evaluate`` (each comment its help); ``config()``: its ``VisionEvalConfig``."""
-
-    run: str  # Vision run id (or runs:/<id>), a Laplace run of one, or a model.pt file.
-    corruptions: bool = field(default=False, metadata={"flags": ["--corruptions/--clean-only"]})  # Also score
-        # every corruption at every severity.
-    corruption: tuple[CorruptionChoice, ...] | None = None  # Only this corruption (repeatable; implies
-        # --corruptions).
-    severity: tuple[int, ...] | None = field(default=None, metadata={"min": 1, "max": 5})  # Only this severity
-        # (repeatable) [default: 1..5].
-    cifar_c: Path | None = None  # CIFAR-10-C directory: corrupted test images from its <corruption>.npy files
-        # (every file, or those of --corruption) instead of generated.
-    samples: int | None = field(default=None, metadata={"min": 1})  # Samples per component (S·K draws)
-        # [default: the run's eval-samples].
-    data_dir: Path | None = None  # CIFAR directory (default: the one the run was trained on).
-    batch_size: int = field(default=32, metadata={"min": 1})  # Images per forward pass (x S·K rows).
-    seed: int = 0  # Seed of the weight draws.
-    corruption_seed: int = 0  # Seed of the generated corruptions' noise.
-    device: str | None = field(default=None, metadata={"help": DEVICE_HELP})  # the torch device
-    threads: int | None = field(default=None, metadata={"min": 1})  # Torch intra-op threads.
-    out: Path | None = None  # Directory for metrics.json and severity.png (default runs/eval/<run id>/test).
-    log_run: bool = field(default=True, metadata={"flags": ["--log/--no-log"]})  # Log metrics and plots to the
-        # MLflow run.
-    progress: bool = True  # Progress on stderr: a bar on a terminal, a plain line every 5% otherwise.
-    verbose: bool = field(default=False, metadata={"flags": ["--verbose", "-v"]})  # Log each stage.
-    COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.cli.options.command_option)
-
-    def config(self) -> VisionEvalConfig:
-        """The evaluation settings: the corruptions named (every one with --corruptions or --severity, unless
-        a CIFAR-10-C directory gives them), the severities (default 1..5)."""
-        from pipeline.data.images.corruptions import CORRUPTIONS
-
-        names = tuple(dict.fromkeys(getattr(c, "value", c) for c in self.corruption or ()))
-        if not names and (self.corruptions or self.severity) and self.cifar_c is None:
-            names = CORRUPTIONS
-        return VisionEvalConfig(samples=self.samples, corruptions=names,
-                                severities=tuple(self.severity or (1, 2, 3, 4, 5)),
-                                cifar_c=str(self.cifar_c) if self.cifar_c else None, batch_size=self.batch_size,
-                                seed=self.seed, corruption_seed=self.corruption_seed, threads=self.threads,
-                                device=self.device, log_to_run=self.log_run, progress=self.progress)
+            raise invalid(self, f"severities must be some of {list(SEVERITIES)}, got {list(self.severities)}",
+                          "severities")
 
 
 __all__ = ["DATASETS", "DATASET_DEFAULTS", "DATASET_MODEL_DEFAULTS", "METHOD_RECIPES", "Dataset", "VisionEvalConfig",
-           "VisionEvalOptions", "VisionTrainConfig"]
+           "VisionTrainConfig"]

@@ -13,11 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import ClassVar
 
 from pipeline.bayes.layers.options import FactorInit, Perturbation, PosteriorKind, PriorKind, Sampling
-from pipeline.core.configs import check_at_least, check_choice
-from pipeline.core.errors import ConfigError
+from pipeline.core.configs import check_at_least, check_choice, invalid
 
 
 class Method(str, Enum):
@@ -75,9 +73,6 @@ class VisionConfig:
     bn_rows: int | None = 64  # BatchNorm statistics per ghost batch of this many tiled rows (published: 64 per core)
     l2_norm_and_bias: bool = True  # l2_penalty() also covers BN scales/offsets and biases (published)
     sampling: Sampling = Sampling.PER_EXAMPLE  # per_example (training, edward2) | per_member (evaluation)
-    OPTION_NAMES: ClassVar[dict[str, str]] = {"clip": "factor_clip"}  # `vision train` names it so
-        # (VisionTrainConfig has clip)
-    NOT_CLI: ClassVar[tuple[str, ...]] = ("num_classes", "in_channels", "sampling")  # from the data; set by the code
 
     def __post_init__(self) -> None:
         for name, enum in (("arch", Arch), ("method", Method), ("prior", PriorKind), ("factor_init", FactorInit),
@@ -91,29 +86,30 @@ class VisionConfig:
             check_choice(self, name, enum)
         if self.posterior is not None:
             if self.posterior == PosteriorKind.DELTA:
-                raise ConfigError("--posterior delta is --method batchensemble")
+                raise invalid(self, "posterior delta is method batchensemble", "posterior", "method")
         for name, value in ARCH_DEFAULTS[self.arch].items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
         check_at_least(self, 1, ("num_classes", "in_channels", "ensemble_size", "width", "kl_samples"))
         if self.arch == Arch.WRN and (self.depth < 10 or (self.depth - 4) % 6):
-            raise ConfigError(f"--depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, ...), got {self.depth}")
+            raise invalid(self, f"depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, ...), got {self.depth}", "depth")
         if not 0.0 < self.dropout_rate < 1.0:
-            raise ConfigError(f"--dropout-rate must lie in (0, 1), got {self.dropout_rate}")
+            raise invalid(self, f"dropout_rate must lie in (0, 1), got {self.dropout_rate}", "dropout_rate")
         if not self.prior_stddev > 0 or not math.isfinite(self.prior_mean):
-            raise ConfigError("--prior-stddev must be > 0 and --prior-mean finite")
+            raise invalid(self, "prior_stddev must be > 0 and prior_mean finite", "prior_stddev", "prior_mean")
         if not 0.0 <= self.random_sign_prob <= 1.0:
-            raise ConfigError(f"--random-sign-prob must lie in [0, 1], got {self.random_sign_prob}")
+            raise invalid(self, f"random_sign_prob must lie in [0, 1], got {self.random_sign_prob}", "random_sign_prob")
         if self.factor_init == FactorInit.RANDOM_SIGN and self.perturbation == Perturbation.ADDITIVE:
-            raise ConfigError("--factor-init random_sign is for multiplicative factors; use --factor-init normal")
+            raise invalid(self, "factor_init random_sign is for multiplicative factors; use factor_init normal",
+                          "factor_init")
         if self.clip is not None and not self.clip > 0:
-            raise ConfigError(f"--factor-clip must be > 0 or unset, got {self.clip}")
+            raise invalid(self, f"clip must be > 0 or unset, got {self.clip}", "clip")
         if self.init_scale is not None and not self.init_scale > 0:
-            raise ConfigError(f"--init-scale must be > 0 or unset, got {self.init_scale}")
+            raise invalid(self, f"init_scale must be > 0 or unset, got {self.init_scale}", "init_scale")
         if self.bn_rows is not None and self.bn_rows < 1:
-            raise ConfigError(f"--bn-rows must be >= 1 or unset, got {self.bn_rows}")
+            raise invalid(self, f"bn_rows must be >= 1 or unset, got {self.bn_rows}", "bn_rows")
         if not 0.0 <= self.bn_momentum <= 1.0 or not self.bn_eps > 0:
-            raise ConfigError("--bn-momentum must lie in [0, 1] and --bn-eps be > 0")
+            raise invalid(self, "bn_momentum must lie in [0, 1] and bn_eps be > 0", "bn_momentum", "bn_eps")
 
     @property
     def components(self) -> int:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import ClassVar
 
-from pipeline.core.configs import check_at_least, check_choice, option
-from pipeline.core.errors import ConfigError
+from pipeline.core.configs import check_at_least, check_choice, invalid
 
 
 class SplitMode(str, Enum):
@@ -39,22 +37,21 @@ class ExtractConfig:
     scan_workers: int = 2  # event tables scanned at once (CSV sources; 1: one after another)
     values: bool = False  # also write bag_values, the value channel beside each token (for --value-channel models;
         # ~2x the files)
-    OPTION_NAMES: ClassVar[dict[str, str]] = {"n_bins": "bins"}  # extract's name of the field
 
     def __post_init__(self) -> None:
         check_choice(self, "split", SplitMode)
         for name in ("prediction_hours", "lookback_days", "hourly_hours"):
             value = getattr(self, name)
             if value is not None and not 0 < value < float("inf"):
-                raise ConfigError(f"{option(self, name)} must be a positive number of hours/days, got {value}")
+                raise invalid(self, f"{name} must be a positive number of hours/days, got {value}", name)
         check_at_least(self, 1, ("n_bins", "min_patients", "max_text_values", "text_max_len", "threads",
                                  "scan_workers"))
         if not 0 < self.train_fraction < 1 or not 0 <= self.val_fraction < 1:
-            raise ConfigError(f"--train-fraction must lie in (0, 1) and --val-fraction in [0, 1), got "
-                              f"{self.train_fraction} and {self.val_fraction}")
+            raise invalid(self, f"train_fraction must lie in (0, 1) and val_fraction in [0, 1), got "
+                                f"{self.train_fraction} and {self.val_fraction}", "train_fraction", "val_fraction")
         if self.train_fraction + self.val_fraction >= 1:
-            raise ConfigError(f"--train-fraction {self.train_fraction} + --val-fraction {self.val_fraction} must be "
-                              "< 1 (the rest of the patients is the test split)")
+            raise invalid(self, f"train_fraction {self.train_fraction} + val_fraction {self.val_fraction} must be "
+                                "< 1 (the rest of the patients is the test split)", "train_fraction", "val_fraction")
         if self.era_groups is not None:
             self.era_groups = tuple(self.era_groups)
 

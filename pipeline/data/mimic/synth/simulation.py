@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.core.configs import invalid
 from pipeline.core.errors import ConfigError
 from pipeline.data.mimic.synth.catalog_hosp import ADM_LOCATIONS
 from pipeline.data.mimic.synth.catalog_hosp import REASONS as REASONS_BY_TYPE
@@ -115,11 +116,12 @@ class SynthConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise ConfigError naming the first bad setting (as ``--density`` where synth offers it)."""
+        """Raise ConfigError naming the first bad setting (``configs.invalid``: ``synth --density`` where the
+        command line offers it)."""
         if not self.prediction_hours > 0:
             raise ConfigError(f"prediction_hours must be > 0, got {self.prediction_hours}")
         if not 0 < self.density <= MAX_DENSITY:
-            raise ConfigError(f"--density must be in (0, {MAX_DENSITY:g}], got {self.density}")
+            raise invalid(self, f"density must be in (0, {MAX_DENSITY:g}], got {self.density}", "density")
         if self.chart_rows_per_stay < 0:
             raise ConfigError(f"chart_rows_per_stay must be >= 0, got {self.chart_rows_per_stay}")
         if self.chunk_patients < 1:

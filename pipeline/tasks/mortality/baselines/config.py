@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import ClassVar
 
 from pipeline.core.configs import check_at_least, config_dict
 from pipeline.core.errors import ConfigError
@@ -22,7 +21,6 @@ class BaselineKind(str, Enum):
 
 
 BASELINES = tuple(k.value for k in BaselineKind)
-TRAIN_OPTIONS = ("seed", "threads", "refer_fraction", "progress")  # the settings of `train` a baseline takes
 
 
 @dataclass
@@ -44,7 +42,6 @@ class BaselineConfig:
     gbm_min_leaf: tuple[int, ...] = (20, 100)  # min admissions per leaf tried
     gbm_l2: float = 1.0  # L2 regularisation of the leaf values
     threads: int | None = None  # OpenMP threads of the GBM (None: scikit-learn's default)
-    CLI_FIELDS: ClassVar[tuple[str, ...]] = ("seed", "threads")  # set by train's options; the rest in Python only
 
     def __post_init__(self) -> None:
         self.gbm_leaves, self.gbm_min_leaf = tuple(self.gbm_leaves), tuple(self.gbm_min_leaf)
@@ -59,23 +56,7 @@ class BaselineConfig:
         if not self.gbm_learning_rate > 0 or self.gbm_l2 < 0:
             raise ConfigError("gbm_learning_rate must be > 0 and gbm_l2 >= 0")
 
-    @classmethod
-    def from_train_settings(cls, kind: str, train: dict, model: dict, *, preset: str = "default",
-                            resume: bool = False) -> "BaselineConfig":
-        """The config of ``train --model KIND`` for a baseline from the settings the user gave ``train``
-        (``train``: TrainConfig fields, ``model``: MortalityConfig fields); a ``ConfigError`` naming every
-        option that does not apply to a baseline (anything but ``TRAIN_OPTIONS``, a preset, ``--resume``)."""
-        refused = sorted(set(train) - set(TRAIN_OPTIONS)) + sorted(model)
-        refused += (["preset"] if preset != "default" else []) + (["resume"] if resume else [])
-        if refused:
-            raise ConfigError(f"{kind} is a classical baseline: {_flags(refused)} do not apply to it (it takes "
-                              f"{_flags(TRAIN_OPTIONS)})")
-        return cls(seed=train.get("seed", 0), threads=train.get("threads"))
-
     def to_dict(self) -> dict:
         """JSON-able settings (tuples as lists)."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in config_dict(self).items()}
 
-
-def _flags(names) -> str:
-    return ", ".join("--" + n.replace("_", "-") for n in names)

@@ -1,0 +1,43 @@
+"""``cli.py extract``: de-identified features from MIMIC-III or MIMIC-IV (``data.mimic.extraction.extract``);
+its options are ``ExtractConfig``'s fields (a settings file too)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from pipeline.cli.app import command, setup_logging
+from pipeline.cli.options import at_least, with_config_options
+from pipeline.data.mimic.extraction.config import ExtractConfig
+
+
+@command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.")
+@with_config_options(ExtractConfig, limits={
+    **at_least(1, "scan_workers", "threads", "n_bins", "max_text_values", "text_max_len"),
+    **dict.fromkeys(("train_fraction", "val_fraction"), {"min": 0.0, "max": 1.0})})
+def extract(
+    source: str = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (MIMIC-IV: hosp/ and icu/), a stage "
+                                          "written by `stage` (recommended for real data), or a postgresql:// DSN."),
+    out: Path = typer.Option(..., help="Output directory for the features."),
+    schema: str = typer.Option("mimiciii", help="PostgreSQL schema holding the MIMIC-III tables; when it has none, "
+                                                "MIMIC-IV's mimiciv_hosp and mimiciv_icu. For MIMIC-IV: a prefix P "
+                                                "(P_hosp, P_icu) or 'HOSP,ICU'."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage's time."),
+    settings: dict = None,
+) -> None:
+    """Extract de-identified, time-bagged token sequences (one Parquet file per split)."""
+    setup_logging(verbose)
+    from pipeline.core.progress import LogStatus
+    from pipeline.data.mimic.extraction import extract as run_extract
+
+    cfg = ExtractConfig(**settings[ExtractConfig])
+    with LogStatus("extract", "pipeline.data.mimic.extraction"):  # on a terminal: the stage that just finished
+        result = run_extract(source, out, cfg, schema=schema)
+    m = result.manifest
+    typer.echo(f"features written to {result.out_dir} (link file: {result.link_file}); release {m['release']}")
+    for name, s in m["splits"].items():
+        typer.echo(f"  {name:6s} admissions={s['admissions']:6d} positives={s['positives']:5d} "
+                   f"label_rate={s['label_rate']}")
+    typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))

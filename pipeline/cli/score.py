@@ -1,0 +1,60 @@
+"""``cli.py score``: a census scored (``serving.score.score``). Options: ``ScoreOptions`` (below) and
+``ScoreConfig``, both at a settings file's top level."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import typer
+
+from pipeline.cli.app import command, setup_logging
+from pipeline.cli.names import DEVICE_HELP, SAMPLES_SHOWN
+from pipeline.cli.options import at_least, with_config_options
+from pipeline.cli.settings import Settings
+from pipeline.serving.config import ScoreConfig
+
+
+@dataclass
+class ScoreOptions:
+    """The options of ``cli.py score`` besides ``ScoreConfig`` (each comment its help); ``score_kwargs()``:
+    ``serving.score.score``'s keyword arguments."""
+
+    model: str  # MLflow model URI (runs:/<id>/model) or run id.
+    out: Path  # Scores Parquet file FILE.parquet (one row per admission), or a directory (DIR/scores.parquet,
+        # DIR/_private/).
+    data: Path | None = None  # Features Parquet file or directory (written by `extract`).
+    source: str | None = None  # MIMIC-III or MIMIC-IV CSV directory or postgresql:// DSN (extracted with the
+        # training vocabulary).
+    cohort: Path | None = None  # With --source: HADM_IDs (one per line) or a SQL condition on the cohort columns.
+    schema: str = "mimiciii"  # PostgreSQL schema of --source.
+    cross_release: bool = field(default=False, metadata={"flags": ["--cross-release"]})  # Score features (or a
+        # source) of another MIMIC release than the model's; the share of out-of-vocabulary tokens is reported.
+    as_of: str | None = None  # With --source: when its data ends, 'YYYY-MM-DD HH:MM[:SS]' on its clock (default:
+        # the newest ADMITTIME/DISCHTIME). Open admissions whose prediction time is later are flagged
+        # before_prediction_time.
+    report: Path | None = None  # Also write a self-contained HTML cohort report (keyed by pseudonym) to this file.
+    link: bool = True  # Write the data owner's _private/ files beside --out: link.csv, unscored.csv and the
+        # report by HADM_ID.
+    verbose: bool = field(default=False, metadata={"flags": ["--verbose", "-v"]})  # Log each stage.
+    device: str | None = field(default=None, metadata={"help": DEVICE_HELP})  # the torch device
+    COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.cli.options.command_option)
+
+    def score_kwargs(self) -> dict:
+        """``serving.score.score``'s keyword arguments besides the config (model and out go first)."""
+        names = ("data", "source", "cohort", "schema", "as_of", "report", "link", "cross_release", "device")
+        return {k: getattr(self, k) for k in names}
+
+
+@command(short_help="Score a census: risk, interval, refer flag, report.")
+@with_config_options(ScoreOptions, ScoreConfig, limits=at_least(1, "samples", "batch_size", "chunk_rows", "threads"),
+                     shown={"samples": SAMPLES_SHOWN})
+def score(settings: Settings = None) -> None:
+    """Score a census: risk mean/sd/p05/p95, mutual information, refer flag per admission."""
+    o = ScoreOptions(**settings[ScoreOptions])
+    setup_logging(o.verbose)
+    from pipeline.serving.score import score as run_score
+
+    s = run_score(o.model, o.out, cfg=ScoreConfig(**settings[ScoreConfig]), **o.score_kwargs())
+    typer.echo(s.summary(o.cross_release))

@@ -1,0 +1,127 @@
+"""``cli.py train``: a mortality model (``workflows.train``) or a classical baseline (``workflows.baselines_run``),
+logged to MLflow, its run id printed. Options: ``TrainOptions`` (below), ``TrainConfig`` and ``MortalityConfig``;
+a settings file puts them at the top level, in ``[train]`` and in ``[model]`` (``--model`` is ``model.name``).
+The effective settings go with the run: ``settings.toml`` beside ``train_config.json`` (``Settings.record``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import ClassVar
+
+import typer
+
+from pipeline.cli.app import command, setup_logging
+from pipeline.cli.names import DEVICE_HELP
+from pipeline.cli.options import SettingsFile, with_config_options
+from pipeline.cli.settings import Settings
+from pipeline.core.errors import ConfigError
+from pipeline.tasks.mortality.baselines.config import BASELINES
+from pipeline.tasks.mortality.config import MortalityConfig
+from pipeline.tasks.mortality.train_config import PRESETS, Preset, TrainConfig
+from pipeline.tasks.mortality.variants import VARIANTS
+
+MODEL_HELP = ("A model kind or a variant name as `compare` prints it: " + ", ".join(dict.fromkeys(["rank1", *VARIANTS]))
+              + "; or a classical baseline: " + ", ".join(BASELINES) + " (settings chosen on validation; takes --seed, "
+              "--threads, --refer-fraction).")  # --model's help: the names offered
+BASELINE_SETTINGS = ("seed", "threads", "refer_fraction", "progress")  # the TrainConfig fields a baseline takes
+
+
+@dataclass
+class TrainOptions:
+    """The options of ``cli.py train`` that are not training or model settings."""
+
+    data: Path  # Features directory written by `extract` (train/val Parquet, vocab.json).
+    model: str = field(default="rank1", metadata={"help": MODEL_HELP})  # a model kind, variant or baseline
+    out: Path | None = None  # Checkpoint directory (default runs/train/<run id>; without tracking
+        # runs/train/<model>-s<seed>).
+    preset: Preset = Preset.DEFAULT  # default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps) |
+        # records-research (the authors' MIMIC-III flag defaults: LSTM 256, 10k steps, N(1, 1) prior, random
+        # signs, Keras init...); options below override it.
+    resume: bool = field(default=False, metadata={"flags": ["--resume"]})  # Continue from OUT/last.pt (same
+        # settings; max-steps may grow).
+    experiment: str | None = None  # MLflow experiment [default: mimic-mortality].
+    run_name: str | None = None  # MLflow run name.
+    tracking: bool = True  # Log the run to MLflow (MLFLOW_TRACKING_URI, default sqlite:///mlflow.db).
+    verbose: bool = field(default=False, metadata={"flags": ["--verbose", "-v"]})  # Log progress lines and stages.
+    device: str | None = field(default=None, metadata={"help": DEVICE_HELP})  # the torch device
+    COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.cli.options.command_option)
+
+    def run_kwargs(self) -> dict:
+        """The run's arguments common to ``workflows.train.train`` and ``train_baseline``."""
+        return {"out_dir": self.out, "tracking": self.tracking, "experiment": self.experiment,
+                "run_name": self.run_name}
+
+
+def preset_notes() -> dict[tuple[type, str], str]:
+    """{(TrainConfig or MortalityConfig, field): a note naming the presets other than the default that set
+    the field}, said after the field's default in ``train --help``."""
+    out: dict[tuple[type, str], list[str]] = {}
+    for preset, values in PRESETS.items():
+        model = values.get("model", {})
+        for cls, keys in ((TrainConfig, [k for k in values if k != "model"]), (MortalityConfig, model)):
+            for k in keys:
+                out.setdefault((cls, k), []).append(preset.value)
+    return {key: f"--preset {', '.join(names)} " + ("sets its own" if len(names) == 1 else "set their own")
+            for key, names in out.items()}
+
+
+def train_config(options: dict, train: dict, model: dict) -> TrainConfig:
+    """The ``TrainConfig`` of an LSTM model: ``options``' preset, then the model's (``options["model"]``, a kind or
+    variant) settings, then ``train`` and ``model`` (TrainConfig and MortalityConfig fields; ``model`` merged)."""
+    from pipeline.tasks.mortality.variants import resolve
+
+    _, variant_settings = resolve(options["model"])
+    return TrainConfig.from_preset(options["preset"], **train, model={**variant_settings, **model})
+
+
+def baseline(settings: Settings) -> dict[type, dict]:
+    """The settings beneath the user's (``--print-config``'s commented values): the preset's and the variant's."""
+    if settings[TrainOptions]["model"] in BASELINES:
+        return {}
+    cfg = train_config(settings[TrainOptions], {}, {})
+    return {TrainConfig: {f.name: getattr(cfg, f.name) for f in fields(TrainConfig)}, MortalityConfig: cfg.model}
+
+
+def baseline_config(kind: str, settings: Settings):
+    """The ``BaselineConfig`` of ``train --model KIND`` for a classical baseline; a ``ConfigError`` naming (as the
+    user gave them) the settings that do not apply to one (anything but ``BASELINE_SETTINGS``, a preset,
+    ``--resume``)."""
+    from pipeline.tasks.mortality.baselines.config import BaselineConfig
+
+    o, t = settings[TrainOptions], settings[TrainConfig]
+    refused = [(TrainConfig, n) for n in sorted(set(t) - set(BASELINE_SETTINGS))]
+    refused += [(MortalityConfig, n) for n in sorted(settings[MortalityConfig])]
+    refused += [(TrainOptions, n) for n in ("preset", "resume") if o[n] != TrainOptions.__dataclass_fields__[n].default]
+    if refused:
+        said = ", ".join(settings.typed(c, n) for c, n in refused)
+        takes = ", ".join(settings.typed(TrainConfig, n) for n in BASELINE_SETTINGS)
+        raise ConfigError(f"{kind} is a classical baseline: {said} do not apply to it (it takes {takes})")
+    return BaselineConfig(seed=t.get("seed", 0), threads=t.get("threads"))
+
+
+@command(short_help="Train a model, log it to MLflow, print its run id.")
+@with_config_options(TrainOptions, TrainConfig, MortalityConfig, notes=preset_notes(), settings_file=SettingsFile(
+    sections={TrainConfig: "train", MortalityConfig: "model"}, keys={(TrainOptions, "model"): "model.name"},
+    baseline=baseline, beneath="--preset", example="model.lstm_hidden=128 or train.max_steps=4000"))
+def train(settings: Settings | None = None) -> None:
+    """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
+    o = TrainOptions(**settings[TrainOptions])
+    setup_logging(o.verbose)
+    if o.model in BASELINES:
+        from pipeline.workflows.baselines_run import train_baseline
+
+        cfg = baseline_config(o.model, settings)
+        r = train_baseline(o.data, o.model, cfg, **o.run_kwargs(), refer_fraction=settings[TrainConfig].get(
+            "refer_fraction", TrainConfig.refer_fraction))
+        settings.record(r.run_id, r.out_dir)
+        return typer.echo(r.summary())
+    from pipeline.tasks.mortality.variants import resolve
+    from pipeline.workflows.train import train as run_train
+
+    kind, _ = resolve(o.model)
+    cfg = train_config(settings[TrainOptions], settings[TrainConfig], settings[MortalityConfig])
+    r = run_train(o.data, kind, cfg, resume=o.resume, device=o.device, **o.run_kwargs())
+    if r.refer_threshold is not None:  # None: ranks > 0 of a distributed run
+        settings.record(r.run_id, r.out_dir)
+        typer.echo(r.summary())
