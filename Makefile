@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 	  || { echo "make: $(PY) is not Python 3.11 with venv and ensurepip (set PY=python3.11; Debian: apt install python3.11-venv)" >&2; exit 1; }; \
 	  $(PY) -m venv $(VENV); }
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[postgres,spark,dev]'
+	$(VPY) -m pip install -q -e '.[postgres,spark,meds-tasks,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)

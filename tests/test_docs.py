@@ -180,7 +180,8 @@ def test_links_resolve(page):
 
 PATH = re.compile(r"(?<![\w/.])((?:pipeline|benchmarks|experiments|tests|sql|mlflow|docs)/[\w./-]*[\w/])")
 DOTTED = re.compile(r"`((?:[a-z_][a-z0-9_]*\.)+[A-Za-z_][A-Za-z0-9_]*)(?:\(\))?`")
-FILE_SUFFIXES = {"py", "md", "csv", "json", "parquet", "png", "pt", "gz", "sql", "log", "yaml", "toml", "db", "txt"}
+FILE_SUFFIXES = {"py", "md", "csv", "json", "parquet", "png", "pt", "gz", "sql", "log", "yaml", "toml", "db", "txt",
+                 "npy", "npz"}
 MODULES = {p.stem if p.name != "__init__.py" else p.parent.name: [] for p in (ROOT / "pipeline").rglob("*.py")}
 for _p in (ROOT / "pipeline").rglob("*.py"):
     MODULES[_p.stem if _p.name != "__init__.py" else _p.parent.name].append(_p)

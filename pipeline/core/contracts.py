@@ -109,6 +109,31 @@ FEATURES = Table("features", (
     Column("before_prediction_time", "bool", Use.WINDOW, "the data ends before T: a partial window (census only)"),
 ))
 
+# The feature files of a MEDS source (``pipeline.data.meds``): the same model inputs as FEATURES (train, evaluate,
+# laplace, score and serve read them unchanged), one row per label (subject_id, prediction_time), with the time
+# origin at the prediction time T instead of ADMITTIME and the context a MEDS dataset has (its static codes and
+# MEDS_BIRTH) instead of MIMIC's admission columns. The manifest records ``release`` "meds:<dataset_name>" and
+# ``time_origin`` "prediction_time" (config ``prediction_hours`` 0: the window [T - lookback, T] ends at the origin).
+_MEDS_MEANING = {
+    "key": "32-hex HMAC-SHA256 pseudonym of (subject_id, prediction_time) (never the raw id or time)",
+    "label": "the task's boolean label (MEDS `boolean_value`)",
+    "context": "context token ids (age decade, the subject's static codes), into `vocab.json[\"context\"]`",
+    "bag_hours": "start of each bag, hours relative to the prediction time (negative; the last hourly bag [-1, 0] "
+                 "also holds events at exactly the prediction time, MEDS's inclusive end)",
+    "observed_hours": "0: the window ends at the prediction time, the time origin (fully observed)",
+    "before_prediction_time": "false: a MEDS label's window always ends at its prediction time",
+}
+MEDS_FEATURES = Table("MEDS features", (
+    Column("key", "string", Use.REQUIRED, _MEDS_MEANING["key"]),
+    Column("label", "int8", Use.LABEL, _MEDS_MEANING["label"]),
+    Column("source", "string", Use.METADATA, "`meds:<dataset_name>` (`metadata/dataset.json`), beside mimic-iii / "
+           "mimic-iv"),
+    Column("age", "float32", Use.METADATA, "age at the prediction time in years from MEDS_BIRTH, capped at 90 (NaN "
+           "without one)"),
+    *(Column(c.name, c.type, c.use, _MEDS_MEANING.get(c.name, c.meaning)) for c in FEATURES.columns
+      if c.name not in ("key", "label", "age", "gender", "admission_type", "admission_location", "icu_system")),
+))
+
 RISK = Table("risk", (
     Column("key", "string", Use.REQUIRED, "the admission's pseudonym"),
     Column("risk_mean", "float64", Use.REQUIRED, "predictive probability of death (mean over the draws)"),

@@ -271,13 +271,15 @@ def _as_of(src, as_of: float | None) -> float:
     return float(as_of)
 
 
-def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pa.Table) -> pa.Table:
-    """Every admission in key order (the cohort's order: adm_idx numbers it), as the FEATURES columns
-    (``bag_values`` where ``bags`` has it: ``extract --values``) plus ``split``. The bags stay Arrow
-    arrays (a few bytes per token, never Python lists); an admission without events (absent from
-    ``bags``) has zero bags."""
+def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags: pa.Table,
+              table=FEATURES, context: list[list[int]] | None = None) -> pa.Table:
+    """Every admission in key order (the cohort's order: adm_idx numbers it), as the columns of ``table``
+    (``contracts.FEATURES``; a MEDS source's ``MEDS_FEATURES``; ``bag_values`` where ``bags`` has it:
+    ``extract --values``) plus ``split``. The bags stay Arrow arrays (a few bytes per token, never Python
+    lists); an admission without events (absent from ``bags``) has zero bags. ``context``: the context ids
+    per admission (None: ``ctx`` encoded with the vocabulary's context tokens)."""
     values = "bag_values" in bags.column_names
-    schema = FEATURES.arrow_schema(tuple(c for c in FEATURES.names() if values or c != "bag_values"))
+    schema = table.arrow_schema(tuple(c for c in table.names() if values or c != "bag_values"))
     n = len(cohort)
     hours, lists = bags.column("bag_hours").combine_chunks(), bags.column("bags").combine_chunks()
     present = bags.column("adm_idx").to_numpy()
@@ -290,7 +292,8 @@ def _assemble(cohort: pd.DataFrame, ctx: pd.DataFrame, vocab: tokens.Vocab, bags
         # the rest from the cohort
     cols = {name: pa.array(cohort[name].tolist(), schema.field(name).type) for name in schema.names
             if name not in built}
-    cols["context"] = pa.array(encode_context(ctx, vocab.context), schema.field("context").type)
+    cols["context"] = pa.array(encode_context(ctx, vocab.context) if context is None else context,
+                               schema.field("context").type)
     cols["bag_hours"] = pa.ListArray.from_arrays(offsets, hours.flatten()).cast(schema.field("bag_hours").type)
     cols["bags"] = pa.ListArray.from_arrays(offsets, lists.flatten()).cast(schema.field("bags").type)
     if values:

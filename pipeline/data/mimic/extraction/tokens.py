@@ -54,15 +54,18 @@ def oov(source: str) -> str:
     return f"{source}:<oov>"
 
 
-def fit(con, n_bins: int, min_patients: int, max_text_values: int, text_max_len: int) -> Vocab:
+def fit(con, n_bins: int, min_patients: int, max_text_values: int, text_max_len: int,
+        sources: list[str] | None = None) -> Vocab:
     """Fit bins, categorical text items and the token vocabulary on `events` WHERE split='train'
-    (sql/40_fit_bins, 41_fit_text_items, 43_fit_vocabulary)."""
+    (sql/40_fit_bins, 41_fit_text_items, 43_fit_vocabulary). ``sources``: the sources that get an
+    out-of-vocabulary token (ids 1..len(sources); None: MIMIC's ``SOURCES``; a MEDS source's code groups)."""
     quantiles = ", ".join(f"{i / n_bins:.6f}" for i in range(1, n_bins))
     bins_rows = con.sql(queries.render(queries.FIT_BINS, quantiles=quantiles, min_patients=min_patients)).fetchall()
     bins = {k: sorted(set(float(c) for c in cuts)) for k, cuts in bins_rows}
     text_rows = con.sql(queries.render(queries.FIT_TEXT_ITEMS, text_max_len=text_max_len,
                                       max_text_values=max_text_values)).fetchall()
-    vocab = Vocab([PAD] + [oov(s) for s in SOURCES], [PAD], bins, [r[0] for r in text_rows])
+    vocab = Vocab([PAD] + [oov(s) for s in (SOURCES if sources is None else sources)], [PAD], bins,
+                  [r[0] for r in text_rows])
     register(con, vocab)
     kept = con.sql(queries.render(queries.FIT_VOCABULARY, tokens=token_sql(text_max_len, "e.split = 'train'"),
                                  min_patients=min_patients)).fetchall()

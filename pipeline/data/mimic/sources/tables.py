@@ -17,10 +17,11 @@ class Release(str, Enum):
 
     mimic3 = "mimic-iii"  # MIMIC-III v1.4: one directory, ROW_ID on every table, DOB, CareVue + MetaVision
     mimic4 = "mimic-iv"  # MIMIC-IV v2.x: hosp/ and icu/ modules, anchor_age/anchor_year, MetaVision only
+    meds = "meds"  # a MEDS dataset (pipeline.data.meds); a features manifest records it as "meds:<dataset_name>"
 
     @property
     def title(self) -> str:
-        return {"mimic-iii": "MIMIC-III", "mimic-iv": "MIMIC-IV"}[self.value]
+        return {"mimic-iii": "MIMIC-III", "mimic-iv": "MIMIC-IV", "meds": "MEDS"}[self.value]
 
 
 LEGACY = Release.mimic3  # the release of a features manifest that records none (written before releases were)
@@ -30,6 +31,8 @@ def release_of(manifest: dict | None) -> Release:
     """The release a features manifest (a features directory's, or a run's copy of it) records
     (``manifest["release"]``; ``LEGACY`` when it records none)."""
     value = (manifest or {}).get("release") or LEGACY
+    if isinstance(value, str) and value.startswith(f"{Release.meds.value}:"):  # "meds:<dataset_name>"
+        return Release.meds
     try:
         return Release(value)
     except ValueError:

@@ -74,8 +74,8 @@ def generate(out_dir: Path | str, patients: int, seed: int = 0, config: SynthCon
         raise ConfigError(f"patients must be an integer in [1, {MAX_PATIENTS}] (SUBJECT_ID range), got {patients!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
-    if layout not in tuple(Release):
-        raise ConfigError(f"layout must be one of {[r.value for r in Release]}, got {layout!r}")
+    if layout not in (Release.mimic3, Release.mimic4):  # the MIMIC layouts (Release.meds is no layout of its own)
+        raise ConfigError(f"layout must be one of {[Release.mimic3.value, Release.mimic4.value]}, got {layout!r}")
     layout = Release(layout)
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ConfigError(f"--workers must be an integer >= 1, got {workers!r}")

@@ -1,0 +1,221 @@
+"""A MEDS 0.4 dataset on disk: its layout detected, every file checked against `meds`' schemas.
+
+Layout (MEDS 0.4): ``data/**/*.parquet`` (the events, ``meds.DataSchema``), ``metadata/dataset.json``
+(``DatasetMetadataSchema``), ``metadata/codes.parquet`` (``CodeMetadataSchema``) and
+``metadata/subject_splits.parquet`` (``SubjectSplitSchema``). A directory with ``data/`` is taken for a
+MEDS dataset; one without ``metadata/`` is refused. Each file is checked before a row is used: its
+Parquet schema by ``meds``' validators (a column of the wrong type, a missing required column), then,
+by DuckDB scans that stream, the non-null columns, each subject in one shard, and each shard's rows
+contiguous per subject and sorted by time (the static rows, null time, first). A violation is one line
+naming the file and the column (or the first row) at fault. Nothing here names a subject id.
+
+The project's own export (``pipeline.data.meds.export``) adds two extension columns that a MEDS dataset may
+declare in ``dataset.json``'s ``other_extension_columns``: ``known_time`` (when the event was recorded,
+e.g. a chart row's STORETIME) and ``value_time`` (when its value became known, e.g. an infusion's end).
+Where every shard has them (timestamp[us]), the extraction applies them as it does to MIMIC.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.data.mimic.sources.base import SourceError
+
+DATA_DIR = "data"
+METADATA_DIR = "metadata"
+DATASET_JSON = "dataset.json"
+CODES = "codes.parquet"
+SPLITS = "subject_splits.parquet"
+EXTENSIONS = ("known_time", "value_time")  # the project's extension columns (module docstring)
+
+
+class MedsError(SourceError):
+    """A MEDS dataset, label file or task config that cannot be used (the message names the file and what)."""
+
+
+@dataclass
+class MedsLayout:
+    root: Path  # the dataset's directory
+    data_files: list[Path]  # data/**/*.parquet, sorted
+    dataset: dict = field(default_factory=dict)  # metadata/dataset.json ({} where absent)
+    codes: Path | None = None  # metadata/codes.parquet, where present
+    splits: Path | None = None  # metadata/subject_splits.parquet, where present
+    extensions: tuple[str, ...] = ()  # EXTENSIONS that every shard has
+    columns: dict[Path, tuple[str, ...]] = field(default_factory=dict)  # each shard's columns (``validate``)
+
+    @property
+    def name(self) -> str:
+        """The dataset's name (``dataset.json``'s ``dataset_name``; the directory's name without one)."""
+        return str(self.dataset.get("dataset_name") or self.root.resolve().name)
+
+    def rel(self, path: Path) -> str:
+        """``path`` relative to the dataset's root (how messages and quarantine files name a file)."""
+        try:
+            return Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+
+def is_meds(location: str | Path) -> bool:
+    """Whether ``location`` is a directory laid out as a MEDS dataset (it has ``data/``)."""
+    path = Path(str(location))
+    return path.is_dir() and (path / DATA_DIR).is_dir()
+
+
+def detect(root: str | Path) -> MedsLayout:
+    """The layout of the MEDS dataset at ``root``; ``MedsError`` naming what is missing."""
+    root = Path(root)
+    if not root.is_dir():
+        raise MedsError(f"MEDS dataset {root}: no such directory")
+    if not (root / DATA_DIR).is_dir():
+        raise MedsError(f"{root}: no {DATA_DIR}/ directory: not a MEDS dataset (events in data/**/*.parquet)")
+    meta = root / METADATA_DIR
+    if not meta.is_dir():
+        raise MedsError(f"{root}: no {METADATA_DIR}/ directory: a MEDS 0.4 dataset keeps {DATASET_JSON}, {CODES} "
+                        f"and {SPLITS} there")
+    files = sorted(p for p in (root / DATA_DIR).rglob("*.parquet") if p.is_file())
+    if not files:
+        raise MedsError(f"{root / DATA_DIR}: no Parquet shard (data/**/*.parquet)")
+    layout = MedsLayout(root, files, codes=meta / CODES if (meta / CODES).is_file() else None,
+                        splits=meta / SPLITS if (meta / SPLITS).is_file() else None)
+    if (meta / DATASET_JSON).is_file():
+        layout.dataset = _read_dataset_json(meta / DATASET_JSON)
+    return layout
+
+
+def _read_dataset_json(path: Path) -> dict:
+    from meds import DatasetMetadataSchema
+
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MedsError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise MedsError(f"{path}: not a JSON object")
+    try:
+        DatasetMetadataSchema.validate(obj)
+    except Exception as exc:  # flexible_schema's errors (the cause says which field)
+        cause = exc.__cause__ or exc
+        raise MedsError(f"{path}: does not follow meds' DatasetMetadataSchema ({_one_line(cause)})") from None
+    return obj
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+def check_schema(path: Path, schema_cls, what: str, schema: pa.Schema | None = None) -> pa.Schema:
+    """``path``'s Parquet schema, checked by ``meds``' ``schema_cls`` (one line naming the file and column)."""
+    import pyarrow.parquet as pq
+
+    try:
+        schema = schema if schema is not None else pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise MedsError(f"{path}: not a readable Parquet file ({_one_line(exc)})") from None
+    try:
+        schema_cls.validate(schema)
+    except Exception as exc:  # SchemaValidationError: names the columns and types
+        raise MedsError(f"{path}: not a MEDS {what} file: {_one_line(exc)}") from None
+    return schema
+
+
+def validate(layout: MedsLayout, con) -> dict:
+    """Check every file of ``layout`` (module docstring); returns the rows per shard (path -> rows).
+    ``con``: a DuckDB connection (the scans stream under its memory limit)."""
+    from meds import CodeMetadataSchema, DataSchema, SubjectSplitSchema
+
+    schemas = {f: check_schema(f, DataSchema, "data") for f in layout.data_files}
+    layout.columns = {f: tuple(s.names) for f, s in schemas.items()}
+    declared = set(layout.dataset.get("other_extension_columns") or ())
+    for ext in EXTENSIONS:
+        if ext not in declared:
+            continue
+        for f, s in schemas.items():
+            if ext in s.names and s.field(ext).type != pa.timestamp("us"):
+                raise MedsError(f"{f}: extension column {ext!r} has type {s.field(ext).type}, expected timestamp[us]")
+        if all(ext in s.names for s in schemas.values()):
+            layout.extensions += (ext,)
+    if layout.codes is not None:
+        check_schema(layout.codes, CodeMetadataSchema, "code metadata")
+    if layout.splits is not None:
+        check_schema(layout.splits, SubjectSplitSchema, "subject splits")
+        _check_no_nulls(con, layout.splits, ("subject_id", "split"))
+    rows = {}
+    for f in layout.data_files:
+        rows[f] = _check_shard(con, f)
+    _check_one_shard_per_subject(con, layout)
+    return rows
+
+
+def data_relation(layout: MedsLayout) -> str:
+    """Every shard's rows as one relation (a subquery): file (the shard's index in ``layout.data_files``), rn
+    (its row in the shard), subject_id, time, code, numeric_value, text_value, known_time, value_time (NULL
+    where a shard lacks the column; the extension columns only where ``layout.extensions`` has them)."""
+    wanted = {"numeric_value": "FLOAT", "text_value": "VARCHAR", "known_time": "TIMESTAMP", "value_time": "TIMESTAMP"}
+    parts = []
+    for i, f in enumerate(layout.data_files):
+        have = set(layout.columns.get(f, ()))
+        cols = [f"{c}" if c in have and (c in ("numeric_value", "text_value") or c in layout.extensions)
+                else f"CAST(NULL AS {t}) AS {c}" for c, t in wanted.items()]
+        parts.append(f"SELECT {i} AS file, file_row_number AS rn, subject_id, time, code, {', '.join(cols)} "
+                     f"FROM {scan(f, row_numbers=True)}")
+    return "(" + "\n  UNION ALL ".join(parts) + ")"
+
+
+def scan(path: Path | list[Path], row_numbers: bool = False) -> str:
+    """DuckDB's ``read_parquet`` of one file or several (union by name), optionally with each row's number."""
+    paths = path if isinstance(path, list) else [path]
+    listed = ", ".join("'" + p.as_posix().replace("'", "''") + "'" for p in paths)
+    extra = ", file_row_number = true, filename = true" if row_numbers else ""
+    return f"read_parquet([{listed}], union_by_name = true{extra})"
+
+
+def _check_no_nulls(con, path: Path, columns: tuple[str, ...]) -> None:
+    counts = ", ".join(f"count(*) FILTER (WHERE {c} IS NULL)" for c in columns)
+    nulls = con.sql(f"SELECT {counts} FROM {scan(path)}").fetchall()[0]
+    for col, n in zip(columns, nulls):
+        if n:
+            raise MedsError(f"{path}: column {col!r} has {n} null value(s); meds' schema requires it non-null")
+
+
+def _check_shard(con, path: Path) -> int:
+    """Rows of one shard, after checking its non-null columns and its order (one scan, a window over the
+    file's own row order)."""
+    _check_no_nulls(con, path, ("subject_id", "code"))
+    row = con.sql(f"""
+        WITH r AS (
+          SELECT subject_id, time, file_row_number AS rn,
+                 lag(subject_id) OVER (ORDER BY file_row_number) AS prev_subject,
+                 lag(time) OVER (ORDER BY file_row_number) AS prev_time
+          FROM {scan(path, row_numbers=True)}
+        )
+        SELECT count(*) AS n,
+               count(*) FILTER (WHERE prev_subject IS DISTINCT FROM subject_id) AS runs,
+               count(DISTINCT subject_id) AS subjects,
+               min(rn) FILTER (WHERE prev_subject = subject_id
+                               AND ((time IS NULL AND prev_time IS NOT NULL) OR time < prev_time)) AS unsorted
+        FROM r""").fetchall()[0]
+    n, runs, subjects, unsorted = row
+    if runs != subjects:
+        raise MedsError(f"{path}: a subject's rows are not contiguous ({runs} runs of subject_id for {subjects} "
+                        "subjects); MEDS keeps each subject's rows together, sorted by time")
+    if unsorted is not None:
+        raise MedsError(f"{path}: row {unsorted} is out of time order within its subject (MEDS shards are sorted by "
+                        "time, static rows with a null time first)")
+    return int(n)
+
+
+def _check_one_shard_per_subject(con, layout: MedsLayout) -> None:
+    if len(layout.data_files) < 2:
+        return
+    row = con.sql(f"""
+        SELECT count(*), min(first_file) FROM (
+          SELECT subject_id, min(filename) AS first_file FROM {scan(layout.data_files, row_numbers=True)}
+          GROUP BY subject_id HAVING count(DISTINCT filename) > 1)""").fetchall()[0]
+    if row[0]:
+        raise MedsError(f"{row[1]}: {row[0]} subject(s) have rows in more than one shard; MEDS keeps each subject in "
+                        "one shard")

@@ -1,0 +1,124 @@
+"""MEDS out (pipeline.data.meds.export, issue 37): both demos exported as MEDS, every file checked by `meds`'
+validators, then extracted as a MEDS source with the shipped task config (no flag: chosen by dataset.json):
+the same cohort, labels and splits as the direct extraction of the same demo. Where the window conventions
+differ (docs/meds.md) the features do too: a MEDS label sees every event of its subject in the lookback
+(the direct extraction links only labs by patient), the events at exactly T, and the admission, ICU and
+birth events, so it has at least the direct extraction's events."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from helpers.paths import ROOT, demo_path
+from helpers.privacy_scan import scan
+
+from pipeline.data.meds.export import export_meds
+from pipeline.data.meds.flow import extract_meds
+from pipeline.data.meds.layout import MedsError
+from pipeline.data.mimic import deid
+from pipeline.data.mimic.extraction import extract
+
+
+def _demo(release: str) -> Path:
+    """The demos where the other tests find them (helpers.paths; MIMIC-IV: $MIMIC4_DEMO_DIR or shared/)."""
+    if release == "mimic-iii":
+        return demo_path()
+    env = os.environ.get("MIMIC4_DEMO_DIR")
+    return Path(env) if env else ROOT.parent / "shared" / "mimic-iv-demo"
+
+
+DEMOS = ("mimic-iii", "mimic-iv")
+COHORT = {"mimic-iii": (117, 31), "mimic-iv": (245, None)}  # admissions (and deaths) of the direct extraction
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", params=DEMOS)
+def round_trip(request, tmp_path_factory):
+    demo = _demo(request.param)
+    base = tmp_path_factory.mktemp(request.param)
+    direct = extract(demo, base / "direct")
+    exported = export_meds(demo, base / "meds")
+    meds = extract_meds(base / "meds", base / "features")
+    return request.param, demo, base, direct, exported, meds
+
+
+def _admissions(demo: Path) -> pd.DataFrame:
+    path = demo / "ADMISSIONS.csv.gz" if (demo / "ADMISSIONS.csv.gz").exists() else demo / "hosp" / "admissions.csv.gz"
+    adm = pd.read_csv(path)
+    adm.columns = [c.lower() for c in adm.columns]
+    return adm
+
+
+def test_every_exported_file_follows_meds(round_trip):
+    from meds import CodeMetadataSchema, DataSchema, DatasetMetadataSchema, SubjectSplitSchema
+
+    _, _, base, _, exported, _ = round_trip
+    out = base / "meds"
+    shards = sorted((out / "data").glob("*.parquet"))
+    assert shards and exported.manifest["shards"] == len(shards)
+    seen = set()
+    for f in shards:
+        table = pq.read_table(f)
+        DataSchema.validate(table)
+        frame = table.select(["subject_id", "time"]).to_pandas()
+        assert frame["subject_id"].is_monotonic_increasing
+        for _, g in frame.groupby("subject_id"):  # static rows first, then sorted by time
+            t = g["time"]
+            assert not t.isna().iloc[t.isna().sum():].any() and t.dropna().is_monotonic_increasing
+        assert not seen & set(frame["subject_id"])
+        seen |= set(frame["subject_id"])
+    CodeMetadataSchema.validate(pq.read_table(out / "metadata" / "codes.parquet"))
+    SubjectSplitSchema.validate(pq.read_table(out / "metadata" / "subject_splits.parquet"))
+    import json
+
+    DatasetMetadataSchema.validate(json.loads((out / "metadata" / "dataset.json").read_text()))
+    codes = pq.read_table(out / "metadata" / "codes.parquet").to_pandas()
+    assert set(codes["code"]) >= set(pq.read_table(shards[0], columns=["code"]).column("code").to_pylist())
+    assert codes["description"].notna().mean() > 0.9  # from D_ITEMS / D_LABITEMS
+    # the data owner's: nothing readable by others
+    assert all(p.stat().st_mode & 0o077 == 0 for p in [out, *out.rglob("*")])
+    # every table adds up: rows read = exported + quarantined
+    for name, t in exported.manifest["tables"].items():
+        assert t["rows_read"] == t["exported"] + t["quarantined"], name
+        assert pq.read_table(out / "quarantine" / f"{name}.parquet").num_rows == t["quarantined"]
+
+
+def test_export_then_extract_gives_the_direct_cohort_and_labels(round_trip):
+    release, demo, base, direct, _, meds = round_trip
+    link = deid.read_link_file(base / "direct" / "_private" / "link.csv")
+    adm = _admissions(demo)[["hadm_id", "subject_id", "admittime"]]
+    parts = [pq.read_table(base / "direct" / f"{s}.parquet", columns=["key", "label", "n_events"]).to_pandas()
+             .assign(split=s) for s in ("train", "val", "test")]
+    d = pd.concat(parts).merge(link, on="key").merge(adm, on="hadm_id")
+    d["prediction_time"] = (pd.to_datetime(d["admittime"]) + pd.Timedelta(hours=24)).astype("datetime64[us]")
+    mlink = pq.read_table(base / "features" / "_private" / "link.parquet").to_pandas()
+    parts = [pq.read_table(base / "features" / f"{s}.parquet", columns=["key", "label", "n_events"]).to_pandas()
+             .assign(split=s) for s in ("train", "val", "test")]
+    m = pd.concat(parts).merge(mlink, on="key")
+    n, deaths = COHORT[release]
+    assert len(d) == n and (deaths is None or int(d["label"].sum()) == deaths)
+    cols = ["subject_id", "prediction_time", "label", "split"]
+    assert set(map(tuple, d[cols].itertuples(index=False))) == set(map(tuple, m[cols].itertuples(index=False)))
+    assert meds.manifest["task"]["shipped"] and meds.manifest["release"] == f"meds:{release.upper()}"
+    joined = d.merge(m, on=["subject_id", "prediction_time"], suffixes=("_direct", "_meds"))
+    assert (joined["n_events_meds"] >= joined["n_events_direct"]).all()
+    # no raw id and no date in the MEDS features (the _private/ files are the data owner's)
+    raw = set(adm["hadm_id"]) | set(adm["subject_id"])
+    files = [base / "features" / f"{s}.parquet" for s in ("train", "val", "test")] + [base / "features" /
+                                                                                       "manifest.json"]
+    assert scan(files, raw) == []
+
+
+def test_export_refuses_a_foreign_directory_and_replaces_its_own(tmp_path):
+    demo = _demo("mimic-iii")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("not an export")
+    with pytest.raises(MedsError, match="exists and is not an export of this project"):
+        export_meds(demo, other)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other"]  # no temporary directory left behind
