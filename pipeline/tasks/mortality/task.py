@@ -148,6 +148,11 @@ class MortalityPlan:
             out = self.augment(out, step, rank)  # unseen items simulated (augment); off by default
         return out
 
+    def step_context(self, device):  # noqa: ARG002 (fp32 on every device)
+        import contextlib
+
+        return contextlib.nullcontext()
+
     def before_step(self, step: int) -> dict:  # noqa: ARG002 (a constant learning rate)
         return {}
 
