@@ -39,7 +39,6 @@ from pipeline.data.meds.layout import EXTENSIONS, MedsError
 from pipeline.data.mimic.extraction import queries
 from pipeline.data.mimic.extraction.cohort import assign_splits
 from pipeline.data.mimic.extraction.config import ExtractConfig, SplitMode
-
 from pipeline.data.mimic.sources import open_source
 from pipeline.data.mimic.sources.dialect import strip_comments
 from pipeline.data.mimic.sources.tables import Release, event_tables_of
