@@ -370,3 +370,38 @@ def ranks(counts: np.ndarray) -> np.ndarray:
     total = int(counts.sum())
     starts = np.repeat(np.cumsum(counts) - counts, counts)
     return np.arange(total) - starts
+
+
+def subset(fs: FeatureSet, rows) -> FeatureSet:
+    """The admissions ``rows`` (indices, in that order) of ``fs`` as a FeatureSet of their own."""
+    rows = np.asarray(rows, dtype=np.int64)
+    nb = fs.n_bags[rows]  # (n,) bags of each kept admission
+    bags = np.repeat(fs.bag_offsets[rows], nb) + ranks(nb)  # (m,) the kept bags, in order
+    nt = (fs.token_offsets[bags + 1] - fs.token_offsets[bags])  # (m,) tokens of each kept bag
+    toks = np.repeat(fs.token_offsets[bags], nt) + ranks(nt)  # (z,) the kept token occurrences
+    pick = (lambda a: None if a is None else a[rows])  # noqa: E731
+    return FeatureSet(keys=fs.keys[rows], label=fs.label[rows], n_events=fs.n_events[rows],
+                      context=fs.context[rows], bag_offsets=np.concatenate([[0], np.cumsum(nb)]).astype(np.int64),
+                      bag_hours=fs.bag_hours[bags], token_offsets=np.concatenate([[0], np.cumsum(nt)]).astype(np.int64),
+                      tokens=fs.tokens[toks], source=fs.source, values=None if fs.values is None else fs.values[toks],
+                      observed_hours=pick(fs.observed_hours), before_prediction_time=pick(fs.before_prediction_time))
+
+
+def calibration_mask(keys, share: float) -> np.ndarray:
+    """(N,) bool: the admissions whose pseudonym falls in the calibration share (a fixed hash of the key, so the
+    same admission is always on the same side, whatever else the split holds)."""
+    import hashlib
+
+    u = np.array([int.from_bytes(hashlib.sha256(str(k).encode()).digest()[:8], "big") / 2.0 ** 64 for k in keys])
+    return u < float(share)
+
+
+def context_groups(fs: FeatureSet, context_vocab: list[str], family: str) -> np.ndarray:
+    """(N,) each admission's value of a context ``family`` (``age``, ``gender``: the vocabulary's
+    ``family:value`` tokens), ``<none>`` where it has none."""
+    values = np.array([t.split(":", 1)[1] if t.startswith(family + ":") else "" for t in context_vocab] + [""])
+    ids = np.where((fs.context >= 0) & (fs.context < len(context_vocab)), fs.context, len(context_vocab))  # (N, C)
+    names = values[ids]  # (N, C): the family's value, "" for other tokens and padding
+    first = np.argmax(names != "", axis=1)
+    out = names[np.arange(len(fs)), first]
+    return np.where(out == "", "<none>", out)

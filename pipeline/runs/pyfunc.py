@@ -5,7 +5,7 @@ features' ``manifest.json`` sits next to ``vocab.json``, ``extraction.json`` (th
 only: no counts, no identifiers; ``score --source`` re-extracts a census with them) as
 artifacts, a copy of the ``pipeline`` package's sources as ``code_paths`` (so the model loads
 where the repository is absent) and a signature: input = the features table columns,
-output = ``pipeline.engine.predict.RISK_COLUMNS``, params = ``samples``, ``batch_size`` and ``seed``.
+output = ``pipeline.engine.risk.RISK_COLUMNS``, params = ``samples``, ``batch_size`` and ``seed``.
 The model is logged from code (``pyfunc_code.py``, MLflow's models-from-code): loading it runs
 that file, no pickled object.
 
@@ -200,6 +200,10 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         if hasattr(self.model, "requires_grad_"):  # a torch model: inference only; no global autograd switch
             self.model.eval().requires_grad_(False)  # (the host process may train)
         self.vocab_sizes = fileio.read_json(context.artifacts["model_info"])["vocab_sizes"]
+        from pipeline.engine import risk
+
+        self.policy = risk.policy_of(self.info)  # the run's calibration and refer rule (None: a run without one)
+        self.context_vocab = fileio.read_json(context.artifacts["vocab"])["context"] if self.policy else None
         extraction = fileio.read_json(context.artifacts["extraction"]) if "extraction" in context.artifacts else {}
         self.window_hours = (extraction.get("config") or {}).get("prediction_hours")  # None: not logged
         self.lookback_days = (extraction.get("config") or {}).get("lookback_days")
@@ -222,15 +226,15 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
         from pipeline.core.devices import model_device
-        from pipeline.engine import predict
+        from pipeline.engine import predict, risk
 
         settings = request_settings(params, self.info)
         fs = read_request(model_input, self.vocab_sizes, self.window_hours, self.model.value_channel,
                           self.lookback_days)
-        return predict.score_features(self.model, fs, settings.samples, self.info.refer_threshold,
-                                      settings.batch_size, self.info.max_bags, self.info.max_tokens,
-                                      predict.seeded_generator(settings.seed, model_device(self.model)),
-                                      predict.refer_measure_of(self.info))
+        return risk.score_features(self.model, fs, settings.samples, self.info.refer_threshold,
+                                   settings.batch_size, self.info.max_bags, self.info.max_tokens,
+                                   predict.seeded_generator(settings.seed, model_device(self.model)),
+                                   risk.refer_measure_of(self.info), self.policy, self.context_vocab)
 
 
 def signature(default_samples: int):

@@ -165,7 +165,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
 
     from pipeline.core.redact import redact_value
     from pipeline.data import features
-    from pipeline.engine import predict
+    from pipeline.engine import predict, risk
 
     cfg = cfg or EvalConfig()
     split = Split(split)
@@ -181,7 +181,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     samples = predict.score_samples(cfg.samples, rm.info)
     pred = predict.feature_predictions(rm.model, fs, samples, cfg.batch_size, rm.info.max_bags,
                                        rm.info.max_tokens, predict.seeded_generator(cfg.seed))
-    logits, measure = pred.logits, predict.refer_measure_of(rm.info)  # (S, K, N)
+    logits, measure = pred.logits, risk.refer_measure_of(rm.info)  # (S, K, N)
     report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed, summary=pred.summary, measure=measure)
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(identical_draws=bool(samples > 1 and (logits == logits[:1]).all()))  # a deterministic model
