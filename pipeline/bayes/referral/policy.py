@@ -4,10 +4,10 @@ rule with a finite-sample guarantee (``Policy``), fitted on validation admission
 **Two halves of validation** (the caller splits them, ``data.features.calibration_mask``): the *selection* half
 chose the checkpoint (early stopping) and the refer measure, and sets the decision threshold and the refer
 rule's candidate cuts (label-free); the *calibration* half is kept apart from all of that and fits the
-recalibration map (its method chosen by cross-fitted NLL, ``bayes.calibration.select_method``) and the refer
-rule (Learn-then-Test, ``rule.fit_refer_rule``). Why so: a map fitted on the admissions that chose the
-checkpoint would be fitted to the checkpoint's own luck, and the rule's guarantee is about admissions
-exchangeable with the calibration half.
+recalibration map (its method chosen by cross-fitted NLL, the simplest within one standard error of the
+lowest: ``bayes.calibration.select_method``) and the refer rule (Learn-then-Test, ``rule.fit_refer_rule``).
+Why so: a map fitted on the admissions that chose the checkpoint would be fitted to the checkpoint's own
+luck, and the rule's guarantee is about admissions exchangeable with the calibration half.
 
 **The decision threshold** is chosen on the selection half in calibrated units (the sensitivity rule: the
 highest calibrated risk at which the selection half's sensitivity reaches the level asked; or fixed). With a
@@ -178,7 +178,9 @@ class Policy:
             return f"risks not recalibrated: {c['why']}"
         nll = c.get("nll") or {}
         shown = ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} inf" for k, v in nll.items())
-        how = f"chosen by {c.get('folds')}-fold cross-fitted NLL ({shown})" if nll else "as asked"
+        rule = ("the simplest within one standard error of the lowest " if c.get("rule") == "one_se" else
+                "the lowest ")
+        how = f"{rule}{c.get('folds')}-fold cross-fitted NLL ({shown})" if nll else "as asked"
         return (f"risks recalibrated by {c.get('method')} on {c.get('n'):,} calibration admissions "
                 f"({c.get('deaths'):,} deaths), {how}")
 
@@ -253,8 +255,9 @@ def _calibrate(cfg: ReferralConfig, p: np.ndarray, y: np.ndarray, seed: int) -> 
     try:
         if cfg.calibration == AUTO:
             sel = select_method(p, y, seed=seed)
-            cmap, record = sel.calibrator, {"method": sel.chosen.value, **{k: v for k, v in sel.to_dict().items()
-                                                                          if k in ("nll", "folds", "n", "deaths")}}
+            kept = ("nll", "folds", "n", "deaths", "rule", "se")
+            cmap, record = sel.calibrator, {"method": sel.chosen.value,
+                                            **{k: v for k, v in sel.to_dict().items() if k in kept}}
         else:
             cmap = fit_map(cfg.calibration, p, y)
             record = {"method": Method(cfg.calibration).value, "n": n, "deaths": deaths, "folds": None, "nll": None}
