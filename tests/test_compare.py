@@ -81,6 +81,19 @@ def test_a_new_setting_off_its_default_is_another_variant_even_beside_older_runs
     assert summary == [("rank1-gaussian [model.prior_mean=0.5]", 1), ("rank1-gaussian [model.prior_mean=None]", 2)]
 
 
+def test_a_run_from_before_the_calibration_half_is_another_variant_than_one_with_it():
+    """A run that does not record calibration_share predates it: it chose its checkpoint on the whole validation
+    split (the former default 0), not on half of it, so it is not pooled with runs of the new default."""
+    rows = []
+    for i, (seed, extra) in enumerate([(0, {}), (0, {"train.calibration_share": "0.5"}),
+                                       (1, {"train.calibration_share": "0.5"})]):
+        r = _row("rank1-gaussian", "random", seed, 0.4)
+        rows.append({**r, "run_id": f"r{i}", "start_time": i, "settings": {"model.lstm_hidden": "64", **extra}})
+    summary = [(r["model"], r["seeds"]) for r in cp.summarize(rows) if r["model"] != cp.TRUE_RISK]
+    assert sorted(summary) == [("rank1-gaussian [train.calibration_share=0.5]", 2),
+                               ("rank1-gaussian [train.calibration_share=0]", 1)]
+
+
 def test_runs_without_a_recorded_seed_are_never_merged():
     rows = [{**_row("deterministic", "random", -1, 0.4 + i / 10), "run_id": f"r{i}", "start_time": i} for i in range(2)]
     (summary, _truth) = cp.summarize(rows)

@@ -51,16 +51,18 @@ class CompareError(PipelineError, ValueError):
 
 def setting_defaults() -> dict[str, str]:
     """``model.<field>`` and ``train.<field>`` defaults of MortalityConfig and TrainConfig, as text: a
-    setting a run does not record (it predates the setting) had this value."""
+    setting a run does not record (it predates the setting) had this value: the default it had then for a
+    training setting whose default changed (``train_config.FORMER_DEFAULTS``: e.g. no calibration half)."""
     from dataclasses import MISSING, fields
     from enum import Enum
 
-    from pipeline.tasks.mortality.train_config import TrainConfig
+    from pipeline.tasks.mortality.train_config import FORMER_DEFAULTS, TrainConfig
 
     out = model_defaults()
     for f in fields(TrainConfig):
         if f.default is not MISSING:
             out[f"train.{f.name}"] = str(f.default.value if isinstance(f.default, Enum) else f.default)
+    out.update({f"train.{k}": str(v) for k, v in FORMER_DEFAULTS.items()})
     return out
 
 

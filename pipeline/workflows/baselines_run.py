@@ -118,7 +118,8 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
                 "seconds": seconds, "policy": policy and policy.to_dict(arrays=False)}
         fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": kind.value, **cfg.to_dict()})
         tracker.log_params({"model_kind": kind.value, "baseline": cfg.to_dict(), "chosen": settings,
-                            "n_train": len(train_fs), "n_val": len(val_fs), "features": fdir.name})
+                            "referral": (referral or ReferralConfig()).to_dict(), "n_train": len(train_fs),
+                            "n_val": len(val_fs), "features": fdir.name})
         tracker.set_tag(FORMAT_TAG, ModelFormat.BASELINE.value)
         record.write_run(tracker, out, fdir=fdir, info=info, validation=val, checkpoint=out / BASELINE_FILE,
                          score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG,),

@@ -151,7 +151,7 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
                                   "val_nll": val_metrics["nll"], "policy": policy and policy.to_dict()},
                       info={"vocab_sizes": vocab_sizes, "policy": policy and policy.to_dict(arrays=False)},
                       params={"train": {"seed": seed}, "features": fdir.name, "n_train": len(train_fs),
-                              "n_val": len(val_fs)},
+                              "n_val": len(val_fs), "referral": (referral or ReferralConfig()).to_dict()},
                       tags={}, before=write, refer_threshold=threshold, val_metrics=val_metrics,
                       tracking=tracking, experiment=experiment or DEFAULT_EXPERIMENT, run_name=run_name,
                       out_dir=out_dir, policy=policy)

@@ -133,7 +133,8 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
             if state.step == 0:
                 train_params = {k: v for k, v in cfg.to_dict().items() if k != "model"}  # model: logged below
                 tracker.log_params({"model_kind": model_kind, "model": mcfg, "train": train_params,
-                                    "n_train": len(p.train_fs), "n_val": len(p.val_fs), "world_size": d.world,
+                                    "referral": (referral or ReferralConfig()).to_dict(), "n_train": len(p.train_fs),
+                                    "n_val": len(p.val_fs), "world_size": d.world,
                                     "distinct_per_step": p.sampler.size, "features": fdir.name})
                 record.tag_features(tracker, fdir)  # evaluate finds the features, compare groups by split mode
             else:
