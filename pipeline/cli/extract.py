@@ -31,6 +31,7 @@ def extract(
     setup_logging(verbose)
     from pipeline.core.progress import LogStatus
     from pipeline.data.mimic.extraction import extract as run_extract
+    from pipeline.data.mimic.extraction.summary import quarantine_lines
 
     cfg = ExtractConfig(**settings[ExtractConfig])
     with LogStatus("extract", "pipeline.data.mimic.extraction"):  # on a terminal: the stage that just finished
@@ -41,3 +42,5 @@ def extract(
         typer.echo(f"  {name:6s} admissions={s['admissions']:6d} positives={s['positives']:5d} "
                    f"label_rate={s['label_rate']}")
     typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))
+    for line in quarantine_lines(m, result.out_dir):
+        typer.echo(line)

@@ -26,11 +26,12 @@ def stage(
     source files' sizes and checksums); `extract --source STAGE_DIR` then gives the same features, faster."""
     setup_logging(verbose)
     from pipeline.core.progress import Progress
+    from pipeline.data.mimic.extraction.summary import stage_lines
     from pipeline.data.mimic.sources.stage import stage_csv
 
     with Progress("stage: per mille of the source bytes", 1000, plain=False) as bar:  # a bar on a terminal only
         m = stage_csv(source, out, StageConfig(**settings[StageConfig]),
                       progress=lambda done, total, status: bar.update(1000 * done // total, status))
     typer.echo(f"{Release(m['release']).title} stage written to {out}: {len(m['tables'])} tables")
-    for name, t in m["tables"].items():
-        typer.echo(f"  {name:20s} rows={t['rows']:12,d} rejected_lines={len(t['rejects'])}")
+    for line in stage_lines(m, source):
+        typer.echo(line)
