@@ -3,7 +3,8 @@
 A split is held as flat numpy arrays with offsets (no Python object per bag), so a few
 hundred thousand admissions stay small in memory. ``load_split`` reads a whole file,
 ``iter_parquet`` streams one by row chunks (scoring), ``from_pandas`` reads a DataFrame (the
-pyfunc). Every reader names the file, column and row of the first bad value.
+pyfunc). Every reader names the file, column and row of the first bad value; ``check_rows`` refuses a row
+that contradicts itself (what `score` and `serve` ask of features not written by the extraction).
 Batches for the models are made from a FeatureSet by ``pipeline.data.batches``.
 """
 
@@ -363,6 +364,40 @@ def iter_parquet(path: Path | str, chunk_rows: int = 4096, values: bool = False)
     for rb in pf.iter_batches(batch_size=chunk_rows, columns=cols):
         yield from_arrow(rb, source=str(path), row0=row0)
         row0 += rb.num_rows
+
+
+def check_rows(fs: FeatureSet, window_hours: float | None = None, row0: int = 0) -> None:
+    """Raise ``FeatureError`` naming the column and the first row (plus ``row0``) of a row that contradicts
+    itself, as no extraction writes one (Parquet written by hand, a served request): ``bag_hours`` not
+    increasing, an empty bag, ``n_events`` fewer than the bags' tokens (events are counted before a bag's tokens
+    are deduplicated, so more is normal) or above 0 without any bag (``no_events`` against the bags), and
+    ``observed_hours`` beyond the prediction window ``window_hours`` (where known). No value is quoted."""
+    n_bags = fs.n_bags
+    owner = np.repeat(np.arange(len(fs)), n_bags)  # (M,) the row of each bag
+    tokens_per_bag = np.diff(fs.token_offsets)
+    checks = [
+        ("bag_hours", np.flatnonzero((np.diff(fs.bag_hours.astype(np.float64)) <= 0) & (owner[1:] == owner[:-1])),
+         "the bags' start hours must increase (a bag starts at or before the one before it)", owner[1:]),
+        ("bags", np.flatnonzero(tokens_per_bag == 0), "an empty bag (every bag holds at least one token)", owner),
+    ]
+    tokens = np.diff(fs.token_offsets[fs.bag_offsets])  # (N,) tokens per admission
+    events = fs.n_events.astype(np.int64)
+    rows = np.arange(len(fs))
+    checks += [
+        ("n_events", np.flatnonzero(events < tokens), "fewer events than the bags hold tokens (each token of a bag "
+                                                        "stands for at least one event)", rows),
+        ("n_events", np.flatnonzero((events > 0) & (n_bags == 0)), "events but no bag (no_events: an admission "
+                                                                     "without bags has 0 events)", rows),
+    ]
+    if window_hours is not None and fs.observed_hours is not None:
+        beyond = np.flatnonzero(fs.observed_hours.astype(np.float64) > float(window_hours) + 1e-3)
+        checks.append(("observed_hours", beyond, f"beyond the prediction window ({float(window_hours):g} hours "
+                                                 "after admission)", rows))
+    for column, bad, why, row_of in checks:
+        if bad.size:
+            count = len(np.unique(row_of[bad]))
+            raise FeatureError(f"{fs.source}: column {column!r} row {int(row_of[bad[0]]) + row0}: {why} "
+                               f"({count} such row{'s' if count > 1 else ''})")
 
 
 def ranks(counts: np.ndarray) -> np.ndarray:
