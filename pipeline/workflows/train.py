@@ -24,13 +24,13 @@ import torch
 from pipeline.core import fileio
 from pipeline.core.configs import config_dict
 from pipeline.core.devices import resolve_device
-from pipeline.core.errors import TrainError
+from pipeline.core.errors import TrainError, naming, resumable
 from pipeline.core.seeds import EVAL_STREAM, TRAIN_STREAM, stream_seed
 from pipeline.data import features
 from pipeline.engine import predict
 from pipeline.engine.checkpoints import BEST, CHECKPOINT_FORMAT, LAST, check_fresh, read_checkpoint, save_checkpoint
 from pipeline.engine.distributed import Dist, broadcast, init_distributed
-from pipeline.engine.loop import LoopState, TrainingDiverged, resume_state, run_loop
+from pipeline.engine.loop import LoopState, TrainingDiverged, announcements, resume_state, run_loop
 from pipeline.runs import record, store
 from pipeline.runs.tracking import make_tracker, run_id_line
 from pipeline.runs.truth import features_true_risk
@@ -59,12 +59,15 @@ class TrainResult:
     best_checkpoint: Path  # best.pt (with the refer threshold)
     best_metrics: dict = field(default_factory=dict)  # validation metrics of best.pt at score_samples
     refer_measure: str | None = None  # what refer ranks by (metrics.Measure value; rank 0)
+    notes: list[str] = field(default_factory=list)  # what the run should know (engine.loop.announcements)
 
     def summary(self) -> str:
-        """What ``cli.py train`` prints: steps, the best checkpoint and its refer threshold, the run id."""
-        return (f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} refer_threshold="
-                f"{self.refer_threshold:.6g} refer_measure={self.refer_measure} checkpoint={self.best_checkpoint}\n"
-                + run_id_line(self.run_id))
+        """What ``cli.py train`` prints: the loop's announcements (early stopping, an unfinished KL anneal), steps,
+        the best checkpoint and its refer threshold, the run id."""
+        return "".join(f"{note}\n" for note in self.notes) + (
+            f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} refer_threshold="
+            f"{self.refer_threshold:.6g} refer_measure={self.refer_measure} checkpoint={self.best_checkpoint}\n"
+            + run_id_line(self.run_id))
 
 
 def validate(model, val: features.FeatureSet, cfg: TrainConfig, samples: int) -> np.ndarray:
@@ -89,7 +92,8 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     cfg = cfg or TrainConfig()
     fdir = Path(features_dir)
     if resume and out_dir is None:
-        raise TrainError(f"resume needs the output directory (out_dir) that holds {LAST}")
+        raise naming(TrainError(f"`resume` needs the output directory (`out_dir`) that holds {LAST}"), "resume",
+                     "out_dir")
     d = init_distributed()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -106,7 +110,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                            run_id=state.run_id, artifact_location=artifact_location)
     base = {"format": CHECKPOINT_FORMAT, TASK_KEY: "mortality", "model_kind": model_kind, "model_config": mcfg,
             "train_config": cfg.to_dict(), "vocab_sizes": vocab_sizes}
-    with tracker:  # the run ends FAILED on any exception, else FINISHED
+    with tracker:  # the run ends KILLED on Ctrl-C, FAILED on any other exception, else FINISHED
         try:
             if out_dir is None:  # a tracked run gets its own directory, named by its run id
                 out_dir = Path("runs") / "train" / broadcast(tracker.run_id or f"{model_kind}-s{cfg.seed}", d)
@@ -118,16 +122,23 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                 train_params = {k: v for k, v in cfg.to_dict().items() if k != "model"}  # model: logged below
                 tracker.log_params({"model_kind": model_kind, "model": mcfg, "train": train_params,
                                     "n_train": len(p.train_fs), "n_val": len(p.val_fs), "world_size": d.world,
-                                    "distinct_per_step": p.sampler.size, "features": fdir.name})
+                                    "distinct_per_step": p.sampler.size, "features": record.features_id(fdir)})
                 record.tag_features(tracker, fdir)  # evaluate finds the features, compare groups by split mode
             else:
                 tracker.set_tag("resumed_from_step", str(state.step))
-            state = run_loop(p, d=d, tracker=tracker, base=base, state=state, out=out, progress=cfg.progress)
+            try:
+                state = run_loop(p, d=d, tracker=tracker, base=base, state=state, out=out, progress=cfg.progress)
+            except KeyboardInterrupt as exc:  # the command line says how to go on from last.pt
+                if (out / LAST).exists():
+                    resumable(exc, f"its last checkpoint is {out / LAST}: the same command with `resume` and "
+                                   f"`out_dir` {out} continues it", "resume", "out_dir")
+                raise
             if d.world > 1:
                 import torch.distributed as dist
 
                 dist.barrier()
             result = _finish(p, d, tracker, base, state, out, fdir)
+            result.notes = announcements(p, state)
         finally:
             if d.owned:
                 import torch.distributed as dist
