@@ -13,7 +13,8 @@ from pipeline.cli.options import at_least, with_config_options
 from pipeline.data.mimic.extraction.config import ExtractConfig
 
 
-@command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.")
+@command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.",
+         on_interrupt="nothing was written to --out (a previous extraction there is as it was); run the command again")
 @with_config_options(ExtractConfig, limits={
     **at_least(1, "scan_workers", "threads", "n_bins", "max_text_values", "text_max_len"),
     **dict.fromkeys(("train_fraction", "val_fraction"), {"min": 0.0, "max": 1.0})})

@@ -12,7 +12,8 @@ from pipeline.data.mimic.sources.stage import StageConfig
 from pipeline.data.mimic.sources.tables import Release
 
 
-@command(short_help="Stage a MIMIC CSV directory as Parquet: re-extract in seconds.")
+@command(short_help="Stage a MIMIC CSV directory as Parquet: re-extract in seconds.",
+         on_interrupt="nothing was written to --out (a previous stage there is as it was); run the command again")
 @with_config_options(StageConfig, limits=at_least(1, "row_group_rows", "workers", "threads"))
 def stage(
     source: Path = typer.Option(..., help="MIMIC-III or MIMIC-IV CSV directory (TABLE.csv or TABLE.csv.gz; MIMIC-IV: "

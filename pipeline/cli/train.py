@@ -26,7 +26,7 @@ MODEL_HELP = ("A model kind or a variant name as `compare` prints it: " + ", ".j
               + "; or a classical baseline: " + ", ".join(BASELINES) + " (settings chosen on validation; takes --seed, "
               "--threads, --refer-fraction).")  # --model's help: the names offered
 BASELINE_SETTINGS = ("seed", "threads", "refer_fraction", "progress")  # the TrainConfig fields a baseline takes
-NOTE_FIELDS = ("patience", "eval_every", "anneal_steps", "max_steps")  # the settings training's notes name
+NOTE_FIELDS = ("patience", "eval_every", "anneal_steps", "max_steps", "max_epochs")  # what training's notes name
 
 
 @dataclass

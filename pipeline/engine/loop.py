@@ -172,7 +172,7 @@ def announcements(plan: TrainingPlan, state: LoopState) -> list[str]:
     if state.kl_seen and weight < 1:
         notes.append(f"KL anneal unfinished: training ended at step {state.step}, where the KL weight was "
                      f"{weight:.3g}, short of 1 at step {plan.anneal_steps} (anneal_steps): the posterior was fitted "
-                     "under a partial KL penalty; lower anneal_steps or train longer (max_steps)")
+                     "under a partial KL penalty; lower anneal_steps or train longer (max_steps, max_epochs)")
     return notes
 
 

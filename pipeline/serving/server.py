@@ -75,8 +75,9 @@ def load(uri: str):
     if kind is not RunKind.MORTALITY:
         raise RunError(f"{uri} holds a {kind.value} model; `serve` serves mortality models (features in, risk out)")
     mlflow.set_tracking_uri(tracking_uri())
+    target = model_uri(uri)  # a malformed URI: runs.load's own line
     try:
-        return mlflow.pyfunc.load_model(model_uri(uri))
+        return mlflow.pyfunc.load_model(target)
     except Exception as exc:
         raise RunError(f"cannot load the model {uri}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
 
