@@ -119,8 +119,8 @@ def _row(run: RunRecord, reports: dict[str, dict], defaults: dict[str, str], tmp
            "seed": int(params.get("train.seed", params.get("baseline.seed", -1))),
            "start_time": run.start_time,
            "settings": settings_of(params, reports)}
-    if trained.key != section.key:  # evaluated on other features than it trained on: a variant of its own
-        row["settings"]["trained_on"] = trained.key
+    if trained.key != section.key:  # evaluated on other features than it trained on: a row of its own, said so
+        row["model"] = f"{label} [trained on {trained.key}]"
     for split, rep in reports.items():
         ref = rep.get("true_risk") or {}
         for m in (*TABLE_METRICS, "ece_floor"):
@@ -204,9 +204,14 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def _section_of(rows: list[dict]) -> dict:
-    """The feature set's words of a group of rows (one feature set): its label and how it was told."""
+    """The feature set's words of a group of rows (one feature set): its label and how its runs were told (the
+    least direct way any of them was: ``feature_sets.Identified``)."""
     first = rows[0] if rows else {}
-    return {k: first[k] for k in ("features_label", "identified_by") if k in first}
+    out = {k: first[k] for k in ("features_label",) if k in first}
+    hows = [r["identified_by"] for r in rows if "identified_by" in r]
+    if hows:
+        out["identified_by"] = max(hows, key=feature_sets.HOW_ORDER.index)
+    return out
 
 
 def to_markdown(summary: list[dict]) -> str:

@@ -4,8 +4,8 @@
 records it), else of the features it was trained on (tag ``features_id``); a run written before either
 was recorded is identified from the manifest it logged (``features/manifest.json``: the same identity), and
 one without even that by its recorded source (the features folder and release it was tagged with), which
-the table says. A run evaluated on features other than those it trained on is a variant of its own
-(``trained_on``); a split evaluated on other features than the run's other splits is left out of its section
+the table says. A run evaluated on features other than those it trained on is a row of its own (``[trained on
+<identity>]``); a split evaluated on other features than the run's other splits is left out of its section
 (its figures, true risk included, describe other admissions), with a warning.
 """
 
@@ -28,6 +28,9 @@ class Identified(str, Enum):
     CONTENT = "content"  # the identity the run or its evaluations recorded
     MANIFEST = "manifest"  # computed from the manifest the run logged (written before the identity was recorded)
     SOURCE = "source"  # the run records no manifest either: its features folder and release stand for it
+
+
+HOW_ORDER = [h.value for h in Identified]  # the most direct first
 
 
 @dataclass(frozen=True)
