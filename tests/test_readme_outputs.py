@@ -86,13 +86,16 @@ def test_git_status_stays_clean_after_every_readme_command(tmp_path):
     ran, ids = [], {}
 
     def run(command: str, background: bool = False) -> str:
-        words = command.split()[2:]
+        said = command
+        for placeholder in sorted(ids, key=len, reverse=True):  # "<id of a deterministic run>" before "<id>"
+            if placeholder.startswith("<") and not (placeholder == "<id>" and " vision evaluate " in command):
+                said = said.replace(placeholder, ids[placeholder])
+        words = said.split()[2:]
         key = " ".join(words[:2]) if words[0] == "vision" else words[0]
         demo = str(demo_path())
         words = [w.replace("../shared/mimic-iii-demo", demo).replace("/data/mimic-iii-1.4", demo) for w in words]
         words = ["300" if w == "2000" and key == "synth" else w for w in words]
-        named = {**ids, "<id>": ids["vision"]} if key == "vision evaluate" else ids  # the image run's id there
-        words = [named.get(w, w) for w in words] + EXTRA.get(key, [])
+        words = [ids["vision"] if w == "<id>" else w for w in words] + EXTRA.get(key, [])  # vision evaluate's run
         if background:  # serve: until it answers /ping, then Ctrl-C
             port = str(free_port())
             words = [port if w == "5000" else w for w in words]
@@ -130,7 +133,6 @@ def test_git_status_stays_clean_after_every_readme_command(tmp_path):
         out = run(command, background=" serve " in command)
         if " train " in command and "vision" not in command:
             ids["<id>"] = run_id(out)
-            ids["runs:/<id>/model"] = f"runs:/{ids['<id>']}/model"
         if "vision train" in command:
             ids["vision"] = run_id(out)
     for command in real_data_commands():
