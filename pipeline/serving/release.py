@@ -50,7 +50,7 @@ def check(model_release: Release, data_release: Release | None, cross_release: b
     if features:  # another release's features index their own vocabulary: only its source can be scored
         raise CrossReleaseError(
             f"{what} is {Release(data_release).title} but the model was trained on {Release(model_release).title}: "
-            "features of another release index their own vocabulary, which the model cannot read; score their "
+            "refused: features of another release index their own vocabulary, which the model cannot read; score their "
             "MIMIC source instead, extracted with the model's vocabulary (--source DIR --cross-release; the share "
             "of out-of-vocabulary tokens is then reported)", Release(model_release), Release(data_release))
     if not cross_release:
