@@ -314,3 +314,28 @@ def test_a_closed_stdout_ends_quietly_in_a_real_pipe(tmp_path):
     stderr = p.stderr.read().decode()
     assert p.wait(timeout=120) == 1 and stderr == "", stderr
     assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.slow
+def test_mistakes_found_later_in_a_run_name_the_options_too(demo_features, tmp_path):
+    """A resumed run given other settings, or at its budget already; MIMIC-IV era groups the cohort lacks."""
+    out = tmp_path / "run"
+    tiny = ["train", "--data", str(demo_features.out_dir), "--out", str(out), "--hidden", "8", "--embed-dim", "8",
+            "--score-samples", "2", "--eval-every", "2", "--threads", "1", "--no-progress", "--experiment", "resumes"]
+    first = CliRunner().invoke(cli.app, [*tiny, "--max-steps", "2"])
+    assert first.exit_code == 0, first.output
+    for extra, said in ((["--max-steps", "4", "--lr", "0.01", "--resume"],
+                         "training settings differ from the checkpoint's (--lr); only the budget (--max-steps, "
+                         "--patience, --max-epochs) may change"),
+                        (["--max-steps", "2", "--resume"], "already at step 2 >= --max-steps 2")):
+        result = CliRunner().invoke(cli.app, [*tiny, *extra])
+        (line,) = result.output.strip().splitlines()
+        assert result.exit_code == 2 and line.startswith("error: ") and said in line, result.output
+        assert not INTERNAL_WORD.findall(line.replace(str(tmp_path), ""))
+    iv = Path(os.environ.get("MIMIC4_DEMO_DIR") or ROOT.parent / "shared" / "mimic-iv-demo")
+    if (iv / "hosp").is_dir():
+        result = CliRunner().invoke(cli.app, ["extract", "--source", str(iv), "--out", str(tmp_path / "f"), "--split",
+                                              "era", "--era-groups", "1999 - 2001", "--era-groups", "2014 - 2016"])
+        (line,) = result.output.strip().splitlines()
+        assert result.exit_code == 2 and line.startswith("error: --era-groups ['1999 - 2001'] are not"), line
+        assert not (tmp_path / "f").exists()

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from pipeline.core import fileio
-from pipeline.core.configs import config_dict
+from pipeline.core.configs import config_dict, invalid
 from pipeline.core.devices import resolve_device
 from pipeline.core.errors import TrainError, naming, resumable
 from pipeline.core.seeds import EVAL_STREAM, TRAIN_STREAM, stream_seed
@@ -162,10 +162,12 @@ def _resume(path: Path, p, kind: str, mcfg: dict, cfg: TrainConfig, d: Dist) -> 
     now = {k: v for k, v in cfg.to_dict().items() if k not in free}
     if saved != now:
         diff = sorted(k for k in now if saved.get(k) != now[k])
-        raise TrainError(f"{path}: training settings differ from the checkpoint's ({diff}); only the budget "
-                         "(max_steps, patience, max_epochs) may change")
+        raise invalid(cfg, f"{path}: training settings differ from the checkpoint's ({', '.join(diff)}); only the "
+                           "budget (max_steps, patience, max_epochs) may change", "max_steps", "patience",
+                      "max_epochs", *diff, error=TrainError)
     if ckpt["step"] >= cfg.max_steps:
-        raise TrainError(f"{path}: already at step {ckpt['step']} >= max_steps {cfg.max_steps}")
+        raise invalid(cfg, f"{path}: already at step {ckpt['step']} >= max_steps {cfg.max_steps}", "max_steps",
+                      error=TrainError)
     return resume_state(ckpt, p, d, lambda step: torch.manual_seed(stream_seed(cfg.seed + step, TRAIN_STREAM,
                                                                                 d.rank)))
 
