@@ -241,7 +241,7 @@ def to_markdown(summary: list[dict]) -> str:
                "the files and the source), never by a folder's name; each set has its own rows and true-risk "
                "reference (runs on other admissions are not pooled)." if several else "") + "\n")
     said = "".join(f"\n{line}\n" for line in feature_sets.notes(summary))
-    return "\n".join(parts) + "\n" + note + said
+    return "\n\n".join(parts) + "\n" + note + said
 
 
 def to_csv(summary: list[dict]) -> str:
