@@ -114,7 +114,7 @@ def main() -> None:
     command = report.command(__spec__.name)
     import torch
 
-    from pipeline.engine import predict
+    from pipeline.engine import predict, risk
     from pipeline.runs.formats import load_model
     from pipeline.tasks.mortality.baselines.model import BaselineModel
     from pipeline.tasks.mortality.train_config import TrainConfig
@@ -148,7 +148,7 @@ def main() -> None:
         best = np.inf
         for _ in range(3):
             t = time.perf_counter()
-            predict.score_features(model, test, samples, 1e-9, DEFAULT_BATCH)
+            risk.score_features(model, test, samples, 1e-9, DEFAULT_BATCH)
             best = min(best, time.perf_counter() - t)
         out["score_seconds"][name] = best
     ref_t, ref_s = out["train_seconds"]["rank1"], out["score_seconds"]["rank1"]

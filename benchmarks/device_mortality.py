@@ -1,24 +1,33 @@
 """The mortality models on one torch device (a GPU): the rank-1 LSTM against ``nn.LSTM``, whole training
-steps, and scoring a whole MIMIC-III cohort, each as a ratio to a baseline timed in the same process.
+steps, scoring a whole MIMIC-III cohort, and the image models in bf16, each as a ratio to a baseline timed
+in the same process.
 
-    python -m benchmarks.device_mortality [--device cuda] [--hidden 64 --hidden 256] [--reps 20]
-        [--score-n 58976] [--samples S] [--cpu-score-n 3000] [--json PATH]
+    python -m benchmarks.device_mortality [--device cuda] [--hidden 64 --hidden 256] [--batch 1024] [--reps 20]
+        [--score-n 58976] [--samples S] [--cpu-score-n 3000] [--parts layer,train,score,vision] [--json PATH]
 
-Three parts, each reported even when another fails (its error is recorded instead):
+Four parts, each reported even when another fails (its error is recorded instead):
 
 1. **LSTM layer**: forward + backward of a K = 4 rank-1 LSTM (``LSTMRank1``, both sampling modes) on a
    member-major tiled batch of K·B rows against ``nn.LSTM`` (cuDNN on a GPU) on the same input, equal and
    variable lengths (``benchmarks.rank1_lstm.candidates``: the variable-length reference is nn.LSTM on
    packed input), at each ``--hidden``. Median of ``--reps`` interleaved rounds after warm-up; on a GPU
-   each call is timed to ``torch.cuda.synchronize``.
+   each call is timed to ``torch.cuda.synchronize``. ``per_example`` / ``per_member`` are the reference
+   kernels; the fused paths beside them (``LSTMKernel.FUSED``): ``per_example_fused`` (the Triton kernel,
+   float32 products; where triton compiles, or on the CPU in its interpreter), ``per_example_fused_tf32``
+   (TF32 products, on CUDA: cuDNN's LSTM uses TF32 by default), ``per_member_fused`` (PyTorch's fused
+   kernel per member block at any lengths).
 2. **Training step**: the real step (collate on the CPU, copy, forward, NLL + KL + L2, backward, clipping,
    Adam; ``benchmarks.train_throughput.setup``) of the rank-1 model against the deterministic LSTM at the
-   default preset, at each ``--hidden``: ms per step and admissions per second, median over blocks.
+   default preset, at each ``--hidden``: ms per step and admissions per second, median over blocks. The
+   rank-1 LSTM runs its default kernels (fused on CUDA where triton imports); on CUDA the reference kernels
+   are timed beside them (``rank1_reference``).
 3. **Scoring**: ``--score-n`` admissions of random features shaped like the synthetic benchmark (the
    MIMIC-III cohort size by default) through ``serving.score.score_files`` (chunked Parquet in, the risk
    table out) with ``--samples`` x K draws of an untrained rank-1 model (the weights do not change the
    cost) on ``--device``; the baseline is the same call on this machine's CPU (all its cores) over the
    first ``--cpu-score-n`` admissions, compared in admissions per second. Peak device memory is reported.
+4. **Image models** (``benchmarks.device_vision``): a Wide ResNet training step of every method in fp32,
+   bf16 autocast and bf16 channels-last, and the deterministic network on K times the images.
 
 Without CUDA ``--device cpu`` runs the same measurements (small sizes make it a smoke run). Writes
 benchmarks/results/device_mortality.json (``--json`` elsewhere). No GPU has run it yet, so its docs
@@ -39,7 +48,10 @@ import traceback
 from pathlib import Path
 
 from benchmarks import report
+from benchmarks.device_vision import render_vision, vision_rows
 from pipeline.core.contracts import DEFAULT_SAMPLES
+
+LAYER_CANDIDATES = ("per_example", "per_member", "per_example_fused", "per_example_fused_tf32", "per_member_fused")
 
 
 def _sync(device) -> None:
@@ -49,11 +61,20 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _median_ms(runs: dict, reps: int, device) -> dict[str, float]:
-    """Median milliseconds of forward + backward per candidate, rounds interleaved, after two warm-ups."""
-    for run in runs.values():
-        for _ in range(2):
-            run().square().mean().backward()
+def _median_ms(runs: dict, reps: int, device, failed: dict | None = None) -> dict[str, float]:
+    """Median milliseconds of forward + backward per candidate, rounds interleaved, after two warm-ups. With
+    ``failed``, a candidate whose warm-up raises is left out and its error recorded there (by name)."""
+    for name in list(runs):
+        try:
+            for _ in range(2):
+                runs[name]().square().mean().backward()
+            _sync(device)
+        except Exception as exc:  # noqa: BLE001 - a fused path that fails on this device is a finding
+            if failed is None:
+                raise
+            traceback.print_exc()
+            failed[name] = f"{type(exc).__name__}: {exc}"[:500]
+            del runs[name]
     _sync(device)
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(reps):
@@ -65,6 +86,18 @@ def _median_ms(runs: dict, reps: int, device) -> dict[str, float]:
     return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
+def fused_candidates(device) -> tuple[str, ...]:
+    """The fused layer candidates this device runs: the Triton kernel where it compiles (CUDA) or is
+    interpreted (CPU tensors under TRITON_INTERPRET=1), TF32 on CUDA only; PyTorch's per block everywhere."""
+    import torch
+
+    from pipeline.bayes.layers import triton_lstm
+
+    cuda = torch.device(device).type == "cuda"
+    triton = triton_lstm.available() and (cuda or triton_lstm.interpreted())
+    return ("per_example_fused",) * triton + ("per_example_fused_tf32",) * (triton and cuda) + ("per_member_fused",)
+
+
 def layer_rows(args, device) -> list[dict]:
     """Part 1: the rank-1 LSTM layer against nn.LSTM at each hidden size, equal and variable lengths."""
     import torch
@@ -72,46 +105,61 @@ def layer_rows(args, device) -> list[dict]:
     from benchmarks.rank1_lstm import candidates
 
     rows = []
+    fused = fused_candidates(device)
     for hidden in args.hidden:
         for variable in (False, True):
             torch.manual_seed(0)
             runs = candidates(args.components * args.batch, args.steps, args.input, hidden, args.components,
-                              variable, device)
-            ms = _median_ms(runs, args.reps, device)
+                              variable, device, fused)
+            failed: dict[str, str] = {}
+            ms = _median_ms(runs, args.reps, device, failed)
             ref = ms["nn.LSTM"]
-            row = {"hidden": hidden, "lengths": "variable" if variable else "equal", "reference_ms": ref,
-                   "per_example_ms": ms["per_example"], "per_member_ms": ms["per_member"],
-                   "per_example": ms["per_example"] / ref, "per_member": ms["per_member"] / ref}
-            print(f"  H={hidden:4d} {row['lengths']:8s} nn.LSTM {ref:7.2f} ms  per_example {ms['per_example']:7.2f} "
-                  f"ms ({row['per_example']:.2f}x)  per_member {ms['per_member']:7.2f} ms ({row['per_member']:.2f}x)",
-                  flush=True)
+            row = {"hidden": hidden, "lengths": "variable" if variable else "equal", "reference_ms": ref}
+            for name in (c for c in LAYER_CANDIDATES if c in ms):
+                row[f"{name}_ms"], row[name] = ms[name], ms[name] / ref
+            row |= {f"{name}_error": error for name, error in failed.items()}
+            print(f"  H={hidden:4d} {row['lengths']:8s} nn.LSTM {ref:7.2f} ms  " + "  ".join(
+                f"{name} {row[name + '_ms']:7.2f} ms ({row[name]:.2f}x)" for name in LAYER_CANDIDATES if name in row),
+                flush=True)
             rows.append(row)
     return rows
 
 
 def train_rows(args, device, fdir: Path, fs) -> list[dict]:
     """Part 2: whole training steps, rank-1 against the deterministic LSTM, at each hidden size."""
+    import torch
+
     from benchmarks.train_throughput import setup
 
     rows = []
+    kernels = {"deterministic": ("deterministic", None), "rank1": ("rank1", None)}
+    if torch.device(device).type == "cuda":
+        kernels["rank1_reference"] = ("rank1", "reference")
     for hidden in args.hidden:
-        runners = {kind: setup(kind, "default", fdir, fs, device, lstm_hidden=hidden)
-                   for kind in ("deterministic", "rank1")}
-        for run, _, _ in runners.values():
-            run(3)
+        runners = {name: setup(kind, "default", fdir, fs, device, lstm_hidden=hidden, lstm_kernel=kernel)
+                   for name, (kind, kernel) in kernels.items()}
+        row = {"hidden": hidden}
+        for name in list(runners):
+            try:
+                runners[name][0](3)
+            except Exception as exc:  # noqa: BLE001 - a fused path that fails on this device is a finding
+                if name == "deterministic":
+                    raise
+                traceback.print_exc()
+                row[f"{name}_error"] = f"{type(exc).__name__}: {exc}"[:500]
+                del runners[name]
         secs: dict[str, list[float]] = {kind: [] for kind in runners}
         per_block = max(1, args.train_steps // 4)
         for _ in range(4):
             for kind, (run, _, _) in runners.items():
                 secs[kind].append(run(per_block) / per_block)
         step = {kind: statistics.median(s) for kind, s in secs.items()}
-        row = {"hidden": hidden}
         for kind, (_, distinct, _) in runners.items():
             row[kind] = {"step_ms": 1e3 * step[kind], "admissions_per_s": distinct / step[kind]}
-        row["ratio"] = step["rank1"] / step["deterministic"]
-        print(f"  H={hidden:4d} deterministic {row['deterministic']['step_ms']:7.2f} ms/step  rank-1 "
-              f"{row['rank1']['step_ms']:7.2f} ms/step ({row['ratio']:.2f}x, "
-              f"{row['rank1']['admissions_per_s']:.0f} admissions/s)", flush=True)
+        row["ratio"] = step["rank1"] / step["deterministic"] if "rank1" in step else None
+        print(f"  H={hidden:4d} " + "  ".join(
+            f"{kind} {row[kind]['step_ms']:7.2f} ms/step ({row[kind]['admissions_per_s']:.0f} admissions/s)"
+            for kind in kernels if kind in row), flush=True)
         rows.append(row)
     return rows
 
@@ -190,7 +238,13 @@ def main() -> None:
     ap.add_argument("--cpu-score-n", type=int, default=3000, help="part 3: admissions scored on the CPU")
     ap.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                     help="part 3: samples per component (draws = samples x K) [contracts.DEFAULT_SAMPLES]")
-    ap.add_argument("--parts", default="layer,train,score", help="which parts to run, comma-separated")
+    ap.add_argument("--vision-depth", type=int, default=28, help="part 4: WRN depth")
+    ap.add_argument("--vision-width", type=int, default=10, help="part 4: WRN width")
+    ap.add_argument("--vision-size", type=int, default=32, help="part 4: image side")
+    ap.add_argument("--vision-images", type=int, default=128, help="part 4: distinct images per step")
+    ap.add_argument("--vision-bn-rows", type=int, default=64, help="part 4: BatchNorm ghost batch rows")
+    ap.add_argument("--vision-steps", type=int, default=12, help="part 4: timed steps per variant (4 blocks)")
+    ap.add_argument("--parts", default="layer,train,score,vision", help="which parts to run, comma-separated")
     ap.add_argument("--json", type=Path, default=None, help="results file (default: "
                     "benchmarks/results/device_mortality.json, which also updates the docs)")
     args = ap.parse_args()
@@ -208,11 +262,12 @@ def main() -> None:
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}\ntorch {torch.__version__}, device "
           f"{device} ({name}), {os.cpu_count()} CPUs", flush=True)
     parts = set(args.parts.split(","))
-    result = {**measured, "command": command, "torch": torch.__version__, "device": str(device),
-              "device_name": name, "cpus": os.cpu_count(),
+    result = {**measured, "command": command, "torch": torch.__version__, "triton": _triton_version(),
+              "device": str(device), "device_name": name, "cpus": os.cpu_count(),
               "config": {k: getattr(args, k) for k in ("hidden", "batch", "steps", "input", "components", "reps",
                                                        "train_steps", "train_n", "score_n", "cpu_score_n",
-                                                       "samples")}}
+                                                       "samples", "vision_depth", "vision_width", "vision_size",
+                                                       "vision_images", "vision_bn_rows", "vision_steps")}}
     with tempfile.TemporaryDirectory() as tmp:
         if "layer" in parts:
             result["layer"] = _part("1. LSTM layer, forward + backward", layer_rows, args, device)
@@ -225,7 +280,17 @@ def main() -> None:
             sdir = random_features(Path(tmp) / "score", n=args.score_n)
             print(f"  ({args.score_n} random admissions written in {time.perf_counter() - start:.0f} s)", flush=True)
             result["score"] = _part("3. scoring", score_part, args, device, sdir, fileio.read_json(sdir / "vocab.json"))
+        if "vision" in parts:
+            result["vision"] = _part("4. image models, fp32 and bf16", vision_rows, args, device)
     report.write_results("device_mortality", result, args.json)
+
+
+def _triton_version() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return triton.__version__
 
 
 def _error_or(part: dict | None, render_fn) -> str:
@@ -237,24 +302,33 @@ def _error_or(part: dict | None, render_fn) -> str:
 def render(r: dict) -> str:
     """docs/performance.md's figures:device_mortality section, from the results JSON."""
     c = r["config"]
-    out = [f"On {r['device_name']} (`{r['device']}`, torch {r['torch']}, {r['cpus']} CPUs beside it).", ""]
+    triton = f", triton {r['triton']}" if r.get("triton") else ""
+    out = [f"On {r['device_name']} (`{r['device']}`, torch {r['torch']}{triton}, {r['cpus']} CPUs beside it).", ""]
 
     def layer(rows):
-        body = [[str(x["hidden"]), x["lengths"], f"{x['reference_ms']:.2f}", f"{x['per_example_ms']:.2f}",
-                 f"{x['per_example']:.2f}x", f"{x['per_member_ms']:.2f}", f"{x['per_member']:.2f}x"] for x in rows]
+        names = [n for n in LAYER_CANDIDATES if any(n in x or f"{n}_error" in x for x in rows)]
+        body = [[str(x["hidden"]), x["lengths"], f"{x['reference_ms']:.2f}"]
+                + [f"{x[n + '_ms']:.2f} ({x[n]:.2f}x)" if n in x else "failed" for n in names] for x in rows]
         return "\n".join([
             f"LSTM layer, forward + backward, K = {c['components']} on {c['components'] * c['batch']} tiled rows, "
-            f"T = {c['steps']}, D = {c['input']} (median of {c['reps']} interleaved rounds):", "",
-            report.table(["LSTM units", "lengths", "nn.LSTM ms", "rank-1 per-example ms", "ratio",
-                          "rank-1 per-member ms", "ratio"], body)])
+            f"T = {c['steps']}, D = {c['input']}, rank-1 ms (ratio to nn.LSTM; median of {c['reps']} interleaved "
+            "rounds; per_example / per_member: the reference kernels, *_fused: LSTMKernel.FUSED):", "",
+            report.table(["LSTM units", "lengths", "nn.LSTM ms", *names], body)])
 
     def train(rows):
-        body = [[str(x["hidden"]), f"{x['deterministic']['step_ms']:.2f}", f"{x['rank1']['step_ms']:.2f}",
-                 f"{x['ratio']:.2f}x", f"{x['rank1']['admissions_per_s']:,.0f}"] for x in rows]
+        ref = any("rank1_reference" in x for x in rows)  # the reference kernels beside the default ones (CUDA)
+
+        def ms(x, kind):
+            return f"{x[kind]['step_ms']:.2f}" if kind in x else "failed"
+        body = [[str(x["hidden"]), ms(x, "deterministic"), ms(x, "rank1"),
+                 f"{x['ratio']:.2f}x" if x.get("ratio") else "-",
+                 f"{x['rank1']['admissions_per_s']:,.0f}" if "rank1" in x else "-"]
+                + ([ms(x, "rank1_reference")] if ref else []) for x in rows]
         return "\n".join([
             f"Whole training step at the default preset (collate on the CPU, copy, forward, loss, backward, Adam; "
             f"median over 4 blocks of {max(1, c['train_steps'] // 4)} steps):", "",
-            report.table(["LSTM units", "deterministic ms", "rank-1 ms", "ratio", "rank-1 admissions/s"], body)])
+            report.table(["LSTM units", "deterministic ms", "rank-1 ms", "ratio", "rank-1 admissions/s"]
+                         + (["rank-1 reference kernels ms"] if ref else []), body)])
 
     def score(s):
         peak = f", peak device memory {s['peak_device_mb']:,.0f} MB" if s.get("peak_device_mb") else ""
@@ -265,6 +339,8 @@ def render(r: dict) -> str:
 
     out += [_error_or(r.get("layer"), layer), "", _error_or(r.get("train"), train), "",
             _error_or(r.get("score"), score)]
+    if "vision" in r:
+        out += ["", _error_or(r["vision"], lambda rows: render_vision(rows, c))]
     return "\n".join(out)
 
 

@@ -36,7 +36,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from benchmarks import report
-from pipeline.bayes.layers import LSTMRank1, set_sampling
+from pipeline.bayes.layers import LSTMKernel, LSTMRank1, set_lstm_kernel, set_sampling
 from pipeline.tasks.mortality import MortalityConfig, build_model
 
 EMBEDDINGS = ("bag_embedding", "context_embedding")
@@ -52,9 +52,15 @@ def fwd_bwd(run) -> tuple[float, int]:
     return elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
-def candidates(n: int, t_len: int, d: int, hidden: int, k: int, variable: bool, device: str = "cpu") -> dict:
+def candidates(n: int, t_len: int, d: int, hidden: int, k: int, variable: bool, device: str = "cpu",
+               fused: tuple[str, ...] = ()) -> dict:
     """Closures returning the tensor the loss is taken on, for each candidate, everything on ``device``
-    (the packed reference's lengths stay on the CPU, as ``pack_padded_sequence`` takes them)."""
+    (the packed reference's lengths stay on the CPU, as ``pack_padded_sequence`` takes them).
+
+    ``per_example`` and ``per_member`` run the reference kernels (``LSTMKernel.REFERENCE``) on every device;
+    ``fused`` adds the fused paths named: ``per_example_fused`` (the Triton kernel, float32 products),
+    ``per_example_fused_tf32`` (the same with TF32 products, as cuDNN's LSTM by default), ``per_member_fused``
+    (PyTorch's fused kernel per member block at any lengths: cuDNN on a GPU)."""
     x = torch.randn(n, t_len, d, device=device, requires_grad=True)
     lengths = torch.randint(1, t_len + 1, (n // k,)) if variable else torch.full((n // k,), t_len)
     lengths[0] = t_len
@@ -63,10 +69,16 @@ def candidates(n: int, t_len: int, d: int, hidden: int, k: int, variable: bool, 
     rank1 = LSTMRank1(d, hidden, 1, components=k).to(device)
     rows, on_device = torch.arange(n, device=device), lengths.to(device)
 
-    def run_rank1(mode):
+    def run_rank1(mode, kernel=LSTMKernel.REFERENCE, matmul_precision="highest"):
         def run():
             set_sampling(rank1, mode)
-            out, (h_n, _) = rank1(x, on_device)
+            set_lstm_kernel(rank1, kernel)
+            before = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision(matmul_precision)  # the Triton kernel's products follow it
+            try:
+                out, (h_n, _) = rank1(x, on_device)
+            finally:
+                torch.set_float32_matmul_precision(before)
             return h_n if variable else out
         return run
 
@@ -76,7 +88,14 @@ def candidates(n: int, t_len: int, d: int, hidden: int, k: int, variable: bool, 
         runs = {"nn.LSTM": lambda: base(pack_padded_sequence(x, lengths, batch_first=True,
                                                               enforce_sorted=False))[1][0],
                 "padded ref": lambda: base(x)[0][rows, on_device - 1]}
-    return runs | {"per_example": run_rank1("per_example"), "per_member": run_rank1("per_member")}
+    extra = {"per_example_fused": run_rank1("per_example", LSTMKernel.FUSED),
+             "per_example_fused_tf32": run_rank1("per_example", LSTMKernel.FUSED, "high"),
+             "per_member_fused": run_rank1("per_member", LSTMKernel.FUSED)}
+    unknown = set(fused) - set(extra)
+    if unknown:
+        raise ValueError(f"unknown fused candidates {sorted(unknown)}; choose from {sorted(extra)}")
+    return runs | {"per_example": run_rank1("per_example"), "per_member": run_rank1("per_member")} | {
+        name: extra[name] for name in fused}
 
 
 def measure(runs: dict, reps: int) -> dict[str, tuple[float, float]]:

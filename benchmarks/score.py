@@ -50,7 +50,7 @@ embeddings, LSTM, dense; no Parquet reading, risk table or writing) are timed to
 ``--laplace``: instead, a linearized Laplace model with the probit predictive (a deterministic LSTM,
 S = ``--subnet-size`` random weights, a random positive-definite posterior: the cost does not depend
 on its values) scores ``--n`` admissions into a risk table two ways in one process, alternating,
-best of ``--repeat``: the risk table from its Gaussian logits (``predict.score_features``: the moments
+best of ``--repeat``: the risk table from its Gaussian logits (``risk.score_features``: the moments
 once, the spread and MI by Gauss-Hermite quadrature) against the probit scoring of before (the
 probit logits as one draw, ``predict.feature_logits`` + ``risk_table``), and prints the ratio.
 """
@@ -74,7 +74,7 @@ from pipeline.bayes import metrics
 from pipeline.core import fileio
 from pipeline.core.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.data import features
-from pipeline.engine import predict
+from pipeline.engine import predict, risk
 
 
 def analytic_flops(fs: features.FeatureSet, draws: int, d: int, h: int, u: int) -> float:
@@ -285,11 +285,11 @@ def laplace_ratio(args) -> dict:
                                    predictive=Predictive.PROBIT).eval()
 
     def gaussian():
-        return predict.score_features(model, fs, 1, 0.01, args.batch_size, refer_measure="entropy")
+        return risk.score_features(model, fs, 1, 0.01, args.batch_size, refer_measure="entropy")
 
     def probit_before():  # the path of before: repeated probit logits -> the risk table of one draw
         logits = predict.feature_logits(model, fs, 1, args.batch_size)
-        return predict.risk_table(logits, fs.keys, 0.01, n_events=fs.n_events, n_bags=fs.n_bags)
+        return risk.risk_table(logits, fs.keys, 0.01, n_events=fs.n_events, n_bags=fs.n_bags)
 
     times, tables = {"gaussian": [], "probit": []}, {}
     for _ in range(args.repeat):  # alternating: a load change hits both

@@ -62,9 +62,11 @@ def random_features(out: Path, n: int = 2000, n_tokens: int = 833, seed: int = 0
     return out
 
 
-def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet, device: str = "cpu", **model_fields):
+def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet, device: str = "cpu",
+          lstm_kernel: str | None = None, **model_fields):
     """A closure timing real training steps of ``kind`` at ``preset`` (``model_fields`` override the preset's
-    model settings, e.g. ``lstm_hidden``) on ``device``; the admissions and rows per step."""
+    model settings, e.g. ``lstm_hidden``; ``lstm_kernel``: the rank-1 LSTM's kernels, ``layers.LSTMKernel``,
+    None: its default) on ``device``; the admissions and rows per step."""
     import dataclasses
 
     import torch
@@ -77,6 +79,10 @@ def setup(kind: str, preset: str, fdir: Path, fs: features.FeatureSet, device: s
     torch.manual_seed(0)
     mcfg = models.model_config(cfg.model, {"tokens": len(vocab["tokens"]), "context": len(vocab["context"])})
     model = build_model(kind, dataclasses.replace(mcfg, **model_fields)).to(device)
+    if lstm_kernel is not None:
+        from pipeline.bayes.layers import set_lstm_kernel
+
+        set_lstm_kernel(model, lstm_kernel)
     objective = Objective(model, cfg.nll, len(fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     distinct = cfg.batch_size // model.components

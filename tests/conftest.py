@@ -22,6 +22,9 @@ from helpers.runs import trained_run
 # Tests never touch a real key file: a fixed test key (never a production secret).
 os.environ.setdefault("MIMIC_DEID_KEY", "test-only-deid-key")
 os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{ROOT / '.pytest_cache' / 'mlflow-tests.db'}")
+# Triton kernels run in Triton's interpreter on CPU tensors (tests/test_layers_fused.py); triton reads the switch
+# when it is imported, so it is set before anything imports it. TRITON_INTERPRET=0 compiles them (a CUDA device).
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")

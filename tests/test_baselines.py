@@ -21,7 +21,7 @@ from helpers.serving import INPUT, PARAMS, mlflow_serve, records, strict
 from pipeline.core.errors import ConfigError
 from pipeline.data.features import FeatureSet, load_split
 from pipeline.engine.checkpoints import CheckpointError
-from pipeline.engine.predict import RISK_COLUMNS
+from pipeline.engine.risk import RISK_COLUMNS
 from pipeline.runs import formats, store
 from pipeline.runs.load import load_run
 from pipeline.tasks.mortality.baselines.config import BaselineConfig, BaselineKind
@@ -244,7 +244,7 @@ def rank1_run(synth_dir, tmp_path_factory, tracking_store):
 
 
 @pytest.mark.parametrize("kind", list(BaselineKind))
-def test_baseline_run_is_logged_and_evaluated_as_a_point_model(baseline_runs, kind, tmp_path):
+def test_baseline_run_is_logged_and_evaluated_as_a_point_model(baseline_runs, synth_dir, kind, tmp_path):
     from mlflow.tracking import MlflowClient
 
     from pipeline.workflows.evaluate import EvalConfig, evaluate_run
@@ -261,7 +261,18 @@ def test_baseline_run_is_logged_and_evaluated_as_a_point_model(baseline_runs, ki
     assert (rep["samples"], rep["components"]) == (1, 1) and abs(rep["mean_mutual_information"]) < 1e-12
     assert rep["model_kind"] == kind.value and rep["true_risk"] is not None  # synthetic: the true-risk reference
     val = evaluate_run(r.run_id, "val", EvalConfig(n_bootstrap=0, threads=1, log_to_run=False), out_dir=tmp_path / "v")
-    assert math.isclose(val.report["nll"], r.val_nll, rel_tol=1e-6)  # float32 logits, as the LSTMs'
+    val_file = synth_dir / "val.parquet"
+    assert val.report["n"] == pq.read_metadata(val_file).num_rows  # evaluate takes the whole split
+    # best_val_nll is the selection half's (the calibration half is kept apart): the same NLL from the scores
+    from pipeline.data.features import calibration_mask
+    from pipeline.serving import score as sc
+
+    scores = pd.read_parquet(sc.score(f"runs:/{r.run_id}/model", tmp_path / "val.parquet", data=val_file,
+                                      cfg=sc.ScoreConfig(threads=1)).out)
+    both = pd.read_parquet(val_file, columns=["key", "label"]).merge(scores, on="key")
+    sel = both[~calibration_mask(both["key"], 0.5)]
+    p = sel["risk_mean"].to_numpy()
+    assert math.isclose(nll(sel["label"].to_numpy(), np.log(p) - np.log1p(-p)), r.val_nll, rel_tol=1e-5)
 
 
 def test_compare_takes_baseline_runs(baseline_runs, tmp_path):
@@ -291,11 +302,18 @@ def test_score_and_pyfunc_give_the_risk_table_of_a_torch_run(baseline_runs, rank
         assert list(scores.columns) == list(RISK_COLUMNS) and scores.dtypes.equals(torch_scores.dtypes)
         assert scores["key"].tolist() == torch_scores["key"].tolist() and s.components == 1
         assert (scores["risk_sd"] == 0).all() and (scores["mutual_info"] == 0).all() and not scores["has_spread"].any()
-        # a point model refers by its only uncertainty, the predictive entropy, above its validation threshold
+        # a point model's refer rule ranks by what it has: auto is the Venn-Abers interval's decision uncertainty
+        # (its legacy refer measure stays the predictive entropy)
+        from pipeline.bayes.referral.policy import Predictive
+        from pipeline.engine.risk import policy_of
+
         info = load_run(f"runs:/{r.run_id}/model").info
-        assert info.refer_measure == "entropy"
-        assert (scores["refer"].equals(scores["entropy"] > info.refer_threshold)
-                and s.referred == scores["refer"].sum())
+        policy = policy_of(info)
+        assert info.refer_measure == "entropy" and policy.ordering.value in ("va_decision", "risk")
+        cols = policy.apply(Predictive(scores["risk_mean"].to_numpy()))
+        np.testing.assert_array_equal(scores["refer"], cols.refer)
+        np.testing.assert_allclose(scores["risk_calibrated"], cols.risk_calibrated, rtol=1e-12)
+        assert s.referred == scores["refer"].sum() and s.high_risk == scores["high_risk"].sum()
         assert (scores["risk_p05"] == scores["risk_mean"]).all() and (scores["risk_p95"] == scores["risk_mean"]).all()
         model = BaselineModel.load(r.model_file)
         z = model.logits(load_split(src)).astype(np.float32)

@@ -433,7 +433,15 @@ def test_benchmark_models_set_keeps_its_spellings_and_takes_the_new_keys(monkeyp
     (["train", "--data", "d", "--set", "max_epochs=-1"], "--set max_epochs must be >= 0 (0: off), got -1.0"),
     (["train", "--data", "d", "--model", "logreg", "--max-steps", "3", "--seed", "1", "--hidden", "8", "--preset",
       "paper", "--resume"], "logreg is a classical baseline: --max-steps, --lstm-hidden, --preset, --resume do not "
-     "apply to it (it takes --seed, --threads, --refer-fraction, --progress)"),
+     "apply to it (it takes --seed, --threads, --refer-fraction, --progress, --calibration-share and the referral "
+     "options)"),
+    (["train", "--data", "d", "--alpha", "1.5"], "--alpha must lie strictly between 0 and 1, got 1.5"),
+    (["train", "--data", "d", "--refer-group", "icu"], "--refer-group must be one of ['age', 'gender', "
+     "'admission_type', 'admission_location'], got 'icu'"),
+    (["train", "--data", "d", "--threshold-rule", "fixed"], "--threshold-rule fixed needs --decision-threshold"),
+    (["score", "--model", "m", "--out", "o.parquet", "--data", "d", "--delta", "0"],
+     "--delta must lie strictly between 0 and 1, got 0"),
+    (["laplace", "--run", "r", "--alpha", "-0.1"], "--alpha must lie strictly between 0 and 1, got -0.1"),
     (["extract", "--source", "s", "--out", "o", "--train-fraction", "0.9", "--val-fraction", "0.3"],
      "--train-fraction 0.9 + --val-fraction 0.3 must be < 1"),
     (["extract", "--source", "s", "--out", "o", "--prediction-hours", "-1"], "--prediction-hours must be a positive"),

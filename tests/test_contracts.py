@@ -14,7 +14,7 @@ import pytest
 from pipeline.core import contracts
 from pipeline.core.contracts import FEATURES, RISK, Use
 from pipeline.data import features
-from pipeline.engine import predict
+from pipeline.engine import risk
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def test_readers_require_the_contract_columns():
 
 def test_risk_table_columns_and_types_are_the_contract():
     logits = np.random.default_rng(0).normal(size=(3, 2, 4)).astype(np.float32)
-    table = predict.risk_table(logits, [f"k{i}" for i in range(4)], 0.01, n_events=[1, 0, 2, 3])
+    table = risk.risk_table(logits, [f"k{i}" for i in range(4)], 0.01, n_events=[1, 0, 2, 3])
     assert tuple(table.columns) == RISK.names()
     import pyarrow as pa
 

@@ -168,7 +168,8 @@ def test_benchmark_models_jobs_train_and_evaluate_on_the_device(monkeypatch, tmp
 @pytest.mark.slow
 def test_device_benchmark_runs_every_part_on_the_cpu(tmp_path, monkeypatch, capsys):
     """benchmarks/device_mortality.py (the GPU measurements) at toy sizes on the CPU: every part gives a result,
-    none an error, the layer rows cover both hidden sizes and both length kinds, and the page renders them."""
+    none an error, the layer rows cover both hidden sizes and both length kinds (the fused candidates too: the
+    Triton kernel in its interpreter), the image part every method, and the page renders them."""
     import json
     import runpy
     import sys
@@ -177,19 +178,26 @@ def test_device_benchmark_runs_every_part_on_the_cpu(tmp_path, monkeypatch, caps
     monkeypatch.setattr(sys, "argv", ["device_mortality", "--device", "cpu", "--hidden", "8", "--hidden", "12",
                                       "--batch", "4", "--steps", "6", "--reps", "2", "--train-steps", "4",
                                       "--train-n", "64", "--score-n", "150", "--cpu-score-n", "50", "--samples", "2",
+                                      "--vision-depth", "10", "--vision-width", "1", "--vision-size", "8",
+                                      "--vision-images", "4", "--vision-bn-rows", "8", "--vision-steps", "4",
                                       "--json", str(out)])
     runpy.run_module("benchmarks.device_mortality", run_name="__main__", alter_sys=True)
     r = json.loads(out.read_text())
     assert r["device"] == "cpu" and {"commit", "date", "command"} <= set(r)
-    for part in ("layer", "train", "score"):
+    for part in ("layer", "train", "score", "vision"):
         assert "error" not in r[part], f"{part}: {r[part].get('error')}"
     assert [(x["hidden"], x["lengths"]) for x in r["layer"]["result"]] == [
         (8, "equal"), (8, "variable"), (12, "equal"), (12, "variable")]
-    assert all(x["per_example"] > 0 and x["per_member"] > 0 for x in r["layer"]["result"])
+    from benchmarks.device_mortality import fused_candidates, render
+
+    fused = fused_candidates("cpu")  # the Triton kernel in its interpreter (conftest.py), PyTorch's per block
+    assert "per_member_fused" in fused and ("per_example_fused" in fused) == (r["triton"] is not None)
+    assert all(x[n] > 0 for x in r["layer"]["result"] for n in ("per_example", "per_member", *fused))
+    assert [(x["method"], x["rows"]) for x in r["vision"]["result"]] == [
+        ("deterministic", 4), ("batchensemble", 16), ("rank1", 16), ("deep-ensemble", 4), ("deterministic", 16)]
+    assert all(x["fp32_ms"] > 0 and x["bf16_ms"] > 0 and x["bf16_cl_ms"] > 0 for x in r["vision"]["result"])
     assert [x["hidden"] for x in r["train"]["result"]] == [8, 12]
     score = r["score"]["result"]
     assert (score["admissions"], score["cpu_admissions"], score["draws"]) == (150, 50, 8)
-    from benchmarks.device_mortality import render
-
     page = render(r)
-    assert "| 12 | variable |" in page and "150 admissions x 8 draws" in page
+    assert "| 12 | variable |" in page and "150 admissions x 8 draws" in page and "| rank1 | 4 | 16 |" in page

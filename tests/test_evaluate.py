@@ -37,7 +37,8 @@ from pipeline.tasks.mortality import MortalityConfig, build_model
 from pipeline.workflows import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
-JSON_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives", "samples", "components")
+JSON_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "n", "positives", "samples", "components", "calibrated",
+             "decision", "refer_rule", "selective", "augrc_by_ordering", "retention")
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
@@ -286,6 +287,34 @@ def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, 
     assert row["test_referral_gain"] == row["test_referral_gain_entropy"] == pytest.approx(
         vs["measures"]["entropy"]["referral_gain"])
     assert "referral gain (Spearman)" in evaluate.format_table(report)
+    # the run's policy on test: its JSON numbers are the library's on this split's calibrated risk and ordering
+    from pipeline.bayes.referral.policy import Predictive
+    from pipeline.engine.risk import policy_of
+
+    policy = policy_of(load_run(run_id).info)
+    pred = Predictive(metrics.predictive(out.logits), draws=metrics.sigmoid(metrics.as_draws(out.logits)))
+    cal = policy.calibrator.apply(pred.mean)
+    u = policy.measures(pred, cal, policy.threshold.flag(cal))[policy.ordering.value]
+    sel = report["selective"]
+    assert sel["ordering"] == policy.ordering.value and sel["risk"] == "calibrated"
+    assert sel["brier"]["augrc"] == pytest.approx(metrics.augrc(metrics.selective_loss(y, cal, "brier"), u))
+    assert sel["brier"]["aurc"] == pytest.approx(metrics.aurc(metrics.selective_loss(y, cal, "brier"), u))
+    zero_one = metrics.selective_loss(y, cal, "zero_one", policy.threshold.threshold)
+    assert sel["zero_one"]["augrc"] == pytest.approx(metrics.augrc(zero_one, u))
+    assert sel["zero_one"]["risk_at_0.9"] == pytest.approx(metrics.selective_risk(zero_one, u, 0.9))
+    assert sel["brier"]["coverage_at_risk"] == pytest.approx(metrics.coverage_at_risk(
+        metrics.selective_loss(y, cal, "brier"), u, 0.05))
+    assert report["calibrated"]["nll"] == pytest.approx(float(-np.mean(np.where(y == 1, np.log(cal), np.log1p(-cal)))))
+    ret = report["retention"]
+    assert ret["fractions"][0] == 0.0 and ret["nll"][0] == pytest.approx(report["calibrated"]["nll"])
+    kl = r * np.log(r / cal) + (1 - r) * np.log((1 - r) / (1 - cal))
+    assert report["retention_truth"]["kl"][0] == pytest.approx(kl.mean())
+    assert report["refer_rule"]["referral_rate"] == pytest.approx(float((u > policy.rule.overall.cut).mean()))
+    assert row["test_augrc"] == pytest.approx(sel["brier"]["augrc"]) and row["test_ece_calibrated"] == pytest.approx(
+        report["calibrated"]["ece"])
+    table = evaluate.format_table(report)
+    assert any(line.startswith("metric ") and " calibrated " in line for line in table.splitlines())
+    assert "selective (brier loss, by " in table
 
 
 # ---------------------------------------------------------------------------- errors

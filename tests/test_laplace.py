@@ -25,7 +25,7 @@ from pipeline.bayes.laplace import (
 from pipeline.bayes.laplace.jacobian import jacobian
 from pipeline.bayes.laplace.params import Substitution, frozen
 from pipeline.data import features
-from pipeline.engine import predict
+from pipeline.engine import predict, risk
 from pipeline.tasks.base import load_task
 from pipeline.tasks.mortality import MortalityConfig, build_model
 from pipeline.tasks.mortality.laplace import fit_laplace
@@ -613,7 +613,7 @@ def test_fit_on_feature_sets_scores_like_any_model(selection, hessian, tmp_path)
           "selection": selection or "wasserstein", "grid_size": 5, "batch_size": 8, "max_train": 20}
     laplace, report = fit_laplace(model, train_fs, val_fs, LaplaceConfig(**kw))
     assert report.n_train == 30 and report.n_train_used == 20 and report.ggn_scale == 1.5 and report.n_val == 12
-    out = predict.score_features(laplace, val_fs, samples=3, refer=0.1, batch_size=5)
+    out = risk.score_features(laplace, val_fs, samples=3, refer=0.1, batch_size=5)
     assert len(out) == 12 and np.isfinite(out["risk_mean"]).all()
     # probit: the risk table's spread is each admission's Gaussian logit (the repeated logits would agree)
     spread = out["has_spread"].to_numpy()
@@ -662,8 +662,8 @@ def test_a_value_channel_model_fits_and_scores_and_needs_its_values():
     torch.nn.init.normal_(model.value_bag.embedding.weight)  # a trained channel, away from zero
     laplace, report = fit_laplace(model, train_fs, val_fs, LaplaceConfig(subnet_size=40, grid_size=3, batch_size=8,
                                                                          max_train=20))
-    out = predict.score_features(laplace, val_fs, samples=2, refer=0.1, batch_size=5)
+    out = risk.score_features(laplace, val_fs, samples=2, refer=0.1, batch_size=5)
     assert len(out) == 12 and np.isfinite(out["risk_mean"]).all()
     val_fs.values = None
     with pytest.raises(features.FeatureError, match="column 'bag_values' is missing"):
-        predict.score_features(laplace, val_fs, samples=2, refer=0.1, batch_size=5)
+        risk.score_features(laplace, val_fs, samples=2, refer=0.1, batch_size=5)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import cli
 from pipeline.bayes.laplace import LaplaceConfig, LaplaceError, Predictive
 from pipeline.data import batches, features
-from pipeline.engine import predict
+from pipeline.engine import predict, risk
 from pipeline.reports import compare
 from pipeline.runs import store
 from pipeline.runs.load import load_run
@@ -101,12 +101,12 @@ def test_score_and_pyfunc_agree_with_predict(laplace_run, demo_features, tmp_pat
     assert summary.samples == 5 and len(scores) == demo_features.manifest["splits"]["test"]["admissions"]
     frame = pd.read_parquet(demo_features.out_dir / "test.parquet")
     served = mlflow.pyfunc.load_model(f"runs:/{laplace_run.run_id}/model").predict(frame, params={"samples": 5})
-    assert list(served.columns) == list(predict.RISK_COLUMNS)
+    assert list(served.columns) == list(risk.RISK_COLUMNS)
     rm = load_run(laplace_run.run_id)
     fs = features.load_split(demo_features.out_dir / "test.parquet")
     # the probit mean needs no draws: the Monte Carlo mean approaches it (5 draws: loosely)
     rm.model.predictive = Predictive.PROBIT
-    probit = predict.score_features(rm.model, fs, 1, 0.5)["risk_mean"].to_numpy()
+    probit = risk.score_features(rm.model, fs, 1, 0.5)["risk_mean"].to_numpy()
     assert np.corrcoef(probit, scores["risk_mean"].to_numpy())[0, 1] > 0.95
 
 
@@ -164,8 +164,11 @@ def test_a_probit_run_scores_its_gaussian_spread_and_refers(probit_run, demo_fea
     assert (spread["risk_sd"] > 0).all() and (spread["mutual_info"] > 0).all()
     assert (spread["risk_p05"] < spread["risk_mean"]).all() and (spread["risk_mean"] < spread["risk_p95"]).all()
     assert (t.loc[~t["has_spread"], "risk_sd"] == 0).all()
-    frac = rm.info.train_config["refer_fraction"]
-    assert abs(t["refer"].mean() - frac) <= 1.0 / len(t) + 1e-9  # the threshold was chosen on this split
+    policy = risk.policy_of(rm.info)  # fitted on the MAP run's calibration half, its draws the Gaussian logit's
+    assert policy is not None and policy.ordering.value == "decision" and probit_run.policy is not None
+    assert list(t["refer"]) == list(policy.rule.refer(t["decision_uncertainty"].to_numpy()))
+    assert t["risk_calibrated"].notna().all() and list(t["high_risk"]) == list(
+        t["risk_calibrated"] >= policy.threshold.threshold)
     served = mlflow.pyfunc.load_model(f"runs:/{probit_run.run_id}/model").predict(pd.read_parquet(val))
     pd.testing.assert_frame_equal(served.reset_index(drop=True), t.reset_index(drop=True), check_exact=False,
                                   rtol=1e-12, atol=1e-12)

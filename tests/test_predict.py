@@ -11,7 +11,7 @@ from helpers.features import N_CONTEXT, N_TOKENS, write_features
 from pipeline.bayes import metrics
 from pipeline.bayes.layers import Sampling, set_sampling
 from pipeline.data import batches, features
-from pipeline.engine import predict
+from pipeline.engine import predict, risk
 from pipeline.tasks.mortality import MortalityConfig, build_model
 
 TINY = {"embedding_dim": 6, "lstm_hidden": 6, "dense_units": 6, "components": 3}
@@ -92,9 +92,9 @@ def test_risk_table_columns_and_values():
     rng = np.random.default_rng(0)
     logits = rng.normal(0, 2, size=(5, 4, 6))  # (S, K, N)
     n_bags = np.array([3, 0, 1, 0, 2, 5])
-    table = predict.risk_table(logits, [f"k{i}" for i in range(6)], refer_threshold=0.05,
+    table = risk.risk_table(logits, [f"k{i}" for i in range(6)], refer_threshold=0.05,
                                n_events=n_bags * 10, n_bags=n_bags)
-    assert list(table.columns) == list(predict.RISK_COLUMNS)
+    assert list(table.columns) == list(risk.RISK_COLUMNS)
     p = 1 / (1 + np.exp(-logits.reshape(20, 6)))
     np.testing.assert_allclose(table["risk_mean"], p.mean(0), rtol=1e-12)
     np.testing.assert_allclose(table["risk_sd"], p.std(0), rtol=1e-9)
@@ -109,42 +109,42 @@ def test_risk_table_columns_and_values():
 
 def test_risk_table_passes_the_window_columns_through():
     logits = np.zeros((2, 1, 3))
-    table = predict.risk_table(logits, ["a", "b", "c"], 0.1, observed_hours=[24.0, 5.5, 0.0],
+    table = risk.risk_table(logits, ["a", "b", "c"], 0.1, observed_hours=[24.0, 5.5, 0.0],
                                before_prediction_time=[False, True, True])
     assert table["observed_hours"].tolist() == [24.0, 5.5, 0.0]
     assert table["before_prediction_time"].tolist() == [False, True, True]
-    unknown = predict.risk_table(logits, ["a", "b", "c"], 0.1)  # features that do not record the window
+    unknown = risk.risk_table(logits, ["a", "b", "c"], 0.1)  # features that do not record the window
     assert (unknown["observed_hours"] == -1.0).all() and not unknown["before_prediction_time"].any()
-    noisy = predict.risk_table(logits, ["a", "b", "c"], 0.1, observed_hours=np.float32([23.9, np.nan, 1 / 3]))
+    noisy = risk.risk_table(logits, ["a", "b", "c"], 0.1, observed_hours=np.float32([23.9, np.nan, 1 / 3]))
     assert noisy["observed_hours"].tolist() == [23.9, -1.0, 0.333]  # float32 noise rounded off; nan -> -1
 
 
 def test_risk_table_key_mismatch():
     with pytest.raises(ValueError, match="2 keys for 3 admissions"):
-        predict.risk_table(np.zeros((2, 3)), ["a", "b"], 0.1)
+        risk.risk_table(np.zeros((2, 3)), ["a", "b"], 0.1)
 
 
 @pytest.mark.parametrize("fraction", [0.05, 0.1, 0.25, 0.5])
 def test_refer_threshold_refers_the_fraction(fraction):
     mi = np.random.default_rng(1).gamma(2.0, 0.01, size=1000)
-    thr = predict.refer_threshold(mi, fraction)
+    thr = risk.refer_threshold(mi, fraction)
     assert (mi > thr).mean() == pytest.approx(fraction, abs=0.002)
 
 
 def test_refer_threshold_ties_and_bounds():
-    assert not (np.zeros(50) > predict.refer_threshold(np.zeros(50), 0.1)).any()  # deterministic: nobody
+    assert not (np.zeros(50) > risk.refer_threshold(np.zeros(50), 0.1)).any()  # deterministic: nobody
     noise = np.random.default_rng(0).uniform(0, 1e-15, 50)  # rounding noise of identical draws
-    assert predict.refer_threshold(noise, 0.1) == predict.MI_FLOOR and not (noise > predict.MI_FLOOR).any()
+    assert risk.refer_threshold(noise, 0.1) == risk.MI_FLOOR and not (noise > risk.MI_FLOOR).any()
     mi = np.arange(10.0)
-    assert not (mi > predict.refer_threshold(mi, 0.0)).any()
+    assert not (mi > risk.refer_threshold(mi, 0.0)).any()
     for bad in (-0.1, 1.0):
         with pytest.raises(ValueError, match="refer fraction"):
-            predict.refer_threshold(mi, bad)
+            risk.refer_threshold(mi, bad)
 
 
 def test_score_features_zero_bag_rows(val):
     model = _model("rank1")
-    table = predict.score_features(model, val, samples=3, refer=0.0, batch_size=4)
+    table = risk.score_features(model, val, samples=3, refer=0.0, batch_size=4)
     assert len(table) == len(val) and list(table["key"]) == list(val.keys)
     assert table["no_events"].tolist() == (val.n_bags == 0).tolist() and table["no_events"].any()
     assert table[["risk_mean", "risk_sd", "mutual_info"]].notna().all().all()
@@ -184,7 +184,7 @@ def test_concurrent_calls_on_one_model_give_the_answers_of_calls_alone(val):
 
     def call(job):
         seed, samples = job
-        return predict.score_features(model, val, samples, 0.01, 4, generator=predict.seeded_generator(seed))
+        return risk.score_features(model, val, samples, 0.01, 4, generator=predict.seeded_generator(seed))
 
     alone = {job: call(job) for job in set(jobs)}
 
@@ -207,11 +207,11 @@ def test_risk_table_refers_by_the_runs_measure(measure):
     logits = rng.normal(0, 1, (20, 50)) + rng.normal(-2, 1, 50)  # (D, N)
     summary = metrics.Summary.from_draws(logits)
     u = summary.measure(measure)
-    thr = predict.refer_threshold(u, 0.2)
-    table = predict.risk_table(summary, [f"k{i}" for i in range(50)], thr, refer_measure=measure)
+    thr = risk.refer_threshold(u, 0.2)
+    table = risk.risk_table(summary, [f"k{i}" for i in range(50)], thr, refer_measure=measure)
     assert table["refer"].equals(pd.Series(u > thr, name="refer")) and table["refer"].sum() == 10
     assert np.array_equal(table["entropy"], summary.entropy) and table["has_spread"].all()
-    same = predict.risk_table(logits, [f"k{i}" for i in range(50)], thr, refer_measure=measure)
+    same = risk.risk_table(logits, [f"k{i}" for i in range(50)], thr, refer_measure=measure)
     pd.testing.assert_frame_equal(table, same)  # logits or their Summary: one table
 
 

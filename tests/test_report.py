@@ -133,7 +133,17 @@ def _scores(n: int, referred_every: int = 10, seed: int = 0) -> pd.DataFrame:
                          "risk_p05": risk * 0.6, "risk_p95": np.minimum(risk * 1.5, 1.0),
                          "mutual_information": rng.random(n), "refer": np.arange(n) % referred_every == 0,
                          "no_events": np.zeros(n, bool), "before_prediction_time": np.zeros(n, bool),
-                         "observed_hours": np.full(n, 24.0, np.float32), "n_events": np.full(n, 5)})
+                         "observed_hours": np.full(n, 24.0, np.float32), "n_events": np.full(n, 5),
+                         "risk_calibrated": risk * 0.9, "high_risk": risk * 0.9 >= 0.2})
+
+
+PROMISE = ("refer 14% of admissions: on the others the model misses at most 5% of deaths, with 90% confidence "
+           "(calibrated on 1,204 admissions, 131 deaths); it assumes the scored patients resemble those")
+RETENTION = {"fractions": [0.0, 0.1, 0.2, 0.3], "n_kept": [1000, 900, 800, 700], "auc_pr": [0.40, 0.36, 0.31, 0.27],
+             "nll": [0.25, 0.21, 0.18, 0.15], "ordering": "decision", "n": 1000}
+POLICY = {"promise": PROMISE, "reason": "referred because the model cannot tell which side of the decision threshold "
+          "the risk lies on", "policy_lines": ["risks recalibrated by temperature on 1,204 calibration admissions",
+                                               "decision threshold 0.2 (fixed)"], "retention": RETENTION}
 
 
 GOOD_VAL = {"n": 1000, "positives": 100, "auc_roc": 0.85, "auc_pr": 0.4, "nll": 0.25, "brier": 0.07, "ece": 0.01}
@@ -143,7 +153,8 @@ REL = {"counts": [700, 0, 250, 50], "mean_p": [0.03, None, 0.2, 0.6], "observed"
 def _page(scores, **kw) -> tuple[str, str]:
     inp = rp.ReportInput(scores=scores, run_id="r" * 32, model_kind="rank1", samples=25, components=4,
                          refer_threshold=0.01, **{"val_metrics": GOOD_VAL, "reliability": REL,
-                                                  "prediction_hours": 24.0, "generated": "2 Dec 2026 05:58 UTC", **kw})
+                                                  "prediction_hours": 24.0, "generated": "2 Dec 2026 05:58 UTC",
+                                                  **POLICY, **kw})
     text = rp.render(inp)
     page = Page()
     page.feed(text)
@@ -158,7 +169,8 @@ def test_a_large_census_is_capped_with_the_highest_risks_and_the_referred_first(
     assert len(text) < 2_000_000, len(text)
     assert ("The 500 highest risks of the 50,777 admissions scored (the page shows at most 500 per table); every "
             "admission is in scores.parquet.") in words
-    assert "The 500 highest risks of the 5,078 admissions referred (model uncertain), highest first." in words
+    assert ("The 500 highest risks of the 5,078 admissions referred (referred because the model cannot tell which "
+            "side of the decision threshold the risk lies on), highest first.") in words
     assert text.index("Highest risk</h2>") < text.index("Referred for review</h2>")
     top = scores.sort_values("risk_mean", ascending=False)["key"].head(500).tolist()
     positions = [text.index(k) for k in top]
@@ -178,6 +190,28 @@ def test_the_page_states_the_prediction_time_when_it_was_made_and_the_bins():
 
     assert not privacy.DATE.search(text)  # the date in words: no YYYY-MM-DD on the page
     assert rp.generated_now().endswith(" UTC") and not privacy.DATE.search(rp.generated_now())
+
+
+def test_the_promise_is_at_the_top_and_the_retention_curves_are_drawn():
+    text, words = _page(_scores(60))
+    body = text.split("</style>")[1]
+    assert body.index('<div class="promise">') < body.index("<h2>Summary</h2>")
+    assert PROMISE[:1].upper() + PROMISE[1:] + "." in words
+    assert "The flag: referred because the model cannot tell which side of the decision threshold" in words
+    assert "risks recalibrated by temperature on 1,204 calibration admissions" in words
+    assert "What referring buys" in words and body.count('aria-label="retention curve') == 2
+    high = int(_scores(60)["high_risk"].sum())
+    assert f"High risk (calibrated risk at or above the decision threshold) {high:,}" in words
+    assert "<th>Calibrated</th>" in text and text.count('class="flag high"') == high
+
+
+def test_a_run_without_calibration_says_so_and_promises_nothing():
+    text, words = _page(_scores(30), promise=None, reason=None, policy_lines=[], retention=None)
+    assert "No calibration: this model was trained before risks were recalibrated" in words
+    assert "with no promise about the admissions not referred" in words
+    assert '<div class="promise">' not in text and "What referring buys" not in words
+    assert "Referred for review (refer measure above its validation threshold; no promise)" in words
+    assert "<th>Calibrated</th>" not in text
 
 
 @pytest.mark.parametrize("val, cautions", [

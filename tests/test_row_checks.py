@@ -1,5 +1,5 @@
 """Issue 36, item 6: a features row that contradicts itself is refused, the checks written once beside the features
-table's contract (``data.features.check_rows``): ``bag_hours`` not increasing, an empty bag, fewer ``n_events``
+table's contract (``data.consistency.check_rows``): ``bag_hours`` not increasing, an empty bag, fewer ``n_events``
 than the bags hold tokens (more is normal: events are counted before a bag's tokens are deduplicated), events
 without any bag (``no_events`` against the bags), ``observed_hours`` beyond the prediction window. ``serve``
 answers a 400 naming the column and row, ``score`` one line naming the file, column and row."""
@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 import cli
 from pipeline.data import features
+from pipeline.data.consistency import check_rows
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
@@ -66,13 +67,13 @@ def contradictions(frame: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, str, in
 def test_the_extractions_own_rows_pass(demo_features):
     for split in ("train", "val", "test"):
         fs = features.load_split(demo_features.out_dir / f"{split}.parquet")
-        features.check_rows(fs, 24.0)
+        check_rows(fs, 24.0)
 
 
 def test_more_events_than_tokens_is_normal(frame):
     f = frame.copy()
     f["n_events"] = f["n_events"] * 3 + 7 * (f["bags"].map(len) > 0)  # events repeat a bag's tokens
-    features.check_rows(features.from_pandas(f, "more.parquet"), 24.0)
+    check_rows(features.from_pandas(f, "more.parquet"), 24.0)
 
 
 @pytest.mark.parametrize("name", ["bag_hours decreasing", "bag_hours repeated", "an empty bag",
@@ -80,7 +81,7 @@ def test_more_events_than_tokens_is_normal(frame):
 def test_a_row_that_contradicts_itself_is_refused_naming_column_and_row(frame, name):
     table, column, row = contradictions(frame)[name]
     with pytest.raises(features.FeatureError) as err:
-        features.check_rows(features.from_pandas(table, "hand.parquet"), 24.0, row0=100)
+        check_rows(features.from_pandas(table, "hand.parquet"), 24.0, row0=100)
     message = str(err.value)
     assert message.startswith(f"hand.parquet: column {column!r} row {row + 100}: ") and "\n" not in message
     assert message.endswith("(1 such row)")

@@ -23,7 +23,7 @@ from helpers.runs import trained_run
 from pipeline.data.features import FeatureError
 from pipeline.data.mimic.extraction import extract
 from pipeline.data.mimic.sources import SourceError
-from pipeline.engine.predict import RISK_COLUMNS
+from pipeline.engine.risk import RISK_COLUMNS
 from pipeline.runs.load import load_run
 from pipeline.serving import cohort
 from pipeline.serving import score as sc
@@ -379,6 +379,18 @@ def test_cli_score_errors_without_traceback(demo_run, demo_features, tmp_path):
                           timeout=300)
     assert good.returncode == 0, good.stderr[-2000:]
     assert "scores written to" in good.stdout and len(pd.read_parquet(tmp_path / "ok.parquet")) > 0
+    # the run's policy, printed: the demo's calibration half is far too small for the default promise, and says so
+    assert "  refer rule: refer every admission: promising that the model misses at most 5% of deaths with 90% " \
+           "confidence needs at least 45 calibration deaths even with no error" in good.stdout, good.stdout
+    assert "  decision threshold " in good.stdout and "  the flag: referred because" in good.stdout
+    # asking for it at scoring time is an error naming the options, not a rule that refers everyone
+    asked = subprocess.run(cli + ["--data", str(demo_features.out_dir / "test.parquet"), "--out",
+                                  str(tmp_path / "no.parquet"), "--alpha", "0.05"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert asked.returncode == 2 and "Traceback" not in asked.stderr
+    assert "error: --delta 0.1 at --alpha 0.05 needs at least 45 calibration deaths even with no error" in \
+        asked.stderr.replace("\n", " "), asked.stderr
+    assert not (tmp_path / "no.parquet").exists()
 
 
 # ---------------------------------------------------------------------------- the data owner's files
@@ -600,20 +612,27 @@ def test_score_and_the_pyfunc_agree_by_default_beyond_one_batch(demo_run, demo_f
     assert scored["key"].tolist() == served["key"].tolist() == census["key"].tolist()
     np.testing.assert_allclose(scored["risk_mean"], served["risk_mean"], rtol=1e-6)
     np.testing.assert_allclose(scored["mutual_info"], served["mutual_info"], rtol=1e-5, atol=1e-9)
+    # the policy's columns too: the calibrated risk, its interval, the decision and the refer flag
+    assert scored["risk_calibrated"].notna().all()
+    np.testing.assert_allclose(scored["risk_calibrated"], served["risk_calibrated"], rtol=1e-6)
+    np.testing.assert_allclose(scored[["risk_va_low", "risk_va_high"]], served[["risk_va_low", "risk_va_high"]],
+                               rtol=1e-6)
+    assert scored["high_risk"].tolist() == served["high_risk"].tolist()
+    assert scored["refer"].tolist() == served["refer"].tolist()
 
 
 def test_every_scoring_entry_point_defaults_to_one_batch_size():
     import inspect
 
     from pipeline.core.contracts import DEFAULT_BATCH
-    from pipeline.engine import predict
+    from pipeline.engine import risk
     from pipeline.runs import pyfunc
     from pipeline.tasks.mortality.train_config import TrainConfig
     from pipeline.workflows import evaluate, grid
 
     assert (sc.ScoreConfig().batch_size == evaluate.EvalConfig().batch_size == TrainConfig().eval_batch_size
             == grid.GridConfig().eval_batch_size == DEFAULT_BATCH)
-    for fn in (predict.score_features, evaluate.sample_logits):
+    for fn in (risk.score_features, evaluate.sample_logits):
         assert inspect.signature(fn).parameters["batch_size"].default == DEFAULT_BATCH, fn
     assert pyfunc.request_settings({}, {}).batch_size == DEFAULT_BATCH
 

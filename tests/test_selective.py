@@ -132,6 +132,16 @@ def test_retention_curve_refers_the_tied_run_in_expectation():
     assert curve.nll[0] == pytest.approx((nll[3] + (2 / 3) * nll[:3].sum()) / 3)
 
 
+def test_kept_mean_is_the_retention_nll_for_the_nll_and_ties_pro_rata():
+    nll = -np.log(np.array([0.9, 0.3, 0.8, 0.4, 0.5]))
+    fractions = (0.0, 0.2, 0.4, 0.6)
+    curve = metrics.retention_curve(Y, P, U, fractions=fractions, n_bootstrap=0)
+    np.testing.assert_allclose(metrics.kept_mean(nll, U, fractions), curve.nll)
+    y = np.array([1.0, 2.0, 3.0, 10.0])
+    u = np.array([1.0, 1.0, 1.0, 0.0])  # refer one of three tied: each kept with weight 2/3
+    assert metrics.kept_mean(y, u, (0.25,))[0] == pytest.approx((10.0 + (2 / 3) * 6.0) / 3)
+
+
 @pytest.mark.parametrize("bad", [
     dict(measure=np.array([0.1, np.nan, 0.2, 0.3, 0.4])),
     dict(measure=np.array([0.1, 0.2])),

@@ -20,7 +20,7 @@ import pytest
 from helpers.serving import COLUMNS, INPUT, PARAMS, free_port, mlflow_serve, records, stop, strict, wait_for_ping
 from helpers.system import java_missing
 
-from pipeline.engine.predict import RISK_COLUMNS
+from pipeline.engine.risk import RISK_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ import pytest
 from helpers import privacy_scan as privacy
 from helpers.raw_ids import raw_ids_of
 
-from pipeline.engine.predict import RISK_COLUMNS
+from pipeline.engine.risk import RISK_COLUMNS
 from pipeline.runs import store
 
 ROOT = Path(__file__).resolve().parents[1]

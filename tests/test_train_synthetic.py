@@ -16,13 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_path, monkeypatch):
-    """The pyfunc logged by `cli.py train` gives, at a fixed seed, exactly predict.score_features's risk
+    """The pyfunc logged by `cli.py train` gives, at a fixed seed, exactly risk.score_features's risk
     table of the run's best checkpoint (same rows, same numbers), with the stored samples by default."""
     import torch
 
     import mlflow
     from pipeline.data import features
-    from pipeline.engine import predict
+    from pipeline.engine import risk
     from pipeline.runs.load import load_run
 
     _, res = synth_features
@@ -49,8 +49,9 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
     for samples, n in ((3, 3), (None, 4)):  # no samples given: the model's score_samples
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(11)
-            direct = predict.score_features(run.model, fs, n, run.info.refer_threshold, max_bags=12,
-                                            refer_measure=predict.refer_measure_of(run.info))
+            direct = risk.score_features(run.model, fs, n, run.info.refer_threshold, max_bags=12,
+                                         refer_measure=risk.refer_measure_of(run.info),
+                                         policy=risk.policy_of(run.info), context_vocab=run.vocab["context"])
         pd.testing.assert_frame_equal(scores[samples], direct, check_exact=True)
     assert list(scores[3]["key"]) == list(test["key"])
     assert scores[3]["risk_sd"].gt(0).all()  # rank-1 draws differ, so the seed decides the numbers

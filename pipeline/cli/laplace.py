@@ -17,6 +17,7 @@ from pipeline.bayes.laplace.options import (
     prior_precision_value,
     subnet_size_for,
 )
+from pipeline.bayes.referral.config import ReferralConfig
 from pipeline.cli.app import command, setup_logging
 from pipeline.cli.names import DEVICE_HELP
 from pipeline.cli.options import with_config_options
@@ -74,7 +75,7 @@ class LaplaceOptions:
 
 @command(short_help="Subnetwork Laplace on a trained deterministic run.",
          on_interrupt="the run it started is marked KILLED; run the command again")
-@with_config_options(LaplaceOptions)
+@with_config_options(LaplaceOptions, ReferralConfig)
 def laplace(settings: Settings = None) -> None:
     """Subnetwork linearized Laplace on a trained deterministic run, logged as a new run (Daxberger et al. 2021)."""
     o = LaplaceOptions(**settings[LaplaceOptions])
@@ -82,7 +83,8 @@ def laplace(settings: Settings = None) -> None:
     from pipeline.bayes.laplace.config import LaplaceConfig
     from pipeline.workflows.laplace_run import fit_laplace_run
 
-    result = fit_laplace_run(o.run, LaplaceConfig(**o.settings()), **o.run_kwargs())
+    result = fit_laplace_run(o.run, LaplaceConfig(**o.settings()), referral=ReferralConfig(**settings[ReferralConfig]),
+                             **o.run_kwargs())
     settings.record(result.run_id, result.out_dir)
     if result.report.warning:
         typer.echo(f"warning: {result.report.warning}", err=True)

@@ -29,6 +29,7 @@ NOT_CLI: dict[str, tuple[str, ...]] = {
     "MortalityConfig": ("token_vocab", "context_vocab", "sampling"),
     "VisionTrainConfig": ("model", "lr_decay_epochs"),  # the model's settings are options of their own
     "VisionConfig": ("num_classes", "in_channels", "sampling"),
+    "ReferralConfig": ("fraction",),  # the fixed-fraction rule's share is train's --refer-fraction
 }
 # Options named otherwise than their field, by config class.
 OPTION_NAMES: dict[str, dict[str, str]] = {
@@ -37,6 +38,7 @@ OPTION_NAMES: dict[str, dict[str, str]] = {
     "ServeConfig": {"timeout_s": "timeout"},
     "VisionConfig": {"clip": "factor_clip"},  # VisionTrainConfig has clip
     "VisionEvalConfig": {"corruptions": "corruption", "severities": "severity", "log_to_run": "log"},
+    "ReferralConfig": {"group": "refer_group", "rule": "refer_rule"},
 }
 # Configs built from another class's options: the only fields an option of the same name sets.
 CLI_FIELDS: dict[str, tuple[str, ...]] = {

@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import typer
 
+from pipeline.bayes.referral.config import ReferralConfig
 from pipeline.cli.app import command, setup_logging
 from pipeline.cli.names import DEVICE_HELP, spell
 from pipeline.cli.options import TYPED, SettingsFile, get_current_context, with_config_options
@@ -25,7 +26,8 @@ from pipeline.tasks.mortality.variants import VARIANTS
 MODEL_HELP = ("A model kind or a variant name as `compare` prints it: " + ", ".join(dict.fromkeys(["rank1", *VARIANTS]))
               + "; or a classical baseline: " + ", ".join(BASELINES) + " (settings chosen on validation; takes --seed, "
               "--threads, --refer-fraction).")  # --model's help: the names offered
-BASELINE_SETTINGS = ("seed", "threads", "refer_fraction", "progress")  # the TrainConfig fields a baseline takes
+BASELINE_SETTINGS = ("seed", "threads", "refer_fraction", "progress", "calibration_share")  # the TrainConfig fields
+    # a baseline takes (and every ReferralConfig field)
 NOTE_FIELDS = ("patience", "eval_every", "anneal_steps", "max_steps", "max_epochs")  # what training's notes name
 
 
@@ -98,13 +100,16 @@ def baseline_config(kind: str, settings: Settings):
     if refused:
         said = ", ".join(settings.typed(c, n) for c, n in refused)
         takes = ", ".join(settings.typed(TrainConfig, n) for n in BASELINE_SETTINGS)
-        raise ConfigError(f"{kind} is a classical baseline: {said} do not apply to it (it takes {takes})")
+        raise ConfigError(f"{kind} is a classical baseline: {said} do not apply to it (it takes {takes} and the "
+                          "referral options)")
     return BaselineConfig(seed=t.get("seed", 0), threads=t.get("threads"))
 
 
 @command(short_help="Train a model, log it to MLflow, print its run id.")
-@with_config_options(TrainOptions, TrainConfig, MortalityConfig, notes=preset_notes(), settings_file=SettingsFile(
-    sections={TrainConfig: "train", MortalityConfig: "model"}, keys={(TrainOptions, "model"): "model.name"},
+@with_config_options(TrainOptions, TrainConfig, MortalityConfig, ReferralConfig, notes=preset_notes(),
+                     settings_file=SettingsFile(
+    sections={TrainConfig: "train", MortalityConfig: "model", ReferralConfig: "referral"},
+    keys={(TrainOptions, "model"): "model.name"},
     baseline=baseline, beneath="--preset", example="model.lstm_hidden=128 or train.max_steps=4000"))
 def train(settings: Settings | None = None) -> None:
     """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
@@ -114,8 +119,11 @@ def train(settings: Settings | None = None) -> None:
         from pipeline.workflows.baselines_run import train_baseline
 
         cfg = baseline_config(o.model, settings)
-        r = train_baseline(o.data, o.model, cfg, **o.run_kwargs(), refer_fraction=settings[TrainConfig].get(
-            "refer_fraction", TrainConfig.refer_fraction))
+        t = settings[TrainConfig]
+        r = train_baseline(o.data, o.model, cfg, **o.run_kwargs(),
+                           refer_fraction=t.get("refer_fraction", TrainConfig.refer_fraction),
+                           calibration_share=t.get("calibration_share", TrainConfig.calibration_share),
+                           referral=ReferralConfig(**settings[ReferralConfig]))
         settings.record(r.run_id, r.out_dir)
         return typer.echo(r.summary())
     from pipeline.tasks.mortality.variants import resolve
@@ -123,7 +131,8 @@ def train(settings: Settings | None = None) -> None:
 
     kind, _ = resolve(o.model)
     cfg = train_config(settings[TrainOptions], settings[TrainConfig], settings[MortalityConfig])
-    r = run_train(o.data, kind, cfg, resume=o.resume, device=o.device, **o.run_kwargs())
+    r = run_train(o.data, kind, cfg, resume=o.resume, device=o.device,
+                  referral=ReferralConfig(**settings[ReferralConfig]), **o.run_kwargs())
     typed = get_current_context().meta.get(TYPED, {})
     r.notes = [spell(invalid(TrainConfig, note, *NOTE_FIELDS), typed) for note in r.notes]  # settings as typed
     if r.refer_threshold is not None:  # None: ranks > 0 of a distributed run

@@ -28,7 +28,7 @@ BASELINE_FILE = "baseline.npz"  # a classical baseline's model file (named array
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25
 # Admissions per forward pass of every scoring entry point (evaluate, score, the pyfunc and `serve`,
-# predict.score_features, the refer threshold chosen in training). One number because a rank-1
+# engine.risk.score_features, the refer threshold chosen in training). One number because a rank-1
 # model's weight draws are shared by the rows of a batch: which admissions are scored together
 # changes each admission's draws (never their distribution), so the same seed gives the same
 # numbers only with the same batches. 128: what evaluation has always used (`make main`'s table),
@@ -147,9 +147,22 @@ RISK = Table("risk", (
     Column("has_spread", "bool", Use.REQUIRED,
            "the weight posterior moves this admission's risk; false: the zero risk_sd, band and mutual_info mean no "
            "posterior reaches it (a point model, or a Laplace admission on no subnetwork weight), not certainty"),
+    Column("risk_calibrated", "float64", Use.REQUIRED,
+           "risk_mean through the run's recalibration map (fitted on validation admissions kept apart from early "
+           "stopping); what the decision and the refer rule use. NaN: the run has no calibration (trained before it)"),
+    Column("risk_va_low", "float64", Use.REQUIRED,
+           "low end of the Venn-Abers interval of the calibrated risk (one of the two ends is a calibrated "
+           "probability; the width says how far the calibration data pin the risk down). NaN: none"),
+    Column("risk_va_high", "float64", Use.REQUIRED, "high end of the Venn-Abers interval (NaN: none)"),
+    Column("high_risk", "bool", Use.REQUIRED,
+           "risk_calibrated at or above the run's decision threshold (false: the run has no decision threshold)"),
+    Column("decision_uncertainty", "float64", Use.REQUIRED,
+           "posterior probability that the risk lies on the other side of the decision threshold (the draws' share, "
+           "or the Laplace Gaussian logit's in closed form; 0 for a point model; NaN: no threshold)"),
     Column("refer", "bool", Use.REQUIRED,
-           "the run's refer measure (model_info `refer_measure`: mi, sd, entropy or band = p95 - p05) above its "
-           "validation threshold"),
+           "referred for review: the run's refer rule (its ordering measure above the rule's cut, chosen so that "
+           "the kept admissions' risk is at most alpha with probability 1 - delta: `score` prints the promise); a "
+           "run without one: its refer measure (model_info `refer_measure`) above its validation threshold"),
     Column("n_events", "int64", Use.REQUIRED, "events used (-1 when the input does not say)"),
     Column("no_events", "bool", Use.REQUIRED, "no bag: the model saw only the context"),
     Column("observed_hours", "float64", Use.REQUIRED, "hours of the window observed (-1: unknown)"),

@@ -3,8 +3,8 @@
 A split is held as flat numpy arrays with offsets (no Python object per bag), so a few
 hundred thousand admissions stay small in memory. ``load_split`` reads a whole file,
 ``iter_parquet`` streams one by row chunks (scoring), ``from_pandas`` reads a DataFrame (the
-pyfunc). Every reader names the file, column and row of the first bad value; ``check_rows`` refuses a row
-that contradicts itself (what `score` and `serve` ask of features not written by the extraction).
+pyfunc). Every reader names the file, column and row of the first bad value; ``data.consistency`` refuses a
+row that contradicts itself (what `score` and `serve` ask of features not written by the extraction).
 Batches for the models are made from a FeatureSet by ``pipeline.data.batches``.
 """
 
@@ -366,42 +366,43 @@ def iter_parquet(path: Path | str, chunk_rows: int = 4096, values: bool = False)
         row0 += rb.num_rows
 
 
-def check_rows(fs: FeatureSet, window_hours: float | None = None, row0: int = 0) -> None:
-    """Raise ``FeatureError`` naming the column and the first row (plus ``row0``) of a row that contradicts
-    itself, as no extraction writes one (Parquet written by hand, a served request): ``bag_hours`` not
-    increasing, an empty bag, ``n_events`` fewer than the bags' tokens (events are counted before a bag's tokens
-    are deduplicated, so more is normal) or above 0 without any bag (``no_events`` against the bags), and
-    ``observed_hours`` beyond the prediction window ``window_hours`` (where known). No value is quoted."""
-    n_bags = fs.n_bags
-    owner = np.repeat(np.arange(len(fs)), n_bags)  # (M,) the row of each bag
-    tokens_per_bag = np.diff(fs.token_offsets)
-    checks = [
-        ("bag_hours", np.flatnonzero((np.diff(fs.bag_hours.astype(np.float64)) <= 0) & (owner[1:] == owner[:-1])),
-         "the bags' start hours must increase (a bag starts at or before the one before it)", owner[1:]),
-        ("bags", np.flatnonzero(tokens_per_bag == 0), "an empty bag (every bag holds at least one token)", owner),
-    ]
-    tokens = np.diff(fs.token_offsets[fs.bag_offsets])  # (N,) tokens per admission
-    events = fs.n_events.astype(np.int64)
-    rows = np.arange(len(fs))
-    checks += [
-        ("n_events", np.flatnonzero(events < tokens), "fewer events than the bags hold tokens (each token of a bag "
-                                                        "stands for at least one event)", rows),
-        ("n_events", np.flatnonzero((events > 0) & (n_bags == 0)), "events but no bag (no_events: an admission "
-                                                                     "without bags has 0 events)", rows),
-    ]
-    if window_hours is not None and fs.observed_hours is not None:
-        beyond = np.flatnonzero(fs.observed_hours.astype(np.float64) > float(window_hours) + 1e-3)
-        checks.append(("observed_hours", beyond, f"beyond the prediction window ({float(window_hours):g} hours "
-                                                 "after admission)", rows))
-    for column, bad, why, row_of in checks:
-        if bad.size:
-            count = len(np.unique(row_of[bad]))
-            raise FeatureError(f"{fs.source}: column {column!r} row {int(row_of[bad[0]]) + row0}: {why} "
-                               f"({count} such row{'s' if count > 1 else ''})")
-
-
 def ranks(counts: np.ndarray) -> np.ndarray:
     """0..c-1 for every count c, concatenated: [2, 0, 3] -> [0, 1, 0, 1, 2]."""
     total = int(counts.sum())
     starts = np.repeat(np.cumsum(counts) - counts, counts)
     return np.arange(total) - starts
+
+
+def subset(fs: FeatureSet, rows) -> FeatureSet:
+    """The admissions ``rows`` (indices, in that order) of ``fs`` as a FeatureSet of their own."""
+    rows = np.asarray(rows, dtype=np.int64)
+    nb = fs.n_bags[rows]  # (n,) bags of each kept admission
+    bags = np.repeat(fs.bag_offsets[rows], nb) + ranks(nb)  # (m,) the kept bags, in order
+    nt = (fs.token_offsets[bags + 1] - fs.token_offsets[bags])  # (m,) tokens of each kept bag
+    toks = np.repeat(fs.token_offsets[bags], nt) + ranks(nt)  # (z,) the kept token occurrences
+    pick = (lambda a: None if a is None else a[rows])  # noqa: E731
+    return FeatureSet(keys=fs.keys[rows], label=fs.label[rows], n_events=fs.n_events[rows],
+                      context=fs.context[rows], bag_offsets=np.concatenate([[0], np.cumsum(nb)]).astype(np.int64),
+                      bag_hours=fs.bag_hours[bags], token_offsets=np.concatenate([[0], np.cumsum(nt)]).astype(np.int64),
+                      tokens=fs.tokens[toks], source=fs.source, values=None if fs.values is None else fs.values[toks],
+                      observed_hours=pick(fs.observed_hours), before_prediction_time=pick(fs.before_prediction_time))
+
+
+def calibration_mask(keys, share: float) -> np.ndarray:
+    """(N,) bool: the admissions whose pseudonym falls in the calibration share (a fixed hash of the key, so the
+    same admission is always on the same side, whatever else the split holds)."""
+    import hashlib
+
+    u = np.array([int.from_bytes(hashlib.sha256(str(k).encode()).digest()[:8], "big") / 2.0 ** 64 for k in keys])
+    return u < float(share)
+
+
+def context_groups(fs: FeatureSet, context_vocab: list[str], family: str) -> np.ndarray:
+    """(N,) each admission's value of a context ``family`` (``age``, ``gender``: the vocabulary's
+    ``family:value`` tokens), ``<none>`` where it has none."""
+    values = np.array([t.split(":", 1)[1] if t.startswith(family + ":") else "" for t in context_vocab] + [""])
+    ids = np.where((fs.context >= 0) & (fs.context < len(context_vocab)), fs.context, len(context_vocab))  # (N, C)
+    names = values[ids]  # (N, C): the family's value, "" for other tokens and padding
+    first = np.argmax(names != "", axis=1)
+    out = names[np.arange(len(fs)), first]
+    return np.where(out == "", "<none>", out)

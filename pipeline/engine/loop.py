@@ -24,6 +24,7 @@ validates, tracks and writes). Writing the run (MLflow, the pyfunc) is not the l
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -79,12 +80,14 @@ class LoopState:
 
 
 def train_step(objective: nn.Module, optimizer, params: list, batch: dict, kl_w: float, clip: float,
-               d: Dist | None = None) -> torch.Tensor:
-    """One update; returns [loss, nll, kl, grad_norm] (mean over ranks).
+               d: Dist | None = None, context=None) -> torch.Tensor:
+    """One update; returns [loss, nll, kl, grad_norm] (mean over ranks). ``context``: what the forward pass
+    runs under (a plan's autocast; None: nothing).
 
     The optimizer does not step when any of them is non-finite (the caller decides what to do).
     """
-    parts = objective(batch, kl_w)
+    with context if context is not None else contextlib.nullcontext():
+        parts = objective(batch, kl_w)
     parts["loss"].backward()
     norm = nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf)
     stats = all_mean(torch.stack([parts["loss"].detach(), parts["nll"], parts["kl"], norm.detach()]), d or Dist())
@@ -126,7 +129,7 @@ def run_loop(plan: TrainingPlan, *, d: Dist | None = None, tracker=None, base: d
             logged = plan.before_step(step)
             batch = to_device(plan.batch(step, d.rank, d.world), device)
             w = kl_weight(step, plan.anneal_steps)
-            stats = train_step(objective, plan.optimizer, params, batch, w, plan.clip, d)
+            stats = train_step(objective, plan.optimizer, params, batch, w, plan.clip, d, plan.step_context(device))
             state.seconds += time.perf_counter() - start
             if not torch.isfinite(stats).all():
                 raise TrainingDiverged(

@@ -1,4 +1,4 @@
-"""Prediction with uncertainty: logits of every weight draw -> per-admission risk table.
+"""Prediction with uncertainty: logits of every weight draw -> per-admission predictions.
 
 ``predict_logits`` runs the model in evaluation mode with per-member sampling: each of the
 S·K weight draws is one block applied to the whole batch (docs/architecture.md, ensemble convention), so
@@ -23,14 +23,10 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-import pandas as pd
 
 from pipeline.bayes import metrics
-from pipeline.core.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES, RISK
+from pipeline.core.contracts import DEFAULT_SAMPLES
 from pipeline.core.errors import ConfigError
-
-MI_FLOOR = 1e-9  # nats; MI below this is rounding noise of identical draws (e.g. a deterministic model)
-RISK_COLUMNS = RISK.names()  # the risk table's columns (contracts.RISK)
 
 
 @runtime_checkable
@@ -204,6 +200,8 @@ class Predictions:
 
     logits: np.ndarray  # (S, K, N): the draws (a Gaussian model: its predictive logits repeated S times)
     summary: metrics.Summary | None  # per-admission risk, spread, percentiles, MI, entropy (None: no admissions)
+    mu: np.ndarray | None = None  # (N,) a Gaussian-logit model's logit mean (None: draws)
+    var: np.ndarray | None = None  # (N,) its variance
 
 
 def feature_predictions(model: RiskModel, fs, samples: int, batch_size: int, max_bags: int | None = None,
@@ -229,91 +227,4 @@ def feature_predictions(model: RiskModel, fs, samples: int, batch_size: int, max
     z = model.predictive_logit(mu, var)  # (N,): its sigmoid is the published risk
     summary = metrics.Summary.from_gaussian(mu, var, mean=metrics.sigmoid(z))
     logits = np.broadcast_to(z.astype(np.float32), (samples, 1, z.shape[0])).copy()  # (N,) -> (S, 1, N)
-    return Predictions(logits, summary)
-
-
-def refer_threshold(mutual_info, fraction: float) -> float:
-    """Threshold of an uncertainty measure that refers about the ``fraction`` most uncertain admissions.
-
-    ``mutual_info``: the values of the run's refer measure (the mutual information by default; any
-    ``metrics.Measure``). Admissions strictly above the (1 - fraction) quantile are referred, so ties at
-    the threshold are never referred. The threshold is at least ``MI_FLOOR``: a model whose
-    draws agree (deterministic: MI = 0 up to rounding) refers nobody by MI.
-    """
-    mi = np.asarray(mutual_info, dtype=np.float64)
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"refer fraction must lie in [0, 1), got {fraction}")
-    if mi.size == 0:
-        raise ValueError("refer_threshold: no admissions")
-    q = mi.max() if fraction == 0.0 else np.quantile(mi, 1.0 - fraction)
-    return float(max(q, MI_FLOOR))
-
-
-def risk_table(predictions, keys, refer_threshold: float, n_events=None, n_bags=None, observed_hours=None,
-               before_prediction_time=None, refer_measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION
-               ) -> pd.DataFrame:
-    """Per-admission risk summary from (S, K, N) (or (D, N)) logits or a ``metrics.Summary``.
-
-    Columns: ``key``; ``risk_mean`` (predictive probability of death), ``risk_sd``,
-    ``risk_p05``/``risk_p95`` (5th/95th percentile of p under the posterior), ``mutual_info``
-    (nats), ``entropy`` (predictive entropy, nats), ``has_spread`` (the weight posterior moves the
-    admission's logit; False: the zeros of risk_sd, mutual_info and the band mean no posterior reaches
-    it, not certainty), ``refer`` (the ``refer_measure`` > refer_threshold), ``n_events`` (passthrough,
-    -1 when not given), ``no_events`` (the admission had zero bags: the model saw only its context),
-    ``observed_hours`` (passthrough, to 0.001 h: hours of the window the data covered; -1 when the
-    features do not record it, as ``n_events``) and ``before_prediction_time`` (passthrough, False when not recorded:
-    the data ended before the prediction time, so the risk rests on a partial window).
-    """
-    summary = predictions if isinstance(predictions, metrics.Summary) else metrics.Summary.from_draws(predictions)
-    n = len(summary)
-    keys = np.asarray(keys).astype(str)
-    if keys.shape != (n,):
-        raise ValueError(f"risk_table: {keys.shape[0]} keys for {n} admissions")
-    events = np.full(n, -1, dtype=np.int64) if n_events is None else np.asarray(n_events, dtype=np.int64)
-    if n_bags is not None:
-        empty = np.asarray(n_bags) == 0
-    elif n_events is not None:
-        empty = events == 0
-    else:
-        empty = np.zeros(n, dtype=bool)
-    observed = np.full(n, np.nan) if observed_hours is None else np.asarray(observed_hours, dtype=np.float64)
-    observed = np.where(np.isnan(observed), -1.0, np.round(observed, 3))  # float32 storage noise off; -1: unknown
-    before = (np.zeros(n, dtype=bool) if before_prediction_time is None
-              else np.asarray(before_prediction_time, dtype=bool))
-    return pd.DataFrame(
-        {
-            "key": keys,
-            "risk_mean": summary.mean,
-            "risk_sd": summary.sd,
-            "risk_p05": summary.p05,
-            "risk_p95": summary.p95,
-            "mutual_info": summary.mutual_info,
-            "entropy": summary.entropy,
-            "has_spread": summary.spread.astype(bool),
-            "refer": summary.measure(refer_measure) > float(refer_threshold),
-            "n_events": events,
-            "no_events": empty.astype(bool),
-            "observed_hours": observed,
-            "before_prediction_time": before,
-        },
-        columns=list(RISK_COLUMNS),
-    )
-
-
-def score_features(model: RiskModel, fs, samples: int, refer: float, batch_size: int = DEFAULT_BATCH,
-                   max_bags: int | None = None, max_tokens: int | None = None, generator=None,
-                   refer_measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION) -> pd.DataFrame:
-    """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K; weight draws from
-    ``generator``, None: torch's global generator); ``refer``: the threshold of ``refer_measure``."""
-    pred = feature_predictions(model, fs, samples, batch_size, max_bags, max_tokens, generator)
-    if pred.summary is None:
-        return RISK.arrow_schema().empty_table().to_pandas()
-    return risk_table(pred.summary, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags,
-                      observed_hours=fs.observed_hours, before_prediction_time=fs.before_prediction_time,
-                      refer_measure=refer_measure)
-
-
-def refer_measure_of(info) -> metrics.Measure:
-    """The run's refer measure (``refer_measure`` of its ``runs.info.ModelInfo``; runs recorded before it existed
-    referred by MI)."""
-    return metrics.Measure(getattr(info, "refer_measure", None) or metrics.Measure.MUTUAL_INFORMATION.value)
+    return Predictions(logits, summary, mu, var)

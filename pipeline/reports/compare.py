@@ -37,7 +37,13 @@ GAP = "test_nll_gap"  # model NLL - true-risk NLL (the true-risk row's own is 0)
 # uncertainty against the true risk (evaluate's uncertainty_vs_truth): the run's refer measure's referral gain
 # and Spearman with the error on test, and the predictive entropy's gain (a point model's only uncertainty)
 UNCERTAINTY = ("test_referral_gain", "test_spearman", "test_referral_gain_entropy")
-PARTIAL_NA = ("test_ece_floor", *UNCERTAINTY)  # n/a unless every run of the row has it (older evaluations lack it)
+# the run's policy on test (evaluate's calibrated and selective sections): the calibrated risk's ECE, and the
+# selective metrics of the refer flag's ordering (Brier loss: AUGRC, AURC, risk at 90% coverage, coverage at the
+# evaluation's target risk; the 0/1 loss of the decision: AUGRC)
+SELECTIVE = ("test_ece_calibrated", "test_augrc", "test_aurc", "test_risk_at_0.9", "test_coverage_at_risk",
+             "test_augrc_zero_one")
+PARTIAL_NA = ("test_ece_floor", *UNCERTAINTY, *SELECTIVE)  # n/a unless every run of the row has it (older
+    # evaluations lack it)
 TRUE_RISK = "true risk"  # model label of the Bayes-optimal reference row
 
 
@@ -132,13 +138,19 @@ def _row(run: RunRecord, reports: dict[str, dict], defaults: dict[str, str], tmp
         own = measures.get(rep.get("refer_measure") or "mi") or {}
         row[f"{split}_referral_gain"], row[f"{split}_spearman"] = own.get("referral_gain"), own.get("spearman")
         row[f"{split}_referral_gain_entropy"] = (measures.get("entropy") or {}).get("referral_gain")
+        row[f"{split}_ece_calibrated"] = (rep.get("calibrated") or {}).get("ece")
+        sel = rep.get("selective") or {}
+        brier, zero_one = sel.get("brier") or {}, sel.get("zero_one") or {}
+        for m in ("augrc", "aurc", "risk_at_0.9", "coverage_at_risk"):
+            row[f"{split}_{m}"] = brier.get(m)
+        row[f"{split}_augrc_zero_one"] = zero_one.get("augrc")
     return row
 
 
 def summary_columns() -> list[str]:
     """Metric columns of the summary: ``<split>_<metric>``, ``test_nll_gap``, ``test_ece_floor`` and the
     uncertainty columns (``UNCERTAINTY``)."""
-    return [f"{s}_{m}" for s in SPLITS for m in TABLE_METRICS] + [GAP, "test_ece_floor", *UNCERTAINTY]
+    return [f"{s}_{m}" for s in SPLITS for m in TABLE_METRICS] + [GAP, "test_ece_floor", *UNCERTAINTY, *SELECTIVE]
 
 
 def label_variants(rows: list[dict], defaults: dict[str, str] | None = None) -> list[dict]:
@@ -236,7 +248,11 @@ def to_markdown(summary: list[dict]) -> str:
             "predictor making the same predictions (labels drawn from them): a test ECE near its floor is "
             "within chance at this test size. test referral-gain / spearman: of the run's refer measure against "
             "the error KL(true || predicted) (1: refers the worst-predicted first; 0: no better than random); "
-            "referral-gain-entropy: the predictive entropy's."
+            "referral-gain-entropy: the predictive entropy's. test ece-calibrated: the ECE of the run's calibrated "
+            "risk. test augrc, aurc, risk-at-0.9, coverage-at-risk: selective prediction by the refer flag's "
+            "ordering with the Brier loss (AUGRC: the average risk of an undetected failure, Traub et al. 2024; "
+            "coverage at the evaluation's target risk); augrc-zero-one: with the 0/1 loss of the decision at the "
+            "run's threshold."
             + (" Feature sets: runs are grouped by the content of the features they were evaluated on (a digest of "
                "the files and the source), never by a folder's name; each set has its own rows and true-risk "
                "reference (runs on other admissions are not pooled)." if several else "") + "\n")

@@ -123,3 +123,33 @@ def plot_severity(series: dict, path: str | os.PathLike, title: str = "Metrics a
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return save(fig, path)
+
+
+def plot_retention(retention: dict, path: str | os.PathLike, truth: dict | None = None,
+                   title: str = "Retention") -> Path:
+    """AUC-PR and NLL of the kept admissions (with their bootstrap intervals) against the share referred and,
+    with ``truth``, the kept admissions' mean KL(true || predicted) (``evaluate_policy``'s JSON sections)."""
+    import numpy as np
+
+    panels = 3 if truth else 2
+    fig = figure(5.0, 2.6 * panels)
+    axes = fig.subplots(panels, 1, sharex=True)
+    f = np.asarray(retention["fractions"], dtype=float)
+    for ax, key, label, color in ((axes[0], "auc_pr", "AUC-PR (kept)", "C0"), (axes[1], "nll", "NLL (kept, nats)",
+                                                                                 "C1")):
+        y = np.array([np.nan if v is None else v for v in retention[key]], dtype=float)
+        ax.plot(f, y, "o-", color=color, ms=3)
+        ci = np.array([[np.nan if v is None else v for v in pair] for pair in retention.get(f"{key}_ci") or []],
+                      dtype=float)
+        if ci.size and np.isfinite(ci).any():
+            ax.fill_between(f, ci[:, 0], ci[:, 1], color=color, alpha=0.2, lw=0)
+        ax.set(ylabel=label)
+        ax.grid(alpha=0.3)
+    if truth:
+        axes[2].plot(truth["fractions"], truth["kl"], "o-", color="C2", ms=3)
+        axes[2].set(ylabel="KL(true || risk), kept")
+        axes[2].grid(alpha=0.3)
+    axes[0].set_title(title, fontsize=9)
+    axes[-1].set(xlabel="share referred")
+    fig.tight_layout()
+    return save(fig, path)

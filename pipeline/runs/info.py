@@ -49,6 +49,8 @@ class ModelInfo:
     model_label: str | None = None  # a Laplace model's row name in compare (laplace-<selection>-<S>)
     map_kind: str | None = None  # a Laplace model's MAP model kind
     val_metrics: dict | None = None  # an image model's validation metrics (nll, accuracy, ece, n)
+    policy: dict | None = None  # the run's recalibration, decision threshold and refer rule
+        # (bayes.referral.policy.Policy.to_dict; None: trained before it, or no calibration half)
 
     def to_dict(self) -> dict:
         """Every field, and ``steps`` (= ``step``) for an image model."""
@@ -75,4 +77,5 @@ class ModelInfo:
                    train_config=tc, step=ckpt.get("step"), val_nll=ckpt.get("val_nll"),
                    refer_threshold=ckpt.get("refer_threshold"), refer_measure=ckpt.get("refer_measure"),
                    score_samples=tc.get("score_samples"), max_bags=tc.get("max_bags"), max_tokens=tc.get("max_tokens"),
-                   model_format=ModelFormat.TORCH.value, model_label=label, map_kind=ckpt.get("map_kind"))
+                   model_format=ModelFormat.TORCH.value, model_label=label, map_kind=ckpt.get("map_kind"),
+                   policy=ckpt.get("policy"))

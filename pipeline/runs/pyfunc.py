@@ -5,7 +5,7 @@ features' ``manifest.json`` sits next to ``vocab.json``, ``extraction.json`` (th
 only: no counts, no identifiers; ``score --source`` re-extracts a census with them) as
 artifacts, a copy of the ``pipeline`` package's sources as ``code_paths`` (so the model loads
 where the repository is absent) and a signature: input = the features table columns,
-output = ``pipeline.engine.predict.RISK_COLUMNS``, params = ``samples``, ``batch_size`` and ``seed``.
+output = ``pipeline.engine.risk.RISK_COLUMNS``, params = ``samples``, ``batch_size`` and ``seed``.
 The model is logged from code (``pyfunc_code.py``, MLflow's models-from-code): loading it runs
 that file, no pickled object.
 
@@ -91,8 +91,9 @@ def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_val
     optional, ``before_prediction_time`` derived from it and the model's window ``window_hours``;
     ``bag_values`` read only when ``needs_values``, a model with a value channel, which requires it).
     ``bag_hours`` must lie in the extraction's window (``bag_window``, ``check_bags``) and no row may contradict
-    itself (``features.check_rows``: the checks beside the features table's contract)."""
+    itself (``data.consistency.check_rows``: the checks beside the features table's contract)."""
     from pipeline.data import features
+    from pipeline.data.consistency import check_rows
 
     if not isinstance(frame, pd.DataFrame):
         raise RequestError("the input must be a table of the features columns (over HTTP: a JSON object with "
@@ -127,7 +128,7 @@ def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_val
         if window_hours is not None:
             fs.before_prediction_time = observed < float(window_hours)  # nan (not recorded) -> False
     try:
-        features.check_rows(fs, window_hours)
+        check_rows(fs, window_hours)
     except features.FeatureError as exc:
         raise RequestError(str(exc).removeprefix("request: ")) from None
     return fs
@@ -196,6 +197,10 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
         if hasattr(self.model, "requires_grad_"):  # a torch model: inference only; no global autograd switch
             self.model.eval().requires_grad_(False)  # (the host process may train)
         self.vocab_sizes = fileio.read_json(context.artifacts["model_info"])["vocab_sizes"]
+        from pipeline.engine import risk
+
+        self.policy = risk.policy_of(self.info)  # the run's calibration and refer rule (None: a run without one)
+        self.context_vocab = fileio.read_json(context.artifacts["vocab"])["context"] if self.policy else None
         extraction = fileio.read_json(context.artifacts["extraction"]) if "extraction" in context.artifacts else {}
         self.window_hours = (extraction.get("config") or {}).get("prediction_hours")  # None: not logged
         self.lookback_days = (extraction.get("config") or {}).get("lookback_days")
@@ -218,15 +223,15 @@ class MortalityRiskModel(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         """Risk table (one row per input row, same order) of a pandas features DataFrame."""
         from pipeline.core.devices import model_device
-        from pipeline.engine import predict
+        from pipeline.engine import predict, risk
 
         settings = request_settings(params, self.info)
         fs = read_request(model_input, self.vocab_sizes, self.window_hours, self.model.value_channel,
                           self.lookback_days)
-        return predict.score_features(self.model, fs, settings.samples, self.info.refer_threshold,
-                                      settings.batch_size, self.info.max_bags, self.info.max_tokens,
-                                      predict.seeded_generator(settings.seed, model_device(self.model)),
-                                      predict.refer_measure_of(self.info))
+        return risk.score_features(self.model, fs, settings.samples, self.info.refer_threshold,
+                                   settings.batch_size, self.info.max_bags, self.info.max_tokens,
+                                   predict.seeded_generator(settings.seed, model_device(self.model)),
+                                   risk.refer_measure_of(self.info), self.policy, self.context_vocab)
 
 
 def signature(default_samples: int):

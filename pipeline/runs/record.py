@@ -21,7 +21,7 @@ from pathlib import Path
 from pipeline.bayes import metrics
 from pipeline.core import fileio
 from pipeline.core.redact import redact_json
-from pipeline.engine import predict
+from pipeline.engine import risk
 from pipeline.runs import store
 from pipeline.runs.identity import (
     FEATURES_ID_TAG,
@@ -103,7 +103,7 @@ def validation_summary(logits, labels, refer_fraction: float, *, summary: metric
     """
     summary = summary if summary is not None else metrics.Summary.from_draws(logits)
     measure, source, vs = choose_refer_measure(summary, true_risk, model_kind)
-    threshold = predict.refer_threshold(summary.measure(measure), refer_fraction)
+    threshold = risk.refer_threshold(summary.measure(measure), refer_fraction)
     report = metrics.evaluate_predictions(logits, labels, n_bootstrap=0)
     report["mean_mutual_information"] = float(summary.mutual_info.mean())  # a Gaussian model's,
         # not its repeated logits'
@@ -175,3 +175,25 @@ def write_run(tracker, out: Path, *, info: dict, checkpoint: Path, step: int, fd
         tracker.log_pyfunc(checkpoint=checkpoint, vocab=out / store.VOCAB, model_info=out / store.MODEL_INFO,
                            default_samples=score_samples)
     return out / store.MODEL_INFO
+
+
+def fit_run_policy(model, selection, calibration, *, samples: int, batch_size: int, max_bags: int | None,
+                   max_tokens: int | None, seed: int, context_vocab: list[str], config=None):
+    """A run's ``Policy`` (``bayes.referral.policy``: its recalibration map, decision threshold and refer rule)
+    from the validation halves ``selection`` and ``calibration`` (FeatureSets): both predicted as scoring
+    predicts (``score_samples`` draws, the evaluation stream's seed), with each admission's context groups.
+    None when the run kept no calibration half (``calibration_share`` 0) or it holds no death or no survivor."""
+    from pipeline.bayes.referral.policy import GROUP_FAMILIES, ReferralConfig, fit_policy
+    from pipeline.core.seeds import EVAL_STREAM, stream_seed
+    from pipeline.data.features import context_groups
+    from pipeline.engine import predict, risk
+
+    if calibration is None or not len(calibration) or len(set(calibration.label.tolist())) < 2:
+        return None
+    halves = []
+    for fs in (selection, calibration):
+        gen = predict.seeded_generator(stream_seed(seed, EVAL_STREAM))
+        pred = predict.feature_predictions(model, fs, samples, batch_size, max_bags, max_tokens, gen)
+        groups = {f: context_groups(fs, context_vocab, f) for f in GROUP_FAMILIES}
+        halves.append(risk.predictive(pred, groups))
+    return fit_policy(halves[0], selection.label, halves[1], calibration.label, config or ReferralConfig(), seed)

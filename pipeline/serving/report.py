@@ -56,6 +56,11 @@ class ReportInput:
     splits: dict | None = None  # pseudonym -> split (train, val, test) of a scored features directory
     scores_file: str | None = None  # name of the Parquet file with every row (said when the page is capped)
     max_rows: int = MAX_ROWS  # admissions per table (see the module docstring)
+    promise: str | None = None  # the refer rule in one plain sentence (None: the run has no policy)
+    reason: str | None = None  # what the refer flag ranks by, in plain words ("referred because ...")
+    policy_lines: list[str] = field(default_factory=list)  # how the risk was recalibrated; the decision threshold
+    retention: dict | None = None  # the calibration admissions' retention curve (selective.RetentionCurve.to_dict,
+        # with "ordering" and "n"): AUC-PR and NLL of the kept against the share referred
 
 
 MEASURE_NAMES = {"mi": "mutual information", "sd": "risk standard deviation", "entropy": "predictive entropy",
@@ -169,6 +174,56 @@ def reliability_svg(rel: dict, size: int = 320) -> str:
     return "".join(parts)
 
 
+def retention_svg(ret: dict, metric: str, width: int = 320, height: int = 220) -> str:
+    """Inline SVG of one retention curve: ``metric`` (auc_pr or nll) of the kept admissions against the share
+    referred (highest ordering measure first)."""
+    pad_l, pad_b, pad_t, pad_r = 50, 40, 12, 12
+    pts = [(f, v) for f, v in zip(ret.get("fractions") or [], ret.get(metric) or []) if v is not None and v == v]
+    if not pts:
+        return ""
+    top_f = max(f for f, _ in pts) or 1.0
+    lo, hi = min(v for _, v in pts), max(v for _, v in pts)
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.05, hi + 0.05
+
+    def px(f: float) -> float:
+        return round(pad_l + f / top_f * (width - pad_l - pad_r), 1)
+
+    def py(v: float) -> float:
+        return round(height - pad_b - (v - lo) / (hi - lo) * (height - pad_b - pad_t), 1)
+
+    name = {"auc_pr": "AUC-PR of the kept", "nll": "NLL of the kept (nats)"}[metric]
+    path = " ".join(f"{'M' if i == 0 else 'L'}{px(f)},{py(v)}" for i, (f, v) in enumerate(pts))
+    parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="retention curve: {name} against the share referred">',
+             f'<rect x="{pad_l}" y="{pad_t}" width="{width - pad_l - pad_r}" height="{height - pad_b - pad_t}" '
+             'fill="#fafafa" stroke="#999999"/>', f'<path d="{path}" fill="none" stroke="#2f6db5" stroke-width="2"/>']
+    for f in (0.0, top_f / 2, top_f):
+        parts.append(f'<text x="{px(f)}" y="{height - pad_b + 15}" text-anchor="middle" font-size="11">'
+                     f'{_pct(f, 0)}</text>')
+    for v in (lo, hi):
+        parts.append(f'<text x="{pad_l - 4}" y="{py(v) + 4}" text-anchor="end" font-size="11">{v:.3f}</text>')
+    parts.append(f'<text x="{px(top_f / 2)}" y="{height - 6}" text-anchor="middle" font-size="12">share referred'
+                 '</text>')
+    parts.append(f'<text x="12" y="{py((lo + hi) / 2)}" text-anchor="middle" font-size="12" '
+                 f'transform="rotate(-90 12 {py((lo + hi) / 2)})">{name}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _retention_block(inp: ReportInput) -> str:
+    """The calibration admissions' retention curves, or nothing (a run without a policy)."""
+    ret = inp.retention
+    if not ret:
+        return ""
+    figs = "".join(retention_svg(ret, m) for m in ("auc_pr", "nll"))
+    return (f'<h2>What referring buys</h2>\n<div class="note">On the run&rsquo;s {int(ret.get("n") or 0):,} '
+            f"calibration admissions (kept apart from training and model choice): the AUC-PR and NLL of the "
+            f"admissions kept when the share on the horizontal axis is referred, ranked as the refer flag ranks them "
+            f"(by {html.escape(str(ret.get('ordering')))}). A curve that improves as more are referred means the flag "
+            f'finds the admissions the model gets wrong.</div>\n<div class="summary">{figs}</div>')
+
+
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; font-size: 17px;
        color: #111; background: #fff; margin: 24px; line-height: 1.35; }
@@ -184,7 +239,9 @@ table.adm td.num { text-align: right; } table.adm tr.refer { background: #fff3e6
 .key { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 14px; }
 .flag { display: inline-block; padding: 1px 7px; border-radius: 4px; font-size: 14px; font-weight: 600; }
 .flag.refer { background: #d9822b; color: #fff; } .flag.partial { background: #6b4fa1; color: #fff; }
-.flag.empty { background: #777; color: #fff; }
+.flag.empty { background: #777; color: #fff; } .flag.high { background: #b3261e; color: #fff; }
+.promise { border-left: 6px solid #2f6db5; background: #eef4fb; padding: 8px 12px; margin: 10px 0; max-width: 60em;
+           font-weight: 600; }
 .legend svg { vertical-align: middle; }
 .warn { border-left: 6px solid #b3261e; background: #fdecea; padding: 8px 12px; margin: 10px 0; max-width: 60em;
         font-weight: 600; }
@@ -216,6 +273,8 @@ def _admission_rows(s, inp: ReportInput, scale: float) -> str:
     for i, r in enumerate(s.itertuples(index=False), 1):
         key = str(inp.ids.get(r.key, "?")) if inp.ids is not None else r.key
         flags = []
+        if r.high_risk:
+            flags.append('<span class="flag high">HIGH RISK</span>')
         if r.refer:
             flags.append('<span class="flag refer">REFER</span>')
         if r.before_prediction_time:
@@ -225,6 +284,7 @@ def _admission_rows(s, inp: ReportInput, scale: float) -> str:
         split = f'<td>{html.escape(inp.splits.get(r.key, "?"))}</td>' if inp.splits is not None else ""
         body.append(f'<tr class="{"refer" if r.refer else ""}"><td class="num">{i}</td>'
                     f'<td class="key">{html.escape(key)}</td>{split}<td class="num"><b>{_pct(r.risk_mean)}</b></td>'
+                    + (f'<td class="num">{_pct(r.risk_calibrated)}</td>' if inp.promise is not None else "") +
                     f'<td class="num">{_pct(r.risk_p05)} &ndash; {_pct(r.risk_p95)}</td>'
                     f'<td>{risk_bar(r.risk_mean, r.risk_p05, r.risk_p95, scale, bool(r.refer))}</td>'
                     f'<td>{" ".join(flags)}</td></tr>')
@@ -236,7 +296,9 @@ def _tables(s, inp: ReportInput, scale: float, referred: int) -> str:
     highest-risk referred, each table saying how many of how many it shows."""
     label = "HADM_ID" if inp.ids is not None else "Admission (pseudonym)"
     split = "<th>Split</th>" if inp.splits is not None else ""
-    head = (f'<table class="adm"><thead><tr><th>#</th><th>{label}</th>{split}<th>Risk</th><th>5&ndash;95%</th>'
+    calibrated = "<th>Calibrated</th>" if inp.promise is not None else ""
+    head = (f'<table class="adm"><thead><tr><th>#</th><th>{label}</th>{split}<th>Risk</th>{calibrated}'
+            "<th>5&ndash;95%</th>"
             "<th>Risk and interval\n</th><th>Flags</th></tr></thead>\n<tbody>\n")
     n, cap = len(s), inp.max_rows
     if n <= cap:
@@ -248,7 +310,8 @@ def _tables(s, inp: ReportInput, scale: float, referred: int) -> str:
     if referred:
         shown = min(cap, referred)
         out += [f'<h2>Referred for review</h2>\n<div class="note cap">The {shown:,} highest risks of the {referred:,} '
-                "admissions referred (model uncertain), highest first.</div>",
+                f"admissions referred ({html.escape(inp.reason or 'refer measure above its threshold')}), highest "
+                "first.</div>",
                 f"{head}{_admission_rows(s[s['refer']].head(cap), inp, scale)}\n</tbody></table>"]
     return "\n".join(out)
 
@@ -271,7 +334,14 @@ def render(inp: ReportInput) -> str:
     else:
         facts.append(("Not scored", f"{sum(ns.values()):,}"))
         facts += [(f"&nbsp;&nbsp;{html.escape(reason)}", f"{count:,}") for reason, count in ns.items() if count]
-    facts += [("Referred for review (model uncertain)", f"{referred:,}" + (f" ({_pct(referred / n)})" if n else "")),
+    why = inp.reason or "refer measure above its validation threshold; no promise"
+    share = f" ({_pct(referred / n)})" if n else ""
+    facts += [(f"Referred for review ({html.escape(why)})", f"{referred:,}{share}")]
+    if inp.promise is not None:
+        high = int(s["high_risk"].sum())
+        facts.append(("High risk (calibrated risk at or above the decision threshold)",
+                      f"{high:,}" + (f" ({_pct(high / n)})" if n else "")))
+    facts += [
               ("Scored before their prediction time (partial window)", f"{partial:,}"),
               ("Without any event (context only)", f"{empty:,}"),
               ("Mean predicted risk", _pct(float(s["risk_mean"].mean())) if n else "n/a")]
@@ -279,7 +349,7 @@ def render(inp: ReportInput) -> str:
              ("Model", html.escape(f"{inp.model_kind}, {inp.samples} samples x {inp.components} components")),
              (f"Refer threshold ({MEASURE_NAMES.get(inp.refer_measure, inp.refer_measure)}"
               + (f"; chosen by {inp.refer_measure_source}" if inp.refer_measure_source else "") + ")",
-              _num(inp.refer_threshold, 4))]
+              _num(inp.refer_threshold, 4))] if inp.promise is None else []
     vm = inp.val_metrics or {}
     if vm:
         model += [("Validation admissions", f"{int(vm.get('n') or 0):,} ({int(vm.get('positives') or 0):,} deaths)"),
@@ -297,6 +367,14 @@ def render(inp: ReportInput) -> str:
     scale = scale_of(s)
     cautions = warnings_of(inp, split_counts)
     warn = "".join(f'<div class="warn">{html.escape(w)}</div>' for w in cautions)
+    if inp.promise is not None:
+        promise = (f'<div class="promise">{html.escape(inp.promise[:1].upper() + inp.promise[1:])}.</div>'
+                   + "".join(f'<div class="note">{html.escape(line)}.</div>' for line in
+                             [f"The flag: {inp.reason}", *inp.policy_lines] if line))
+    else:
+        promise = ('<div class="warn nocal">No calibration: this model was trained before risks were recalibrated; the '
+                   "risks are the model&rsquo;s own and REFER marks its refer measure above a validation threshold, "
+                   "with no promise about the admissions not referred.</div>")
     legend = risk_bar(scale * 0.4, scale * 0.25, scale * 0.6, scale, False)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -304,13 +382,16 @@ def render(inp: ReportInput) -> str:
 <body>
 <h1>Mortality risk: cohort report</h1>
 <div class="note">Predicted probability of in-hospital death after the prediction time ({when}), with the
-spread of the model's draws. A high-uncertainty admission is marked REFER: review it rather than rely on the number.
+spread of the model's draws. An admission marked REFER is one to review rather than rely on the number; HIGH RISK
+marks a calibrated risk at or above the run's decision threshold.
 PARTIAL: the data ended before the prediction time, so the risk rests on the hours observed.</div>
+{promise}
 {warn}
 <h2>Summary</h2>
 <div class="summary">{fact_table(facts)}{fact_table(model)}{rel}</div>
 <div class="note legend">Bar: {legend} the band is the 5&ndash;95% range of the model's draws, the black tick the
 mean risk; the axis runs from 0 to {_pct(scale, 0)}. Highest risk first.</div>
+{_retention_block(inp)}
 {_tables(s, inp, scale, referred)}
 </body></html>
 """

@@ -33,13 +33,15 @@ from pipeline.core.devices import resolve_device
 from pipeline.core.errors import PipelineError, naming
 from pipeline.core.privacy import check_private
 from pipeline.data import features
-from pipeline.engine import predict
+from pipeline.data.consistency import check_rows
+from pipeline.engine import predict, risk
 from pipeline.runs.info import RunKind
 from pipeline.runs.load import evaluation, load_run
 from pipeline.serving import cohort as cohort_mod
 from pipeline.serving import release
 from pipeline.serving.cohort import read_cohort
 from pipeline.serving.config import ScoreConfig  # noqa: F401  (its home; imported from here too)
+from pipeline.serving.decisions import policy_lines, policy_report, run_policy
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +72,20 @@ class ScoreSummary:
     unscored_file: Path | None = None  # _private/unscored.csv (HADM_ID, reason), when written
     report: Path | None = None  # the cohort report (pseudonyms)
     private_report: Path | None = None  # the data owner's copy of the report (HADM_IDs), in _private/
+    high_risk: int = 0  # rows at or above the run's decision threshold (0: the run has none)
+    policy: object | None = None  # the bayes.referral.policy.Policy scored with (None: a run without calibration)
+
+    def policy_lines(self) -> list[str]:
+        """How the risks became decisions (``decisions.policy_lines``)."""
+        return policy_lines(self.policy, self.high_risk)
 
     def summary(self, cross_release: bool = False) -> str:
-        """What ``cli.py score`` prints: the counts, what was not scored and why, the files written."""
+        """What ``cli.py score`` prints: the counts, the policy, what was not scored and why, the files written."""
         lines = [f"scores written to {self.out}: {self.admissions} admissions, {self.referred} referred, "
                  f"{self.no_events} without events, {self.samples}x{self.components} draws"
                  + (f", {self.before_prediction_time} before their prediction time (partial window)"
                     if self.before_prediction_time else "")]
+        lines += ["  " + line for line in self.policy_lines()]
         if self.not_scored_by is not None:
             lines.append(f"  not scored: {self.not_scored}" + (
                 " (" + ", ".join(f"{k} {v}" for k, v in self.not_scored_by.items()) + ")" if self.not_scored else ""))
@@ -156,7 +165,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
         torch.set_num_threads(cfg.threads)
     samples = predict.score_samples(cfg.samples, run.info)
     refer = run.info.refer_threshold
-    measure = predict.refer_measure_of(run.info)
+    measure = risk.refer_measure_of(run.info)
     chosen_at = run.info.score_samples
     if chosen_at and int(chosen_at) != samples:
         log.warning("the refer threshold was chosen on validation with %d samples per component; scoring with %d "
@@ -164,13 +173,14 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
                     int(chosen_at), samples)
     if refer is None:
         raise ScoreError("the model has no refer threshold (best.pt of an unfinished training run)")
+    policy = run_policy(run, cfg)
     sizes = (len(run.vocab["tokens"]), len(run.vocab["context"]))
     values = run.model.value_channel  # a value-channel model reads (and needs) bag_values
     window = ((run.manifest or {}).get("config") or {}).get("prediction_hours")  # None: not recorded
     for f in files:
         features.check_file(f, values=values)
         _check_vocab_file(f, run.vocab)
-    total = referred = empty = early = 0
+    total = referred = empty = early = high = 0
     out = Path(out)
     gen = predict.seeded_generator(cfg.seed)  # one stream for the whole run, chunk after chunk
     with fileio.atomic_path(out) as tmp:
@@ -178,20 +188,21 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
             for f in files:
                 for fs in _chunks(f, cfg.chunk_rows, values, window):
                     fs.check_vocab(*sizes)
-                    table = predict.score_features(run.model, fs, samples, refer, cfg.batch_size,
-                                                   run.info.max_bags, run.info.max_tokens, gen, measure)
+                    table = risk.score_features(run.model, fs, samples, refer, cfg.batch_size, run.info.max_bags,
+                                                run.info.max_tokens, gen, measure, policy, run.vocab["context"])
                     writer.write_table(pa.Table.from_pandas(table, schema=RISK.arrow_schema(), preserve_index=False))
                     total += len(table)
                     referred += int(table["refer"].sum())
                     empty += int(table["no_events"].sum())
                     early += int(table["before_prediction_time"].sum())
+                    high += int(table["high_risk"].sum())
     return ScoreSummary(out, total, referred, empty, samples, run.model.components, list(files),
-                        before_prediction_time=early)
+                        before_prediction_time=early, high_risk=high, policy=policy)
 
 
 def _chunks(path: Path, chunk_rows: int, values: bool = False, window: float | None = None):
     """``features.iter_parquet`` with Arrow read errors turned into ``ScoreError`` naming the file, and every row
-    checked not to contradict itself (``features.check_rows``, ``window``: the model's prediction window)."""
+    checked not to contradict itself (``data.consistency.check_rows``, ``window``: the model's prediction window)."""
     it = features.iter_parquet(path, chunk_rows, values)
     row0 = 0
     while True:
@@ -201,7 +212,7 @@ def _chunks(path: Path, chunk_rows: int, values: bool = False, window: float | N
             return
         except (pa.ArrowInvalid, OSError) as exc:
             raise ScoreError(f"{path}: cannot read the Parquet data ({exc})") from None
-        features.check_rows(fs, window, row0)
+        check_rows(fs, window, row0)
         row0 += len(fs)
         yield fs
 
@@ -343,10 +354,11 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
             components=summary.components, refer_threshold=float(run.info.refer_threshold),
             val_metrics=run.model_info.get("val_metrics"),
             reliability=validation_reliability(run), not_scored=summary.not_scored_by,
-            refer_measure=predict.refer_measure_of(run.info).value,
+            refer_measure=risk.refer_measure_of(run.info).value,
             refer_measure_source=run.model_info.get("refer_measure_source"),
             prediction_hours=((run.manifest or {}).get("config") or {}).get("prediction_hours"),
-            splits=splits_of(summary.inputs), scores_file=summary.out.name)
+            splits=splits_of(summary.inputs), scores_file=summary.out.name,
+            **policy_report(summary.policy))
         summary.report = report_mod.write_report(report, inp)
         if links is not None:
             inp.ids = links

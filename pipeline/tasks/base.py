@@ -88,6 +88,9 @@ class TrainingPlan(Protocol):
     def batch(self, step: int, rank: int, world: int) -> dict:
         """The training batch of ``step`` for process ``rank`` of ``world`` (tensors on the CPU)."""
 
+    def step_context(self, device):
+        """What the training forward pass runs under on ``device`` (an autocast for bf16; else a null context)."""
+
     def before_step(self, step: int) -> dict:
         """Set per-step state (a learning-rate schedule); returns what to log with the step (e.g. lr)."""
 

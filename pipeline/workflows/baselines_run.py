@@ -2,21 +2,24 @@
 
 The same inputs as the LSTMs (``train`` / ``val`` Parquet, ``vocab.json``, ``manifest.json``),
 featurized by ``baselines.Featurizer`` and fitted by ``tasks.mortality.baselines.fit`` with every choice made on
-validation; then, as ``loop._finish`` does for an LSTM, the validation metrics of the chosen
-model, the refer measure and threshold (a point model's draws agree: it refers by its predictive
-entropy, its only uncertainty), ``model_info.json``, ``train_config.json``, the run's copies of the
-vocabulary and manifest, the model file (``baseline.npz``, ``runs.formats``) and the MLflow
-pyfunc with the risk table. ``evaluate``, ``compare``, ``score``, serve and ``spark_udf`` then take
-the run like any other. Torch is never imported here.
+the validation split's selection half; then, as ``workflows.train`` does for an LSTM, the validation metrics
+of the chosen model, the refer measure and threshold (a point model's draws agree: it refers by its
+predictive entropy, its only uncertainty), the policy from both halves (recalibration on the calibration
+half, the decision threshold, the refer rule with its guarantee: ``bayes.referral.policy``),
+``model_info.json``, ``train_config.json``, the run's copies of the vocabulary and manifest, the model file
+(``baseline.npz``, ``runs.formats``) and the MLflow pyfunc with the risk table. ``evaluate``, ``compare``,
+``score``, serve and ``spark_udf`` then take the run like any other. Torch is never imported here.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pipeline.bayes.referral.config import ReferralConfig
 from pipeline.core import fileio
+from pipeline.core.contracts import DEFAULT_BATCH
 from pipeline.engine.checkpoints import check_fresh
 from pipeline.runs import record, store
 from pipeline.runs.formats import BASELINE_FILE, FORMAT_TAG, ModelFormat
@@ -27,6 +30,7 @@ from pipeline.tasks.mortality.baselines.featurize import Featurizer
 from pipeline.tasks.mortality.baselines.fit import fit_gbm, fit_logreg
 from pipeline.tasks.mortality.baselines.model import BaselineModel
 from pipeline.tasks.mortality.inputs import load_inputs
+from pipeline.tasks.mortality.task import split_validation
 from pipeline.tasks.mortality.train_config import TrainConfig
 
 FITS = {BaselineKind.LOGREG: fit_logreg, BaselineKind.GBM: fit_gbm}  # kind -> fitting function
@@ -45,13 +49,17 @@ class BaselineResult:
     model_file: Path  # baseline.npz
     val_metrics: dict = field(default_factory=dict)  # validation metrics of the chosen model
     seconds: dict = field(default_factory=dict)  # wall time of featurizing and fitting
+    policy: object | None = None  # bayes.referral.policy.Policy (None: no calibration half)
 
     def summary(self) -> str:
         """What ``cli.py train`` prints for a baseline: the settings chosen, the fit, the run id."""
         chosen = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.chosen.items()
                           if k != "val_nll")
-        return (f"{self.kind}: {chosen} best_val_nll={self.val_nll:.6f} refer_threshold={self.refer_threshold:.6g} "
-                f"checkpoint={self.model_file}\n" + run_id_line(self.run_id))
+        from pipeline.workflows.train import policy_lines
+
+        lines = [f"{self.kind}: {chosen} best_val_nll={self.val_nll:.6f} refer_threshold={self.refer_threshold:.6g} "
+                 f"checkpoint={self.model_file}", *policy_lines(self.policy)]
+        return "\n".join(lines) + "\n" + run_id_line(self.run_id)
 
 
 def prediction_hours(fdir: Path) -> float | None:
@@ -65,7 +73,9 @@ def prediction_hours(fdir: Path) -> float | None:
 def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: BaselineConfig | None = None, *,
                    out_dir: Path | str | None = None, tracking: bool = True, experiment: str | None = None,
                    run_name: str | None = None, artifact_location: str | None = None,
-                   refer_fraction: float = TrainConfig.refer_fraction) -> BaselineResult:
+                   refer_fraction: float = TrainConfig.refer_fraction,
+                   calibration_share: float = TrainConfig.calibration_share,
+                   referral: ReferralConfig | None = None) -> BaselineResult:
     """Fit ``kind`` on ``features_dir``'s train split, choosing on its val split; log it as a run.
 
     The run directory defaults to ``runs/train/<run id>`` (untracked: ``runs/train/<kind>-s<seed>``);
@@ -76,7 +86,8 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
     fdir = Path(features_dir)
     check_fresh(out_dir, BASELINE_FILE)
     t0 = time.perf_counter()
-    vocab_sizes, train_fs, val_fs = load_inputs(fdir)
+    vocab_sizes, train_fs, val_all = load_inputs(fdir)
+    val_fs, cal_fs = split_validation(val_all, calibration_share)  # choices on one half, calibration on the other
     vocab = fileio.read_json(fdir / store.VOCAB)
     featurizer = Featurizer.from_vocab(vocab, prediction_hours(fdir), cfg.recent_hours).fit(train_fs)
     xtr, xva = featurizer.matrix(train_fs), featurizer.matrix(val_fs)
@@ -88,8 +99,12 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
     val = record.validation_summary(logits, val_fs.label, refer_fraction, true_risk=features_true_risk(fdir, val_fs),
                                     model_kind=kind.value)
     settings = {k: v for k, v in chosen.items() if k != "search"}
+    policy = record.fit_run_policy(model, val_fs, cal_fs, samples=1, batch_size=DEFAULT_BATCH, max_bags=None,
+                                   max_tokens=None, seed=cfg.seed, context_vocab=vocab["context"],
+                                   config=replace(referral or ReferralConfig(), fraction=refer_fraction))
     model.meta = {"model_config": settings, "train_config": cfg.to_dict(), "val_nll": float(val.metrics["nll"]),
-                  **val.checkpoint_entries(), "rounds": settings.get("rounds")}
+                  **val.checkpoint_entries(), "rounds": settings.get("rounds"),
+                  "policy": policy and policy.to_dict(), "calibration_share": calibration_share}
     tracker = make_tracker(tracking, experiment=experiment, run_name=run_name, artifact_location=artifact_location)
     with tracker:  # the run ends KILLED on Ctrl-C, FAILED on any other exception, else FINISHED
         out = Path(out_dir) if out_dir is not None else Path("runs") / "train" / (tracker.run_id or
@@ -100,7 +115,7 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
         seconds = {"featurize": t1 - t0, "fit": t2 - t1}
         info = {"model_kind": kind.value, FORMAT_TAG: ModelFormat.BASELINE.value, "model_config": settings,
                 "train_config": cfg.to_dict(), "vocab_sizes": vocab_sizes, "search": chosen.get("search", []),
-                "seconds": seconds}
+                "seconds": seconds, "policy": policy and policy.to_dict(arrays=False)}
         fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": kind.value, **cfg.to_dict()})
         tracker.log_params({"model_kind": kind.value, "baseline": cfg.to_dict(), "chosen": settings,
                             "n_train": len(train_fs), "n_val": len(val_fs), "features": record.features_id(fdir)})
@@ -109,7 +124,7 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
                          score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG,),
                          metrics={"featurize_seconds": seconds["featurize"], "fit_seconds": seconds["fit"]})
     return BaselineResult(tracker.run_id, kind.value, float(val.metrics["nll"]), settings, val.refer_threshold, out,
-                          out / BASELINE_FILE, dict(val.metrics), seconds)
+                          out / BASELINE_FILE, dict(val.metrics), seconds, policy)
 
 
 def is_baseline(model: str) -> bool:

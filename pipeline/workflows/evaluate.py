@@ -40,7 +40,7 @@ LOGGED = (*metrics.METRICS, "accuracy", "disagreement", "disagreement_normalized
           "mean_predictive_entropy", "mean_mutual_information", "ece_floor", "ece_p_value", "calibration_slope",
           "calibration_intercept")  # scalars logged per split
 TRUTH_LOGGED = metrics.METRICS  # true-risk scalars (and model gaps) logged
-PLOTS = ("reliability.png", "pr_curve.png", "referral.png")  # artifacts written per split
+PLOTS = ("reliability.png", "pr_curve.png", "referral.png", "retention.png")  # artifacts written per split
 
 
 @dataclass
@@ -166,7 +166,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
 
     from pipeline.core.redact import redact_value
     from pipeline.data import features
-    from pipeline.engine import predict
+    from pipeline.engine import predict, risk
 
     cfg = cfg or EvalConfig()
     split = Split(split)
@@ -182,8 +182,9 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     samples = predict.score_samples(cfg.samples, rm.info)
     pred = predict.feature_predictions(rm.model, fs, samples, cfg.batch_size, rm.info.max_bags,
                                        rm.info.max_tokens, predict.seeded_generator(cfg.seed))
-    logits, measure = pred.logits, predict.refer_measure_of(rm.info)  # (S, K, N)
+    logits, measure = pred.logits, risk.refer_measure_of(rm.info)  # (S, K, N)
     report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed, summary=pred.summary, measure=measure)
+    report.update(decisions(rm, pred, fs, true_risk, cfg, split))
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(identical_draws=bool(samples > 1 and (logits == logits[:1]).all()))  # a deterministic model
     identity = features_identity(manifest)  # what compare groups by: the features' content, not their folder
@@ -197,15 +198,44 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     jp = Path(json_path) if json_path else out / store.METRICS
     fileio.write_json(jp, report)
     files = write_plots(logits, fs.label, true_risk, out, split.value, pred.summary, measure)
+    files.append(plot_retention(report, out / PLOTS[3], split.value))
     if cfg.log_to_run and rm.run_id:
         _log_to_run(rm, report, split.value, [jp, *files])
     return EvalResult(report, logits, fs.label, true_risk, jp, files)
 
 
+def decisions(rm: Run, pred, fs, true_risk, cfg: EvalConfig, split: Split) -> dict:
+    """The run's policy on this split (``evaluate_policy.policy_section``); a run without one: its selective
+    metrics by its refer measure on the raw risk (``legacy_section``)."""
+    from pipeline.data.features import calibration_mask
+    from pipeline.engine import risk
+    from pipeline.workflows.evaluate_policy import legacy_section, policy_section
+
+    policy = risk.policy_of(rm.info)
+    if policy is None:
+        return legacy_section(pred.summary, fs.label, true_risk, risk.refer_measure_of(rm.info), cfg)
+    share = float(rm.train_config.get("calibration_share") or 0.0)
+    in_cal = int(calibration_mask(fs.keys, share).sum()) if share and split is Split.VAL else 0
+    return policy_section(policy, pred, fs.label, true_risk, risk.policy_groups(policy, fs, rm.vocab["context"]),
+                          cfg, in_cal)
+
+
+def plot_retention(report: dict, path: Path, split: str) -> Path:
+    """retention.png: AUC-PR and NLL of the kept (with bootstrap bands) and, on synthetic data, their KL from the
+    truth, against the share referred by the refer flag's ordering."""
+    from pipeline.reports import plots
+
+    return plots.plot_retention(report["retention"], path, report.get("retention_truth"),
+                                title=f"Retention by {report['retention']['ordering']} ({split}, "
+                                      f"{report['selective']['risk']} risk)")
+
+
 def format_table(report: dict) -> str:
     """A small text table: metric, model (95% CI), true risk and gap when known."""
     ref = report.get("true_risk") or {}
-    head = f"{'metric':8s} {'model':>9s} {'95% CI':>19s}" + (f" {'true risk':>10s} {'gap':>9s}" if ref else "")
+    cal = report.get("calibrated") or {}
+    head = (f"{'metric':8s} {'model':>9s} {'95% CI':>19s}" + (f" {'calibrated':>10s}" if cal else "")
+            + (f" {'true risk':>10s} {'gap':>9s}" if ref else ""))
     few = report["positives"] < MIN_DEATHS  # intervals and calibration cannot be judged
     lines = [f"{report['split']}: n={report['n']} positives={report['positives']} draws={draws_label(report)}", head]
     if few:
@@ -214,7 +244,7 @@ def format_table(report: dict) -> str:
     for m in metrics.METRICS:
         lo, hi = report.get(f"{m}_ci") or (None, None)
         ci = "not judged" if few and lo is not None else f"[{_num(lo)}, {_num(hi)}]" if lo is not None else ""
-        row = f"{m:8s} {_num(report[m]):>9s} {ci:>19s}"
+        row = f"{m:8s} {_num(report[m]):>9s} {ci:>19s}" + (f" {_num(cal.get(m)):>10s}" if cal else "")
         if ref:
             row += f" {_num(ref.get(m)):>10s} {_num(report.get(f'{m}_gap')):>9s}"
         lines.append(row)
@@ -231,6 +261,9 @@ def format_table(report: dict) -> str:
     lines.append(f"members: nll=[{', '.join(_num(v) for v in report['member_nll'])}] "
                  f"disagreement/(1-acc)={_num(report.get('disagreement_normalized'))} "
                  f"mean MI={_num(report.get('mean_mutual_information'))}")
+    from pipeline.workflows.evaluate_policy import format_lines
+
+    lines += format_lines(report)
     vs = report.get("uncertainty_vs_truth")
     if vs:
         cells = ", ".join(f"{m} {_num(_unsigned_zero(v['referral_gain']))} ({_num(v['spearman'])})"

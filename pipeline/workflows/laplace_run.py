@@ -26,6 +26,7 @@ from pipeline.bayes.laplace.config import LaplaceConfig, Predictive
 from pipeline.bayes.laplace.errors import LaplaceError
 from pipeline.bayes.laplace.fit import LaplaceReport
 from pipeline.bayes.laplace.model import LAPLACE_FORMAT, save_laplace
+from pipeline.bayes.referral.config import ReferralConfig
 from pipeline.core import fileio
 from pipeline.core.configs import config_dict
 from pipeline.core.devices import resolve_device
@@ -39,6 +40,7 @@ from pipeline.runs.store import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
 from pipeline.runs.tracking import make_tracker, run_id_line
 from pipeline.runs.truth import features_true_risk
 from pipeline.tasks.mortality.laplace import fit_laplace
+from pipeline.tasks.mortality.task import split_validation
 from pipeline.tasks.mortality.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ class LaplaceRunResult:
     refer_threshold: float  # threshold of the refer measure chosen on validation
     val_metrics: dict  # validation metrics of the Laplace predictive at score_samples draws
     out_dir: Path  # the run's files (best.pt, model_info.json, ...)
+    policy: object | None = None  # bayes.referral.policy.Policy of a mortality run (None: no calibration half)
 
     def summary(self) -> str:
         """What ``cli.py laplace`` prints: the fit in one line, then the run id."""
@@ -69,13 +72,22 @@ class LaplaceRunResult:
             f"refer_threshold={self.refer_threshold:.6g}, ")
         return (f"{self.label}: S={r.subnet_size} of D={r.n_params} weights, prior precision {r.prior_precision:.4g} "
                 f"({r.prior_source}), validation NLL {self.val_metrics['nll']:.4f} (MAP {r.val_nll_map:.4f}), "
-                f"{refer}files in {self.out_dir}\n" + run_id_line(self.run_id))
+                f"{refer}files in {self.out_dir}\n" + "".join(line + "\n" for line in self._policy())
+                + run_id_line(self.run_id))
+
+    def _policy(self) -> list[str]:
+        if self.refer_threshold != self.refer_threshold:  # a vision run: no decisions
+            return []
+        from pipeline.workflows.train import policy_lines
+
+        return policy_lines(self.policy)
 
 
 def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None = None,
                     samples: int | None = None, out_dir: Path | str | None = None, tracking: bool = True,
                     experiment: str | None = None, run_name: str | None = None,
-                    device: str | None = None, threads: int | None = None) -> LaplaceRunResult:
+                    device: str | None = None, threads: int | None = None,
+                    referral: ReferralConfig | None = None) -> LaplaceRunResult:
     """Fit Laplace on the MAP run ``map_uri`` and log it (see the module docstring), on ``device``
     (``pipeline.core.devices.resolve_device``: None is cuda when available, else cpu; mortality runs),
     with ``threads`` torch intra-op threads (None: torch's default).
@@ -103,8 +115,10 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
     fdir = resolve_features(rm, data)
     values = rm.model.value_channel  # a value-channel model reads bag_values and needs it
     train_fs = features.load_split(fdir / "train.parquet", values=values)
-    val_fs = features.load_split(fdir / "val.parquet", values=values)
-    for fs in (train_fs, val_fs):
+    val_all = features.load_split(fdir / "val.parquet", values=values)
+    share = float(rm.train_config.get("calibration_share", 0.0))  # the MAP run's halves: it chose its checkpoint
+    val_fs, cal_fs = split_validation(val_all, share)  # on the selection half; calibration stays apart
+    for fs in (train_fs, val_fs, cal_fs):
         fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))
         if values:
             fs.require_values()
@@ -119,10 +133,14 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
     val = record.validation_summary(pred.logits, val_fs.label, refer_fraction, summary=pred.summary,
                                     true_risk=features_true_risk(fdir, val_fs), model_kind="laplace")
     threshold, val_metrics = val.refer_threshold, val.metrics
+    policy = record.fit_run_policy(model, val_fs, cal_fs, samples=draws, batch_size=cfg.batch_size,
+                                   max_bags=cfg.max_bags, max_tokens=cfg.max_tokens, seed=cfg.seed,
+                                   context_vocab=rm.vocab["context"],
+                                   config=replace(referral or ReferralConfig(), fraction=refer_fraction))
 
     seed = (rm.params or {}).get("train.seed", map_train.get("seed"))
     train_config = {"score_samples": draws, "max_bags": cfg.max_bags, "max_tokens": cfg.max_tokens,
-                    "seed": seed, "refer_fraction": refer_fraction}
+                    "seed": seed, "refer_fraction": refer_fraction, "calibration_share": share}
     vocab_sizes = {"tokens": len(rm.vocab["tokens"]), "context": len(rm.vocab["context"])}
 
     def write(out: Path) -> None:  # a mortality run's own files
@@ -130,13 +148,13 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
 
     return _write_run(model, report, cfg, samples, rm, train_config=train_config, fdir=fdir, validation=val,
                       checkpoint={**val.checkpoint_entries(), "vocab_sizes": vocab_sizes, "step": rm.info.step,
-                                  "val_nll": val_metrics["nll"]},
-                      info={"vocab_sizes": vocab_sizes},
+                                  "val_nll": val_metrics["nll"], "policy": policy and policy.to_dict()},
+                      info={"vocab_sizes": vocab_sizes, "policy": policy and policy.to_dict(arrays=False)},
                       params={"train": {"seed": seed}, "features": record.features_id(fdir), "n_train": len(train_fs),
                               "n_val": len(val_fs)},
                       tags={}, before=write, refer_threshold=threshold, val_metrics=val_metrics,
                       tracking=tracking, experiment=experiment or DEFAULT_EXPERIMENT, run_name=run_name,
-                      out_dir=out_dir)
+                      out_dir=out_dir, policy=policy)
 
 
 # ---------------------------------------------------------------------------- vision runs
@@ -222,8 +240,8 @@ def _predictive(cfg: LaplaceConfig, samples: int | None) -> tuple[LaplaceConfig,
 def _write_run(model, report: LaplaceReport, cfg: LaplaceConfig, samples: int | None, rm: Run, *,
                train_config: dict, checkpoint: dict, info: dict, params: dict, tags: dict, refer_threshold: float,
                val_metrics: dict, tracking: bool, experiment: str, run_name: str | None, out_dir: Path | str | None,
-               fdir: Path | None = None, validation=None, metrics: dict | None = None, before=None
-               ) -> LaplaceRunResult:
+               fdir: Path | None = None, validation=None, metrics: dict | None = None, before=None,
+               policy=None) -> LaplaceRunResult:
     """Save, record and log a fitted Laplace model as a run of its own (ended KILLED on Ctrl-C, FAILED on any
     other exception).
 
@@ -257,4 +275,4 @@ def _write_run(model, report: LaplaceReport, cfg: LaplaceConfig, samples: int | 
                          artifacts=(out / REPORT,),
                          metrics={"laplace_prior_precision": report.prior_precision,
                                   "laplace_subnet_prior_precision": report.subnet_prior_precision, **(metrics or {})})
-    return LaplaceRunResult(tracker.run_id, rm.run_id, model.label, report, refer_threshold, val_metrics, out)
+    return LaplaceRunResult(tracker.run_id, rm.run_id, model.label, report, refer_threshold, val_metrics, out, policy)

@@ -15,12 +15,13 @@ its ``last.pt`` with the same model and training settings (only the budget, ``ma
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from pipeline.bayes.referral.config import ReferralConfig
 from pipeline.core import fileio
 from pipeline.core.configs import config_dict, invalid
 from pipeline.core.devices import resolve_device
@@ -59,15 +60,27 @@ class TrainResult:
     best_checkpoint: Path  # best.pt (with the refer threshold)
     best_metrics: dict = field(default_factory=dict)  # validation metrics of best.pt at score_samples
     refer_measure: str | None = None  # what refer ranks by (metrics.Measure value; rank 0)
+    policy: object | None = None  # bayes.referral.policy.Policy: recalibration, decision threshold, refer rule
     notes: list[str] = field(default_factory=list)  # what the run should know (engine.loop.announcements)
 
     def summary(self) -> str:
         """What ``cli.py train`` prints: the loop's announcements (early stopping, an unfinished KL anneal), steps,
-        the best checkpoint and its refer threshold, the run id."""
-        return "".join(f"{note}\n" for note in self.notes) + (
-            f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} refer_threshold="
-            f"{self.refer_threshold:.6g} refer_measure={self.refer_measure} checkpoint={self.best_checkpoint}\n"
-            + run_id_line(self.run_id))
+        the best checkpoint and its refer threshold, the policy (how the risk is recalibrated, the decision
+        threshold, the refer rule's promise), the run id."""
+        lines = [*self.notes,
+                 f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} refer_threshold="
+                 f"{self.refer_threshold:.6g} refer_measure={self.refer_measure} checkpoint={self.best_checkpoint}"]
+        lines += policy_lines(self.policy)
+        return "\n".join(lines) + "\n" + run_id_line(self.run_id)
+
+
+def policy_lines(policy) -> list[str]:
+    """How a run turns its risks into decisions, in a few lines (none without a policy: calibration_share 0)."""
+    if policy is None:
+        return ["no calibration: the run kept no validation admissions apart (calibration_share 0, or a calibration "
+                "half without deaths)"]
+    return [policy.calibration_line(), policy.threshold.summary(), f"refer rule: {policy.sentence()}",
+            f"the flag: {policy.reason()}"]
 
 
 def validate(model, val: features.FeatureSet, cfg: TrainConfig, samples: int) -> np.ndarray:
@@ -80,7 +93,8 @@ def validate(model, val: features.FeatureSet, cfg: TrainConfig, samples: int) ->
 def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = None, *,
           out_dir: Path | str | None = None, resume: bool = False, tracking: bool = True,
           experiment: str | None = None, run_name: str | None = None,
-          artifact_location: str | None = None, device: str | None = None) -> TrainResult:
+          artifact_location: str | None = None, device: str | None = None,
+          referral: ReferralConfig | None = None) -> TrainResult:
     """Train ``model_kind`` on ``features_dir`` (train/val Parquet, vocab.json, manifest.json).
 
     Checkpoints go to ``out_dir`` (default ``runs/train/<MLflow run id>``, untracked
@@ -88,6 +102,8 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     With ``tracking`` the run is logged to MLflow (``experiment``/``run_name``; a resumed run
     continues its MLflow run). Raises ``TrainingDiverged`` on a non-finite loss or gradient. ``device``:
     the torch device (``pipeline.core.devices.resolve_device``: None is cuda when available, else cpu).
+    ``referral``: how the run turns risks into decisions (``bayes.referral.policy.ReferralConfig``: fitted at the
+    end on the validation halves, ``TrainConfig.calibration_share``).
     """
     cfg = cfg or TrainConfig()
     fdir = Path(features_dir)
@@ -137,7 +153,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                 import torch.distributed as dist
 
                 dist.barrier()
-            result = _finish(p, d, tracker, base, state, out, fdir)
+            result = _finish(p, d, tracker, base, state, out, fdir, referral or ReferralConfig())
             result.notes = announcements(p, state)
         finally:
             if d.owned:
@@ -172,8 +188,10 @@ def _resume(path: Path, p, kind: str, mcfg: dict, cfg: TrainConfig, d: Dist) -> 
                                                                                 d.rank)))
 
 
-def _finish(p, d: Dist, tracker, base: dict, state: LoopState, out: Path, fdir: Path) -> TrainResult:
-    """Refer threshold and final metrics from best.pt on validation; artifacts and pyfunc (rank 0)."""
+def _finish(p, d: Dist, tracker, base: dict, state: LoopState, out: Path, fdir: Path,
+            referral: ReferralConfig) -> TrainResult:
+    """Refer threshold and final metrics from best.pt on the validation's selection half; the policy from both
+    halves (recalibration, decision threshold, refer rule); artifacts and pyfunc (rank 0)."""
     result = TrainResult(run_id=tracker.run_id, best_val_nll=state.best_val_nll, best_step=state.best_step,
                          final_val_nll=state.val_nll, steps=state.step, refer_threshold=None, out_dir=out,
                          last_checkpoint=out / LAST, best_checkpoint=out / BEST)
@@ -184,16 +202,21 @@ def _finish(p, d: Dist, tracker, base: dict, state: LoopState, out: Path, fdir: 
     final_state = {k: v.clone() for k, v in model.state_dict().items()}
     model.load_state_dict(best["model"])
     logits = validate(model, val_fs, cfg, cfg.score_samples)  # (S, K, N)
+    policy = record.fit_run_policy(model, val_fs, p.cal_fs, samples=cfg.score_samples,
+                                   batch_size=cfg.eval_batch_size, max_bags=cfg.max_bags, max_tokens=cfg.max_tokens,
+                                   seed=cfg.seed, context_vocab=fileio.read_json(fdir / store.VOCAB)["context"],
+                                   config=replace(referral, fraction=cfg.refer_fraction))
     model.load_state_dict(final_state)
     val = record.validation_summary(logits, val_fs.label, cfg.refer_fraction,
                                     true_risk=features_true_risk(fdir, val_fs), model_kind=base["model_kind"])
-    save_checkpoint(out / BEST, {**best, **val.checkpoint_entries()})
+    save_checkpoint(out / BEST, {**best, **val.checkpoint_entries(), "policy": policy and policy.to_dict()})
     info = {"model_kind": base["model_kind"], "model_config": base["model_config"],
-            "train_config": base["train_config"], "vocab_sizes": base["vocab_sizes"], "best_step": state.best_step}
+            "train_config": base["train_config"], "vocab_sizes": base["vocab_sizes"], "best_step": state.best_step,
+            "policy": policy and policy.to_dict(arrays=False)}
     fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": base["model_kind"], **base["train_config"],
                                                  "model": base["model_config"]})
     record.write_run(tracker, out, fdir=fdir, info=info, validation=val, checkpoint=out / BEST,
                      score_samples=cfg.score_samples, step=state.step, artifacts=(out / store.TRAIN_CONFIG,))
     result.refer_threshold, result.refer_measure = val.refer_threshold, val.refer_measure.value
-    result.best_metrics = dict(val.metrics)
+    result.best_metrics, result.policy = dict(val.metrics), policy
     return result

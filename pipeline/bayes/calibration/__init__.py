@@ -11,27 +11,19 @@ Arrays in, arrays out (numpy, scipy, scikit-learn; no torch). ``Method`` names t
 The data a map is fitted on must be kept apart from the data that any later guarantee is computed on (the
 refer rule's calibration split): a map applied to its own fit data gives in-sample risks.
 
-Modules: ``maps`` (identity, temperature, Platt, isotonic), ``venn_abers``, ``select`` (fit by name,
-from_dict, the selection).
+Modules: ``options`` (the methods, importable without numpy or scipy), ``maps`` (identity, temperature,
+Platt, isotonic), ``venn_abers``, ``select`` (fit by name, from_dict, the selection). Names load their module
+on first use (``pipeline.core.lazy``).
 """
 
-from pipeline.bayes.calibration.maps import (
-    LOGIT_CLIP,
-    CalibrationError,
-    CalibrationMap,
-    Identity,
-    Isotonic,
-    Method,
-    Platt,
-    Temperature,
-    expit,
-    logit,
-)
-from pipeline.bayes.calibration.select import FOLDS, Selection, fit, from_dict, select_method, stratified_folds
-from pipeline.bayes.calibration.venn_abers import VennAbers
+from pipeline.core.lazy import lazy
 
-__all__ = [
-    "FOLDS", "LOGIT_CLIP", "CalibrationError", "CalibrationMap", "Identity", "Isotonic", "Method", "Platt",
-    "Selection", "Temperature", "VennAbers", "expit", "fit", "from_dict", "logit", "select_method",
-    "stratified_folds",
-]
+_HOMES = {
+    **dict.fromkeys(("LOGIT_CLIP", "CalibrationError", "CalibrationMap", "Identity", "Isotonic", "Platt", "Temperature",
+                     "expit", "logit"), "maps"),
+    "Method": "options",
+    **dict.fromkeys(("FOLDS", "Selection", "fit", "from_dict", "select_method", "stratified_folds"), "select"),
+    "VennAbers": "venn_abers",
+}
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy(__name__, _HOMES)

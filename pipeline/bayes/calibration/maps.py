@@ -26,27 +26,17 @@ and back (``maps.from_dict`` in the package), never by pickle.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from sklearn.isotonic import IsotonicRegression
 
+from pipeline.bayes.calibration.options import Method
 from pipeline.bayes.metrics import check_labels, check_probs, log_sigmoid
 from pipeline.core.errors import PipelineError
 
 LOGIT_CLIP = 30.0  # |logit| cap: probabilities within ~1e-13 of 0 or 1 are taken as sigmoid(+-30)
 T_RANGE = (0.01, 100.0)  # the temperatures searched
-
-
-class Method(str, Enum):
-    """A post-hoc recalibration method (``none``: the model's risk as it is)."""
-
-    NONE = "none"  # the identity
-    TEMPERATURE = "temperature"  # sigmoid(logit(p) / T)
-    PLATT = "platt"  # sigmoid(a + b logit(p)), b >= 0
-    ISOTONIC = "isotonic"  # non-decreasing isotonic regression of y on p
-    VENN_ABERS = "venn_abers"  # inductive Venn-Abers: interval [p0, p1], merged p1 / (1 - p0 + p1)
 
 
 class CalibrationError(PipelineError, ValueError):

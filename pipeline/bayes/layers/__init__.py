@@ -15,11 +15,11 @@ _HOMES = {  # public name -> submodule that defines it
                      "ValueBag"), "embedding"),
     **dict.fromkeys(("Draw", "Rank1Config", "Rank1Vector", "materialize"), "factors"),
     **dict.fromkeys(("LinearBatchEnsemble", "LinearDeterministic", "LinearRank1"), "linear"),
-    **dict.fromkeys(("LSTMBatchEnsemble", "LSTMDeterministic", "LSTMRank1"), "lstm"),
+    **dict.fromkeys(("LSTMBatchEnsemble", "LSTMDeterministic", "LSTMRank1", "set_lstm_kernel"), "lstm"),
     **dict.fromkeys(("LinearMeanField", "LSTMMeanField", "MeanFieldConfig"), "meanfield"),
     **dict.fromkeys(("block_rows", "component_rows", "expand_members", "tile_members", "untile"), "members"),
-    **dict.fromkeys(("BagMode", "FactorInit", "Perturbation", "PosteriorKind", "PriorKind", "Sampling", "WeightInit"),
-                    "options"),
+    **dict.fromkeys(("BagMode", "FactorInit", "LSTMKernel", "Perturbation", "PosteriorKind", "PriorKind", "Sampling",
+                     "WeightInit"), "options"),
     **dict.fromkeys(("initialize", "keras_init"), "init"),
 }
 __all__ = sorted(_HOMES)

@@ -50,6 +50,9 @@ class Conv2dRank1(Rank1Layer):
         n = x.shape[0]
         s = draws["s"].rows(n).view(n, self.in_channels, 1, 1)  # (N, C_in, 1, 1)
         r = draws["r"].rows(n).view(n, self.out_channels, 1, 1)  # (N, C_out, 1, 1)
+        low = _autocast_dtype(x)
+        if low is not None:  # factors in the autocast dtype, so the activations around the conv stay in it
+            s, r = s.to(low), r.to(low)
         conv = dict(stride=self.stride, padding=self.padding, dilation=self.dilation)
         if self.config.perturbation == Perturbation.ADDITIVE:
             # Σ_i s_i x_i summed over each kernel window = conv with an all-ones kernel
@@ -59,8 +62,15 @@ class Conv2dRank1(Rank1Layer):
         else:
             y = F.conv2d(x * s, self.weight, **conv) * r
         if self.bias is not None:
-            y = y + component_rows(self.bias, n, samples).view(n, self.out_channels, 1, 1)
+            bias = component_rows(self.bias, n, samples).view(n, self.out_channels, 1, 1)  # (N, C_out, 1, 1)
+            y = y + (bias if low is None else bias.to(low))
         return y
+
+
+def _autocast_dtype(x: Tensor) -> torch.dtype | None:
+    """The autocast dtype when autocast is on for x's device (bf16 training), else None."""
+    kind = x.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
 
 
 class Conv2dBatchEnsemble(Conv2dRank1):

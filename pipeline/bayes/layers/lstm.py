@@ -8,8 +8,10 @@ their own factors; each component has one bias (the role of b_ih + b_hh).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Callable, Iterator
+from functools import cache
 
 import torch
 from torch import Tensor, nn
@@ -17,6 +19,7 @@ from torch import Tensor, nn
 from pipeline.bayes.layers.base import BayesianLayer, Sampling
 from pipeline.bayes.layers.factors import Draw, Perturbation, Rank1Config, Rank1Vector, materialize
 from pipeline.bayes.layers.members import component_rows
+from pipeline.bayes.layers.options import LSTMKernel
 from pipeline.bayes.layers.packing import Packing
 from pipeline.bayes.layers.priors import PosteriorKind
 from pipeline.bayes.layers.recurrence import (
@@ -40,7 +43,12 @@ class LSTMRank1(BayesianLayer):
     draws once per block: with equal lengths it materialises each block's weights and runs
     PyTorch's fused kernel per block; with variable lengths (where PyTorch's packed kernel
     is its slow native path) it runs the same recurrence as ``per_example`` on the block draws.
+    ``kernel`` (``options.LSTMKernel``) switches both modes to fused paths: by default on a CUDA
+    device when triton imports (``per_example``: the Triton kernel; ``per_member``: PyTorch's
+    fused kernel at any lengths).
     """
+
+    kernel: LSTMKernel = LSTMKernel.AUTO  # which kernels run the recurrence (set_lstm_kernel)
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  components: int = 4, config: Rank1Config | None = None) -> None:
@@ -87,9 +95,20 @@ class LSTMRank1(BayesianLayer):
         """Run with given factor draws (per-block draws are required for ``per_member``; ``sampling``:
         the call's mode, None = the layer's)."""
         lengths = check_sequence(x, lengths, self.input_size)
-        if self.mode_for(sampling) == Sampling.PER_MEMBER and (bool((lengths == x.shape[1]).all()) or self.additive):
+        fused = self.fused_for(x)
+        if self.mode_for(sampling) == Sampling.PER_MEMBER and (
+                fused or bool((lengths == x.shape[1]).all()) or self.additive):
             return self._per_member(x, lengths, draws)
+        if fused and not self.additive:
+            return self._per_example_fused(x, lengths, draws, samples)
         return self._per_example(x, lengths, draws, samples)
+
+    def fused_for(self, x: Tensor) -> bool:
+        """Whether a call on ``x`` runs the fused paths (``kernel``; AUTO: on CUDA when triton imports)."""
+        kernel = LSTMKernel(self.kernel)
+        if kernel == LSTMKernel.AUTO:
+            return x.is_cuda and _triton_installed()
+        return kernel == LSTMKernel.FUSED
 
     @property
     def additive(self) -> bool:
@@ -159,6 +178,21 @@ class LSTMRank1(BayesianLayer):
             inp = hs
         return pk.unpack(inp), (torch.stack(h_last), torch.stack(c_last))  # (N, T, H), (L, N, H) x2
 
+    def _per_example_fused(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]],
+                           samples: int) -> tuple[Tensor, State]:
+        """Per-row factors, multiplicative: the Triton recurrence (``triton_lstm``), padded time-major."""
+        from pipeline.bayes.layers.triton_lstm import rank1_layer
+
+        inp = x.transpose(0, 1)  # (N, T, D) -> (T, N, D) time-major
+        h_last, c_last = [], []
+        for li, d in enumerate(draws):
+            hs, cs = rank1_layer(inp, lengths, self._row_factors(d, x.shape[0], li, samples))  # (T, N, H) each
+            h_n, c_n = final_states(hs, cs, lengths)
+            h_last.append(h_n)
+            c_last.append(c_n)
+            inp = hs
+        return inp.transpose(0, 1), (torch.stack(h_last), torch.stack(c_last))  # (N, T, H), (L, N, H) x2
+
     def _per_example_additive(self, x: Tensor, lengths: Tensor, draws: list[dict[str, Draw]],
                               samples: int) -> tuple[Tensor, State]:
         """Additive perturbation: autograd recurrence over all T steps (rows padded)."""
@@ -188,6 +222,19 @@ class LSTMRank1(BayesianLayer):
 
     def l2_biases(self) -> Iterator[Tensor]:
         yield from self.bias
+
+
+@cache
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def set_lstm_kernel(module: nn.Module, kernel: LSTMKernel | str) -> None:
+    """Set ``kernel`` (``options.LSTMKernel``) on every rank-1 LSTM of ``module``."""
+    kernel = LSTMKernel(kernel)
+    for m in module.modules():
+        if isinstance(m, LSTMRank1):
+            m.kernel = kernel
 
 
 class LSTMBatchEnsemble(LSTMRank1):

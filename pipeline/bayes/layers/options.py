@@ -21,6 +21,19 @@ class Sampling(str, Enum):
     PER_MEMBER = "per_member"
 
 
+class LSTMKernel(str, Enum):
+    """Which kernels run a rank-1 LSTM's recurrence (``LSTMRank1.kernel``, set by ``lstm.set_lstm_kernel``).
+
+    Both give the same outputs and gradients to float32 tolerance (tests/test_layers_fused.py).
+    """
+
+    AUTO = "auto"  # fused on a CUDA device when triton imports, else reference (the CPU's default: unchanged)
+    REFERENCE = "reference"  # per_example: the hand-fused step loop (recurrence.rank1_recurrence); per_member:
+    # PyTorch's fused kernel per block at equal lengths, the step loop on the block draws at variable lengths
+    FUSED = "fused"  # per_example: the Triton kernel (triton_lstm; CPU tensors only under TRITON_INTERPRET=1);
+    # per_member: PyTorch's fused kernel (cuDNN) per block with its materialised weights at any lengths
+
+
 class PriorKind(str, Enum):
     """Prior family on rank-1 factors."""
 

@@ -73,6 +73,7 @@ from pipeline.bayes.metrics.selective import (
     augrc,
     aurc,
     coverage_at_risk,
+    kept_mean,
     retention_curve,
     selective_loss,
     selective_metrics,
@@ -105,5 +106,5 @@ __all__ = [
     "sigmoid", "uncertainty", "GH_NODES", "REFERRAL_FRACTIONS", "Measure", "Summary", "average_ranks",
     "best_measure", "gauss_hermite", "gaussian_sigmoid_moments", "kept_error", "kl_to_truth", "predictive_band",
     "referral_gain", "spearman", "uncertainty_vs_truth", "COVERAGES", "RetentionCurve", "SelectiveLoss", "augrc",
-    "aurc", "coverage_at_risk", "retention_curve", "selective_loss", "selective_metrics", "selective_risk",
+    "aurc", "coverage_at_risk", "kept_mean", "retention_curve", "selective_loss", "selective_metrics", "selective_risk",
 ]

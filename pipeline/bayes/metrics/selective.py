@@ -249,3 +249,21 @@ def retention_curve(labels, risk, measure, fractions=REFERRAL_FRACTIONS, n_boots
             a, b = _retention_rows(runs, rank, nll, y, w, k)
             ap_ci[i], nll_ci[i] = percentile_interval(a, level), percentile_interval(b, level)
     return RetentionCurve(f, kept, ap, mean_nll, ap_ci, nll_ci)
+
+
+def kept_mean(values, measure, fractions=REFERRAL_FRACTIONS) -> np.ndarray:
+    """(F,) mean of per-admission ``values`` (any loss: e.g. the KL divergence from a known true risk) over the
+    admissions kept when round(f N) of the highest ``measure`` are referred, for each f in ``fractions`` (the
+    tied run at the cut kept pro rata, as ``retention_curve`` does)."""
+    v = np.asarray(values, dtype=np.float64)
+    u, _ = _check(measure, v)
+    n = u.shape[0]
+    f = np.asarray(fractions, dtype=np.float64)
+    if f.ndim != 1 or np.any(~((f >= 0.0) & (f < 1.0))):
+        raise ValueError(f"fractions: expected values in [0, 1), got {f!r}")
+    runs, ones = _runs(u), np.ones((1, n))
+    out = np.empty(f.shape)
+    for i, frac in enumerate(f):
+        kw = _kept_weights(runs, ones, float(n - min(int(round(frac * n)), n - 1)))[0]
+        out[i] = float((kw * v).sum() / kw.sum())
+    return out

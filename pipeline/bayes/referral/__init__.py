@@ -13,37 +13,21 @@ The calibration admissions of the rule must be apart from whatever chose the dec
 the recalibration map or set the candidate cuts: the guarantee is about admissions exchangeable with them.
 """
 
-from pipeline.bayes.referral.bounds import binomial_p_value, cut_grid, hb_p_value, required_size
-from pipeline.bayes.referral.check import REPEATS, GuaranteeCheck, Share, check_guarantee, true_kept_risk
-from pipeline.bayes.referral.measures import (
-    HIGH_RISK,
-    WORDS,
-    Ordering,
-    decision_uncertainty,
-    describe,
-    gaussian_decision_uncertainty,
-    monotone_in_risk,
-    va_decision_uncertainty,
-    va_width,
-)
-from pipeline.bayes.referral.rule import GroupRule, Reference, ReferRule, fit_refer_rule
-from pipeline.bayes.referral.settings import (
-    N_CUTS,
-    CalibrationTooSmall,
-    ReferralError,
-    ReferSettings,
-    Risk,
-    RuleMethod,
-    Status,
-)
-from pipeline.bayes.referral.text import sentence
-from pipeline.bayes.referral.threshold import SENSITIVITY, DecisionThreshold, ThresholdRule, choose_threshold
+from pipeline.core.lazy import lazy
 
-__all__ = [
-    "HIGH_RISK", "N_CUTS", "REPEATS", "SENSITIVITY", "WORDS", "CalibrationTooSmall", "DecisionThreshold",
-    "GroupRule", "GuaranteeCheck", "Ordering", "Reference", "ReferRule", "ReferSettings", "ReferralError", "Risk",
-    "RuleMethod", "Share", "Status", "ThresholdRule", "binomial_p_value", "check_guarantee", "choose_threshold",
-    "cut_grid", "decision_uncertainty", "describe", "fit_refer_rule", "gaussian_decision_uncertainty",
-    "hb_p_value", "monotone_in_risk", "required_size", "sentence", "true_kept_risk", "va_decision_uncertainty",
-    "va_width",
-]
+_HOMES = {
+    **dict.fromkeys(("binomial_p_value", "cut_grid", "hb_p_value", "required_size"), "bounds"),
+    **dict.fromkeys(("REPEATS", "GuaranteeCheck", "Share", "check_guarantee", "true_kept_risk"), "check"),
+    **dict.fromkeys(("HIGH_RISK", "WORDS", "decision_uncertainty", "describe", "gaussian_decision_uncertainty",
+                     "monotone_in_risk", "va_decision_uncertainty", "va_width"), "measures"),
+    **dict.fromkeys(("Ordering", "ThresholdRule"), "options"),
+    **dict.fromkeys(("GroupRule", "Reference", "ReferRule", "fit_refer_rule"), "rule"),
+    **dict.fromkeys(("N_CUTS", "CalibrationTooSmall", "ReferralError", "ReferSettings", "Risk", "RuleMethod", "Status"),
+                    "settings"),
+    "sentence": "text",
+    **dict.fromkeys(("SENSITIVITY", "DecisionThreshold", "choose_threshold"), "threshold"),
+    **dict.fromkeys(("Columns", "Policy", "Predictive", "fit_policy"), "policy"),
+    "ReferralConfig": "config",
+}
+__all__ = sorted(_HOMES)
+__getattr__, __dir__ = lazy(__name__, _HOMES)

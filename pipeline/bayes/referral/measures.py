@@ -26,26 +26,10 @@ on" for decision uncertainty.
 
 from __future__ import annotations
 
-from enum import Enum
-
 import numpy as np
 from scipy.special import ndtr
 
-from pipeline.bayes.metrics import Measure
-
-
-class Ordering(str, Enum):
-    """What the refer rule ranks admissions by (highest referred first)."""
-
-    RISK = "risk"  # the (calibrated) risk itself
-    ENTROPY = Measure.ENTROPY.value  # predictive entropy of the risk
-    MI = Measure.MUTUAL_INFORMATION.value  # mutual information between outcome and weights
-    SD = Measure.SD.value  # standard deviation of the risk over the posterior
-    BAND = Measure.BAND.value  # width of the 5-95% band of the risk
-    DECISION = "decision"  # posterior probability that the risk lies across the decision threshold
-    VA_DECISION = "va_decision"  # share of the Venn-Abers interval across the decision threshold
-    VA_WIDTH = "va_width"  # width p1 - p0 of the Venn-Abers interval
-
+from pipeline.bayes.referral.options import Ordering  # noqa: F401 (re-exported: the orderings)
 
 HIGH_RISK = "referred because the risk is high"
 WORDS = {

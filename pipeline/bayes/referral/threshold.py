@@ -15,21 +15,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from enum import Enum
 
 import numpy as np
 
 from pipeline.bayes.metrics import check_labels, check_probs
+from pipeline.bayes.referral.options import ThresholdRule
 from pipeline.core.errors import ConfigError
 
 SENSITIVITY = 0.8  # the default sensitivity the threshold must reach on validation
-
-
-class ThresholdRule(str, Enum):
-    """How the decision threshold is chosen."""
-
-    SENSITIVITY = "sensitivity"  # the highest risk at which the validation sensitivity reaches a level
-    FIXED = "fixed"  # a threshold given by the user
 
 
 @dataclass

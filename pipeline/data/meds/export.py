@@ -47,6 +47,13 @@ from pipeline.data.mimic.sources.tables import Release, event_tables_of
 
 log = logging.getLogger(__name__)
 
+EXPORT_SQL = {  # sql/meds/ files of the export, in the order it runs them (after the release's staging SQL)
+    "admissions": "meds/50_export_admissions",
+    "patients": {"mimic3": "meds/mimic3/51_export_patients", "mimic4": "meds/mimic4/51_export_patients"},
+    "icustays": "meds/52_export_icustays",
+    "events": "meds/53_export_events",
+}
+
 MEDS_SPLITS = {"train": "train", "val": "tuning", "test": "held_out"}
 DATASET_NAMES = {Release.mimic3: "MIMIC-III", Release.mimic4: "MIMIC-IV"}
 US = "make_timestamp(CAST(round({x} * 1000000.0) AS BIGINT))"  # epoch seconds -> TIMESTAMP (microseconds)
@@ -149,18 +156,18 @@ def _export(src, con, out: Path, cfg: ExportConfig) -> dict:
                   open_admissions="FALSE")
     src.materialize(queries.admissions_classified(rel, release, **params), "admissions_classified", "ADMISSIONS")
     staged = strip_comments(queries.render(queries.STAGED[release], **rel))
-    _local(src, queries.render("meds/50_export_admissions", staged=staged), "x_admissions", "ADMISSIONS")
+    _local(src, queries.render(EXPORT_SQL["admissions"], staged=staged), "x_admissions", "ADMISSIONS")
     bad = src.fetch_arrow("SELECT row_id, exclusion FROM admissions_classified WHERE exclusion LIKE 'quarantine:%' "
                           "ORDER BY row_id, exclusion", "ADMISSIONS").to_pylist()
     quarantine["admissions"] = [(r["row_id"], None, r["exclusion"].removeprefix("quarantine:")) for r in bad] + [
         (None, line, why) for line, why in src.scan_rejects("admissions")]
-    _local(src, queries.render(f"meds/{prefix}/51_export_patients", **rel), "x_patients", "PATIENTS")
+    _local(src, queries.render(EXPORT_SQL["patients"][prefix], **rel), "x_patients", "PATIENTS")
     quarantine["patients"] = [tuple(r) for r in con.sql(
         "SELECT row_id, NULL, reason FROM x_patients WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()]
     quarantine["patients"] += [(None, line, why) for line, why in src.scan_rejects("patients")]
     structural = ["admissions", "patients"]
     if "icustays" in src.tables:
-        _local(src, queries.render("meds/52_export_icustays", **rel), "x_icustays", "ICUSTAYS")
+        _local(src, queries.render(EXPORT_SQL["icustays"], **rel), "x_icustays", "ICUSTAYS")
         quarantine["icustays"] = [(None, None, r) for (r,) in con.sql(
             "SELECT reason FROM x_icustays WHERE reason IS NOT NULL ORDER BY reason").fetchall()]
         structural.append("icustays")
@@ -178,7 +185,7 @@ def _export(src, con, out: Path, cfg: ExportConfig) -> dict:
             counted, malformed = src.count_rows(table)
             scanned, rejects = counted, malformed
         con.execute(f"CREATE OR REPLACE TABLE x_{table} AS "
-                    f"{queries.render('meds/53_export_events', events=f's_{table}')}")
+                    f"{queries.render(EXPORT_SQL['events'], events=f's_{table}')}")
         con.execute(f"DROP TABLE s_{table}")
         quarantine[table] = [tuple(r) for r in con.sql(
             f"SELECT row_id, NULL, reason FROM x_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()]

@@ -60,7 +60,7 @@ class MortalityTask:
                     train_config=tc, step=ckpt.get("step"), val_nll=ckpt.get("val_nll"),
                     refer_threshold=ckpt.get("refer_threshold"), refer_measure=ckpt.get("refer_measure"),
                     score_samples=tc["score_samples"], max_bags=tc["max_bags"], max_tokens=tc["max_tokens"],
-                    model_format="torch")
+                    model_format="torch", policy=ckpt.get("policy"))
 
     def load_file(self, path: Path):
         """A classical baseline's ``baseline.npz`` (``meta``: its recorded settings): a point model, one draw."""
@@ -80,7 +80,7 @@ def baseline_info_fields(kind: str, meta: dict) -> dict:
     return dict(run_kind=TASK.key, model_kind=kind, model_config=meta.get("model_config") or {},
                 train_config=meta.get("train_config") or {}, step=meta.get("rounds"), val_nll=meta.get("val_nll"),
                 refer_threshold=meta.get("refer_threshold"), refer_measure=meta.get("refer_measure"),
-                score_samples=1, max_bags=None, max_tokens=None, model_format="baseline")
+                score_samples=1, max_bags=None, max_tokens=None, model_format="baseline", policy=meta.get("policy"))
 
 
 # ---------------------------------------------------------------------------- the training plan
@@ -117,12 +117,13 @@ class MortalityPlan:
     optimizer: object  # Adam over its parameters
     cfg: TrainConfig  # the training settings
     train_fs: features.FeatureSet  # the training split
-    val_fs: features.FeatureSet  # the validation split
+    val_fs: features.FeatureSet  # the validation split's selection half (early stopping, the refer measure)
     sampler: batches.TrainSampler  # the admissions of every step
     augment: object | None  # augment.OovAugment (training-only OOV simulation), None when off
     last_step: int  # the budget: max_steps, or the epoch budget's end
     model_config: object  # the network's MortalityConfig (vocabulary sizes from the features)
     vocab_sizes: dict  # {"tokens": n, "context": n} of the features' vocabulary
+    cal_fs: features.FeatureSet | None = None  # the validation split's calibration half, kept apart from training
     keep_best: bool = True  # best.pt is the best validation's model
     label: str = "train"  # the progress line's name
 
@@ -148,6 +149,11 @@ class MortalityPlan:
         if self.augment is not None:
             out = self.augment(out, step, rank)  # unseen items simulated (augment); off by default
         return out
+
+    def step_context(self, device):  # noqa: ARG002 (fp32 on every device)
+        import contextlib
+
+        return contextlib.nullcontext()
 
     def before_step(self, step: int) -> dict:  # noqa: ARG002 (a constant learning rate)
         return {}
@@ -201,7 +207,8 @@ def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, wo
 
     fdir = Path(features_dir)
     mcfg = model_config(cfg.model, vocab_sizes(fdir))
-    sizes, train_fs, val_fs = load_inputs(fdir, values=mcfg.value_channel)
+    sizes, train_fs, val_all = load_inputs(fdir, values=mcfg.value_channel)
+    val_fs, cal_fs = split_validation(val_all, cfg.calibration_share)
     torch.manual_seed(cfg.seed)
     model = build_model(model_kind, mcfg).to(device)
     k = model.components
@@ -216,4 +223,14 @@ def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, wo
     return MortalityPlan(model=model, objective=objective, optimizer=optimizer, cfg=cfg, train_fs=train_fs,
                          val_fs=val_fs, sampler=batches.TrainSampler(len(train_fs), distinct, cfg.seed),
                          augment=augment, last_step=cfg.step_budget(len(train_fs), distinct), model_config=mcfg,
-                         vocab_sizes=sizes)
+                         vocab_sizes=sizes, cal_fs=cal_fs)
+
+
+def split_validation(val: features.FeatureSet, share: float) -> tuple[features.FeatureSet, features.FeatureSet]:
+    """(selection, calibration) halves of a validation split: the admissions whose pseudonym hashes into ``share``
+    are kept apart for calibration (``features.calibration_mask``: the same admissions for every run of the
+    features), the others choose the checkpoint, the refer measure and the decision threshold."""
+    if share <= 0.0:
+        return val, features.subset(val, np.zeros(0, dtype=np.int64))
+    mask = features.calibration_mask(val.keys, share)
+    return features.subset(val, np.flatnonzero(~mask)), features.subset(val, np.flatnonzero(mask))

@@ -57,7 +57,7 @@ PRESETS: dict[Preset, dict[str, Any]] = {
 # (OOV augmentation: off until 2026-12-01; docs/experiments/2026-12-01-learning-curves-ablations-shift.md).
 # The fixed 4,000-step budget: until 2026-12-03 (docs/experiments/2026-12-03-early-stopping-defaults.md).
 FORMER_DEFAULTS: dict[str, Any] = {"source_oov_rate": 0.0, "token_oov_rate": 0.0, "patience": None,
-                                   "max_epochs": None}
+                                   "max_epochs": None, "calibration_share": 0.0}
 
 
 @dataclass
@@ -88,6 +88,8 @@ class TrainConfig:
     score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
     eval_batch_size: int = DEFAULT_BATCH  # admissions per validation forward pass (the draws depend on the batches)
     refer_fraction: float = 0.1  # refer the most uncertain fraction of validation (sets the refer measure's threshold)
+    calibration_share: float = 0.5  # share of validation kept apart (by admission) for the recalibration map and the
+        # refer rule's guarantee; the rest chooses the checkpoint, the refer measure and the decision threshold
     max_bags: int | None = None  # keep only the most recent bags of an admission (unset: all)
     max_tokens: int | None = None  # keep at most this many tokens per bag (unset: all)
     source_oov_rate: float = 0.1  # training only: P(all of an admission's tokens of a source -> that source's OOV
@@ -112,7 +114,7 @@ class TrainConfig:
         if self.max_epochs is not None and not self.max_epochs > 0:
             raise invalid(self, f"max_epochs must be >= 0 (0: off), got {self.max_epochs}", "max_epochs")
         check_at_least(self, 0, ("clip", "l2", "anneal_steps", "patience"))
-        for name in ("source_oov_rate", "token_oov_rate", "refer_fraction"):
+        for name in ("source_oov_rate", "token_oov_rate", "refer_fraction", "calibration_share"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise invalid(self, f"{name} must lie in [0, 1), got {getattr(self, name)}", name)
 

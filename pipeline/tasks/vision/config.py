@@ -21,6 +21,13 @@ class Dataset(str, Enum):
     CIFAR100 = "cifar100"  # CIFAR-100 python files (cifar-100-python), fine labels
 
 
+class Precision(str, Enum):
+    """Arithmetic of the training step."""
+
+    FP32 = "fp32"  # float32 throughout
+    BF16 = "bf16"  # bfloat16 autocast (convolutions and products in bf16; BatchNorm statistics and the loss in fp32)
+
+
 DATASETS = {Dataset.DIGITS: (10, 1), Dataset.CIFAR10: (10, 3), Dataset.CIFAR100: (100, 3)}  # classes, channels
 
 # Defaults of the fields left None, per dataset: digits takes the digits benchmark's settings
@@ -78,11 +85,14 @@ class VisionTrainConfig:
     log_every: int = 50  # log loss / NLL / KL / lr every this many steps
     threads: int | None = None  # torch intra-op threads (None: torch's default)
     device: str | None = None  # torch device: cpu, cuda or cuda:N (None: cuda when available, else cpu)
+    precision: Precision = Precision.FP32  # training step: fp32 | bf16 (autocast; evaluation stays fp32)
+    channels_last: bool = False  # model and training images in channels-last memory format (NHWC convolutions)
     progress: bool = True  # a bar on a terminal (epoch, loss, validation accuracy, time left), else a line every 5%
 
     def __post_init__(self) -> None:
         check_choice(self, "dataset", Dataset)
         check_choice(self, "nll", NllMode)
+        check_choice(self, "precision", Precision)
         known = {f.name for f in fields(VisionConfig)}
         unknown = sorted(set(self.model) - known)
         if unknown:
@@ -164,5 +174,5 @@ class VisionEvalConfig:
                           "severities")
 
 
-__all__ = ["DATASETS", "DATASET_DEFAULTS", "DATASET_MODEL_DEFAULTS", "METHOD_RECIPES", "Dataset", "VisionEvalConfig",
-           "VisionTrainConfig"]
+__all__ = ["DATASETS", "DATASET_DEFAULTS", "DATASET_MODEL_DEFAULTS", "METHOD_RECIPES", "Dataset", "Precision",
+           "VisionEvalConfig", "VisionTrainConfig"]

@@ -23,7 +23,7 @@ from pipeline.bayes.layers import Rank1Vector, Sampling, kl_divergence, l2_penal
 from pipeline.bayes.layers.factors import Rank1Layer
 from pipeline.tasks.vision.factory import LayerFactory
 from pipeline.tasks.vision.model_config import Arch, Method, VisionConfig
-from pipeline.tasks.vision.norm import MemberBatchNorm2d
+from pipeline.tasks.vision.norm import MemberBatchNorm2d, channels_last
 from pipeline.tasks.vision.resnet import ResNet50
 from pipeline.tasks.vision.wrn import WideResNet
 
@@ -69,6 +69,8 @@ class VisionNet(nn.Module):
         c = self.cfg.in_channels
         x = (images - self.pixel_mean.view(1, c, 1, 1)) / self.pixel_std.view(1, c, 1, 1)  # (B, C, H, W)
         x = tile_members(x, s_run * k)  # (B, C, H, W) -> (S·K·B, C, H, W)
+        if channels_last(images):  # the images' memory format carries through the network
+            x = x.contiguous(memory_format=torch.channels_last)
         logits = self.body(x, s_run, sampling=sampling, generator=generator)  # (S·K·B, classes)
         logits = logits.view(s_run * k, b, logits.shape[1])  # (S·K·B, classes) -> (S·K, B, classes)
         return logits if s_run == samples else logits.repeat(samples, 1, 1)

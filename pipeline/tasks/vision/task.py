@@ -92,7 +92,14 @@ class VisionPlan:
         images = torch.from_numpy(train.floats(idx))  # (B, C, H, W) in [0, 1]
         if self.do_augment:
             images = augment(images, self.generator)  # on the CPU: the same crops and flips on every device
+        if self.cfg.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)  # kept by the move to the device
         return {"images": images, "label": torch.from_numpy(train.labels[idx])}  # (B,) class ids
+
+    def step_context(self, device):
+        from pipeline.tasks.vision.train import step_autocast
+
+        return step_autocast(device, self.cfg.precision)
 
     def before_step(self, step: int) -> dict:
         from pipeline.tasks.vision.train import learning_rate
@@ -152,6 +159,8 @@ def plan(cfg: VisionTrainConfig, data: Splits, device) -> VisionPlan:
     model = build_vision_model(mcfg)
     model.set_normalization(*train_set.channel_stats())
     model.to(device)
+    if cfg.channels_last:
+        model.to(memory_format=torch.channels_last)  # the convolutions' weights; the images follow (batch)
     k = model.components
     distinct = cfg.batch_size // k
     if distinct < 1 or distinct > len(train_set):

@@ -23,7 +23,7 @@ from pipeline.bayes.layers.factors import Rank1Layer
 from pipeline.bayes.objective import Objective
 from pipeline.core.errors import ConfigError
 from pipeline.data.images.data import ImageSet, Splits, cifar_splits, digits_splits
-from pipeline.tasks.vision.config import DATASETS, Dataset, VisionTrainConfig
+from pipeline.tasks.vision.config import DATASETS, Dataset, Precision, VisionTrainConfig
 from pipeline.tasks.vision.model_config import VisionConfig
 
 LR_REFERENCE_BATCH = 128  # distinct images per step at which base_lr applies (published)
@@ -130,6 +130,13 @@ def check_data(train: ImageSet, mcfg: VisionConfig) -> None:
                          f"model takes {mcfg.in_channels} / {mcfg.num_classes}")
 
 
+def step_autocast(device, precision: Precision | str):
+    """The training step's autocast: bf16 on ``device``'s type for ``Precision.BF16``, off for fp32 (the
+    ghost BatchNorm keeps its statistics in float32; evaluation stays fp32)."""
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
+                          enabled=Precision(precision) == Precision.BF16)
+
+
 def with_overrides(cfg: VisionTrainConfig, **overrides) -> VisionTrainConfig:
     """A copy of ``cfg`` with ``overrides`` (``model`` overrides are merged, not replaced)."""
     model = {**cfg.model, **overrides.pop("model", {})}
@@ -137,4 +144,5 @@ def with_overrides(cfg: VisionTrainConfig, **overrides) -> VisionTrainConfig:
 
 
 __all__ = ["DATASETS", "VisionTrainConfig", "augment", "batch_indices", "check_bn_rows", "check_data",
-           "learning_rate", "load_splits", "objective", "parameter_groups", "progress_status", "with_overrides"]
+           "learning_rate", "load_splits", "objective", "parameter_groups", "progress_status", "step_autocast",
+           "with_overrides"]

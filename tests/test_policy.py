@@ -1,0 +1,191 @@
+"""The run's policy (bayes.referral.policy): a recalibration map, a decision threshold and a refer rule fitted
+on two validation halves, applied to new admissions, kept as JSON and re-derived under other settings."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pipeline.bayes.calibration import Identity, Temperature
+from pipeline.bayes.referral.config import ReferralConfig
+from pipeline.bayes.referral.measures import Ordering
+from pipeline.bayes.referral.policy import Policy, Predictive, fit_policy
+from pipeline.bayes.referral.settings import CalibrationTooSmall, ReferralError, Status
+from pipeline.core.errors import ConfigError
+
+
+def _world(n: int, seed: int, draws: int = 30, spread: float = 0.6, scale: float = 1.6):
+    """Admissions whose true logit is z; the model's draws are z / ``scale`` (too flat: a temperature < 1
+    fixes it) plus per-admission noise of sd ``spread``; labels from the truth. Two context groups."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(-2.3, 1.3, n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-z))).astype(float)
+    d = 1 / (1 + np.exp(-(z / scale + spread * rng.normal(size=(draws, n)))))  # (D, N)
+    groups = {"gender": np.where(rng.random(n) < 0.5, "F", "M")}
+    return Predictive(d.mean(axis=0), draws=d, groups=groups), y
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    sel, ys = _world(6000, 0)
+    cal, yc = _world(6000, 1)
+    return fit_policy(sel, ys, cal, yc, ReferralConfig(), seed=0), (sel, ys, cal, yc)
+
+
+def test_a_fitted_policy_refers_by_decision_uncertainty_with_a_certified_miss_rate(fitted):
+    policy, (sel, ys, cal, yc) = fitted
+    assert policy.ordering is Ordering.DECISION  # auto: a posterior that moves the risk
+    assert policy.rule.overall.status is Status.CERTIFIED and policy.rule.overall.deaths == int(yc.sum())
+    assert policy.calibration["method"] != "none" and policy.calibration["n"] == len(yc)
+    # the sentence states the share referred, the promise, the confidence and the calibration size
+    s = policy.sentence()
+    assert s.startswith("refer ") and "misses at most 5% of deaths, with 90% confidence" in s
+    assert f"calibrated on {len(yc):,} admissions, {int(yc.sum()):,} deaths" in s
+    assert policy.reason() == ("referred because the model cannot tell which side of the decision threshold "
+                               "the risk lies on")
+    # the threshold was chosen on the selection half: its sensitivity there reaches the level asked
+    cols = policy.apply(sel)
+    assert (cols.high_risk[ys == 1]).mean() >= 0.8 and cols.high_risk.mean() == pytest.approx(
+        policy.threshold.flagged_rate)
+    # on the calibration half the flags are the kept measures' and the miss rate is the rule's own number
+    c = policy.apply(cal)
+    kept = policy.kept["calibration"]["measures"]["decision"]
+    np.testing.assert_allclose(c.decision_uncertainty, kept)
+    np.testing.assert_array_equal(c.refer, kept > policy.rule.overall.cut)
+    missed = ((yc == 1) & ~c.refer & ~c.high_risk).sum() / yc.sum()
+    assert missed == pytest.approx(policy.rule.overall.empirical_risk) and missed <= 0.05
+    assert c.refer.mean() == pytest.approx(policy.rule.overall.referral_rate)
+
+
+def test_decision_uncertainty_is_the_share_of_draws_across_the_threshold(fitted):
+    policy, (sel, *_rest) = fitted
+    c = policy.apply(sel)
+    t_raw = policy.calibrator.raw_threshold(policy.threshold.threshold)
+    other = np.where(c.high_risk, sel.draws < t_raw, sel.draws >= t_raw).mean(axis=0)
+    np.testing.assert_allclose(c.decision_uncertainty, other)
+
+
+def test_json_round_trip_applies_the_same(fitted):
+    policy, (sel, *_rest) = fitted
+    back = Policy.from_dict(json.loads(json.dumps(policy.to_dict())))
+    a, b = policy.apply(sel), back.apply(sel)
+    for name in ("risk_calibrated", "high_risk", "decision_uncertainty", "refer"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    np.testing.assert_allclose(a.va_low, b.va_low) and np.testing.assert_allclose(a.va_high, b.va_high)
+    assert back.sentence() == policy.sentence() and back.reason() == policy.reason()
+    summary = policy.to_dict(arrays=False)  # model_info.json's: no per-admission array
+    assert "kept" not in summary and "venn_abers" not in summary and len(json.dumps(summary)) < 100_000
+    with pytest.raises(ReferralError, match="summary"):
+        Policy.from_dict(summary)
+
+
+def test_rederive_refits_the_rule_only(fitted):
+    policy, (sel, *_rest) = fitted
+    looser = policy.rederive(alpha=0.1)
+    assert looser.calibrator.to_dict() == policy.calibrator.to_dict() and looser.threshold == policy.threshold
+    assert looser.rule.settings.alpha == 0.1 and looser.config.alpha == 0.1
+    assert looser.rule.overall.referral_rate < policy.rule.overall.referral_rate  # a looser promise refers fewer
+    assert "misses at most 10% of deaths" in looser.sentence()
+    brier = policy.rederive(risk="brier", alpha=0.12, ordering="risk")
+    assert brier.ordering is Ordering.RISK and "Brier score is at most 0.12" in brier.sentence()
+    assert brier.reason() == "referred because the risk is high"
+    per_sex = policy.rederive(group="gender")
+    assert set(per_sex.rule.groups) == {"F", "M"} and "with a rule per gender" in per_sex.sentence()
+    with pytest.raises(ReferralError, match="gender"):
+        per_sex.apply(Predictive(sel.mean, draws=sel.draws))  # a per-group rule needs each admission's group
+    assert per_sex.apply(sel).refer.shape == sel.mean.shape
+    with pytest.raises(ConfigError, match="group admission_type: the run kept no such context family"):
+        policy.rederive(group="admission_type")
+    import dataclasses
+
+    with pytest.raises(ReferralError, match="keeps no calibration scores"):
+        dataclasses.replace(policy, kept={}).rederive(alpha=0.1)
+
+
+def test_settings_the_calibration_half_cannot_certify(fitted):
+    policy, _ = fitted
+    deaths = policy.rule.overall.deaths
+    with pytest.raises(CalibrationTooSmall, match=r"delta 1e-05 at alpha 0.001 needs at least [\d,]+ calibration "
+                       rf"deaths even with no error; the calibration data hold {deaths:,}") as info:
+        policy.rederive(strict=True, alpha=0.001, delta=1e-5)
+    assert info.value.config is ReferralConfig and set(info.value.fields) == {"alpha", "delta"}
+    lax = policy.rederive(alpha=0.001, delta=1e-5)  # not strict (training): refer everyone and say why
+    assert lax.rule.overall.status is Status.TOO_SMALL and lax.rule.overall.referral_rate == 1.0
+    assert "needs at least" in lax.sentence() and lax.apply(_world(50, 3)[0]).refer.all()
+
+
+def test_a_small_calibration_half_says_what_it_would_need():
+    sel, ys = _world(300, 4)
+    cal, yc = _world(120, 5)
+    policy = fit_policy(sel, ys, cal, yc)
+    assert policy.rule.overall.status is Status.TOO_SMALL and policy.rule.overall.needed == 45
+    assert policy.sentence().startswith("refer every admission: promising that the model misses at most 5% of deaths "
+                                        "with 90% confidence needs at least 45 calibration deaths")
+
+
+def test_temperature_keeps_the_decision_exact():
+    """A strictly increasing map: calibrated >= t is raw >= t_raw, t_raw fixed by the selection half."""
+    sel, ys = _world(3000, 6)
+    cal, yc = _world(3000, 7)
+    policy = fit_policy(sel, ys, cal, yc, ReferralConfig(calibration="temperature"))
+    assert isinstance(policy.calibrator, Temperature) and policy.calibrator.temperature < 1.0  # the draws were flat
+    t_raw = policy.calibrator.raw_threshold(policy.threshold.threshold)
+    c = policy.apply(cal)
+    np.testing.assert_array_equal(c.high_risk, cal.mean >= t_raw)
+
+
+def test_a_point_model_refers_by_its_venn_abers_interval():
+    sel, ys = _world(3000, 8)
+    cal, yc = _world(3000, 9)
+    point = [Predictive(p.mean, groups=p.groups) for p in (sel, cal)]
+    policy = fit_policy(point[0], ys, point[1], yc)
+    assert policy.ordering is Ordering.VA_DECISION and not policy.spread
+    c = policy.apply(point[1])
+    assert (c.va_low <= c.va_high).all() and np.isfinite(c.va_low).all()
+    straddles = (c.va_low < policy.threshold.threshold) & (c.va_high >= policy.threshold.threshold)
+    assert (c.refer[straddles].mean() >= c.refer[~straddles].mean())
+    assert (c.decision_uncertainty == 0).all()  # a point model has no posterior to be unsure with
+    with pytest.raises(ConfigError, match="ordering va_width needs a Venn-Abers interval"):
+        fit_policy(point[0], ys, Predictive(point[1].mean[:40]), np.zeros(40), ReferralConfig(ordering="va_width"))
+
+
+def test_a_gaussian_logit_model_uses_its_closed_form():
+    rng = np.random.default_rng(10)
+    halves = []
+    for _ in range(2):
+        mu, var = rng.normal(-2.2, 1.3, 3000), rng.uniform(0.0, 0.5, 3000)
+        y = (rng.random(3000) < 1 / (1 + np.exp(-mu))).astype(float)
+        halves.append((Predictive(1 / (1 + np.exp(-mu / np.sqrt(1 + np.pi * var / 8))), mu=mu, var=var), y))
+    policy = fit_policy(halves[0][0], halves[0][1], halves[1][0], halves[1][1], ReferralConfig(calibration="none"))
+    assert isinstance(policy.calibrator, Identity) and policy.ordering is Ordering.DECISION
+    from scipy.stats import norm
+
+    pred = halves[1][0]
+    c = policy.apply(pred)
+    t = policy.threshold.threshold
+    above = norm.sf((np.log(t / (1 - t)) - pred.mu) / np.sqrt(np.maximum(pred.var, 1e-300)))
+    expected = np.where(c.high_risk, 1 - above, above)
+    expected = np.where(pred.var > 0, expected, 0.0)
+    np.testing.assert_allclose(c.decision_uncertainty, expected, atol=1e-9)
+
+
+def test_calibration_data_without_a_death_fall_back_to_no_map_and_say_why():
+    sel, ys = _world(400, 11)
+    cal, _ = _world(200, 12)
+    yc = np.zeros(200)
+    yc[0] = 1.0
+    policy = fit_policy(sel, ys, cal, yc)
+    assert policy.calibration["method"] == "none" and "risks not recalibrated" in policy.calibration_line()
+    assert policy.rule.overall.status is Status.TOO_SMALL
+
+
+def test_fixed_decision_threshold_from_the_threshold_alone():
+    cfg = ReferralConfig(decision_threshold=0.3)
+    assert cfg.threshold_rule.value == "fixed"
+    sel, ys = _world(1500, 13)
+    cal, yc = _world(1500, 14)
+    policy = fit_policy(sel, ys, cal, yc, cfg)
+    assert policy.threshold.threshold == 0.3
+    np.testing.assert_array_equal(policy.apply(sel).high_risk, policy.calibrator.apply(sel.mean) >= 0.3)
