@@ -158,8 +158,19 @@ def test_the_main_job_and_a_mimic_iv_demo_run_under_features_folders_are_two_fea
     """The README's paths all end in `features`: the main job (runs/main/features) and a MIMIC-IV demo run
     (runs/iv/features) appear as two feature sets, each with its own rows; the true risk only beside the main job's
     run, which keeps its own figures (before: one section, the demo's figures beside the main job's truth)."""
+    import mlflow
+
+    uri, previous = f"sqlite:///{tmp_path / 'mlflow.db'}", mlflow.get_tracking_uri()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)  # mlflow's own global too, as a fresh process has it (conftest's tracking_store)
+    try:
+        _newcomer(tmp_path)
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def _newcomer(tmp_path: Path) -> None:
     run = CliRunner()
 
     def ok(*args: str) -> str:

@@ -111,13 +111,17 @@ class RunTracker(NullTracker):
         import mlflow
         from pipeline.runs import pyfunc
 
-        previous = mlflow.get_tracking_uri()
+        previous, env = mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(store.tracking_uri())
         try:
             with mlflow.start_run(run_id=self.run_id):
                 pyfunc.log_model(**kwargs)
         finally:
-            mlflow.set_tracking_uri(previous)
+            mlflow.set_tracking_uri(previous)  # which also sets MLFLOW_TRACKING_URI: put back what it was, so
+            if env is None:  # the next command of this process finds the store this one used
+                os.environ.pop("MLFLOW_TRACKING_URI", None)
+            else:
+                os.environ["MLFLOW_TRACKING_URI"] = env
         self.client.update_run(self.run_id, status="RUNNING")  # start_run's exit ended the run
 
     def end(self, status: str = "FINISHED") -> None:
