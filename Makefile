@@ -58,5 +58,7 @@ bench-extract: $(STAMP)
 bench-models: $(STAMP)
 	$(VPY) cli.py benchmark-models --synth runs/bench/mimic --out runs/bench --seeds 0 --seeds 1 --seeds 2 --max-steps 1500 --eval-every 250 --jobs 2
 
+## clean: every output of the targets above: runs/, the test cache, and the tracking store they made (mlflow.db,
+## its lock and mlruns/, so no run outlives its features)
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache mlflow.db mlflow.db.init.lock mlruns

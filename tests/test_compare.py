@@ -100,12 +100,13 @@ def test_runs_without_a_recorded_seed_are_never_merged():
     assert summary["seeds"] == 2
 
 
-def test_settings_leave_out_seed_and_logistics_and_keep_eval_samples():
+def test_settings_leave_out_seed_logistics_and_the_features_and_keep_eval_samples():
+    """The features are a run's section (its feature set, by content), not a setting of its variant: a folder's
+    name recorded by older runs must not split one feature set's runs into variants."""
     params = {"train.seed": "3", "train.threads": "1", "model.lstm_hidden": "64", "train.lr": "0.0003",
               "features": "features-era", "n_train": "1170"}
     got = cp.settings_of(params, {"val": {"samples": 25}, "test": {"samples": 1}})
-    assert got == {"model.lstm_hidden": "64", "train.lr": "0.0003", "features": "features-era",
-                   "eval.val.samples": "25", "eval.test.samples": "1"}
+    assert got == {"model.lstm_hidden": "64", "train.lr": "0.0003", "eval.val.samples": "25", "eval.test.samples": "1"}
 
 
 def test_summary_without_truth_has_no_reference_row():
@@ -296,19 +297,31 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
 
 
 def test_runs_on_other_feature_sets_are_never_pooled():
-    """compare with no run ids reads the whole experiment: runs trained on other features (another
-    extraction, other admissions) get their own rows and their own true-risk reference."""
-    rows = ([{**_row("deterministic", "random", s, 0.4), "features": "features-demo"} for s in (0, 1)]
-            + [{**_row("deterministic", "random", s, 0.6, truth=0.5), "features": "features-synth"} for s in (0, 1)])
+    """compare with no run ids reads the whole experiment: runs on other features (another extraction, other
+    admissions) get their own section, headed by the feature set's release and source, and their own true-risk
+    reference."""
+    demo = {"features": "aaaa00000001", "features_label": "MIMIC-III from csv:/d (aaaa00000001)",
+            "identified_by": "content"}
+    synth = {"features": "bbbb00000002", "features_label": "MIMIC-IV from csv:/s (bbbb00000002)",
+             "identified_by": "content"}
+    rows = ([{**_row("deterministic", "random", s, 0.4), **demo} for s in (0, 1)]
+            + [{**_row("deterministic", "random", s, 0.6, truth=0.5), **synth} for s in (0, 1)])
     summary = cp.summarize(rows)
     assert [(r["features"], r["model"], r["seeds"]) for r in summary] == [
-        ("features-demo", "deterministic", 2), ("features-demo", cp.TRUE_RISK, 0),
-        ("features-synth", "deterministic", 2), ("features-synth", cp.TRUE_RISK, 0)]
+        ("aaaa00000001", "deterministic", 2), ("aaaa00000001", cp.TRUE_RISK, 0),
+        ("bbbb00000002", "deterministic", 2), ("bbbb00000002", cp.TRUE_RISK, 0)]
     assert summary[1]["test_nll_mean"] == pytest.approx(0.30 + 0.1)
     assert summary[3]["test_nll_mean"] == pytest.approx(0.6)
+    assert summary[3]["features_label"] == synth["features_label"]
     md = cp.to_markdown(summary)
-    assert md.splitlines()[0].startswith("| split | features | model | seeds |") and "not pooled" in md
-    assert "| random | features-synth | true risk |" in md
+    lines = md.splitlines()
+    first, second = lines.index(f"## Feature set: {demo['features_label']}"), lines.index(
+        f"## Feature set: {synth['features_label']}")
+    assert first < second and "not pooled" in md
+    assert lines[first + 2].startswith("| split | model | seeds |")
+    assert any(ln.startswith("| random | true risk |") for ln in lines[first:second])  # each set its own reference
+    assert any(ln.startswith("| random | true risk |") for ln in lines[second:])
     table = list(csv.DictReader(_io.StringIO(cp.to_csv(summary))))
-    assert [t["features"] for t in table] == ["features-demo"] * 2 + ["features-synth"] * 2
-    assert "features" not in cp.to_markdown(cp.summarize(rows[:2])).splitlines()[0]  # one feature set: as before
+    assert [t["features"] for t in table] == ["aaaa00000001"] * 2 + ["bbbb00000002"] * 2
+    assert table[2]["features_label"] == synth["features_label"]
+    assert "not pooled" not in cp.to_markdown(cp.summarize(rows[:2]))  # one feature set: one section

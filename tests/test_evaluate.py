@@ -330,7 +330,7 @@ def test_features_from_another_vocabulary_are_refused(demo_run, tmp_path):
 
 @pytest.mark.parametrize("uri, message", [
     ("0123456789abcdef0123456789abcdef", "not found in the tracking store"),
-    ("runs:/nothex/model", "neither a run id"),
+    ("runs:/nothex/model", "'nothex' is not a run id"),
     ("/no/such/model", "neither a run id"),
 ])
 @pytest.mark.slow

@@ -200,7 +200,8 @@ def test_cli_extract_on_demo(demo_dir, tmp_path):
     assert printed == {k: {c: v[c] for c in ("admissions", "positives", "label_rate")}
                        for k, v in manifest["splits"].items()}
     assert sorted(printed) == ["test", "train", "val"]
-    assert json.loads(lines[4]) == {"cohort": manifest["cohort"], "vocab": manifest["vocab"]} and len(lines) == 5
+    assert json.loads(lines[4]) == {"cohort": manifest["cohort"], "vocab": manifest["vocab"]}
+    assert lines[5].startswith("quarantined 3,684 rows of 6 table(s)") and len(lines) == 12  # and a line per table
     bad = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path / "nope"), "--out", str(tmp_path / "g")])
     assert bad.exit_code == 2 and "does not exist" in bad.output
 

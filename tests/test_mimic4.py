@@ -354,6 +354,10 @@ def test_scoring_across_releases_is_refused_unless_asked(iii_run, iv_run, iv_fea
     cfg = sc.ScoreConfig(samples=2, batch_size=16, threads=1)
     with pytest.raises(CrossReleaseError, match="is MIMIC-IV but the model was trained on MIMIC-III: refused"):
         sc.score(iii_run, tmp_path / "a.parquet", data=iv_features.out_dir / "test.parquet", cfg=cfg)
+    # asked to cross, another release's features still cannot be read (their own vocabulary): the way that works
+    with pytest.raises(CrossReleaseError, match=r"score their MIMIC source instead, .*\(--source DIR --cross-release"):
+        sc.score(iii_run, tmp_path / "a.parquet", data=iv_features.out_dir / "test.parquet", cfg=cfg,
+                 cross_release=True)
     # one error for every way of crossing releases: a features file, a census source (a SourceError too)
     with pytest.raises(CrossReleaseError, match="the source is MIMIC-IV but MIMIC-III was expected") as info:
         sc.score(iii_run, tmp_path / "b.parquet", source=str(iv_demo), cfg=cfg)

@@ -82,5 +82,5 @@ def test_postgres_census_matches_duckdb_and_checks_as_of(pg_demo, demo_features,
     assert list(by_id[0].columns) == [*COHORT_COLUMNS, "exclusion"] and len(by_id[0]) > 0
     pd.testing.assert_frame_equal(by_id[0], by_id[1], check_dtype=False)
     for source, kw in ((pg_demo.dsn, {"schema": pg_demo.schema}), (_demo_dir(), {})):
-        with pytest.raises(SourceError, match="as_of is before the newest ADMITTIME or DISCHTIME"):
+        with pytest.raises(SourceError, match="`as_of` is before the newest ADMITTIME or DISCHTIME"):
             extract(source, tmp_path / "early", vocab=vocab, as_of=0.0, **kw)

@@ -235,12 +235,12 @@ def test_census_flags_admissions_still_before_their_prediction_time(demo_run, de
     assert table.loc["new", "observed_hours"] == 5.5 and table.loc["new", "before_prediction_time"]
     s, table = scored(str(admit + pd.Timedelta(hours=30)))
     assert s.before_prediction_time == 0 and table.loc["new", "observed_hours"] == 24.0
-    with pytest.raises(SourceError, match="as_of is before the newest ADMITTIME or DISCHTIME in ADMISSIONS: the "
+    with pytest.raises(SourceError, match="`as_of` is before the newest ADMITTIME or DISCHTIME in ADMISSIONS: the "
                                           "source holds records after it"):
         scored(str(admit - pd.Timedelta(hours=1)))
-    with pytest.raises(sc.ScoreError, match="as_of must be a timestamp"):
+    with pytest.raises(sc.ScoreError, match="`as_of` must be a timestamp"):
         scored("yesterday")
-    with pytest.raises(sc.ScoreError, match="as_of applies to a source"):
+    with pytest.raises(sc.ScoreError, match="`as_of` applies to a source"):
         sc.score(demo_run, tmp_path / "s.parquet", data=demo_features.out_dir / "test.parquet", as_of=str(admit))
 
 

@@ -185,8 +185,8 @@ BAD = {  # name -> (body from the rows, content type, status, message)
     "100k-deep nested JSON": (lambda r: b'{"dataframe_split": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None, 400,
                               r"^the body nests JSON arrays or objects too deeply to be a table"),
     "n_events disagreeing with the bags": (lambda r: _split(_with([x for x in r if x[3]], "n_events", 0)), None, 400,
-                                           r"^row 0: 'n_events' disagrees with 'bags' \(each token of a bag stands "
-                                           r"for at least one event"),
+                                           r"^column 'n_events' row 0: fewer events than the bags hold tokens "
+                                           r"\(each token of a bag stands for at least one event"),
     "bag_hours of 1e30": (lambda r: _split([[*x[:2], [1e30] * len(x[2]), *x[3:]] for x in r]), None, 400,
                           r"^column 'bag_hours' row 0: a bag starts outside the model's window \[-720, 24\) hours "
                           r"after admission"),
@@ -382,7 +382,7 @@ def test_each_request_gets_one_log_line(good):
 
 
 @pytest.mark.parametrize("column, value, message", [
-    ("n_events", 0, r"^row 1: 'n_events' disagrees with 'bags'"),
+    ("n_events", 0, r"^column 'n_events' row 1: fewer events than the bags hold tokens"),
     ("bag_hours", 1e30, r"^column 'bag_hours' row 1: a bag starts outside the model's window \[-720, 24\) hours"),
     ("bag_hours", 24.0, r"^column 'bag_hours' row 1: a bag starts outside"),
     ("bag_hours", -1e6, r"^column 'bag_hours' row 1: a bag starts outside"),

@@ -141,8 +141,16 @@ def test_a_stage_of_other_table_definitions_is_refused(corrupted, tmp_path):
 
 
 def test_out_must_not_be_another_directory(corrupted, tmp_path):
-    with pytest.raises(SourceError, match="not a stage"):
-        stage_csv(corrupted, corrupted.parent)  # holds src/: neither empty nor a stage
+    from pipeline.core.fileio import OutputDirError
+
+    with pytest.raises(OutputDirError, match="holds the source folder"):
+        stage_csv(corrupted, corrupted.parent)  # holds src/: replacing it whole would delete the source
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(OutputDirError, match="holds files that are not a stage"):
+        stage_csv(corrupted, other)  # neither empty nor a stage
+    assert (other / "notes.txt").read_text() == "mine"
 
 
 def test_cli_stage_reports_each_table_and_progress(corrupted, tmp_path):

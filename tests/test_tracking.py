@@ -55,8 +55,8 @@ def test_a_dated_features_path_is_tagged_as_it_is(tracking_store, demo_features,
 
 @pytest.mark.parametrize("raised", [None, RuntimeError, KeyboardInterrupt])
 def test_a_tracker_block_ends_its_run_failed_on_any_exception(tracking_store, raised):
-    """``with tracker``: FINISHED when the block returns, FAILED when it raises (an interrupt too), and the
-    exception goes on."""
+    """``with tracker``: FINISHED when the block returns, KILLED when it is interrupted (Ctrl-C), FAILED when it
+    raises anything else, and the exception goes on."""
     from pipeline.runs.tracking import RunTracker
 
     tracker = RunTracker(experiment="with-block")
@@ -68,7 +68,8 @@ def test_a_tracker_block_ends_its_run_failed_on_any_exception(tracking_store, ra
             tracker.set_tag("note", "stopping")
             raise raised("stop")
     run = store.client().get_run(tracker.run_id)
-    assert run.info.status == ("FINISHED" if raised is None else "FAILED") and run.data.tags["note"]
+    expected = {None: "FINISHED", RuntimeError: "FAILED", KeyboardInterrupt: "KILLED"}[raised]
+    assert run.info.status == expected and run.data.tags["note"]
 
 
 def test_a_tracker_given_a_finished_run_leaves_its_status(tracking_store):
@@ -87,8 +88,8 @@ def test_a_tracker_given_a_finished_run_leaves_its_status(tracking_store):
         raise KeyboardInterrupt
 
 
-def test_an_interrupted_training_run_ends_failed(tracking_store, demo_features, monkeypatch, tmp_path):
-    """A run interrupted while it records (here a baseline's, the fastest to train) is FAILED in the store, the
+def test_an_interrupted_training_run_ends_killed(tracking_store, demo_features, monkeypatch, tmp_path):
+    """A run interrupted while it records (here a baseline's, the fastest to train) is KILLED in the store, the
     interrupt re-raised."""
     from pipeline.runs import record
     from pipeline.workflows.baselines_run import train_baseline
@@ -100,7 +101,7 @@ def test_an_interrupted_training_run_ends_failed(tracking_store, demo_features, 
     with pytest.raises(KeyboardInterrupt):
         train_baseline(demo_features.out_dir, "logreg", out_dir=tmp_path / "run", experiment="interrupted")
     runs = store.client().search_runs([store.client().get_experiment_by_name("interrupted").experiment_id])
-    assert [r.info.status for r in runs] == ["FAILED"]
+    assert [r.info.status for r in runs] == ["KILLED"]
 
 
 @pytest.fixture(scope="module")

@@ -176,7 +176,7 @@ def test_resume_refuses_changed_settings(feats, tmp_path):
         training.train(feats, "rank1", _cfg(max_steps=8), out_dir=tmp_path, resume=True, tracking=False)
     with pytest.raises(ValueError, match="already at step 4"):
         training.train(feats, "deterministic", _cfg(max_steps=4), out_dir=tmp_path, resume=True, tracking=False)
-    with pytest.raises(ValueError, match="resume needs the output directory"):
+    with pytest.raises(ValueError, match="`resume` needs the output directory"):
         training.train(feats, "deterministic", _cfg(max_steps=8), resume=True, tracking=False)
 
 

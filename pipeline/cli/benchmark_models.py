@@ -85,7 +85,9 @@ class GridOptions:
                            layout=self.layout, device=self.device)
 
 
-@command("benchmark-models", context_settings=EXTRA_ARGS, short_help="Train and evaluate every variant, then compare.")
+@command("benchmark-models", context_settings=EXTRA_ARGS, short_help="Train and evaluate every variant, then compare.",
+         on_interrupt="the synthetic source and the features made so far are kept and reused; run the command again "
+                      "(its runs start over)")
 @with_config_options(GridOptions, settings_file=SettingsFile(
     sections={TrainConfig: "train", MortalityConfig: "model"}, only=(TrainConfig, MortalityConfig),
     exclude={TrainConfig: PER_JOB}, beneath="--preset", set_help=SET_HELP))

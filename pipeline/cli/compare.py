@@ -16,8 +16,9 @@ EXTRA_ARGS = {"allow_extra_args": True}  # bare words after the options reach th
          short_help="Compare evaluated runs: mean ± sd over seeds.")
 def compare(
     ctx: typer.Context,
-    experiment: Optional[str] = typer.Option(None, help="MLflow experiment whose evaluated runs are compared "
-                                                        "(default: mimic-mortality, and vision when present)."),
+    experiment: Optional[list[str]] = typer.Option(None, help="MLflow experiment whose evaluated runs (of every "
+                                                              "kind) are compared; repeatable (default: "
+                                                              "mimic-mortality, laplace and vision, those present)."),
     runs: Optional[list[str]] = typer.Option(None, "--runs", metavar="<run id>", help="Run ids to compare "
                                              "(repeatable; instead of --experiment); bare run ids after the options "
                                              "count too."),
@@ -26,11 +27,12 @@ def compare(
 ) -> None:
     """Models x (val, test) x (NLL, AUC-PR, ECE): mean ± sd over seeds, with the true-risk reference.
 
-    RUN_ID...: run ids to compare (as --runs); none: every evaluated run of the experiment. Runs
-    trained on different feature sets are compared within their own feature set (one table section
-    and one true-risk row each). Vision runs get their own section per dataset: methods x (clean,
-    severities 1..5) x (NLL, accuracy, ECE) (vision.md, vision.csv, vision_<dataset>.png); without
-    --experiment and run ids, the mimic-mortality and vision experiments.
+    RUN_ID...: run ids to compare (as --runs); none: every evaluated run of the experiments. Runs
+    on different feature sets (told by their content, never a folder's name) are compared within
+    their own feature set: a table section headed by its release and source, and one true-risk
+    row each. Vision runs get their own section per dataset: methods x (clean, severities 1..5) x
+    (NLL, accuracy, ECE) (vision.md, vision.csv, vision_<dataset>.png); without --experiment and
+    run ids, the mimic-mortality, laplace and vision experiments.
     """
     setup_logging(verbose)
     from pipeline.cli.options import refuse_words, spread

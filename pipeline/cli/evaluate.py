@@ -39,7 +39,8 @@ class EvalOptions:
         self.split = tuple(dict.fromkeys(Split(s) for s in self.split))  # each split once, in order
 
 
-@command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.")
+@command(short_help="Evaluate a run: NLL, AUC-PR, ECE, intervals, plots.",
+         on_interrupt="run the command again: it writes the evaluation anew")
 @with_config_options(EvalOptions, EvalConfig, rename={"log_to_run": "log_run"},
                      flags={"log_to_run": ["--log/--no-log"]}, shown={"samples": SAMPLES_SHOWN},
                      limits={**at_least(1, "samples", "batch_size", "threads"), **at_least(0, "n_bootstrap")})

@@ -13,7 +13,8 @@ from pipeline.cli.options import at_least, with_config_options
 from pipeline.data.mimic.extraction.config import ExtractConfig
 
 
-@command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.")
+@command(short_help="Extract de-identified features from MIMIC-III or MIMIC-IV.",
+         on_interrupt="nothing was written to --out (a previous extraction there is as it was); run the command again")
 @with_config_options(ExtractConfig, limits={
     **at_least(1, "scan_workers", "threads", "n_bins", "max_text_values", "text_max_len"),
     **dict.fromkeys(("train_fraction", "val_fraction"), {"min": 0.0, "max": 1.0})})
@@ -31,6 +32,7 @@ def extract(
     setup_logging(verbose)
     from pipeline.core.progress import LogStatus
     from pipeline.data.mimic.extraction import extract as run_extract
+    from pipeline.data.mimic.extraction.summary import quarantine_lines
 
     cfg = ExtractConfig(**settings[ExtractConfig])
     with LogStatus("extract", "pipeline.data.mimic.extraction"):  # on a terminal: the stage that just finished
@@ -41,3 +43,5 @@ def extract(
         typer.echo(f"  {name:6s} admissions={s['admissions']:6d} positives={s['positives']:5d} "
                    f"label_rate={s['label_rate']}")
     typer.echo(json.dumps({"cohort": m["cohort"], "vocab": m["vocab"]}))
+    for line in quarantine_lines(m, result.out_dir):
+        typer.echo(line)

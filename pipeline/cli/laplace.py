@@ -73,7 +73,8 @@ class LaplaceOptions:
                 "experiment": self.experiment, "device": self.device, "threads": self.threads}
 
 
-@command(short_help="Subnetwork Laplace on a trained deterministic run.")
+@command(short_help="Subnetwork Laplace on a trained deterministic run.",
+         on_interrupt="the run it started is marked KILLED; run the command again")
 @with_config_options(LaplaceOptions, ReferralConfig)
 def laplace(settings: Settings = None) -> None:
     """Subnetwork linearized Laplace on a trained deterministic run, logged as a new run (Daxberger et al. 2021)."""

@@ -6,7 +6,9 @@ which fields no option offers (``NOT_OPTIONS``, ``NOT_CLI``), options named othe
 (``OPTION_NAMES``, ``ALIASES``), the fields of a config that the options of another class set
 (``CLI_FIELDS``). ``config_options`` lists the offered fields; ``option`` spells one as a flag; ``spell``
 turns a config error, which names fields (``max_steps must be >= 1, got 0``), into the words the user
-typed (``--max-steps must be >= 1, got 0``, or the settings file's key). Imports no torch.
+typed (``--max-steps must be >= 1, got 0``, or the settings file's key), and an error naming a library
+function's arguments in backquotes (```as_of``` , ``core.errors.naming``) into the options that set them
+(``ARGUMENT_OPTIONS``: ``--as-of``, ``out_dir`` -> ``--out``). Imports no torch.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ CLI_FIELDS: dict[str, tuple[str, ...]] = {
     "BaselineConfig": ("seed", "threads"),  # train's options
     "SynthConfig": ("density",),  # synth's options
 }
+# Library function arguments set by an option of another name (any other argument x_y: the option --x-y).
+ARGUMENT_OPTIONS = {"out_dir": "out", "model_uri": "model", "features_dir": "data", "map_uri": "run", "run_ids": "runs"}
 # Older, shorter option names kept beside the field names (scripts and the MLproject use them).
 ALIASES = {"lstm_hidden": "hidden", "embedding_dim": "embed_dim", "lstm_layers": "layers", "dense_units": "dense"}
 
@@ -91,12 +95,17 @@ def option(cls: type | str, name: str) -> str:
 
 
 def spell(exc: PipelineError, typed: dict[tuple[str, str], str]) -> str:
-    """``exc``'s message with each config field it names (``exc.fields`` of ``exc.config``) said as the user
-    gave it: ``typed`` maps (config class name, field) of the command's own settings to the flag or the
-    settings file's key ({} outside such a command), and (``BY_NAME``, option name) to the same for a config
-    that the command builds from its options (``LaplaceConfig``); otherwise ``option``."""
+    """``exc``'s message with each config field it names (``exc.fields`` of ``exc.config``) and each library
+    argument it names in backquotes (``exc.arguments``: ```as_of```) said as the user gave it: ``typed`` maps
+    (config class name, field) of the command's own settings to the flag or the settings file's key ({} outside
+    such a command), and (``BY_NAME``, option name) to the same for a config that the command builds from its
+    options (``LaplaceConfig``) and for its own options; otherwise ``option`` (an argument: ``argument``)."""
+    text = str(exc)
+    for name in exc.arguments:
+        opt = ARGUMENT_OPTIONS.get(name, name)
+        text = text.replace(f"`{name}`", typed.get((BY_NAME, opt)) or argument(name))
     if not exc.fields or exc.config is None:
-        return str(exc)
+        return text
     own = exc.config.__name__
 
     def said(name: str) -> str:
@@ -108,4 +117,9 @@ def spell(exc: PipelineError, typed: dict[tuple[str, str], str]) -> str:
 
     names = sorted(set(exc.fields), key=len, reverse=True)
     pattern = re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
-    return pattern.sub(lambda m: said(m.group(1)), str(exc))
+    return pattern.sub(lambda m: said(m.group(1)), text)
+
+
+def argument(name: str) -> str:
+    """The option that sets library argument ``name``: ``as_of`` -> ``--as-of``, ``out_dir`` -> ``--out``."""
+    return "--" + ARGUMENT_OPTIONS.get(name, name).replace("_", "-")

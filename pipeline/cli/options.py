@@ -266,13 +266,52 @@ class WholeWordsContext(click.Context):
     formatter_class = WholeWordsFormatter
 
 
+class OneLineUsageError(click.exceptions.UsageError):
+    """A usage error (an unknown option, a value out of its range, a missing option) said as every other mistake
+    of the command line is: one line ``error: ...`` naming the option, and where the help is (exit code 2)."""
+
+    def show(self, file=None) -> None:
+        where = _command(self.ctx) if self.ctx is not None else "cli.py"
+        typer.secho(f"error: {' '.join(self.format_message().split())} (see {where} --help)", err=True,
+                    fg=typer.colors.RED)
+
+
+def _one_line(exc: click.exceptions.UsageError) -> click.exceptions.UsageError:
+    """``exc`` as a ``OneLineUsageError`` (the help that no arguments ask for stays as it is)."""
+    if isinstance(exc, (OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
+        return exc
+    said = OneLineUsageError(exc.format_message(), exc.ctx)
+    said.exit_code = exc.exit_code
+    return said
+
+
 class WholeWordsGroup(typer.core.TyperGroup):
-    """A typer group (``typer.Typer(cls=...)``) whose help wraps at spaces only."""
+    """A typer group (``typer.Typer(cls=...)``) whose help wraps at spaces only and whose usage errors are one
+    line (``OneLineUsageError``)."""
 
     context_class = WholeWordsContext
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.UsageError as exc:
+            raise _one_line(exc) from None
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.UsageError as exc:
+            raise _one_line(exc) from None
 
 
 class WholeWordsCommand(typer.core.TyperCommand):
-    """A typer command (``app.command(cls=...)``) whose help wraps at spaces only."""
+    """A typer command (``app.command(cls=...)``) whose help wraps at spaces only and whose usage errors are one
+    line (``OneLineUsageError``)."""
 
     context_class = WholeWordsContext
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.UsageError as exc:
+            raise _one_line(exc) from None

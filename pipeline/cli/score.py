@@ -47,7 +47,8 @@ class ScoreOptions:
         return {k: getattr(self, k) for k in names}
 
 
-@command(short_help="Score a census: risk, interval, refer flag, report.")
+@command(short_help="Score a census: risk, interval, refer flag, report.",
+         on_interrupt="each file is written whole or not at all; run the command again")
 @with_config_options(ScoreOptions, ScoreConfig, limits=at_least(1, "samples", "batch_size", "chunk_rows", "threads"),
                      shown={"samples": SAMPLES_SHOWN})
 def score(settings: Settings = None) -> None:

@@ -11,7 +11,8 @@ from pipeline.data.mimic.sources.tables import Release
 from pipeline.data.mimic.synth.limits import MAX_DENSITY, MAX_PATIENTS
 
 
-@command(short_help="Generate a synthetic MIMIC-III or MIMIC-IV with a known true risk.")
+@command(short_help="Generate a synthetic MIMIC-III or MIMIC-IV with a known true risk.",
+         on_interrupt="each table is written whole or not at all; run the command again")
 def synth(
     out: Path = typer.Option(..., help="Directory for the synthetic MIMIC tables (TABLE.csv.gz)."),
     patients: int = typer.Option(2000, min=1, max=MAX_PATIENTS, help="Number of patients."),

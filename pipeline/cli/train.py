@@ -13,9 +13,10 @@ import typer
 
 from pipeline.bayes.referral.config import ReferralConfig
 from pipeline.cli.app import command, setup_logging
-from pipeline.cli.names import DEVICE_HELP
-from pipeline.cli.options import SettingsFile, with_config_options
+from pipeline.cli.names import DEVICE_HELP, spell
+from pipeline.cli.options import TYPED, SettingsFile, get_current_context, with_config_options
 from pipeline.cli.settings import Settings
+from pipeline.core.configs import invalid
 from pipeline.core.errors import ConfigError
 from pipeline.tasks.mortality.baselines.config import BASELINES
 from pipeline.tasks.mortality.config import MortalityConfig
@@ -27,6 +28,7 @@ MODEL_HELP = ("A model kind or a variant name as `compare` prints it: " + ", ".j
               "--threads, --refer-fraction).")  # --model's help: the names offered
 BASELINE_SETTINGS = ("seed", "threads", "refer_fraction", "progress", "calibration_share")  # the TrainConfig fields
     # a baseline takes (and every ReferralConfig field)
+NOTE_FIELDS = ("patience", "eval_every", "anneal_steps", "max_steps", "max_epochs")  # what training's notes name
 
 
 @dataclass
@@ -131,6 +133,8 @@ def train(settings: Settings | None = None) -> None:
     cfg = train_config(settings[TrainOptions], settings[TrainConfig], settings[MortalityConfig])
     r = run_train(o.data, kind, cfg, resume=o.resume, device=o.device,
                   referral=ReferralConfig(**settings[ReferralConfig]), **o.run_kwargs())
+    typed = get_current_context().meta.get(TYPED, {})
+    r.notes = [spell(invalid(TrainConfig, note, *NOTE_FIELDS), typed) for note in r.notes]  # settings as typed
     if r.refer_threshold is not None:  # None: ranks > 0 of a distributed run
         settings.record(r.run_id, r.out_dir)
         typer.echo(r.summary())

@@ -87,7 +87,8 @@ def resolved(settings: Settings) -> dict[type, dict]:
             VisionConfig: {k: getattr(model, k) for k in model.__dataclass_fields__}}
 
 
-@command("train", on=vision_app, short_help="Train an image model, log it to MLflow, print its run id.")
+@command("train", on=vision_app, short_help="Train an image model, log it to MLflow, print its run id.",
+         on_interrupt="the run it started is marked KILLED; run the command again")
 @with_config_options(VisionTrainConfig, VisionConfig,
                      notes={(VisionConfig, k): f"digits: {v}" for k, v in DIGITS_MODEL_DEFAULTS.items()},
                      settings_file=SettingsFile(sections={VisionTrainConfig: "train", VisionConfig: "model"},

@@ -1,18 +1,24 @@
 """Atomic file output and content hashes.
 
 Every file the pipeline writes goes to a temporary name in the same directory and is
-renamed into place, so a reader never sees a half-written file.
+renamed into place, so a reader never sees a half-written file. A folder written as a whole (an
+extraction's features, a stage) is written beside its place and swapped in (``staged_dir``): the previous
+folder is replaced whole, so no file of it survives, and an interrupted write leaves the old one as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+from pipeline.core.errors import PipelineError, naming
 
 
 @contextlib.contextmanager
@@ -34,9 +40,7 @@ def atomic_path(path: Path | str, mode: int | None = None) -> Iterator[Path]:
 
 def _default_mode() -> int:
     """0666 minus the process umask (what a plain open() would give)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    return 0o666 & ~_umask()
 
 
 def write_bytes(path: Path | str, data: bytes, mode: int | None = None) -> Path:
@@ -65,3 +69,94 @@ def sha256_file(path: Path | str, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def staged_dir(target: Path | str) -> Iterator[Path]:
+    """Yield a new empty folder beside ``target``; when the block succeeds it replaces ``target`` whole
+    (``swap_dir``: what ``target`` held is gone, nothing of it survives), else it is removed and ``target``
+    stays as it was."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # what a plain mkdir would give (mkdtemp's is 0700)
+        yield tmp
+        swap_dir(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def swap_dir(new: Path | str, target: Path | str) -> None:
+    """Put folder ``new`` at ``target``: a rename when ``target`` does not exist; otherwise the two are
+    exchanged in one step (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames) and the old
+    folder, now at ``new``, is removed."""
+    new, target = Path(new), Path(target)
+    if not target.exists():
+        os.rename(new, target)
+        return
+    if not _exchange(new, target):
+        aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+        os.rename(target, aside / "old")
+        os.rename(new, target)
+        os.rename(aside / "old", new)
+        aside.rmdir()
+    shutil.rmtree(new)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically with ``renameat2`` (True), or False where the system has none."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (38, 22, 95):  # ENOSYS, EINVAL (a file system without it), EOPNOTSUPP
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+class OutputDirError(PipelineError, ValueError):
+    """An output folder that cannot be written (or replaced) where it was asked for."""
+
+
+def check_output_dir(out: Path | str, source: Path | str | None = None, *, markers: tuple[str, ...] = (),
+                     what: str = "output", names: tuple[str, str] = ("out_dir", "source")) -> None:
+    """Refuse, with one line naming the arguments ``names`` (the output folder's and the source's, as the
+    function calling this spells them), an output folder ``out`` that is, lies inside or holds the source folder
+    ``source`` (None: a database, not checked), and an existing ``out`` that is neither empty nor a previous
+    ``what`` (none of ``markers`` in it): it is replaced whole (``staged_dir``), so nothing else may be there."""
+    out_arg, source_arg = names
+    target = Path(out).resolve()
+    if source is not None:
+        src = Path(source).resolve()
+        if target == src or src in target.parents:
+            where = "is the source folder" if target == src else "lies inside the source folder"
+            exc = OutputDirError(f"`{out_arg}` {out} {where} (`{source_arg}` {source}): the {what} would mix with "
+                                 "the source's files; name a folder outside it")
+            raise naming(exc, out_arg, source_arg)
+        if target in src.parents:
+            exc = OutputDirError(f"`{out_arg}` {out} holds the source folder (`{source_arg}` {source}), and a {what} "
+                                 "replaces its folder whole; name a folder beside the source instead")
+            raise naming(exc, out_arg, source_arg)
+    if target.is_file():
+        raise naming(OutputDirError(f"`{out_arg}` {out} is a file; name a folder for the {what}"), out_arg)
+    if target.is_dir() and any(target.iterdir()) and not any((target / m).exists() for m in markers):
+        exc = OutputDirError(f"`{out_arg}` {out} holds files that are not a {what} (no {' or '.join(markers)}), and a "
+                             f"{what} replaces its folder whole; name a new or empty folder, or a previous {what}")
+        raise naming(exc, out_arg)

@@ -3,7 +3,8 @@
 A split is held as flat numpy arrays with offsets (no Python object per bag), so a few
 hundred thousand admissions stay small in memory. ``load_split`` reads a whole file,
 ``iter_parquet`` streams one by row chunks (scoring), ``from_pandas`` reads a DataFrame (the
-pyfunc). Every reader names the file, column and row of the first bad value.
+pyfunc). Every reader names the file, column and row of the first bad value; ``data.consistency`` refuses a
+row that contradicts itself (what `score` and `serve` ask of features not written by the extraction).
 Batches for the models are made from a FeatureSet by ``pipeline.data.batches``.
 """
 
@@ -81,7 +82,7 @@ class FeatureSet:
         """Raise unless the input has the value channel (``bag_values``) that a model with one reads."""
         if self.values is None:
             raise FeatureError(f"{self.source}: column {VALUES!r} is missing, and the model has a value channel "
-                               "(value_channel=true); extract the features again with --values")
+                               "(trained with --value-channel); extract the features again with --values")
 
     def require_labels(self) -> None:
         if not len(self):
@@ -260,7 +261,7 @@ def check_file(path: Path | str, values: bool = False) -> None:
         raise FeatureError(f"{path}: missing column(s) {missing}; expected the features written by the extraction")
     if values and VALUES not in schema.names:
         raise FeatureError(f"{path}: column {VALUES!r} is missing, and the model has a value channel "
-                           "(value_channel=true); extract the features again with --values")
+                           "(trained with --value-channel); extract the features again with --values")
     for name in (*REQUIRED, VALUES) if values else REQUIRED:
         typ, want = schema.field(name).type, FEATURES.column(name).type
         if not accepts(want, typ):

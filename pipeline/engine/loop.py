@@ -62,6 +62,7 @@ class LoopState:
     val_nll: float = math.nan  # the last validation's NLL
     run_id: str | None = None  # the tracked run (resume continues it)
     stopped_early: bool = False  # patience ran out before the last step
+    kl_seen: bool = False  # a step's KL term was above 0 (the model has a posterior that the anneal weighs)
     seconds: float = 0.0  # wall time of the training steps (validation and checkpoints excluded)
 
     def entries(self) -> dict:
@@ -136,6 +137,7 @@ def run_loop(plan: TrainingPlan, *, d: Dist | None = None, tracker=None, base: d
                     f"grad_norm={stats[3].item()}); weights not updated; {_last_good(last_good)}")
             numbers = {"loss": stats[0].item(), "nll": stats[1].item(), "kl": stats[2].item(), "kl_weight": w,
                        "grad_norm": stats[3].item(), **(logged or {})}
+            state.kl_seen = state.kl_seen or numbers["kl"] > 0
             metrics = plan.train_metrics(step, numbers)  # what the plan logs of this step ({}: nothing)
             if tracker is not None and metrics:
                 tracker.log_metrics(metrics, step)
@@ -159,6 +161,22 @@ def run_loop(plan: TrainingPlan, *, d: Dist | None = None, tracker=None, base: d
         bar.close()
     model.eval()
     return state
+
+
+def announcements(plan: TrainingPlan, state: LoopState) -> list[str]:
+    """What a finished run should say (one line each, naming the settings as their fields): that it stopped
+    early, and that its KL weight never reached 1 (training ended inside the anneal)."""
+    notes = []
+    if state.stopped_early:
+        notes.append(f"early stopping: stopped at step {state.step} of {plan.last_step}, after {plan.patience} "
+                     f"validations in a row (patience, every eval_every {plan.eval_every} steps) found no better one; "
+                     f"the model is the best checkpoint, step {state.best_step}")
+    weight = kl_weight(state.step, plan.anneal_steps)
+    if state.kl_seen and weight < 1:
+        notes.append(f"KL anneal unfinished: training ended at step {state.step}, where the KL weight was "
+                     f"{weight:.3g}, short of 1 at step {plan.anneal_steps} (anneal_steps): the posterior was fitted "
+                     "under a partial KL penalty; lower anneal_steps or train longer (max_steps, max_epochs)")
+    return notes
 
 
 def _stalled(state: LoopState, step: int, plan: TrainingPlan, d: Dist) -> bool:

@@ -2,13 +2,14 @@
 
 ``collect`` reads every evaluated run (the ``eval/<split>/metrics.json`` artifacts that
 ``workflows.evaluate`` logs) of an experiment or a list of run ids into one row per run.
-``summarize`` groups the rows by the feature set the runs were trained on, feature split mode
+``summarize`` groups the rows by feature set (its content, ``reports.feature_sets``: never a folder's
+name; each section labelled by its release and source), feature split mode
 (``random``, or ``era``: MIMIC-III's carevue-era train, metavision-era test; MIMIC-IV's by
 ``anchor_year_group``, the latest in test) and model variant
 (``tasks.mortality.variants``) and gives mean ± sd over seeds of NLL, AUC-PR and ECE on val and test, the
 test NLL gap to the true risk, and a true-risk reference row per feature set and split mode:
-runs on other admissions are never pooled (the tables gain a ``features`` column when there are
-several). ``write_tables`` writes Markdown and CSV atomically. The grid
+runs on other admissions are never pooled, and a true risk is never set beside a run of other data
+(the Markdown table has a section per feature set). ``write_tables`` writes Markdown and CSV atomically. The grid
 that trains and evaluates every variant is ``pipeline.workflows.grid``. Vision runs (tag ``run_kind``) have
 their own tables (``compare_vision``); the rows here are the mortality runs'.
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.tables import cell, markdown_table, mean_sd
+from pipeline.reports import feature_sets
 from pipeline.runs import store
 from pipeline.runs.load import RunRecord, evaluation, find_runs
 from pipeline.tasks.mortality.variants import VARIANTS, canon, model_defaults, variant_label
@@ -89,7 +91,7 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None, run
             reports = _reports(run.run_id, Path(tmp))
             if not reports:
                 continue
-            rows.append(_row(run, reports, defaults))
+            rows.append(_row(run, reports, defaults, Path(tmp)))
     if not rows:
         raise CompareError("no evaluated runs (evaluate the runs on val and test first)")
     return rows
@@ -104,14 +106,16 @@ SETTING_PREFIXES = ("model.", "train.", "laplace.", "baseline.")  # run params t
 
 def settings_of(params: dict, reports: dict[str, dict]) -> dict[str, str]:
     """What defines a run's variant beyond its model label: the model and training params (seed and
-    logistics excluded), the features it was trained on, and the samples of each evaluation."""
+    logistics excluded) and the samples of each evaluation (the features are its section: ``feature_sets``)."""
     out = {k: str(v) for k, v in params.items()
-           if (k.startswith(SETTING_PREFIXES) or k in ("features", "distinct_per_step")) and k not in _NOT_SETTINGS}
+           if (k.startswith(SETTING_PREFIXES) or k == "distinct_per_step") and k not in _NOT_SETTINGS}
     out.update({f"eval.{split}.samples": str(rep.get("samples")) for split, rep in reports.items()})
     return out
 
 
-def _row(run: RunRecord, reports: dict[str, dict], defaults: dict[str, str]) -> dict:
+def _row(run: RunRecord, reports: dict[str, dict], defaults: dict[str, str], tmp: Path) -> dict:
+    section, trained, left_out = feature_sets.of_run(run, reports, tmp)
+    reports = {split: rep for split, rep in reports.items() if split not in left_out}
     first = next(iter(reports.values()))
     params = run.params
     model_config = {k.removeprefix("model."): v for k, v in params.items() if k.startswith("model.")}
@@ -119,10 +123,12 @@ def _row(run: RunRecord, reports: dict[str, dict], defaults: dict[str, str]) -> 
                                                        model_config or {"prior": first.get("prior")}, defaults)
     row = {"run_id": run.run_id, "model": label,
            "split_mode": first.get("split_mode") or run.tags.get("split_mode", "unknown"),
-           "features": str(params.get("features") or first.get("features") or "unknown"),
+           "features": section.key, "features_label": section.label, "identified_by": section.how.value,
            "seed": int(params.get("train.seed", params.get("baseline.seed", -1))),
            "start_time": run.start_time,
            "settings": settings_of(params, reports)}
+    if trained.key != section.key:  # evaluated on other features than it trained on: a row of its own, said so
+        row["model"] = f"{label} [trained on {trained.key}]"
     for split, rep in reports.items():
         ref = rep.get("true_risk") or {}
         for m in (*TABLE_METRICS, "ece_floor"):
@@ -193,7 +199,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                         key=lambda m: (order.get(m.split(" [")[0], len(order)), m))
         for model in models:
             g = groups[(mode, feats, model)]
-            rec = {"split_mode": mode, "features": feats, "model": model, "seeds": len(g)}
+            rec = {"split_mode": mode, "features": feats, "model": model, "seeds": len(g), **_section_of(g)}
             for col in summary_columns():
                 rec[f"{col}_mean"], rec[f"{col}_sd"], n = mean_sd([r.get(col) for r in g])
                 if col in PARTIAL_NA and 0 < n < len(g):  # runs evaluated before it existed: not the same runs
@@ -201,7 +207,7 @@ def summarize(rows: list[dict]) -> list[dict]:
             out.append(rec)
         runs = [r for (md, fs, _), g in groups.items() if (md, fs) == (mode, feats) for r in g]
         truth = {"split_mode": mode, "features": feats, "model": TRUE_RISK, "seeds": 0, f"{GAP}_mean": 0.0,
-                 f"{GAP}_sd": math.nan}  # the reference's gap to itself
+                 f"{GAP}_sd": math.nan, **_section_of(runs)}  # the reference's gap to itself
         own = [c for c in summary_columns() if c != GAP]
         for col in own:  # val_nll -> val_true_nll, ...
             truth[f"{col}_mean"], truth[f"{col}_sd"], _ = mean_sd([r.get(col.replace("_", "_true_", 1))
@@ -211,17 +217,32 @@ def summarize(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _section_of(rows: list[dict]) -> dict:
+    """The feature set's words of a group of rows (one feature set): its label and how its runs were told (the
+    least direct way any of them was: ``feature_sets.Identified``)."""
+    first = rows[0] if rows else {}
+    out = {k: first[k] for k in ("features_label",) if k in first}
+    hows = [r["identified_by"] for r in rows if "identified_by" in r]
+    if hows:
+        out["identified_by"] = max(hows, key=feature_sets.HOW_ORDER.index)
+    return out
+
+
 def to_markdown(summary: list[dict]) -> str:
-    """Markdown table (mean ± sd over seeds; a single seed shows the value alone)."""
+    """Markdown table (mean ± sd over seeds; a single seed shows the value alone): a section per feature set,
+    headed by its release, source and identity where the runs record them."""
     cols = summary_columns()
-    several = len({r.get("features", "unknown") for r in summary}) > 1  # runs on other admissions: say which
-    head = ["split", *(["features"] if several else []), "model", "seeds"]
-    head += [c.replace("_", " ", 1).replace("_", "-") for c in cols]
-    rows = []
+    head = ["split", "model", "seeds"] + [c.replace("_", " ", 1).replace("_", "-") for c in cols]
+    sections: dict[str, list[dict]] = {}
     for r in summary:
-        cells = [r["split_mode"], *([r.get("features", "unknown")] if several else []), r["model"],
-                 str(r["seeds"] or "")]
-        rows.append(cells + [cell(r[f"{c}_mean"], r[f"{c}_sd"]) for c in cols])
+        sections.setdefault(r.get("features", "unknown"), []).append(r)
+    parts = []
+    for rows in sections.values():
+        named = rows[0].get("features_label")
+        table = [[r["split_mode"], r["model"], str(r["seeds"] or "")]
+                 + [cell(r[f"{c}_mean"], r[f"{c}_sd"]) for c in cols] for r in rows]
+        parts.append((f"## Feature set: {named}\n\n" if named else "") + markdown_table(head, table))
+    several = len(sections) > 1  # runs on other admissions: each its own section
     note = ("\nsplit: `random` = 80/10/10 by patient; `era` = the older stays in train/val, the newer in test "
             "(distribution shift; MIMIC-III: carevue-era train/val, metavision-era test; MIMIC-IV: by "
             "anchor_year_group, the latest in test). NLL in nats; ECE with 15 equal-width bins; test nll-gap = model "
@@ -234,9 +255,11 @@ def to_markdown(summary: list[dict]) -> str:
             "ordering with the Brier loss (AUGRC: the average risk of an undetected failure, Traub et al. 2024; "
             "coverage at the evaluation's target risk); augrc-zero-one: with the 0/1 loss of the decision at the "
             "run's threshold."
-            + (" features: the feature set the runs were trained on; each has its own rows and true-risk "
+            + (" Feature sets: runs are grouped by the content of the features they were evaluated on (a digest of "
+               "the files and the source), never by a folder's name; each set has its own rows and true-risk "
                "reference (runs on other admissions are not pooled)." if several else "") + "\n")
-    return markdown_table(head, rows) + "\n" + note
+    said = "".join(f"\n{line}\n" for line in feature_sets.notes(summary))
+    return "\n\n".join(parts) + "\n" + note + said
 
 
 def to_csv(summary: list[dict]) -> str:
@@ -244,13 +267,13 @@ def to_csv(summary: list[dict]) -> str:
     import csv
     import io as _io
 
-    cols = ["split_mode", "features", "model", "seeds"]
+    cols = ["split_mode", "features", "features_label", "model", "seeds"]
     cols += [f"{c}_{s}" for c in summary_columns() for s in ("mean", "sd")]
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)
     for r in summary:
-        r = {"features": "unknown", **r}
+        r = {"features": "unknown", "features_label": "", **r}
         w.writerow([("" if isinstance(r[c], float) and not math.isfinite(r[c]) else
                      (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c])) for c in cols])
     return buf.getvalue()

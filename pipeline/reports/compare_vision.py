@@ -9,7 +9,8 @@ latest) and averages over seeds with ``reports.vision_summary.summarize_runs`` (
 metric's mean over the corruptions, then over seeds; sd over seeds, ddof = 1, 0 for one seed).
 ``write_vision`` writes ``vision.md``, ``vision.csv`` and ``vision_<dataset>.png`` (each metric
 against the severity, a line per method with ±sd bars) atomically. ``compare_all`` is what the
-command line runs: the mortality table exactly as ``compare.compare`` gives it, and these sections.
+command line runs: the mortality table exactly as ``compare.compare`` gives it, and these sections, of every
+run kind of the experiments it reads (``DEFAULT_EXPERIMENTS`` unless named).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.core import fileio
+from pipeline.core.errors import naming
 from pipeline.reports.compare import CompareError, collect, fetch_runs, label_variants, summarize, write_tables
 from pipeline.reports.vision_summary import markdown_table, summarize_runs
 from pipeline.runs import store
@@ -135,20 +137,27 @@ def write_vision(sections: list[dict], out_dir: Path | str) -> list[Path]:
     return files
 
 
-def compare_all(experiment: str | None = None, run_ids: list[str] | None = None,
-                out_dir: Path | str | None = None) -> Comparison:
-    """Mortality table (``compare.summarize``, unchanged) and vision sections of the same runs; with
-    ``out_dir`` their files (compare.md/csv only when there are mortality runs). An experiment holding
-    only vision runs needs no name when it is the vision default (``vision``)."""
-    from pipeline.runs.store import VISION_EXPERIMENT
+# the experiments read when none is named: every kind of run the commands write by default (mortality models and
+# baselines, their Laplace runs, image models)
+DEFAULT_EXPERIMENTS = (store.DEFAULT_EXPERIMENT, store.LAPLACE_EXPERIMENT, store.VISION_EXPERIMENT)
 
-    if run_ids or experiment:
-        runs = fetch_runs(experiment, run_ids)
+
+def compare_all(experiment: str | list[str] | tuple[str, ...] | None = None, run_ids: list[str] | None = None,
+                out_dir: Path | str | None = None) -> Comparison:
+    """Mortality table (``compare.summarize``, unchanged) and vision sections of the same runs: the runs
+    ``run_ids``, else every run (any kind) of the experiments ``experiment`` names, else of those of
+    ``DEFAULT_EXPERIMENTS`` the store holds; with ``out_dir`` their files (compare.md/csv only when there are
+    mortality runs)."""
+    names = [experiment] if isinstance(experiment, str) else list(experiment or [])
+    if run_ids:
+        runs = fetch_runs(None, run_ids)
+    elif names:
+        runs = [r for n in dict.fromkeys(names) for r in fetch_runs(n)]
     else:  # the default experiments that exist
-        names = [n for n in (store.DEFAULT_EXPERIMENT, VISION_EXPERIMENT) if store.experiment_exists(n)]
+        names = [n for n in DEFAULT_EXPERIMENTS if store.experiment_exists(n)]
         if not names:
-            raise CompareError(f"neither experiment {store.DEFAULT_EXPERIMENT!r} nor {VISION_EXPERIMENT!r} is in "
-                               f"{store.tracking_uri()}; name one")
+            raise naming(CompareError(f"none of the experiments {list(DEFAULT_EXPERIMENTS)} is in "
+                                      f"{store.tracking_uri()}; name one (`experiment`)"), "experiment")
         runs = [r for n in names for r in fetch_runs(n)]
     result = Comparison()
     try:

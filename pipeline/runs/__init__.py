@@ -11,7 +11,7 @@
 - ``info``: ``ModelInfo`` (the same fields for every kind), ``RunKind`` (a task's key) and ``ModelFormat``.
 - ``store``: the tracking store (the one MLflow client factory), artifact names, tags.
 - ``tracking``: a run being written (params, metrics, artifacts, the pyfunc), redacted; a context
-  manager that ends the run FAILED on any exception, FINISHED otherwise.
+  manager that ends the run KILLED on Ctrl-C, FAILED on any other exception, FINISHED otherwise.
 - ``pyfunc``: the run's model as an MLflow pyfunc (features in, risk table out).
 - ``truth``: the true risk of a synthetic source joined to its features (the reference evaluation
   judges a run by, and training / Laplace choose the refer measure by on validation).

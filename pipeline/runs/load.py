@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.core import fileio
+from pipeline.core.errors import naming
 from pipeline.engine.checkpoints import BEST
 from pipeline.runs import store
 from pipeline.runs.formats import FILES, load_model, model_file
@@ -77,6 +78,10 @@ def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
         return m.group(1), None
     if store.RUN_ID.match(text):
         return text, None
+    if text.startswith("runs:/"):
+        given = text.removeprefix("runs:/").split("/")[0]
+        raise RunError(f"{text}: {given!r} is not a run id (32 hexadecimal digits, as `train` prints it after "
+                       "run_id:); a runs:/ URI is runs:/<run id>/model")
     path = Path(text)
     if path.is_file() or model_file(path / "artifacts") is not None:
         return None, path
@@ -191,7 +196,8 @@ def _download_optional(c, run_id: str, artifact: str, dst: Path) -> dict:
 def resolve_features(run: Run, data: Path | str | None) -> Path:
     """The features directory to use: ``data`` or the run's; its vocab.json must be the run's."""
     if data is None and run.features_dir is None:
-        raise RunError(f"run {run.run_id} does not record its features directory; give the features directory (data)")
+        raise naming(RunError(f"run {run.run_id} does not record its features directory; give the features directory "
+                              "(`data`)"), "data")
     fdir = Path(data) if data is not None else run.features_dir
     vocab_file = fdir / store.VOCAB
     if not vocab_file.exists():

@@ -90,9 +90,10 @@ def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_val
     """The validated ``FeatureSet`` of a request DataFrame (the features columns; ``observed_hours``
     optional, ``before_prediction_time`` derived from it and the model's window ``window_hours``;
     ``bag_values`` read only when ``needs_values``, a model with a value channel, which requires it).
-    ``bag_hours`` must lie in the extraction's window (``bag_window``) and ``n_events`` agree with
-    the bags (``check_bags``)."""
+    ``bag_hours`` must lie in the extraction's window (``bag_window``, ``check_bags``) and no row may contradict
+    itself (``data.consistency.check_rows``: the checks beside the features table's contract)."""
     from pipeline.data import features
+    from pipeline.data.consistency import check_rows
 
     if not isinstance(frame, pd.DataFrame):
         raise RequestError("the input must be a table of the features columns (over HTTP: a JSON object with "
@@ -126,6 +127,10 @@ def read_request(frame, vocab_sizes: dict, window_hours: float | None, needs_val
         fs.observed_hours = observed
         if window_hours is not None:
             fs.before_prediction_time = observed < float(window_hours)  # nan (not recorded) -> False
+    try:
+        check_rows(fs, window_hours)
+    except features.FeatureError as exc:
+        raise RequestError(str(exc).removeprefix("request: ")) from None
     return fs
 
 
@@ -144,21 +149,13 @@ def bag_window(window_hours: float | None, lookback_days: float | None) -> tuple
 
 def check_bags(fs, low: float, high: float) -> None:
     """``RequestError`` naming the first row whose bags start outside [low, high) hours (or at no
-    finite hour), or whose ``n_events`` disagrees with its bags: every token of a bag stands for at
-    least one event, so n_events >= the admission's tokens, and 0 only without any bag."""
+    finite hour)."""
     hours = fs.bag_hours.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(hours) | (hours < low) | (hours >= high))
     if bad.size:
         row = int(np.searchsorted(fs.bag_offsets, bad[0], side="right") - 1)
         raise RequestError(f"column 'bag_hours' row {row}: a bag starts outside the model's window [{low:g}, "
                            f"{high:g}) hours after admission ({bad.size} such bags)")
-    tokens = np.diff(fs.token_offsets[fs.bag_offsets])  # (N,) token ids per admission
-    events = fs.n_events.astype(np.int64)
-    wrong = np.flatnonzero((events < tokens) | ((events > 0) & (fs.n_bags == 0)))
-    if wrong.size:
-        raise RequestError(f"row {int(wrong[0])}: 'n_events' disagrees with 'bags' (each token of a bag stands for "
-                           "at least one event: n_events must be >= the bags' token count, and 0 without bags) "
-                           f"({wrong.size} such rows)")
 
 
 def _whole_numbers(col: pd.Series, name: str) -> np.ndarray:

@@ -23,6 +23,17 @@ from pipeline.core import fileio
 from pipeline.core.redact import redact_json
 from pipeline.engine import risk
 from pipeline.runs import store
+from pipeline.runs.identity import (
+    FEATURES_ID_TAG,
+    FEATURES_SOURCE_TAG,
+    features_id,
+    features_identity,
+    read_manifest,
+    source_of,
+)
+
+__all__ = ["BENCHMARK_REFER_MEASURE", "ReferSource", "Validation", "choose_refer_measure", "copy_inputs", "features_id",
+           "tag_features", "validation_summary", "write_run"]
 
 VAL_METRICS = (*metrics.METRICS, "n", "positives")  # model_info.json's val_metrics
 LOGGED = (*metrics.METRICS, "mean_mutual_information")  # logged as best_val_<name>
@@ -121,8 +132,13 @@ def copy_inputs(fdir: Path, out: Path, replace: bool = True) -> None:
 
 
 def tag_features(tracker, fdir: Path) -> None:
-    """Tag a run with the features it was trained on: evaluate finds them, compare groups by split mode,
-    score checks the release."""
+    """Tag a run with the features it was trained on: evaluate finds them (their folder), compare groups by
+    their identity (``runs.identity``: their content, not their folder) and split mode and labels them by
+    source and release, score checks the release."""
+    manifest = read_manifest(fdir)
+    if (identity := features_identity(manifest)) is not None:
+        tracker.set_tag(FEATURES_ID_TAG, identity)
+        tracker.set_tag(FEATURES_SOURCE_TAG, source_of(manifest))
     tracker.set_tag(store.FEATURES_DIR_TAG, str(Path(fdir).resolve()))
     tracker.set_tag(store.SPLIT_MODE_TAG, store.features_split_mode(fdir))
     tracker.set_tag(store.RELEASE_TAG, store.features_dir_release(fdir))

@@ -1,6 +1,10 @@
 """The tracking store and what a run holds in it: the one MLflow client, artifact names, model URIs.
 
-The tracking URI is ``MLFLOW_TRACKING_URI`` (default ``sqlite:///<cwd>/mlflow.db``). Every
+The tracking URI is ``MLFLOW_TRACKING_URI``; unset, the ``mlflow.db`` of the working directory or of the nearest
+folder above it that has one (a command run from a subfolder of the project finds the project's store; its runs'
+artifacts go to ``mlruns/`` beside it), else a new ``mlflow.db`` in the working directory; a store other than the
+working directory's, or a new one, is announced once (a WARNING line on stderr) so nobody looks for runs in the
+wrong place. Every
 MLflow client of the library comes from ``client()``, which initialises a SQLite store once per
 process under an exclusive file lock (``<db>.init.lock``): two commands started at once on a
 fresh store would otherwise both run MLflow's table creation and one would die half-way. A run is named by its id,
@@ -68,6 +72,7 @@ RUN_KIND_TAG = "run_kind"  # RunKind of the run (absent: mortality, every run be
 DATASET_TAG = "dataset"  # a vision run's digits | cifar10 | cifar100 (compare groups vision runs by it)
 LABEL_TAG = "model_label"  # compare's row name of a Laplace or vision run (laplace-last-layer-650, rank1-gaussian ...)
 VISION_EXPERIMENT = "vision"  # MLflow experiment of vision runs (and their Laplace runs) when none is given
+LAPLACE_EXPERIMENT = "laplace"  # MLflow experiment of a mortality run's Laplace runs when none is given
 OLD_MODEL_FILE = "model.pt"  # an image model's checkpoint in vision runs written before it was best.pt
 _KIND_WORDS = {RunKind.MORTALITY: "a mortality model of admissions' features",
                RunKind.VISION: "an image classifier"}
@@ -90,9 +95,19 @@ def require_kind(run_id: str | None, tags: dict, expected: RunKind) -> None:
                        f"({_KIND_WORDS[expected]})")
 
 
+STORE_FILE = "mlflow.db"  # the default store's file
+
+
+def default_store() -> Path:
+    """The store used when ``MLFLOW_TRACKING_URI`` is unset: the working directory's ``mlflow.db`` or the nearest
+    one above it, else the working directory's (new)."""
+    here = Path.cwd()
+    return next((f / STORE_FILE for f in (here, *here.parents) if (f / STORE_FILE).is_file()), here / STORE_FILE)
+
+
 def tracking_uri() -> str:
-    """``MLFLOW_TRACKING_URI`` or ``sqlite:///<cwd>/mlflow.db``."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    """``MLFLOW_TRACKING_URI`` or ``sqlite:///<default_store()>``."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{default_store()}"
 
 
 def run_not_found(run_id: str, exc: BaseException) -> "RunError":
@@ -100,8 +115,11 @@ def run_not_found(run_id: str, exc: BaseException) -> "RunError":
     default one (``./mlflow.db``, which follows the working directory), how to reach another."""
     hint = ""
     if not os.environ.get("MLFLOW_TRACKING_URI"):
-        hint = (f" (MLFLOW_TRACKING_URI is unset, so the store is mlflow.db in the working directory {Path.cwd()}: "
-                "run the command from the directory the run was trained in, or set MLFLOW_TRACKING_URI to its store)")
+        db = default_store()
+        where = (f"mlflow.db in the working directory {Path.cwd()}" if db.parent == Path.cwd() else
+                 f"the nearest mlflow.db above the working directory, {db}")
+        hint = (f" (MLFLOW_TRACKING_URI is unset, so the store is {where}: run the command from the directory the "
+                "run was trained in, or set MLFLOW_TRACKING_URI to its store)")
     first = (str(exc).strip().splitlines() or [""])[0]
     return RunError(f"run {run_id} not found in the tracking store {tracking_uri()}{hint}: {first}")
 
@@ -115,8 +133,27 @@ def client():
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri()
+    announce(uri)
     init_store(uri)
     return MlflowClient(uri)
+
+
+_ANNOUNCED: set[str] = set()  # stores this process has said
+
+
+def announce(uri: str) -> None:
+    """Say once (WARNING, stderr) where the default store is when it is not the working directory's own, or is
+    new (``MLFLOW_TRACKING_URI`` unset): a command run from another folder says where its runs go."""
+    if uri in _ANNOUNCED or os.environ.get("MLFLOW_TRACKING_URI"):
+        return
+    _ANNOUNCED.add(uri)
+    db = default_store()
+    if db.parent != Path.cwd():
+        log.warning("tracking store: %s (the nearest mlflow.db above the working directory; MLFLOW_TRACKING_URI "
+                    "chooses another)", db)
+    elif not db.exists():
+        log.warning("tracking store: %s, new (no mlflow.db in the working directory or above it; run the commands "
+                    "from one folder, or set MLFLOW_TRACKING_URI, to keep the runs in one store)", db)
 
 
 def init_store(uri: str) -> None:
@@ -152,6 +189,9 @@ def experiment_id(name: str, artifact_location: str | None = None) -> str:
     exp = c.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
+    db = default_store()
+    if artifact_location is None and not os.environ.get("MLFLOW_TRACKING_URI") and db.parent != Path.cwd():
+        artifact_location = (db.parent / "mlruns" / name).as_uri()  # beside the store found, not here
     return c.create_experiment(name, artifact_location=artifact_location)
 
 

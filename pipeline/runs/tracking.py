@@ -6,8 +6,9 @@ password or date reaches the tracking store. Tags are redacted alike, except tha
 (``store.PATH_TAGS``: the features directory, read back to find the features) keep their dates. Only rank 0 of a
 distributed run tracks; the other ranks get a ``NullTracker``.
 
-A tracker is a context manager: the run it opened ends FAILED when the block raises (KeyboardInterrupt
-included; the exception goes on) and FINISHED when it does not::
+A tracker is a context manager: the run it opened ends KILLED when the block is interrupted (Ctrl-C:
+``KeyboardInterrupt``), FAILED when it raises anything else (the exception goes on) and FINISHED when it does
+not::
 
     with make_tracker(tracking, experiment="x") as tracker:
         tracker.log_params(...)
@@ -52,10 +53,11 @@ class NullTracker:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        """End the run FAILED on any exception (``BaseException``: an interrupt too), else FINISHED; never
-        swallows the exception. A tracker that does not own its run's status (``owns_status``) ends nothing."""
+        """End the run KILLED when interrupted (``KeyboardInterrupt``), FAILED on any other exception, else
+        FINISHED; never swallows the exception. A tracker that does not own its run's status (``owns_status``)
+        ends nothing."""
         if self.owns_status:
-            self.end("FINISHED" if exc_type is None else "FAILED")
+            self.end(end_status(exc_type))
         return False
 
 
@@ -109,17 +111,28 @@ class RunTracker(NullTracker):
         import mlflow
         from pipeline.runs import pyfunc
 
-        previous = mlflow.get_tracking_uri()
+        previous, env = mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(store.tracking_uri())
         try:
             with mlflow.start_run(run_id=self.run_id):
                 pyfunc.log_model(**kwargs)
         finally:
-            mlflow.set_tracking_uri(previous)
+            mlflow.set_tracking_uri(previous)  # which also sets MLFLOW_TRACKING_URI: put back what it was, so
+            if env is None:  # the next command of this process finds the store this one used
+                os.environ.pop("MLFLOW_TRACKING_URI", None)
+            else:
+                os.environ["MLFLOW_TRACKING_URI"] = env
         self.client.update_run(self.run_id, status="RUNNING")  # start_run's exit ended the run
 
     def end(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
+
+
+def end_status(exc_type) -> str:
+    """MLflow's status of a run whose block ended with ``exc_type`` (None: no exception)."""
+    if exc_type is None:
+        return "FINISHED"
+    return "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
 
 
 def make_tracker(enabled: bool, **kwargs) -> NullTracker:

@@ -35,15 +35,24 @@ def files_release(files: list[Path]) -> Release | None:
     return found.pop() if found else None
 
 
-def check(model_release: Release, data_release: Release | None, cross_release: bool, what: str) -> bool:
+def check(model_release: Release, data_release: Release | None, cross_release: bool, what: str,
+          features: bool = False) -> bool:
     """Whether scoring ``what`` (of ``data_release``) with a model of ``model_release`` crosses releases;
-    refused (``CrossReleaseError``) unless ``cross_release``. Unknown data release: not checked."""
+    refused (``CrossReleaseError``) unless ``cross_release``. Unknown data release: not checked. ``features``:
+    ``what`` are features, whose own vocabulary another release's model cannot read: the message says to
+    score their source instead."""
     if data_release is None:
         log.warning("%s records no release (no manifest.json beside it): not checked against the model's (%s)",
                     what, Release(model_release).title)
         return False
     if data_release == model_release:
         return False
+    if features:  # another release's features index their own vocabulary: only its source can be scored
+        raise CrossReleaseError(
+            f"{what} is {Release(data_release).title} but the model was trained on {Release(model_release).title}: "
+            "refused: features of another release index their own vocabulary, which the model cannot read; score their "
+            "MIMIC source instead, extracted with the model's vocabulary (--source DIR --cross-release; the share "
+            "of out-of-vocabulary tokens is then reported)", Release(model_release), Release(data_release))
     if not cross_release:
         raise CrossReleaseError(
             f"{what} is {Release(data_release).title} but the model was trained on "

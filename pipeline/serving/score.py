@@ -30,8 +30,10 @@ import pyarrow as pa
 from pipeline.core import fileio
 from pipeline.core.contracts import COHORT_COLUMNS, RISK
 from pipeline.core.devices import resolve_device
-from pipeline.core.errors import PipelineError
+from pipeline.core.errors import PipelineError, naming
+from pipeline.core.privacy import check_private
 from pipeline.data import features
+from pipeline.data.consistency import check_rows
 from pipeline.engine import predict, risk
 from pipeline.runs.info import RunKind
 from pipeline.runs.load import evaluation, load_run
@@ -139,8 +141,8 @@ def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Pat
 
     saved = dict((manifest or {}).get("config") or {})
     if not saved:
-        raise ScoreError("the model's run has no features/manifest.json with the extraction settings; "
-                         "extract the census first and score its features (data)")
+        raise naming(ScoreError("the model's run has no features/manifest.json with the extraction settings; "
+                                "extract the census first and score its features (`data`)"), "data")
     known = {f.name for f in fields(ExtractConfig)}
     if set(saved) - known:
         log.warning("extraction settings %s of the training run are unknown to this version; ignored",
@@ -174,6 +176,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
     policy = run_policy(run, cfg)
     sizes = (len(run.vocab["tokens"]), len(run.vocab["context"]))
     values = run.model.value_channel  # a value-channel model reads (and needs) bag_values
+    window = ((run.manifest or {}).get("config") or {}).get("prediction_hours")  # None: not recorded
     for f in files:
         features.check_file(f, values=values)
         _check_vocab_file(f, run.vocab)
@@ -183,7 +186,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
     with fileio.atomic_path(out) as tmp:
         with pq.ParquetWriter(tmp, RISK.arrow_schema(), compression="zstd") as writer:
             for f in files:
-                for fs in _chunks(f, cfg.chunk_rows, values):
+                for fs in _chunks(f, cfg.chunk_rows, values, window):
                     fs.check_vocab(*sizes)
                     table = risk.score_features(run.model, fs, samples, refer, cfg.batch_size, run.info.max_bags,
                                                 run.info.max_tokens, gen, measure, policy, run.vocab["context"])
@@ -197,9 +200,11 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
                         before_prediction_time=early, high_risk=high, policy=policy)
 
 
-def _chunks(path: Path, chunk_rows: int, values: bool = False):
-    """``features.iter_parquet`` with Arrow read errors turned into ``ScoreError`` naming the file."""
+def _chunks(path: Path, chunk_rows: int, values: bool = False, window: float | None = None):
+    """``features.iter_parquet`` with Arrow read errors turned into ``ScoreError`` naming the file, and every row
+    checked not to contradict itself (``data.consistency.check_rows``, ``window``: the model's prediction window)."""
     it = features.iter_parquet(path, chunk_rows, values)
+    row0 = 0
     while True:
         try:
             fs = next(it)
@@ -207,15 +212,23 @@ def _chunks(path: Path, chunk_rows: int, values: bool = False):
             return
         except (pa.ArrowInvalid, OSError) as exc:
             raise ScoreError(f"{path}: cannot read the Parquet data ({exc})") from None
+        check_rows(fs, window, row0)
+        row0 += len(fs)
         yield fs
+
+
+def _own_vocab(path: Path, vocab: dict) -> bool:
+    """Whether the features file ``path`` indexes the model's ``vocab`` (True where no vocab.json is beside it)."""
+    vf = path.parent / "vocab.json"
+    return not vf.exists() or fileio.read_json(vf) == vocab
 
 
 def _check_vocab_file(path: Path, vocab: dict) -> None:
     """A vocab.json next to the features must be the model's (else ids mean other tokens)."""
-    vf = path.parent / "vocab.json"
-    if vf.exists() and fileio.read_json(vf) != vocab:
-        raise ScoreError(f"{path}: the features were extracted with {vf}, which is not the model's vocabulary; "
-                         "extract from the source with the model instead (source), which uses the training vocabulary")
+    if not _own_vocab(path, vocab):
+        raise naming(ScoreError(f"{path}: the features were extracted with {path.parent / 'vocab.json'}, which is not "
+                                "the model's vocabulary; score their MIMIC source instead (`source`), which is "
+                                "extracted with the training vocabulary"), "source")
 
 
 def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, source: str | None = None,
@@ -236,21 +249,26 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     cfg = cfg or ScoreConfig()
     out = scores_path(out)
     if (data is None) == (source is None):
-        raise ScoreError("give exactly one of data (features) or source (a MIMIC source)")
+        raise naming(ScoreError("give exactly one of `data` (features) or `source` (a MIMIC source)"), "data", "source")
     if cohort is not None and source is None:
-        raise ScoreError("a cohort restricts a source extraction; with features (data), filter them instead")
+        raise naming(ScoreError("`cohort` restricts a source extraction (`source`); with features (`data`), filter "
+                                "them instead"), "cohort", "source", "data")
     if as_of is not None and source is None:
-        raise ScoreError("as_of applies to a source extraction; features record their window already")
+        raise naming(ScoreError("`as_of` applies to a source extraction (`source`); features (`data`) record their "
+                                "window already"), "as_of", "source", "data")
     as_of_epoch = parse_as_of(as_of) if as_of is not None else None
     if report is not None and Path(report).resolve().parent == (Path(out).resolve().parent / "_private"):
         raise ScoreError(f"{report}: the report keyed by pseudonym does not belong in _private/ (the data owner's "
                          "copy, keyed by HADM_ID, is written there with link)")
+    if link:  # the data owner's files: never where `git add .` takes them (before any work is done)
+        check_private(out.parent / "_private", what="the data owner's link file and reports by HADM_ID")
     with tempfile.TemporaryDirectory(prefix="score-") as tmp:
         run = load_run(model_uri, Path(tmp) / "model", resolve_device(device), kind=RunKind.MORTALITY)
         model_release = release.release_of(run.manifest)
         if data is not None:
             files = feature_files(data)
-            crossing = release.check(model_release, release.files_release(files), cross_release, str(data))
+            crossing = release.check(model_release, release.files_release(files), cross_release, str(data),
+                                     features=not _own_vocab(files[0], run.vocab))
             summary = _with_oov(score_files(run, files, out, cfg), run, files, crossing)
             links = _features_links(files) if link else None
             return _finish(run, summary, links, report)
@@ -377,7 +395,7 @@ def parse_as_of(text: str) -> float:
             return datetime.strptime(text.strip(), fmt).replace(tzinfo=timezone.utc).timestamp()
         except ValueError:
             continue
-    raise ScoreError("as_of must be a timestamp YYYY-MM-DD HH:MM[:SS] on the source's clock")
+    raise naming(ScoreError("`as_of` must be a timestamp YYYY-MM-DD HH:MM[:SS] on the source's clock"), "as_of")
 
 
 def validation_reliability(run) -> dict | None:

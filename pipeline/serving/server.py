@@ -63,14 +63,21 @@ def model_uri(uri: str) -> str:
 
 
 def load(uri: str):
-    """MLflow's PyFuncModel of ``uri`` (read from the tracking store of ``store.tracking_uri``)."""
+    """MLflow's PyFuncModel of ``uri`` (read from the tracking store of ``store.tracking_uri``); a run id the store
+    does not hold, or a run of another kind, is refused first with ``runs.load``'s one line."""
     import mlflow
+    from pipeline.runs.info import RunKind
+    from pipeline.runs.load import kind_of_run
     from pipeline.runs.store import RunError, init_store, tracking_uri
 
     init_store(tracking_uri())
+    kind = kind_of_run(uri)  # an unknown run id: the line that says which store was asked
+    if kind is not RunKind.MORTALITY:
+        raise RunError(f"{uri} holds a {kind.value} model; `serve` serves mortality models (features in, risk out)")
     mlflow.set_tracking_uri(tracking_uri())
+    target = model_uri(uri)  # a malformed URI: runs.load's own line
     try:
-        return mlflow.pyfunc.load_model(model_uri(uri))
+        return mlflow.pyfunc.load_model(target)
     except Exception as exc:
         raise RunError(f"cannot load the model {uri}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
 
@@ -121,12 +128,28 @@ def _log_setup() -> None:
     guard_log.setLevel(logging.INFO)
 
 
+def check_port(cfg: ServeConfig) -> None:
+    """A config error naming ``port`` when another process listens on it (before the model is loaded, and so
+    before anything announces a server)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+        try:
+            sock.bind((HOST, cfg.port))
+        except OSError as exc:
+            raise invalid(cfg, f"port {cfg.port} on {HOST} is taken ({exc.strerror or exc}): another server listens "
+                               "there; stop it or choose another port", "port") from None
+
+
 def serve(cfg: ServeConfig, log_level: str = "info", on_ready=None) -> None:
     """Serve ``cfg.model`` on http://127.0.0.1:``cfg.port`` until interrupted (SIGINT / SIGTERM).
-    ``on_ready()`` is called once the model has loaded, before the server starts."""
+    A taken port is refused first (``check_port``); ``on_ready()`` is called once the model has loaded, before
+    the server starts."""
     import uvicorn
 
     _log_setup()
+    check_port(cfg)
     if cfg.workers == 1:
         app = build_app(cfg)  # a model that does not load fails here, before the port is taken
         if on_ready is not None:

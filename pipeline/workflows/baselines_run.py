@@ -106,7 +106,7 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
                   **val.checkpoint_entries(), "rounds": settings.get("rounds"),
                   "policy": policy and policy.to_dict(), "calibration_share": calibration_share}
     tracker = make_tracker(tracking, experiment=experiment, run_name=run_name, artifact_location=artifact_location)
-    with tracker:  # the run ends FAILED on any exception, else FINISHED
+    with tracker:  # the run ends KILLED on Ctrl-C, FAILED on any other exception, else FINISHED
         out = Path(out_dir) if out_dir is not None else Path("runs") / "train" / (tracker.run_id or
                                                                                  f"{kind.value}-s{cfg.seed}")
         check_fresh(out, BASELINE_FILE)
@@ -119,7 +119,7 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
         fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": kind.value, **cfg.to_dict()})
         tracker.log_params({"model_kind": kind.value, "baseline": cfg.to_dict(), "chosen": settings,
                             "referral": (referral or ReferralConfig()).to_dict(), "n_train": len(train_fs),
-                            "n_val": len(val_fs), "features": fdir.name})
+                            "n_val": len(val_fs), "features": record.features_id(fdir)})
         tracker.set_tag(FORMAT_TAG, ModelFormat.BASELINE.value)
         record.write_run(tracker, out, fdir=fdir, info=info, validation=val, checkpoint=out / BASELINE_FILE,
                          score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG,),

@@ -27,6 +27,7 @@ from pipeline.core import fileio
 from pipeline.core.contracts import DEFAULT_BATCH, MIN_DEATHS
 from pipeline.core.devices import resolve_device
 from pipeline.runs import store
+from pipeline.runs.identity import features_identity, label, source_of
 from pipeline.runs.info import RunKind
 from pipeline.runs.load import Run, load_run, resolve_features
 from pipeline.runs.store import split_mode
@@ -186,10 +187,13 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     report.update(decisions(rm, pred, fs, true_risk, cfg, split))
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(identical_draws=bool(samples > 1 and (logits == logits[:1]).all()))  # a deterministic model
+    identity = features_identity(manifest)  # what compare groups by: the features' content, not their folder
     report.update(split=split.value, split_mode=split_mode(manifest), model_kind=rm.info.model_kind,
                   model_label=rm.info.model_label,
                   prior=(rm.info.model_config or {}).get("prior"), run_id=rm.run_id,
-                  features=redact_value(fdir.resolve().name), truth=truth_file is not None)
+                  features=redact_value(fdir.resolve().name), features_id=identity,
+                  features_label=label((manifest or {}).get("release"), source_of(manifest), identity),
+                  truth=truth_file is not None)
     out = Path(out_dir) if out_dir else Path("runs") / "eval" / (rm.run_id or "local") / split.value
     jp = Path(json_path) if json_path else out / store.METRICS
     fileio.write_json(jp, report)

@@ -45,7 +45,7 @@ from pipeline.tasks.mortality.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EXPERIMENT = "laplace"  # MLflow experiment of Laplace runs when none is given
+DEFAULT_EXPERIMENT = store.LAPLACE_EXPERIMENT  # MLflow experiment of Laplace runs when none is given
 REPORT = "laplace_report.json"  # the fit report artifact
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests the run under its MAP run
 
@@ -150,7 +150,7 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
                       checkpoint={**val.checkpoint_entries(), "vocab_sizes": vocab_sizes, "step": rm.info.step,
                                   "val_nll": val_metrics["nll"], "policy": policy and policy.to_dict()},
                       info={"vocab_sizes": vocab_sizes, "policy": policy and policy.to_dict(arrays=False)},
-                      params={"train": {"seed": seed}, "features": fdir.name, "n_train": len(train_fs),
+                      params={"train": {"seed": seed}, "features": record.features_id(fdir), "n_train": len(train_fs),
                               "n_val": len(val_fs), "referral": (referral or ReferralConfig()).to_dict()},
                       tags={}, before=write, refer_threshold=threshold, val_metrics=val_metrics,
                       tracking=tracking, experiment=experiment or DEFAULT_EXPERIMENT, run_name=run_name,
@@ -242,7 +242,8 @@ def _write_run(model, report: LaplaceReport, cfg: LaplaceConfig, samples: int | 
                val_metrics: dict, tracking: bool, experiment: str, run_name: str | None, out_dir: Path | str | None,
                fdir: Path | None = None, validation=None, metrics: dict | None = None, before=None,
                policy=None) -> LaplaceRunResult:
-    """Save, record and log a fitted Laplace model as a run of its own (ended FAILED on any exception).
+    """Save, record and log a fitted Laplace model as a run of its own (ended KILLED on Ctrl-C, FAILED on any
+    other exception).
 
     Writes ``best.pt`` (the model with ``train_config``, the ``checkpoint`` entries and its MAP network's task
     key) and the fit report into ``out_dir`` (default ``runs/laplace/<run id>``, untracked

@@ -23,15 +23,15 @@ import torch
 
 from pipeline.bayes.referral.config import ReferralConfig
 from pipeline.core import fileio
-from pipeline.core.configs import config_dict
+from pipeline.core.configs import config_dict, invalid
 from pipeline.core.devices import resolve_device
-from pipeline.core.errors import TrainError
+from pipeline.core.errors import TrainError, naming, resumable
 from pipeline.core.seeds import EVAL_STREAM, TRAIN_STREAM, stream_seed
 from pipeline.data import features
 from pipeline.engine import predict
 from pipeline.engine.checkpoints import BEST, CHECKPOINT_FORMAT, LAST, check_fresh, read_checkpoint, save_checkpoint
 from pipeline.engine.distributed import Dist, broadcast, init_distributed
-from pipeline.engine.loop import LoopState, TrainingDiverged, resume_state, run_loop
+from pipeline.engine.loop import LoopState, TrainingDiverged, announcements, resume_state, run_loop
 from pipeline.runs import record, store
 from pipeline.runs.tracking import make_tracker, run_id_line
 from pipeline.runs.truth import features_true_risk
@@ -61,11 +61,14 @@ class TrainResult:
     best_metrics: dict = field(default_factory=dict)  # validation metrics of best.pt at score_samples
     refer_measure: str | None = None  # what refer ranks by (metrics.Measure value; rank 0)
     policy: object | None = None  # bayes.referral.policy.Policy: recalibration, decision threshold, refer rule
+    notes: list[str] = field(default_factory=list)  # what the run should know (engine.loop.announcements)
 
     def summary(self) -> str:
-        """What ``cli.py train`` prints: steps, the best checkpoint and its refer threshold, the policy (how the
-        risk is recalibrated, the decision threshold, the refer rule's promise), the run id."""
-        lines = [f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} refer_threshold="
+        """What ``cli.py train`` prints: the loop's announcements (early stopping, an unfinished KL anneal), steps,
+        the best checkpoint and its refer threshold, the policy (how the risk is recalibrated, the decision
+        threshold, the refer rule's promise), the run id."""
+        lines = [*self.notes,
+                 f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} refer_threshold="
                  f"{self.refer_threshold:.6g} refer_measure={self.refer_measure} checkpoint={self.best_checkpoint}"]
         lines += policy_lines(self.policy)
         return "\n".join(lines) + "\n" + run_id_line(self.run_id)
@@ -105,7 +108,8 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     cfg = cfg or TrainConfig()
     fdir = Path(features_dir)
     if resume and out_dir is None:
-        raise TrainError(f"resume needs the output directory (out_dir) that holds {LAST}")
+        raise naming(TrainError(f"`resume` needs the output directory (`out_dir`) that holds {LAST}"), "resume",
+                     "out_dir")
     d = init_distributed()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -122,7 +126,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                            run_id=state.run_id, artifact_location=artifact_location)
     base = {"format": CHECKPOINT_FORMAT, TASK_KEY: "mortality", "model_kind": model_kind, "model_config": mcfg,
             "train_config": cfg.to_dict(), "vocab_sizes": vocab_sizes}
-    with tracker:  # the run ends FAILED on any exception, else FINISHED
+    with tracker:  # the run ends KILLED on Ctrl-C, FAILED on any other exception, else FINISHED
         try:
             if out_dir is None:  # a tracked run gets its own directory, named by its run id
                 out_dir = Path("runs") / "train" / broadcast(tracker.run_id or f"{model_kind}-s{cfg.seed}", d)
@@ -135,16 +139,23 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
                 tracker.log_params({"model_kind": model_kind, "model": mcfg, "train": train_params,
                                     "referral": (referral or ReferralConfig()).to_dict(), "n_train": len(p.train_fs),
                                     "n_val": len(p.val_fs), "world_size": d.world,
-                                    "distinct_per_step": p.sampler.size, "features": fdir.name})
+                                    "distinct_per_step": p.sampler.size, "features": record.features_id(fdir)})
                 record.tag_features(tracker, fdir)  # evaluate finds the features, compare groups by split mode
             else:
                 tracker.set_tag("resumed_from_step", str(state.step))
-            state = run_loop(p, d=d, tracker=tracker, base=base, state=state, out=out, progress=cfg.progress)
+            try:
+                state = run_loop(p, d=d, tracker=tracker, base=base, state=state, out=out, progress=cfg.progress)
+            except KeyboardInterrupt as exc:  # the command line says how to go on from last.pt
+                if (out / LAST).exists():
+                    resumable(exc, f"its last checkpoint is {out / LAST}: the same command with `resume` and "
+                                   f"`out_dir` {out} continues it", "resume", "out_dir")
+                raise
             if d.world > 1:
                 import torch.distributed as dist
 
                 dist.barrier()
             result = _finish(p, d, tracker, base, state, out, fdir, referral or ReferralConfig())
+            result.notes = announcements(p, state)
         finally:
             if d.owned:
                 import torch.distributed as dist
@@ -168,10 +179,12 @@ def _resume(path: Path, p, kind: str, mcfg: dict, cfg: TrainConfig, d: Dist) -> 
     now = {k: v for k, v in cfg.to_dict().items() if k not in free}
     if saved != now:
         diff = sorted(k for k in now if saved.get(k) != now[k])
-        raise TrainError(f"{path}: training settings differ from the checkpoint's ({diff}); only the budget "
-                         "(max_steps, patience, max_epochs) may change")
+        raise invalid(cfg, f"{path}: training settings differ from the checkpoint's ({', '.join(diff)}); only the "
+                           "budget (max_steps, patience, max_epochs) may change", "max_steps", "patience",
+                      "max_epochs", *diff, error=TrainError)
     if ckpt["step"] >= cfg.max_steps:
-        raise TrainError(f"{path}: already at step {ckpt['step']} >= max_steps {cfg.max_steps}")
+        raise invalid(cfg, f"{path}: already at step {ckpt['step']} >= max_steps {cfg.max_steps}", "max_steps",
+                      error=TrainError)
     return resume_state(ckpt, p, d, lambda step: torch.manual_seed(stream_seed(cfg.seed + step, TRAIN_STREAM,
                                                                                 d.rank)))
 

@@ -149,7 +149,7 @@ def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, trac
     label = model_label(_method_info(mcfg))
     tracker = make_tracker(tracking, experiment=experiment or VISION_EXPERIMENT,
                            run_name=run_name or f"{label}-{cfg.dataset.value}-s{cfg.seed}")
-    with tracker:  # the run ends FAILED on any exception, else FINISHED
+    with tracker:  # the run ends KILLED on Ctrl-C, FAILED on any other exception, else FINISHED
         out = Path(out_dir) if out_dir else Path("runs") / "vision" / (tracker.run_id or f"{label}-s{cfg.seed}")
         for key, value in ((store.RUN_KIND_TAG, store.RunKind.VISION.value), (DATASET_TAG, cfg.dataset.value),
                            (LABEL_TAG, label)):

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from pipeline.core import fileio
 from pipeline.core.contracts import COHORT_COLUMNS
+from pipeline.core.privacy import check_private
 from pipeline.data.meds import codes as codes_mod
 from pipeline.data.meds.config import ExportConfig
 from pipeline.data.meds.labels import ETL_NAME
@@ -40,6 +41,7 @@ from pipeline.data.mimic.extraction import queries
 from pipeline.data.mimic.extraction.cohort import assign_splits
 from pipeline.data.mimic.extraction.config import ExtractConfig, SplitMode
 from pipeline.data.mimic.sources import open_source
+from pipeline.data.mimic.sources.base import set_memory_limit
 from pipeline.data.mimic.sources.dialect import strip_comments
 from pipeline.data.mimic.sources.tables import Release, event_tables_of
 
@@ -77,6 +79,7 @@ def export_meds(source: str | Path, out: str | Path, config: ExportConfig | None
     cfg = config or ExportConfig()
     out = Path(out)
     _check_target(out)
+    check_private(out, what="a MEDS export (subject ids, HADM_IDs, dates)")
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
     os.chmod(work, 0o700)
@@ -84,7 +87,7 @@ def export_meds(source: str | Path, out: str | Path, config: ExportConfig | None
     con = src = None
     try:
         con = duckdb.connect(str(work / "export.duckdb"))
-        con.execute(f"SET memory_limit = '{cfg.memory_limit}'")
+        set_memory_limit(con, cfg)
         con.execute(f"SET temp_directory = '{(work / 'spill').as_posix()}'")
         con.execute("SET preserve_insertion_order = false")
         if cfg.threads:

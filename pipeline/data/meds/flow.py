@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from pipeline.core import fileio
 from pipeline.core.contracts import FEATURE_VERSION, MEDS_FEATURES
+from pipeline.core.privacy import check_private
 from pipeline.data.meds import context as ctx_mod
 from pipeline.data.meds import labels as labels_mod
 from pipeline.data.meds.config import MedsConfig, MedsSplit
@@ -62,6 +63,7 @@ def extract_meds(source: str | Path, out_dir: str | Path, config: MedsConfig | N
         raise MedsError("give labels (MEDS label files) or task (an ACES config), not both")
     layout = detect(source)  # before anything is created
     out = Path(out_dir)
+    check_private(out / "_private", what="the data owner's link file")
     made = [p for p in (out, *out.parents) if not p.exists()]
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / ".tmp"

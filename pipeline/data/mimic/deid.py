@@ -21,6 +21,7 @@ import pandas as pd
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
+from pipeline.core.privacy import check_private
 
 KEY_ENV = "MIMIC_DEID_KEY"
 KEY_FILE_ENV = "MIMIC_DEID_KEY_FILE"
@@ -52,6 +53,7 @@ def load_key(create: bool = True) -> bytes:
         return data
     if not create:
         raise DeidError(f"no de-identification key: set {KEY_ENV} or create {path}")
+    check_private(path, folder=False, what="the de-identification key file")
     key = secrets.token_hex(32).encode("ascii")
     fileio.write_bytes(path, key + b"\n", mode=0o600)
     return key

@@ -26,6 +26,7 @@ import numpy as np
 
 from pipeline.bayes import metrics
 from pipeline.core import fileio
+from pipeline.core.configs import invalid
 from pipeline.core.contracts import BASELINE_FILE, VOCAB_FILE
 from pipeline.core.errors import TrainError
 from pipeline.core.seeds import EVAL_STREAM, stream_seed
@@ -213,8 +214,8 @@ def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, wo
     k = model.components
     distinct = cfg.batch_size // k
     if distinct < world or distinct % world:
-        raise TrainError(f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct admissions per step "
-                         f"does not split over {world} processes")
+        raise invalid(cfg, f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct admissions per step "
+                           f"does not split over {world} processes", "batch_size", error=TrainError)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     objective = Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
     augment = OovAugment(fileio.read_json(fdir / VOCAB_FILE)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,

@@ -6,6 +6,7 @@ import hashlib
 
 import pandas as pd
 
+from pipeline.core.configs import invalid
 from pipeline.core.errors import ConfigError
 from pipeline.data.mimic.extraction import tokens
 from pipeline.data.mimic.extraction.config import ExtractConfig, SplitMode
@@ -47,7 +48,8 @@ def era_split_iv(cohort: pd.DataFrame, u: pd.Series, groups: tuple[str, ...] | N
     used = list(groups) if groups else present
     unknown = [g for g in used if g not in present]
     if unknown:
-        raise ConfigError(f"era_groups {unknown} are not anchor_year_groups of the cohort; present: {present}")
+        raise invalid(ExtractConfig, f"era_groups {unknown} are not anchor_year_groups of the cohort; present: "
+                                     f"{present}", "era_groups")
     if len(used) < 2:
         raise ConfigError(f"the era split needs at least two anchor_year_groups (earlier ones train, the last tests); "
                           f"{'given' if groups else 'the cohort has'} {used}")

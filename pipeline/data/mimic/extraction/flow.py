@@ -17,6 +17,7 @@ import os
 import resource
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +27,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core import fileio
-from pipeline.core.contracts import COHORT_COLUMNS, FEATURE_VERSION, FEATURES
-from pipeline.core.errors import ConfigError
+from pipeline.core.contracts import COHORT_COLUMNS, FEATURE_VERSION, FEATURES, MANIFEST_FILE
+from pipeline.core.errors import ConfigError, naming
+from pipeline.core.fileio import check_output_dir
+from pipeline.core.privacy import check_private
 from pipeline.data.mimic import deid
 from pipeline.data.mimic.extraction import queries, tokens
 from pipeline.data.mimic.extraction.accounting import event_accounting, scan_all_events, table_accounting
 from pipeline.data.mimic.extraction.cohort import assign_splits, context_tokens, encode_context, fit_context
 from pipeline.data.mimic.extraction.config import ExtractConfig, ExtractResult
-from pipeline.data.mimic.sources import open_source
-from pipeline.data.mimic.sources.base import CrossReleaseError, SourceError, short_error
+from pipeline.data.mimic.sources import is_dsn, open_source
+from pipeline.data.mimic.sources.base import CrossReleaseError, SourceError, set_memory_limit, short_error
 from pipeline.data.mimic.sources.tables import Release, event_tables_of
 
 log = logging.getLogger(__name__)
@@ -81,7 +84,7 @@ def _connect(cfg: ExtractConfig, tmp_dir: Path):
     import duckdb
 
     con = duckdb.connect()
-    con.execute(f"SET memory_limit = '{cfg.memory_limit}'")
+    set_memory_limit(con, cfg)
     con.execute(f"SET temp_directory = '{tmp_dir.as_posix()}'")
     con.execute("SET preserve_insertion_order = false")
     # Every join in sql/ is written big-side LEFT, small-side RIGHT (the build
@@ -118,37 +121,58 @@ def extract(
     import duckdb
 
     cfg = config or ExtractConfig()
-    out = Path(out_dir)
-    made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this call creates
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / ".tmp"
-    tmp.mkdir(exist_ok=True)
+    final = Path(out_dir)
+    check_output_dir(final, None if is_dsn(source) else source, markers=(MANIFEST_FILE,), what="features folder")
+    check_private(final / "_private", what="the data owner's link file")
+    made = [p for p in (final.parent, *final.parent.parents) if not p.exists()]  # the folders this call creates
     started, cpu0 = time.perf_counter(), cpu_s()
-    con = src = result = None
-    try:  # whatever fails (the source included), the spill folder goes, and an --out this call made
-        con = _connect(cfg, tmp)
-        src = open_source(source, con, schema=schema)
-        if release is not None and Release(release) is not src.release:
-            expected, found = Release(release), src.release
-            raise CrossReleaseError(f"the source is {found.title} but {expected.title} was expected (the model was "
-                                    f"trained on {expected.title} features): refused; score across releases only "
-                                    "when asked explicitly (--cross-release; the share of out-of-vocabulary tokens "
-                                    "is then reported)",
-                                    expected, found)
-        try:
-            result = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
-        except duckdb.OutOfMemoryException as exc:  # a query of the extraction's own (the sources' name theirs)
-            raise SourceError(f"extraction: {short_error(exc)}") from None
+    result = None
+    try:  # whatever fails (the source included), the staged folder goes, and the folders this call made
+        with fileio.staged_dir(final) as out:  # written beside --out, swapped in whole at the end
+            tmp = out / ".tmp"
+            tmp.mkdir()
+            con = src = None
+            try:
+                con = _connect(cfg, tmp)
+                src = open_source(source, con, schema=schema)
+                _check_release(src, release)
+                try:
+                    staged = _run(src, con, out, cfg, vocab, cohort_filter, as_of)
+                except duckdb.OutOfMemoryException as exc:  # a query of the extraction's own (the sources' name
+                    # theirs)
+                    raise SourceError(f"extraction: {short_error(exc)}") from None
+            finally:
+                if src is not None:
+                    src.close()
+                if con is not None:
+                    con.close()
+                shutil.rmtree(tmp, ignore_errors=True)
+        result = _moved(staged, out, final)
     finally:
-        if src is not None:
-            src.close()
-        if con is not None:
-            con.close()
-        shutil.rmtree(tmp, ignore_errors=True)
         if result is None:
             _remove_empty(made)
     log.info("extract finished in %.1f s (CPU %.1f s)", time.perf_counter() - started, cpu_s() - cpu0)
     return result
+
+
+def _check_release(src, release: str | None) -> None:
+    """Refuse a source of another release than ``release`` (a model's), before anything is read."""
+    if release is not None and Release(release) is not src.release:
+        expected, found = Release(release), src.release
+        raise CrossReleaseError(f"the source is {found.title} but {expected.title} was expected (the model was "
+                                f"trained on {expected.title} features): refused; score across releases only "
+                                "when asked explicitly (--cross-release; the share of out-of-vocabulary tokens "
+                                "is then reported)",
+                                expected, found)
+
+
+def _moved(result: ExtractResult, staged: Path, final: Path) -> ExtractResult:
+    """``result`` with its paths in the staged folder moved to the folder it was swapped into."""
+    def at(path: Path) -> Path:
+        return final / Path(path).relative_to(staged)
+
+    return replace(result, out_dir=final, link_file=at(result.link_file),
+                   files={k: at(v) for k, v in result.files.items()})
 
 
 def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, cohort_filter: str,
@@ -183,7 +207,8 @@ def _run(src, con, out: Path, cfg: ExtractConfig, vocab: tokens.Vocab | None, co
         log.info("%d admissions have no DISCHTIME (still in hospital): scored from their events before T",
                  int(cohort["disch_epoch"].isna().sum()))
     if as_of is not None and not scoring:
-        raise ConfigError("as_of applies to scoring a census (an extraction with the training vocabulary)")
+        raise naming(ConfigError("`as_of` applies to scoring a census (an extraction with the training "
+                                 "vocabulary)"), "as_of")
     data_end = _as_of(src, as_of) if scoring else None  # checked before the event scans
     key = deid.load_key()
     cohort["key"] = deid.pseudonyms(key, cohort["hadm_id"].astype("int64"))
@@ -262,12 +287,13 @@ def _as_of(src, as_of: float | None) -> float:
     newest = max((float(v) for v in row.values() if v is not None), default=None)
     if as_of is None:
         if newest is None:
-            raise SourceError("ADMISSIONS: no usable ADMITTIME, so the data's end (as_of) cannot be inferred")
+            raise naming(SourceError("ADMISSIONS: no usable ADMITTIME, so the data's end (`as_of`) cannot be "
+                                     "inferred"), "as_of")
         return newest
     if newest is not None and float(as_of) < newest:  # the gap is not shown: with --as-of it would date a record
-        raise SourceError("as_of is before the newest ADMITTIME or DISCHTIME in ADMISSIONS: the source holds "
-                          "records after it, and scoring as of a past time (cutting every table there) is not "
-                          "supported")
+        raise naming(SourceError("`as_of` is before the newest ADMITTIME or DISCHTIME in ADMISSIONS: the source "
+                                 "holds records after it, and scoring as of a past time (cutting every table there) "
+                                 "is not supported"), "as_of")
     return float(as_of)
 
 

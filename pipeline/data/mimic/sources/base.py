@@ -66,3 +66,19 @@ def short_error(exc: Exception) -> str:
 OUT_OF_MEMORY = "Out of Memory Error"  # how DuckDB's OutOfMemoryException begins
 MEMORY_HINT = ("(over DuckDB's memory limit: give it more with --memory-limit, or work on fewer tables at once: "
                "extract --scan-workers 1, stage --workers 1)")
+
+
+def set_memory_limit(con, cfg) -> None:
+    """``SET memory_limit`` on a DuckDB connection from config ``cfg``'s ``memory_limit``; a value DuckDB does not
+    read as a size is a config error naming the field (the command line: ``--memory-limit``)."""
+    import duckdb
+
+    from pipeline.core.configs import invalid
+
+    value = str(cfg.memory_limit)
+    try:
+        con.execute(f"SET memory_limit = '{value.replace(chr(39), '')}'")
+    except duckdb.Error as exc:
+        said = (str(exc).strip().splitlines() or [""])[0].split(": ", 1)[-1][:200]
+        raise invalid(cfg, f"memory_limit {value!r} is refused by DuckDB ({said}); give a size such as 2GB, 512MB, "
+                           "1.5GiB or 80%", "memory_limit") from None

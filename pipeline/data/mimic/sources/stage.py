@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.core import fileio
-from pipeline.data.mimic.sources.base import SourceError, TableInfo, short_error
+from pipeline.data.mimic.sources.base import SourceError, TableInfo, set_memory_limit, short_error
 from pipeline.data.mimic.sources.csvdir import CsvSource, _rejects, detect_layout
 from pipeline.data.mimic.sources.tables import Release, tables_of
 
@@ -61,21 +61,22 @@ def stage_csv(source: Path | str, out: Path | str, config: StageConfig | None = 
 
     ``progress(done_bytes, total_bytes, status)``, where given, is called as the conversion advances
     (source bytes of the tables finished, plus DuckDB's progress on those in flight)."""
-    import duckdb
-
     cfg = config or StageConfig()
     source, out = Path(source), Path(out)
-    if source.resolve() == out.resolve():
-        raise SourceError(f"--out {out}: the stage cannot be written into its source directory")
-    if out.exists() and any(out.iterdir()) and not is_stage(out):
-        raise SourceError(f"--out {out}: exists and is not a stage (give a new or empty directory, or a stage to "
-                          "replace)")
-    out.mkdir(parents=True, exist_ok=True)
+    fileio.check_output_dir(out, source, markers=(STAGE_FILE,), what="stage", names=("out", "source"))
+    with fileio.staged_dir(out) as work:  # written beside out, swapped in whole: no table of a previous stage stays
+        return _stage_into(source, work, cfg, progress)
+
+
+def _stage_into(source: Path, out: Path, cfg: StageConfig, progress) -> dict:
+    """``stage_csv``'s conversion into the (new, empty) folder ``out``."""
+    import duckdb
+
     tmp = out / ".tmp"
     tmp.mkdir(exist_ok=True)
     con = duckdb.connect()
     try:
-        con.execute(f"SET memory_limit = '{cfg.memory_limit}'")
+        set_memory_limit(con, cfg)
         con.execute(f"SET temp_directory = '{tmp.as_posix()}'")
         if cfg.threads:
             con.execute(f"SET threads = {int(cfg.threads)}")
@@ -130,9 +131,6 @@ def stage_csv(source: Path | str, out: Path | str, config: StageConfig | None = 
         manifest = {"stage_version": STAGE_VERSION, "release": src.release.value,
                     "source": str(source.resolve()), "spec": _spec_json(src.release),
                     "tables": dict(sorted(tables.items())), "absent": sorted(set(src.specs) - set(tables))}
-        for stale in out.glob("*.parquet"):  # a replaced stage's tables that this source no longer has
-            if stale.stem not in tables:
-                stale.unlink()
         fileio.write_json(out / STAGE_FILE, manifest)
         return manifest
     finally:
