@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.score [--n 3000] [--small 1000] [--samples S] [--threads 2]
                                          [--batch-size 128] [--target 58976] [--hidden H]
+    .venv/bin/python -m benchmarks.score --policy [--n 3000] [--repeat 5] [--threads 1]
 
 Scores random features shaped like the default synthetic benchmark (about 23 bags of about
 31 tokens, 833 tokens) with the default rank-1 model (K = 4, LSTM 64 or ``--hidden``, dense 128; weights
@@ -53,6 +54,13 @@ on its values) scores ``--n`` admissions into a risk table two ways in one proce
 best of ``--repeat``: the risk table from its Gaussian logits (``risk.score_features``: the moments
 once, the spread and MI by Gauss-Hermite quadrature) against the probit scoring of before (the
 probit logits as one draw, ``predict.feature_logits`` + ``risk_table``), and prints the ratio.
+
+``--policy``: instead, the cost of the run's referral policy at scoring (issue 35: at most 1.05x). The default
+rank-1 model (untrained) gets a ``Policy`` fitted as training fits one (``fit_policy``: recalibration chosen by
+cross-fitted NLL, Venn-Abers, the decision threshold, the LTT refer rule ordered by decision uncertainty) on
+two halves of other random admissions whose labels are drawn from a plausible risk (the model's risk mapped to
+a 10% death rate); ``score_files`` then scores the same ``--n`` admissions with that policy in the run's
+``ModelInfo`` and with none, alternating in one process, best of ``--repeat``, and prints the ratio.
 """
 
 from __future__ import annotations
@@ -305,6 +313,87 @@ def laplace_ratio(args) -> dict:
             "spread_before": int(old["has_spread"].sum())}
 
 
+POLICY_TARGET = 1.05  # issue 35: scoring with the policy at most this times scoring without it
+
+
+def fitted_policy(model, vocab: dict, samples: int, batch_size: int, n: int = 2000, seed: int = 1):
+    """A ``Policy`` for ``model`` fitted as training fits one, on two halves of ``n`` other random admissions whose
+    labels are drawn from the model's risk mapped to a 10% death rate (a plausible shape; the cost of applying a
+    policy does not depend on its values)."""
+    from scipy.special import expit, logit
+    from scipy.stats import rankdata
+
+    from pipeline.bayes.referral.policy import fit_policy
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fs = features.load_split(random_features(Path(tmp), n=n, n_tokens=len(vocab["tokens"]), seed=seed)
+                                 / "train.parquet")
+    pred = predict.feature_predictions(model, fs, samples, batch_size, generator=predict.seeded_generator(seed))
+    p = pred.summary.mean
+    z = logit(np.clip((rankdata(p) - 0.5) / len(p), 1e-6, 1 - 1e-6))  # the model's ranking on a logistic scale
+    y = (np.random.default_rng(seed).random(len(p)) < expit(-2.6 + 1.2 * z)).astype(np.float64)
+    halves = []
+    for part in (np.arange(len(p)) % 2 == 0, np.arange(len(p)) % 2 == 1):
+        logits = pred.logits[:, :, part]
+        halves.append((risk.predictive(predict.Predictions(logits, metrics.Summary.from_draws(logits))), y[part]))
+    return fit_policy(halves[0][0], halves[0][1], halves[1][0], halves[1][1], seed=seed)
+
+
+def policy_ratio(args) -> dict:
+    """Seconds of ``score_files`` over the same admissions with the run's policy and without (alternating, best
+    and median of ``args.repeat``), and what the policy was."""
+    import pandas as pd
+    import torch
+
+    from pipeline.runs.info import ModelInfo
+    from pipeline.runs.load import Run
+    from pipeline.serving.score import ScoreConfig, score_files
+    from pipeline.tasks.mortality import MortalityConfig, build_model
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        feats = random_features(Path(tmp), n=args.n)
+        vocab = fileio.read_json(feats / "vocab.json")
+        cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]),
+                              **({"lstm_hidden": args.hidden} if args.hidden else {}))
+        torch.manual_seed(0)
+        model = build_model("rank1", cfg).eval()
+        policy = fitted_policy(model, vocab, args.samples, args.batch_size)
+        runs = {name: Run(model, ModelInfo.of_model("rank1", refer_threshold=0.01, score_samples=args.samples,
+                                                    policy=d), None, vocab)
+                for name, d in (("policy", policy.to_dict()), ("none", None))}
+        score_cfg = ScoreConfig(samples=args.samples, batch_size=args.batch_size, threads=args.threads)
+        times = {name: [] for name in runs}
+        for _ in range(args.repeat):  # alternating: a change of the machine's load hits both
+            for name, run in runs.items():
+                t0 = time.perf_counter()
+                summary = score_files(run, [feats / "train.parquet"], Path(tmp) / f"{name}.parquet", score_cfg)
+                times[name].append(time.perf_counter() - t0)
+        with_policy, without = (pd.read_parquet(Path(tmp) / f"{n}.parquet") for n in ("policy", "none"))
+    if not np.array_equal(with_policy["risk_mean"].to_numpy(), without["risk_mean"].to_numpy()):
+        raise SystemExit("the two scorings disagree on risk_mean: not the same draws")
+    best = {k: min(v) for k, v in times.items()}
+    median = {k: float(np.median(v)) for k, v in times.items()}
+    return {"n": summary.admissions, "samples": args.samples, "draws": args.samples * cfg.components,
+            "threads": args.threads, "batch_size": args.batch_size, "repeat": args.repeat,
+            "policy_secs": best["policy"], "none_secs": best["none"], "ratio": best["policy"] / best["none"],
+            "policy_median_secs": median["policy"], "none_median_secs": median["none"],
+            "median_ratio": median["policy"] / median["none"], "calibration": policy.calibration.get("method"),
+            "ordering": policy.ordering.value, "rule_status": policy.rule.overall.status.value,
+            "referred": int(with_policy["refer"].sum()), "high_risk": int(with_policy["high_risk"].sum()),
+            "target": POLICY_TARGET}
+
+
+def print_policy_ratio(r: dict) -> None:
+    verdict = "met" if r["ratio"] <= r["target"] else "NOT met"
+    print(f"scoring with the referral policy (calibration {r['calibration']}, ordering {r['ordering']}, rule "
+          f"{r['rule_status']}: {r['referred']} referred, {r['high_risk']} high risk) against without, the same "
+          f"{r['n']:,} admissions, {r['samples']} samples x K = {r['draws']} draws, batch {r['batch_size']}, "
+          f"{r['threads']} torch threads, best of {r['repeat']} alternating runs: {r['policy_secs']:.2f} s against "
+          f"{r['none_secs']:.2f} s, ratio {r['ratio']:.3f} (median runs {r['median_ratio']:.3f}); target <= "
+          f"{r['target']:g}: {verdict}")
+
+
 def run_child(n: int, args) -> dict:
     """One cohort size scored in a fresh process (``--child``), so that its peak RSS is its own: its JSON line."""
     return run_module(__spec__.name, "--child", "--n", str(n), "--samples", str(args.samples), "--threads",
@@ -327,6 +416,8 @@ def main() -> None:
     ap.add_argument("--laplace", action="store_true",
                     help="time Gaussian-logit against probit scoring of a Laplace model")
     ap.add_argument("--subnet-size", type=int, default=1000, help="--laplace: S, the subnetwork size")
+    ap.add_argument("--policy", action="store_true",
+                    help="time scoring with the run's referral policy against scoring without it")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.laplace:
@@ -337,6 +428,9 @@ def main() -> None:
               f"probit logits as one draw (before) {r['probit_secs']:.2f} s: ratio "
               f"{r['gaussian_secs'] / r['probit_secs']:.3f} (target <= 1.2); admissions with a spread: {r['spread']} "
               f"(before: {r['spread_before']})")
+        return
+    if args.policy:
+        print_policy_ratio(policy_ratio(args))
         return
     if args.child:
         print(json.dumps(child(args)))
