@@ -35,7 +35,14 @@ from pipeline.data.meds.layout import MedsError, MedsLayout, data_relation, dete
 from pipeline.data.mimic import deid
 from pipeline.data.mimic.extraction import queries, tokens
 from pipeline.data.mimic.extraction.config import ExtractConfig, ExtractResult, SplitMode
-from pipeline.data.mimic.extraction.flow import _assemble, _connect, _remove_empty, _write_outputs, write_parquet
+from pipeline.data.mimic.extraction.flow import (
+    _assemble,
+    _connect,
+    _remove_empty,
+    _stage,
+    _write_outputs,
+    write_parquet,
+)
 from pipeline.data.mimic.sources.tables import Release
 
 log = logging.getLogger(__name__)
@@ -69,7 +76,8 @@ def extract_meds(source: str | Path, out_dir: str | Path, config: MedsConfig | N
     con = result = None
     try:
         con = _connect(cfg, tmp)
-        rows = validate(layout, con)
+        with _stage("meds: validate"):
+            rows = validate(layout, con)
         result = _run(layout, rows, con, out, cfg, labels, task)
     finally:
         if con is not None:
@@ -120,8 +128,10 @@ def _assign(cohort: pd.DataFrame, split_of: dict[int, str] | None, cfg: MedsConf
 
 def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels, task) -> ExtractResult:
     data = data_relation(layout)
-    frame, names, task_info = _labels(layout, labels, task)
-    with_data = {int(s) for (s,) in con.sql(f"SELECT DISTINCT subject_id FROM {data}").fetchall()}
+    with _stage("meds: labels"):
+        frame, names, task_info = _labels(layout, labels, task)
+    with _stage("meds: subjects"):
+        with_data = {int(s) for (s,) in con.sql(f"SELECT DISTINCT subject_id FROM {data}").fetchall()}
     split_of = _splits(layout, cfg)
     kept, quarantine_labels = labels_mod.clean(frame, names, with_data, split_of)
     cohort = kept.rename(columns={"boolean_value": "label"})[["subject_id", "prediction_time", "label", "file", "row"]]
@@ -148,23 +158,28 @@ def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels
                                     "adm_idx": pa.array(cohort["adm_idx"], pa.int64()),
                                     "split": pa.array(cohort["split"], pa.string())}))
 
-    con.execute(f"CREATE OR REPLACE TEMP TABLE ev_raw AS "
-                f"{queries.render(EVENTS_WINDOW, data=data, lookback_days=float(cfg.lookback_days))}")
-    accounting = _data_accounting(con, data, rows)
+    with _stage("meds: events in windows"):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE ev_raw AS "
+                    f"{queries.render(EVENTS_WINDOW, data=data, lookback_days=float(cfg.lookback_days))}")
+    with _stage("meds: accounting"):
+        accounting = _data_accounting(con, data, rows)
     sources = _fit_groups(con, cfg.min_patients)
     con.execute("CREATE OR REPLACE TEMP VIEW ev_meds AS SELECT e.hadm_id, "
                 f"CASE WHEN g.grp IS NOT NULL THEN e.grp ELSE '{CATCH_ALL}' END AS source, e.item, e.valuenum, "
                 "e.valuetext, e.t_hours, e.reason FROM ev_raw e LEFT JOIN groups_t g ON g.grp = e.grp")
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {queries.events_union(['ev_meds'])}")
 
-    birth, static = _context_rows(con, data)
+    with _stage("meds: context rows"):
+        birth, static = _context_rows(con, data)
     cohort["age"] = ctx_mod.ages(cohort["subject_id"].map(birth), cohort["prediction_time"]).astype("float32")
     raw = ctx_mod.raw_tokens(cohort, static)
-    vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len, sources=sources)
-    vocab.context = ctx_mod.fit(raw, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
-    tokens.register(con, vocab)
-    tokens.tokenize(con, vocab, cfg.text_max_len)
-    bags = tokens.bag(con, 0.0, cfg.hourly_hours, cfg.values)  # the time origin is the prediction time
+    with _stage("meds: fit vocabulary"):
+        vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len, sources=sources)
+        vocab.context = ctx_mod.fit(raw, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
+    with _stage("meds: tokenize and bag"):
+        tokens.register(con, vocab)
+        tokens.tokenize(con, vocab, cfg.text_max_len)
+        bags = tokens.bag(con, 0.0, cfg.hourly_hours, cfg.values)  # the time origin is the prediction time
     data_quarantine = con.sql("SELECT file, rn, reason FROM ev_raw WHERE reason IS NOT NULL ORDER BY file, rn"
                               ).fetchall()
     con.close()
