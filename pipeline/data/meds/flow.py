@@ -130,8 +130,7 @@ def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels
     data = data_relation(layout)
     with _stage("meds: labels"):
         frame, names, task_info = _labels(layout, labels, task)
-    with _stage("meds: subjects"):
-        with_data = {int(s) for (s,) in con.sql(f"SELECT DISTINCT subject_id FROM {data}").fetchall()}
+    with_data = set(layout.subjects.tolist())
     split_of = _splits(layout, cfg)
     kept, quarantine_labels = labels_mod.clean(frame, names, with_data, split_of)
     cohort = kept.rename(columns={"boolean_value": "label"})[["subject_id", "prediction_time", "label", "file", "row"]]
@@ -162,7 +161,7 @@ def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels
         con.execute(f"CREATE OR REPLACE TEMP TABLE ev_raw AS "
                     f"{queries.render(EVENTS_WINDOW, data=data, lookback_days=float(cfg.lookback_days))}")
     with _stage("meds: accounting"):
-        accounting = _data_accounting(con, data, rows)
+        accounting = _data_accounting(con, layout, rows)
     sources = _fit_groups(con, cfg.min_patients)
     con.execute("CREATE OR REPLACE TEMP VIEW ev_meds AS SELECT e.hadm_id, "
                 f"CASE WHEN g.grp IS NOT NULL THEN e.grp ELSE '{CATCH_ALL}' END AS source, e.item, e.valuenum, "
@@ -229,9 +228,8 @@ def _context_rows(con, data: str) -> tuple[dict[int, float], dict[int, list[str]
     return birth, static
 
 
-def _data_accounting(con, data: str, rows: dict) -> dict:
-    read = int(sum(rows.values()))
-    static = int(con.sql(f"SELECT count(*) FROM {data} WHERE time IS NULL").fetchall()[0][0])
+def _data_accounting(con, layout: MedsLayout, rows: dict) -> dict:
+    read, static = int(sum(rows.values())), layout.static_rows
     quarantined, used, events_used = con.sql(
         "SELECT count(*) FILTER (WHERE reason IS NOT NULL), "
         "(SELECT count(*) FROM (SELECT DISTINCT file, rn FROM ev_raw WHERE reason IS NULL)), "
