@@ -2,6 +2,7 @@
 dataset against ``extract`` from the stage, one after the other on the same machine.
 
     .venv/bin/python -m benchmarks.meds_export --fraction 1.0 [--layout mimic-iv] [--workers 2] [--results NAME]
+        [--prepare] [--keep DIR]
 
 The world is ``benchmarks.full_scale``'s (cached under benchmarks/.cache/full_scale_<layout>_<patients>/, made once
 with ``synth --proportions <layout>``), and so is its stage, made once beside it (``..._stage/``, its ``stage``
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--results", default=None, help="write benchmarks/results/NAME.json and its docs section "
                     "[meds_export at --fraction 1.0 of MIMIC-IV]")
     ap.add_argument("--keep", type=Path, default=None, help="keep the export and both extractions under KEEP")
+    ap.add_argument("--prepare", action="store_true", help="make (and measure) the world and its stage, then stop")
     args = ap.parse_args(argv)
     if not 0 < args.fraction <= 1:
         raise SystemExit(f"--fraction must be in (0, 1], got {args.fraction}")
@@ -62,6 +64,9 @@ def main(argv: list[str] | None = None) -> dict:
     if "stage" not in stages:
         stages["stage"] = {**json.loads((staged / ".stage.json").read_text()), "cached": True}
     source = staged / "stage"
+    if args.prepare:
+        print(json.dumps({k: {m: v for m, v in s.items() if m != "stdout"} for k, s in stages.items()}))
+        return {"stages": stages}
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as work:
         work = Path(args.keep or work)
@@ -99,7 +104,8 @@ def main(argv: list[str] | None = None) -> dict:
                "command": report.command("benchmarks.meds_export"),
                "stages": {k: {m: v for m, v in s.items() if m != "stdout"} for k, s in stages.items()}, **checks}
     same = checks["cohort_stage"] == checks["cohort_meds"] and checks["splits_stage"] == checks["splits_meds"]
-    print(f"admissions: stage {checks['cohort_stage']}, MEDS {checks['cohort_meds']} ({'the same' if same else 'DIFFER'})")
+    print(f"admissions: stage {checks['cohort_stage']}, MEDS {checks['cohort_meds']} "
+          f"({'the same' if same else 'DIFFER'})")
     if results:
         report.write_results(results, {**measured_at, **figures})
     return figures
@@ -119,9 +125,8 @@ def render(r: dict) -> str:
     what = {"synth": "`synth` (when the world was generated)", "stage": "`stage` (when the stage was made)",
             "export": "`export-meds --source STAGE`", "extract_stage": "`extract --source STAGE`",
             "extract_meds": "`extract --source MEDS` (the export)"}
-    rows = [[what[k] + (" (cached)" if st[k].get("cached") and k not in ("synth", "stage") else ""), _min(st[k]["wall_s"]),
-             f"{st[k]['cpu_s']:,.0f} s", f"{st[k]['peak_rss_mb']:,.0f} MB", f"{st[k]['load_average']:.2f}"]
-            for k in ("synth", "stage", *STEPS) if k in st]
+    rows = [[what[k], _min(st[k]["wall_s"]), f"{st[k]['cpu_s']:,.0f} s", f"{st[k]['peak_rss_mb']:,.0f} MB",
+             f"{st[k]['load_average']:.2f}"] for k in ("synth", "stage", *STEPS) if k in st]
     x, e = r["export"], st["export"]
     ratio = st["extract_meds"]["wall_s"] / st["extract_stage"]["wall_s"]
     same = r["cohort_stage"] == r["cohort_meds"] and r["splits_stage"] == r["splits_meds"]
@@ -132,8 +137,8 @@ def render(r: dict) -> str:
            f"- `export-meds` from the stage: **{_min(e['wall_s'])}**, peak RSS **{e['peak_rss_mb'] / 1024:.2f} GB** "
            f"(targets {TARGETS['export_s'] / 60:g} min: {verdict(e['wall_s'] <= TARGETS['export_s'])}; "
            f"{TARGETS['export_gb']:g} GB: {verdict(e['peak_rss_mb'] / 1024 <= TARGETS['export_gb'])}). It read "
-           f"{x['rows_read']:,} rows and wrote {x['rows']:,} MEDS rows of {x['subjects']:,} subjects in {x['shards']} "
-           f"shards ({x['codes']:,} codes, {x['bytes'] / 1e9:.2f} GB on disk against the stage's "
+           f"{x['rows_read']:,} source rows and wrote {x['rows']:,} MEDS rows of {x['subjects']:,} subjects in "
+           f"{x['shards']} shard(s) ({x['codes']:,} codes, {x['bytes'] / 1e9:.2f} GB on disk against the stage's "
            f"{r['stage_bytes'] / 1e9:.2f} GB); {x['quarantined']:,} rows quarantined.",
            f"- `extract` from the export: **{ratio:.2f}x** the wall time of `extract` from the stage "
            f"({_min(st['extract_meds']['wall_s'])} against {_min(st['extract_stage']['wall_s'])}; target 1.5x: "
