@@ -136,6 +136,7 @@ def run_task(task: str | Path, layout: MedsLayout, census: bool = False) -> pa.T
             except Exception as exc:  # ACES raises ValueError, polars errors, ...
                 raise MedsError(f"{task} on {shard}: ACES failed ({type(exc).__name__}: "
                                 f"{' '.join(str(exc).split())[:300]})") from None
+            result = result.filter(pl.col("index_timestamp").is_not_null())  # a shard with none: one null row
             if result.is_empty():
                 continue
             columns = [pl.col("subject_id").cast(pl.Int64),

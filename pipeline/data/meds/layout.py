@@ -49,6 +49,7 @@ class MedsLayout:
     columns: dict[Path, tuple[str, ...]] = field(default_factory=dict)  # each shard's columns (``validate``)
     subjects: np.ndarray | None = None  # the subject_ids of the shards, sorted (``validate``)
     static_rows: int = 0  # rows with a null time (``validate``)
+    last_time: int | None = None  # the latest event time, epoch microseconds (``validate``; None: no timed row)
 
     @property
     def name(self) -> str:
@@ -149,8 +150,10 @@ def validate(layout: MedsLayout, con) -> dict:
         _check_no_nulls(con, layout.splits, ("subject_id", "split"))
     rows, seen = {}, []
     for f in layout.data_files:
-        rows[f], static, subjects = _check_shard(f)
+        rows[f], static, subjects, last = _check_shard(f)
         layout.static_rows += static
+        if last is not None:
+            layout.last_time = last if layout.last_time is None else max(layout.last_time, last)
         seen.append(subjects)
     _check_one_shard_per_subject(layout, seen)
     return rows
@@ -187,8 +190,9 @@ def _check_no_nulls(con, path: Path, columns: tuple[str, ...]) -> None:
             raise MedsError(f"{path}: column {col!r} has {n} null value(s); meds' schema requires it non-null")
 
 
-def _check_shard(path: Path) -> tuple[int, int, np.ndarray]:
-    """(rows, rows with a null time, its subject_ids) of one shard, after checking its non-null columns and its
+def _check_shard(path: Path) -> tuple[int, int, np.ndarray, int | None]:
+    """(rows, rows with a null time, its subject_ids, its latest time in epoch microseconds or None) of one shard,
+    after checking its non-null columns and its
     order: each subject's rows contiguous, sorted by time, the static rows (null time) first. One streaming pass
     over the subject_id and time columns (the code column's nulls from the row groups' statistics where every
     group has them)."""
@@ -199,7 +203,7 @@ def _check_shard(path: Path) -> tuple[int, int, np.ndarray]:
         nulls = _null_count(pf, path, col)
         if nulls:
             raise MedsError(f"{path}: column {col!r} has {nulls} null value(s); meds' schema requires it non-null")
-    runs, static, n = [], 0, 0
+    runs, static, n, last = [], 0, 0, None
     prev_subject, prev_time, prev_null = None, 0, True
     for batch in pf.iter_batches(batch_size=1 << 20, columns=["subject_id", "time"]):
         subject = batch.column(0).to_numpy()
@@ -220,6 +224,9 @@ def _check_shard(path: Path) -> tuple[int, int, np.ndarray]:
         runs.append(subject[starts])
         new = null[1:] if prev_subject is not None else null
         static += int(new.sum())
+        if not null.all():
+            top = int(time[~null].max())
+            last = top if last is None else max(last, top)
         n += batch.num_rows
         prev_subject, prev_time, prev_null = subject[-1], time[-1], null[-1]
     run_ids = np.concatenate(runs) if runs else np.zeros(0, np.int64)
@@ -227,7 +234,7 @@ def _check_shard(path: Path) -> tuple[int, int, np.ndarray]:
     if len(subjects) != len(run_ids):
         raise MedsError(f"{path}: a subject's rows are not contiguous ({len(run_ids)} runs of subject_id for "
                         f"{len(subjects)} subjects); MEDS keeps each subject's rows together, sorted by time")
-    return n, static, subjects
+    return n, static, subjects, last
 
 
 def _null_count(pf, path: Path, col: str) -> int:
