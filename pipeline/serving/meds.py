@@ -30,11 +30,20 @@ CALIBRATED = "risk_calibrated"  # the risk table's calibrated risk, where the ru
 PREDICTIONS = "predictions.parquet"  # the data owner's prediction file, in _private/
 
 
-def is_meds_source(source: str | Path | None) -> bool:
-    """Whether ``source`` is a MEDS dataset (a directory with data/)."""
+def check_arguments(source, cohort, as_of, task, times, threshold: float | None) -> bool:
+    """Whether ``score``'s ``source`` is a MEDS dataset (a directory with data/), after checking that the MEDS
+    arguments (``task``, ``times``) come with one and the MIMIC ones (``cohort``, ``as_of``) do not."""
     from pipeline.data.meds.layout import is_meds
 
-    return source is not None and is_meds(source)
+    meds_source = source is not None and is_meds(source)
+    if (task is not None or times is not None) and not meds_source:
+        raise MedsError("task and times choose a MEDS census's prediction times: they apply to a MEDS source only")
+    if meds_source and (cohort is not None or as_of is not None):
+        raise MedsError(f"{'cohort' if cohort is not None else 'as_of'} applies to a MIMIC source; a MEDS census is "
+                        "chosen by its prediction times (times) or a task config (task)")
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise MedsError(f"decision_threshold must lie in [0, 1], got {threshold}")
+    return meds_source
 
 
 def is_meds_features(files: list[Path]) -> bool:
@@ -94,6 +103,37 @@ def write_predictions(scores: Path, link: Path, labels: Path | None, private: Pa
             pq.write_table(table, tmp)
     at = f"decision threshold {threshold:g} ({said})" if threshold is not None else f"decision threshold {said}"
     return path, f"probability {probability}, {at}" + ("" if labels is not None else ", no labels (a census)")
+
+
+def feature_predictions(summary, files: list[Path], run, link: bool, threshold: float | None):
+    """``summary`` (``serving.score.ScoreSummary``) of scored features; for MEDS features with their data owner's
+    files beside them and ``link``: the prediction file and the link written to ``_private/`` beside the scores."""
+    private = Path(files[0]).parent / "_private"
+    if link and is_meds_features(files) and (private / "link.parquet").exists():
+        labels = private / "labels" if (private / "labels").is_dir() else None
+        summary.predictions_file, summary.predictions_note = write_predictions(
+            summary.out, private / "link.parquet", labels, summary.out.parent / "_private", run, threshold)
+        summary.link_file = summary.out.parent / "_private" / "link.parquet"
+    return summary
+
+
+def census_done(summary, result, run, link: bool, threshold: float | None):
+    """``summary`` of a scored MEDS census (``result``: its extraction) with what was not scored, and with ``link``
+    the data owner's files: the prediction file, the link, ``unscored.csv``."""
+    from pipeline.data.meds import census
+
+    summary.not_scored_by = census.counts(result.excluded)
+    summary.not_scored = len(result.excluded)
+    if summary.not_scored:
+        log.warning("%d prediction times of the census have no score: %s", summary.not_scored,
+                    ", ".join(f"{k} {v}" for k, v in summary.not_scored_by.items() if v))
+    if link:
+        private = summary.out.parent / "_private"
+        summary.predictions_file, summary.predictions_note = write_predictions(
+            summary.out, result.link_file, None, private, run, threshold)
+        summary.link_file = private / "link.parquet"
+        summary.unscored_file = write_unscored(private / "unscored.csv", result.excluded)
+    return summary
 
 
 def write_unscored(path: Path, skipped: pd.DataFrame) -> Path:

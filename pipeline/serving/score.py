@@ -32,6 +32,7 @@ from pipeline.core.contracts import COHORT_COLUMNS, RISK
 from pipeline.core.devices import resolve_device
 from pipeline.core.errors import PipelineError
 from pipeline.data import features
+from pipeline.data.mimic.sources.tables import Release
 from pipeline.engine import predict
 from pipeline.runs.info import RunKind
 from pipeline.runs.load import evaluation, load_run
@@ -226,23 +227,13 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     ``out`` (see the module docstring). ``cross_release``: allow features (or a source) of another
     MIMIC release than the model's (``serving.release``); the summary then reports the share of
     out-of-vocabulary tokens.
-
-    A MEDS ``source`` (``serving.meds``): a census at the prediction times of ``times`` (a file) or of ``task`` (an
-    ACES config without its label window; neither: the shipped config for the dataset). Scores of MEDS features or
-    of a MEDS census come with the data owner's prediction file in meds-evaluation's schema (with ``link``), its
-    decision at ``decision_threshold`` (else the run's own, else none).
+    MEDS (``serving.meds``): a MEDS ``source`` is a census at ``times`` or ``task``'s prediction times; MEDS scores
+    come with the data owner's prediction file (decision at ``decision_threshold``, else the run's).
     """
     from pipeline.serving import meds
 
     cfg = cfg or ScoreConfig()
-    meds_source = meds.is_meds_source(source)
-    if (task is not None or times is not None) and not meds_source:
-        raise ScoreError("task and times choose a MEDS census's prediction times: they apply to a MEDS source only")
-    if meds_source and (cohort is not None or as_of is not None):
-        raise ScoreError(f"{'cohort' if cohort is not None else 'as_of'} applies to a MIMIC source; a MEDS census is "
-                         "chosen by its prediction times (times) or a task config (task)")
-    if decision_threshold is not None and not 0.0 <= decision_threshold <= 1.0:
-        raise ScoreError(f"decision_threshold must lie in [0, 1], got {decision_threshold}")
+    meds_source = meds.check_arguments(source, cohort, as_of, task, times, decision_threshold)
     out = scores_path(out)
     if (data is None) == (source is None):
         raise ScoreError("give exactly one of data (features) or source (a MIMIC source)")
@@ -262,17 +253,12 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
             crossing = release.check(model_release, release.files_release(files), cross_release, str(data))
             summary = _with_oov(score_files(run, files, out, cfg), run, files, crossing)
             links = _features_links(files) if link else None
-            summary = _finish(run, summary, links, report)
-            private = files[0].parent / "_private"
-            if link and meds.is_meds_features(files) and (private / "link.parquet").exists():
-                summary.predictions_file, summary.predictions_note = meds.write_predictions(
-                    summary.out, private / "link.parquet", private / "labels" if (private / "labels").is_dir()
-                    else None, summary.out.parent / "_private", run, decision_threshold)
-                summary.link_file = summary.out.parent / "_private" / "link.parquet"
-            return summary
+            return meds.feature_predictions(_finish(run, summary, links, report), files, run, link, decision_threshold)
         if meds_source:
-            return _score_meds(run, model_release, source, out, cfg, Path(tmp), task, times, cross_release, link,
-                               report, decision_threshold)
+            result = meds.census_features(source, run, Path(tmp) / "features", task=task, times=times)
+            path, crossing = result.files["cohort"], release.check(model_release, Release.meds, cross_release, source)
+            summary = _with_oov(score_files(run, [path], out, cfg), run, [path], crossing)
+            return _finish(run, meds.census_done(summary, result, run, link, decision_threshold), None, report)
         condition, ids = read_cohort(Path(cohort)) if cohort is not None else ("TRUE", None)
         from pipeline.data.mimic.sources.base import SourceError
 
@@ -306,31 +292,6 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
             summary.unscored_file = _write_private(Path(out).parent / "_private" / "unscored.csv",
                                                    missing[["hadm_id", "reason"]].to_csv(index=False))
         return _finish(run, summary, links if link else None, report)
-
-
-def _score_meds(run, model_release, source, out: Path, cfg: ScoreConfig, tmp: Path, task, times, cross_release: bool,
-                link: bool, report, threshold: float | None) -> ScoreSummary:
-    """A census of a MEDS dataset scored (``score``'s docstring; ``serving.meds``)."""
-    from pipeline.data.meds import census
-    from pipeline.data.mimic.sources.tables import Release
-    from pipeline.serving import meds
-
-    crossing = release.check(model_release, Release.meds, cross_release, str(source))
-    result = meds.census_features(source, run, tmp / "features", task=task, times=times)
-    path = result.files["cohort"]
-    summary = _with_oov(score_files(run, [path], out, cfg), run, [path], crossing)
-    summary.not_scored_by = census.counts(result.excluded)
-    summary.not_scored = len(result.excluded)
-    if summary.not_scored:
-        log.warning("%d prediction times of the census have no score: %s", summary.not_scored,
-                    ", ".join(f"{k} {v}" for k, v in summary.not_scored_by.items() if v))
-    if link:
-        private = Path(out).parent / "_private"
-        summary.predictions_file, summary.predictions_note = meds.write_predictions(
-            summary.out, result.link_file, None, private, run, threshold)
-        summary.link_file = private / "link.parquet"
-        summary.unscored_file = meds.write_unscored(private / "unscored.csv", result.excluded)
-    return _finish(run, summary, None, report)
 
 
 def _write_private(path: Path, text: str) -> Path:
