@@ -147,3 +147,21 @@ def test_export_meds_then_extract_through_the_cli(demo_dir, tmp_path):
         {k: via["cohort"][k] for k in ("admissions", "positives")}
     assert {s: v["admissions"] for s, v in via["splits"].items()} == \
         {s: v["admissions"] for s, v in direct["splits"].items()}
+
+
+def test_the_benchmark_states_its_targets_at_full_scale_only():
+    from benchmarks.meds_export import render
+
+    step = {"wall_s": 100.0, "cpu_s": 150.0, "peak_rss_mb": 3000.0, "load_average": 2.0}
+    r = {"fraction": 0.5, "layout": "mimic-iv", "patients": 149856, "cpus": 2,
+         "stages": {"export": dict(step), "extract_stage": dict(step), "extract_meds": {**step, "wall_s": 160.0}},
+         "export": {"subjects": 1, "rows": 10, "shards": 1, "codes": 3, "bytes": 10 ** 9, "rows_read": 9,
+                    "quarantined": 0},
+         "stage_bytes": 10 ** 9, "cohort_stage": {"admissions": 5, "positives": 1},
+         "cohort_meds": {"admissions": 5, "positives": 1}, "splits_stage": {"train": 5}, "splits_meds": {"train": 5},
+         "meds_rows_read": 10, "meds_events_used": 7}
+    text = render(r)
+    assert "not applicable below full scale" in text and " met" not in text
+    text = render({**r, "fraction": 1.0})
+    assert "(targets 10 min: met; 4 GB: met)" in text and "**1.60x**" in text and "target 1.5x: not met" in text
+    assert "split sizes the same" in text
