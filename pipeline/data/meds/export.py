@@ -170,28 +170,34 @@ def _export(src, con, out: Path, cfg: ExportConfig) -> dict:
     stage = _stage_timer()
     _structural(con, "icustays" in src.tables)
     _shard_map(con, cfg.subjects_per_shard, "icustays" in src.tables)
-    _write_parts(con, "SELECT * FROM meds_structural", parts / "structural")
+    _write_parts(con, "SELECT *, CAST(NULL AS VARCHAR) AS reason FROM meds_structural", parts / "structural")
     stage("export: admissions, patients, ICU stays")
     events = [t for t in event_tables_of(release) if t in src.tables]
     items = []
     for table in events:
         sql = strip_comments(queries.render(queries.EVENTS_BY_RELEASE[release][table], **rel))
-        if src.kind == "postgres":  # the staging SQL runs in the server; the export's SQL here
-            scanned, rejects = src.into_local_counted(sql, f"s_{table}", src.tables[table].location, table)
-            con.execute(f"CREATE OR REPLACE TABLE x_{table} AS "
-                        f"{queries.render('meds/53_export_events', events=f's_{table}')}")
-            con.execute(f"DROP TABLE s_{table}")
-        else:  # one statement: the source's scan, its staging and the export's SQL, materialized once
-            scanned, rejects = src.into_local_counted(queries.render("meds/53_export_events", events=f"({sql})"),
-                                                      f"x_{table}", src.tables[table].location, table)
-        if scanned is None:
+        folded = queries.render("meds/53_export_events", events=f"({sql})")
+        if src.kind == "stage":  # rows as staged: the scan, its staging and the export's SQL straight into the parts
             scanned, rejects = src.count_rows(table)
-        quarantine[table] = [tuple(r) for r in con.sql(
-            f"SELECT row_id, NULL, reason FROM x_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()]
+            exported, quarantine[table], found = _direct_parts(con, folded, parts / table, table)
+            items.append(found)
+        else:
+            if src.kind == "postgres":  # the staging SQL runs in the server; the export's SQL here
+                scanned, rejects = src.into_local_counted(sql, f"s_{table}", src.tables[table].location, table)
+                con.execute(f"CREATE OR REPLACE TABLE x_{table} AS "
+                            f"{queries.render('meds/53_export_events', events=f's_{table}')}")
+                con.execute(f"DROP TABLE s_{table}")
+            else:  # a CSV directory: one statement, materialized once (its scan counts the rows it parsed)
+                scanned, rejects = src.into_local_counted(folded, f"x_{table}", src.tables[table].location, table)
+            if scanned is None:
+                scanned, rejects = src.count_rows(table)
+            quarantine[table] = [tuple(r) for r in con.sql(
+                f"SELECT row_id, NULL, reason FROM x_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason"
+            ).fetchall()]
+            items.append(con.sql(f"SELECT DISTINCT code, source, item FROM x_{table} WHERE reason IS NULL").to_df())
+            exported = _write_parts(con, _event_rows(f"x_{table}", ", reason") + " WHERE reason IS NULL", parts / table)
+            con.execute(f"DROP TABLE x_{table}")
         quarantine[table] += [(None, line, why) for line, why in rejects]
-        items.append(con.sql(f"SELECT DISTINCT code, source, item FROM x_{table} WHERE reason IS NULL").to_df())
-        exported = _write_parts(con, _event_rows(table), parts / table)
-        con.execute(f"DROP TABLE x_{table}")
         tables[table] = {"rows_read": int(scanned) + len(rejects), "exported": int(exported),
                          "quarantined": len(quarantine[table])}
         stage(f"export: {table} ({exported} rows)")
@@ -262,21 +268,41 @@ def _shard_map(con, per_shard: int, icu: bool) -> None:
                 f"WHERE reason IS NULL UNION SELECT subject_id FROM x_admissions{icustays})")
 
 
-def _event_rows(table: str) -> str:
-    """The exported rows of ``x_<table>`` as MEDS columns plus hadm_id, known_time, value_time."""
+def _event_rows(relation: str, extra: str = "") -> str:
+    """The rows of ``relation`` (sql/meds/53_export_events.sql's columns) as MEDS columns plus hadm_id, known_time,
+    value_time (and ``extra`` columns)."""
     ts = US.format
     return (f"SELECT subject_id, {ts(x='event_epoch')} AS time, code, CAST(valuenum AS FLOAT) AS numeric_value, "
             f"valuetext AS text_value, hadm_id, {ts(x='known_epoch')} AS known_time, "
-            f"{ts(x='value_epoch')} AS value_time FROM x_{table} WHERE reason IS NULL")
+            f"{ts(x='value_epoch')} AS value_time{extra} FROM {relation}")
 
 
-def _write_parts(con, rows: str, folder: Path) -> int:
-    """``rows`` (MEDS columns of subjects in shard_map) written to ``folder`` as Parquet partitioned by shard
-    (``folder/shard=K/*.parquet``, unsorted: ``_write_shards`` sorts each shard); the rows written."""
+def _write_parts(con, rows: str, folder: Path, how: str = "JOIN") -> int:
+    """``rows`` (MEDS columns and ``reason``, of subjects in shard_map) written to ``folder`` as Parquet partitioned by
+    shard (``folder/shard=K/*.parquet``, unsorted: ``_write_shards`` sorts each shard's rows without a reason); the
+    rows written. ``how``: the
+    join on shard_map (a LEFT JOIN keeps rows of no shard, in ``shard=NULL``)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    (n,), = con.execute(f"COPY (SELECT m.shard, r.* FROM ({rows}) r JOIN shard_map m ON m.subject_id = r.subject_id) "
+    (n,), = con.execute(f"COPY (SELECT m.shard, r.* FROM ({rows}) r {how} shard_map m ON m.subject_id = r.subject_id) "
                         f"TO '{_quote(folder)}' (FORMAT parquet, PARTITION_BY (shard), COMPRESSION lz4)").fetchall()
     return int(n)
+
+
+def _direct_parts(con, folded: str, folder: Path, table: str) -> tuple[int, list, pd.DataFrame]:
+    """Every row of ``folded`` (a source scan through the staging and the export's SQL) written once to the parts,
+    with its reason (a quarantined row: in the parts, never in a shard); (rows exported, quarantined rows as
+    (row_id, line, reason), the exported (code, source, item)), read back from the parts' columns."""
+    import duckdb
+
+    try:
+        total = _write_parts(con, _event_rows(f"({folded})", ", reason, row_id, source, item"), folder, "LEFT JOIN")
+        files = f"read_parquet('{_quote(folder)}/*/*.parquet', hive_partitioning = false)"
+        bad = [tuple(r) for r in con.sql(f"SELECT row_id, NULL, reason FROM {files} WHERE reason IS NOT NULL "
+                                         "ORDER BY row_id, reason").fetchall()]
+        items = con.sql(f"SELECT DISTINCT code, source, item FROM {files} WHERE reason IS NULL").to_df()
+    except duckdb.Error as exc:
+        raise MedsError(f"{table.upper()}: {' '.join(str(exc).split())[:300]}") from None
+    return total - len(bad), bad, items
 
 
 def _quote(path: Path) -> str:
@@ -309,7 +335,8 @@ def _write_shards(con, parts: Path, data: Path, cfg: ExportConfig) -> tuple[int,
         path = data / f"{k}.parquet"
         with fileio.atomic_path(path, mode=0o600) as tmp:
             con.execute(f"COPY (SELECT {', '.join(DATA_SCHEMA.names)} FROM read_parquet('{files}', "
-                        f"hive_partitioning = false) ORDER BY {ORDER}) TO '{_quote(Path(tmp))}' (FORMAT parquet, "
+                        f"hive_partitioning = false, union_by_name = true) WHERE reason IS NULL ORDER BY {ORDER}) "
+                        f"TO '{_quote(Path(tmp))}' (FORMAT parquet, "
                         f"COMPRESSION zstd, COMPRESSION_LEVEL 1, ROW_GROUP_SIZE {int(cfg.row_group_rows)}, "
                         f"KV_METADATA {{'ARROW:schema': '{arrow_schema}'}})")
             DataSchema.validate(pq.read_schema(tmp))
