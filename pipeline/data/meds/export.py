@@ -4,12 +4,14 @@ Read through the extraction's own sources and SQL: the source's relations (``pip
 release's staging SQL (admissions with their quarantine reasons, ``sql/<release>/1x_events_<table>`` for
 the events), then the export's SQL (``sql/meds/5x_export_*``) maps them onto MEDS events, in a DuckDB file
 database under the output's temporary directory (it spills to disk: memory stays under ``memory_limit``).
+Each event table is read once into Parquet parts partitioned by shard (``_write_parts``; from a stage straight
+from its scan, ``_direct_parts``), then each shard's parts are sorted and written (``_write_shards``).
 Writes ``data/<k>.parquet`` (``subjects_per_shard`` subjects each, by subject_id, each subject's rows sorted
 by time with its static rows first), ``metadata/codes.parquet`` (descriptions from the dictionary tables),
 ``metadata/subject_splits.parquet`` (the extraction's random split by subject hash: train / tuning /
 held_out), ``metadata/dataset.json`` (source, release, versions), and beside them ``export.json`` (every
 table's rows read = exported + quarantined) and ``quarantine/<table>.parquet`` (each unusable row and why).
-Every file is checked by ``meds``' validators as it is written.
+Every file is checked by ``meds``' validators as it is written (a shard: once written).
 
 The export holds subject ids, HADM_IDs and real (shifted) dates: it is the data owner's, written like the
 extraction's ``_private/`` files (directories 0700, files 0600), into a temporary directory renamed into
@@ -280,8 +282,7 @@ def _event_rows(relation: str, extra: str = "") -> str:
 def _write_parts(con, rows: str, folder: Path, how: str = "JOIN") -> int:
     """``rows`` (MEDS columns and ``reason``, of subjects in shard_map) written to ``folder`` as Parquet partitioned by
     shard (``folder/shard=K/*.parquet``, unsorted: ``_write_shards`` sorts each shard's rows without a reason); the
-    rows written. ``how``: the
-    join on shard_map (a LEFT JOIN keeps rows of no shard, in ``shard=NULL``)."""
+    rows written. ``how``: the join on shard_map (a LEFT JOIN keeps rows of no shard, in ``shard=NULL``)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     (n,), = con.execute(f"COPY (SELECT m.shard, r.* FROM ({rows}) r {how} shard_map m ON m.subject_id = r.subject_id) "
                         f"TO '{_quote(folder)}' (FORMAT parquet, PARTITION_BY (shard), COMPRESSION lz4)").fetchall()
