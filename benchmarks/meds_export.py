@@ -129,6 +129,7 @@ def render(r: dict) -> str:
              f"{st[k]['load_average']:.2f}"] for k in ("synth", "stage", *STEPS) if k in st]
     x, e = r["export"], st["export"]
     ratio = st["extract_meds"]["wall_s"] / st["extract_stage"]["wall_s"]
+    cpu_ratio = st["extract_meds"]["cpu_s"] / st["extract_stage"]["cpu_s"]
     same = r["cohort_stage"] == r["cohort_meds"] and r["splits_stage"] == r["splits_meds"]
     out = [f"{r['patients']:,} patients ({r['fraction']:g} of {r['layout'].upper()}'s "
            f"{FULL_PATIENTS[r['layout']]:,}); {r['cpus']} CPU cores; each command a child process, one after the "
@@ -142,8 +143,11 @@ def render(r: dict) -> str:
            f"{r['stage_bytes'] / 1e9:.2f} GB); {x['quarantined']:,} rows quarantined.",
            f"- `extract` from the export: **{ratio:.2f}x** the wall time of `extract` from the stage "
            f"({_min(st['extract_meds']['wall_s'])} against {_min(st['extract_stage']['wall_s'])}; target 1.5x: "
-           f"{verdict(ratio <= TARGETS['extract_ratio'])}); it read {r['meds_rows_read']:,} MEDS rows and used "
-           f"{r['meds_events_used']:,} events.",
+           f"{verdict(ratio <= TARGETS['extract_ratio'])}), {cpu_ratio:.2f}x its CPU time; it read "
+           f"{r['meds_rows_read']:,} MEDS rows and used {r['meds_events_used']:,} events.",
+           f"- CPU time against wall time: a step's CPU seconds over the {r['cpus']} cores are the least wall time it "
+           f"could take on them alone; the load average after each step says how busy the machine was (other work "
+           f"shares it): `export-meds` {e['cpu_s']:,.0f} CPU s, at least {_min(e['cpu_s'] / r['cpus'])} of wall.",
            f"- Admissions: {r['cohort_stage']['admissions']:,} from the stage, {r['cohort_meds']['admissions']:,} "
            f"from the export ({r['cohort_stage']['positives']:,} and {r['cohort_meds']['positives']:,} deaths; split "
            f"sizes {'the same' if same else 'DIFFERENT'}: {r['splits_meds']})."]
