@@ -13,6 +13,10 @@ Flow (docs/meds.md):
      (bins per code and closed text vocabularies fitted on train only), one OOV token per code group;
   4. written as the MIMIC extraction writes (``data.mimic.extraction.flow``'s assembly and writers), with the labels
      (MEDS label schema) and the pseudonym link in ``_private/`` for the data owner.
+
+A census (``score --source MEDS_DIR``: ``vocab``, a trained model's vocabulary) replaces step 2 by the census's
+prediction times (``census``: a times file, or a task without its label window) and reuses the vocabulary, its
+code groups and context tokens in steps 3-4: nothing is fitted, every time goes to ``cohort.parquet``.
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ Layout (MEDS 0.4): ``data/**/*.parquet`` (the events, ``meds.DataSchema``), ``me
 (``DatasetMetadataSchema``), ``metadata/codes.parquet`` (``CodeMetadataSchema``) and
 ``metadata/subject_splits.parquet`` (``SubjectSplitSchema``). A directory with ``data/`` is taken for a
 MEDS dataset; one without ``metadata/`` is refused. Each file is checked before a row is used: its
-Parquet schema by ``meds``' validators (a column of the wrong type, a missing required column), then,
-by DuckDB scans that stream, the non-null columns, each subject in one shard, and each shard's rows
-contiguous per subject and sorted by time (the static rows, null time, first). A violation is one line
+Parquet schema by ``meds``' validators (a column of the wrong type, a missing required column), then, in one
+streaming pass per shard over its subject_id and time columns (``_check_shard``), the non-null columns, each
+subject in one shard, and each shard's rows contiguous per subject and sorted by time (the static rows, null
+time, first); the pass also gives the subjects, the static rows and the last event's time. A violation is one line
 naming the file and the column (or the first row) at fault. Nothing here names a subject id.
 
 The project's own export (``pipeline.data.meds.export``) adds two extension columns that a MEDS dataset may
