@@ -66,6 +66,24 @@ def measured(argv: list[str], env: dict) -> dict:
             "stdout": child.stdout}
 
 
+def cached_world(layout: str, patients: int, workers: int, env: dict, stages: dict) -> Path:
+    """The synthetic world of ``patients`` in ``layout`` (MIMIC-IV: with MIMIC-IV's proportions, synth
+    --proportions), generated once under ``world_dir`` with ``workers`` processes; ``stages["synth"]``: synth's
+    figures, measured when it runs, else those kept beside the cached world (``.synth.json``, ``cached``)."""
+    def synth(world: Path) -> None:  # measured as a stage when it runs (not when the world is cached)
+        stages["synth"] = measured(["cli.py", "synth", "--out", str(world), "--patients", str(patients),
+                                    "--layout", layout, "--workers", str(workers), "--proportions", layout], env)
+
+    world = cached(world_dir(layout, patients), synth)
+    record = world / ".synth.json"  # synth's figures, measured when the world was generated, kept beside it
+    if "synth" in stages:
+        stages["synth"].update(workers=workers, date=time.strftime("%Y-%m-%d", time.gmtime()))
+        record.write_text(json.dumps(stages["synth"], indent=2) + "\n")
+    elif record.exists():
+        stages["synth"] = {**json.loads(record.read_text()), "cached": True}
+    return world
+
+
 def checked_scan(location: str, workers: int = 2) -> dict:
     """Scan every table of the source at ``location`` the extraction reads, through the source's typed views:
     count(*), and of each column its count and ``bit_xor(hash(...))`` of its typed values (the hash makes
@@ -140,21 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
     patients = max(1, round(FULL_PATIENTS[args.layout] * args.fraction))
     env = child_env()
     stages: dict[str, dict] = {}
-    workers = args.workers
-    proportions = args.layout  # a MIMIC-IV world has MIMIC-IV's proportions (synth --proportions)
-
-    def synth(world: Path) -> None:  # measured as a stage when it runs (not when the world is cached)
-        stages["synth"] = measured(["cli.py", "synth", "--out", str(world), "--patients", str(patients),
-                                    "--layout", args.layout, "--workers", str(workers), "--proportions",
-                                    proportions], env)
-
-    world = cached(world_dir(args.layout, patients), synth)
-    record = world / ".synth.json"  # synth's figures, measured when the world was generated, kept beside it
-    if "synth" in stages:
-        stages["synth"].update(workers=workers, date=time.strftime("%Y-%m-%d", time.gmtime()))
-        record.write_text(json.dumps(stages["synth"], indent=2) + "\n")
-    elif record.exists():
-        stages["synth"] = {**json.loads(record.read_text()), "cached": True}
+    world = cached_world(args.layout, patients, args.workers, env, stages)
     if args.synth_only:
         print(json.dumps({k: v for k, v in stages.get("synth", {}).items() if k != "stdout"}))
         return {"stages": stages}

@@ -41,6 +41,9 @@ def internal_names() -> set[str]:
 
     from pipeline.bayes.laplace.config import LaplaceConfig
     from pipeline.cli.main import COMMANDS
+    from pipeline.data.meds.config import ExportConfig, MedsConfig
+    from pipeline.data.meds.export import export_meds
+    from pipeline.data.meds.flow import extract_meds
     from pipeline.data.mimic.extraction import ExtractConfig, extract
     from pipeline.data.mimic.sources.stage import StageConfig, stage_csv
     from pipeline.data.mimic.synth import SynthConfig, generate
@@ -58,11 +61,12 @@ def internal_names() -> set[str]:
     from pipeline.workflows.vision_run import evaluate_vision_run, train_run
 
     functions = (extract, stage_csv, generate, compare_all, score, serve, evaluate_run, run_grid, fit_laplace_run,
-                 train, evaluate_vision_run, train_run)
+                 train, evaluate_vision_run, train_run, export_meds, extract_meds)
     own = [c for m in COMMANDS for c in vars(importlib.import_module(f"pipeline.cli.{m}")).values()
            if isinstance(c, type) and getattr(c, "COMMAND_OPTIONS", False)]  # each command's own options
     configs = (ExtractConfig, StageConfig, SynthConfig, ScoreConfig, ServeConfig, TrainConfig, MortalityConfig,
-               EvalConfig, GridConfig, LaplaceConfig, VisionTrainConfig, VisionEvalConfig, *own)
+               EvalConfig, GridConfig, LaplaceConfig, VisionTrainConfig, VisionEvalConfig, ExportConfig,
+               MedsConfig, *own)
     names = {p for f in functions for p in inspect.signature(f).parameters}
     names |= {f.name for c in configs if is_dataclass(c) for f in fields(c)}
     return {n for n in names if "_" in n}
@@ -101,6 +105,11 @@ MISTAKES = {
                                               ("--out", "--source"), ("{src}/stage",)),
     "stage: DuckDB's memory-limit syntax": Mistake(["stage", "--source", "{src}", "--out", "{out}", "--memory-limit",
                                                     "12 parsecs"], ("--memory-limit",), ("{out}",)),
+    "export-meds: a source without PATIENTS": Mistake(["export-meds", "--source", "{nopatients}", "--out", "{out}"],
+                                                      ("PATIENTS",), ("{out}",)),
+    "export-meds: --subjects-per-shard 0": Mistake(
+        ["export-meds", "--source", "{src}", "--out", "{out}", "--subjects-per-shard", "0"], ("--subjects-per-shard",),
+        ("{out}",)),
     "load-postgres: no such source": Mistake(["load-postgres", "--source", "{out}", "--dsn",
                                               "postgresql://nobody@127.0.0.1:9/none"], ("{out}",)),
     "train: --resume without --out": Mistake(["train", "--data", "{features}", "--resume"], ("--resume", "--out")),

@@ -6,7 +6,6 @@ extract against the direct extraction) are in test_meds_export.py."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.meds import SAMPLE_EXPECTED, SAMPLE_SPLITS, SAMPLE_TASK, T0, tiny_dataset, write_sample
 
 from pipeline.core.contracts import MEDS_FEATURES
 from pipeline.data.meds.config import MedsConfig
@@ -21,43 +21,12 @@ from pipeline.data.meds.flow import extract_meds
 from pipeline.data.meds.layout import MedsError
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE_TASK = """\
-predicates:
-  admission:
-    code: { regex: "^ADMISSION//" }
-  discharge:
-    code: DISCHARGE
-trigger: admission
-windows:
-  gap:
-    start: trigger
-    end: start + 30m
-    start_inclusive: False
-    end_inclusive: True
-    has:
-      discharge: (None, 0)
-    index_timestamp: end
-  target:
-    start: gap.end
-    end: start + 1h
-    start_inclusive: False
-    end_inclusive: True
-    label: discharge
-"""
-# discharged within the hour after admission + 30 min, from the sample's admission and discharge times
-SAMPLE_EXPECTED = {239684: False, 1195293: True, 68729: False, 814703: True, 754281: False, 1500733: False}
-SAMPLE_SPLITS = {239684: "train", 1195293: "train", 68729: "train", 814703: "train", 754281: "val", 1500733: "test"}
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory) -> Path:
     """meds-testing-helpers' static sample dataset (sharded by split, with a task's label files)."""
-    from meds_testing_helpers.dataset import MEDSDataset
-    from meds_testing_helpers.static_sample_data import SIMPLE_STATIC_SHARDED_BY_SPLIT_WITH_TASKS
-
-    root = tmp_path_factory.mktemp("sample") / "meds"
-    MEDSDataset.from_yaml(SIMPLE_STATIC_SHARDED_BY_SPLIT_WITH_TASKS).write(root)
-    return root
+    return write_sample(tmp_path_factory.mktemp("sample") / "meds")
 
 
 def _cohort(out: Path) -> pd.DataFrame:
@@ -113,59 +82,8 @@ def test_sample_label_files_several_per_subject(sample, tmp_path):
 # ---------------------------------------------------------------------------- a small dataset of our own
 
 
-T0 = datetime(2020, 3, 1, 12, 0, 0)
-
-
-def _write(root: Path, rows: list[tuple], splits: dict[int, str] | None = None, labels: list[tuple] | None = None,
-           dataset: dict | None = None, schema_override: dict | None = None) -> Path:
-    """A MEDS dataset: ``rows`` (subject_id, time, code, numeric_value, text_value) in one shard."""
-    (root / "data").mkdir(parents=True)
-    (root / "metadata").mkdir()
-    frame = pd.DataFrame(rows, columns=["subject_id", "time", "code", "numeric_value", "text_value"])
-    schema = pa.schema([("subject_id", pa.int64()), ("time", pa.timestamp("us")), ("code", pa.string()),
-                        ("numeric_value", pa.float32()), ("text_value", pa.large_string())])
-    for name, typ in (schema_override or {}).items():
-        schema = schema.set(schema.get_field_index(name), pa.field(name, typ))
-        frame[name] = frame[name].astype(str)
-    pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), root / "data" / "0.parquet")
-    (root / "metadata" / "dataset.json").write_text(json.dumps(dataset or {"dataset_name": "tiny"}))
-    if splits is not None:
-        pq.write_table(pa.table({"subject_id": pa.array(list(splits), pa.int64()),
-                                 "split": pa.array(list(splits.values()), pa.string())}),
-                       root / "metadata" / "subject_splits.parquet")
-    if labels is not None:
-        (root / "labels").mkdir()
-        pq.write_table(pa.table({"subject_id": pa.array([r[0] for r in labels], pa.int64()),
-                                 "prediction_time": pa.array([r[1] for r in labels], pa.timestamp("us")),
-                                 "boolean_value": pa.array([r[2] for r in labels], pa.bool_())}),
-                       root / "labels" / "labels.parquet")
-    return root
-
-
-def _tiny(root: Path) -> Path:
-    """Subjects 1-6 train, 7 val, 8 test, 9 in no split, 10 with only a static row (no events)."""
-    rows, labels = [], []
-    for s in range(1, 11):
-        rows.append((s, None, "GENDER//F" if s % 2 else "GENDER//M", None, None))
-        if s == 10:
-            labels.append((s, T0, False))
-            continue
-        rows.append((s, T0 - timedelta(days=40 * 365), "MEDS_BIRTH", None, None))
-        rows.append((s, T0 - timedelta(days=31), "LAB//1//mg", 1.0 * s, None))  # before the 30-day lookback
-        rows.append((s, T0 - timedelta(hours=30), "LAB//1//mg", 2.0 * s, None))  # a daily bag
-        rows.append((s, T0 - timedelta(minutes=30), "LAB//1//mg", 3.0 * s, None))  # the last hourly bag
-        rows.append((s, T0, "VITAL//X", None, "high" if s % 2 else "low"))  # at exactly the prediction time
-        if s == 8:
-            rows.append((s, T0 - timedelta(hours=2), "RARE//only-in-test", None, None))  # unseen in training
-        rows.append((s, T0 + timedelta(hours=5), "MEDS_DEATH" if s % 3 == 0 else "DISCHARGE", None, None))
-        labels.append((s, T0, s % 3 == 0))
-        labels.append((s, T0 - timedelta(hours=12), False))  # a second label per subject
-    splits = {s: "train" for s in range(1, 7)} | {7: "tuning", 8: "held_out", 10: "train"}
-    return _write(root, sorted(rows, key=lambda r: (r[0], r[1] is not None, r[1] or T0)), splits, labels)
-
-
 def test_edge_cases(tmp_path):
-    root = _tiny(tmp_path / "tiny")
+    root = tiny_dataset(tmp_path / "tiny")
     result = extract_meds(root, tmp_path / "f", MedsConfig(min_patients=2), labels=root / "labels")
     cohort = _cohort(tmp_path / "f")
     acc = result.manifest["tables"]
@@ -198,7 +116,7 @@ def test_edge_cases(tmp_path):
 
 
 def _bad(tmp_path: Path, kind: str) -> tuple[Path, dict]:
-    root = _tiny(tmp_path / "bad")
+    root = tiny_dataset(tmp_path / "bad")
     if kind == "type":
         frame = pq.read_table(root / "data" / "0.parquet")
         frame = frame.set_column(0, "subject_id", frame.column("subject_id").cast(pa.string()))
@@ -240,7 +158,7 @@ def test_bad_input_one_line_nothing_written(tmp_path, kind, expected):
 
 
 def test_shipped_task_needs_a_known_dataset(tmp_path):
-    root = _tiny(tmp_path / "tiny")
+    root = tiny_dataset(tmp_path / "tiny")
     with pytest.raises(MedsError, match="no shipped task config fits this dataset"):
         extract_meds(root, tmp_path / "f")
 
@@ -279,3 +197,104 @@ def test_predictions_scored_by_meds_evaluation(sample, tmp_path):
 
 def test_docs_show_the_meds_features_contract():
     assert MEDS_FEATURES.markdown() in (ROOT / "docs" / "meds.md").read_text()
+
+
+# ---------------------------------------------------------------------------- a census (score --source MEDS_DIR)
+
+
+def _vocab(features: Path):
+    from pipeline.data.mimic.extraction.tokens import Vocab
+
+    return Vocab.from_json(json.loads((features / "vocab.json").read_text()))
+
+
+def test_a_census_gets_the_labelled_extractions_features(sample, tmp_path):
+    """Scored at the label files' times with the trained vocabulary, every row of the census is the labelled row of
+    the same (subject, time): the same pseudonym, bags, hours, context and events; nothing refitted."""
+    labels = sample / "task_labels" / "boolean_value_task"
+    extract_meds(sample, tmp_path / "f", MedsConfig(min_patients=1), labels=labels)
+    census = extract_meds(sample, tmp_path / "c", MedsConfig(min_patients=1), vocab=_vocab(tmp_path / "f"),
+                          times=sorted(labels.glob("*.parquet"))[1])
+    got = pq.read_table(tmp_path / "c" / "cohort.parquet").to_pandas().set_index("key")
+    want = _cohort(tmp_path / "f").set_index("key").loc[got.index]
+    assert len(got) == 11 and got["label"].isna().all()
+    for col in ("bags", "bag_hours", "context"):
+        assert [list(map(list, x)) if col == "bags" else list(x) for x in got[col]] == \
+               [list(map(list, x)) if col == "bags" else list(x) for x in want[col]], col
+    assert list(got["n_events"]) == list(want["n_events"])
+    assert not (tmp_path / "c" / "vocab.json").exists() and not (tmp_path / "c" / "_private" / "labels").exists()
+    m = census.manifest
+    assert m["splits"] == {"cohort": {"admissions": 11, "positives": None, "label_rate": None, "patients": 3}}
+    assert m["tables"]["census"] == {"rows_read": 11, "scored": 11, "not_scored": 0,
+                                     "not_scored_by": {k: 0 for k in ("absent: no such subject_id in data/",
+                                                                      "after the data's last event",
+                                                                      "duplicate (subject_id, prediction_time)")}}
+
+
+def test_a_census_from_a_task_needs_no_outcome(sample, tmp_path):
+    """The task without its label window: a stay with no discharge yet (its DISCHARGE row removed) has no label
+    but has a prediction time; the others are the labelled run's times."""
+    from pipeline.data.meds.labels import run_task
+    from pipeline.data.meds.layout import detect
+
+    task = tmp_path / "task.yaml"
+    task.write_text(SAMPLE_TASK.replace("end: start + 1h", "end: start -> discharge"))  # to the discharge
+    shard = sample / "data" / "held_out" / "0.parquet"
+    open_stay = tmp_path / "open"
+    import shutil
+
+    shutil.copytree(sample, open_stay)
+    table = pq.read_table(shard)
+    pq.write_table(table.filter(pa.compute.not_equal(table.column("code"), "DISCHARGE")),
+                   open_stay / "data" / "held_out" / "0.parquet")
+    layout = detect(open_stay)
+    labelled = run_task(task, layout).to_pandas()
+    census = run_task(task, layout, census=True).to_pandas()
+    assert 1500733 not in set(labelled["subject_id"]) and 1500733 in set(census["subject_id"])
+    assert list(census.columns) == ["subject_id", "prediction_time"]
+    rest = census[census["subject_id"] != 1500733]
+    assert set(zip(rest["subject_id"], rest["prediction_time"])) == \
+           set(zip(labelled["subject_id"], labelled["prediction_time"]))
+
+
+def test_census_times_that_cannot_be_scored_are_listed(sample, tmp_path):
+    labels = sample / "task_labels" / "boolean_value_task"
+    extract_meds(sample, tmp_path / "f", MedsConfig(min_patients=1), labels=labels)
+    times = tmp_path / "times.csv"
+    times.write_text("subject_id,prediction_time\n239684,2010-05-11 18:00:00\n239684,2010-05-11 18:00\n"
+                     "42,2010-05-11 18:00:00\n68729,2031-01-01 00:00:00\n68729,2010-05-26 03:00:00\n")
+    result = extract_meds(sample, tmp_path / "c", MedsConfig(min_patients=1), vocab=_vocab(tmp_path / "f"),
+                          times=times)
+    assert pq.read_table(tmp_path / "c" / "cohort.parquet").num_rows == 2
+    skipped = result.excluded.sort_values("subject_id")
+    assert list(skipped["subject_id"]) == [42, 68729, 239684]
+    assert list(skipped["reason"]) == ["absent: no such subject_id in data/", "after the data's last event",
+                                       "duplicate (subject_id, prediction_time)"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("subject_id,prediction_time\n239684,2010-05-11 18:00:00\n239684,soon\n")
+    with pytest.raises(MedsError, match=r"bad\.csv: line 3: no prediction_time") as err:
+        extract_meds(sample, tmp_path / "d", vocab=_vocab(tmp_path / "f"), times=bad)
+    assert "soon" not in str(err.value) and not (tmp_path / "d").exists()
+
+
+def test_predictions_without_labels_or_threshold_follow_the_schema(sample, tmp_path):
+    from meds_evaluation.schema import PredictionSchema
+
+    from pipeline.data.meds.predictions import write_predictions
+
+    labels = sample / "task_labels" / "boolean_value_task"
+    extract_meds(sample, tmp_path / "f", MedsConfig(min_patients=1), labels=labels)
+    cohort = _cohort(tmp_path / "f")
+    risk = pd.DataFrame({"key": cohort["key"], "risk_mean": 0.2, "risk_calibrated": np.linspace(0, 1, len(cohort))})
+    link = tmp_path / "f" / "_private" / "link.parquet"
+    census = pq.read_table(write_predictions(risk, link, None, tmp_path / "p1.parquet", threshold=0.5,
+                                             probability="risk_calibrated"))
+    PredictionSchema.validate(census)
+    assert census.column_names == ["subject_id", "prediction_time", "predicted_boolean_value",
+                                   "predicted_boolean_probability"]
+    joined = census.to_pandas().merge(cohort, on=["subject_id", "prediction_time"]).merge(risk, on="key")
+    assert (joined["predicted_boolean_value"] == (joined["risk_calibrated"] >= 0.5)).all()
+    labelled = pq.read_table(write_predictions(risk, link, tmp_path / "f" / "_private" / "labels",
+                                               tmp_path / "p2.parquet", threshold=None))
+    PredictionSchema.validate(labelled)
+    assert "predicted_boolean_value" not in labelled.column_names and labelled.num_rows == len(cohort)

@@ -122,3 +122,20 @@ def test_export_refuses_a_foreign_directory_and_replaces_its_own(tmp_path):
     with pytest.raises(MedsError, match="exists and is not an export of this project"):
         export_meds(demo, other)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other"]  # no temporary directory left behind
+
+
+def test_an_export_from_a_stage_holds_the_csv_exports_rows(round_trip, tmp_path):
+    """The stage's path (each event table straight from its scan into the shards' parts, quarantined rows read back
+    from them) against the CSV directory's (each table materialized once): the same rows, accounting and codes."""
+    from pipeline.data.mimic.sources.stage import stage_csv
+
+    _, demo, base, _, exported, _ = round_trip
+    stage_csv(demo, tmp_path / "stage")
+    staged = export_meds(tmp_path / "stage", tmp_path / "meds")
+    assert staged.manifest["tables"] == exported.manifest["tables"]
+    assert (staged.manifest["rows"], staged.manifest["subjects"]) == (exported.manifest["rows"],
+                                                                      exported.manifest["subjects"])
+    for name in ("data/0.parquet", "metadata/codes.parquet", "metadata/subject_splits.parquet",
+                 *(f"quarantine/{t}.parquet" for t in exported.manifest["tables"])):
+        a, b = (pq.read_table(d / name).to_pandas() for d in (base / "meds", tmp_path / "meds"))
+        pd.testing.assert_frame_equal(a, b, obj=name)

@@ -25,8 +25,8 @@ class ScoreOptions:
     out: Path  # Scores Parquet file FILE.parquet (one row per admission), or a directory (DIR/scores.parquet,
         # DIR/_private/).
     data: Path | None = None  # Features Parquet file or directory (written by `extract`).
-    source: str | None = None  # MIMIC-III or MIMIC-IV CSV directory or postgresql:// DSN (extracted with the
-        # training vocabulary).
+    source: str | None = None  # MIMIC-III or MIMIC-IV CSV directory or postgresql:// DSN, or a MEDS dataset
+        # (extracted with the training vocabulary).
     cohort: Path | None = None  # With --source: HADM_IDs (one per line) or a SQL condition on the cohort columns.
     schema: str = "mimiciii"  # PostgreSQL schema of --source.
     cross_release: bool = field(default=False, metadata={"flags": ["--cross-release"]})  # Score features (or a
@@ -34,16 +34,24 @@ class ScoreOptions:
     as_of: str | None = None  # With --source: when its data ends, 'YYYY-MM-DD HH:MM[:SS]' on its clock (default:
         # the newest ADMITTIME/DISCHTIME). Open admissions whose prediction time is later are flagged
         # before_prediction_time.
+    times: Path | None = None  # With a MEDS --source: the census's prediction times, a Parquet (MEDS label schema)
+        # or CSV file of subject_id and prediction_time.
+    task: Path | None = None  # With a MEDS --source: an ACES task config; the census is its prediction times without
+        # its label window (default, without --times: the shipped config for the dataset).
+    decision_threshold: float | None = field(default=None, metadata={"min": 0.0, "max": 1.0})  # MEDS prediction
+        # file: the risk at or above which predicted_boolean_value is true (default: the run's decision threshold;
+        # a run without one: no predicted_boolean_value).
     report: Path | None = None  # Also write a self-contained HTML cohort report (keyed by pseudonym) to this file.
     link: bool = True  # Write the data owner's _private/ files beside --out: link.csv, unscored.csv and the
-        # report by HADM_ID.
+        # report by HADM_ID (MEDS: link.parquet, unscored.csv and predictions.parquet, meds-evaluation's schema).
     verbose: bool = field(default=False, metadata={"flags": ["--verbose", "-v"]})  # Log each stage.
     device: str | None = field(default=None, metadata={"help": DEVICE_HELP})  # the torch device
     COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.cli.options.command_option)
 
     def score_kwargs(self) -> dict:
         """``serving.score.score``'s keyword arguments besides the config (model and out go first)."""
-        names = ("data", "source", "cohort", "schema", "as_of", "report", "link", "cross_release", "device")
+        names = ("data", "source", "cohort", "schema", "as_of", "report", "link", "cross_release", "device", "times",
+                 "task", "decision_threshold")
         return {k: getattr(self, k) for k in names}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 
 import typer
@@ -9,6 +10,13 @@ import typer
 from pipeline.cli.app import command, setup_logging
 from pipeline.data.mimic.sources.tables import Release
 from pipeline.data.mimic.synth.limits import MAX_DENSITY, MAX_PATIENTS
+
+
+class Layout(str, Enum):
+    """The MIMIC releases synth writes (``Release`` has ``meds`` too, which synth does not write)."""
+
+    mimic3 = Release.mimic3.value
+    mimic4 = Release.mimic4.value
 
 
 @command(short_help="Generate a synthetic MIMIC-III or MIMIC-IV with a known true risk.",
@@ -19,12 +27,12 @@ def synth(
     seed: int = typer.Option(0, min=0, help="Random seed."),
     density: float = typer.Option(1.0, min=0.001, max=MAX_DENSITY, help="Event density scale (1.0 = about 5,400 "
                                                                         "CHARTEVENTS rows per ICU stay)."),
-    layout: Release = typer.Option(Release.mimic3, help="mimic-iii: the MIMIC-III v1.4 layout; mimic-iv: MIMIC-IV's "
-                                                        "hosp/ and icu/ modules (the same synthetic world)."),
+    layout: Layout = typer.Option(Layout.mimic3, help="mimic-iii: the MIMIC-III v1.4 layout; mimic-iv: MIMIC-IV's "
+                                                       "hosp/ and icu/ modules (the same synthetic world)."),
     workers: int = typer.Option(1, min=1, help="Processes generating and compressing chunks (the same bytes as 1)."),
-    proportions: Release = typer.Option(Release.mimic3, help="The world's proportions: mimic-iii (every admission "
-                                                             "with an ICU stay) or mimic-iv (17% with one, no "
-                                                             "newborns or children, more readmissions)."),
+    proportions: Layout = typer.Option(Layout.mimic3, help="The world's proportions: mimic-iii (every admission "
+                                                            "with an ICU stay) or mimic-iv (17% with one, no "
+                                                            "newborns or children, more readmissions)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
 ) -> None:
     """Generate a synthetic MIMIC-III or MIMIC-IV (full-release layout) with a known true risk per admission."""
@@ -33,7 +41,8 @@ def synth(
     from pipeline.data.mimic.synth import SynthConfig, generate
     from pipeline.data.mimic.synth.simulation import MIMIC4_PROPORTIONS
 
-    config = SynthConfig(density=density, **(MIMIC4_PROPORTIONS if proportions is Release.mimic4 else {}))
+    layout = Release(layout.value)
+    config = SynthConfig(density=density, **(MIMIC4_PROPORTIONS if proportions is Layout.mimic4 else {}))
     with Progress("synth: patients", patients, plain=False) as bar:  # a bar on a terminal only
         s = generate(out, patients=patients, seed=seed, config=config, layout=layout, progress=bar.update,
                      workers=workers)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,10 +30,11 @@ import pyarrow as pa
 from pipeline.core import fileio
 from pipeline.core.contracts import COHORT_COLUMNS, RISK
 from pipeline.core.devices import resolve_device
-from pipeline.core.errors import PipelineError, naming
+from pipeline.core.errors import naming
 from pipeline.core.privacy import check_private
 from pipeline.data import features
 from pipeline.data.consistency import check_rows
+from pipeline.data.mimic.sources.tables import Release
 from pipeline.engine import predict, risk
 from pipeline.runs.info import RunKind
 from pipeline.runs.load import evaluation, load_run
@@ -41,63 +42,13 @@ from pipeline.serving import cohort as cohort_mod
 from pipeline.serving import release
 from pipeline.serving.cohort import read_cohort
 from pipeline.serving.config import ScoreConfig  # noqa: F401  (its home; imported from here too)
-from pipeline.serving.decisions import policy_lines, policy_report, run_policy
+from pipeline.serving.decisions import policy_report, run_policy
+from pipeline.serving.summary import ScoreError, ScoreSummary  # noqa: F401  (their home; imported from here too)
 
 log = logging.getLogger(__name__)
 
 SPLIT_FILES = ("cohort", "train", "val", "test")  # files scored in a features directory (cohort alone if present)
 _COHORT_SQL_ERROR = re.compile(r"^cohort \(ADMISSIONS, PATIENTS\)(?: \(PostgreSQL\))?: (?:(\w+(?: \w+)? Error)\b)?")
-
-
-class ScoreError(PipelineError, ValueError):
-    """Bad scoring input; the message names the file (and column or line)."""
-
-
-@dataclass
-class ScoreSummary:
-    """What a scoring run wrote."""
-
-    out: Path  # the scores Parquet file
-    admissions: int  # rows written
-    referred: int  # rows with refer = True
-    no_events: int  # rows whose admission had no events (scored on context alone)
-    samples: int  # samples per component used
-    components: int  # K of the model
-    inputs: list[Path] = field(default_factory=list)  # feature files scored
-    not_scored: int = 0  # admissions of the census with no score (listed in unscored.csv)
-    before_prediction_time: int = 0  # rows whose data ended before the prediction time (partial window)
-    oov_share: float | None = None  # scored across MIMIC releases (cross_release): share of out-of-vocabulary tokens
-    not_scored_by: dict | None = None  # not_scored per reason (cohort.CATEGORIES); None: not known (features input)
-    link_file: Path | None = None  # _private/link.csv (pseudonym -> HADM_ID), when written
-    unscored_file: Path | None = None  # _private/unscored.csv (HADM_ID, reason), when written
-    report: Path | None = None  # the cohort report (pseudonyms)
-    private_report: Path | None = None  # the data owner's copy of the report (HADM_IDs), in _private/
-    high_risk: int = 0  # rows at or above the run's decision threshold (0: the run has none)
-    policy: object | None = None  # the bayes.referral.policy.Policy scored with (None: a run without calibration)
-
-    def policy_lines(self) -> list[str]:
-        """How the risks became decisions (``decisions.policy_lines``)."""
-        return policy_lines(self.policy, self.high_risk)
-
-    def summary(self, cross_release: bool = False) -> str:
-        """What ``cli.py score`` prints: the counts, the policy, what was not scored and why, the files written."""
-        lines = [f"scores written to {self.out}: {self.admissions} admissions, {self.referred} referred, "
-                 f"{self.no_events} without events, {self.samples}x{self.components} draws"
-                 + (f", {self.before_prediction_time} before their prediction time (partial window)"
-                    if self.before_prediction_time else "")]
-        lines += ["  " + line for line in self.policy_lines()]
-        if self.not_scored_by is not None:
-            lines.append(f"  not scored: {self.not_scored}" + (
-                " (" + ", ".join(f"{k} {v}" for k, v in self.not_scored_by.items()) + ")" if self.not_scored else ""))
-        if cross_release and self.oov_share is not None:
-            lines.append(f"  across MIMIC releases: {self.oov_share:.1%} of the bag tokens are out of the model's "
-                         "vocabulary")
-        for what, path in (("report", self.report), ("link file (data owner only)", self.link_file),
-                           ("unscored admissions (data owner only)", self.unscored_file),
-                           ("report by HADM_ID (data owner only)", self.private_report)):
-            if path is not None:
-                lines.append(f"  {what}: {path}")
-        return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -234,7 +185,8 @@ def _check_vocab_file(path: Path, vocab: dict) -> None:
 def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, source: str | None = None,
           cohort: Path | str | None = None, cfg: ScoreConfig | None = None, schema: str = "mimiciii",
           as_of: str | None = None, report: Path | str | None = None, link: bool = True,
-          cross_release: bool = False, device: str | None = None) -> ScoreSummary:
+          cross_release: bool = False, device: str | None = None, task: Path | str | None = None,
+          times: Path | str | None = None, decision_threshold: float | None = None) -> ScoreSummary:
     """Score ``data`` (features) or ``source`` (MIMIC-III or MIMIC-IV, optionally restricted by ``cohort``) into
     ``out``, the model on ``device`` (``pipeline.core.devices.resolve_device``: None is cuda when available, else cpu).
 
@@ -245,8 +197,13 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     ``out`` (see the module docstring). ``cross_release``: allow features (or a source) of another
     MIMIC release than the model's (``serving.release``); the summary then reports the share of
     out-of-vocabulary tokens.
+    MEDS (``serving.meds``): a MEDS ``source`` is a census at ``times`` or ``task``'s prediction times; MEDS scores
+    come with the data owner's prediction file (decision at ``decision_threshold``, else the run's).
     """
+    from pipeline.serving import meds
+
     cfg = cfg or ScoreConfig()
+    meds_source = meds.check_arguments(source, cohort, as_of, task, times, decision_threshold)
     out = scores_path(out)
     if (data is None) == (source is None):
         raise naming(ScoreError("give exactly one of `data` (features) or `source` (a MIMIC source)"), "data", "source")
@@ -271,7 +228,12 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
                                      features=not _own_vocab(files[0], run.vocab))
             summary = _with_oov(score_files(run, files, out, cfg), run, files, crossing)
             links = _features_links(files) if link else None
-            return _finish(run, summary, links, report)
+            return meds.feature_predictions(_finish(run, summary, links, report), files, run, link, decision_threshold)
+        if meds_source:
+            result = meds.census_features(source, run, Path(tmp) / "features", task=task, times=times)
+            path, crossing = result.files["cohort"], release.check(model_release, Release.meds, cross_release, source)
+            summary = _with_oov(score_files(run, [path], out, cfg), run, [path], crossing)
+            return _finish(run, meds.census_done(summary, result, run, link, decision_threshold), None, report)
         condition, ids = read_cohort(Path(cohort)) if cohort is not None else ("TRUE", None)
         from pipeline.data.mimic.sources.base import SourceError
 

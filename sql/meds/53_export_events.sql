@@ -10,7 +10,8 @@
 -- Quarantined as the extraction quarantines: the staging's reason (unparseable values, ERROR = 1, Rewritten,
 -- missing item or time), no SUBJECT_ID, an event before the patient's birth, or more than 24 h after the
 -- discharge of the admission its HADM_ID names; a MIMIC-IV lab with no STORETIME (its result never known:
--- the extraction never uses it).
+-- the extraction never uses it); and a subject of no usable PATIENTS, ADMISSIONS or ICUSTAYS row (shard_map: a
+-- MEDS subject is one of those; the extraction never uses such an event either).
 SELECT e.row_id, e.subject_id, e.hadm_id, e.source, e.item,
        CASE e.source
          WHEN 'chart' THEN 'LAB//' || e.item || '//UNK'
@@ -27,6 +28,7 @@ SELECT e.row_id, e.subject_id, e.hadm_id, e.source, e.item,
        CASE
          WHEN e.reason IS NOT NULL THEN e.reason
          WHEN e.subject_id IS NULL THEN 'missing SUBJECT_ID'
+         WHEN m.subject_id IS NULL THEN 'SUBJECT_ID of no PATIENTS, ADMISSIONS or ICUSTAYS row'
          WHEN e.known_epoch IS NOT NULL AND NOT isfinite(e.known_epoch) THEN 'no STORETIME (the result is never known)'
          WHEN p.birth_epoch IS NOT NULL AND e.event_epoch < p.birth_epoch THEN 'event before date of birth'
          WHEN a.disch_epoch IS NOT NULL AND e.event_epoch > a.disch_epoch + 86400.0
@@ -35,3 +37,4 @@ SELECT e.row_id, e.subject_id, e.hadm_id, e.source, e.item,
 FROM ${events} e
 LEFT JOIN x_patients p ON p.subject_id = e.subject_id AND p.reason IS NULL
 LEFT JOIN x_admissions a ON a.hadm_id = e.hadm_id
+LEFT JOIN shard_map m ON m.subject_id = e.subject_id

@@ -6,7 +6,6 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 
 from pipeline.core.configs import check_at_least, check_choice, invalid
-from pipeline.core.errors import ConfigError
 
 
 class MedsSplit(str, Enum):
@@ -56,7 +55,7 @@ class MedsConfig:
 @dataclass
 class ExportConfig:
     subjects_per_shard: int = 10_000  # subjects per data/ shard (sorted by subject_id, then time)
-    split_seed: int = 0  # subject_splits.parquet: the extraction's random split by subject hash, this seed
+    split_seed: int = 0  # seed of the subject hash that splits subject_splits.parquet (the extraction's random split)
     train_fraction: float = 0.8  # fraction of subjects in train
     val_fraction: float = 0.1  # fraction of subjects in tuning (the rest: held_out)
     memory_limit: str = "3GB"  # DuckDB memory limit (spills to disk beyond it)
@@ -67,5 +66,5 @@ class ExportConfig:
         check_at_least(self, 1, ("subjects_per_shard", "threads", "row_group_rows"))
         if not 0 < self.train_fraction < 1 or not 0 <= self.val_fraction < 1 or \
                 self.train_fraction + self.val_fraction >= 1:
-            raise ConfigError(f"--train-fraction {self.train_fraction} and --val-fraction {self.val_fraction} must "
-                              "lie in (0, 1) and [0, 1) with a sum < 1")
+            raise invalid(self, f"train_fraction {self.train_fraction} and val_fraction {self.val_fraction} must lie "
+                          "in (0, 1) and [0, 1) with a sum < 1", "train_fraction", "val_fraction")

@@ -4,12 +4,14 @@ Read through the extraction's own sources and SQL: the source's relations (``pip
 release's staging SQL (admissions with their quarantine reasons, ``sql/<release>/1x_events_<table>`` for
 the events), then the export's SQL (``sql/meds/5x_export_*``) maps them onto MEDS events, in a DuckDB file
 database under the output's temporary directory (it spills to disk: memory stays under ``memory_limit``).
+Each event table is read once into Parquet parts partitioned by shard (``_write_parts``; from a stage straight
+from its scan, ``_direct_parts``), then each shard's parts are sorted and written (``_write_shards``).
 Writes ``data/<k>.parquet`` (``subjects_per_shard`` subjects each, by subject_id, each subject's rows sorted
 by time with its static rows first), ``metadata/codes.parquet`` (descriptions from the dictionary tables),
 ``metadata/subject_splits.parquet`` (the extraction's random split by subject hash: train / tuning /
 held_out), ``metadata/dataset.json`` (source, release, versions), and beside them ``export.json`` (every
 table's rows read = exported + quarantined) and ``quarantine/<table>.parquet`` (each unusable row and why).
-Every file is checked by ``meds``' validators as it is written.
+Every file is checked by ``meds``' validators as it is written (a shard: once written).
 
 The export holds subject ids, HADM_IDs and real (shifted) dates: it is the data owner's, written like the
 extraction's ``_private/`` files (directories 0700, files 0600), into a temporary directory renamed into
@@ -176,28 +178,45 @@ def _export(src, con, out: Path, cfg: ExportConfig) -> dict:
         read = counted + len(malformed)
         tables[table] = {"rows_read": read, "quarantined": len(quarantine[table]),
                          "exported": read - len(quarantine[table])}
+    parts = out.parent / "parts"
+    stage = _stage_timer()
+    _structural(con, "icustays" in src.tables)
+    _shard_map(con, cfg.subjects_per_shard, "icustays" in src.tables)
+    _write_parts(con, "SELECT *, CAST(NULL AS VARCHAR) AS reason FROM meds_structural", parts / "structural")
+    stage("export: admissions, patients, ICU stays")
     events = [t for t in event_tables_of(release) if t in src.tables]
+    items = []
     for table in events:
-        sql = queries.render(queries.EVENTS_BY_RELEASE[release][table], **rel)
-        scanned, rejects = src.into_local_counted(strip_comments(sql), f"s_{table}", src.tables[table].location,
-                                                  table)
-        if scanned is None:
-            counted, malformed = src.count_rows(table)
-            scanned, rejects = counted, malformed
-        con.execute(f"CREATE OR REPLACE TABLE x_{table} AS "
-                    f"{queries.render(EXPORT_SQL['events'], events=f's_{table}')}")
-        con.execute(f"DROP TABLE s_{table}")
-        quarantine[table] = [tuple(r) for r in con.sql(
-            f"SELECT row_id, NULL, reason FROM x_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()]
+        sql = strip_comments(queries.render(queries.EVENTS_BY_RELEASE[release][table], **rel))
+        folded = queries.render(EXPORT_SQL["events"], events=f"({sql})")
+        if src.kind == "stage":  # rows as staged: the scan, its staging and the export's SQL straight into the parts
+            scanned, rejects = src.count_rows(table)
+            exported, quarantine[table], found = _direct_parts(con, folded, parts / table, table)
+            items.append(found)
+        else:
+            if src.kind == "postgres":  # the staging SQL runs in the server; the export's SQL here
+                scanned, rejects = src.into_local_counted(sql, f"s_{table}", src.tables[table].location, table)
+                con.execute(f"CREATE OR REPLACE TABLE x_{table} AS "
+                            f"{queries.render(EXPORT_SQL['events'], events=f's_{table}')}")
+                con.execute(f"DROP TABLE s_{table}")
+            else:  # a CSV directory: one statement, materialized once (its scan counts the rows it parsed)
+                scanned, rejects = src.into_local_counted(folded, f"x_{table}", src.tables[table].location, table)
+            if scanned is None:
+                scanned, rejects = src.count_rows(table)
+            quarantine[table] = [tuple(r) for r in con.sql(
+                f"SELECT row_id, NULL, reason FROM x_{table} WHERE reason IS NOT NULL ORDER BY row_id, reason"
+            ).fetchall()]
+            items.append(con.sql(f"SELECT DISTINCT code, source, item FROM x_{table} WHERE reason IS NULL").to_df())
+            exported = _write_parts(con, _event_rows(f"x_{table}", ", reason") + " WHERE reason IS NULL", parts / table)
+            con.execute(f"DROP TABLE x_{table}")
         quarantine[table] += [(None, line, why) for line, why in rejects]
-        exported = con.sql(f"SELECT count(*) FROM x_{table} WHERE reason IS NULL").fetchall()[0][0]
         tables[table] = {"rows_read": int(scanned) + len(rejects), "exported": int(exported),
                          "quarantined": len(quarantine[table])}
-    _rows(con, events, "icustays" in src.tables)
-    shards, subjects, rows = _write_shards(con, out / "data", cfg)
-    items = con.sql("SELECT DISTINCT code, source, item FROM (" + " UNION ALL ".join(
-        f"SELECT code, source, item FROM x_{t} WHERE reason IS NULL" for t in events) + ")" if events else
-        "SELECT NULL AS code, NULL AS source, NULL AS item WHERE FALSE").to_df()
+        stage(f"export: {table} ({exported} rows)")
+    shards, subjects, rows = _write_shards(con, parts, out / "data", cfg)
+    shutil.rmtree(parts, ignore_errors=True)
+    stage(f"export: {shards} shards sorted and written")
+    items = pd.concat(items).drop_duplicates() if items else pd.DataFrame(columns=["code", "source", "item"])
     structural_codes = [c for (c,) in con.sql("SELECT DISTINCT code FROM meds_structural").fetchall()]
     codes = codes_mod.codes_table(items, structural_codes, codes_mod.read_dictionaries(src))
     _write_checked(codes, out / "metadata" / "codes.parquet", "CodeMetadataSchema")
@@ -212,9 +231,25 @@ def _export(src, con, out: Path, cfg: ExportConfig) -> dict:
     return manifest
 
 
-def _rows(con, events: list[str], icu: bool) -> None:
-    """meds_structural (patients, admissions, deaths, ICU stays) and meds_rows (those and every event exported),
-    as MEDS columns plus hadm_id, known_time, value_time."""
+def _stage_timer():
+    """A function that logs (INFO; ``export-meds -v``) the wall and CPU time since its last call, and the RSS."""
+    import time
+
+    from pipeline.data.mimic.extraction.flow import cpu_s, rss_mb
+
+    last = [time.perf_counter(), cpu_s()]
+
+    def lap(what: str) -> None:
+        now, cpu = time.perf_counter(), cpu_s()
+        log.info("%-44s %7.2f s  CPU %7.2f s  RSS %6.0f MB", what, now - last[0], cpu - last[1], rss_mb() or 0)
+        last[:] = [now, cpu]
+
+    return lap
+
+
+def _structural(con, icu: bool) -> None:
+    """meds_structural: the rows of patients, admissions, deaths and ICU stays, as MEDS columns plus hadm_id,
+    known_time, value_time (NULL)."""
     ts = US.format
     parts = [
         "SELECT subject_id, CAST(NULL AS TIMESTAMP) AS time, 'GENDER//' || gender AS code, "
@@ -231,46 +266,100 @@ def _rows(con, events: list[str], icu: bool) -> None:
     if icu:
         parts.append(f"SELECT subject_id, {ts(x='intime_epoch')}, 'ICU_ADMISSION//UNK', hadm_id FROM x_icustays "
                      "WHERE reason IS NULL")
-    con.execute("CREATE OR REPLACE TABLE meds_structural AS " + " UNION ALL ".join(parts))
-    ev = [f"SELECT subject_id, {ts(x='event_epoch')} AS time, code, CAST(valuenum AS FLOAT) AS numeric_value, "
-          f"valuetext AS text_value, hadm_id, {ts(x='known_epoch')} AS known_time, {ts(x='value_epoch')} AS value_time "
-          f"FROM x_{t} WHERE reason IS NULL" for t in events]
-    con.execute("CREATE OR REPLACE TABLE meds_rows AS SELECT subject_id, time, code, CAST(NULL AS FLOAT) AS "
+    con.execute("CREATE OR REPLACE TABLE meds_structural AS SELECT subject_id, time, code, CAST(NULL AS FLOAT) AS "
                 "numeric_value, CAST(NULL AS VARCHAR) AS text_value, hadm_id, CAST(NULL AS TIMESTAMP) AS known_time, "
-                "CAST(NULL AS TIMESTAMP) AS value_time FROM meds_structural" + "".join(f" UNION ALL {q}" for q in ev))
+                "CAST(NULL AS TIMESTAMP) AS value_time FROM (" + " UNION ALL ".join(parts) + ")")
+
+
+def _shard_map(con, per_shard: int, icu: bool) -> None:
+    """shard_map (subject_id -> shard): the subjects of the usable PATIENTS, ADMISSIONS and ICUSTAYS rows, sorted,
+    in runs of ``per_shard``. An event of a subject outside it is quarantined (sql/meds/53_export_events.sql)."""
+    icustays = " UNION SELECT subject_id FROM x_icustays WHERE reason IS NULL" if icu else ""
+    con.execute("CREATE OR REPLACE TABLE shard_map AS SELECT subject_id, CAST((row_number() OVER (ORDER BY "
+                f"subject_id) - 1) // {int(per_shard)} AS INTEGER) AS shard FROM (SELECT subject_id FROM x_patients "
+                f"WHERE reason IS NULL UNION SELECT subject_id FROM x_admissions{icustays})")
+
+
+def _event_rows(relation: str, extra: str = "") -> str:
+    """The rows of ``relation`` (sql/meds/53_export_events.sql's columns) as MEDS columns plus hadm_id, known_time,
+    value_time (and ``extra`` columns)."""
+    ts = US.format
+    return (f"SELECT subject_id, {ts(x='event_epoch')} AS time, code, CAST(valuenum AS FLOAT) AS numeric_value, "
+            f"valuetext AS text_value, hadm_id, {ts(x='known_epoch')} AS known_time, "
+            f"{ts(x='value_epoch')} AS value_time{extra} FROM {relation}")
+
+
+def _write_parts(con, rows: str, folder: Path, how: str = "JOIN") -> int:
+    """``rows`` (MEDS columns and ``reason``, of subjects in shard_map) written to ``folder`` as Parquet partitioned by
+    shard (``folder/shard=K/*.parquet``, unsorted: ``_write_shards`` sorts each shard's rows without a reason); the
+    rows written. ``how``: the join on shard_map (a LEFT JOIN keeps rows of no shard, in ``shard=NULL``)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    (n,), = con.execute(f"COPY (SELECT m.shard, r.* FROM ({rows}) r {how} shard_map m ON m.subject_id = r.subject_id) "
+                        f"TO '{_quote(folder)}' (FORMAT parquet, PARTITION_BY (shard), COMPRESSION lz4)").fetchall()
+    return int(n)
+
+
+def _direct_parts(con, folded: str, folder: Path, table: str) -> tuple[int, list, pd.DataFrame]:
+    """Every row of ``folded`` (a source scan through the staging and the export's SQL) written once to the parts,
+    with its reason (a quarantined row: in the parts, never in a shard); (rows exported, quarantined rows as
+    (row_id, line, reason), the exported (code, source, item)), read back from the parts' columns."""
+    import duckdb
+
+    try:
+        total = _write_parts(con, _event_rows(f"({folded})", ", reason, row_id, source, item"), folder, "LEFT JOIN")
+        files = f"read_parquet('{_quote(folder)}/*/*.parquet', hive_partitioning = false)"
+        bad = [tuple(r) for r in con.sql(f"SELECT row_id, NULL, reason FROM {files} WHERE reason IS NOT NULL "
+                                         "ORDER BY row_id, reason").fetchall()]
+        items = con.sql(f"SELECT DISTINCT code, source, item FROM {files} WHERE reason IS NULL").to_df()
+    except duckdb.Error as exc:
+        raise MedsError(f"{table.upper()}: {' '.join(str(exc).split())[:300]}") from None
+    return total - len(bad), bad, items
+
+
+def _quote(path: Path) -> str:
+    return path.as_posix().replace("'", "''")
 
 
 DATA_SCHEMA = pa.schema([("subject_id", pa.int64()), ("time", pa.timestamp("us")), ("code", pa.string()),
                          ("numeric_value", pa.float32()), ("text_value", pa.large_string()), ("hadm_id", pa.int64()),
                          *((c, pa.timestamp("us")) for c in EXTENSIONS)])
+ORDER = ("subject_id, time NULLS FIRST, code, numeric_value NULLS FIRST, text_value NULLS FIRST, hadm_id NULLS FIRST, "
+         "known_time NULLS FIRST, value_time NULLS FIRST")  # a shard's rows: every column, so the bytes are the same
 
 
-def _write_shards(con, data: Path, cfg: ExportConfig) -> tuple[int, list[int], int]:
-    """data/<k>.parquet: ``subjects_per_shard`` subjects each, sorted by (subject_id, time: static first, code,
-    value), streamed from DuckDB's sort (it spills) into a Parquet writer; (shards, subjects, rows)."""
+def _write_shards(con, parts: Path, data: Path, cfg: ExportConfig) -> tuple[int, list[int], int]:
+    """data/<k>.parquet from each shard's parts, sorted (``ORDER``: by subject_id, then time, static rows first),
+    by DuckDB's sort and Parquet writer (it spills; the file carries the Arrow schema ``DATA_SCHEMA``, so readers
+    see ``text_value`` as MEDS' large_string); each file is checked against ``meds.DataSchema`` and for null ids
+    and codes. Returns (shards, subjects, rows)."""
+    import base64
+
     from meds import DataSchema
 
-    subjects = [int(s) for (s,) in con.sql("SELECT DISTINCT subject_id FROM meds_rows ORDER BY 1").fetchall()]
+    shards = [k for (k,) in con.sql("SELECT DISTINCT shard FROM shard_map ORDER BY 1").fetchall()]
     data.mkdir(parents=True, exist_ok=True)
-    n, total = cfg.subjects_per_shard, 0
-    shards = max(1, -(-len(subjects) // n))
-    for k in range(shards):
-        part = subjects[k * n:(k + 1) * n]
-        lo, hi = (part[0], part[-1]) if part else (0, -1)
-        reader = con.sql(
-            f"SELECT * FROM meds_rows WHERE subject_id BETWEEN {lo} AND {hi} ORDER BY subject_id, time NULLS FIRST, "
-            "code, numeric_value NULLS FIRST, text_value NULLS FIRST, hadm_id NULLS FIRST, known_time NULLS FIRST, "
-            "value_time NULLS FIRST").to_arrow_reader(cfg.row_group_rows)
+    arrow_schema = base64.b64encode(DATA_SCHEMA.serialize().to_pybytes()).decode("ascii")
+    con.execute("SET preserve_insertion_order = true")  # the sorted order reaches the file
+    subjects, total = [], 0
+    for k in shards:
+        files = f"{_quote(parts)}/*/shard={k}/*.parquet"
         path = data / f"{k}.parquet"
         with fileio.atomic_path(path, mode=0o600) as tmp:
-            with pq.ParquetWriter(tmp, DATA_SCHEMA, compression="zstd") as writer:
-                for batch in reader:
-                    table = pa.Table.from_batches([batch]).cast(DATA_SCHEMA)
-                    DataSchema.validate(table)
-                    writer.write_table(table, row_group_size=cfg.row_group_rows)
-                    total += table.num_rows
-        DataSchema.validate(pq.read_schema(path))
-    return shards, subjects, total
+            con.execute(f"COPY (SELECT {', '.join(DATA_SCHEMA.names)} FROM read_parquet('{files}', "
+                        f"hive_partitioning = false, union_by_name = true) WHERE reason IS NULL ORDER BY {ORDER}) "
+                        f"TO '{_quote(Path(tmp))}' (FORMAT parquet, "
+                        f"COMPRESSION zstd, COMPRESSION_LEVEL 1, ROW_GROUP_SIZE {int(cfg.row_group_rows)}, "
+                        f"KV_METADATA {{'ARROW:schema': '{arrow_schema}'}})")
+            DataSchema.validate(pq.read_schema(tmp))
+            nulls, rows = con.sql(f"SELECT count(*) FILTER (WHERE subject_id IS NULL OR code IS NULL), count(*) "
+                                  f"FROM read_parquet('{_quote(Path(tmp))}')").fetchall()[0]
+            if nulls:
+                raise MedsError(f"{path}: {nulls} row(s) without subject_id or code (an export bug: nothing written)")
+            subjects += [s for (s,) in con.sql(f"SELECT DISTINCT subject_id FROM read_parquet('{_quote(Path(tmp))}') "
+                                               "ORDER BY 1").fetchall()]
+            total += int(rows)
+    con.execute("SET preserve_insertion_order = false")
+    return len(shards), subjects, total
 
 
 def _write_checked(table: pa.Table, path: Path, schema_name: str) -> None:

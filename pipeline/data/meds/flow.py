@@ -13,6 +13,10 @@ Flow (docs/meds.md):
      (bins per code and closed text vocabularies fitted on train only), one OOV token per code group;
   4. written as the MIMIC extraction writes (``data.mimic.extraction.flow``'s assembly and writers), with the labels
      (MEDS label schema) and the pseudonym link in ``_private/`` for the data owner.
+
+A census (``score --source MEDS_DIR``: ``vocab``, a trained model's vocabulary) replaces step 2 by the census's
+prediction times (``census``: a times file, or a task without its label window) and reuses the vocabulary, its
+code groups and context tokens in steps 3-4: nothing is fitted, every time goes to ``cohort.parquet``.
 """
 
 from __future__ import annotations
@@ -36,7 +40,14 @@ from pipeline.data.meds.layout import MedsError, MedsLayout, data_relation, dete
 from pipeline.data.mimic import deid
 from pipeline.data.mimic.extraction import queries, tokens
 from pipeline.data.mimic.extraction.config import ExtractConfig, ExtractResult, SplitMode
-from pipeline.data.mimic.extraction.flow import _assemble, _connect, _remove_empty, _write_outputs, write_parquet
+from pipeline.data.mimic.extraction.flow import (
+    _assemble,
+    _connect,
+    _remove_empty,
+    _stage,
+    _write_outputs,
+    write_parquet,
+)
 from pipeline.data.mimic.sources.tables import Release
 
 log = logging.getLogger(__name__)
@@ -55,12 +66,22 @@ def pseudonym(key: bytes, subject_id: int, prediction_time_us: int) -> str:
 
 
 def extract_meds(source: str | Path, out_dir: str | Path, config: MedsConfig | None = None, *,
-                 labels: str | Path | None = None, task: str | Path | None = None) -> ExtractResult:
+                 labels: str | Path | None = None, task: str | Path | None = None,
+                 vocab: tokens.Vocab | None = None, times: str | Path | None = None) -> ExtractResult:
     """Extract the MEDS dataset ``source`` into ``out_dir`` (module docstring); ``labels`` (MEDS label files)
-    or ``task`` (an ACES config), at most one; neither: the shipped config for the dataset's codes."""
+    or ``task`` (an ACES config), at most one; neither: the shipped config for the dataset's codes.
+
+    With ``vocab`` (scoring a census with a trained model's vocabulary): nothing is refitted, no label is read, and
+    every prediction time goes to one file, ``cohort.parquet``: those of ``times`` (a file) or of ``task`` (else
+    the shipped config) without its label window (``census``); ``ExtractResult.excluded`` lists the times that
+    cannot be scored and why."""
     cfg = config or MedsConfig()
     if labels is not None and task is not None:
         raise MedsError("give labels (MEDS label files) or task (an ACES config), not both")
+    if vocab is None and times is not None:
+        raise MedsError("prediction times without labels (times) are a census: give the model's vocabulary (vocab)")
+    if vocab is not None and labels is not None:
+        raise MedsError("a census (vocab) is scored at prediction times (times) or a task's (task), not labels")
     layout = detect(source)  # before anything is created
     out = Path(out_dir)
     check_private(out / "_private", what="the data owner's link file")
@@ -71,8 +92,9 @@ def extract_meds(source: str | Path, out_dir: str | Path, config: MedsConfig | N
     con = result = None
     try:
         con = _connect(cfg, tmp)
-        rows = validate(layout, con)
-        result = _run(layout, rows, con, out, cfg, labels, task)
+        with _stage("meds: validate"):
+            rows = validate(layout, con)
+        result = _run(layout, rows, con, out, cfg, labels, task, vocab, times)
     finally:
         if con is not None:
             con.close()
@@ -120,23 +142,45 @@ def _assign(cohort: pd.DataFrame, split_of: dict[int, str] | None, cfg: MedsConf
     return cohort["subject_id"].map(lambda s: SPLIT_NAMES.get(split_of[int(s)], "excluded"))
 
 
-def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels, task) -> ExtractResult:
-    data = data_relation(layout)
-    frame, names, task_info = _labels(layout, labels, task)
-    with_data = {int(s) for (s,) in con.sql(f"SELECT DISTINCT subject_id FROM {data}").fetchall()}
+def _labelled(layout: MedsLayout, cfg: MedsConfig, labels, task) -> tuple[pd.DataFrame, dict, dict]:
+    """(the labels to extract: subject_id, prediction_time, label, split; their accounting; the task's record)."""
+    with _stage("meds: labels"):
+        frame, names, task_info = _labels(layout, labels, task)
     split_of = _splits(layout, cfg)
-    kept, quarantine_labels = labels_mod.clean(frame, names, with_data, split_of)
+    kept, quarantine = labels_mod.clean(frame, names, set(layout.subjects.tolist()), split_of)
     cohort = kept.rename(columns={"boolean_value": "label"})[["subject_id", "prediction_time", "label", "file", "row"]]
     cohort["label"] = cohort["label"].astype(bool).astype("int8")
     cohort["split"] = _assign(cohort, split_of, cfg)
     other = cohort["split"] == "excluded"
-    quarantine_labels += [(names[int(f)], int(r), f"split {split_of[int(s)]!r} is not train, tuning or held_out")
-                          for f, r, s in zip(cohort.loc[other, "file"], cohort.loc[other, "row"],
-                                             cohort.loc[other, "subject_id"])]
+    quarantine += [(names[int(f)], int(r), f"split {split_of[int(s)]!r} is not train, tuning or held_out")
+                   for f, r, s in zip(cohort.loc[other, "file"], cohort.loc[other, "row"],
+                                      cohort.loc[other, "subject_id"])]
     cohort = cohort[~other]
     if cohort.empty:
-        raise MedsError(f"{layout.root}: no usable label: {len(frame)} label rows, {len(quarantine_labels)} "
+        raise MedsError(f"{layout.root}: no usable label: {len(frame)} label rows, {len(quarantine)} "
                         "quarantined (see the reasons with --labels files fixed, or another task)")
+    return cohort, {"rows": len(frame), "quarantine": quarantine}, task_info
+
+
+def _census(layout: MedsLayout, task, times) -> tuple[pd.DataFrame, dict, dict]:
+    """(the census's prediction times to score, split ``cohort``, no label; their accounting; their record)."""
+    from pipeline.data.meds import census
+
+    with _stage("meds: census times"):
+        cohort, skipped, info = census.prediction_times(layout, task, times)
+    if cohort.empty:
+        raise MedsError(f"{layout.root}: no prediction time to score: {info['rows']} given, none usable "
+                        f"({', '.join(f'{k} {v}' for k, v in census.counts(skipped).items() if v) or 'none given'})")
+    cohort["label"] = None
+    cohort["split"] = "cohort"
+    return cohort, {"rows": info["rows"], "skipped": skipped}, info
+
+
+def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels, task,
+         vocab: tokens.Vocab | None = None, times=None) -> ExtractResult:
+    data = data_relation(layout)
+    scoring = vocab is not None
+    cohort, read, task_info = _census(layout, task, times) if scoring else _labelled(layout, cfg, labels, task)
     key = deid.load_key()
     cohort["key"] = [pseudonym(key, s, t) for s, t in zip(cohort["subject_id"], cohort["prediction_time"])]
     cohort = cohort.sort_values("key").reset_index(drop=True)
@@ -150,23 +194,30 @@ def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels
                                     "adm_idx": pa.array(cohort["adm_idx"], pa.int64()),
                                     "split": pa.array(cohort["split"], pa.string())}))
 
-    con.execute(f"CREATE OR REPLACE TEMP TABLE ev_raw AS "
-                f"{queries.render(EVENTS_WINDOW, data=data, lookback_days=float(cfg.lookback_days))}")
-    accounting = _data_accounting(con, data, rows)
-    sources = _fit_groups(con, cfg.min_patients)
+    with _stage("meds: events in windows"):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE ev_raw AS "
+                    f"{queries.render(EVENTS_WINDOW, data=data, lookback_days=float(cfg.lookback_days))}")
+    with _stage("meds: accounting"):
+        accounting = _data_accounting(con, layout, rows)
+    sources = _vocab_groups(con, vocab) if scoring else _fit_groups(con, cfg.min_patients)
     con.execute("CREATE OR REPLACE TEMP VIEW ev_meds AS SELECT e.hadm_id, "
                 f"CASE WHEN g.grp IS NOT NULL THEN e.grp ELSE '{CATCH_ALL}' END AS source, e.item, e.valuenum, "
                 "e.valuetext, e.t_hours, e.reason FROM ev_raw e LEFT JOIN groups_t g ON g.grp = e.grp")
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS {queries.events_union(['ev_meds'])}")
 
-    birth, static = _context_rows(con, data)
+    with _stage("meds: context rows"):
+        birth, static = _context_rows(con, data)
     cohort["age"] = ctx_mod.ages(cohort["subject_id"].map(birth), cohort["prediction_time"]).astype("float32")
     raw = ctx_mod.raw_tokens(cohort, static)
-    vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len, sources=sources)
-    vocab.context = ctx_mod.fit(raw, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
-    tokens.register(con, vocab)
-    tokens.tokenize(con, vocab, cfg.text_max_len)
-    bags = tokens.bag(con, 0.0, cfg.hourly_hours, cfg.values)  # the time origin is the prediction time
+    if not scoring:
+        with _stage("meds: fit vocabulary"):
+            vocab = tokens.fit(con, cfg.n_bins, cfg.min_patients, cfg.max_text_values, cfg.text_max_len,
+                               sources=sources)
+            vocab.context = ctx_mod.fit(raw, cohort["subject_id"], cohort["split"].eq("train"), cfg.min_patients)
+    with _stage("meds: tokenize and bag"):
+        tokens.register(con, vocab)
+        tokens.tokenize(con, vocab, cfg.text_max_len)
+        bags = tokens.bag(con, 0.0, cfg.hourly_hours, cfg.values)  # the time origin is the prediction time
     data_quarantine = con.sql("SELECT file, rn, reason FROM ev_raw WHERE reason IS NOT NULL ORDER BY file, rn"
                               ).fetchall()
     con.close()
@@ -175,16 +226,22 @@ def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels
     cohort["observed_hours"] = 0.0
     cohort["before_prediction_time"] = False
     features = _assemble(cohort, None, vocab, bags, table=MEDS_FEATURES, context=ctx_mod.encode(raw, vocab.context))
-    files = _write_outputs(out, features, vocab, {}, False)
+    files = _write_outputs(out, features, vocab, {}, scoring)
     files["quarantine/data"] = _quarantine(out / "quarantine" / "data.parquet", [
         (layout.rel(layout.data_files[f]), r, why) for f, r, why in data_quarantine])
-    files["quarantine/labels"] = _quarantine(out / "quarantine" / "labels.parquet", quarantine_labels)
-    link = _write_private(out / "_private", cohort)
-    accounting["labels"] = _label_accounting(len(frame), len(cohort), quarantine_labels)
+    if scoring:
+        from pipeline.data.meds import census
+
+        accounting["census"] = {"rows_read": read["rows"], "scored": len(cohort), "not_scored": len(read["skipped"]),
+                                "not_scored_by": census.counts(read["skipped"])}
+    else:
+        files["quarantine/labels"] = _quarantine(out / "quarantine" / "labels.parquet", read["quarantine"])
+        accounting["labels"] = _label_accounting(read["rows"], len(cohort), read["quarantine"])
+    link = _write_private(out / "_private", cohort, labels=not scoring)
     manifest = _manifest(layout, cfg, cohort, accounting, files, vocab, task_info)
     fileio.write_json(out / "manifest.json", manifest)
     files["manifest"] = out / "manifest.json"
-    return ExtractResult(out, manifest, link, files)
+    return ExtractResult(out, manifest, link, files, read["skipped"] if scoring else None)
 
 
 def _register(con, name: str, table: pa.Table) -> None:
@@ -204,6 +261,13 @@ def _fit_groups(con, min_patients: int) -> list[str]:
     return groups + [CATCH_ALL]
 
 
+def _vocab_groups(con, vocab: tokens.Vocab) -> list[str]:
+    """A trained vocabulary's token sources (its OOV tokens, in order) registered as the code groups (a census)."""
+    sources = [t[:-len(":<oov>")] for t in vocab.tokens if t.endswith(":<oov>")]
+    _register(con, "groups_t", pa.table({"grp": pa.array([s for s in sources if s != CATCH_ALL], pa.string())}))
+    return sources
+
+
 def _context_rows(con, data: str) -> tuple[dict[int, float], dict[int, list[str]]]:
     """subject -> first MEDS_BIRTH (epoch us) and subject -> its static codes (sorted)."""
     birth: dict[int, float] = {}
@@ -216,9 +280,8 @@ def _context_rows(con, data: str) -> tuple[dict[int, float], dict[int, list[str]
     return birth, static
 
 
-def _data_accounting(con, data: str, rows: dict) -> dict:
-    read = int(sum(rows.values()))
-    static = int(con.sql(f"SELECT count(*) FROM {data} WHERE time IS NULL").fetchall()[0][0])
+def _data_accounting(con, layout: MedsLayout, rows: dict) -> dict:
+    read, static = int(sum(rows.values())), layout.static_rows
     quarantined, used, events_used = con.sql(
         "SELECT count(*) FILTER (WHERE reason IS NOT NULL), "
         "(SELECT count(*) FROM (SELECT DISTINCT file, rn FROM ev_raw WHERE reason IS NULL)), "
@@ -245,16 +308,17 @@ def _quarantine(path: Path, rows: list[tuple[str, int, str]]) -> Path:
     return write_parquet(table, path)
 
 
-def _write_private(private: Path, cohort: pd.DataFrame) -> Path:
+def _write_private(private: Path, cohort: pd.DataFrame, labels: bool = True) -> Path:
     """The data owner's files (directory 0700, files 0600): link.parquet (key -> subject_id, prediction_time)
-    and labels/labels.parquet (the labels used, in the MEDS label schema)."""
+    and, with ``labels``, labels/labels.parquet (the labels used, in the MEDS label schema)."""
     import pyarrow.parquet as pq
 
     private.mkdir(parents=True, exist_ok=True)
     private.chmod(0o700)
-    (private / "labels").mkdir(exist_ok=True)
-    (private / "labels").chmod(0o700)
-    labels_mod.write_labels(cohort, private / "labels" / "labels.parquet")
+    if labels:
+        (private / "labels").mkdir(exist_ok=True)
+        (private / "labels").chmod(0o700)
+        labels_mod.write_labels(cohort, private / "labels" / "labels.parquet")
     link = private / "link.parquet"
     table = pa.table({"key": pa.array(cohort["key"], pa.string()),
                       "subject_id": pa.array(cohort["subject_id"], pa.int64()),
@@ -266,12 +330,14 @@ def _write_private(private: Path, cohort: pd.DataFrame) -> Path:
 
 def _manifest(layout: MedsLayout, cfg: MedsConfig, cohort: pd.DataFrame, accounting: dict, files: dict,
               vocab: tokens.Vocab, task_info: dict) -> dict:
-    splits = {}
-    for split in sorted(cohort["split"].unique()):
-        part = cohort[cohort["split"] == split]
-        n, pos = len(part), int(part["label"].sum())
-        splits[split] = {"admissions": n, "patients": int(part["subject_id"].nunique()), "positives": pos,
-                         "label_rate": round(pos / n, 6) if n else None}
+    """manifest.json; a census (split ``cohort``, no label) records no positives."""
+    def counts(part: pd.DataFrame) -> dict:
+        n = len(part)
+        pos = None if part["label"].isna().all() else int(part["label"].sum())
+        return {"admissions": n, "positives": pos, "label_rate": round(pos / n, 6) if n and pos is not None else None}
+
+    splits = {split: {**counts(part), "patients": int(part["subject_id"].nunique())}
+              for split, part in sorted(cohort.groupby("split"), key=lambda kv: kv[0])}
     dataset = {k: layout.dataset[k] for k in ("dataset_name", "dataset_version", "etl_name", "etl_version",
                                               "meds_version") if k in layout.dataset}
     return {
@@ -283,9 +349,7 @@ def _manifest(layout: MedsLayout, cfg: MedsConfig, cohort: pd.DataFrame, account
         "task": task_info,
         "config": cfg.to_json(),
         "tables": accounting,
-        "cohort": {"admissions": int(len(cohort)), "positives": int(cohort["label"].sum()),
-                   "label_rate": round(float(cohort["label"].mean()), 6),
-                   "subjects": int(cohort["subject_id"].nunique())},
+        "cohort": {**counts(cohort), "subjects": int(cohort["subject_id"].nunique())},
         "splits": splits,
         "vocab": {"tokens": len(vocab.tokens), "context": len(vocab.context), "binned_items": len(vocab.bins),
                   "text_items": len(vocab.text_items), "sources": sum(t.endswith(":<oov>") for t in vocab.tokens)},

@@ -89,8 +89,16 @@ def _frame(table: pa.Table, file_index: int) -> pd.DataFrame:
     return frame
 
 
-def run_task(task: str | Path, layout: MedsLayout) -> pa.Table:
-    """Run the ACES task config ``task`` on every shard of ``layout``: the labels, in ``meds.LabelSchema``."""
+def run_task(task: str | Path, layout: MedsLayout, census: bool = False) -> pa.Table:
+    """Run the ACES task config ``task`` on every shard of ``layout``: the labels, in ``meds.LabelSchema``.
+    ``census``: the prediction times alone (subject_id, prediction_time), from the config without its label window
+    (``census_config``), so that no outcome is needed and a stay still open is found too.
+
+    es-aces reads each shard it is given whole (every column), so each shard is first cut down to what its query
+    can tell apart (``aces_input``), with the config's own predicate expressions: the same labels from a file a
+    fraction of the shard's size."""
+    import tempfile
+
     try:
         import polars as pl
         from aces import config as aces_config
@@ -104,34 +112,109 @@ def run_task(task: str | Path, layout: MedsLayout) -> pa.Table:
     task = Path(task)
     if not task.is_file():
         raise MedsError(f"task config {task}: no such file")
-    try:
-        cfg = aces_config.TaskExtractorConfig.load(config_path=task)
-    except Exception as exc:  # yaml, omegaconf and ACES's own checks raise many kinds; all one line
-        raise MedsError(f"{task}: not a valid ACES task config ({type(exc).__name__}: "
-                        f"{' '.join(str(exc).split())[:300]})") from None
-    if cfg.label_window is None or cfg.index_timestamp_window is None:
-        raise MedsError(f"{task}: the task config needs a window with `label:` and one with `index_timestamp:` "
-                        "(the prediction time); this extraction reads binary labels at a prediction time")
-    parts = []
-    for shard in layout.data_files:
-        try:  # a config is read anew for each shard: es-aces 0.7.3's query changes the config it is given
-            cfg = aces_config.TaskExtractorConfig.load(config_path=task)
-            frame = predicates.get_predicates_df(cfg, DictConfig({"standard": "meds", "path": str(shard)}))
-            result = query.query(cfg, frame)
-        except Exception as exc:  # ACES raises ValueError, polars errors, ...
-            raise MedsError(f"{task} on {shard}: ACES failed ({type(exc).__name__}: "
+    with tempfile.TemporaryDirectory(prefix="aces-") as folder:
+        path = census_config(task, Path(folder)) if census else task
+
+        def load():  # read anew for each shard: es-aces 0.7.3's query changes the config it is given
+            return aces_config.TaskExtractorConfig.load(config_path=path)
+
+        try:
+            cfg = load()
+        except Exception as exc:  # yaml, omegaconf and ACES's own checks raise many kinds; all one line
+            raise MedsError(f"{task}: not a valid ACES task config ({type(exc).__name__}: "
                             f"{' '.join(str(exc).split())[:300]})") from None
-        if result.is_empty():
-            continue
-        parts.append(result.select(
-            pl.col("subject_id").cast(pl.Int64),
-            pl.col("index_timestamp").cast(pl.Datetime("us")).alias("prediction_time"),
-            (pl.col("label") > 0).alias("boolean_value"),
-        ).to_arrow())
-    schema = pa.schema([("subject_id", pa.int64()), ("prediction_time", pa.timestamp("us")),
-                        ("boolean_value", pa.bool_())])
+        if cfg.index_timestamp_window is None or (cfg.label_window is None and not census):
+            raise MedsError(f"{task}: the task config needs a window with `label:` and one with `index_timestamp:` "
+                            "(the prediction time); this extraction reads binary labels at a prediction time")
+        parts = []
+        for i, shard in enumerate(layout.data_files):
+            try:
+                cfg = load()
+                slim = aces_input(shard, cfg, Path(folder) / f"{i}.parquet")
+                frame = predicates.get_predicates_df(cfg, DictConfig({"standard": "meds", "path": str(slim)}))
+                result = query.query(cfg, frame)
+            except Exception as exc:  # ACES raises ValueError, polars errors, ...
+                raise MedsError(f"{task} on {shard}: ACES failed ({type(exc).__name__}: "
+                                f"{' '.join(str(exc).split())[:300]})") from None
+            result = result.filter(pl.col("index_timestamp").is_not_null())  # a shard with none: one null row
+            if result.is_empty():
+                continue
+            columns = [pl.col("subject_id").cast(pl.Int64),
+                       pl.col("index_timestamp").cast(pl.Datetime("us")).alias("prediction_time")]
+            if not census:
+                columns.append((pl.col("label") > 0).alias("boolean_value"))
+            parts.append(result.select(*columns).to_arrow())
+    fields = [("subject_id", pa.int64()), ("prediction_time", pa.timestamp("us"))]
+    schema = pa.schema(fields if census else [*fields, ("boolean_value", pa.bool_())])
     table = pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
     return LabelSchema.align(table.sort_by([("subject_id", "ascending"), ("prediction_time", "ascending")]))
+
+
+SPECIAL = ("_ANY_EVENT", "_RECORD_START", "_RECORD_END")  # ACES's predicates that every event's time takes part in
+
+
+def aces_input(shard: Path, cfg, out: Path) -> Path:
+    """``shard`` cut down to what an ACES query over it can tell apart, as a Parquet file at ``out``: the rows that
+    one of the config's plain predicates matches (by ACES's own expression: code, value bounds, other columns),
+    with the columns those read. ACES counts each predicate per (subject_id, time) and draws every window and label
+    from those counts, where a time at which no predicate holds adds nothing; only its special predicates
+    (``SPECIAL``: any event, a record's start and end) see every time, so a config that uses one gets one row more
+    per other (subject_id, time), with a null code."""
+    import polars as pl
+
+    plain = list(cfg.plain_predicates.values())
+    schema = pl.scan_parquet(shard).collect_schema()
+    extra = sorted({c for p in plain for c in (p.other_cols or {})} - {"subject_id", "time", "code"})
+    cols = ["subject_id", "time", "code", *(c for c in ("numeric_value", *extra) if c in schema and c != "code")]
+    lf = pl.scan_parquet(shard).select(cols).with_columns(pl.col("code").cast(pl.Utf8))
+    hit = pl.any_horizontal([p.MEDS_eval_expr().fill_null(False) for p in plain]) if plain else pl.lit(False)
+    kept = lf.filter(hit)
+    used = {cfg.trigger.predicate} | {p for w in cfg.windows.values()
+                                      for p in (*w.referenced_predicates, *w.constraint_predicates)}
+    if used & set(SPECIAL):
+        times = lf.filter(~hit).select("subject_id", "time").unique().with_columns(
+            *(pl.lit(None, dtype=pl.Utf8 if c == "code" else schema[c]).alias(c) for c in cols[2:]))
+        kept = pl.concat([kept, times.select(cols)])
+    kept.sink_parquet(out)
+    return out
+
+
+def census_config(task: Path, folder: Path) -> Path:
+    """The ACES config ``task`` without its label window, written to ``folder``: the windows defined from the label
+    window (through ``<window>.start`` / ``.end``) go with it, except the one holding the prediction time, which
+    stays without its label (the label window itself, when it holds ``index_timestamp``). What is left finds the
+    prediction times of the trigger's events whose windows up to the prediction time hold (no outcome needed)."""
+    import re
+
+    import yaml
+
+    try:
+        doc = yaml.safe_load(task.read_text(encoding="utf-8"))
+        windows = dict(doc["windows"])
+        label = next(n for n, w in windows.items() if isinstance(w, dict) and "label" in w)
+        index = next(n for n, w in windows.items() if isinstance(w, dict) and "index_timestamp" in w)
+    except (OSError, yaml.YAMLError, KeyError, TypeError, StopIteration) as exc:
+        raise MedsError(f"{task}: not a valid ACES task config with a label and an index_timestamp window "
+                        f"({type(exc).__name__})") from None
+
+    def refs(w: dict) -> set[str]:
+        return {m.group(1) for k in ("start", "end") for m in re.finditer(r"\b(\w+)\.(?:start|end)\b", str(w.get(k)))}
+
+    dropped = {label}
+    while True:
+        more = {n for n, w in windows.items() if n not in dropped and refs(w) & dropped}
+        if not more:
+            break
+        dropped |= more
+    if index in dropped - {label}:
+        raise MedsError(f"{task}: the prediction time (window {index!r}) is defined from the label window {label!r}; "
+                        "a census needs it without the outcome: give the prediction times (--times)")
+    kept = {n: w for n, w in windows.items() if n not in dropped or n == index}
+    if index == label:
+        kept[index] = {k: v for k, v in windows[index].items() if k != "label"}
+    path = folder / f"census-{task.name}"
+    path.write_text(yaml.safe_dump({**doc, "windows": kept}, sort_keys=False), encoding="utf-8")
+    return path
 
 
 def labels_frame(table: pa.Table) -> pd.DataFrame:

@@ -4,9 +4,10 @@ Layout (MEDS 0.4): ``data/**/*.parquet`` (the events, ``meds.DataSchema``), ``me
 (``DatasetMetadataSchema``), ``metadata/codes.parquet`` (``CodeMetadataSchema``) and
 ``metadata/subject_splits.parquet`` (``SubjectSplitSchema``). A directory with ``data/`` is taken for a
 MEDS dataset; one without ``metadata/`` is refused. Each file is checked before a row is used: its
-Parquet schema by ``meds``' validators (a column of the wrong type, a missing required column), then,
-by DuckDB scans that stream, the non-null columns, each subject in one shard, and each shard's rows
-contiguous per subject and sorted by time (the static rows, null time, first). A violation is one line
+Parquet schema by ``meds``' validators (a column of the wrong type, a missing required column), then, in one
+streaming pass per shard over its subject_id and time columns (``_check_shard``), the non-null columns, each
+subject in one shard, and each shard's rows contiguous per subject and sorted by time (the static rows, null
+time, first); the pass also gives the subjects, the static rows and the last event's time. A violation is one line
 naming the file and the column (or the first row) at fault. Nothing here names a subject id.
 
 The project's own export (``pipeline.data.meds.export``) adds two extension columns that a MEDS dataset may
@@ -21,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from pipeline.data.mimic.sources.base import SourceError
@@ -46,6 +48,9 @@ class MedsLayout:
     splits: Path | None = None  # metadata/subject_splits.parquet, where present
     extensions: tuple[str, ...] = ()  # EXTENSIONS that every shard has
     columns: dict[Path, tuple[str, ...]] = field(default_factory=dict)  # each shard's columns (``validate``)
+    subjects: np.ndarray | None = None  # the subject_ids of the shards, sorted (``validate``)
+    static_rows: int = 0  # rows with a null time (``validate``)
+    last_time: int | None = None  # the latest event time, epoch microseconds (``validate``; None: no timed row)
 
     @property
     def name(self) -> str:
@@ -144,10 +149,14 @@ def validate(layout: MedsLayout, con) -> dict:
     if layout.splits is not None:
         check_schema(layout.splits, SubjectSplitSchema, "subject splits")
         _check_no_nulls(con, layout.splits, ("subject_id", "split"))
-    rows = {}
+    rows, seen = {}, []
     for f in layout.data_files:
-        rows[f] = _check_shard(con, f)
-    _check_one_shard_per_subject(con, layout)
+        rows[f], static, subjects, last = _check_shard(f)
+        layout.static_rows += static
+        if last is not None:
+            layout.last_time = last if layout.last_time is None else max(layout.last_time, last)
+        seen.append(subjects)
+    _check_one_shard_per_subject(layout, seen)
     return rows
 
 
@@ -182,40 +191,76 @@ def _check_no_nulls(con, path: Path, columns: tuple[str, ...]) -> None:
             raise MedsError(f"{path}: column {col!r} has {n} null value(s); meds' schema requires it non-null")
 
 
-def _check_shard(con, path: Path) -> int:
-    """Rows of one shard, after checking its non-null columns and its order (one scan, a window over the
-    file's own row order)."""
-    _check_no_nulls(con, path, ("subject_id", "code"))
-    row = con.sql(f"""
-        WITH r AS (
-          SELECT subject_id, time, file_row_number AS rn,
-                 lag(subject_id) OVER (ORDER BY file_row_number) AS prev_subject,
-                 lag(time) OVER (ORDER BY file_row_number) AS prev_time
-          FROM {scan(path, row_numbers=True)}
-        )
-        SELECT count(*) AS n,
-               count(*) FILTER (WHERE prev_subject IS DISTINCT FROM subject_id) AS runs,
-               count(DISTINCT subject_id) AS subjects,
-               min(rn) FILTER (WHERE prev_subject = subject_id
-                               AND ((time IS NULL AND prev_time IS NOT NULL) OR time < prev_time)) AS unsorted
-        FROM r""").fetchall()[0]
-    n, runs, subjects, unsorted = row
-    if runs != subjects:
-        raise MedsError(f"{path}: a subject's rows are not contiguous ({runs} runs of subject_id for {subjects} "
-                        "subjects); MEDS keeps each subject's rows together, sorted by time")
-    if unsorted is not None:
-        raise MedsError(f"{path}: row {unsorted} is out of time order within its subject (MEDS shards are sorted by "
-                        "time, static rows with a null time first)")
-    return int(n)
+def _check_shard(path: Path) -> tuple[int, int, np.ndarray, int | None]:
+    """(rows, rows with a null time, its subject_ids, its latest time in epoch microseconds or None) of one shard,
+    after checking its non-null columns and its
+    order: each subject's rows contiguous, sorted by time, the static rows (null time) first. One streaming pass
+    over the subject_id and time columns (the code column's nulls from the row groups' statistics where every
+    group has them)."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    for col in ("subject_id", "code"):
+        nulls = _null_count(pf, path, col)
+        if nulls:
+            raise MedsError(f"{path}: column {col!r} has {nulls} null value(s); meds' schema requires it non-null")
+    runs, static, n, last = [], 0, 0, None
+    prev_subject, prev_time, prev_null = None, 0, True
+    for batch in pf.iter_batches(batch_size=1 << 20, columns=["subject_id", "time"]):
+        subject = batch.column(0).to_numpy()
+        t = batch.column(1)
+        null = t.is_null().to_numpy(zero_copy_only=False)
+        time = t.cast(pa.int64()).fill_null(0).to_numpy()
+        if prev_subject is not None:  # the previous batch's last row leads this one
+            subject, time, null = (np.r_[prev_subject, subject], np.r_[prev_time, time], np.r_[prev_null, null])
+        same = subject[1:] == subject[:-1]
+        later = null[1:] & ~null[:-1]  # a static row after a timed one
+        back = ~null[1:] & ~null[:-1] & (time[1:] < time[:-1])
+        bad = np.flatnonzero(same & (later | back))
+        offset = n - (1 if prev_subject is not None else 0)  # the file row of subject[0]
+        if bad.size:
+            raise MedsError(f"{path}: row {int(bad[0]) + 1 + offset} is out of time order within its subject (MEDS "
+                            "shards are sorted by time, static rows with a null time first)")
+        starts = np.flatnonzero(np.r_[prev_subject is None, ~same])
+        runs.append(subject[starts])
+        new = null[1:] if prev_subject is not None else null
+        static += int(new.sum())
+        if not null.all():
+            top = int(time[~null].max())
+            last = top if last is None else max(last, top)
+        n += batch.num_rows
+        prev_subject, prev_time, prev_null = subject[-1], time[-1], null[-1]
+    run_ids = np.concatenate(runs) if runs else np.zeros(0, np.int64)
+    subjects = np.unique(run_ids)
+    if len(subjects) != len(run_ids):
+        raise MedsError(f"{path}: a subject's rows are not contiguous ({len(run_ids)} runs of subject_id for "
+                        f"{len(subjects)} subjects); MEDS keeps each subject's rows together, sorted by time")
+    return n, static, subjects, last
 
 
-def _check_one_shard_per_subject(con, layout: MedsLayout) -> None:
-    if len(layout.data_files) < 2:
+def _null_count(pf, path: Path, col: str) -> int:
+    """Nulls of column ``col``: the sum of the row groups' statistics where each has one, else counted."""
+    meta = pf.metadata
+    index = meta.schema.names.index(col)
+    counts = []
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(index).statistics
+        if stats is None or not stats.has_null_count:
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path, columns=[col]).column(0).null_count
+        counts.append(stats.null_count)
+    return int(sum(counts))
+
+
+def _check_one_shard_per_subject(layout: MedsLayout, subjects: list[np.ndarray]) -> None:
+    """Each subject in one shard; sets ``layout.subjects`` (every shard's subject_ids, sorted)."""
+    every = np.concatenate(subjects) if subjects else np.zeros(0, np.int64)
+    layout.subjects = np.unique(every)
+    if len(layout.subjects) == len(every):
         return
-    row = con.sql(f"""
-        SELECT count(*), min(first_file) FROM (
-          SELECT subject_id, min(filename) AS first_file FROM {scan(layout.data_files, row_numbers=True)}
-          GROUP BY subject_id HAVING count(DISTINCT filename) > 1)""").fetchall()[0]
-    if row[0]:
-        raise MedsError(f"{row[1]}: {row[0]} subject(s) have rows in more than one shard; MEDS keeps each subject in "
-                        "one shard")
+    counts = np.bincount(np.searchsorted(layout.subjects, every), minlength=len(layout.subjects))
+    twice = set(layout.subjects[counts > 1].tolist())
+    first = next(f for f, ids in zip(layout.data_files, subjects) if twice & set(ids.tolist()))
+    raise MedsError(f"{first}: {len(twice)} subject(s) have rows in more than one shard; MEDS keeps each subject in "
+                    "one shard")
