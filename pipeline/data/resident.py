@@ -157,10 +157,12 @@ class ResidentFeatures:
 
 def device_batches(fs: FeatureSet, batch_size: int, device, max_bags: int | None = None,
                    max_tokens: int | None = None, order: np.ndarray | None = None,
-                   max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[dict[str, Tensor]]:
+                   max_bytes: int | None = None) -> Iterator[dict[str, Tensor]]:
     """``batches.iter_batches(fs, batch_size, max_bags, max_tokens, order)`` gathered on ``device``: the same
-    batches, each a dict of tensors there. Runs of whole batches are made resident at a time, as many as fit
-    in ``max_bytes`` (at least one batch), so a FeatureSet larger than the device streams through it."""
+    batches, each a dict of tensors there. A FeatureSet within ``max_bytes`` (None: ``DEFAULT_MAX_BYTES``) on
+    the device is made resident whole; a larger one in runs of whole batches, as many as fit (at least one
+    batch), so that it streams through the device."""
+    max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     n = len(fs)

@@ -92,17 +92,20 @@ class LaunchConfig:
 def launch_config(rows: int, hidden: int, device: torch.device, **overrides) -> LaunchConfig:
     """Default launch for ``rows`` rows of ``hidden`` units on ``device`` (``overrides``: fields to set).
 
-    Chosen from sm_90 builds made without a GPU, not timed on one yet (``benchmarks.fused_check --sweep``
-    times the choices): with Triton 3.9's build (``ptxas -v``) 16 rows per program and 8 warps from 64
-    units up (4 below) spill at most a few hundred bytes of registers in any kernel; 32 rows spill
+    Timed on one H200 (``benchmarks.fused_check --sweep``, Triton 3.6, 4,096 rows, T = 48; the
+    2026-12-04 report docs/experiments/2026-12-04-gpu-first-run.md): 16 rows per program is fastest in
+    both kernels; the resident kernel at 64 units takes 8 warps (forward + backward 2.0 ms in TF32, 2.8 ms
+    in float32, against 2.3 / 5.6 ms at 4 warps), the tiled one at 256 units 4 warps (15.5 / 35.6 ms,
+    against 18.1 / 37.3 at 8); below 64 units 4 warps, as built. Built without a GPU (``ptxas -v``), 16
+    rows at these warps spill at most a few hundred bytes of registers in any kernel; 32 rows spill
     kilobytes in the resident forward at 64 units in float32; 64 rows spill in most kernels, and the
-    resident backward at 64 units then needs 344 KiB of shared memory (a block may have 227 KiB). Every
-    kernel also builds with Triton 3.6 within that limit at these choices. ``rows`` and ``device`` are
-    for a tuned rule."""
-    del rows, device  # one choice for every size and device until it is timed
+    resident backward at 64 units then needs 344 KiB of shared memory (a block may have 227 KiB).
+    ``rows`` and ``device`` are for a rule tuned further."""
+    del rows, device  # one choice for every size and device (the H200's timings)
     bh = _pow2(hidden)
-    cfg = LaunchConfig(block_rows=MIN_DOT, block_hidden=bh, block_cols=32, resident=bh <= RESIDENT_MAX_HIDDEN,
-                       num_warps=8 if bh >= 64 else 4,
+    resident = bh <= RESIDENT_MAX_HIDDEN
+    cfg = LaunchConfig(block_rows=MIN_DOT, block_hidden=bh, block_cols=32, resident=resident,
+                       num_warps=8 if resident and bh >= 64 else 4,
                        precision="ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32")
     return replace(cfg, **overrides) if overrides else cfg
 

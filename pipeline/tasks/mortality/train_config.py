@@ -59,6 +59,10 @@ PRESETS: dict[Preset, dict[str, Any]] = {
                  "patience": 8, "max_epochs": 40.0, "max_steps": 12_000},
 }
 
+# The preset a run on a CUDA device takes unless one is given (``cli.py train``): the default until the rule of
+# docs/experiments/2026-12-04-gpu-preset.md adopts gpu.
+CUDA_PRESET = Preset.DEFAULT
+
 
 # Settings whose default changed, with the value a saved train config that lacks them was trained with
 # (OOV augmentation: off until 2026-12-01; docs/experiments/2026-12-01-learning-curves-ablations-shift.md).
