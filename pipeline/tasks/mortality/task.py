@@ -230,12 +230,13 @@ def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, wo
     if distinct < world or distinct % world:
         raise TrainError(f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct admissions per step "
                          f"does not split over {world} processes")
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    cuda = torch.device(device).type == "cuda"
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, **({"fused": True} if cuda else {}))  # one kernel
     objective = Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
     augment = OovAugment(fileio.read_json(fdir / VOCAB_FILE)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,
                          cfg.seed)
     if resident is None:
-        resident = torch.device(device).type == "cuda"
+        resident = cuda
     res = {}
     if resident:
         res = {"train_res": ResidentFeatures.of(train_fs, device, cfg.max_bags, cfg.max_tokens),
