@@ -120,14 +120,32 @@ def step_closure(p, device):
     return run
 
 
-def recipe_rows(args, device, fdir: Path) -> list[dict]:
-    """Part 2: training steps per recipe (preset x data path) of both models at each ``--train-hidden``."""
+def batches_check(p, device, steps: int = 20) -> dict:
+    """Whether the device data path's batches of a plan's first ``steps`` steps equal ``batches.collate``'s copied
+    to the device (before the augmentation, whose draws come from the device's generator)."""
+    import torch
+
+    from pipeline.core.devices import to_device
+    from pipeline.data import batches
+
+    equal = True
+    for step in range(steps):
+        idx = p.sampler.indices(step)
+        a = p.train_res.gather(idx)
+        b = to_device(batches.collate(p.train_fs, idx, p.cfg.max_bags, p.cfg.max_tokens), device)
+        equal &= sorted(a) == sorted(b) and all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a)
+    return {"steps": steps, "distinct": p.sampler.size, "equal": bool(equal)}
+
+
+def recipe_rows(args, device, fdir: Path) -> dict:
+    """Part 2: training steps per recipe (preset x data path) of both models at each ``--train-hidden``; the
+    device data path's batches against collated ones."""
     import torch
 
     from pipeline.tasks.mortality.task import plan
     from pipeline.tasks.mortality.train_config import TrainConfig
 
-    rows = []
+    rows, check = [], None
     for hidden in args.train_hidden:
         runners = {}
         for kind in ("deterministic", "rank1"):
@@ -137,6 +155,10 @@ def recipe_rows(args, device, fdir: Path) -> list[dict]:
                                               **({"batch_size": rows_per_step} if rows_per_step else {}))
                 torch.manual_seed(0)
                 p = plan(fdir, kind, cfg, torch.device(device), resident=res)
+                if res and check is None:
+                    check = batches_check(p, device)
+                    print(f"  the device data path's first {check['steps']} batches of {check['distinct']} admissions "
+                          f"{'equal' if check['equal'] else 'DIFFER FROM'} collate's", flush=True)
                 name = f"{kind} {preset} {'device' if res else 'collate'}"
                 runners[name] = (step_closure(p, device), p.sampler.size, cfg.batch_size, kind, preset, res)
         for run, *_ in runners.values():
@@ -153,7 +175,7 @@ def recipe_rows(args, device, fdir: Path) -> list[dict]:
                          "admissions_per_s": distinct / step})
             print(f"  H={hidden:4d} {name:32s} {rows_:5d} rows {1e3 * step:8.2f} ms/step "
                   f"{distinct / step:10,.0f} admissions/s", flush=True)
-    return rows
+    return {"rows": rows, "check": check}
 
 
 def fullscale_part(args, device, tmp: Path) -> dict:
@@ -237,10 +259,11 @@ def _met(ok: bool) -> str:
     return "met" if ok else "not met"
 
 
-def render_train(rows: list[dict], c: dict) -> str:
-    """Part 2's table and its verdicts against the targets."""
+def render_train(result: dict, c: dict) -> str:
+    """Part 2's table, its verdicts against the targets and the batches' check."""
     from benchmarks import report
 
+    rows, check = result["rows"], result.get("check")
     body = [[str(x["hidden"]), x["kind"], x["preset"], x["data_path"], f"{x['rows']:,}", f"{x['distinct']:,}",
              f"{x['step_ms']:.2f}", f"{x['admissions_per_s']:,.0f}"] for x in rows]
     lines = ["**2. Training step** of the mortality plan (batch, OOV augmentation, forward, loss, backward, clipping, "
@@ -256,6 +279,10 @@ def render_train(rows: list[dict], c: dict) -> str:
             lines.append(f"- {x['kind']} (H = {x['hidden']}) at the GPU preset on the device data path: "
                          f"{x['admissions_per_s']:,.0f} admissions/s{gain} (target {TARGETS[x['kind']]:,}/s: "
                          f"{_met(x['admissions_per_s'] >= TARGETS[x['kind']])}).")
+    if check:
+        lines.append(f"- The device data path's batches of the first {check['steps']} steps ({check['distinct']} "
+                     f"admissions each) {'equal' if check['equal'] else 'differ from'} `batches.collate`'s copied to "
+                     "the device (tensors, before the augmentation).")
     return "\n".join(lines)
 
 

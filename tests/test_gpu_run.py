@@ -55,7 +55,8 @@ def test_the_new_parts_run_merge_and_render_on_the_cpu(tmp_path, monkeypatch):
     r = fileio.read_json(tmp_path / "all.json")
     assert {k for k in device_mortality.PARTS if k in r} == {"train", "score", "fullscale"} and len(r["commands"]) == 3
     assert all("result" in r[k] for k in ("train", "score", "fullscale")), r
-    rows = r["train"]["result"]
+    rows = r["train"]["result"]["rows"]
+    assert r["train"]["result"]["check"] == {"steps": 20, "distinct": 32, "equal": True}
     recipes = {(p, "device" if res else "collate") for p, res in device_training.RECIPES}
     assert {(x["kind"], x["preset"], x["data_path"]) for x in rows} == {
         (k, *recipe) for k in ("deterministic", "rank1") for recipe in recipes}
