@@ -24,7 +24,9 @@ DEVICE=${DEVICE:-cuda}
 RUN=${RUN:-$(command -v python3 || command -v python) -m}
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 mkdir -p "$OUT"
+SCALE=${SCALE:-1}  # the limits' multiplier (a smoke run on a busy CPU is slower than the GPU run)
 if [ -n "$SMALL" ]; then
+    SCALE=${SCALE_SMALL:-4}
     LAYER="--hidden 8 --batch 4 --reps 2"
     TRAIN="--train-steps 4 --train-n 200 --gpu-rows 64"
     SCORE="--score-n 300 --cpu-score-n 60 --samples 2 --score-batch 16 --score-batch 64 --check-n 50"
@@ -35,7 +37,7 @@ else
 fi
 
 part() {  # part NAME LIMIT ARGS...: benchmarks.device_mortality --parts NAME ARGS under `timeout LIMIT`
-    local name=$1 limit=$2 start=$SECONDS
+    local name=$1 limit=$(($2 * SCALE)) start=$SECONDS
     shift 2
     timeout -k 2 "$limit" $RUN benchmarks.device_mortality --device "$DEVICE" --parts "$name" "$@" \
         --json "$OUT/dm_$name.json" > "$OUT/$name.log" 2>&1
