@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 N_TOKENS, N_CONTEXT = 833, 23  # the synthetic benchmark's vocabulary sizes (with padding)
-RECIPES = (("default", False), ("gpu", False), ("gpu", True))  # (preset, device data path)
+# (preset, the device data path, float32 matmul precision: "high" lets products take TF32, CUDA only)
+RECIPES = (("default", False, "highest"), ("gpu", False, "highest"), ("gpu", True, "highest"), ("gpu", True, "high"))
 
 
 def shaped_features(out: Path, n_train: int, n_val: int = 0, seed: int = 0) -> Path:
@@ -94,8 +95,11 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def step_closure(p, device):
-    """The engine loop's step on plan ``p`` as a closure: ``run(steps)`` -> seconds (to the device's sync)."""
+def step_closure(p, device, precision: str = "highest"):
+    """The engine loop's step on plan ``p`` as a closure: ``run(steps)`` -> seconds (to the device's sync), its
+    float32 products at ``precision`` (``torch.set_float32_matmul_precision``; restored after)."""
+    import torch
+
     from pipeline.bayes.objective import kl_weight
     from pipeline.core.devices import to_device
     from pipeline.engine.loop import train_step
@@ -105,6 +109,8 @@ def step_closure(p, device):
     p.objective.train()
 
     def run(steps: int) -> float:
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(precision)
         start = time.perf_counter()
         for _ in range(steps):
             state["step"] += 1
@@ -115,7 +121,9 @@ def step_closure(p, device):
                                None, p.step_context(device))
             stats.tolist()  # the loop reads loss, NLL, KL and the gradient norm back every step
         _sync(device)
-        return time.perf_counter() - start
+        took = time.perf_counter() - start
+        torch.set_float32_matmul_precision(before)
+        return took
 
     return run
 
@@ -146,10 +154,11 @@ def recipe_rows(args, device, fdir: Path) -> dict:
     from pipeline.tasks.mortality.train_config import TrainConfig
 
     rows, check = [], None
+    cuda = torch.device(device).type == "cuda"
     for hidden in args.train_hidden:
         runners = {}
         for kind in ("deterministic", "rank1"):
-            for preset, res in RECIPES:
+            for preset, res, precision in (r for r in RECIPES if cuda or r[2] == "highest"):
                 rows_per_step = args.gpu_rows if preset == "gpu" and args.gpu_rows else None
                 cfg = TrainConfig.from_preset(preset, progress=False, model={"lstm_hidden": hidden},
                                               **({"batch_size": rows_per_step} if rows_per_step else {}))
@@ -159,8 +168,10 @@ def recipe_rows(args, device, fdir: Path) -> dict:
                     check = batches_check(p, device)
                     print(f"  the device data path's first {check['steps']} batches of {check['distinct']} admissions "
                           f"{'equal' if check['equal'] else 'DIFFER FROM'} collate's", flush=True)
-                name = f"{kind} {preset} {'device' if res else 'collate'}"
-                runners[name] = (step_closure(p, device), p.sampler.size, cfg.batch_size, kind, preset, res)
+                path = ("device" if res else "collate") + (", TF32" if precision != "highest" else "")
+                name = f"{kind} {preset} {path}"
+                runners[name] = (step_closure(p, device, precision), p.sampler.size, cfg.batch_size, kind, preset,
+                                 path)
         for run, *_ in runners.values():
             run(3)  # warm-up: kernels compiled, the allocator's pools
         per_block = max(1, args.train_steps // 4)
@@ -168,11 +179,10 @@ def recipe_rows(args, device, fdir: Path) -> dict:
         for _ in range(4):
             for name, (run, *_) in runners.items():
                 secs[name].append(run(per_block) / per_block)
-        for name, (_, distinct, rows_, kind, preset, res) in runners.items():
+        for name, (_, distinct, rows_, kind, preset, path) in runners.items():
             step = statistics.median(secs[name])
             rows.append({"hidden": hidden, "kind": kind, "preset": preset, "rows": rows_, "distinct": distinct,
-                         "data_path": "device" if res else "collate", "step_ms": 1e3 * step,
-                         "admissions_per_s": distinct / step})
+                         "data_path": path, "step_ms": 1e3 * step, "admissions_per_s": distinct / step})
             print(f"  H={hidden:4d} {name:32s} {rows_:5d} rows {1e3 * step:8.2f} ms/step "
                   f"{distinct / step:10,.0f} admissions/s", flush=True)
     return {"rows": rows, "check": check}
@@ -268,15 +278,16 @@ def render_train(result: dict, c: dict) -> str:
              f"{x['step_ms']:.2f}", f"{x['admissions_per_s']:,.0f}"] for x in rows]
     lines = ["**2. Training step** of the mortality plan (batch, OOV augmentation, forward, loss, backward, clipping, "
              f"Adam, the loop's statistics; median over 4 interleaved blocks of {max(1, c['train_steps'] // 4)} "
-             "steps); `collate`: batches built on the CPU and copied, `device`: the device data path:", "",
+             "steps); `collate`: batches built on the CPU and copied, `device`: the device data path; TF32: float32 "
+             "products in TF32 (`torch.set_float32_matmul_precision(\"high\")`; the default is float32):", "",
              report.table(["LSTM units", "model", "preset", "data path", "rows", "distinct admissions", "ms/step",
                            "admissions/s"], body), ""]
     for x in rows:
-        if x["preset"] == "gpu" and x["data_path"] == "device" and x["kind"] in TARGETS and x["rows"] >= 1024:
+        if x["preset"] == "gpu" and x["data_path"].startswith("device") and x["kind"] in TARGETS and x["rows"] >= 1024:
             base = next((y for y in rows if (y["hidden"], y["kind"], y["preset"], y["data_path"])
                          == (x["hidden"], x["kind"], "default", "collate")), None)
             gain = f", {x['admissions_per_s'] / base['admissions_per_s']:.1f}x the default preset's" if base else ""
-            lines.append(f"- {x['kind']} (H = {x['hidden']}) at the GPU preset on the device data path: "
+            lines.append(f"- {x['kind']} (H = {x['hidden']}) at the GPU preset on the {x['data_path']} data path: "
                          f"{x['admissions_per_s']:,.0f} admissions/s{gain} (target {TARGETS[x['kind']]:,}/s: "
                          f"{_met(x['admissions_per_s'] >= TARGETS[x['kind']])}).")
     if check:
