@@ -25,8 +25,8 @@ def test_the_script_parses_and_its_limits_fit_seven_minutes():
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
     text = SCRIPT.read_text()
     limits = [int(n) for n in re.findall(r"^part \w+ (\d+)", text, re.M)]
-    assert len(limits) == 5 and sum(limits) + 5 + 10 + 2 * len(limits) <= 420  # env, merge, kill grace
-    assert set(re.findall(r"^part (\w+)", text, re.M)) == set(device_mortality.PARTS)
+    assert len(limits) == 6 and sum(limits) + 5 + 10 + len(limits) <= 420  # env, merge, kill grace
+    assert set(re.findall(r"^part (\w+) \d+ \$DM", text, re.M)) == set(device_mortality.PARTS)
 
 
 def test_shaped_features_have_the_benchmarks_shape(tmp_path):

@@ -44,6 +44,8 @@ from torch.autograd.function import once_differentiable
 from pipeline.bayes.layers import triton_kernels as kernels
 
 RESIDENT_MAX_HIDDEN = 64  # padded H up to which w_t (4 x H x H floats: 64 KiB at 64) stays in registers
+WIDE_COLS = 16  # the wide forward's column tile: at 256 units its four (256, 16) blocks of w_t and h_{t-1} ∘ s take
+# 148 KiB of shared memory on sm_90 (32 columns: 280 KiB, over a block's 227 KiB)
 MIN_DOT = 16  # tl.dot needs every dimension >= 16
 
 
@@ -71,6 +73,8 @@ class LaunchConfig:
     resident: bool  # True: w_t and the state in registers (block_hidden <= RESIDENT_MAX_HIDDEN); False: tiled
     num_warps: int  # warps per program
     precision: str  # tl.dot input precision: "ieee" (float32) or "tf32"
+    wide: bool = False  # tiled forward: the reduction over all block_hidden units in one product per column tile
+    # of WIDE_COLS (kernels.forward_wide), h_{t-1} ∘ s read once a step; False: in block_cols chunks (forward_tiled)
 
     def __post_init__(self) -> None:
         for name in ("block_rows", "block_hidden", "block_cols"):
@@ -82,11 +86,18 @@ class LaunchConfig:
                              f"got {self.block_hidden}")
         if self.precision not in ("ieee", "tf32"):
             raise ValueError(f"LaunchConfig.precision must be 'ieee' or 'tf32', got {self.precision!r}")
+        if self.wide and self.resident:
+            raise ValueError("LaunchConfig.wide is a tiled forward's choice (resident=False)")
 
-    def meta(self) -> dict:
-        """The launch arguments of this config's kernels."""
-        width = {"BH": self.block_hidden} if self.resident else {"BJ": self.block_cols}
+    def meta(self, forward: bool = False) -> dict:
+        """The launch arguments of this config's kernels (``forward``: of its forward kernel, which may be wide)."""
+        width = ({"BH": self.block_hidden} if self.resident else
+                 {"BH": self.block_hidden, "BJ": WIDE_COLS} if self.wide and forward else {"BJ": self.block_cols})
         return {"BN": self.block_rows, **width, "PREC": self.precision, "num_warps": self.num_warps}
+
+    def forward_kernel(self) -> str:
+        """The name of this config's forward kernel (``triton_kernels``)."""
+        return "forward_resident" if self.resident else "forward_wide" if self.wide else "forward_tiled"
 
 
 def launch_config(rows: int, hidden: int, device: torch.device, **overrides) -> LaunchConfig:
@@ -116,10 +127,11 @@ def build(hidden: int, arch: int = 90, **overrides) -> dict[str, int]:
     the interpreter): shared memory bytes per kernel. tests/test_layers_fused_build.py checks the defaults."""
     cfg = launch_config(0, hidden, torch.device("cuda"), **overrides)
     kind = "resident" if cfg.resident else "tiled"
-    meta = cfg.meta()
+    meta, fmeta = cfg.meta(), cfg.meta(forward=True)
     warps = meta.pop("num_warps")
+    fmeta.pop("num_warps")
     flags = {"HAS_DH": True, "HAS_DC": True}
-    return {f"forward_{kind}": kernels.build(f"forward_{kind}", meta, warps, arch),
+    return {cfg.forward_kernel(): kernels.build(cfg.forward_kernel(), fmeta, warps, arch),
             f"backward_{kind}": kernels.build(f"backward_{kind}", meta | flags, warps, arch)}
 
 
@@ -151,7 +163,7 @@ class _FusedRank1(torch.autograd.Function):
         act = xp.new_empty(t_len, n, four_h)  # post-activation gates, read back at real steps only
         args = (xp, s, r, w_t, hs, cs, act, lens, order, steps, n, hid)
         grid = (steps.numel(),)  # one program per block of rows
-        (kernels.forward_resident if cfg.resident else kernels.forward_tiled)[grid](*args, **cfg.meta())
+        getattr(kernels, cfg.forward_kernel())[grid](*args, **cfg.meta(forward=True))
         ctx.cfg = cfg
         ctx.save_for_backward(s, r, w_t, hs, cs, act, lens, order, steps)
         ctx.set_materialize_grads(False)
