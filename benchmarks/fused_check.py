@@ -1,7 +1,7 @@
 """Self-check of the fused rank-1 LSTM kernels on a device: the compiled Triton kernel against the reference,
 outputs and gradients, several shapes; optionally the launch choices timed. Prints one JSON object.
 
-    python -m benchmarks.fused_check [--device cuda] [--sweep] [--json PATH]
+    python -m benchmarks.fused_check [--device cuda] [--sweep] [--wide] [--json PATH]
 
 1. ``kernel``: ``triton_lstm.fused_rank1_lstm`` in float32 against the same recurrence by autograd in
    float64 (``recurrence.run_recurrence``) on the same inputs, per shape (resident and tiled kernels, H
@@ -15,6 +15,10 @@ outputs and gradients, several shapes; optionally the launch choices timed. Prin
 3. ``sweep`` (``--sweep``): forward + backward milliseconds of each launch choice (rows per program, warps,
    column tile, product precision) at 4,096 rows, T = 48, H = 64 and 256, variable lengths; a choice that does
    not compile is recorded with its error.
+
+4. ``--wide`` instead of 1-3: the tiled kernels with the wide forward (``LaunchConfig.wide``) against the
+   reference as in 1, and forward + backward milliseconds of the default tiled launch against the wide one at
+   4,096 rows, T = 48, H = 256, variable lengths, both precisions (``wide_timing``).
 
 ``ok``: every float32 relative error under ``--tol`` and every repeat identical. Without CUDA it runs on CPU
 tensors when Triton's interpreter is on (``TRITON_INTERPRET=1``; small shapes only: ``--small``).
@@ -34,6 +38,8 @@ SHAPES = [  # (T, N, H, variable lengths, kernel); kernel None: the default laun
     (12, 64, 32, True, "tiled"),
 ]
 SMALL = [(5, 21, 16, False, None), (5, 21, 16, True, None), (4, 20, 40, True, None), (4, 20, 32, True, "tiled")]
+WIDE = [(48, 256, 256, False, "wide"), (9, 33, 100, True, "wide"), (48, 4096, 256, True, "wide")]
+WIDE_SMALL = [(4, 20, 40, True, "wide"), (3, 17, 32, False, "wide")]
 
 
 def _inputs(t: int, n: int, hid: int, variable: bool, device, seed: int = 0):
@@ -86,7 +92,8 @@ def kernel_checks(shapes, device) -> list[dict]:
         ref = _grads(reference, [a.double() for a in args], weights.double())
         row = {"T": t, "N": n, "H": hid, "lengths": "variable" if variable else "equal"}
         for precision in precisions:
-            overrides = {"precision": precision} | ({"resident": False} if kernel == "tiled" else {})
+            overrides = ({"precision": precision} | ({"resident": False} if kernel in ("tiled", "wide") else {})
+                         | ({"wide": True} if kernel == "wide" else {}))
             cfg = triton_lstm.launch_config(n, hid, device, **overrides)
             row["config"] = {k: v for k, v in vars(cfg).items() if k != "precision"}
 
@@ -178,11 +185,51 @@ def sweep(device) -> list[dict]:
     return rows
 
 
+def _ms(fn, device, reps: int = 5) -> float:
+    """Median milliseconds of ``fn()`` after two warm-ups (compilation), each to the device's sync."""
+    import torch
+
+    times = []
+    for i in range(reps + 2):
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize(device)
+        if i >= 2:
+            times.append(1e3 * (time.perf_counter() - start))
+    return sorted(times)[len(times) // 2]
+
+
+def wide_timing(device, hid: int = 256, rows: int = 4096) -> list[dict]:
+    """Part 4: forward + backward ms of the default tiled launch and the wide forward, both precisions."""
+    from pipeline.bayes.layers import triton_lstm
+
+    args, lengths, weights = _inputs(48, rows, hid, True, device)
+    args = [a.requires_grad_() for a in args]
+    out = []
+    for precision in ("ieee", "tf32"):
+        for wide in (False, True):
+            row = {"H": hid, "rows": rows, "precision": precision, "wide": wide}
+            try:
+                cfg = triton_lstm.launch_config(rows, hid, device, precision=precision, wide=wide)
+
+                def step(cfg=cfg):
+                    hs, cs = triton_lstm.fused_rank1_lstm(args[0], lengths, *args[1:], cfg)
+                    ((hs * weights[0]).sum() + (cs * weights[1]).sum()).backward()
+                row["ms"] = _ms(step, device)
+            except Exception as exc:  # noqa: BLE001 - a choice that does not compile is recorded
+                row["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            print(json.dumps(row), flush=True)
+            out.append(row)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     ap.add_argument("--small", action="store_true", help="small shapes only (the CPU's interpreter)")
     ap.add_argument("--sweep", action="store_true", help="also time the launch choices (CUDA)")
+    ap.add_argument("--wide", action="store_true", help="only the wide tiled forward: checks and timing (part 4)")
     ap.add_argument("--tol", type=float, default=1e-4, help="largest relative error of a float32 check that passes")
     ap.add_argument("--json", type=Path, default=None, help="also write the JSON here")
     args = ap.parse_args()
@@ -200,9 +247,14 @@ def main() -> None:
 
     small = args.small or device.type == "cpu"
     result = {"torch": torch.__version__, "triton": triton.__version__, "device": str(device),
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-              "kernel": kernel_checks(SMALL if small else SHAPES, device), "layer": layer_checks(device, small)}
-    if args.sweep and device.type == "cuda":
+              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+    if args.wide:
+        result["kernel"], result["layer"] = kernel_checks(WIDE_SMALL if small else WIDE, device), []
+        if device.type == "cuda":
+            result["wide_timing"] = wide_timing(device)
+    else:
+        result |= {"kernel": kernel_checks(SMALL if small else SHAPES, device), "layer": layer_checks(device, small)}
+    if args.sweep and device.type == "cuda" and not args.wide:
         result["sweep"] = sweep(device)
     checks = [v for row in result["kernel"] for v in [row.get("ieee", {})]]
     result["ok"] = (all("error" not in c and c["repeat"] and max(c[k] for k in c if k != "repeat") < args.tol

@@ -44,6 +44,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 MARKER = re.compile(r"<!-- (/?)figures:([a-z0-9_]+) -->")
 RENDERERS: dict[str, str] = {  # figures:NAME -> the "module:function" that renders results/NAME.json
     "baselines": "benchmarks.baselines:render",
+    "device_mortality": "benchmarks.device_mortality:render",
     "extract": "benchmarks.extract:render",
     "extract_mimic4": "benchmarks.extract_mimic4:render",
     "full_scale": "benchmarks.full_scale:render",

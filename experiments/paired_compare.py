@@ -17,7 +17,7 @@ labels must be the same sets). It draws the per-admission logits of every run
 Runs in the directories ``--runs-dir`` names (``<dir>/<run id>``: the model file, best.pt or baseline.npz,
 model_info.json, manifest.json, e.g. Laplace runs fitted on the grid's runs: ``--a laplace-wasserstein-2000``)
 join them (A's and B's). For each split mode, split and seed it prints A's and
-B's mixture NLL and ECE, the paired difference A - B with a percentile bootstrap 95% interval
+B's mixture NLL, ECE and AUC-PR, the paired difference A - B with a percentile bootstrap 95% interval
 over admissions (one resample of admissions shared by A and B), and the references: the true
 risk's NLL (synthetic data) and the NLL of a constant prediction at the training label rate.
 ``pooled`` averages the per-seed differences, each bootstrap replicate resampling the same
@@ -45,7 +45,8 @@ from pipeline.core.contracts import DEFAULT_BATCH
 from pipeline.data import features
 from pipeline.tasks.mortality.variants import variant_label
 
-PAIRED = ("nll", "ece")  # metrics compared
+PAIRED = ("nll", "ece", "auc_pr")  # metrics compared
+HIGHER_BETTER = ("auc_pr",)  # A is better where its value is higher (the others: lower)
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
 
 
@@ -127,6 +128,7 @@ def replicates(labels: np.ndarray, logits: np.ndarray, idx: np.ndarray) -> dict[
     reps = metrics.bootstrap_replicates(labels, p, nll, idx)
     floor = metrics.ece_floor(labels, p)
     return {"nll": float(nll.mean()), "ece": metrics.ece(labels, p), "nll_reps": reps["nll"], "ece_reps": reps["ece"],
+            "auc_pr": metrics.average_precision(labels, p), "auc_pr_reps": reps["auc_pr"],
             "ece_floor": floor.mean, "ece_p_value": floor.p_value, "slope": metrics.recalibration(labels, p).slope}
 
 
@@ -149,8 +151,9 @@ def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed
         a, b = np.mean([r[m] for r in ra]), np.mean([r[m] for r in rb])
         diff_reps = np.mean([x[f"{m}_reps"] - z[f"{m}_reps"] for x, z in zip(ra, rb)], axis=0)  # (B,)
         lo, hi = metrics.percentile_interval(diff_reps)
+        better = diff_reps > 0 if m in HIGHER_BETTER else diff_reps < 0
         out.update({f"{m}_a": float(a), f"{m}_b": float(b), f"{m}_diff": float(a - b), f"{m}_diff_ci": [lo, hi],
-                    f"{m}_p_a_better": float((diff_reps < 0).mean())})
+                    f"{m}_p_a_better": float(better.mean())})
     for side, r in (("a", ra), ("b", rb)):  # ECE of a calibrated predictor with the same predictions (mean over pairs)
         out[f"ece_floor_{side}"] = float(np.mean([x["ece_floor"] for x in r]))
         out[f"ece_p_value_{side}"] = float(np.mean([x["ece_p_value"] for x in r]))
@@ -232,8 +235,8 @@ def main() -> None:
     runs_b = find_runs(args.bench_b, args.runs_dir) if args.bench_b else runs
     cache_b = (args.cache or args.bench_b / "paired-cache") if args.bench_b else cache
     results = []
-    print(f"A = {args.a}, B = {args.b}; diff = A - B (negative: A better); 95% paired bootstrap over admissions "
-          f"({args.bootstrap} resamples); P(A<B) = share of resamples where A is better")
+    print(f"A = {args.a}, B = {args.b}; diff = A - B (negative: A better; AUC-PR: positive); 95% paired bootstrap "
+          f"over admissions ({args.bootstrap} resamples); P(A better) = share of resamples where A is better")
     for mode in args.modes or ["random", "era"]:
         for split in args.splits or ["val", "test"]:
             fdir, fs, risk, rate = _features(args.bench, mode, split)
@@ -254,9 +257,9 @@ def main() -> None:
             ref = references(fs.label, risk, rate)
             print(f"\n[{mode} / {split}] n={len(fs)} deaths={int(fs.label.sum())} true-risk "
                   f"nll={_fmt(ref['true_nll'])} constant nll={_fmt(ref['const_nll'])} (train rate {rate:.4f})")
-            print(f"{'seed':>6s} {'nll A':>7s} {'nll B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
-                  f"{'ece A':>7s} {'ece B':>7s} {'diff':>8s} {'95% CI':>19s} {'P(A<B)':>6s}   "
-                  f"{'floor A':>7s} {'floor B':>7s}   {'slope A':>7s} {'slope B':>7s}")
+            print(f"{'seed':>6s} " + "   ".join(f"{m + ' A':>7s} {m + ' B':>7s} {'diff':>8s} {'95% CI':>19s} "
+                                                  f"{'P(A better)':>6s}" for m in PAIRED)
+                  + f"   {'floor A':>7s} {'floor B':>7s}   {'slope A':>7s} {'slope B':>7s}")
             la = {s: _logits(args.a, ra.get(s), fs, risk, split, args, cache) for s in seeds}
             lb = {s: _logits(args.b, rb.get(s), fs_b, risk, split, args, cache_b) for s in seeds}
             if order is not None and args.b != TRUTH:

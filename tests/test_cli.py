@@ -497,11 +497,14 @@ def test_a_run_records_its_settings_file(monkeypatch, tmp_path):
     from pipeline.runs import store
     from pipeline.workflows.train import TrainResult
 
-    logged, seen = [], []
+    logged, seen, tags = [], [], []
 
     class FakeClient:
         def log_artifact(self, run_id, path):
             logged.append((run_id, Path(path).read_text()))
+
+        def set_tag(self, run_id, key, value):
+            tags.append((run_id, key, value))
 
     def fake_train(data, kind, cfg, **kwargs):
         seen.append(cfg)
@@ -515,9 +518,28 @@ def test_a_run_records_its_settings_file(monkeypatch, tmp_path):
     assert result.exit_code == 0, result.output
     recorded = (tmp_path / "run" / "settings.toml").read_text()
     assert recorded == CliRunner().invoke(cli.app, [*args, "--print-config"]).output
-    assert logged == [("f" * 32, recorded)]
+    assert logged == [("f" * 32, recorded)] and tags == [("f" * 32, "preset", "default")]
     CliRunner().invoke(cli.app, ["train", "--data", "d", "--config", str(tmp_path / "run" / "settings.toml")])
     assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("device, given, preset", [("cuda", [], "gpu"), ("cuda", ["--preset", "default"], "default"),
+                                                   ("cuda", ["--preset", "paper"], "paper"), ("cpu", [], "default")])
+def test_a_cuda_device_takes_the_cuda_preset_unless_one_is_given(monkeypatch, device, given, preset):
+    """train on a CUDA device without --preset takes CUDA_PRESET (here gpu), a given preset stays; the chosen
+    one reaches the TrainConfig and the run's settings (what settings.toml records)."""
+    import torch
+
+    import pipeline.cli.train
+    import pipeline.core.devices
+    from pipeline.tasks.mortality.train_config import Preset, TrainConfig
+
+    monkeypatch.setattr(pipeline.cli.train, "CUDA_PRESET", Preset.GPU)
+    monkeypatch.setattr(pipeline.core.devices, "resolve_device", lambda name=None: torch.device(device))
+    seen = _captured_train(monkeypatch, ["--data", "d", *given, "--set", "lr=0.01"])
+    assert seen["cfg"] == TrainConfig.from_preset(preset, lr=0.01)
+    assert pipeline.cli.train.device_preset(Preset.DEFAULT, False, device) is Preset(
+        "gpu" if device == "cuda" else "default")
 
 
 # config class -> the commands whose options set its fields

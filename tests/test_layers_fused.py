@@ -58,20 +58,21 @@ def assert_close(got, ref, tol=2e-5):
         assert torch.allclose(a, b, atol=tol, rtol=tol), (a - b).abs().max()
 
 
-KERNELS = {  # hidden units, the kernel (resident or tiled), its column tile
-    "resident-16": (16, True, 16), "resident-24-padded": (24, True, 16),
-    "tiled-32": (32, False, 16), "tiled-24-padded": (24, False, 16),
+KERNELS = {  # hidden units, the kernel (resident or tiled), its column tile, a wide tiled forward
+    "resident-16": (16, True, 16, False), "resident-24-padded": (24, True, 16, False),
+    "tiled-32": (32, False, 16, False), "tiled-24-padded": (24, False, 16, False),
+    "wide-32": (32, False, 16, True), "wide-24-padded": (24, False, 16, True),
 }
 
 
 @pytest.mark.parametrize("lengths_kind", ["equal", "variable"])
 @pytest.mark.parametrize("kernel", KERNELS.values(), ids=KERNELS.keys())
 def test_kernel_outputs_and_gradients_equal_autograd_reference(kernel, lengths_kind):
-    hid, resident, cols = kernel
+    hid, resident, cols, wide = kernel
     t, n = 4, 21  # two programs of 16 rows, the second partly empty
     args = recurrence_inputs(t, n, hid)
     lengths = lengths_of(lengths_kind, n, t)
-    cfg = tlm.launch_config(n, hid, DEVICE, block_rows=16, resident=resident, block_cols=cols)
+    cfg = tlm.launch_config(n, hid, DEVICE, block_rows=16, resident=resident, block_cols=cols, wide=wide)
     hs, cs = tlm.fused_rank1_lstm(args[0], lengths, *args[1:], config=cfg)
     ref_h, ref_c = autograd_reference(args[0], lengths, *args[1:])
     assert_close((hs, cs), (ref_h, ref_c))
@@ -115,6 +116,8 @@ def test_kernel_edge_shapes_and_checks():
         tlm.LaunchConfig(block_rows=24, block_hidden=16, block_cols=16, resident=True, num_warps=4, precision="ieee")
     with pytest.raises(ValueError, match="resident"):
         tlm.launch_config(4, 100, DEVICE, resident=True)
+    with pytest.raises(ValueError, match="wide"):
+        tlm.launch_config(4, 16, DEVICE, resident=True, wide=True)
 
 
 def rank1_lstm(hidden: int, layers: int, k: int, device: torch.device = DEVICE) -> LSTMRank1:

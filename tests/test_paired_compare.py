@@ -52,6 +52,8 @@ def test_difference_is_the_mixture_nll_difference_and_the_truth_wins():
     lo, hi = r["nll_diff_ci"]
     assert lo <= r["nll_diff"] <= hi < 0  # the true risk is better, and resolvably so at n = 4000
     assert r["nll_p_a_better"] == 1.0
+    assert r["auc_pr_a"] == M.average_precision(y, risk) and r["auc_pr_b"] == M.average_precision(y, p.mean(0))
+    assert r["auc_pr_diff"] > 0 and r["auc_pr_p_a_better"] > 0.95  # higher AUC-PR is better: the truth's
 
 
 @pytest.mark.slow

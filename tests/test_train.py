@@ -331,7 +331,8 @@ def test_preset_notes_name_the_presets_that_set_each_field():
     from pipeline.tasks.mortality.train_config import TrainConfig
 
     notes = preset_notes()
-    assert notes[(TrainConfig, "max_steps")] == "--preset paper, records-research set their own"
-    assert notes[(TrainConfig, "lr")] == "--preset records-research sets its own"
+    assert notes[(TrainConfig, "max_steps")] == "--preset paper, records-research, gpu set their own"
+    assert notes[(TrainConfig, "lr")] == "--preset records-research, gpu set their own"
+    assert notes[(TrainConfig, "warmup_epochs")] == "--preset gpu sets its own"
     assert notes[(MortalityConfig, "lstm_hidden")] == "--preset paper, records-research set their own"
     assert (TrainConfig, "seed") not in notes and (TrainConfig, "model") not in notes

@@ -20,7 +20,7 @@ from pipeline.core.configs import invalid
 from pipeline.core.errors import ConfigError
 from pipeline.tasks.mortality.baselines.config import BASELINES
 from pipeline.tasks.mortality.config import MortalityConfig
-from pipeline.tasks.mortality.train_config import PRESETS, Preset, TrainConfig
+from pipeline.tasks.mortality.train_config import CUDA_PRESET, PRESETS, Preset, TrainConfig
 from pipeline.tasks.mortality.variants import VARIANTS
 
 MODEL_HELP = ("A model kind or a variant name as `compare` prints it: " + ", ".join(dict.fromkeys(["rank1", *VARIANTS]))
@@ -39,9 +39,10 @@ class TrainOptions:
     model: str = field(default="rank1", metadata={"help": MODEL_HELP})  # a model kind, variant or baseline
     out: Path | None = None  # Checkpoint directory (default runs/train/<run id>; without tracking
         # runs/train/<model>-s<seed>).
-    preset: Preset = Preset.DEFAULT  # default (minutes on 2 CPU cores) | paper (LSTM 256, 20k steps) |
-        # records-research (the authors' MIMIC-III flag defaults: LSTM 256, 10k steps, N(1, 1) prior, random
-        # signs, Keras init...); options below override it.
+    preset: Preset = Preset.DEFAULT  # default (minutes on 2 CPU cores; on a CUDA device, unless given: the
+        # CUDA preset, CUDA_PRESET) | paper (LSTM 256, 20k steps) | records-research (the authors' MIMIC-III flag
+        # defaults: LSTM 256, 10k steps, N(1, 1) prior, random signs, Keras init...) | gpu (1,024 rows a step,
+        # budgets in epochs); options below override it.
     resume: bool = field(default=False, metadata={"flags": ["--resume"]})  # Continue from OUT/last.pt (same
         # settings; max-steps may grow).
     experiment: str | None = None  # MLflow experiment [default: mimic-mortality].
@@ -55,6 +56,26 @@ class TrainOptions:
         """The run's arguments common to ``workflows.train.train`` and ``train_baseline``."""
         return {"out_dir": self.out, "tracking": self.tracking, "experiment": self.experiment,
                 "run_name": self.run_name}
+
+
+def device_preset(preset: Preset, given: bool, device_type: str) -> Preset:
+    """The preset a run takes: ``preset`` where the user gave one (``given``) or the device is not CUDA, else
+    ``CUDA_PRESET`` (the default on a CUDA device; docs/experiments/2026-12-04-gpu-preset.md)."""
+    return CUDA_PRESET if not given and device_type == "cuda" and preset is Preset.DEFAULT else preset
+
+
+def use_device_preset(settings: Settings, device: str | None) -> None:
+    """Put the preset the run takes into ``settings`` (as given, so the run's settings.toml records it)."""
+    o = settings[TrainOptions]
+    given = "preset" in settings.given_fields(TrainOptions)
+    if given or CUDA_PRESET is Preset.DEFAULT:
+        return
+    from pipeline.core.devices import resolve_device
+
+    chosen = device_preset(Preset(o["preset"]), given, resolve_device(device).type)
+    if chosen is not Preset(o["preset"]):
+        o["preset"] = chosen
+        settings.given.add((TrainOptions, "preset"))
 
 
 def preset_notes() -> dict[tuple[type, str], str]:
@@ -130,6 +151,7 @@ def train(settings: Settings | None = None) -> None:
     from pipeline.workflows.train import train as run_train
 
     kind, _ = resolve(o.model)
+    use_device_preset(settings, o.device)
     cfg = train_config(settings[TrainOptions], settings[TrainConfig], settings[MortalityConfig])
     r = run_train(o.data, kind, cfg, resume=o.resume, device=o.device,
                   referral=ReferralConfig(**settings[ReferralConfig]), **o.run_kwargs())
@@ -137,4 +159,8 @@ def train(settings: Settings | None = None) -> None:
     r.notes = [spell(invalid(TrainConfig, note, *NOTE_FIELDS), typed) for note in r.notes]  # settings as typed
     if r.refer_threshold is not None:  # None: ranks > 0 of a distributed run
         settings.record(r.run_id, r.out_dir)
+        if r.run_id:
+            from pipeline.runs import store
+
+            store.client().set_tag(r.run_id, "preset", Preset(settings[TrainOptions]["preset"]).value)
         typer.echo(r.summary())

@@ -149,8 +149,26 @@ def draws_of(model) -> Callable[[Iterable[dict], int, int], np.ndarray]:
     return draws
 
 
+def feature_batches(model, fs, batch_size: int, max_bags: int | None, max_tokens: int | None, order: np.ndarray,
+                    resident: bool | None = None) -> Iterable[dict]:
+    """The batches of ``fs`` in ``order`` (``batches.iter_batches``): built on the CPU, or, ``resident`` (None: the
+    model is on a CUDA device), gathered on the model's device from features made resident there
+    (``resident.device_batches``: the same tensors, the features streamed in chunks beyond its memory cap)."""
+    from pipeline.core.devices import model_device
+    from pipeline.data import batches
+
+    device = model_device(model)
+    if resident is None:
+        resident = device.type == "cuda"
+    if not resident:
+        return batches.iter_batches(fs, batch_size, max_bags, max_tokens, order)
+    from pipeline.data.resident import device_batches
+
+    return device_batches(fs, batch_size, device, max_bags, max_tokens, order)
+
+
 def feature_logits(model: RiskModel, fs, samples: int, batch_size: int, max_bags: int | None = None,
-                   max_tokens: int | None = None, generator=None) -> np.ndarray:
+                   max_tokens: int | None = None, generator=None, resident: bool | None = None) -> np.ndarray:
     """Logits (S, K, N) of every admission of a FeatureSet, in its row order.
 
     Batches hold admissions of similar length (``batches.length_order``): the recurrence runs
@@ -161,7 +179,8 @@ def feature_logits(model: RiskModel, fs, samples: int, batch_size: int, max_bags
     model's draws per admission, never their distribution; a deterministic model's logits do
     not depend on it. A model that scores a FeatureSet itself (``scores_features``: the classical
     baselines of ``pipeline.tasks.mortality.baselines``, point models) is asked directly: no batches, one draw
-    repeated S times.
+    repeated S times. ``resident``: the batches gathered on the model's device (``feature_batches``; None: on a
+    CUDA device), the same batches.
     """
     if model.scores_features:
         return model.feature_logits(fs, samples)  # (S, 1, N)
@@ -170,8 +189,8 @@ def feature_logits(model: RiskModel, fs, samples: int, batch_size: int, max_bags
     if model.value_channel:
         fs.require_values()
     order = batches.length_order(fs, max_bags)  # (N,)
-    logits = predict_logits(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order), samples,
-                            generator)
+    logits = predict_logits(model, feature_batches(model, fs, batch_size, max_bags, max_tokens, order, resident),
+                            samples, generator)
     out = np.empty_like(logits)
     out[:, :, order] = logits  # batch order -> row order
     return out
@@ -205,12 +224,12 @@ class Predictions:
 
 
 def feature_predictions(model: RiskModel, fs, samples: int, batch_size: int, max_bags: int | None = None,
-                        max_tokens: int | None = None, generator=None) -> Predictions:
+                        max_tokens: int | None = None, generator=None, resident: bool | None = None) -> Predictions:
     """``feature_logits`` and their ``metrics.Summary``; a Gaussian-logit model (``gaussian_logits``) gives
     its moments once: the summary is the Gaussian's (``Summary.from_gaussian`` with the model's own
     predictive, ``predictive_logit``) and the logits are that predictive's logit, repeated."""
     if not model.gaussian_logits:
-        logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens, generator)
+        logits = feature_logits(model, fs, samples, batch_size, max_bags, max_tokens, generator, resident)
         return Predictions(logits, metrics.Summary.from_draws(logits) if logits.shape[2] else None)
     from pipeline.data import batches
 
@@ -219,7 +238,7 @@ def feature_predictions(model: RiskModel, fs, samples: int, batch_size: int, max
     if model.value_channel:
         fs.require_values()
     order = batches.length_order(fs, max_bags)  # (N,)
-    mu_o, var_o = predict_moments(model, batches.iter_batches(fs, batch_size, max_bags, max_tokens, order))
+    mu_o, var_o = predict_moments(model, feature_batches(model, fs, batch_size, max_bags, max_tokens, order, resident))
     mu, var = np.empty_like(mu_o), np.empty_like(var_o)
     mu[order], var[order] = mu_o, var_o  # batch order -> row order
     if mu.size == 0:

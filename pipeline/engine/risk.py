@@ -113,12 +113,13 @@ def predictive(pred: Predictions, groups: dict | None = None):
 def score_features(model: RiskModel, fs, samples: int, refer: float | None, batch_size: int = DEFAULT_BATCH,
                    max_bags: int | None = None, max_tokens: int | None = None, generator=None,
                    refer_measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION, policy=None,
-                   context_vocab: list[str] | None = None) -> pd.DataFrame:
+                   context_vocab: list[str] | None = None, resident: bool | None = None) -> pd.DataFrame:
     """Risk table of a FeatureSet (batched; memory bounded by ``batch_size``·S·K; weight draws from
     ``generator``, None: torch's global generator). ``policy``: the run's ``Policy`` (its columns; a per-group
     rule reads each admission's group from its context tokens, ``context_vocab``); without one, ``refer`` is the
-    threshold of ``refer_measure``."""
-    pred = feature_predictions(model, fs, samples, batch_size, max_bags, max_tokens, generator)
+    threshold of ``refer_measure``. ``resident``: the batches gathered on the model's device (None: on a CUDA
+    device; ``predict.feature_batches``), the same batches."""
+    pred = feature_predictions(model, fs, samples, batch_size, max_bags, max_tokens, generator, resident)
     if pred.summary is None:
         return RISK.arrow_schema().empty_table().to_pandas()
     cols = None if policy is None else policy.apply(predictive(pred, policy_groups(policy, fs, context_vocab)))

@@ -1,6 +1,7 @@
 """The Triton kernels of the fused rank-1 LSTM recurrence (``triton_lstm`` launches them and documents the
 layout and the math): forward and backward, each *resident* (w_t and the state in registers, H <= 64) or
-*tiled* (w_t read in column tiles from L2, the state through memory, larger H).
+*tiled* (w_t read in column tiles from L2, the state through memory, larger H; its forward also *wide*: the
+reduction over all units in one product per column tile, a launch choice).
 
 Written for compilation on any Triton from 3.6 on: power-of-2 block shapes (H padded), ``tl.dot`` on
 dimensions >= 16 with float32 accumulation, loops over runtime bounds only (``range``), a mask on every
@@ -147,6 +148,48 @@ if triton is not None:
                 a_f = _rows(xp_ptr, g4, 1 * H + j, m) + acc_f * _rows(r_ptr, r4, 1 * H + j, m)
                 a_o = _rows(xp_ptr, g4, 2 * H + j, m) + acc_o * _rows(r_ptr, r4, 2 * H + j, m)
                 a_g = _rows(xp_ptr, g4, 3 * H + j, m) + acc_g * _rows(r_ptr, r4, 3 * H + j, m)
+                c_prev = _rows(cs_ptr, prev * H, j, has_prev[:, None] & in_j[None, :])
+                gi, gf, go, gg, c, h = _cell(a_i, a_f, a_o, a_g, c_prev)
+                _store_gates(act_ptr, g4[:, None], j, H, m, gi, gf, go, gg)
+                tl.store(cs_ptr + (step * H)[:, None] + j[None, :], c, mask=m)
+                tl.store(hs_ptr + (step * H)[:, None] + j[None, :], h, mask=m)
+            tl.debug_barrier()  # h_t, c_t written by every thread before step t + 1 reads them
+
+    @triton.jit
+    def forward_wide(xp_ptr, s_ptr, r_ptr, w_ptr, hs_ptr, cs_ptr, act_ptr, len_ptr, order_ptr, steps_ptr,
+                     N, H, BN: tl.constexpr, BH: tl.constexpr, BJ: tl.constexpr, PREC: tl.constexpr):
+        """``forward_tiled`` with the reduction whole: h_{t-1} ∘ s (BN, BH) is read once a step (s once), and
+        each column tile of a gate is one product over all BH units (w_t's (BH, BJ) block from L2)."""
+        pid = tl.program_id(0)
+        pos = pid * BN + tl.arange(0, BN)
+        in_n = pos < N
+        row = tl.load(order_ptr + pos, mask=in_n, other=0).to(tl.int64)
+        length = tl.load(len_ptr + row, mask=in_n, other=0)
+        r4 = row * (4 * H)
+        k = tl.arange(0, BH)
+        in_k = k < H
+        s = _rows(s_ptr, row * H, k, in_n[:, None] & in_k[None, :])  # (BN, BH)
+        t_end = tl.load(steps_ptr + pid)
+        for t in range(0, t_end):
+            tv = tl.zeros((BN,), dtype=tl.int32) + t  # the step as a vector (no scalar masks: the interpreter)
+            alive = in_n & (tv < length)  # (BN,)
+            has_prev = alive & (tv > 0)
+            step = tv * N + row
+            prev = tl.maximum(tv - 1, 0) * N + row
+            g4 = step * (4 * H)
+            u = _rows(hs_ptr, prev * H, k, has_prev[:, None] & in_k[None, :]) * s  # (BN, BH): h_{t-1} ∘ s
+            for j0 in range(0, H, BJ):  # output column tile j of every gate
+                j = j0 + tl.arange(0, BJ)
+                in_j = j < H
+                m = alive[:, None] & in_j[None, :]  # (BN, BJ)
+                a_i = _rows(xp_ptr, g4, 0 * H + j, m) + tl.dot(u, _w_cols(w_ptr, H, 0, k, in_k, j, in_j),
+                                                               input_precision=PREC) * _rows(r_ptr, r4, 0 * H + j, m)
+                a_f = _rows(xp_ptr, g4, 1 * H + j, m) + tl.dot(u, _w_cols(w_ptr, H, 1, k, in_k, j, in_j),
+                                                               input_precision=PREC) * _rows(r_ptr, r4, 1 * H + j, m)
+                a_o = _rows(xp_ptr, g4, 2 * H + j, m) + tl.dot(u, _w_cols(w_ptr, H, 2, k, in_k, j, in_j),
+                                                               input_precision=PREC) * _rows(r_ptr, r4, 2 * H + j, m)
+                a_g = _rows(xp_ptr, g4, 3 * H + j, m) + tl.dot(u, _w_cols(w_ptr, H, 3, k, in_k, j, in_j),
+                                                               input_precision=PREC) * _rows(r_ptr, r4, 3 * H + j, m)
                 c_prev = _rows(cs_ptr, prev * H, j, has_prev[:, None] & in_j[None, :])
                 gi, gf, go, gg, c, h = _cell(a_i, a_f, a_o, a_g, c_prev)
                 _store_gates(act_ptr, g4[:, None], j, H, m, gi, gf, go, gg)

@@ -44,6 +44,8 @@ from torch.autograd.function import once_differentiable
 from pipeline.bayes.layers import triton_kernels as kernels
 
 RESIDENT_MAX_HIDDEN = 64  # padded H up to which w_t (4 x H x H floats: 64 KiB at 64) stays in registers
+WIDE_COLS = 16  # the wide forward's column tile: at 256 units its four (256, 16) blocks of w_t and h_{t-1} ∘ s take
+# 148 KiB of shared memory on sm_90 (32 columns: 280 KiB, over a block's 227 KiB)
 MIN_DOT = 16  # tl.dot needs every dimension >= 16
 
 
@@ -71,6 +73,8 @@ class LaunchConfig:
     resident: bool  # True: w_t and the state in registers (block_hidden <= RESIDENT_MAX_HIDDEN); False: tiled
     num_warps: int  # warps per program
     precision: str  # tl.dot input precision: "ieee" (float32) or "tf32"
+    wide: bool = False  # tiled forward: the reduction over all block_hidden units in one product per column tile
+    # of WIDE_COLS (kernels.forward_wide), h_{t-1} ∘ s read once a step; False: in block_cols chunks (forward_tiled)
 
     def __post_init__(self) -> None:
         for name in ("block_rows", "block_hidden", "block_cols"):
@@ -82,27 +86,37 @@ class LaunchConfig:
                              f"got {self.block_hidden}")
         if self.precision not in ("ieee", "tf32"):
             raise ValueError(f"LaunchConfig.precision must be 'ieee' or 'tf32', got {self.precision!r}")
+        if self.wide and self.resident:
+            raise ValueError("LaunchConfig.wide is a tiled forward's choice (resident=False)")
 
-    def meta(self) -> dict:
-        """The launch arguments of this config's kernels."""
-        width = {"BH": self.block_hidden} if self.resident else {"BJ": self.block_cols}
+    def meta(self, forward: bool = False) -> dict:
+        """The launch arguments of this config's kernels (``forward``: of its forward kernel, which may be wide)."""
+        width = ({"BH": self.block_hidden} if self.resident else
+                 {"BH": self.block_hidden, "BJ": WIDE_COLS} if self.wide and forward else {"BJ": self.block_cols})
         return {"BN": self.block_rows, **width, "PREC": self.precision, "num_warps": self.num_warps}
+
+    def forward_kernel(self) -> str:
+        """The name of this config's forward kernel (``triton_kernels``)."""
+        return "forward_resident" if self.resident else "forward_wide" if self.wide else "forward_tiled"
 
 
 def launch_config(rows: int, hidden: int, device: torch.device, **overrides) -> LaunchConfig:
     """Default launch for ``rows`` rows of ``hidden`` units on ``device`` (``overrides``: fields to set).
 
-    Chosen from sm_90 builds made without a GPU, not timed on one yet (``benchmarks.fused_check --sweep``
-    times the choices): with Triton 3.9's build (``ptxas -v``) 16 rows per program and 8 warps from 64
-    units up (4 below) spill at most a few hundred bytes of registers in any kernel; 32 rows spill
+    Timed on one H200 (``benchmarks.fused_check --sweep``, Triton 3.6, 4,096 rows, T = 48; the
+    2026-12-04 report docs/experiments/2026-12-04-gpu-first-run.md): 16 rows per program is fastest in
+    both kernels; the resident kernel at 64 units takes 8 warps (forward + backward 2.0 ms in TF32, 2.8 ms
+    in float32, against 2.3 / 5.6 ms at 4 warps), the tiled one at 256 units 4 warps (15.5 / 35.6 ms,
+    against 18.1 / 37.3 at 8); below 64 units 4 warps, as built. Built without a GPU (``ptxas -v``), 16
+    rows at these warps spill at most a few hundred bytes of registers in any kernel; 32 rows spill
     kilobytes in the resident forward at 64 units in float32; 64 rows spill in most kernels, and the
-    resident backward at 64 units then needs 344 KiB of shared memory (a block may have 227 KiB). Every
-    kernel also builds with Triton 3.6 within that limit at these choices. ``rows`` and ``device`` are
-    for a tuned rule."""
-    del rows, device  # one choice for every size and device until it is timed
+    resident backward at 64 units then needs 344 KiB of shared memory (a block may have 227 KiB).
+    ``rows`` and ``device`` are for a rule tuned further."""
+    del rows, device  # one choice for every size and device (the H200's timings)
     bh = _pow2(hidden)
-    cfg = LaunchConfig(block_rows=MIN_DOT, block_hidden=bh, block_cols=32, resident=bh <= RESIDENT_MAX_HIDDEN,
-                       num_warps=8 if bh >= 64 else 4,
+    resident = bh <= RESIDENT_MAX_HIDDEN
+    cfg = LaunchConfig(block_rows=MIN_DOT, block_hidden=bh, block_cols=32, resident=resident,
+                       num_warps=8 if resident and bh >= 64 else 4,
                        precision="ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32")
     return replace(cfg, **overrides) if overrides else cfg
 
@@ -113,10 +127,11 @@ def build(hidden: int, arch: int = 90, **overrides) -> dict[str, int]:
     the interpreter): shared memory bytes per kernel. tests/test_layers_fused_build.py checks the defaults."""
     cfg = launch_config(0, hidden, torch.device("cuda"), **overrides)
     kind = "resident" if cfg.resident else "tiled"
-    meta = cfg.meta()
+    meta, fmeta = cfg.meta(), cfg.meta(forward=True)
     warps = meta.pop("num_warps")
+    fmeta.pop("num_warps")
     flags = {"HAS_DH": True, "HAS_DC": True}
-    return {f"forward_{kind}": kernels.build(f"forward_{kind}", meta, warps, arch),
+    return {cfg.forward_kernel(): kernels.build(cfg.forward_kernel(), fmeta, warps, arch),
             f"backward_{kind}": kernels.build(f"backward_{kind}", meta | flags, warps, arch)}
 
 
@@ -148,7 +163,7 @@ class _FusedRank1(torch.autograd.Function):
         act = xp.new_empty(t_len, n, four_h)  # post-activation gates, read back at real steps only
         args = (xp, s, r, w_t, hs, cs, act, lens, order, steps, n, hid)
         grid = (steps.numel(),)  # one program per block of rows
-        (kernels.forward_resident if cfg.resident else kernels.forward_tiled)[grid](*args, **cfg.meta())
+        getattr(kernels, cfg.forward_kernel())[grid](*args, **cfg.meta(forward=True))
         ctx.cfg = cfg
         ctx.save_for_backward(s, r, w_t, hs, cs, act, lens, order, steps)
         ctx.set_materialize_grads(False)

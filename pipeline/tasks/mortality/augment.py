@@ -15,7 +15,9 @@ A bag stays a set, as the extraction writes it: duplicates the replacement creat
 (set to padding, which the bag reductions skip). A replaced token's value channel becomes 0, as
 the extraction writes it for an item it has no fitted scale for. The draws come from a torch generator seeded by
 (run seed, step, rank), so the batch of a step stays a pure function of (seed, step) and a
-resumed run sees the same augmented batches.
+resumed run sees the same augmented batches. A batch on another device than the CPU (the device-resident
+data path, ``pipeline.data.resident``) is augmented there, from a generator on that device seeded alike: the
+same rates, other draws than the CPU's.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ class OovAugment:
         self.n_sources = len(sources)
         self.source_rate, self.token_rate, self.seed = float(source_rate), float(token_rate), int(seed)
 
+    def _tables(self, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """``source`` and ``oov`` on ``device`` (copied there once)."""
+        if self.source.device != device:
+            self.source, self.oov = self.source.to(device), self.oov.to(device)
+        return self.source, self.oov
+
     @property
     def active(self) -> bool:
         return self.source_rate > 0 or self.token_rate > 0
@@ -51,18 +59,19 @@ class OovAugment:
         if not self.active:
             return batch
         tokens = batch["tokens"]
-        b = tokens.shape[0]
-        g = torch.Generator().manual_seed(stream_seed(self.seed * 1_000_003 + step, AUGMENT_STREAM, rank))
-        src = self.source[tokens]  # (B, T, L)
+        b, dev = tokens.shape[0], tokens.device
+        g = torch.Generator(device=dev).manual_seed(stream_seed(self.seed * 1_000_003 + step, AUGMENT_STREAM, rank))
+        source, oov = self._tables(dev)
+        src = source[tokens]  # (B, T, L)
         real = tokens != 0
         drop = torch.zeros_like(real)
         if self.source_rate > 0:
-            whole = torch.rand(b, self.n_sources, generator=g) < self.source_rate  # (B, S)
+            whole = torch.rand(b, self.n_sources, generator=g, device=dev) < self.source_rate  # (B, S)
             picked = whole.gather(1, src.clamp(min=0).reshape(b, -1)).reshape(tokens.shape)  # (B, T, L)
             drop |= picked & real
         if self.token_rate > 0:
-            drop |= (torch.rand(tokens.shape, generator=g) < self.token_rate) & real
-        out = torch.where(drop, self.oov[tokens], tokens)
+            drop |= (torch.rand(tokens.shape, generator=g, device=dev) < self.token_rate) & real
+        out = torch.where(drop, oov[tokens], tokens)
         if "values" not in batch:
             return {**batch, "tokens": dedupe(out)}
         replaced = drop & (out != tokens)  # a token of a source without an OOV token stays, with its value

@@ -8,8 +8,11 @@ MIMIC-III) for the engine's loop:
 - a step sees ``batch_size`` rows: ``batch_size // K`` distinct admissions (``TrainSampler``: a pure
   function of (seed, step)) tiled K times by the model (16 x 4 = 64 for rank-1, 64 distinct admissions
   for K = 1), with the training-only OOV augmentation (``augment``) where it is on;
-- loss = NLL + min(1, step / anneal_steps) · KL / N_train + l2 · penalty (``bayes.objective``), Adam at a
-  constant learning rate, global-norm clipping;
+- loss = NLL + min(1, step / anneal_steps) · KL / N_train + l2 · penalty (``bayes.objective``; the anneal
+  in epochs of distinct admissions with ``anneal_epochs``), Adam at a constant learning rate after a linear
+  warm-up over ``warmup_epochs`` (none by default), global-norm clipping;
+- on a CUDA device the splits are resident there (``pipeline.data.resident``): each step's batch, and each
+  validation batch, is gathered on the device, the same tensors ``batches.collate`` builds on the CPU;
 - validation every ``eval_every`` steps scores the mixture NLL over S·K draws (``eval_samples``,
   per-member sampling, the evaluation stream's seed: draws common across validations); the best one is
   kept (by that NLL, or with ``checkpoint_metric = loss`` by NLL + (KL + the L2 inside it) / N_val,
@@ -96,13 +99,16 @@ def progress_status(stats: dict, anneal_steps: int) -> str:
     return f"nll {nll:.4f}, loss {loss:.4f}"
 
 
-def validation_logits(draws, val: features.FeatureSet, cfg: TrainConfig, samples: int) -> np.ndarray:
+def validation_logits(draws, val: features.FeatureSet, cfg: TrainConfig, samples: int, resident=None) -> np.ndarray:
     """Validation logits (S, K, N) in the FeatureSet's row order: batches of admissions of similar length
     (``batches.length_order``), the draws from the evaluation stream's seed (``draws``: the engine's
-    predictor, ``TrainingPlan.validate``)."""
+    predictor, ``TrainingPlan.validate``); ``resident``: ``val`` resident on the device
+    (``resident.ResidentFeatures``), the same batches gathered there."""
     order = batches.length_order(val, cfg.max_bags)  # (N,)
-    logits = draws(batches.iter_batches(val, cfg.eval_batch_size, cfg.max_bags, cfg.max_tokens, order), samples,
-                   stream_seed(cfg.seed, EVAL_STREAM))
+    size = cfg.eval_batch_size
+    parts = (batches.iter_batches(val, size, cfg.max_bags, cfg.max_tokens, order) if resident is None
+             else (resident.gather(order[s:s + size]) for s in range(0, len(val), size)))
+    logits = draws(parts, samples, stream_seed(cfg.seed, EVAL_STREAM))
     out = np.empty_like(logits)
     out[:, :, order] = logits  # batch order -> row order
     return out
@@ -124,6 +130,10 @@ class MortalityPlan:
     model_config: object  # the network's MortalityConfig (vocabulary sizes from the features)
     vocab_sizes: dict  # {"tokens": n, "context": n} of the features' vocabulary
     cal_fs: features.FeatureSet | None = None  # the validation split's calibration half, kept apart from training
+    anneal_steps: int = 0  # the KL weight's ramp in steps (anneal_steps, or anneal_epochs' steps)
+    warmup_steps: int = 0  # the learning rate's linear warm-up in steps (warmup_epochs'; 0: none)
+    train_res: object | None = None  # resident.ResidentFeatures of train_fs on the device (None: collate on the CPU)
+    val_res: object | None = None  # ... of val_fs
     keep_best: bool = True  # best.pt is the best validation's model
     label: str = "train"  # the progress line's name
 
@@ -136,16 +146,13 @@ class MortalityPlan:
         return self.cfg.patience
 
     @property
-    def anneal_steps(self) -> int:
-        return self.cfg.anneal_steps
-
-    @property
     def clip(self) -> float:
         return self.cfg.clip
 
     def batch(self, step: int, rank: int, world: int) -> dict:
-        out = batches.collate(self.train_fs, self.sampler.indices(step - 1, rank, world), self.cfg.max_bags,
-                              self.cfg.max_tokens)
+        idx = self.sampler.indices(step - 1, rank, world)
+        out = (batches.collate(self.train_fs, idx, self.cfg.max_bags, self.cfg.max_tokens) if self.train_res is None
+               else self.train_res.gather(idx))
         if self.augment is not None:
             out = self.augment(out, step, rank)  # unseen items simulated (augment); off by default
         return out
@@ -155,24 +162,31 @@ class MortalityPlan:
 
         return contextlib.nullcontext()
 
-    def before_step(self, step: int) -> dict:  # noqa: ARG002 (a constant learning rate)
-        return {}
+    def before_step(self, step: int) -> dict:
+        """The learning rate of ``step``: linear from lr / warmup_steps up to lr over the warm-up, then lr."""
+        if not self.warmup_steps:
+            return {}
+        lr = self.cfg.lr * min(1.0, step / self.warmup_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return {"lr": lr}
 
     def validate(self, draws) -> Validated:
-        logits = validation_logits(draws, self.val_fs, self.cfg, self.cfg.eval_samples)  # (S, K, N)
+        logits = validation_logits(draws, self.val_fs, self.cfg, self.cfg.eval_samples, self.val_res)  # (S, K, N)
         nll = metrics.mixture_nll(logits, self.val_fs.label) if np.isfinite(logits).all() else math.inf
         score = val_score(self.model, self.cfg, nll, len(self.val_fs)) if math.isfinite(nll) else nll
         loss = {"loss": score} if self.cfg.checkpoint_metric is CheckpointMetric.LOSS else {}
         return Validated(score=score, nll=nll, metrics=loss)
 
     def status(self, step: int, stats: dict) -> str:  # noqa: ARG002
-        return progress_status(stats, self.cfg.anneal_steps)
+        return progress_status(stats, self.anneal_steps)
 
     def train_metrics(self, step: int, stats: dict) -> dict:
         if step % self.cfg.log_every:
             return {}
         return {"train_loss": stats["loss"], "train_nll": stats["nll"], "train_kl": stats["kl"],
-                "kl_weight": stats["kl_weight"], "grad_norm": stats["grad_norm"]}
+                "kl_weight": stats["kl_weight"], "grad_norm": stats["grad_norm"],
+                **({"lr": stats["lr"]} if "lr" in stats else {})}
 
     def extra_state(self) -> dict:
         return {}  # the batches are a pure function of (seed, step); the augmentation draws per (seed, step) too
@@ -194,12 +208,15 @@ def val_score(model, cfg: TrainConfig, val_nll: float, n_val: int) -> float:
         return val_nll + float(regularizer(model, cfg.l2, cfg.l2_in_kl, cfg.l2_biases)) / n_val
 
 
-def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, world: int = 1) -> MortalityPlan:
+def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, world: int = 1,
+         resident: bool | None = None) -> MortalityPlan:
     """The recipe of a run of ``model_kind`` on ``features_dir``: inputs read and checked, the model built
-    (``torch.manual_seed(cfg.seed)`` first, so its initial weights follow the seed) on ``device``."""
+    (``torch.manual_seed(cfg.seed)`` first, so its initial weights follow the seed) on ``device``; the splits
+    resident on the device (``resident``; None: on a CUDA device) or batched on the CPU."""
     import torch
 
     from pipeline.bayes.objective import Objective
+    from pipeline.data.resident import ResidentFeatures
     from pipeline.tasks.mortality.augment import OovAugment
     from pipeline.tasks.mortality.config import model_config
     from pipeline.tasks.mortality.inputs import load_inputs, vocab_sizes
@@ -216,14 +233,23 @@ def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, wo
     if distinct < world or distinct % world:
         raise invalid(cfg, f"batch_size {cfg.batch_size} / K={k} = {distinct} distinct admissions per step "
                            f"does not split over {world} processes", "batch_size", error=TrainError)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    cuda = torch.device(device).type == "cuda"
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, **({"fused": True} if cuda else {}))  # one kernel
     objective = Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
     augment = OovAugment(fileio.read_json(fdir / VOCAB_FILE)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,
                          cfg.seed)
+    if resident is None:
+        resident = cuda
+    res = {}
+    if resident:
+        res = {"train_res": ResidentFeatures.of(train_fs, device, cfg.max_bags, cfg.max_tokens),
+               "val_res": ResidentFeatures.of(val_fs, device, cfg.max_bags, cfg.max_tokens)}
+    n = len(train_fs)
     return MortalityPlan(model=model, objective=objective, optimizer=optimizer, cfg=cfg, train_fs=train_fs,
-                         val_fs=val_fs, sampler=batches.TrainSampler(len(train_fs), distinct, cfg.seed),
-                         augment=augment, last_step=cfg.step_budget(len(train_fs), distinct), model_config=mcfg,
-                         vocab_sizes=sizes, cal_fs=cal_fs)
+                         val_fs=val_fs, sampler=batches.TrainSampler(n, distinct, cfg.seed),
+                         augment=augment, last_step=cfg.step_budget(n, distinct), model_config=mcfg,
+                         vocab_sizes=sizes, anneal_steps=cfg.anneal_steps_for(n, distinct),
+                         warmup_steps=cfg.epoch_steps(cfg.warmup_epochs, n, distinct), cal_fs=cal_fs, **res)
 
 
 def split_validation(val: features.FeatureSet, share: float) -> tuple[features.FeatureSet, features.FeatureSet]:

@@ -27,6 +27,7 @@ class Preset(str, Enum):
     DEFAULT = "default"  # small: trains in minutes on 2 CPU cores
     PAPER = "paper"  # paper scale: LSTM 256, more steps
     RECORDS_RESEARCH = "records-research"  # the authors' MIMIC-III flag defaults (docs/experiments/2026-12-01-*)
+    GPU = "gpu"  # large steps for a GPU: 1,024 rows, budgets in epochs (docs/experiments/2026-12-04-gpu-preset.md)
 
 
 # sqrt(p / (1 - p)) for p = 1e-3: edward2's rank-1 "dropout rate" turned into the posterior stddev it starts at
@@ -50,7 +51,17 @@ PRESETS: dict[Preset, dict[str, Any]] = {
                   "init_stddev": RECORDS_RESEARCH_INIT_STDDEV, "init_stddev_jitter": 0.1, "weight_init": "keras",
                   "factor_clip": 10.0, "bag_size_feature": False},
     },
+    # 1,024 rows a step (rank-1: 256 distinct admissions x K = 4; the deterministic model 1,024), the learning
+    # rate scaled by the square root of the 16x larger step, warmed up over one epoch; the KL anneal and every
+    # budget in epochs of distinct admissions, so they scale with the data; the rule it was tested by:
+    # docs/experiments/2026-12-04-gpu-preset.md
+    Preset.GPU: {"batch_size": 1024, "lr": 1.2e-3, "warmup_epochs": 1.0, "anneal_epochs": 2.0, "eval_every": 20,
+                 "patience": 8, "max_epochs": 40.0, "max_steps": 12_000},
 }
+
+# The preset a run on a CUDA device takes unless one is given (``cli.py train``): the default until the rule of
+# docs/experiments/2026-12-04-gpu-preset.md adopts gpu.
+CUDA_PRESET = Preset.DEFAULT
 
 
 # Settings whose default changed, with the value a saved train config that lacks them was trained with
@@ -73,6 +84,9 @@ class TrainConfig:
     clip: float = 7.3  # global gradient-norm clip (0 disables)
     nll: NllMode = NllMode.AVERAGE  # likelihood term: average | mixture
     anneal_steps: int = 1_000  # KL weight min(1, step / anneal_steps); 0 = full weight at once
+    anneal_epochs: float | None = None  # the KL anneal in epochs of distinct admissions instead (it then scales with
+        # the data: ceil(anneal_epochs x training admissions / distinct per step) steps; unset: anneal_steps)
+    warmup_epochs: float = 0.0  # linear learning-rate warm-up over this many epochs of distinct admissions (0: none)
     l2: float = 1e-4  # factor of the model's L2 penalty (sum of its squared deterministic weights)
     l2_in_kl: bool = False  # put l2·penalty inside the KL term (divided by N_train,
         # annealed) instead of every step's loss
@@ -113,6 +127,9 @@ class TrainConfig:
             raise invalid(self, f"lr must be > 0, got {self.lr}", "lr")
         if self.max_epochs is not None and not self.max_epochs > 0:
             raise invalid(self, f"max_epochs must be >= 0 (0: off), got {self.max_epochs}", "max_epochs")
+        for name in ("anneal_epochs", "warmup_epochs"):
+            if getattr(self, name) is not None and not getattr(self, name) >= 0:
+                raise invalid(self, f"{name} must be >= 0, got {getattr(self, name)}", name)
         check_at_least(self, 0, ("clip", "l2", "anneal_steps", "patience"))
         for name in ("source_oov_rate", "token_oov_rate", "refer_fraction", "calibration_share"):
             if not 0.0 <= getattr(self, name) < 1.0:
@@ -124,6 +141,17 @@ class TrainConfig:
         if self.max_epochs is None:
             return self.max_steps
         return max(1, min(self.max_steps, math.ceil(self.max_epochs * n_train / max(distinct, 1))))
+
+    @staticmethod
+    def epoch_steps(epochs: float, n_train: int, distinct: int) -> int:
+        """Steps that see ``epochs`` epochs of ``n_train`` admissions, ``distinct`` per step (rounded up)."""
+        return math.ceil(epochs * n_train / max(distinct, 1)) if epochs else 0
+
+    def anneal_steps_for(self, n_train: int, distinct: int) -> int:
+        """The KL anneal's steps: ``anneal_epochs``' on ``n_train`` admissions, ``distinct`` per step, where set;
+        else ``anneal_steps``."""
+        return self.anneal_steps if self.anneal_epochs is None else self.epoch_steps(self.anneal_epochs, n_train,
+                                                                                      distinct)
 
     def to_dict(self) -> dict:
         """JSON-able settings (str enums as their values, the model overrides' too): what checkpoints hold."""
