@@ -282,10 +282,13 @@ def _context_rows(con, data: str) -> tuple[dict[int, float], dict[int, list[str]
 
 def _data_accounting(con, layout: MedsLayout, rows: dict) -> dict:
     read, static = int(sum(rows.values())), layout.static_rows
-    quarantined, used, events_used = con.sql(
-        "SELECT count(*) FILTER (WHERE reason IS NOT NULL), "
-        "(SELECT count(*) FROM (SELECT DISTINCT file, rn FROM ev_raw WHERE reason IS NULL)), "
-        "count(*) FILTER (WHERE reason IS NULL) FROM ev_raw").fetchall()[0]
+    quarantined, events_used = con.sql(
+        "SELECT count(*) FILTER (WHERE reason IS NOT NULL), count(*) FILTER (WHERE reason IS NULL) FROM ev_raw"
+    ).fetchall()[0]
+    # the source rows used (an event in several labels' windows is one row): counted shard by shard, so that the
+    # distinct count's hash table holds one shard's rows (one over every shard's ran out of memory at full scale)
+    used = sum(con.sql(f"SELECT count(DISTINCT rn) FROM ev_raw WHERE file = {i} AND reason IS NULL").fetchall()[0][0]
+               for i in range(len(layout.data_files)))
     acc = {"rows_read": read, "static_rows": static, "used": int(used), "quarantined": int(quarantined),
            "outside_window": read - static - int(used) - int(quarantined), "events_used": int(events_used)}
     if acc["outside_window"] < 0:
