@@ -52,6 +52,7 @@ RENDERERS: dict[str, str] = {  # figures:NAME -> the "module:function" that rend
     "ghost_bn": "benchmarks.ghost_bn:render",
     "laplace_fit": "benchmarks.laplace_figures:render_fit",
     "laplace_jacobian_groups": "benchmarks.laplace_figures:render_jacobian_groups",
+    "meds_export": "benchmarks.meds_export:render",
     "rank1_lstm": "benchmarks.rank1_lstm:render",
     "serve_load": "benchmarks.serve_load:render",
     "serve_load_2048": "benchmarks.serve_load:render",
