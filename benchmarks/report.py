@@ -54,6 +54,7 @@ RENDERERS: dict[str, str] = {  # figures:NAME -> the "module:function" that rend
     "laplace_jacobian_groups": "benchmarks.laplace_figures:render_jacobian_groups",
     "meds_export": "benchmarks.meds_export:render",
     "rank1_lstm": "benchmarks.rank1_lstm:render",
+    "referral_cost": "benchmarks.referral_cost:render",
     "serve_load": "benchmarks.serve_load:render",
     "serve_load_2048": "benchmarks.serve_load:render",
     "serve_load_samples12": "benchmarks.serve_load:render",
