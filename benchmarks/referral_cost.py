@@ -122,7 +122,8 @@ def main() -> None:
     ap.add_argument("--features", type=Path, default=None, help="the 8k world's features (default: made once)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (training and scoring)")
     ap.add_argument("--n", type=int, default=3000, help="admissions scored")
-    ap.add_argument("--samples", type=int, default=None, help="samples per component at scoring (default: 25)")
+    ap.add_argument("--samples", type=int, default=None,
+                    help="samples per component at scoring (default: the contract's DEFAULT_SAMPLES)")
     ap.add_argument("--batch-size", type=int, default=None, help="admissions per forward pass at scoring")
     ap.add_argument("--hidden", type=int, default=0, help="LSTM units at scoring (0: the default model's)")
     ap.add_argument("--repeat", type=int, default=5, help="scorings of each kind (alternating)")

@@ -180,6 +180,8 @@ def test_device_benchmark_runs_every_part_on_the_cpu(tmp_path, monkeypatch, caps
                                       "--train-n", "64", "--score-n", "150", "--cpu-score-n", "50", "--samples", "2",
                                       "--vision-depth", "10", "--vision-width", "1", "--vision-size", "8",
                                       "--vision-images", "4", "--vision-bn-rows", "8", "--vision-steps", "4",
+                                      "--train-hidden", "8", "--train-hidden", "12", "--gpu-rows", "32",
+                                      "--score-batch", "16", "--check-n", "40", "--parts", "layer,train,score,vision",
                                       "--json", str(out)])
     runpy.run_module("benchmarks.device_mortality", run_name="__main__", alter_sys=True)
     r = json.loads(out.read_text())
@@ -196,7 +198,7 @@ def test_device_benchmark_runs_every_part_on_the_cpu(tmp_path, monkeypatch, caps
     assert [(x["method"], x["rows"]) for x in r["vision"]["result"]] == [
         ("deterministic", 4), ("batchensemble", 16), ("rank1", 16), ("deep-ensemble", 4), ("deterministic", 16)]
     assert all(x["fp32_ms"] > 0 and x["bf16_ms"] > 0 and x["bf16_cl_ms"] > 0 for x in r["vision"]["result"])
-    assert [x["hidden"] for x in r["train"]["result"]] == [8, 12]
+    assert sorted({x["hidden"] for x in r["train"]["result"]["rows"]}) == [8, 12]  # part 2: rows per recipe
     score = r["score"]["result"]
     assert (score["admissions"], score["cpu_admissions"], score["draws"]) == (150, 50, 8)
     page = render(r)
