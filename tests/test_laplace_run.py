@@ -165,8 +165,8 @@ def test_a_probit_run_scores_its_gaussian_spread_and_refers(probit_run, demo_fea
     assert (spread["risk_p05"] < spread["risk_mean"]).all() and (spread["risk_mean"] < spread["risk_p95"]).all()
     assert (t.loc[~t["has_spread"], "risk_sd"] == 0).all()
     policy = risk.policy_of(rm.info)  # fitted on the MAP run's calibration half, its draws the Gaussian logit's
-    assert policy is not None and policy.ordering.value == "decision" and probit_run.policy is not None
-    assert list(t["refer"]) == list(policy.rule.refer(t["decision_uncertainty"].to_numpy()))
+    assert policy is not None and policy.ordering.value == "risk" and probit_run.policy is not None  # auto
+    assert list(t["refer"]) == list(policy.rule.refer(t["risk_calibrated"].to_numpy()))
     assert t["risk_calibrated"].notna().all() and list(t["high_risk"]) == list(
         t["risk_calibrated"] >= policy.threshold.threshold)
     served = mlflow.pyfunc.load_model(f"runs:/{probit_run.run_id}/model").predict(pd.read_parquet(val))

@@ -31,12 +31,26 @@ def _world(n: int, seed: int, draws: int = 30, spread: float = 0.6, scale: float
 def fitted():
     sel, ys = _world(6000, 0)
     cal, yc = _world(6000, 1)
-    return fit_policy(sel, ys, cal, yc, ReferralConfig(), seed=0), (sel, ys, cal, yc)
+    return fit_policy(sel, ys, cal, yc, ReferralConfig(ordering="decision"), seed=0), (sel, ys, cal, yc)
+
+
+def test_auto_orders_by_the_calibrated_risk_whatever_the_model(fitted):
+    """``ordering auto`` is the risk for a posterior, a point and a Gaussian-logit model alike (the orderings
+    report's decision, docs/experiments/2026-12-04-referral-orderings.md)."""
+    _, (sel, ys, cal, yc) = fitted
+    posterior = fit_policy(sel, ys, cal, yc, seed=0)
+    point = fit_policy(Predictive(sel.mean, groups=sel.groups), ys, Predictive(cal.mean, groups=cal.groups), yc)
+    for policy in (posterior, point):
+        assert policy.ordering is Ordering.RISK and policy.reason() == "referred because the risk is high"
+    c = posterior.apply(cal)
+    kept = posterior.kept["calibration"]["measures"]["risk"]
+    np.testing.assert_array_equal(c.refer, kept > posterior.rule.overall.cut)
+    assert posterior.rule.overall.status is Status.CERTIFIED and posterior.spread and not point.spread
 
 
 def test_a_fitted_policy_refers_by_decision_uncertainty_with_a_certified_miss_rate(fitted):
     policy, (sel, ys, cal, yc) = fitted
-    assert policy.ordering is Ordering.DECISION  # auto: a posterior that moves the risk
+    assert policy.ordering is Ordering.DECISION  # asked for: a posterior that moves the risk
     assert policy.rule.overall.status is Status.CERTIFIED and policy.rule.overall.deaths == int(yc.sum())
     assert policy.calibration["method"] != "none" and policy.calibration["n"] == len(yc)
     # the sentence states the share referred, the promise, the confidence and the calibration size
@@ -140,7 +154,7 @@ def test_a_point_model_refers_by_its_venn_abers_interval():
     sel, ys = _world(3000, 8)
     cal, yc = _world(3000, 9)
     point = [Predictive(p.mean, groups=p.groups) for p in (sel, cal)]
-    policy = fit_policy(point[0], ys, point[1], yc)
+    policy = fit_policy(point[0], ys, point[1], yc, ReferralConfig(ordering="va_decision"))
     assert policy.ordering is Ordering.VA_DECISION and not policy.spread
     c = policy.apply(point[1])
     assert (c.va_low <= c.va_high).all() and np.isfinite(c.va_low).all()
@@ -158,7 +172,8 @@ def test_a_gaussian_logit_model_uses_its_closed_form():
         mu, var = rng.normal(-2.2, 1.3, 3000), rng.uniform(0.0, 0.5, 3000)
         y = (rng.random(3000) < 1 / (1 + np.exp(-mu))).astype(float)
         halves.append((Predictive(1 / (1 + np.exp(-mu / np.sqrt(1 + np.pi * var / 8))), mu=mu, var=var), y))
-    policy = fit_policy(halves[0][0], halves[0][1], halves[1][0], halves[1][1], ReferralConfig(calibration="none"))
+    policy = fit_policy(halves[0][0], halves[0][1], halves[1][0], halves[1][1],
+                        ReferralConfig(calibration="none", ordering="decision"))
     assert isinstance(policy.calibrator, Identity) and policy.ordering is Ordering.DECISION
     from scipy.stats import norm
 

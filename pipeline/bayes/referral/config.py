@@ -29,8 +29,8 @@ class ReferralConfig:
     alpha: float = 0.05  # the refer rule's promise: the kept admissions' risk is at most alpha
     delta: float = 0.1  # with probability at least 1 - delta over the calibration data
     risk: Risk = Risk.MISS  # the risk promised: miss_rate (deaths kept and not flagged, over all deaths) | brier
-    ordering: str = AUTO  # what the refer flag ranks by: auto | risk | entropy | mi | sd | band | decision |
-        # va_decision | va_width
+    ordering: str = AUTO  # what the refer flag ranks by: auto (the calibrated risk) | risk | entropy | mi | sd |
+        # band | decision | va_decision | va_width
     group: str | None = None  # a context family the promise holds within: age | gender | admission_type |
         # admission_location (Mondrian: a cut per group)
     rule: RuleMethod = RuleMethod.LTT  # ltt (the guarantee) | plugin (the fewest referrals whose calibration risk
