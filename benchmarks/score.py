@@ -204,6 +204,21 @@ def _time_recurrence() -> list[float]:
     return secs
 
 
+def random_model(tmp: Path, args):
+    """(features dir, vocabulary, MortalityConfig, model): ``args.n`` random admissions' features under ``tmp`` and
+    the default rank-1 model over their vocabulary (``args.hidden`` units when given), seeded, in eval mode."""
+    import torch
+
+    from pipeline.tasks.mortality import MortalityConfig, build_model
+
+    feats = random_features(tmp, n=args.n)
+    vocab = fileio.read_json(feats / "vocab.json")
+    cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]),
+                          **({"lstm_hidden": args.hidden} if args.hidden else {}))
+    torch.manual_seed(0)
+    return feats, vocab, cfg, build_model("rank1", cfg).eval()
+
+
 def child(args) -> dict:
     """Score ``args.n`` admissions once; report seconds, peak RSS and the reference GEMM rates."""
     import torch
@@ -211,7 +226,6 @@ def child(args) -> dict:
     from pipeline.runs.info import ModelInfo
     from pipeline.runs.load import Run
     from pipeline.serving.score import ScoreConfig, score_files
-    from pipeline.tasks.mortality import MortalityConfig, build_model
 
     torch.set_num_threads(args.threads)
     if args.backend != "auto":  # instrumentation: the model calls final_hidden with Backend.AUTO
@@ -219,12 +233,7 @@ def child(args) -> dict:
 
         inference.FUSED_MIN_HIDDEN = 0 if args.backend == "fused" else 1 << 30
     with tempfile.TemporaryDirectory() as tmp:
-        feats = random_features(Path(tmp), n=args.n)
-        vocab = fileio.read_json(feats / "vocab.json")
-        cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]),
-                              **({"lstm_hidden": args.hidden} if args.hidden else {}))
-        torch.manual_seed(0)
-        model = build_model("rank1", cfg).eval()
+        feats, vocab, cfg, model = random_model(Path(tmp), args)
         run = Run(model, ModelInfo.of_model("rank1", refer_threshold=0.01, score_samples=args.samples), None, vocab)
         score_cfg = ScoreConfig(samples=args.samples, batch_size=args.batch_size, threads=args.threads)
         fs = features.load_split(feats / "train.parquet")
@@ -348,16 +357,10 @@ def policy_ratio(args) -> dict:
     from pipeline.runs.info import ModelInfo
     from pipeline.runs.load import Run
     from pipeline.serving.score import ScoreConfig, score_files
-    from pipeline.tasks.mortality import MortalityConfig, build_model
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        feats = random_features(Path(tmp), n=args.n)
-        vocab = fileio.read_json(feats / "vocab.json")
-        cfg = MortalityConfig(len(vocab["tokens"]), len(vocab["context"]),
-                              **({"lstm_hidden": args.hidden} if args.hidden else {}))
-        torch.manual_seed(0)
-        model = build_model("rank1", cfg).eval()
+        feats, vocab, cfg, model = random_model(Path(tmp), args)
         policy = fitted_policy(model, vocab, args.samples, args.batch_size)
         runs = {name: Run(model, ModelInfo.of_model("rank1", refer_threshold=0.01, score_samples=args.samples,
                                                     policy=d), None, vocab)

@@ -204,3 +204,25 @@ def test_fixed_decision_threshold_from_the_threshold_alone():
     policy = fit_policy(sel, ys, cal, yc, cfg)
     assert policy.threshold.threshold == 0.3
     np.testing.assert_array_equal(policy.apply(sel).high_risk, policy.calibrator.apply(sel.mean) >= 0.3)
+
+
+class _Half:
+    """A validation half as fit_run_policy first reads it: its labels and its size."""
+
+    def __init__(self, labels):
+        self.label = np.asarray(labels, dtype=float)
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+
+@pytest.mark.parametrize("selection, calibration", [([0, 0, 0], [0, 1, 0]), ([0, 1, 0], [0, 0, 0]),
+                                                    ([1, 1], [0, 1]), ([0, 1], [])])
+def test_a_run_whose_validation_halves_lack_a_class_has_no_policy(selection, calibration):
+    """A toy world's few validation admissions: no death (or no survivor) in a half leaves the run without a
+    policy (it scores with no promise) instead of failing after training; before any prediction is made."""
+    from pipeline.runs.record import fit_run_policy
+
+    got = fit_run_policy(None, _Half(selection), _Half(calibration), samples=1, batch_size=1, max_bags=None,
+                         max_tokens=None, seed=0, context_vocab=[])
+    assert got is None

@@ -182,13 +182,18 @@ def fit_run_policy(model, selection, calibration, *, samples: int, batch_size: i
     """A run's ``Policy`` (``bayes.referral.policy``: its recalibration map, decision threshold and refer rule)
     from the validation halves ``selection`` and ``calibration`` (FeatureSets): both predicted as scoring
     predicts (``score_samples`` draws, the evaluation stream's seed), with each admission's context groups.
-    None when the run kept no calibration half (``calibration_share`` 0) or it holds no death or no survivor."""
+    None when the run kept no calibration half (``calibration_share`` 0), when it holds no death or no survivor, or
+    when the selection half does (a toy world's few validation admissions): the threshold rule then has no
+    sensitivity to reach, unless the decision threshold is fixed (``config.decision_threshold``)."""
     from pipeline.bayes.referral.policy import GROUP_FAMILIES, ReferralConfig, fit_policy
     from pipeline.core.seeds import EVAL_STREAM, stream_seed
     from pipeline.data.features import context_groups
     from pipeline.engine import predict, risk
 
     if calibration is None or not len(calibration) or len(set(calibration.label.tolist())) < 2:
+        return None
+    fixed = config is not None and config.decision_threshold is not None
+    if not fixed and len(set(selection.label.tolist())) < 2:
         return None
     halves = []
     for fs in (selection, calibration):

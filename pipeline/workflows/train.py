@@ -77,8 +77,9 @@ class TrainResult:
 def policy_lines(policy) -> list[str]:
     """How a run turns its risks into decisions, in a few lines (none without a policy: calibration_share 0)."""
     if policy is None:
-        return ["no calibration: the run kept no validation admissions apart (calibration_share 0, or a calibration "
-                "half without deaths)"]
+        return ["no calibration: the run kept no validation admissions apart (calibration_share 0), or a validation "
+                "half holds no death or no survivor (too few validation admissions for a decision threshold and a "
+                "refer rule); it scores with no promise"]
     return [policy.calibration_line(), policy.threshold.summary(), f"refer rule: {policy.sentence()}",
             f"the flag: {policy.reason()}"]
 
