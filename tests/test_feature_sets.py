@@ -147,7 +147,7 @@ def test_compare_reads_every_run_kind_of_the_default_experiments(store_here, tmp
 
 
 def _mimic4_demo() -> Path:
-    path = Path(os.environ.get("MIMIC4_DEMO_DIR") or ROOT.parent / "shared" / "mimic-iv-demo")
+    path = Path(os.environ.get("MIMIC4_DEMO_DIR") or ROOT.parent / "shared" / "mimic-iv-demo").resolve()  # as recorded
     if not (path / "hosp").is_dir():
         pytest.skip(f"MIMIC-IV demo not found at {path}")
     return path
