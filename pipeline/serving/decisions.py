@@ -30,8 +30,7 @@ def policy_lines(policy, high_risk: int) -> list[str]:
         return ["no calibration: this run was trained before risks were recalibrated (or kept no calibration "
                 "half); risk_calibrated is empty and refer is its refer measure above its validation threshold, "
                 "with no promise"]
-    return [policy.calibration_line(), policy.threshold.summary() + f"; here {high_risk} high risk",
-            f"refer rule: {policy.sentence()}", f"the flag: {policy.reason()}"]
+    return policy.lines(high_risk)
 
 
 def policy_report(policy) -> dict:

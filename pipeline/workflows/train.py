@@ -80,8 +80,7 @@ def policy_lines(policy) -> list[str]:
         return ["no calibration: the run kept no validation admissions apart (calibration_share 0), or a validation "
                 "half holds no death or no survivor (too few validation admissions for a decision threshold and a "
                 "refer rule); it scores with no promise"]
-    return [policy.calibration_line(), policy.threshold.summary(), f"refer rule: {policy.sentence()}",
-            f"the flag: {policy.reason()}"]
+    return policy.lines()
 
 
 def validate(model, val: features.FeatureSet, cfg: TrainConfig, samples: int) -> np.ndarray:

@@ -186,6 +186,13 @@ class Policy:
         return (f"risks recalibrated by {c.get('method')} on {c.get('n'):,} calibration admissions "
                 f"({c.get('deaths'):,} deaths), {how}")
 
+    def lines(self, high_risk: int | None = None) -> list[str]:
+        """How the risks become decisions, as train and score print it: the recalibration, the decision threshold
+        (``high_risk``: a census's count at or above it, when given), the rule's sentence, what the flag ranks by."""
+        here = "" if high_risk is None else f"; here {high_risk} high risk"
+        return [self.calibration_line(), self.threshold.summary() + here, f"refer rule: {self.sentence()}",
+                f"the flag: {self.reason()}"]
+
     # ------------------------------------------------------------------ new rules from the kept arrays
 
     def rederive(self, strict: bool = False, **changes) -> Policy:
@@ -197,8 +204,7 @@ class Policy:
             raise ReferralError("this run's policy keeps no calibration scores (its model_info summary only): the "
                                 "refer rule cannot be re-derived; score with the run's model file")
         cfg = dataclasses.replace(self.config, **changes)
-        return dataclasses.replace(self, config=cfg, **_rule(cfg, self.kept, self.threshold.threshold, self.spread,
-                                                             strict))
+        return dataclasses.replace(self, config=cfg, **_rule(cfg, self.kept, self.threshold.threshold, strict))
 
     @property
     def spread(self) -> bool:
@@ -282,18 +288,15 @@ def _venn_abers(p: np.ndarray, y: np.ndarray) -> VennAbers | None:
     return VennAbers.fit(p, y)
 
 
-def _resolve(ordering: str, spread: bool, has_va: bool) -> Ordering:
-    """The ordering ``ordering`` names; ``auto``: the calibrated risk, whatever the model (module docstring).
-    ``spread`` and ``has_va`` stay in the signature: the orderings a run can take depend on them."""
-    if ordering != AUTO:
-        return Ordering(ordering)
-    return Ordering.RISK
+def _resolve(ordering: str) -> Ordering:
+    """The ordering ``ordering`` names; ``auto``: the calibrated risk, whatever the model (module docstring)."""
+    return Ordering.RISK if ordering == AUTO else Ordering(ordering)
 
 
-def _rule(cfg: ReferralConfig, kept: dict, t: float, spread: bool, strict: bool = False) -> dict:
+def _rule(cfg: ReferralConfig, kept: dict, t: float, strict: bool = False) -> dict:
     """The refer rule (and its resolved ordering) of ``cfg`` on the kept halves."""
     cal, sel = kept["calibration"], kept["selection"]
-    order = _resolve(cfg.ordering, spread, Ordering.VA_DECISION.value in cal["measures"])
+    order = _resolve(cfg.ordering)
     if order.value not in cal["measures"]:
         raise invalid(cfg, f"ordering {order.value} needs a Venn-Abers interval, which the calibration data could "
                       "not fit (too few deaths)", "ordering")
@@ -333,4 +336,4 @@ def fit_policy(selection: Predictive, y_selection, calibration: Predictive, y_ca
                             "groups": calibration.groups},
             "selection": {"risk": cal_s, "measures": draft.measures(selection, cal_s, threshold.flag(cal_s)),
                           "groups": selection.groups}}
-    return dataclasses.replace(draft, kept=kept, **_rule(cfg, kept, threshold.threshold, kept["spread"]))
+    return dataclasses.replace(draft, kept=kept, **_rule(cfg, kept, threshold.threshold))
