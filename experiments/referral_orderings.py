@@ -36,6 +36,17 @@ own ``Policy``, the true risk joined) and, per split mode:
 For a point model (no admission's risk moves under its posterior: deterministic, gbm) the posterior orderings
 (mi, sd, band, decision) are 0 everywhere and are reported as n/a. It then applies the report's decision rule
 (``decide``) and prints what it says.
+
+Every partition of a split calibrates on half of the same one realization of the test outcomes, so the table's
+share above alpha is not a check of the level (an unlucky realization moves every partition the same way).
+``redraw`` checks one run's orderings against both references:
+
+    python -m experiments.referral_orderings redraw --bench runs/w20k/bench --kind gbm --mode random --seed 0 \
+        --cache runs/exp/pool-cache
+
+the whole split's kept miss rate at each partition's cut from the realized outcomes and from the true risk, and
+``check.check_guarantee`` on the run's pool (calibration sets of half the split with outcomes drawn afresh from the
+true risk, 200 times): the share of draws above alpha, which the guarantee bounds by delta.
 """
 
 from __future__ import annotations
@@ -52,7 +63,7 @@ import numpy as np
 from experiments.referral_guarantee import Pool, pool_of_run
 from pipeline.bayes import metrics
 from pipeline.bayes.referral import ReferSettings, Risk
-from pipeline.bayes.referral.check import true_kept_risk
+from pipeline.bayes.referral.check import check_guarantee, true_kept_risk
 from pipeline.bayes.referral.options import Ordering
 from pipeline.bayes.referral.rule import Reference, fit_refer_rule
 from pipeline.core import fileio
@@ -168,6 +179,35 @@ def whole_split(pool: Pool) -> dict:
     return {o: {"augrc_brier": metrics.augrc(brier, pool.measures[o]),
                 "augrc_zero_one": metrics.augrc(zero_one, pool.measures[o]),
                 "referral_gain": metrics.referral_gain(error, pool.measures[o])} for o in available(pool)}
+
+
+def redraw(pool: Pool, orderings: list[str], parts: np.ndarray, alphas=ALPHAS, delta: float = DELTA,
+           repeats: int = 200, seed: int = 0) -> dict:
+    """ordering -> alpha -> the table's promise against two references: ``realized`` / ``true``, the whole test
+    split's kept miss rate from its one realization of outcomes and from the true risk, at each partition's cut
+    (means over the partitions: the table calibrates every partition on halves of that one realization); and
+    ``redrawn``, ``check_guarantee`` on the pool (calibration sets of half the split, outcomes drawn afresh from the
+    true risk, ``repeats`` times): the share above alpha, its standard error, the mean kept miss rate and referral."""
+    y, q, r, t = pool.labels, pool.true_risk, pool.risk, pool.threshold
+    below = r < t
+    out: dict = {}
+    for o in orderings:
+        u = pool.measures[o]
+        ref = Reference(u, r)
+        out[o] = {}
+        for a in alphas:
+            s = ReferSettings(alpha=a, delta=delta)
+            realized, true = [], []
+            for cal in parts:
+                kept = ~fit_refer_rule(u[cal], r[cal], y[cal], t, s, o, reference=ref, strict=False).refer(u)
+                realized.append(float((y * (kept & below)).sum() / max(y.sum(), 1.0)))
+                true.append(true_kept_risk(q, r, kept, t, Risk.MISS))
+            g = check_guarantee(q, r, u, t, len(q) // 2, s, repeats=repeats, seed=seed).overall
+            out[o][f"{a:g}"] = {"realized": float(np.mean(realized)), "true": float(np.mean(true)),
+                                "redrawn": {"above": g.above, "se": g.se, "mean_risk": g.mean_risk,
+                                            "referral": g.mean_referral, "refer_all": g.refer_all,
+                                            "repeats": g.n_repeats}}
+    return out
 
 
 # ---------------------------------------------------------------------------- paired differences
@@ -349,6 +389,29 @@ def table(args) -> None:
         print(f"\njson: {args.json}")
 
 
+def redraw_command(args) -> None:
+    run = next((r for r in runs_of(args.bench) if (r["variant"], r["split_mode"], int(r["seed"])) ==
+                (args.kind, args.mode, args.seed)), None)
+    if run is None:
+        raise SystemExit(f"{args.bench}: no {args.kind} run of the {args.mode} split with seed {args.seed}")
+    pool = pool_of_run(run["run_id"], args.cache)
+    orderings = args.orderings or available(pool)
+    unknown = sorted(set(orderings) - set(available(pool)))
+    if unknown:
+        raise SystemExit(f"--orderings: {', '.join(unknown)} not available to this run ({', '.join(available(pool))})")
+    res = redraw(pool, orderings, partitions(len(pool.keys), args.partitions, args.seed), repeats=args.repeats,
+                 seed=args.seed)
+    print(f"{args.kind} {args.mode} seed {args.seed} ({run['run_id']}): test {len(pool.keys):,} admissions, "
+          f"{int(pool.labels.sum()):,} deaths, true risk sum {pool.true_risk.sum():.1f}\n")
+    print("| ordering | alpha | whole split's kept miss rate, realized | from the true risk | redrawn: share > alpha "
+          "| mean kept miss rate | referred | refers all |\n|---|---|---|---|---|---|---|---|")
+    for o, by_a in res.items():
+        for a, v in by_a.items():
+            g = v["redrawn"]
+            print(f"| {o} | {a} | {v['realized']:.4f} | {v['true']:.4f} | {g['above']:.3f} +- {g['se']:.3f} "
+                  f"| {g['mean_risk']:.4f} | {g['referral']:.3f} | {g['refer_all']}/{g['repeats']} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -365,9 +428,20 @@ def main() -> None:
     tb.add_argument("--seed", type=int, default=0, help="seed of the partitions and the bootstrap")
     tb.add_argument("--cache", type=Path, default=None, help="cache of the runs' test pools (.npz)")
     tb.add_argument("--json", type=Path, default=None, help="write the results here")
+    rd = sub.add_parser("redraw", help="one kind's orderings with the outcomes redrawn from the true risk")
+    rd.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
+    rd.add_argument("--kind", required=True, help="the model kind (a grid variant, laplace or gbm)")
+    rd.add_argument("--mode", default="random", help="split mode")
+    rd.add_argument("--seed", type=int, default=0, help="the run's seed (and the partitions' and draws' seed)")
+    rd.add_argument("--orderings", nargs="+", default=None, help="orderings (default: every one the run has)")
+    rd.add_argument("--partitions", type=int, default=50, help="the table's partitions (R)")
+    rd.add_argument("--repeats", type=int, default=200, help="draws of the calibration set")
+    rd.add_argument("--cache", type=Path, default=None, help="cache of the runs' test pools (.npz)")
     args = ap.parse_args()
     if args.command == "extras":
         extras(args.bench, args.seeds, args.modes, args.threads)
+    elif args.command == "redraw":
+        redraw_command(args)
     else:
         table(args)
 
