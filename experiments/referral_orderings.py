@@ -24,8 +24,10 @@ own ``Policy``, the true risk joined) and, per split mode:
   evaluation half, the same for every run and ordering of the split; on each the refer rule
   (``fit_refer_rule``: LTT, the miss rate, each alpha of ``--alphas``, delta 0.1) is fitted on the calibration
   half, its candidate cuts from the whole test split's measures (label-free, fixed across partitions); the
-  evaluation half gives the coverage (1 - referral rate; 0 when the rule refers everyone) and the true kept
-  miss rate (``check.true_kept_risk``, from the true risk);
+  evaluation half gives the coverage (1 - referral rate; 0 when the rule refers everyone), the share kept and
+  below the decision threshold (context, not in the rule: a kept admission flagged high-risk never adds to the
+  miss rate, so an ordering that keeps the flagged ones gains coverage without keeping more unflagged ones) and
+  the true kept miss rate (``check.true_kept_risk``, from the true risk);
 - on the whole test split: AUGRC with the Brier loss and with the 0/1 loss at the run's decision threshold
   (``metrics.augrc``), and the referral gain against the truth (``metrics.referral_gain`` of the measure against
   KL(true || calibrated risk));
@@ -149,7 +151,9 @@ def available(pool: Pool) -> list[str]:
 
 
 def coverage(pool: Pool, parts: np.ndarray, alphas=ALPHAS, delta: float = DELTA) -> dict:
-    """ordering -> alpha -> {"coverage", "true_miss", "refer_all"}: (R,) per partition (module docstring)."""
+    """ordering -> alpha -> {"coverage", "kept_low", "true_miss", "refer_all"}: (R,) per partition (module docstring;
+    ``kept_low``: the share of the evaluation half kept and below the decision threshold, the admissions whose deaths
+    the promise is about: a kept flagged admission never adds to the miss rate)."""
     out = {}
     y, q, r, t = pool.labels, pool.true_risk, pool.risk, pool.threshold
     for o in available(pool):
@@ -158,15 +162,17 @@ def coverage(pool: Pool, parts: np.ndarray, alphas=ALPHAS, delta: float = DELTA)
         out[o] = {}
         for a in alphas:
             s = ReferSettings(alpha=a, delta=delta)
-            cov, miss, refer_all = np.empty(len(parts)), np.empty(len(parts)), np.zeros(len(parts), dtype=bool)
+            cov, low, miss = np.empty(len(parts)), np.empty(len(parts)), np.empty(len(parts))
+            refer_all = np.zeros(len(parts), dtype=bool)
             for i, cal in enumerate(parts):
                 rule = fit_refer_rule(u[cal], r[cal], y[cal], t, s, o, reference=ref, strict=False)
                 ev = ~cal
                 referred = rule.refer(u[ev])
                 cov[i] = 1.0 - referred.mean()
+                low[i] = float((~referred & (r[ev] < t)).mean())
                 miss[i] = true_kept_risk(q[ev], r[ev], ~referred, t, Risk.MISS)
                 refer_all[i] = bool(referred.all())
-            out[o][f"{a:g}"] = {"coverage": cov, "true_miss": miss, "refer_all": refer_all}
+            out[o][f"{a:g}"] = {"coverage": cov, "kept_low": low, "true_miss": miss, "refer_all": refer_all}
     return out
 
 
@@ -287,10 +293,11 @@ def print_tables(result: dict) -> None:
         print(f"\n### {split} split: test {info['admissions']:,} admissions, {info['deaths']:,} deaths; "
               f"{result['partitions']} partitions into {info['admissions'] // 2:,} calibration / "
               f"{info['admissions'] - info['admissions'] // 2:,} evaluation admissions\n")
-        print("Mean coverage on the evaluation half (LTT, miss rate, delta 0.1; over seeds x partitions), the mean "
-              "true kept miss rate, and the share of (seed, partition) whose true kept miss rate exceeds alpha:\n")
+        print("Mean coverage on the evaluation half (LTT, miss rate, delta 0.1; over seeds x partitions), the share "
+              "kept and below the decision threshold, the mean true kept miss rate, and the share of (seed, partition) "
+              "whose true kept miss rate exceeds alpha:\n")
         head = ["kind", "seeds", "ordering"] + [f"{h} a={a}" for a in ("0.05", "0.1")
-                                                for h in ("coverage", "true miss", "> alpha")]
+                                                for h in ("coverage", "kept unflagged", "true miss", "> alpha")]
         head += ["AUGRC brier", "AUGRC 0/1", "referral gain"]
         print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
         for kind in [k for k in KINDS if k in kinds] + [k for k in kinds if k not in KINDS]:
@@ -303,7 +310,8 @@ def print_tables(result: dict) -> None:
                 cells = []
                 for a in ("0.05", "0.1"):
                     c = row["alpha"][a]
-                    cells += [f"{c['coverage']:.3f}", f"{c['true_miss']:.4f}", f"{c['above']:.3f}"]
+                    cells += [f"{c['coverage']:.3f}", f"{c['kept_low']:.3f}", f"{c['true_miss']:.4f}",
+                              f"{c['above']:.3f}"]
                 cells += [f"{row['augrc_brier']:.5f}", f"{row['augrc_zero_one']:.5f}", _fmt(row["referral_gain"])]
                 print(f"| {kind} | {rec['n_seeds']} | {o} | " + " | ".join(cells) + " |")
         print("\nPaired coverage difference, ordering - risk [95% CI], percentage points:\n")
@@ -368,6 +376,7 @@ def table(args) -> None:
                     cv = np.stack([h[0][a]["coverage"] for h in have])
                     tm = np.stack([h[0][a]["true_miss"] for h in have])
                     alpha[a] = {"coverage": float(cv.mean()), "true_miss": float(tm.mean()),
+                                "kept_low": float(np.mean([h[0][a]["kept_low"] for h in have])),
                                 "above": float((tm > float(a)).mean()),
                                 "refer_all": float(np.mean([h[0][a]["refer_all"].mean() for h in have]))}
                 orderings[o] = {"alpha": alpha, **{k: float(np.nanmean([h[1][k] for h in have]))
@@ -380,6 +389,7 @@ def table(args) -> None:
     result["decision"] = decide(cov, args.bootstrap, args.seed)
     result["coverage_by_seed"] = {  # per run: the mean over the partitions
         m: {k: {str(sd): {o: {a: {"coverage": float(np.mean(x["coverage"])),
+                                  "kept_low": float(np.mean(x["kept_low"])),
                                   "true_miss": float(np.mean(x["true_miss"]))} for a, x in byo.items()}
                           for o, byo in c.items()} for sd, c in seeds.items()} for k, seeds in kinds.items()}
         for m, kinds in cov.items()}

@@ -79,6 +79,10 @@ def test_coverage_on_a_constructed_pool_holds_its_promise():
     assert set(c) == set(ro.available(pool))
     risk = c["risk"]["0.1"]
     assert (risk["coverage"] > 0.1).all() and risk["true_miss"].mean() < 0.1
+    # kept and below the threshold: never more than the kept; by the risk every kept admission lies below it here
+    for o in c:
+        assert (c[o]["0.1"]["kept_low"] <= c[o]["0.1"]["coverage"] + 1e-12).all()
+    assert np.allclose(risk["kept_low"], risk["coverage"])
     w = ro.whole_split(pool)
     assert w["risk"]["referral_gain"] > w["va_width"]["referral_gain"] and np.isfinite(w["risk"]["augrc_brier"])
 
