@@ -66,3 +66,15 @@ def test_check_rejects_a_calibration_size_outside_the_pool():
     q, _ = _pool(100)
     with pytest.raises(rf.ReferralError, match="0 < n_calibration"):
         rf.check_guarantee(q, q, q, THRESHOLD, 100)
+
+
+def test_iid_calibration_over_the_whole_pool_holds_delta_at_half_the_pool():
+    """evaluate="pool": calibration admissions drawn with replacement, the kept risk over the whole pool (the exact
+    i.i.d. setting), here with a calibration set as large as half the pool, where the rest's own sampling error is
+    as large as the calibration set's."""
+    q, _ = _pool(4000, seed=4)
+    s = ReferSettings(alpha=0.1, delta=0.1, n_cuts=500)
+    chk = rf.check_guarantee(q, q, q, THRESHOLD, 2000, s, repeats=200, seed=5, evaluate="pool")
+    assert chk.overall.holds(0.1) and 0.05 < chk.overall.mean_referral < 0.95
+    with pytest.raises(rf.ReferralError, match="evaluate must be 'rest' or 'pool'"):
+        rf.check_guarantee(q, q, q, THRESHOLD, 2000, s, evaluate="population")

@@ -99,6 +99,7 @@ def test_redraw_separates_the_one_realization_from_the_truth():
     pool = Pool("x", np.arange(m).astype(str), y, q, r, 0.15, {"risk": r}, {}, False, "risk", 800, 80, {})
     res = ro.redraw(pool, ["risk"], ro.partitions(m, 5, 0), alphas=(0.1,), repeats=60, seed=0)["risk"]["0.1"]
     assert res["realized"] == 0.0 < res["true"]
-    g = res["redrawn"]
-    assert g["repeats"] == 60 and 0.0 <= g["above"] <= ro.DELTA + 2 * max(g["se"], 0.04)
-    assert 0.0 < g["referral"] < 1.0
+    for name in ("redrawn", "iid"):
+        g = res[name]
+        assert g["repeats"] == 60 and 0.0 <= g["above"] <= ro.DELTA + 2 * max(g["se"], 0.04)
+        assert 0.0 < g["referral"] < 1.0

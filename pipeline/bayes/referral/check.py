@@ -15,6 +15,13 @@ delta; its Monte Carlo standard error is sqrt(s (1 - s) / R). With groups the sa
 group (the risk of a group's kept among that group's rest). The reference of the candidate cuts is the pool
 itself (label-free and fixed across repeats) unless ``reference="calibration"`` asks for the calibration
 set's own measures, whose effect this check measures.
+
+``evaluate`` says what the kept admissions' risk is computed over. ``"rest"`` (the default, as above): the pool
+less the calibration set, a finite sample of its own; when the calibration set is a large share of the pool the
+two are anti-correlated (an admission drawn into one is missing from the other), so the rest's risk strays from
+the population's further than a new sample's would and the share above alpha overstates the failure probability.
+``"pool"``: the calibration set drawn *with* replacement and the risk computed over the whole pool, which is then
+exactly the population the calibration admissions are drawn from (i.i.d.), the setting the guarantee is stated for.
 """
 
 from __future__ import annotations
@@ -77,7 +84,7 @@ def _share(values: list[float], referral: list[float], refer_all: int, alpha: fl
 
 def check_guarantee(true_risk, risk, measure, decision_threshold: float, n_calibration: int,
                     settings: ReferSettings | None = None, groups=None, repeats: int = REPEATS, seed: int = 0,
-                    reference: str = "pool") -> GuaranteeCheck:
+                    reference: str = "pool", evaluate: str = "rest") -> GuaranteeCheck:
     """Repeat draw-calibrate-fit ``repeats`` times on the pool (true_risk, risk, measure (M,)); see the module."""
     s = settings or ReferSettings()
     q = check_probs(true_risk, name="true_risk")
@@ -89,6 +96,8 @@ def check_guarantee(true_risk, risk, measure, decision_threshold: float, n_calib
                             f"({n_calibration}) < {m}")
     if reference not in ("pool", "calibration"):
         raise ReferralError(f"check_guarantee: reference must be 'pool' or 'calibration', got {reference!r}")
+    if evaluate not in ("rest", "pool"):
+        raise ReferralError(f"check_guarantee: evaluate must be 'rest' or 'pool', got {evaluate!r}")
     g = None if groups is None else np.asarray(groups).astype(str)
     ref = Reference(u, r, g) if reference == "pool" else None
     rng = np.random.default_rng(seed)
@@ -98,12 +107,16 @@ def check_guarantee(true_risk, risk, measure, decision_threshold: float, n_calib
     refer_all = dict.fromkeys([None, *names], 0)
     t = float(decision_threshold)
     for _ in range(int(repeats)):
-        cal = np.zeros(m, dtype=bool)
-        cal[rng.choice(m, size=int(n_calibration), replace=False)] = True
+        if evaluate == "rest":
+            cal = np.zeros(m, dtype=bool)
+            cal[rng.choice(m, size=int(n_calibration), replace=False)] = True
+            rest = ~cal
+        else:  # indices drawn with replacement (i.i.d. from the pool); the risk over the whole pool
+            cal = rng.choice(m, size=int(n_calibration), replace=True)
+            rest = np.ones(m, dtype=bool)
         y = (rng.random(int(n_calibration)) < q[cal]).astype(np.float64)
         rule = fit_refer_rule(u[cal], r[cal], y, t, s, groups=None if g is None else g[cal], reference=ref,
                               strict=False)
-        rest = ~cal
         referred = rule.refer(u[rest], None if g is None else g[rest])
         kept = ~referred
         values[None].append(true_kept_risk(q[rest], r[rest], kept, t, s.risk))
