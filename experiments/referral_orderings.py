@@ -9,7 +9,7 @@
         --max-steps 12000 --eval-every 250 --set patience=8 --set max_epochs=40 --experiment referral-orderings
     python -m experiments.referral_orderings extras --bench runs/w20k/bench --seeds 0 1 2
     python -m experiments.referral_orderings table --bench runs/w20k/bench --cache runs/exp/pool-cache \\
-        --json docs/experiments/2026-12-04-referral-orderings.json
+        --json docs/experiments/2026-12-04-referral-orderings-both-splits.json
 
 The grid's flags reproduce ``train``'s budget (at most 12,000 steps, early stopping with patience 8, at most
 40 epochs). ``extras`` adds, per split mode and seed, the default Laplace on the deterministic run
