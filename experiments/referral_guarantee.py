@@ -14,17 +14,19 @@ decision threshold), predicted as scoring predicts (``predict.feature_prediction
 and its ordering measure u (the run's ordering: decision uncertainty for a posterior model by default). The
 calibration size is the run's own calibration half (``policy.rule.overall.n``).
 
-``check.check_guarantee`` then repeats ``--repeats`` times: draw that many pool admissions as a calibration
-set, draw their outcomes from the true risk, fit the refer rule, and compute the kept admissions' risk on the
-rest of the pool from the true risk. Per setting it prints the share of repeats whose true kept risk exceeds
-alpha (LTT promises at most delta; ``Share.holds``: within 2 Monte Carlo standard errors), the mean true kept
-risk, the mean referral rate and how often the rule referred everyone. Settings: the miss rate at alpha 0.05
-(the default) and 0.10, the Brier score at ``--brier-alpha``, the default setting per group (each ``--group``
-family: a cut per group; the share is per group), the default setting with the cuts from the calibration set's
-own measures (``reference="calibration"``; the others take them from the pool, label-free), and the plug-in
-rule (``method plugin``: the fewest referrals whose calibration risk meets alpha, no finite-sample correction)
-at each alpha for contrast. A setting whose calibration size cannot certify alpha at delta (fewer deaths, or
-for the Brier score admissions, than ``bounds.required_size``) refers everyone, and the table says so.
+``check.check_guarantee`` then repeats ``--repeats`` times: draw that many pool admissions as a calibration set,
+draw their outcomes from the true risk, fit the refer rule, and compute the kept admissions' risk on the rest of
+the pool from the true risk (``--evaluate pool``: the calibration set drawn with replacement and the risk over the
+whole pool, the exact i.i.d. setting; the rest can overstate the failure share when the calibration set takes a
+large part of the pool, ``check``'s docstring). Per setting it prints the share of repeats whose true kept risk exceeds
+alpha (LTT promises at most delta; ``Share.holds``: within 2 Monte Carlo standard errors), the mean true kept risk,
+the mean referral rate and how often the rule referred everyone. Settings: the miss rate at alpha 0.05 (the
+default) and 0.10, the Brier score at ``--brier-alpha``, the default setting per group (each ``--group`` family: a
+cut per group; the share is per group), the default setting with the cuts from the calibration set's own measures
+(``reference="calibration"``; the others take them from the pool, label-free), and the plug-in rule (``method
+plugin``: the fewest referrals whose calibration risk meets alpha, no finite-sample correction) at each alpha for
+contrast. A setting whose calibration size cannot certify alpha at delta (fewer deaths, or for the Brier score
+admissions, than ``bounds.required_size``) refers everyone, and the table says so.
 
 ``pool_of_run`` (the run's test split with its truth and policy measures, cached as .npz) is shared with
 ``experiments.referral_orderings``.
@@ -151,13 +153,13 @@ def _share_dict(share, delta: float) -> dict:
     return {**dataclasses.asdict(share), "holds": share.holds(delta)}
 
 
-def check_row(pool: Pool, setting: Setting, measure: str, repeats: int, seed: int) -> dict:
-    """One setting checked on the pool (``check_guarantee``), as plain JSON."""
+def check_row(pool: Pool, setting: Setting, measure: str, repeats: int, seed: int, evaluate: str = "rest") -> dict:
+    """One setting checked on the pool (``check_guarantee``, evaluated on ``evaluate``), as plain JSON."""
     s = setting.settings
     groups = None if setting.group is None else pool.groups[setting.group]
     chk: GuaranteeCheck = check_guarantee(pool.true_risk, pool.risk, pool.measures[measure], pool.threshold,
                                           pool.n_calibration, s, groups=groups, repeats=repeats, seed=seed,
-                                          reference=setting.reference)
+                                          reference=setting.reference, evaluate=evaluate)
     needed = required_size(s.alpha, s.delta)
     expected = pool.n_calibration * float(pool.true_risk.mean()) if s.risk is Risk.MISS else pool.n_calibration
     out = {"name": setting.name, "settings": s.to_dict(), "group": setting.group, "reference": setting.reference,
@@ -204,6 +206,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=REPEATS, help="calibration sets drawn per setting")
     ap.add_argument("--seed", type=int, default=0, help="seed of the draws")
     ap.add_argument("--cache", type=Path, default=None, help="cache of the run's test pool (.npz)")
+    ap.add_argument("--evaluate", choices=("rest", "pool"), default="rest",
+                    help="the kept risk over the rest of the pool (calibration drawn without replacement), or over "
+                         "the whole pool with the calibration set drawn with replacement (the exact i.i.d. setting)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args()
     pool = pool_of_run(args.run, args.cache, args.features)
@@ -212,12 +217,13 @@ def main() -> None:
     print(f"run {args.run}: test pool {m:,} admissions, {deaths:,} deaths (true-risk sum {pool.true_risk.sum():.1f}); "
           f"calibration size {pool.n_calibration:,} (the run's calibration half, {pool.deaths_calibration:,} deaths); "
           f"decision threshold {pool.threshold:.4f}; ordering {measure} (the run's: {pool.ordering}); "
-          f"{args.repeats} repeats")
+          f"{args.repeats} repeats; the kept risk over "
+          f"{'the whole pool (i.i.d. draws)' if args.evaluate == 'pool' else 'the rest of the pool'}")
     if pool.n_calibration >= m:
         raise SystemExit(f"the pool ({m}) is not larger than the calibration size ({pool.n_calibration})")
     rows = []
     for setting in settings_of(args.alphas, args.brier_alpha, args.groups):
-        rows.append(check_row(pool, setting, measure, args.repeats, args.seed))
+        rows.append(check_row(pool, setting, measure, args.repeats, args.seed, args.evaluate))
         print("\n".join(table(rows[-1:]).splitlines()[2:]), flush=True)
     print()
     print(table(rows))
@@ -227,6 +233,7 @@ def main() -> None:
                                          "true_risk_sum": float(pool.true_risk.sum())},
             "n_calibration": pool.n_calibration, "deaths_calibration": pool.deaths_calibration,
             "threshold": pool.threshold, "ordering": measure, "repeats": args.repeats, "seed": args.seed,
+            "evaluate": args.evaluate,
             "policy": pool.policy, "rows": rows})
         print(f"\njson: {args.json}")
 

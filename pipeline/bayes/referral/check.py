@@ -18,8 +18,9 @@ set's own measures, whose effect this check measures.
 
 ``evaluate`` says what the kept admissions' risk is computed over. ``"rest"`` (the default, as above): the pool
 less the calibration set, a finite sample of its own; when the calibration set is a large share of the pool the
-two are anti-correlated (an admission drawn into one is missing from the other), so the rest's risk strays from
-the population's further than a new sample's would and the share above alpha overstates the failure probability.
+two are anti-correlated (an admission drawn into one is missing from the other), so the rest's risk can stray
+from the population's further than a new sample's would and the share above alpha overstate the failure probability
+(docs/experiments/2026-12-04-referral-orderings.md measures both ways).
 ``"pool"``: the calibration set drawn *with* replacement and the risk computed over the whole pool, which is then
 exactly the population the calibration admissions are drawn from (i.i.d.), the setting the guarantee is stated for.
 """
