@@ -44,7 +44,7 @@ import numpy as np
 
 from pipeline.bayes.referral import ReferSettings, Risk, RuleMethod
 from pipeline.bayes.referral.bounds import required_size
-from pipeline.bayes.referral.check import REPEATS, GuaranteeCheck, check_guarantee
+from pipeline.bayes.referral.check import EVALUATIONS, REPEATS, GuaranteeCheck, check_guarantee
 from pipeline.core import fileio
 from pipeline.core.contracts import DEFAULT_BATCH
 
@@ -206,7 +206,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=REPEATS, help="calibration sets drawn per setting")
     ap.add_argument("--seed", type=int, default=0, help="seed of the draws")
     ap.add_argument("--cache", type=Path, default=None, help="cache of the run's test pool (.npz)")
-    ap.add_argument("--evaluate", choices=("rest", "pool"), default="rest",
+    ap.add_argument("--evaluate", choices=EVALUATIONS, default="rest",
                     help="the kept risk over the rest of the pool (calibration drawn without replacement), or over "
                          "the whole pool with the calibration set drawn with replacement (the exact i.i.d. setting)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")

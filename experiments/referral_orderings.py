@@ -67,7 +67,7 @@ import numpy as np
 from experiments.referral_guarantee import Pool, pool_of_run
 from pipeline.bayes import metrics
 from pipeline.bayes.referral import ReferSettings, Risk
-from pipeline.bayes.referral.check import check_guarantee, true_kept_risk
+from pipeline.bayes.referral.check import REPEATS, check_guarantee, true_kept_risk
 from pipeline.bayes.referral.options import Ordering
 from pipeline.bayes.referral.rule import Reference, fit_refer_rule
 from pipeline.core import fileio
@@ -190,7 +190,7 @@ def whole_split(pool: Pool) -> dict:
 
 
 def redraw(pool: Pool, orderings: list[str], parts: np.ndarray, alphas=ALPHAS, delta: float = DELTA,
-           repeats: int = 200, seed: int = 0) -> dict:
+           repeats: int = REPEATS, seed: int = 0) -> dict:
     """ordering -> alpha -> the table's promise against two references: ``realized`` / ``true``, the whole test
     split's kept miss rate from its one realization of outcomes and from the true risk, at each partition's cut
     (means over the partitions: the table calibrates every partition on halves of that one realization); and
@@ -199,7 +199,6 @@ def redraw(pool: Pool, orderings: list[str], parts: np.ndarray, alphas=ALPHAS, d
     table's halves), ``iid`` drawn with replacement and evaluated over the whole split; each the share above alpha,
     its standard error, the mean kept miss rate and referral."""
     y, q, r, t = pool.labels, pool.true_risk, pool.risk, pool.threshold
-    below = r < t
     out: dict = {}
     for o in orderings:
         u = pool.measures[o]
@@ -210,7 +209,7 @@ def redraw(pool: Pool, orderings: list[str], parts: np.ndarray, alphas=ALPHAS, d
             realized, true = [], []
             for cal in parts:
                 kept = ~fit_refer_rule(u[cal], r[cal], y[cal], t, s, o, reference=ref, strict=False).refer(u)
-                realized.append(float((y * (kept & below)).sum() / max(y.sum(), 1.0)))
+                realized.append(true_kept_risk(y, r, kept, t, Risk.MISS))  # the outcomes as the "true risk"
                 true.append(true_kept_risk(q, r, kept, t, Risk.MISS))
             out[o][f"{a:g}"] = {"realized": float(np.mean(realized)), "true": float(np.mean(true))}
             for name, evaluate in (("redrawn", "rest"), ("iid", "pool")):
@@ -452,7 +451,7 @@ def main() -> None:
     rd.add_argument("--seed", type=int, default=0, help="the run's seed (and the partitions' and draws' seed)")
     rd.add_argument("--orderings", nargs="+", default=None, help="orderings (default: every one the run has)")
     rd.add_argument("--partitions", type=int, default=50, help="the table's partitions (R)")
-    rd.add_argument("--repeats", type=int, default=200, help="draws of the calibration set")
+    rd.add_argument("--repeats", type=int, default=REPEATS, help="draws of the calibration set")
     rd.add_argument("--cache", type=Path, default=None, help="cache of the runs' test pools (.npz)")
     args = ap.parse_args()
     if args.command == "extras":

@@ -36,6 +36,7 @@ from pipeline.bayes.referral.rule import Reference, fit_refer_rule
 from pipeline.bayes.referral.settings import ReferralError, ReferSettings, Risk, Status
 
 REPEATS = 200  # calibration sets drawn
+EVALUATIONS = ("rest", "pool")  # what the kept risk is computed over (module docstring)
 
 
 @dataclass
@@ -97,7 +98,7 @@ def check_guarantee(true_risk, risk, measure, decision_threshold: float, n_calib
                             f"({n_calibration}) < {m}")
     if reference not in ("pool", "calibration"):
         raise ReferralError(f"check_guarantee: reference must be 'pool' or 'calibration', got {reference!r}")
-    if evaluate not in ("rest", "pool"):
+    if evaluate not in EVALUATIONS:
         raise ReferralError(f"check_guarantee: evaluate must be 'rest' or 'pool', got {evaluate!r}")
     g = None if groups is None else np.asarray(groups).astype(str)
     ref = Reference(u, r, g) if reference == "pool" else None
