@@ -114,8 +114,8 @@ def main() -> None:
     command = report.command(__spec__.name)
     import torch
 
-    from pipeline.engine import predict, risk
     from pipeline.runs.formats import load_model
+    from pipeline.tasks.mortality import predict, risk
     from pipeline.tasks.mortality.baselines.model import BaselineModel
     from pipeline.tasks.mortality.train_config import TrainConfig
     from pipeline.workflows.train import train

@@ -222,8 +222,8 @@ def resident_score_rows(args, device, fdir: Path) -> dict:
 
     from pipeline.core.contracts import DEFAULT_BATCH
     from pipeline.data import features, resident
-    from pipeline.engine import predict, risk
-    from pipeline.tasks.mortality import MortalityConfig, build_model
+    from pipeline.engine import predict
+    from pipeline.tasks.mortality import MortalityConfig, build_model, risk
 
     fs = features.load_split(fdir / "train.parquet")
     torch.manual_seed(0)

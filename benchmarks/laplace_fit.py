@@ -220,7 +220,7 @@ def throughput(models: dict, fs, repeats: int, batch_size: int) -> dict[str, flo
     """Admissions/s per named (model, samples), alternating blocks, median over ``repeats``."""
     import torch
 
-    from pipeline.engine import predict
+    from pipeline.tasks.mortality import predict
 
     times: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(repeats):

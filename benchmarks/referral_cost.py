@@ -11,7 +11,7 @@ default rank-1 model scores the same random admissions through ``score_files`` w
 (2) **Training**: the 8,000-patient benchmark world (``--features``, or generated once under
 ``benchmarks/.cache/referral_8k/``: ``synth`` 8,000 patients, seed 0, and ``extract`` with the synthetic key) is
 trained in this process with ``train``'s defaults (rank-1, seed 0, ``--threads``), tracked to a throwaway MLflow
-store as ``cli.py train`` tracks. ``record.fit_run_policy`` (the two validation halves predicted at
+store as ``cli.py train`` tracks. ``validation.fit_run_policy`` (the two validation halves predicted at
 ``score_samples``, the recalibration map chosen and fitted, Venn-Abers, the decision threshold and the refer rule)
 is wrapped with a timer, and so is ``fit_policy`` inside it (the fitting alone, without the predictions); their
 seconds are set against the ``train`` call's wall seconds. Target: at most 5%.
@@ -53,7 +53,7 @@ def world_features() -> Path:
 def train_share(features_dir: Path, threads: int, seed: int = 0) -> dict:
     """Wall seconds of one default rank-1 ``train`` run and of the policy fitted at its end (module docstring)."""
     import pipeline.bayes.referral.policy as policy_module
-    from pipeline.runs import record
+    from pipeline.tasks.mortality import validation
     from pipeline.tasks.mortality.train_config import TrainConfig
     from pipeline.workflows.train import train
 
@@ -70,7 +70,7 @@ def train_share(features_dir: Path, threads: int, seed: int = 0) -> dict:
         setattr(owner, name, wrapper)
         return inner
 
-    restore = [(record, "fit_run_policy", timed(record, "fit_run_policy")),
+    restore = [(validation, "fit_run_policy", timed(validation, "fit_run_policy")),
                (policy_module, "fit_policy", timed(policy_module, "fit_policy"))]
     try:
         with tempfile.TemporaryDirectory(prefix="referral-cost-") as tmp:
@@ -102,7 +102,7 @@ def render(r: dict) -> str:
              f"{s['policy_secs']:.2f} s / {s['none_secs']:.2f} s = **{s['ratio']:.3f}x** (median runs "
              f"{s['median_ratio']:.3f}x)",
              f"<= {TARGETS['score_ratio']:g}x: {verdict(s['ratio'] <= TARGETS['score_ratio'])}"],
-            ["training: `record.fit_run_policy` / the whole `train` call (8k world, rank-1 defaults)",
+            ["training: `validation.fit_run_policy` / the whole `train` call (8k world, rank-1 defaults)",
              f"{t['fit_run_policy_s']:.1f} s / {t['train_s']:.1f} s = **{100 * t['share']:.2f}%** (of which "
              f"`fit_policy` {t['fit_policy_s']:.2f} s)", f"<= {100 * TARGETS['train_share']:g}%: "
              f"{verdict(t['share'] <= TARGETS['train_share'])}"]]
@@ -146,7 +146,7 @@ def main() -> None:
         t = train_share(args.features or world_features(), args.threads)
         result["train"] = t
         print(f"train (rank-1 defaults, 8k world, {t['steps']:,} steps, {t['threads']} thread(s)): "
-              f"{t['train_s']:.1f} s wall; record.fit_run_policy {t['fit_run_policy_s']:.2f} s = "
+              f"{t['train_s']:.1f} s wall; validation.fit_run_policy {t['fit_run_policy_s']:.2f} s = "
               f"{100 * t['share']:.2f}% of it (fit_policy alone {t['fit_policy_s']:.2f} s); "
               f"target <= {100 * TARGETS['train_share']:g}%: "
               f"{'met' if t['share'] <= TARGETS['train_share'] else 'NOT met'}")

@@ -82,7 +82,7 @@ from pipeline.bayes import metrics
 from pipeline.core import fileio
 from pipeline.core.contracts import DEFAULT_BATCH, DEFAULT_SAMPLES
 from pipeline.data import features
-from pipeline.engine import predict, risk
+from pipeline.tasks.mortality import predict, risk
 
 
 def analytic_flops(fs: features.FeatureSet, draws: int, d: int, h: int, u: int) -> float:

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from pipeline.data import features
     from pipeline.runs.formats import load_model
-    from pipeline.runs.truth import load_true_risk
+    from pipeline.tasks.mortality.truth import load_true_risk
     from pipeline.workflows.evaluate import format_table, report_of, sample_logits
 
     torch.set_num_threads(1)

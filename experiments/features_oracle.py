@@ -47,8 +47,8 @@ from benchmarks.baselines import subset
 from pipeline.bayes import metrics
 from pipeline.core import fileio
 from pipeline.data import features
-from pipeline.runs.truth import find_truth, load_true_risk
 from pipeline.tasks.mortality.baselines.featurize import Featurizer, Rows
+from pipeline.tasks.mortality.truth import find_truth, load_true_risk
 
 RECENT = (24.0, 6.0, 2.0)  # recent-count blocks of the oracle's featurizer (hours before the prediction time)
 
@@ -140,9 +140,8 @@ def soft_lstm(fit: features.FeatureSet, p_fit: np.ndarray, stop: features.Featur
 
     from pipeline.bayes.objective import Objective
     from pipeline.data import batches
-    from pipeline.engine import predict
     from pipeline.engine.loop import train_step
-    from pipeline.tasks.mortality import build_model, model_config
+    from pipeline.tasks.mortality import build_model, model_config, predict
 
     torch.manual_seed(seed)
     model = build_model("deterministic", model_config({"lstm_hidden": hidden}, vocab_sizes))

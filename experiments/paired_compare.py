@@ -170,7 +170,7 @@ def references(labels, true_risk, train_rate: float) -> dict:
 
 
 def _features(bench: Path, mode: str, split: str):
-    from pipeline.runs.truth import find_truth, load_true_risk
+    from pipeline.tasks.mortality.truth import find_truth, load_true_risk
 
     fdir = bench / f"features-{mode}"
     fs = features.load_split(fdir / f"{split}.parquet", values=True)  # any run's model may read them

@@ -47,7 +47,7 @@ from experiments.paired_compare import _features, find_runs
 from experiments.uncertainty_truth import gain_replicates, run_summary
 from pipeline.bayes import metrics
 from pipeline.core import fileio
-from pipeline.runs.record import choose_refer_measure
+from pipeline.tasks.mortality.validation import choose_refer_measure
 
 DEFAULT = "rank1-gaussian"  # the grid variant every study variant changes one setting of
 VARIANTS: dict[str, dict] = {  # name -> MortalityConfig settings over the default's

@@ -9,7 +9,7 @@
 
 The pool is the run's **test** split (never used by training, its checkpoint, its recalibration map or its
 decision threshold), predicted as scoring predicts (``predict.feature_predictions`` at the run's
-``score_samples`` with seed 0) and joined with the synthetic world's true risk (``runs.truth``). The run's
+``score_samples`` with seed 0) and joined with the synthetic world's true risk (``tasks.mortality.truth``). The run's
 ``Policy`` gives each pool admission its calibrated risk r (the run's map), the decision (the run's threshold)
 and its ordering measure u (the run's ordering: decision uncertainty for a posterior model by default). The
 calibration size is the run's own calibration half (``policy.rule.overall.n``).
@@ -98,9 +98,9 @@ def pool_of_run(run_id: str, cache: Path | None = None, features_dir: Path | Non
 
 def _predict_pool(run_id: str, features_dir: Path | None) -> Pool:
     from pipeline.data import features
-    from pipeline.engine import predict, risk
     from pipeline.runs.load import load_run
-    from pipeline.runs.truth import features_true_risk
+    from pipeline.tasks.mortality import predict, risk
+    from pipeline.tasks.mortality.truth import features_true_risk
 
     with tempfile.TemporaryDirectory(prefix="pool-") as tmp:
         run = load_run(run_id, tmp)

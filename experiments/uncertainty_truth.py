@@ -10,7 +10,7 @@ test (``predict.feature_predictions`` with the evaluation's settings: seed 0, th
 the error against the synthetic true risk, KL(true ‖ predicted), and ``metrics.uncertainty_vs_truth``.
 Per (split mode, model), mean over seeds: test NLL and ECE; each measure's test Spearman and
 referral gain; the measure the run's validation truth chooses (what training records as its refer
-measure: ``runs.record.choose_refer_measure``) and that measure's test gain; and the paired difference
+measure: ``tasks.mortality.validation.choose_refer_measure``) and that measure's test gain; and the paired difference
 of that gain against the ``--reference`` model's entropy gain, each bootstrap replicate resampling
 the same test admissions for every seed pair (the interval reflects admission sampling, not seeds).
 """
@@ -26,7 +26,7 @@ from experiments.paired_compare import _features, find_runs
 from pipeline.bayes import metrics
 from pipeline.core import fileio
 from pipeline.core.contracts import DEFAULT_BATCH
-from pipeline.runs.record import choose_refer_measure
+from pipeline.tasks.mortality.validation import choose_refer_measure
 
 MEASURES = tuple(m.value for m in metrics.Measure)
 
@@ -35,8 +35,8 @@ def run_summary(run: dict, fs, split: str, cache: Path | None) -> tuple[metrics.
     """(Summary, predictive logits (S, K, N)) of a run on ``fs``, cached as .npz by run and split."""
     import tempfile
 
-    from pipeline.engine import predict
     from pipeline.runs.load import load_run
+    from pipeline.tasks.mortality import predict
 
     path = cache / f"{run['run_id']}-{split}-summary.npz" if cache else None
     fields = ("mean", "sd", "p05", "p95", "mutual_info", "entropy", "spread")

@@ -21,13 +21,13 @@ from helpers.serving import INPUT, PARAMS, mlflow_serve, records, strict
 from pipeline.core.errors import ConfigError
 from pipeline.data.features import FeatureSet, load_split
 from pipeline.engine.checkpoints import CheckpointError
-from pipeline.engine.risk import RISK_COLUMNS
 from pipeline.runs import formats, store
 from pipeline.runs.load import load_run
 from pipeline.tasks.mortality.baselines.config import BaselineConfig, BaselineKind
 from pipeline.tasks.mortality.baselines.featurize import DENSE, Featurizer, context_ages
 from pipeline.tasks.mortality.baselines.fit import BaselineFitError, fit_gbm, fit_logreg, nll, tree_predictor
 from pipeline.tasks.mortality.baselines.model import BaselineFileError, BaselineModel
+from pipeline.tasks.mortality.risk import RISK_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = dict(logreg_c_steps=3, gbm_leaves=(7,), gbm_min_leaf=(20,), gbm_max_rounds=60, gbm_patience=10, threads=1)
@@ -171,7 +171,7 @@ def test_one_class_training_data_is_refused(toy):
 def test_a_baseline_declares_what_scoring_needs(toy):
     """models.predict.RiskModel: a point model (K = 1) that scores a FeatureSet itself, without the value
     channel; predict asks it directly, so scoring one never builds a torch batch."""
-    from pipeline.engine import predict
+    from pipeline.tasks.mortality import predict
     from pipeline.tasks.mortality.baselines.predictors import LinearPredictor
 
     fz, _, va, _, _ = toy
@@ -305,7 +305,7 @@ def test_score_and_pyfunc_give_the_risk_table_of_a_torch_run(baseline_runs, rank
         # a point model's refer rule ranks by what it has: auto is the Venn-Abers interval's decision uncertainty
         # (its legacy refer measure stays the predictive entropy)
         from pipeline.bayes.referral.policy import Predictive
-        from pipeline.engine.risk import policy_of
+        from pipeline.tasks.mortality.risk import policy_of
 
         info = load_run(f"runs:/{r.run_id}/model").info
         policy = policy_of(info)

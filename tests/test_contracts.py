@@ -14,7 +14,7 @@ import pytest
 from pipeline.core import contracts
 from pipeline.core.contracts import FEATURES, RISK, Use
 from pipeline.data import features
-from pipeline.engine import risk
+from pipeline.tasks.mortality import risk
 
 ROOT = Path(__file__).resolve().parents[1]
 

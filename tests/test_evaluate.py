@@ -31,9 +31,9 @@ from pipeline.bayes.layers import meanfield as mf_mod
 from pipeline.core import errors
 from pipeline.data import batches, features
 from pipeline.engine import predict
-from pipeline.runs import store, truth
+from pipeline.runs import store
 from pipeline.runs.load import load_run
-from pipeline.tasks.mortality import MortalityConfig, build_model
+from pipeline.tasks.mortality import MortalityConfig, build_model, truth
 from pipeline.workflows import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,7 +289,7 @@ def test_true_risk_reference_found_automatically(small_synth, tmp_path_factory, 
     assert "referral gain (Spearman)" in evaluate.format_table(report)
     # the run's policy on test: its JSON numbers are the library's on this split's calibrated risk and ordering
     from pipeline.bayes.referral.policy import Predictive
-    from pipeline.engine.risk import policy_of
+    from pipeline.tasks.mortality.risk import policy_of
 
     policy = policy_of(load_run(run_id).info)
     pred = Predictive(metrics.predictive(out.logits), draws=metrics.sigmoid(metrics.as_draws(out.logits)))

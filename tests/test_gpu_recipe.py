@@ -12,10 +12,10 @@ import torch
 from helpers.features import write_features
 
 from pipeline.data import features, resident
-from pipeline.engine import predict, risk
+from pipeline.engine import predict
 from pipeline.engine.loop import run_loop
 from pipeline.tasks import mortality as models
-from pipeline.tasks.mortality import build_model
+from pipeline.tasks.mortality import build_model, risk
 from pipeline.tasks.mortality.task import plan
 from pipeline.tasks.mortality.train_config import TrainConfig
 

@@ -25,9 +25,8 @@ from pipeline.bayes.laplace import (
 from pipeline.bayes.laplace.jacobian import jacobian
 from pipeline.bayes.laplace.params import Substitution, frozen
 from pipeline.data import features
-from pipeline.engine import predict, risk
 from pipeline.tasks.base import load_task
-from pipeline.tasks.mortality import MortalityConfig, build_model
+from pipeline.tasks.mortality import MortalityConfig, build_model, predict, risk
 from pipeline.tasks.mortality.laplace import fit_laplace
 
 

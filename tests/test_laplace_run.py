@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 import cli
 from pipeline.bayes.laplace import LaplaceConfig, LaplaceError, Predictive
 from pipeline.data import batches, features
-from pipeline.engine import predict, risk
+from pipeline.engine import predict
 from pipeline.reports import compare
 from pipeline.runs import store
 from pipeline.runs.load import load_run
+from pipeline.tasks.mortality import risk
 from pipeline.workflows import evaluate
 from pipeline.workflows.laplace_run import PARENT_TAG, fit_laplace_run
 
@@ -151,7 +152,7 @@ def test_a_probit_run_scores_its_gaussian_spread_and_refers(probit_run, demo_fea
 
     rm = load_run(probit_run.run_id)
     assert rm.model.predictive is Predictive.PROBIT and rm.info.score_samples == 1
-    assert rm.info.refer_measure in {m.value for m in predict.metrics.Measure}
+    assert rm.info.refer_measure in {m.value for m in risk.metrics.Measure}
     val = demo_features.out_dir / "val.parquet"
     summary = score(f"runs:/{probit_run.run_id}/model", tmp_path / "v.parquet", data=val, cfg=ScoreConfig(seed=0))
     t = pd.read_parquet(summary.out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.runs.info import ModelFormat, ModelInfo, RunKind
+from pipeline.runs.info import ModelFormat, ModelInfo
 from pipeline.tasks.base import load_task
 from pipeline.tasks.mortality.task import baseline_info_fields
 
@@ -61,7 +61,7 @@ def test_each_constructor_reads_what_its_file_recorded():
     got = infos()
     m = got["mortality"]
     assert (m["run_kind"], m["model_format"], m["model_kind"], m["step"], m["refer_measure"]) == (
-        RunKind.MORTALITY.value, ModelFormat.TORCH.value, "rank1", 70, "sd")
+        "mortality", ModelFormat.TORCH.value, "rank1", 70, "sd")
     assert (m["score_samples"], m["max_bags"], m["max_tokens"]) == (4, 100, 30)
     v = got["vision"]
     assert (v["model_kind"], v["score_samples"], v["val_nll"], v["refer_threshold"]) == ("deterministic", 2, 1.5, None)

@@ -221,7 +221,7 @@ class _Half:
 def test_a_run_whose_validation_halves_lack_a_class_has_no_policy(selection, calibration):
     """A toy world's few validation admissions: no death (or no survivor) in a half leaves the run without a
     policy (it scores with no promise) instead of failing after training; before any prediction is made."""
-    from pipeline.runs.record import fit_run_policy
+    from pipeline.tasks.mortality.validation import fit_run_policy
 
     got = fit_run_policy(None, _Half(selection), _Half(calibration), samples=1, batch_size=1, max_bags=None,
                          max_tokens=None, seed=0, context_vocab=[])

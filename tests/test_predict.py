@@ -11,8 +11,9 @@ from helpers.features import N_CONTEXT, N_TOKENS, write_features
 from pipeline.bayes import metrics
 from pipeline.bayes.layers import Sampling, set_sampling
 from pipeline.data import batches, features
-from pipeline.engine import predict, risk
-from pipeline.tasks.mortality import MortalityConfig, build_model
+from pipeline.engine import predict
+from pipeline.tasks.mortality import MortalityConfig, build_model, risk
+from pipeline.tasks.mortality import predict as mpredict
 
 TINY = {"embedding_dim": 6, "lstm_hidden": 6, "dense_units": 6, "components": 3}
 
@@ -73,7 +74,7 @@ def test_feature_logits_in_row_order(val, kind):
     """Length-sorted batches, logits put back in the FeatureSet's row order."""
     model = _model(kind)
     assert not np.array_equal(batches.length_order(val), np.arange(len(val)))  # the fixture needs reordering
-    a = predict.feature_logits(model, val, samples=2, batch_size=4)
+    a = mpredict.feature_logits(model, val, samples=2, batch_size=4)
     b = predict.predict_logits(model, batches.iter_batches(val, 4), samples=2)  # file order
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
@@ -83,7 +84,7 @@ def test_feature_logits_rank1_rows_follow_their_admission(val):
     at a time with the same draws for every row (samples, no noise: the posterior means) agrees."""
     model = _model("rank1")
     set_sampling(model, use_mean=True)
-    a = predict.feature_logits(model, val, samples=1, batch_size=5)  # (1, K, N)
+    a = mpredict.feature_logits(model, val, samples=1, batch_size=5)  # (1, K, N)
     one = [predict.predict_logits(model, [batches.collate(val, [i])], samples=1)[..., 0] for i in range(len(val))]
     np.testing.assert_allclose(a, np.stack(one, axis=-1), rtol=1e-4, atol=1e-5)
 
@@ -158,15 +159,15 @@ def test_a_call_draws_from_its_own_generator_only(val, kind):
     same seed gives the numbers of ``torch.manual_seed`` + the global generator."""
     model = _model(kind)
     model.eval()
-    a = predict.feature_logits(model, val, samples=3, batch_size=8, generator=predict.seeded_generator(11))
+    a = mpredict.feature_logits(model, val, samples=3, batch_size=8, generator=predict.seeded_generator(11))
     torch.manual_seed(999)
     state = torch.get_rng_state()
-    b = predict.feature_logits(model, val, samples=3, batch_size=8, generator=predict.seeded_generator(11))
+    b = mpredict.feature_logits(model, val, samples=3, batch_size=8, generator=predict.seeded_generator(11))
     assert torch.equal(state, torch.get_rng_state())  # the global generator was not used
     np.testing.assert_array_equal(a, b)
     torch.manual_seed(11)
-    np.testing.assert_array_equal(a, predict.feature_logits(model, val, samples=3, batch_size=8))
-    assert not np.array_equal(a, predict.feature_logits(model, val, samples=3, batch_size=8,
+    np.testing.assert_array_equal(a, mpredict.feature_logits(model, val, samples=3, batch_size=8))
+    assert not np.array_equal(a, mpredict.feature_logits(model, val, samples=3, batch_size=8,
                                                         generator=predict.seeded_generator(12)))
 
 
@@ -222,7 +223,7 @@ def test_risk_table_refers_by_the_runs_measure(measure):
                                      ("deep-ensemble", 3)])
 def test_each_mortality_model_declares_what_scoring_needs(kind, k):
     model = _model(kind)
-    assert isinstance(model, predict.RiskModel)
+    assert isinstance(model, mpredict.RiskModel)
     assert (model.components, model.value_channel, model.gaussian_logits, model.scores_features) == (k, False, False,
                                                                                                      False)
     assert build_model(kind, MortalityConfig(N_TOKENS, N_CONTEXT, **TINY, value_channel=True)).value_channel
@@ -235,18 +236,18 @@ def test_the_laplace_model_declares_its_gaussian_logit_and_its_map_models_channe
 
     cfg = LaplaceConfig(subnet_size=10, prior_precision=1.0, batch_size=8)
     laplace, _ = fit_laplace(_model("deterministic"), val, val, cfg)
-    assert isinstance(laplace, predict.RiskModel)
+    assert isinstance(laplace, mpredict.RiskModel)
     assert (laplace.components, laplace.value_channel, laplace.gaussian_logits, laplace.scores_features) == (
         1, False, True, False)
-    pred = predict.feature_predictions(laplace, val, 2, 8)
+    pred = mpredict.feature_predictions(laplace, val, 2, 8)
     assert pred.summary.spread.any()  # the Gaussian's spread, from predict_moments
     laplace.predictive = Predictive.MC
     assert not laplace.gaussian_logits
-    assert predict.feature_logits(laplace, val, 2, 8).shape == (2, 1, len(val))
+    assert mpredict.feature_logits(laplace, val, 2, 8).shape == (2, 1, len(val))
 
 
 def test_a_model_that_declares_nothing_is_no_risk_model(val):
     net = torch.nn.Linear(2, 1)
-    assert not isinstance(net, predict.RiskModel)
+    assert not isinstance(net, mpredict.RiskModel)
     with pytest.raises(AttributeError, match="scores_features"):
-        predict.feature_logits(net, val, 1, 8)
+        mpredict.feature_logits(net, val, 1, 8)

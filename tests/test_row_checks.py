@@ -91,7 +91,7 @@ def test_a_row_that_contradicts_itself_is_refused_naming_column_and_row(frame, n
 @pytest.mark.parametrize("name", ["bag_hours decreasing", "an empty bag", "fewer events than tokens",
                                   "events but no bag", "observed_hours beyond the window"])
 def test_the_pyfunc_refuses_it_naming_column_and_row(frame, name):
-    from pipeline.runs.pyfunc import RequestError, read_request
+    from pipeline.tasks.mortality.request import RequestError, read_request
 
     table, column, row = contradictions(frame)[name]
     sizes = {"tokens": 10 ** 6, "context": 10 ** 6}

@@ -23,10 +23,10 @@ from helpers.runs import trained_run
 from pipeline.data.features import FeatureError
 from pipeline.data.mimic.extraction import extract
 from pipeline.data.mimic.sources import SourceError
-from pipeline.engine.risk import RISK_COLUMNS
 from pipeline.runs.load import load_run
 from pipeline.serving import cohort
 from pipeline.serving import score as sc
+from pipeline.tasks.mortality.risk import RISK_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -625,8 +625,7 @@ def test_every_scoring_entry_point_defaults_to_one_batch_size():
     import inspect
 
     from pipeline.core.contracts import DEFAULT_BATCH
-    from pipeline.engine import risk
-    from pipeline.runs import pyfunc
+    from pipeline.tasks.mortality import request, risk
     from pipeline.tasks.mortality.train_config import TrainConfig
     from pipeline.workflows import evaluate, grid
 
@@ -634,7 +633,7 @@ def test_every_scoring_entry_point_defaults_to_one_batch_size():
             == grid.GridConfig().eval_batch_size == DEFAULT_BATCH)
     for fn in (risk.score_features, evaluate.sample_logits):
         assert inspect.signature(fn).parameters["batch_size"].default == DEFAULT_BATCH, fn
-    assert pyfunc.request_settings({}, {}).batch_size == DEFAULT_BATCH
+    assert request.request_settings({}, {}).batch_size == DEFAULT_BATCH
 
 
 # ---------------------------------------------------------------------------- the value channel
@@ -649,7 +648,7 @@ def test_a_value_channel_model_scores_its_features_and_refuses_older_ones(tmp_pa
 
     from helpers.features import write_features
 
-    from pipeline.runs.pyfunc import RequestError, read_request
+    from pipeline.tasks.mortality.request import RequestError, read_request
     from pipeline.tasks.mortality.train_config import TrainConfig
     from pipeline.workflows.train import train
 

@@ -20,7 +20,7 @@ import pytest
 from helpers.serving import COLUMNS, INPUT, PARAMS, free_port, mlflow_serve, records, stop, strict, wait_for_ping
 from helpers.system import java_missing
 
-from pipeline.engine.risk import RISK_COLUMNS
+from pipeline.tasks.mortality.risk import RISK_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -388,7 +388,7 @@ def test_each_request_gets_one_log_line(good):
     ("bag_hours", -1e6, r"^column 'bag_hours' row 1: a bag starts outside"),
 ])
 def test_a_request_whose_bags_disagree_is_refused(rows, column, value, message):
-    from pipeline.runs.pyfunc import RequestError, read_request
+    from pipeline.tasks.mortality.request import RequestError, read_request
 
     sizes = {"tokens": 10 ** 6, "context": 10 ** 6}
     frame = pd.DataFrame([r for r in rows if r[3]][:3], columns=COLUMNS)  # admissions with bags

@@ -56,7 +56,7 @@ def test_staged_extraction_is_byte_identical(world, demo_dir, tmp_path):
     assert manifest["tables"]["admissions"]["source"]["sha256"]
     _same_outputs(extract(source, tmp_path / "csv"), extract(tmp_path / "stage", tmp_path / "staged"))
     if world == "synthetic":  # the true risk is found through the stage, as through the CSV directory
-        from pipeline.runs.truth import find_truth
+        from pipeline.tasks.mortality.truth import find_truth
 
         assert find_truth(tmp_path / "staged") == find_truth(tmp_path / "csv") == source / "_truth" / "truth.csv.gz"
 

@@ -22,8 +22,8 @@ import pytest
 from helpers import privacy_scan as privacy
 from helpers.raw_ids import raw_ids_of
 
-from pipeline.engine.risk import RISK_COLUMNS
 from pipeline.runs import store
+from pipeline.tasks.mortality.risk import RISK_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,10 +19,9 @@ from pipeline.bayes.objective import Objective, kl_weight
 from pipeline.core.errors import TrainError
 from pipeline.data import features
 from pipeline.engine import checkpoints as checkpoint
-from pipeline.engine import risk
 from pipeline.runs import formats
 from pipeline.tasks import mortality as models
-from pipeline.tasks.mortality import build_model
+from pipeline.tasks.mortality import build_model, risk
 from pipeline.tasks.mortality.task import progress_status
 from pipeline.tasks.mortality.train_config import TrainConfig
 from pipeline.workflows import train as training
@@ -46,6 +45,7 @@ class _Fixed(nn.Module):
     """Stub with the model interface returning fixed logits (S·K, B)."""
 
     components = 2
+    likelihood = "bernoulli"  # one logit per admission, as the mortality networks declare
 
     def __init__(self, logits: torch.Tensor) -> None:
         super().__init__()
@@ -120,13 +120,13 @@ def test_training_reduces_validation_nll(feats, tmp_path, kind):
     assert info.refer_threshold == res.refer_threshold and info.step == res.best_step
     # the threshold refers the top refer_fraction of the validation's selection half by the refer measure, at
     # score_samples with the eval seed; no true risk here (random features): a point model by its entropy, the
-    # others by the benchmark's choice for their kind (record.BENCHMARK_REFER_MEASURE)
+    # others by the benchmark's choice for their kind (validation.BENCHMARK_REFER_MEASURE)
     from pipeline.tasks.mortality.task import split_validation
 
     val, cal = split_validation(features.load_split(feats / "val.parquet"), cfg.calibration_share)
     assert len(val) + len(cal) == 48 and len(cal) > 0 and res.policy is not None
     summary = metrics.Summary.from_draws(training.validate(model, val, cfg, cfg.score_samples))
-    from pipeline.runs.record import BENCHMARK_REFER_MEASURE, FALLBACK_REFER_MEASURE
+    from pipeline.tasks.mortality.validation import BENCHMARK_REFER_MEASURE, FALLBACK_REFER_MEASURE
 
     expected = "entropy" if kind == "deterministic" else BENCHMARK_REFER_MEASURE.get(kind, FALLBACK_REFER_MEASURE).value
     assert info.refer_measure == res.refer_measure == expected

@@ -22,8 +22,8 @@ def test_cli_train_on_synthetic_loads_by_uri_and_predicts(synth_features, tmp_pa
 
     import mlflow
     from pipeline.data import features
-    from pipeline.engine import risk
     from pipeline.runs.load import load_run
+    from pipeline.tasks.mortality import risk
 
     _, res = synth_features
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

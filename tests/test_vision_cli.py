@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 
 import cli
 from pipeline.runs import store
-from pipeline.runs.info import RunKind
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
@@ -99,8 +98,8 @@ def test_a_vision_run_written_before_best_pt_still_loads(det_run, tmp_path):
             client.set_tag(old, key, value)
     client.log_artifact(old, str(tmp_path / "old" / "model.pt"), "checkpoint")
     client.set_terminated(old)
-    then = load_run(old, tmp_path / "then", kind=RunKind.VISION)
-    now = load_run(det_run, tmp_path / "now", kind=RunKind.VISION)
+    then = load_run(old, tmp_path / "then", kind="vision")
+    now = load_run(det_run, tmp_path / "now", kind="vision")
     assert then.info == now.info and then.label == now.label == "deterministic"
     for (name, a), b in zip(then.model.state_dict().items(), now.model.state_dict().values()):
         assert torch.equal(a, b), name
@@ -108,7 +107,7 @@ def test_a_vision_run_written_before_best_pt_still_loads(det_run, tmp_path):
     client.set_tag(empty, store.RUN_KIND_TAG, "vision")
     client.log_artifact(empty, str(tmp_path / "old" / "model.pt"), "checkpoint/elsewhere")
     with pytest.raises(store.RunError, match=r"no best\.pt \(or an older run's model\.pt\) under checkpoint/"):
-        load_run(empty, tmp_path / "empty", kind=RunKind.VISION)
+        load_run(empty, tmp_path / "empty", kind="vision")
 
 
 def test_evaluate_with_corruptions_scores_logs_and_plots(det_run, rank1_run, evaluated):
@@ -161,9 +160,9 @@ def test_laplace_on_a_vision_run_is_the_multiclass_last_layer_laplace(det_run, t
     assert run.data.tags[store.RUN_KIND_TAG] == "vision" and run.data.tags["mlflow.parentRunId"] == det_run
     assert run.data.params["train.seed"] == "3" and run.data.params["laplace.selection"] == "last-layer"
 
-    lap = load_run(lap_id, kind=RunKind.VISION)
+    lap = load_run(lap_id, kind="vision")
     assert lap.info.model_kind == "laplace" and lap.info.score_samples == 3
-    net = load_run(det_run, kind=RunKind.VISION).model
+    net = load_run(det_run, kind="vision").model
     train = run_splits(lap.train_config).train
     keep = np.sort(np.random.default_rng(0).choice(len(train), 24, replace=False))  # LaplaceConfig's subsample
     x = torch.from_numpy(train.floats(keep))

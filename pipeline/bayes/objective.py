@@ -3,9 +3,10 @@
 With ``l2_in_kl`` the penalty joins the KL instead: NLL + w(step)·(KL + l2·penalty) / N_train, as
 Keras regularizers in ``model.losses`` do in the authors' training loop (records-research).
 
-One definition for every model of the family: a mortality model's one logit per admission
-(S·K, B) is a Bernoulli likelihood, an image model's logits (S·K, B, classes) a softmax one
-(``log_likelihood``); the NLL over the S·K draws is their average or the mixture's (``nll_of``).
+One definition for every model of the family, of its task's likelihood (``Task.likelihood``, given, never
+guessed from the logits): ``bernoulli``, one logit per example (S·K, B) (the mortality task), or
+``categorical``, logits (S·K, B, classes) with a softmax (the image task) (``log_likelihood``); the NLL over the
+S·K draws is their average or the mixture's (``nll_of``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,18 @@ from torch.nn import functional as F
 from pipeline.bayes.layers.options import NllMode
 from pipeline.core.errors import ConfigError
 
+LIKELIHOODS = {"bernoulli": "(S·K, B)", "categorical": "(S·K, B, C)"}  # what a task may declare (Task.likelihood):
+    # the logits' shape of each
 
-def log_likelihood(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """log p_d(y) per draw and example (S·K, B): logits (S·K, B) with 0/1 labels (B,) (Bernoulli), or
-    logits (S·K, B, C) with class ids (B,) (softmax)."""
+
+def log_likelihood(logits: torch.Tensor, labels: torch.Tensor, likelihood: str) -> torch.Tensor:
+    """log p_d(y) per draw and example (S·K, B): ``bernoulli``, logits (S·K, B) with 0/1 labels (B,), or
+    ``categorical``, logits (S·K, B, C) with class ids (B,) (softmax)."""
+    shape = LIKELIHOODS.get(likelihood)
+    if shape is None:
+        raise ConfigError(f"likelihood must be one of {list(LIKELIHOODS)}, got {likelihood!r}")
+    if logits.dim() != shape.count(",") + 1:
+        raise ValueError(f"a {likelihood} likelihood takes logits {shape}, got {tuple(logits.shape)}")
     if logits.dim() == 2:
         y = labels.unsqueeze(0).expand_as(logits)  # (B,) -> (S·K, B)
         return -F.binary_cross_entropy_with_logits(logits, y, reduction="none")  # (S·K, B)
@@ -49,16 +58,22 @@ class Objective(nn.Module):
     """
 
     def __init__(self, model: nn.Module, nll: NllMode, n_train: int, l2: float, samples: int,
-                 l2_in_kl: bool = False, l2_biases: bool = False) -> None:
+                 l2_in_kl: bool = False, l2_biases: bool = False, likelihood: str | None = None) -> None:
+        """``likelihood``: the task's (``Task.likelihood``: a plan passes its task's); None: the one the model
+        declares (``model.likelihood``, every network of the family does)."""
         super().__init__()
         self.model, self.nll, self.n_train, self.l2, self.samples = model, NllMode(nll), n_train, l2, samples
+        self.likelihood = likelihood or getattr(model, "likelihood", None)
+        if self.likelihood not in LIKELIHOODS:
+            raise ConfigError(f"the objective needs the task's likelihood ({' or '.join(LIKELIHOODS)}); the model "
+                              f"declares {self.likelihood!r}")
         self.l2_in_kl, self.l2_biases = l2_in_kl, l2_biases
         if getattr(model, "independent_members", False) and self.nll is not NllMode.AVERAGE:
             raise ConfigError("nll='mixture' couples the members; a deep ensemble's members train independently")
 
     def forward(self, batch: dict, kl_weight: float) -> dict[str, torch.Tensor]:
         logits = self.model(batch, samples=self.samples)  # (S·K, B) or (S·K, B, C)
-        nll = nll_of(log_likelihood(logits, batch["label"]), self.nll)
+        nll = nll_of(log_likelihood(logits, batch["label"], self.likelihood), self.nll)
         nll_loss = nll
         if getattr(self.model, "independent_members", False):
             nll_loss = nll * (logits.shape[0] // self.samples)  # Σ_k (mean NLL of member k) = K · row mean

@@ -28,7 +28,7 @@ BASELINE_FILE = "baseline.npz"  # a classical baseline's model file (named array
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25
 # Admissions per forward pass of every scoring entry point (evaluate, score, the pyfunc and `serve`,
-# engine.risk.score_features, the refer threshold chosen in training). One number because a rank-1
+# tasks.mortality.risk.score_features, the refer threshold chosen in training). One number because a rank-1
 # model's weight draws are shared by the rows of a batch: which admissions are scored together
 # changes each admission's draws (never their distribution), so the same seed gives the same
 # numbers only with the same batches. 128: what evaluation has always used (`make main`'s table),

@@ -98,9 +98,10 @@ def train_step(objective: nn.Module, optimizer, params: list, batch: dict, kl_w:
 
 
 def validate(plan: TrainingPlan) -> Validated:
-    """The plan's validation, its Monte Carlo draws from the engine's predictor (``predict.predict_logits``)
-    with a generator per call seeded as the plan asks: the model is not modified and no global stream moves."""
-    return plan.validate(predict.draws_of(plan.model))
+    """The plan's validation, its Monte Carlo draws from the engine's predictor (``predict.predict_logits``, logits
+    of the plan's task's likelihood: ``Task.likelihood``) with a generator per call seeded as the plan asks: the
+    model is not modified and no global stream moves."""
+    return plan.validate(predict.draws_of(plan.model, plan.task.likelihood))
 
 
 def run_loop(plan: TrainingPlan, *, d: Dist | None = None, tracker=None, base: dict | None = None,

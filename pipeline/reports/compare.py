@@ -26,7 +26,8 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.tables import cell, markdown_table, mean_sd
 from pipeline.reports import feature_sets
 from pipeline.runs import store
-from pipeline.runs.load import RunRecord, evaluation, find_runs
+from pipeline.runs.load import RunRecord, evaluation, find_runs, runs_of
+from pipeline.tasks.mortality import KEY as MORTALITY
 from pipeline.tasks.mortality.variants import VARIANTS, canon, model_defaults, variant_label
 
 log = logging.getLogger(__name__)
@@ -85,9 +86,7 @@ def collect(experiment: str | None = None, run_ids: list[str] | None = None, run
     runs = fetch_runs(experiment, run_ids) if runs is None else runs
     rows, defaults = [], setting_defaults()
     with tempfile.TemporaryDirectory(prefix="compare-") as tmp:
-        for run in runs:
-            if run.kind is not store.RunKind.MORTALITY:
-                continue
+        for run in runs_of(runs, MORTALITY):
             reports = _reports(run.run_id, Path(tmp))
             if not reports:
                 continue

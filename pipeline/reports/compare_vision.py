@@ -26,7 +26,8 @@ from pipeline.core.errors import naming
 from pipeline.reports.compare import CompareError, collect, fetch_runs, label_variants, summarize, write_tables
 from pipeline.reports.vision_summary import markdown_table, summarize_runs
 from pipeline.runs import store
-from pipeline.runs.load import evaluation
+from pipeline.runs.load import evaluation, runs_of
+from pipeline.tasks.vision import KEY as VISION
 
 VISION_SPLIT = "test"  # the split a vision evaluation scores (eval/test/metrics.json)
 VISION_METRICS = ("nll", "accuracy", "ece")  # the tables, in this order
@@ -63,9 +64,7 @@ def collect_vision(experiment: str | None = None, run_ids: list[str] | None = No
     runs = fetch_runs(experiment, run_ids) if runs is None else runs
     rows = []
     with tempfile.TemporaryDirectory(prefix="compare-vision-") as tmp:
-        for run in runs:
-            if run.kind is not store.RunKind.VISION:
-                continue
+        for run in runs_of(runs, VISION):
             report = evaluation(run.run_id, VISION_SPLIT, tmp)
             if report is None:  # not evaluated
                 continue

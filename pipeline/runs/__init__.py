@@ -8,7 +8,7 @@
   evaluations' reports).
 - ``formats``: a model file of any task and format -> (model, ``ModelInfo``), its task found by the key
   its checkpoint records (``pipeline.tasks.base``): this package imports no concrete task.
-- ``info``: ``ModelInfo`` (the same fields for every kind), ``RunKind`` (a task's key) and ``ModelFormat``.
+- ``info``: ``ModelInfo`` (the same fields for every kind; ``run_kind``, its task's key) and ``ModelFormat``.
 - ``store``: the tracking store (the one MLflow client factory), artifact names, tags.
 - ``tracking``: a run being written (params, metrics, artifacts, the pyfunc), redacted; a context
   manager that ends the run KILLED on Ctrl-C, FAILED on any other exception, FINISHED otherwise.

@@ -3,9 +3,10 @@
 One ``ModelFormat`` (``runs.info``) per kind of model file, and the loader of each:
 
 - ``torch``: ``best.pt``, a torch checkpoint read with ``weights_only=True`` (``engine.checkpoints``). Its
-  task (``pipeline.tasks.base``: the payload's ``task``, or its ``kind`` = vision, else mortality) rebuilds
-  the network; ``kind`` = ``laplace`` is a Laplace run's MAP model and posterior (``pipeline.bayes.laplace``,
-  scored like any model), its MAP network rebuilt by the task its payload names (``map_family``).
+  task (``pipeline.tasks.base.checkpoint_task``: the payload's ``task``; older payloads' former keys) rebuilds
+  the network; a Laplace run's MAP model and posterior (``pipeline.bayes.laplace``, which recognises its own
+  payloads: ``LinearizedLaplaceModel.is_checkpoint``; scored like any model) has its MAP network rebuilt by
+  the task its payload names.
 - a task's own file format: offered to each task's ``load_file`` (the mortality task's ``baseline.npz``,
   named arrays read with ``allow_pickle=False``: the classical baselines).
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from pipeline.core.contracts import BASELINE_FILE
 from pipeline.engine.checkpoints import BEST, CheckpointError, read_checkpoint
 from pipeline.runs.info import ModelFormat, ModelInfo
-from pipeline.tasks.base import load_task, task_of_checkpoint, tasks
+from pipeline.tasks.base import TASKS, task_of_checkpoint, tasks
 
 FORMAT_TAG = "model_format"  # MLflow tag and model_info.json key
 FILES = {ModelFormat.TORCH: BEST, ModelFormat.BASELINE: BASELINE_FILE}  # format -> file name
@@ -56,15 +57,17 @@ def load_model(path: Path | str, device=None) -> tuple[object, ModelInfo]:
         if loaded is not None:
             model, fields = loaded
             return model, ModelInfo(**fields)
+    from pipeline.bayes.laplace.model import LinearizedLaplaceModel
+
     ckpt = read_checkpoint(path)
-    if ckpt.get("kind") == "laplace":
+    if LinearizedLaplaceModel.is_checkpoint(ckpt):
         model, info = _load_laplace(ckpt)
-    elif ckpt.get("kind") in (None, "vision"):
+    elif ckpt.get("kind") in (None, *TASKS):  # kind: where an older payload named its task
         task = task_of_checkpoint(ckpt)
         model, info = task.model_from_checkpoint(ckpt), ModelInfo(**task.info_fields(ckpt))
     else:
         raise CheckpointError(f"{path}: checkpoint kind {ckpt.get('kind')!r} is not one of "
-                              "['laplace', 'mortality', 'vision']")
+                              f"{[LinearizedLaplaceModel.kind, *TASKS]}")
     if device is not None:
         model = model.to(device)
     return model, info
@@ -76,6 +79,6 @@ def _load_laplace(ckpt: dict) -> tuple[object, ModelInfo]:
 
     if ckpt.get("map_kind") is None or ckpt.get("map_config") is None:
         raise CheckpointError("the Laplace checkpoint does not record its MAP model (map_kind, map_config)")
-    map_model = load_task(ckpt.get("map_family")).build_model(ckpt["map_kind"], ckpt["map_config"])
+    map_model = task_of_checkpoint(ckpt).build_model(ckpt["map_kind"], ckpt["map_config"])
     model = LinearizedLaplaceModel.from_checkpoint(ckpt, map_model).eval()
     return model, ModelInfo.laplace(ckpt, model.label)

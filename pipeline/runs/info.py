@@ -1,13 +1,13 @@
 """What a loaded model is and how it is scored: the info ``runs.formats.load_model`` returns with a model.
 
-``RunKind`` (what a run's model takes and predicts: a task's key) and ``ModelFormat`` (the kind of model
-file) are defined here and read by ``formats`` and ``store``.
+``ModelFormat`` (the kind of model file) is defined here and read by ``formats`` and ``store``; what a run's
+model takes and predicts is its task, named by its key in the one registry (``pipeline.tasks.base.TASKS``).
 
 One typed ``ModelInfo`` per model file, with the same fields for every kind of model, built from what the
 file recorded: a task's checkpoint by its task (``Task.info_fields``), a Laplace checkpoint here
 (``laplace``). Evaluation, ``score``, the pyfunc and the vision commands read ``info.refer_threshold``,
-``info.max_bags`` ... alike; ``to_dict`` is its JSON form (an image model's also carries ``steps``, the
-name vision checkpoints use for ``step``). Torch-free: a checkpoint arrives here as a dict.
+``info.max_bags`` ... alike; ``to_dict`` is its JSON form (with the other names its task gives a field:
+an image model's ``steps``, the name vision checkpoints use for ``step``). A checkpoint arrives here as a dict.
 """
 
 from __future__ import annotations
@@ -15,12 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import Enum
 
-
-class RunKind(str, Enum):
-    """What a run's model takes and predicts: the key of its task (``pipeline.tasks.base.TASKS``)."""
-
-    MORTALITY = "mortality"  # a mortality model: admissions' features in, risk of death out
-    VISION = "vision"  # an image classifier (pipeline.tasks.vision; a Laplace run of one too)
+from pipeline.tasks.base import DEFAULT_TASK, load_task
 
 
 class ModelFormat(str, Enum):
@@ -34,7 +29,7 @@ class ModelFormat(str, Enum):
 class ModelInfo:
     """The record of a loaded model (one per model file)."""
 
-    run_kind: str  # RunKind value: mortality | vision
+    run_kind: str  # its task's key (pipeline.tasks.base.TASKS): mortality | vision
     model_kind: str  # deterministic, rank1 ... | laplace | logreg, gbm | an image model's method
     model_config: dict  # the model's settings (a Laplace model: its settings without the parameter layout)
     train_config: dict  # the training settings recorded with the model
@@ -53,27 +48,31 @@ class ModelInfo:
         # (bayes.referral.policy.Policy.to_dict; None: trained before it, or no calibration half)
 
     def to_dict(self) -> dict:
-        """Every field, and ``steps`` (= ``step``) for an image model."""
+        """Every field, and the other names its task gives a field (``Task.info_aliases``: an image model's
+        ``steps`` = ``step``)."""
         out = asdict(self)
-        if self.run_kind == RunKind.VISION.value:
-            out["steps"] = self.step
+        for alias, name in load_task(self.run_kind).info_aliases.items():
+            out[alias] = out[name]
         return out
 
     @classmethod
     def of_model(cls, model_kind: str, **fields) -> ModelInfo:
         """The info of a model built in the process (a benchmark's, a test's): ``fields`` given, the rest None
         (a mortality model of a torch checkpoint)."""
-        base = dict(run_kind=RunKind.MORTALITY.value, model_kind=model_kind, model_config={}, train_config={},
+        base = dict(run_kind=DEFAULT_TASK, model_kind=model_kind, model_config={}, train_config={},
                     step=None, val_nll=None, refer_threshold=None, refer_measure=None, score_samples=None,
                     max_bags=None, max_tokens=None, model_format=ModelFormat.TORCH.value)
         return cls(**{**base, **fields})
 
     @classmethod
     def laplace(cls, ckpt: dict, label: str) -> ModelInfo:
-        """A Laplace run's best.pt (kind ``laplace``; a mortality or an image MAP model), ``label`` its model's."""
+        """A Laplace run's best.pt (a mortality or an image MAP model: its task, ``checkpoint_task``), ``label`` its
+        model's."""
+        from pipeline.tasks.base import checkpoint_task
+
         tc = ckpt.get("train_config") or {}
         settings = {k: v for k, v in ckpt["laplace"].items() if not k.startswith("param_")}
-        return cls(run_kind=ckpt.get("run_kind", RunKind.MORTALITY.value), model_kind="laplace", model_config=settings,
+        return cls(run_kind=checkpoint_task(ckpt), model_kind="laplace", model_config=settings,
                    train_config=tc, step=ckpt.get("step"), val_nll=ckpt.get("val_nll"),
                    refer_threshold=ckpt.get("refer_threshold"), refer_measure=ckpt.get("refer_measure"),
                    score_samples=tc.get("score_samples"), max_bags=tc.get("max_bags"), max_tokens=tc.get("max_tokens"),

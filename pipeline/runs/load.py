@@ -6,7 +6,8 @@ another MLflow model URI (``models:/name/1``: downloaded), a local MLflow model 
 (an untracked run's ``best.pt``), and returns a typed ``Run``: the model in evaluation mode on ``device``
 (``formats.load_model``, whatever its task or format), its ``ModelInfo``, and, where the run holds them,
 the training vocabulary and features manifest, the features directory, the tags and params and
-``model_info.json``. ``kind`` refuses a run of another task with one line before anything is downloaded.
+``model_info.json``; ``Run.scorer`` asks the run's task how it scores (``Task.scorer``). ``kind`` (a task's key)
+refuses a run of another task with one line before anything is downloaded.
 mlflow is imported inside the functions.
 """
 
@@ -23,8 +24,9 @@ from pipeline.core.errors import naming
 from pipeline.engine.checkpoints import BEST
 from pipeline.runs import store
 from pipeline.runs.formats import FILES, load_model, model_file
-from pipeline.runs.info import ModelInfo, RunKind
+from pipeline.runs.info import ModelInfo
 from pipeline.runs.store import RunError
+from pipeline.tasks.base import DEFAULT_TASK, load_task
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,19 @@ class Run:
     model_info: dict = field(default_factory=dict)  # the run's model_info.json (validation metrics, reliability)
 
     @property
-    def kind(self) -> RunKind:
-        return RunKind(self.info.run_kind)
+    def kind(self) -> str:
+        """The key of the run's task (``pipeline.tasks.base.TASKS``)."""
+        return self.info.run_kind
+
+    @property
+    def task(self):
+        """The run's task (``pipeline.tasks.base.Task``), from the registry by its key."""
+        return load_task(self.kind)
+
+    def scorer(self, **settings):
+        """How the run scores (``Task.scorer``: the one object ``score``, ``evaluate``, the pyfunc and ``serve``
+        call), with its task's scoring ``settings``."""
+        return self.task.scorer(self, **settings)
 
     @property
     def train_config(self) -> dict:
@@ -61,12 +74,11 @@ class Run:
 
 
 def model_label(info: ModelInfo) -> str:
-    """compare's row name: the method (``rank1-<prior>`` for rank-1), or a Laplace run's label."""
-    if info.model_kind == "laplace":
-        return str(info.model_label or "laplace")
-    cfg = info.model_config or {}
-    method = str(cfg.get("method") or info.model_kind)
-    return f"rank1-{cfg.get('prior', 'gaussian')}" if method == "rank1" else method
+    """compare's row name: the label the model records (a Laplace model's), else its task's for its kind and
+    settings (``Task.label``: the method, ``rank1-<prior>`` for rank-1)."""
+    if info.model_label:
+        return str(info.model_label)
+    return load_task(info.run_kind).label(info.model_kind, info.model_config or {})
 
 
 def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
@@ -91,14 +103,14 @@ def parse_model_uri(uri: str) -> tuple[str | None, Path | None]:
                    "model directory nor a model file")
 
 
-def kind_of_run(uri: str) -> RunKind:
-    """The kind of the run a model URI names (a run id or ``runs:/<id>/...``; a model file: its model's);
-    mortality for other URIs and local model directories (only mortality models are logged as MLflow models)."""
+def kind_of_run(uri: str) -> str:
+    """The task key of the run a model URI names (a run id or ``runs:/<id>/...``; a model file: its model's);
+    the default task for other URIs and local model directories (only its models are logged as MLflow models)."""
     if Path(str(uri).strip()).is_file():
-        return RunKind(load_model(uri)[1].run_kind)
+        return load_model(uri)[1].run_kind
     m = RUN_URI.match(str(uri).strip())
     if not m:
-        return RunKind.MORTALITY
+        return DEFAULT_TASK
     try:
         run = store.client().get_run(m.group(1))
     except Exception as exc:  # mlflow raises MlflowException for unknown ids
@@ -106,7 +118,7 @@ def kind_of_run(uri: str) -> RunKind:
     return store.run_kind(run.data.tags)
 
 
-def load_run(uri: str | Path, workdir: Path | str | None = None, device=None, kind: RunKind | None = None) -> Run:
+def load_run(uri: str | Path, workdir: Path | str | None = None, device=None, kind: str | None = None) -> Run:
     """The model and records of a run id / ``runs:/<id>/...`` URI / MLflow model URI / local model directory /
     model file (see the module docstring); a torch model on ``device`` (None: the CPU)."""
     import mlflow
@@ -141,7 +153,7 @@ def load_run(uri: str | Path, workdir: Path | str | None = None, device=None, ki
     if kind is not None:
         store.require_kind(run_id, tags, kind)
     dst = Path(workdir or tempfile.mkdtemp(prefix="run-"))
-    if store.run_kind(tags) is RunKind.VISION:  # an image model: its checkpoint and model_info.json
+    if not load_task(store.run_kind(tags)).serves:  # no pyfunc (an image model): its checkpoint and model_info.json
         model, info = load_model(_download_checkpoint(c, run_id, dst), device)
         _check_kind(info, kind, f"run {run_id}")
         return Run(model, info, run_id, tags=tags, params=params, model_info=_download_optional(
@@ -162,9 +174,9 @@ def load_run(uri: str | Path, workdir: Path | str | None = None, device=None, ki
                _read_optional(model_dir / store.MODEL_INFO))
 
 
-def _check_kind(info: ModelInfo, kind: RunKind | None, what: str) -> None:
-    if kind is not None and info.run_kind != kind.value:
-        raise RunError(f"{what} holds a {info.run_kind} model ({info.model_kind}), not a {kind.value} model")
+def _check_kind(info: ModelInfo, kind: str | None, what: str) -> None:
+    if kind is not None and info.run_kind != kind:
+        raise RunError(f"{what} holds a {info.run_kind} model ({info.model_kind}), not a {kind} model")
 
 
 def _download_checkpoint(c, run_id: str, dst: Path) -> Path:
@@ -222,8 +234,14 @@ class RunRecord:
     experiment_id: str  # its experiment
 
     @property
-    def kind(self) -> RunKind:
+    def kind(self) -> str:
+        """The key of the run's task (``store.run_kind``)."""
         return store.run_kind(self.tags)
+
+
+def runs_of(runs: list[RunRecord], task: str) -> list[RunRecord]:
+    """The runs of the task ``task`` (its key) among ``runs``, in their order."""
+    return [r for r in runs if r.kind == task]
 
 
 def find_runs(experiment: str | None = None, run_ids: list[str] | None = None,

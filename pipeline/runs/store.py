@@ -23,7 +23,7 @@ from pathlib import Path
 from pipeline.core import fileio
 from pipeline.core.contracts import MANIFEST_FILE, VOCAB_FILE
 from pipeline.core.errors import PipelineError
-from pipeline.runs.info import RunKind
+from pipeline.tasks.base import DEFAULT_TASK, TASKS, load_task
 
 log = logging.getLogger(__name__)
 
@@ -63,36 +63,35 @@ class RunError(PipelineError, ValueError):
 
 
 # ---------------------------------------------------------------------------- kinds of run
-# Which kind of model a run holds (formats.RunKind; formats loads each): mortality runs (features of
-# admissions in, risk out) record no tag; image models record RUN_KIND_TAG = "vision" (their Laplace
-# runs too). Each kind's loaders refuse the other's runs here, before downloading a model.
+# Which kind of model a run holds: the key of its task (``pipeline.tasks.base.TASKS``, the one registry; formats
+# loads each), tagged RUN_KIND_TAG (a Laplace run: its MAP run's task); a run without the tag is a mortality run
+# (every run before image models). Each command's loaders refuse another task's runs here, before downloading
+# a model.
 
 
-RUN_KIND_TAG = "run_kind"  # RunKind of the run (absent: mortality, every run before image models)
+RUN_KIND_TAG = "run_kind"  # the key of the run's task (absent: DEFAULT_TASK, mortality)
 DATASET_TAG = "dataset"  # a vision run's digits | cifar10 | cifar100 (compare groups vision runs by it)
 LABEL_TAG = "model_label"  # compare's row name of a Laplace or vision run (laplace-last-layer-650, rank1-gaussian ...)
 VISION_EXPERIMENT = "vision"  # MLflow experiment of vision runs (and their Laplace runs) when none is given
 LAPLACE_EXPERIMENT = "laplace"  # MLflow experiment of a mortality run's Laplace runs when none is given
 OLD_MODEL_FILE = "model.pt"  # an image model's checkpoint in vision runs written before it was best.pt
-_KIND_WORDS = {RunKind.MORTALITY: "a mortality model of admissions' features",
-               RunKind.VISION: "an image classifier"}
 
 
-def run_kind(tags: dict) -> RunKind:
-    """The kind a run's tags record (mortality when they record none)."""
-    value = (tags or {}).get(RUN_KIND_TAG) or RunKind.MORTALITY.value
-    try:
-        return RunKind(value)
-    except ValueError:
-        raise RunError(f"tag {RUN_KIND_TAG}={value!r} is not a kind of run ({[k.value for k in RunKind]})") from None
+def run_kind(tags: dict) -> str:
+    """The key of the task a run's tags record (``DEFAULT_TASK`` when they record none)."""
+    value = (tags or {}).get(RUN_KIND_TAG) or DEFAULT_TASK
+    if value not in TASKS:
+        raise RunError(f"tag {RUN_KIND_TAG}={value!r} is not a kind of run ({sorted(TASKS)})")
+    return value
 
 
-def require_kind(run_id: str | None, tags: dict, expected: RunKind) -> None:
-    """Raise a one-line ``RunError`` unless the run's tags say it holds a model of kind ``expected``."""
+def require_kind(run_id: str | None, tags: dict, expected: str) -> None:
+    """Raise a one-line ``RunError`` unless the run's tags say it holds a model of the task ``expected`` (a key),
+    saying what each one is in its task's words (``Task.words``)."""
     found = run_kind(tags)
-    if found is not expected:
-        raise RunError(f"run {run_id} is a {found.value} run ({_KIND_WORDS[found]}); this reads {expected.value} runs "
-                       f"({_KIND_WORDS[expected]})")
+    if found != expected:
+        raise RunError(f"run {run_id} is a {found} run ({load_task(found).words}); this reads {expected} runs "
+                       f"({load_task(expected).words})")
 
 
 STORE_FILE = "mlflow.db"  # the default store's file

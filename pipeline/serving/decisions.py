@@ -4,12 +4,12 @@ the words and curves ``score`` prints and the cohort report shows."""
 
 from __future__ import annotations
 
-from pipeline.engine import risk
 from pipeline.serving.config import ScoreConfig
+from pipeline.tasks.mortality import risk
 
 
 def run_policy(run, cfg: ScoreConfig):
-    """The run's policy (``engine.risk.policy_of``), its refer rule re-derived under ``cfg``'s alpha, delta,
+    """The run's policy (``tasks.mortality.risk.policy_of``), its refer rule re-derived under ``cfg``'s alpha, delta,
     risk, ordering and refer_group when set (settings its calibration half cannot certify: an error naming
     them); a run without one refuses them (it kept nothing to derive from)."""
     from pipeline.core.configs import invalid

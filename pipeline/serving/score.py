@@ -35,8 +35,6 @@ from pipeline.core.privacy import check_private
 from pipeline.data import features
 from pipeline.data.consistency import check_rows
 from pipeline.data.mimic.sources.tables import Release
-from pipeline.engine import predict, risk
-from pipeline.runs.info import RunKind
 from pipeline.runs.load import evaluation, load_run
 from pipeline.serving import cohort as cohort_mod
 from pipeline.serving import release
@@ -44,6 +42,8 @@ from pipeline.serving.cohort import read_cohort
 from pipeline.serving.config import ScoreConfig  # noqa: F401  (its home; imported from here too)
 from pipeline.serving.decisions import policy_report, run_policy
 from pipeline.serving.summary import ScoreError, ScoreSummary  # noqa: F401  (their home; imported from here too)
+from pipeline.tasks.mortality import KEY as MORTALITY
+from pipeline.tasks.mortality import risk
 
 log = logging.getLogger(__name__)
 
@@ -108,39 +108,38 @@ def extract_cohort(source: str | Path, manifest: dict, vocab: dict, out_dir: Pat
 
 
 def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> ScoreSummary:
-    """Score Parquet feature ``files`` with a loaded ``runs.load.Run`` chunk by chunk into ``out``."""
+    """Score Parquet feature ``files`` with a loaded ``runs.load.Run`` chunk by chunk into ``out``: the run's scorer
+    (``Run.scorer``, its policy re-derived under ``cfg``: ``decisions.run_policy``) scores each chunk."""
     import pyarrow.parquet as pq
     import torch
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    samples = predict.score_samples(cfg.samples, run.info)
-    refer = run.info.refer_threshold
-    measure = risk.refer_measure_of(run.info)
+    scorer = run.scorer(samples=cfg.samples, batch_size=cfg.batch_size, policy=run_policy(run, cfg))
+    samples = scorer.samples
     chosen_at = run.info.score_samples
     if chosen_at and int(chosen_at) != samples:
         log.warning("the refer threshold was chosen on validation with %d samples per component; scoring with %d "
                     "changes the mutual information's Monte Carlo noise, so the referred fraction can differ",
                     int(chosen_at), samples)
-    if refer is None:
+    if scorer.refer_threshold is None:
         raise ScoreError("the model has no refer threshold (best.pt of an unfinished training run)")
-    policy = run_policy(run, cfg)
+    policy = scorer.policy
     sizes = (len(run.vocab["tokens"]), len(run.vocab["context"]))
-    values = run.model.value_channel  # a value-channel model reads (and needs) bag_values
-    window = ((run.manifest or {}).get("config") or {}).get("prediction_hours")  # None: not recorded
+    values = scorer.value_channel  # a value-channel model reads (and needs) bag_values
+    window = scorer.window_hours  # None: not recorded
     for f in files:
         features.check_file(f, values=values)
         _check_vocab_file(f, run.vocab)
     total = referred = empty = early = high = 0
     out = Path(out)
-    gen = predict.seeded_generator(cfg.seed)  # one stream for the whole run, chunk after chunk
+    gen = scorer.generator(cfg.seed)  # one stream for the whole run, chunk after chunk
     with fileio.atomic_path(out) as tmp:
         with pq.ParquetWriter(tmp, RISK.arrow_schema(), compression="zstd") as writer:
             for f in files:
                 for fs in _chunks(f, cfg.chunk_rows, values, window):
                     fs.check_vocab(*sizes)
-                    table = risk.score_features(run.model, fs, samples, refer, cfg.batch_size, run.info.max_bags,
-                                                run.info.max_tokens, gen, measure, policy, run.vocab["context"])
+                    table = scorer.table(fs, gen)
                     writer.write_table(pa.Table.from_pandas(table, schema=RISK.arrow_schema(), preserve_index=False))
                     total += len(table)
                     referred += int(table["refer"].sum())
@@ -220,7 +219,7 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     if link:  # the data owner's files: never where `git add .` takes them (before any work is done)
         check_private(out.parent / "_private", what="the data owner's link file and reports by HADM_ID")
     with tempfile.TemporaryDirectory(prefix="score-") as tmp:
-        run = load_run(model_uri, Path(tmp) / "model", resolve_device(device), kind=RunKind.MORTALITY)
+        run = load_run(model_uri, Path(tmp) / "model", resolve_device(device), kind=MORTALITY)
         model_release = release.release_of(run.manifest)
         if data is not None:
             files = feature_files(data)

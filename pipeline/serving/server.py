@@ -66,14 +66,14 @@ def load(uri: str):
     """MLflow's PyFuncModel of ``uri`` (read from the tracking store of ``store.tracking_uri``); a run id the store
     does not hold, or a run of another kind, is refused first with ``runs.load``'s one line."""
     import mlflow
-    from pipeline.runs.info import RunKind
     from pipeline.runs.load import kind_of_run
     from pipeline.runs.store import RunError, init_store, tracking_uri
+    from pipeline.tasks.base import load_task
 
     init_store(tracking_uri())
     kind = kind_of_run(uri)  # an unknown run id: the line that says which store was asked
-    if kind is not RunKind.MORTALITY:
-        raise RunError(f"{uri} holds a {kind.value} model; `serve` serves mortality models (features in, risk out)")
+    if not load_task(kind).serves:  # its runs log no pyfunc
+        raise RunError(f"{uri} holds a {kind} model; `serve` serves mortality models (features in, risk out)")
     mlflow.set_tracking_uri(tracking_uri())
     target = model_uri(uri)  # a malformed URI: runs.load's own line
     try:

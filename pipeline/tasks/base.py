@@ -25,11 +25,38 @@ TASKS = {  # task key -> the module that defines it (its TASK attribute)
     "mortality": "pipeline.tasks.mortality.task",
     "vision": "pipeline.tasks.vision.task",
 }
-TASK_KEY = "task"  # the checkpoint payload's entry naming its task
+TASK_KEY = "task"  # the checkpoint payload's entry naming its task (the one key; older payloads: FORMER_KEYS)
+DEFAULT_TASK = "mortality"  # the task of a checkpoint or run that names none (every one before tasks had keys)
+FORMER_KEYS = ("map_family", "run_kind", "kind")  # where older payloads named their task (a Laplace payload its
+    # MAP network's task as map_family or run_kind; an image model's as kind, which a Laplace payload sets to
+    # "laplace", no task)
 
 
 class TaskError(PipelineError, ValueError):
     """An unknown task key, or a checkpoint no task recognises."""
+
+
+class RequestError(PipelineError, ValueError):
+    """A request the model cannot score: one line for the client naming the column and row (the
+    row's index in the request), never a value of a row."""
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """How a run of a task scores (``Task.scorer(run)``): the one object that ``score``, ``evaluate``, the MLflow
+    pyfunc and ``serve`` call, holding the run's model and what its scoring reads (samples, thresholds, policy).
+    A task's scorer offers more for its own commands (the mortality risk table of a FeatureSet); the pyfunc and
+    ``serve`` need only the request path below."""
+
+    def prepare_requests(self) -> None:
+        """Called once before the scorer answers requests (the pyfunc's load): says what a request cannot
+        have (a warning), raises what makes requests impossible."""
+
+    def check_request(self, frame, params: dict | None = None) -> None:
+        """Raise ``RequestError`` (one line) unless ``predict_request`` can score this request."""
+
+    def predict_request(self, frame, params: dict | None = None):
+        """The output table of a request (one row per input row, in order)."""
 
 
 @runtime_checkable
@@ -38,6 +65,9 @@ class Task(Protocol):
 
     key: str  # the registry key (TASKS), recorded in every checkpoint and run of the task
     likelihood: str  # "bernoulli": one logit per example (S·K, B); "categorical": logits (S·K, B, C)
+    words: str  # what a model of the task is, in words ("an image classifier"): messages that refuse a run
+    info_aliases: dict  # other names of ``runs.info.ModelInfo`` fields in its JSON form ({"steps": "step"})
+    serves: bool  # its runs are logged as the MLflow pyfunc that scores requests (``score``, ``serve``)
 
     def build_model(self, model_kind: str | None, model_config: dict) -> Any:
         """An untrained network of the recorded kind and settings (a checkpoint's weights come next)."""
@@ -53,6 +83,13 @@ class Task(Protocol):
     def load_file(self, path: Path) -> tuple[Any, dict] | None:
         """(model, info fields) of a model file of a format of this task's own (not a torch checkpoint), or
         None when ``path`` is not one (the mortality task's ``baseline.npz``)."""
+
+    def label(self, model_kind: str, model_config: dict) -> str:
+        """``compare``'s row name of a model of the task (``rank1-<prior>`` for rank-1, else its method)."""
+
+    def scorer(self, run, **settings) -> Scorer:
+        """How the run ``run`` (a ``runs.load.Run``: model, info, vocabulary, manifest) scores, with the task's
+        scoring ``settings`` (the mortality task's: samples, batch_size, policy)."""
 
 
 @dataclass
@@ -74,8 +111,9 @@ class TrainingPlan(Protocol):
     step, the clipping, the divergence guard, the periodic validation, the checkpoints, resume and early
     stopping."""
 
+    task: Task  # the task whose recipe it is (its key goes into every checkpoint, its likelihood to the predictor)
     model: Any  # the network being trained (on its device)
-    objective: Any  # nn.Module: batch, kl weight -> {"loss", "nll", "kl"}
+    objective: Any  # nn.Module: batch, kl weight -> {"loss", "nll", "kl"} (``Objective`` of the task's likelihood)
     optimizer: Any  # torch.optim.Optimizer over the model's trainable parameters
     last_step: int  # the step training ends at (unless it stops early)
     eval_every: int  # validate every this many steps (0: at the last step only)
@@ -114,19 +152,32 @@ class TrainingPlan(Protocol):
 
 
 def load_task(key: str | None) -> Task:
-    """The task registered under ``key`` (None: mortality, every checkpoint before tasks had keys)."""
-    key = key or "mortality"
+    """The task registered under ``key`` (None: ``DEFAULT_TASK``, every checkpoint before tasks had keys)."""
+    key = key or DEFAULT_TASK
     module = TASKS.get(key)
     if module is None:
         raise TaskError(f"unknown task {key!r}; tasks: {sorted(TASKS)}")
     return importlib.import_module(module).TASK
 
 
+def checkpoint_task(ckpt: dict) -> str:
+    """The key of a checkpoint payload's task: its ``task`` entry, else the first of ``FORMER_KEYS`` that names a
+    registered task, else ``DEFAULT_TASK`` (a mortality model's checkpoint, written before tasks had keys)."""
+    if ckpt.get(TASK_KEY):
+        return str(ckpt[TASK_KEY])
+    return next((str(ckpt[k]) for k in FORMER_KEYS if ckpt.get(k) in TASKS), DEFAULT_TASK)
+
+
 def task_of_checkpoint(ckpt: dict) -> Task:
-    """The task of a checkpoint payload: its ``task`` entry, else its ``kind`` (``vision`` checkpoints named their
-    task so), else mortality (a mortality model's checkpoint, written before tasks had keys)."""
-    key = ckpt.get(TASK_KEY) or ("vision" if ckpt.get("kind") == "vision" else None)
-    return load_task(key)
+    """The task of a checkpoint payload (``checkpoint_task``)."""
+    return load_task(checkpoint_task(ckpt))
+
+
+def method_label(model_kind: str, model_config: dict) -> str:
+    """The row name ``compare`` gives a model of the layer family: its method (the config's ``method``, else its kind),
+    ``rank1-<prior>`` for rank-1 (``Task.label`` of both tasks)."""
+    method = str(model_config.get("method") or model_kind)
+    return f"rank1-{model_config.get('prior', 'gaussian')}" if method == "rank1" else method
 
 
 def tasks() -> Iterator[Task]:

@@ -24,7 +24,7 @@ from pipeline.engine.checkpoints import check_fresh
 from pipeline.runs import record, store
 from pipeline.runs.formats import BASELINE_FILE, FORMAT_TAG, ModelFormat
 from pipeline.runs.tracking import make_tracker, run_id_line
-from pipeline.runs.truth import features_true_risk
+from pipeline.tasks.mortality import validation
 from pipeline.tasks.mortality.baselines.config import BaselineConfig, BaselineKind
 from pipeline.tasks.mortality.baselines.featurize import Featurizer
 from pipeline.tasks.mortality.baselines.fit import fit_gbm, fit_logreg
@@ -32,6 +32,7 @@ from pipeline.tasks.mortality.baselines.model import BaselineModel
 from pipeline.tasks.mortality.inputs import load_inputs
 from pipeline.tasks.mortality.task import split_validation
 from pipeline.tasks.mortality.train_config import TrainConfig
+from pipeline.tasks.mortality.truth import features_true_risk
 
 FITS = {BaselineKind.LOGREG: fit_logreg, BaselineKind.GBM: fit_gbm}  # kind -> fitting function
 
@@ -96,10 +97,10 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
     t2 = time.perf_counter()
     model = BaselineModel(kind, featurizer, predictor)
     logits = model.feature_logits(val_fs, 1)  # (1, 1, N)
-    val = record.validation_summary(logits, val_fs.label, refer_fraction, true_risk=features_true_risk(fdir, val_fs),
-                                    model_kind=kind.value)
+    val = validation.validation_summary(logits, val_fs.label, refer_fraction,
+                                        true_risk=features_true_risk(fdir, val_fs), model_kind=kind.value)
     settings = {k: v for k, v in chosen.items() if k != "search"}
-    policy = record.fit_run_policy(model, val_fs, cal_fs, samples=1, batch_size=DEFAULT_BATCH, max_bags=None,
+    policy = validation.fit_run_policy(model, val_fs, cal_fs, samples=1, batch_size=DEFAULT_BATCH, max_bags=None,
                                    max_tokens=None, seed=cfg.seed, context_vocab=vocab["context"],
                                    config=replace(referral or ReferralConfig(), fraction=refer_fraction))
     model.meta = {"model_config": settings, "train_config": cfg.to_dict(), "val_nll": float(val.metrics["nll"]),

@@ -28,10 +28,10 @@ from pipeline.core.contracts import DEFAULT_BATCH, MIN_DEATHS
 from pipeline.core.devices import resolve_device
 from pipeline.runs import store
 from pipeline.runs.identity import features_identity, label, source_of
-from pipeline.runs.info import RunKind
 from pipeline.runs.load import Run, load_run, resolve_features
 from pipeline.runs.store import split_mode
-from pipeline.runs.truth import find_truth, load_true_risk
+from pipeline.tasks.mortality import KEY as MORTALITY
+from pipeline.tasks.mortality.truth import find_truth, load_true_risk
 from pipeline.workflows.evaluate_config import EvalConfig, Split  # noqa: F401  (their home; imported from here too)
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def sample_logits(model, fs, samples: int, batch_size: int = DEFAULT_BATCH, seed
     The draws come from a generator seeded with ``seed`` (``predict.seeded_generator``: the numbers of
     ``torch.manual_seed(seed)``); torch's global stream is untouched.
     """
-    from pipeline.engine import predict
+    from pipeline.tasks.mortality import predict
 
     return predict.feature_logits(model, fs, samples, batch_size, max_bags, max_tokens,
                                   predict.seeded_generator(seed))  # (S, K, N)
@@ -166,25 +166,24 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
 
     from pipeline.core.redact import redact_value
     from pipeline.data import features
-    from pipeline.engine import predict, risk
 
     cfg = cfg or EvalConfig()
     split = Split(split)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
-        rm = load_run(run, tmp, resolve_device(device), kind=RunKind.MORTALITY)
+        rm = load_run(run, tmp, resolve_device(device), kind=MORTALITY)
     fdir = resolve_features(rm, data)
     fs = features.load_split(fdir / f"{split.value}.parquet", values=rm.model.value_channel)
     fs.check_vocab(len(rm.vocab["tokens"]), len(rm.vocab["context"]))
     truth_file = find_truth(fdir, truth)
     true_risk = load_true_risk(truth_file, fdir / "_private" / "link.csv", fs.keys) if truth_file else None
-    samples = predict.score_samples(cfg.samples, rm.info)
-    pred = predict.feature_predictions(rm.model, fs, samples, cfg.batch_size, rm.info.max_bags,
-                                       rm.info.max_tokens, predict.seeded_generator(cfg.seed))
-    logits, measure = pred.logits, risk.refer_measure_of(rm.info)  # (S, K, N)
+    scorer = rm.scorer(samples=cfg.samples, batch_size=cfg.batch_size)  # the run's (Task.scorer)
+    samples = scorer.samples
+    pred = scorer.predictions(fs, scorer.generator(cfg.seed))
+    logits, measure = pred.logits, scorer.refer_measure  # (S, K, N)
     report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed, summary=pred.summary, measure=measure)
-    report.update(decisions(rm, pred, fs, true_risk, cfg, split))
+    report.update(decisions(scorer, rm, pred, fs, true_risk, cfg, split))
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(identical_draws=bool(samples > 1 and (logits == logits[:1]).all()))  # a deterministic model
     identity = features_identity(manifest)  # what compare groups by: the features' content, not their folder
@@ -204,20 +203,18 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     return EvalResult(report, logits, fs.label, true_risk, jp, files)
 
 
-def decisions(rm: Run, pred, fs, true_risk, cfg: EvalConfig, split: Split) -> dict:
-    """The run's policy on this split (``evaluate_policy.policy_section``); a run without one: its selective
-    metrics by its refer measure on the raw risk (``legacy_section``)."""
+def decisions(scorer, rm: Run, pred, fs, true_risk, cfg: EvalConfig, split: Split) -> dict:
+    """The run's policy on this split (``evaluate_policy.policy_section``; ``scorer``: the run's, which holds the
+    policy); a run without one: its selective metrics by its refer measure on the raw risk (``legacy_section``)."""
     from pipeline.data.features import calibration_mask
-    from pipeline.engine import risk
     from pipeline.workflows.evaluate_policy import legacy_section, policy_section
 
-    policy = risk.policy_of(rm.info)
+    policy = scorer.policy
     if policy is None:
-        return legacy_section(pred.summary, fs.label, true_risk, risk.refer_measure_of(rm.info), cfg)
+        return legacy_section(pred.summary, fs.label, true_risk, scorer.refer_measure, cfg)
     share = float(rm.train_config.get("calibration_share") or 0.0)
     in_cal = int(calibration_mask(fs.keys, share).sum()) if share and split is Split.VAL else 0
-    return policy_section(policy, pred, fs.label, true_risk, risk.policy_groups(policy, fs, rm.vocab["context"]),
-                          cfg, in_cal)
+    return policy_section(policy, pred, fs.label, true_risk, scorer.groups(fs), cfg, in_cal)
 
 
 def plot_retention(report: dict, path: Path, split: str) -> Path:

@@ -64,10 +64,10 @@ def truth_retention(true_risk, risk, measure) -> dict:
 
 def policy_section(policy, pred, labels, true_risk, groups: dict, cfg, in_calibration: int) -> dict:
     """The JSON sections of a run with a policy (``bayes.referral.policy.Policy``) on one split's predictions
-    ``pred`` (``engine.predict.Predictions``; ``groups``: the admissions' context groups)."""
+    ``pred`` (``tasks.mortality.predict.Predictions``; ``groups``: the admissions' context groups)."""
     from pipeline.bayes.referral.check import true_kept_risk
     from pipeline.bayes.referral.settings import Risk
-    from pipeline.engine import risk as risk_mod
+    from pipeline.tasks.mortality import risk as risk_mod
 
     y = np.asarray(labels, dtype=np.float64)
     view = risk_mod.predictive(pred, groups)

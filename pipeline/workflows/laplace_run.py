@@ -34,14 +34,18 @@ from pipeline.data import features
 from pipeline.engine import predict
 from pipeline.engine.checkpoints import BEST, CHECKPOINT_FORMAT
 from pipeline.runs import record, store
-from pipeline.runs.info import ModelInfo, RunKind
+from pipeline.runs.info import ModelInfo
 from pipeline.runs.load import Run, load_run, resolve_features
 from pipeline.runs.store import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
 from pipeline.runs.tracking import make_tracker, run_id_line
-from pipeline.runs.truth import features_true_risk
+from pipeline.tasks.base import TASK_KEY
+from pipeline.tasks.mortality import predict as mpredict
+from pipeline.tasks.mortality import validation
 from pipeline.tasks.mortality.laplace import fit_laplace
 from pipeline.tasks.mortality.task import split_validation
 from pipeline.tasks.mortality.train_config import TrainConfig
+from pipeline.tasks.mortality.truth import features_true_risk
+from pipeline.tasks.vision import KEY as VISION
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +112,7 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
         rm = load_run(map_uri, tmp)
     _check_map(map_uri, rm.info)
     cfg, draws = _predictive(cfg, samples)
-    if rm.kind is RunKind.VISION:
+    if rm.kind == VISION:
         return _fit_vision(rm, map_uri, cfg, draws, data=data, samples=samples, out_dir=out_dir, tracking=tracking,
                            experiment=experiment, run_name=run_name)
     rm.model = rm.model.to(device)
@@ -126,14 +130,14 @@ def fit_laplace_run(map_uri: str, cfg: LaplaceConfig, *, data: Path | str | None
                   swag_l2=float(rm.train_config.get("l2", cfg.swag_l2)))  # the MAP run's penalty
     model, report = fit_laplace(rm.model, train_fs, val_fs, cfg)  # raises LaplaceError for a Bayesian model
 
-    pred = predict.feature_predictions(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
+    pred = mpredict.feature_predictions(model, val_fs, draws, cfg.batch_size, cfg.max_bags, cfg.max_tokens,
                                        predict.seeded_generator(cfg.seed))  # logits (S, 1, N), the Gaussian's summary
     map_train = rm.train_config
     refer_fraction = map_train.get("refer_fraction", TrainConfig.refer_fraction)  # the MAP run's
-    val = record.validation_summary(pred.logits, val_fs.label, refer_fraction, summary=pred.summary,
+    val = validation.validation_summary(pred.logits, val_fs.label, refer_fraction, summary=pred.summary,
                                     true_risk=features_true_risk(fdir, val_fs), model_kind="laplace")
     threshold, val_metrics = val.refer_threshold, val.metrics
-    policy = record.fit_run_policy(model, val_fs, cal_fs, samples=draws, batch_size=cfg.batch_size,
+    policy = validation.fit_run_policy(model, val_fs, cal_fs, samples=draws, batch_size=cfg.batch_size,
                                    max_bags=cfg.max_bags, max_tokens=cfg.max_tokens, seed=cfg.seed,
                                    context_vocab=rm.vocab["context"],
                                    config=replace(referral or ReferralConfig(), fraction=refer_fraction))
@@ -199,12 +203,13 @@ def _fit_vision(vr: Run, map_uri: str, cfg: LaplaceConfig, draws: int, *, data: 
     val_batches = (lambda: chunks(val, np.arange(len(val)))) if len(val) else None
     model, report = fit_laplace_batches(vr.model, lambda: chunks(train, keep), val_batches, cfg, n_train=n,
                                         n_train_used=len(keep))  # raises LaplaceError for a Bayesian model
-    logits = predict.draws_of(model)(image_batches(val, cfg.batch_size), draws, cfg.seed)  # (S, 1, N, C)
+    draws_fn = predict.draws_of(model, vr.task.likelihood)
+    logits = draws_fn(image_batches(val, cfg.batch_size), draws, cfg.seed)  # (S, 1, N, C)
     val_all = mm.evaluate_predictions(logits, val.labels, components=1)
     val_metrics = {k: val_all[k] for k in ("nll", "accuracy", "ece", "brier", "n")}
 
     tc = dict(vr.train_config)
-    vision = store.RunKind.VISION.value
+    vision = VISION
 
     return _write_run(model, report, cfg, samples, vr, train_config={**tc, "score_samples": draws},
                       metrics={f"best_val_{k}": v for k, v in val_metrics.items() if k != "n"},
@@ -256,7 +261,7 @@ def _write_run(model, report: LaplaceReport, cfg: LaplaceConfig, samples: int | 
         out = Path(out_dir) if out_dir else Path("runs") / "laplace" / (tracker.run_id or model.label)
         out.mkdir(parents=True, exist_ok=True)
         save_laplace(out / BEST, model, {"model_kind": "laplace", "train_config": train_config,
-                                         "map_family": rm.kind.value, **checkpoint})
+                                         TASK_KEY: rm.kind, **checkpoint})
         settings = {k: v for k, v in model.settings().items() if not k.startswith("param_")}
         model_info = {"model_kind": "laplace", "model_label": model.label, "laplace": settings,
                       "map_kind": rm.info.model_kind, "map_config": rm.info.model_config,

@@ -28,17 +28,17 @@ from pipeline.core.devices import resolve_device
 from pipeline.core.errors import TrainError, naming, resumable
 from pipeline.core.seeds import EVAL_STREAM, TRAIN_STREAM, stream_seed
 from pipeline.data import features
-from pipeline.engine import predict
 from pipeline.engine.checkpoints import BEST, CHECKPOINT_FORMAT, LAST, check_fresh, read_checkpoint, save_checkpoint
 from pipeline.engine.distributed import Dist, broadcast, init_distributed
 from pipeline.engine.loop import LoopState, TrainingDiverged, announcements, resume_state, run_loop
 from pipeline.runs import record, store
 from pipeline.runs.tracking import make_tracker, run_id_line
-from pipeline.runs.truth import features_true_risk
 from pipeline.tasks.base import TASK_KEY
+from pipeline.tasks.mortality import predict, validation
 from pipeline.tasks.mortality.config import saved_config
 from pipeline.tasks.mortality.task import plan as mortality_plan
 from pipeline.tasks.mortality.train_config import FORMER_DEFAULTS, TrainConfig
+from pipeline.tasks.mortality.truth import features_true_risk
 
 log = logging.getLogger(__name__)
 
@@ -203,12 +203,12 @@ def _finish(p, d: Dist, tracker, base: dict, state: LoopState, out: Path, fdir: 
     final_state = {k: v.clone() for k, v in model.state_dict().items()}
     model.load_state_dict(best["model"])
     logits = validate(model, val_fs, cfg, cfg.score_samples)  # (S, K, N)
-    policy = record.fit_run_policy(model, val_fs, p.cal_fs, samples=cfg.score_samples,
+    policy = validation.fit_run_policy(model, val_fs, p.cal_fs, samples=cfg.score_samples,
                                    batch_size=cfg.eval_batch_size, max_bags=cfg.max_bags, max_tokens=cfg.max_tokens,
                                    seed=cfg.seed, context_vocab=fileio.read_json(fdir / store.VOCAB)["context"],
                                    config=replace(referral, fraction=cfg.refer_fraction))
     model.load_state_dict(final_state)
-    val = record.validation_summary(logits, val_fs.label, cfg.refer_fraction,
+    val = validation.validation_summary(logits, val_fs.label, cfg.refer_fraction,
                                     true_risk=features_true_risk(fdir, val_fs), model_kind=base["model_kind"])
     save_checkpoint(out / BEST, {**best, **val.checkpoint_entries(), "policy": policy and policy.to_dict()})
     info = {"model_kind": base["model_kind"], "model_config": base["model_config"],

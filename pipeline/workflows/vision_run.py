@@ -34,6 +34,7 @@ from pipeline.runs.load import Run, load_run, model_label
 from pipeline.runs.store import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
 from pipeline.runs.tracking import make_tracker
 from pipeline.tasks.base import TASK_KEY
+from pipeline.tasks.vision import KEY
 from pipeline.tasks.vision.config import VisionEvalConfig, VisionTrainConfig
 
 log = logging.getLogger(__name__)
@@ -119,16 +120,18 @@ def image_logits(model, images, samples: int = 1, batch_size: int = 32, seed: in
     (per-member draws, BatchNorm running statistics, a generator seeded with ``seed`` for this call)."""
     from pipeline.engine.predict import draws_of
     from pipeline.tasks.vision.evaluate import image_batches
+    from pipeline.tasks.vision.task import TASK
 
-    return draws_of(model)(image_batches(images, batch_size), samples, seed)
+    return draws_of(model, TASK.likelihood)(image_batches(images, batch_size), samples, seed)
 
 
 def evaluate_model(model, test, samples: int = 1, **kwargs):
     """``tasks.vision.evaluate.evaluate_vision`` of a model (its draws from the engine's predictor)."""
     from pipeline.engine.predict import draws_of
     from pipeline.tasks.vision.evaluate import evaluate_vision
+    from pipeline.tasks.vision.task import TASK
 
-    return evaluate_vision(draws_of(model), test, samples, model.components, **kwargs)
+    return evaluate_vision(draws_of(model, TASK.likelihood), test, samples, model.components, **kwargs)
 
 
 def save_vision_checkpoint(path: Path | str, result: VisionTrainResult) -> Path:
@@ -151,12 +154,12 @@ def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, trac
                            run_name=run_name or f"{label}-{cfg.dataset.value}-s{cfg.seed}")
     with tracker:  # the run ends KILLED on Ctrl-C, FAILED on any other exception, else FINISHED
         out = Path(out_dir) if out_dir else Path("runs") / "vision" / (tracker.run_id or f"{label}-s{cfg.seed}")
-        for key, value in ((store.RUN_KIND_TAG, store.RunKind.VISION.value), (DATASET_TAG, cfg.dataset.value),
+        for key, value in ((store.RUN_KIND_TAG, KEY), (DATASET_TAG, cfg.dataset.value),
                            (LABEL_TAG, label)):
             tracker.set_tag(key, value)
         tracker.log_params({"model_kind": mcfg.method.value})
         result = train_vision(cfg, out_dir=out, tracker=tracker)
-        info = {"run_kind": store.RunKind.VISION.value, "model_kind": mcfg.method.value, "model_label": label,
+        info = {"run_kind": KEY, "model_kind": mcfg.method.value, "model_label": label,
                 "model_config": mcfg.to_dict(), "train_config": cfg.to_dict(), "steps": result.steps,
                 "train_seconds": result.seconds, "score_samples": cfg.eval_samples,
                 "val_metrics": {m: result.val_metrics[m] for m in ("nll", "accuracy", "ece", "n")},
@@ -198,29 +201,26 @@ def evaluate_vision_run(run: str | Path, cfg: VisionEvalConfig | None = None, *,
     import torch
 
     from pipeline.core.devices import resolve_device
-    from pipeline.engine.predict import draws_of
-    from pipeline.runs.info import RunKind
-    from pipeline.tasks.vision.evaluate import evaluate_vision
 
     cfg = cfg or VisionEvalConfig()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device)
     with tempfile.TemporaryDirectory(prefix="vision-eval-") as tmp:
-        vr = load_run(run, tmp, kind=RunKind.VISION)
+        vr = load_run(run, tmp, kind=KEY)
     test = load_test_set(vr, data_dir)
-    samples = cfg.samples or int(vr.info.score_samples or 1)
-    model = vr.model.to(device)
+    model = vr.model = vr.model.to(device)
+    scorer = vr.scorer(samples=cfg.samples, batch_size=cfg.batch_size)  # the run's (Task.scorer)
+    samples = scorer.samples
     if cfg.cifar_c is None:
         with Progress("vision evaluate", 1 + len(cfg.corruptions) * len(cfg.severities), enabled=cfg.progress) as bar:
-            report = evaluate_vision(draws_of(model), test, samples, model.components, cfg.corruptions,
-                                     cfg.severities, cfg.seed, cfg.corruption_seed, cfg.batch_size,
+            report = scorer.evaluate(test, cfg.corruptions, cfg.severities, cfg.seed, cfg.corruption_seed,
                                      progress=bar.update)
     else:
-        report = _evaluate_cifar_c(model, test, samples, cfg)
+        report = _evaluate_cifar_c(scorer, test, cfg)
     tc = vr.train_config
     out = Path(out_dir) if out_dir else Path("runs") / "eval" / (vr.run_id or "local") / SPLIT
-    body = {"run_kind": store.RunKind.VISION.value, "run_id": vr.run_id, "model_label": vr.label,
+    body = {"run_kind": KEY, "run_id": vr.run_id, "model_label": vr.label,
             "model_kind": vr.info.model_kind, "dataset": tc.get("dataset"), "test_set": test.name,
             "split": SPLIT, "corruption_source": "generated" if cfg.cifar_c is None else "cifar-c",
             "eval_config": config_dict(cfg) | {"samples": samples, "device": str(device)},
@@ -242,25 +242,22 @@ def evaluate_vision_run(run: str | Path, cfg: VisionEvalConfig | None = None, *,
     return VisionEvalResult(body, json_path, plot, vr.run_id)
 
 
-def _evaluate_cifar_c(model, test, samples: int, cfg: VisionEvalConfig):
+def _evaluate_cifar_c(scorer, test, cfg: VisionEvalConfig):
     """A VisionReport whose corrupted sets come from a CIFAR-10-C directory (every file there, or those named)."""
     from pipeline.bayes.metrics import multiclass as mm
     from pipeline.data.images.data import VisionDataError, read_cifar_c
-    from pipeline.engine.predict import draws_of
-    from pipeline.tasks.vision.evaluate import VisionReport, image_batches
+    from pipeline.tasks.vision.evaluate import VisionReport
 
     root = Path(cfg.cifar_c)
     names = list(cfg.corruptions) or sorted(p.stem for p in root.glob("*.npy") if p.stem != "labels")
     if not names:
         raise VisionDataError(f"{root}: no <corruption>.npy files (a CIFAR-10-C directory)")
 
-    draws = draws_of(model)
-
     def score(x, labels) -> dict:
-        logits = draws(image_batches(x, cfg.batch_size), samples, cfg.seed)  # (S, K, N, C)
-        return mm.evaluate_predictions(logits, labels, components=model.components)
+        logits = scorer.logits(x, cfg.seed)  # (S, K, N, C)
+        return mm.evaluate_predictions(logits, labels, components=scorer.model.components)
 
-    report = VisionReport(clean=score(test.floats(), test.labels), samples=samples)
+    report = VisionReport(clean=score(test.floats(), test.labels), samples=scorer.samples)
     for name in names:
         report.corrupted[name] = {}
         for s in cfg.severities:

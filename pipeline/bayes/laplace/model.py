@@ -12,8 +12,8 @@ Checkpoint (``checkpoint()`` / ``from_checkpoint``), a dict for ``torch.save`` w
 ``format`` (LAPLACE_FORMAT), ``kind`` = "laplace", ``laplace`` (the settings: selection, hessian,
 predictive, subnet_size S, n_params D, prior_precision λ, subnet_prior_precision λ_S, dtype,
 param_names, param_shapes), ``map_kind`` / ``map_config`` (the MAP model's kind and settings, which its
-task rebuilds: the caller records the task's key as ``map_family``, ``pipeline.tasks.base``; this package
-knows no task) and ``model``, this module's state dict:
+task rebuilds: the caller records the task's key, ``pipeline.tasks.base``; this package knows no task) and
+``model``, this module's state dict:
 ``map_model.*`` (θ_MAP), ``indices`` (S,) and ``factor`` ((S, S) lower Cholesky factor of the
 posterior precision, or (D,) square root of the diagonal precision).
 """
@@ -192,7 +192,7 @@ class LinearizedLaplaceModel(nn.Module):
         cfg = getattr(self.map_model, "cfg", None)
         payload = {
             "format": LAPLACE_FORMAT,
-            "kind": "laplace",
+            "kind": self.kind,
             "laplace": self.settings(),
             "map_kind": getattr(kind, "value", kind),
             "map_config": _plain(asdict(cfg)) if is_dataclass(cfg) else None,
@@ -204,10 +204,15 @@ class LinearizedLaplaceModel(nn.Module):
         return payload | dict(extra or {})
 
     @classmethod
+    def is_checkpoint(cls, payload: dict) -> bool:
+        """Whether a checkpoint payload is one of this model's (``checkpoint()``: its ``kind``)."""
+        return payload.get("kind") == cls.kind
+
+    @classmethod
     def from_checkpoint(cls, payload: dict, map_model: nn.Module | None = None) -> LinearizedLaplaceModel:
         """Rebuild from ``checkpoint()`` around ``map_model``, an untrained network of the checkpoint's ``map_kind``
         and ``map_config`` (its task builds it: ``pipeline.runs.formats``); the MAP weights come from the payload."""
-        if payload.get("format") != LAPLACE_FORMAT or payload.get("kind") != "laplace":
+        if payload.get("format") != LAPLACE_FORMAT or not cls.is_checkpoint(payload):
             raise LaplaceError(f"not a Laplace checkpoint of format {LAPLACE_FORMAT} "
                                f"(kind {payload.get('kind')!r}, format {payload.get('format')!r})")
         meta = payload["laplace"]

@@ -54,7 +54,7 @@ from pipeline.tasks.mortality.config import ModelKind, MortalityConfig
 
 
 class DrawScored:
-    """What scoring needs of a mortality network (``engine.predict.RiskModel``): weight draws on batches."""
+    """What scoring needs of a mortality network (``tasks.mortality.predict.RiskModel``): weight draws on batches."""
 
     cfg: MortalityConfig  # the network's settings
     gaussian_logits = False  # logits of weight draws, not a Gaussian logit

@@ -34,15 +34,19 @@ from pipeline.core.contracts import BASELINE_FILE, VOCAB_FILE
 from pipeline.core.errors import TrainError
 from pipeline.core.seeds import EVAL_STREAM, stream_seed
 from pipeline.data import batches, features
-from pipeline.tasks.base import Validated
+from pipeline.tasks.base import Validated, method_label
+from pipeline.tasks.mortality import KEY
 from pipeline.tasks.mortality.train_config import CheckpointMetric, TrainConfig
 
 
 class MortalityTask:
     """The mortality task for the registry (``pipeline.tasks.base.TASKS["mortality"]``)."""
 
-    key = "mortality"
+    key = KEY
     likelihood = "bernoulli"  # one logit per admission: (S·K, B)
+    words = "a mortality model of admissions' features"
+    serves = True  # features in, the risk table out: the pyfunc, score and serve
+    info_aliases: dict = {}
 
     def build_model(self, model_kind: str | None, model_config: dict):
         """An untrained network of a recorded kind and settings (settings added since: their defaults)."""
@@ -73,6 +77,16 @@ class MortalityTask:
 
         model = BaselineModel.load(path)
         return model, baseline_info_fields(model.kind.value, model.meta)
+
+
+    def label(self, model_kind: str, model_config: dict) -> str:
+        return method_label(model_kind, model_config)
+
+    def scorer(self, run, **settings):
+        """A ``tasks.mortality.scorer.MortalityScorer`` (``settings``: samples, batch_size, policy)."""
+        from pipeline.tasks.mortality.scorer import MortalityScorer
+
+        return MortalityScorer(run, **settings)
 
 
 TASK = MortalityTask()
@@ -136,6 +150,10 @@ class MortalityPlan:
     val_res: object | None = None  # ... of val_fs
     keep_best: bool = True  # best.pt is the best validation's model
     label: str = "train"  # the progress line's name
+
+    @property
+    def task(self) -> MortalityTask:
+        return TASK
 
     @property
     def eval_every(self) -> int:
@@ -235,7 +253,8 @@ def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, wo
                            f"does not split over {world} processes", "batch_size", error=TrainError)
     cuda = torch.device(device).type == "cuda"
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, **({"fused": True} if cuda else {}))  # one kernel
-    objective = Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases)
+    objective = Objective(model, cfg.nll, len(train_fs), cfg.l2, cfg.train_samples, cfg.l2_in_kl, cfg.l2_biases,
+                          likelihood=TASK.likelihood)
     augment = OovAugment(fileio.read_json(fdir / VOCAB_FILE)["tokens"], cfg.source_oov_rate, cfg.token_oov_rate,
                          cfg.seed)
     if resident is None:

@@ -5,9 +5,12 @@
 See ``net`` for the output layout (logits (S·K, B, classes), member axis first) and docs/vision.md for the
 published defaults taken and changed. ``model_config`` and ``config`` import no torch; the names below load
 their module on first use (``pipeline.core.lazy``), so the command line reads the settings without torch.
+``KEY`` is the task's key in the registry (``pipeline.tasks.base.TASKS``): what its checkpoints and runs record.
 """
 
 from pipeline.core.lazy import lazy
+
+KEY = "vision"  # the task's registry key
 
 _HOMES = {
     **dict.fromkeys(("ARCH_DEFAULTS", "Arch", "Method", "VisionConfig"), "model_config"),

@@ -16,7 +16,8 @@ from pathlib import Path
 from pipeline.bayes.metrics import multiclass as mm
 from pipeline.core.errors import ConfigError
 from pipeline.data.images.data import Splits
-from pipeline.tasks.base import Validated
+from pipeline.tasks.base import Validated, method_label
+from pipeline.tasks.vision import KEY
 from pipeline.tasks.vision.config import Dataset, VisionTrainConfig
 
 VAL_METRICS = ("nll", "accuracy", "ece")  # what a validation logs and keeps in the history
@@ -25,8 +26,11 @@ VAL_METRICS = ("nll", "accuracy", "ece")  # what a validation logs and keeps in 
 class VisionTask:
     """The image task for the registry (``pipeline.tasks.base.TASKS["vision"]``)."""
 
-    key = "vision"
+    key = KEY
     likelihood = "categorical"  # logits (S·K, B, classes)
+    words = "an image classifier"
+    serves = False  # images are evaluated (`vision evaluate`), not served
+    info_aliases = {"steps": "step"}  # vision checkpoints call their step count steps
 
     def build_model(self, model_kind: str | None, model_config: dict):  # noqa: ARG002 (the config names the method)
         from pipeline.tasks.vision.model_config import VisionConfig
@@ -51,6 +55,15 @@ class VisionTask:
 
     def load_file(self, path: Path):  # noqa: ARG002 (image models live in torch checkpoints only)
         return None
+
+    def label(self, model_kind: str, model_config: dict) -> str:
+        return method_label(model_kind, model_config)
+
+    def scorer(self, run, **settings):
+        """A ``tasks.vision.scorer.VisionScorer`` (``settings``: samples, batch_size)."""
+        from pipeline.tasks.vision.scorer import VisionScorer
+
+        return VisionScorer(run, **settings)
 
 
 TASK = VisionTask()
@@ -77,6 +90,10 @@ class VisionPlan:
     label: str = "vision train"  # the progress line's name
     history: list = field(default_factory=list)  # logged training and validation points
     val_note: str = ""  # the latest validation, on the progress line
+
+    @property
+    def task(self) -> VisionTask:
+        return TASK
 
     @property
     def clip(self) -> float:
@@ -171,7 +188,8 @@ def plan(cfg: VisionTrainConfig, data: Splits, device) -> VisionPlan:
     total = max(1, round(cfg.epochs * steps_per_epoch))
     optimizer = torch.optim.SGD(parameter_groups(model, cfg.fast_weight_lr_multiplier), lr=cfg.base_lr,
                                 momentum=cfg.momentum, nesterov=True)
-    return VisionPlan(model=model, objective=Objective(model, cfg.nll, len(train_set), cfg.l2, cfg.train_samples),
+    return VisionPlan(model=model, objective=Objective(model, cfg.nll, len(train_set), cfg.l2, cfg.train_samples,
+                                                                 likelihood=TASK.likelihood),
                       optimizer=optimizer, cfg=cfg, data=data, distinct=distinct, steps_per_epoch=steps_per_epoch,
                       last_step=total, anneal_steps=cfg.kl_anneal_epochs * steps_per_epoch,
                       eval_every=round(cfg.eval_every_epochs * steps_per_epoch) if cfg.eval_every_epochs > 0 else 0,

@@ -1,7 +1,7 @@
 """The true risk of a synthetic source, joined to its features: the Bayes-optimal reference of every report.
 
 Evaluation reports every metric against it; training, the baselines and Laplace choose a run's refer
-measure by it on validation (``record.validation_summary``), the only use of the truth before a test.
+measure by it on validation (``validation.validation_summary``), the only use of the truth before a test.
 
 The synthetic generator writes ``<source>/_truth/truth.csv.gz`` (HADM_ID, TRUE_RISK) beside its
 tables; the extraction never reads it. Evaluation finds it through the features' manifest and

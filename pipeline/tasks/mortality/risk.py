@@ -15,7 +15,7 @@ import pandas as pd
 
 from pipeline.bayes import metrics
 from pipeline.core.contracts import DEFAULT_BATCH, RISK
-from pipeline.engine.predict import Predictions, RiskModel, feature_predictions
+from pipeline.tasks.mortality.predict import Predictions, RiskModel, feature_predictions
 
 MI_FLOOR = 1e-9  # nats; MI below this is rounding noise of identical draws (e.g. a deterministic model)
 RISK_COLUMNS = RISK.names()  # the risk table's columns (contracts.RISK)
