@@ -409,3 +409,72 @@ def test_every_module_and_name_a_docstring_names_exists():
             if not (ROOT / m.group(1)).exists():
                 bad.append(f"{p.relative_to(ROOT)}: {m.group(1)}")
     assert not bad, "stale names in docstrings:\n" + "\n".join(bad)
+
+
+# ---------------------------------------------------------------------------- task and model-family names
+
+
+def family_names() -> tuple[set[str], dict[str, set[str]]]:
+    """(every task key of the registry and every model family's name, {enum class name: its member names}): the
+    mortality task's ModelKind, the image task's Method, the classical BaselineKind and Laplace."""
+    from pipeline.bayes.laplace.model import LinearizedLaplaceModel
+    from pipeline.tasks.base import TASKS
+    from pipeline.tasks.mortality.baselines.config import BaselineKind
+    from pipeline.tasks.mortality.config import ModelKind
+    from pipeline.tasks.vision.model_config import Method
+
+    enums = (ModelKind, Method, BaselineKind)
+    names = {*TASKS, *(m.value for e in enums for m in e), LinearizedLaplaceModel.kind}
+    members = {e.__name__: {m.name for m in e} for e in enums}
+    members["RunKind"] = {k.upper() for k in TASKS}  # the enum of task keys that the registry replaced
+    return names, members
+
+
+def name_comparisons(path: Path, names: set[str], members: dict[str, set[str]]) -> list[str]:
+    """``file:line: name`` for each comparison (==, !=, is, is not, in, not in) of ``path`` against a task or
+    model-family name: a string literal of ``names`` (alone or in a literal tuple, list or set) or a member of one of
+    the ``members`` enums (``ModelKind.RANK1``, ``RunKind.VISION``)."""
+
+    def named(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+            return repr(node.value)
+        if isinstance(node, ast.Attribute):
+            owner = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", None)
+            if node.attr in members.get(owner, ()):
+                return f"{owner}.{node.attr}"
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return next((n for e in node.elts if (n := named(e))), None)
+        return None
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            found += [f"{path}:{node.lineno}: {n}" for side in (node.left, *node.comparators) if (n := named(side))]
+    return found
+
+
+def test_no_task_or_model_family_name_is_compared_outside_the_tasks_and_the_command_line():
+    """Issue 44: what differs between tasks and model families is asked of the task (``pipeline.tasks``: its
+    scorer, finish, label, words ...), never decided by comparing their names; the command line's options may
+    name them. The library outside ``pipeline/tasks/`` and ``pipeline/cli/`` compares none (benchmarks/ and
+    experiments/ are studies that pick their rows by name, and are not scanned)."""
+    names, members = family_names()
+    files = [p for p in PKG.rglob("*.py") if p.relative_to(PKG).parts[0] not in ("tasks", "cli")]
+    bad = [hit for p in [*files, ROOT / "cli.py"] for hit in name_comparisons(p, names, members)]
+    assert not bad, "task or model-family names compared outside pipeline/tasks/ and pipeline/cli/:\n" + "\n".join(bad)
+
+
+def test_the_name_comparison_scan_bites(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "if kind == 'vision': pass\n"
+        "if info.model_kind != \"laplace\": pass\n"
+        "if method in ('gbm', 'x'): pass\n"
+        "if run.kind is RunKind.VISION: pass\n"
+        "if m == models.ModelKind.RANK1: pass\n"
+        "if kind == other: pass\n"  # no name: not a hit
+        "if method is Method.NONE: pass\n"  # another enum's member of the same class name (calibration): not a hit
+        "labels = {'rank1': 1}\n")  # a name that is not compared: not a hit
+    names, members = family_names()
+    assert [h.split(": ", 1)[1] for h in name_comparisons(planted, names, members)] == [
+        "'vision'", "'laplace'", "'gbm'", "RunKind.VISION", "ModelKind.RANK1"]

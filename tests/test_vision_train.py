@@ -244,3 +244,42 @@ def test_deep_ensemble_members_get_the_deterministic_gradient(small):
         assert torch.allclose(p.grad, q.grad, atol=1e-6, rtol=1e-5), name
     with pytest.raises(ValueError, match="mixture"):
         objective(ensemble, images, labels, 1.0, 240, 1e-3, "mixture")
+
+
+def test_an_interrupted_vision_run_resumes_to_the_weights_of_an_uninterrupted_one(small, tmp_path, monkeypatch):
+    """The image task trains through the one training workflow (``workflows.train.train_plan``): a run interrupted
+    (Ctrl-C) after its first validation resumes from ``last.pt`` and ends with the weights, the BatchNorm
+    statistics and the validation of the run that was never interrupted (seeded, CPU; rank-1 draws and the
+    augmentation's crops and flips both restored); other settings are refused, naming them."""
+    from pipeline.core.errors import TrainError
+    from pipeline.tasks.vision.task import VisionPlan
+    from pipeline.workflows.vision_run import train_run
+
+    c = cfg("rank1", epochs=2.0, eval_every_epochs=1.0, augment=True)
+    whole = train_run(c, out_dir=tmp_path / "whole", tracking=False, splits=small)
+    per_epoch = whole.result.steps_per_epoch
+    assert whole.result.steps == 2 * per_epoch and (tmp_path / "whole" / "last.pt").exists()
+    real = VisionPlan.before_step
+
+    def interrupted(self, step):
+        if step == per_epoch + 3:  # in the second epoch, after the first validation's last.pt
+            raise KeyboardInterrupt
+        return real(self, step)
+
+    monkeypatch.setattr(VisionPlan, "before_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(c, out_dir=tmp_path / "cut", tracking=False, splits=small)
+    monkeypatch.undo()
+    assert (tmp_path / "cut" / "last.pt").exists() and not (tmp_path / "cut" / "best.pt").exists()
+    with pytest.raises(TrainError, match="epochs"):
+        train_run(cfg("rank1", epochs=3.0, eval_every_epochs=1.0, augment=True), out_dir=tmp_path / "cut",
+                  tracking=False, splits=small, resume=True)
+    resumed = train_run(c, out_dir=tmp_path / "cut", tracking=False, splits=small, resume=True)
+    assert resumed.result.steps == whole.result.steps
+    for (name, a), b in zip(whole.result.model.state_dict().items(), resumed.result.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert resumed.result.val_metrics["nll"] == whole.result.val_metrics["nll"]
+    (m1, i1), (m2, i2) = load_model(tmp_path / "whole" / "best.pt"), load_model(tmp_path / "cut" / "best.pt")
+    assert i1.step == i2.step == whole.result.steps and i1.val_metrics == i2.val_metrics
+    for (name, a), b in zip(m1.state_dict().items(), m2.state_dict().values()):
+        assert torch.equal(a, b), name

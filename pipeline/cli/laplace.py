@@ -56,7 +56,7 @@ class LaplaceOptions:
     experiment: str | None = None  # MLflow experiment [default: laplace].
     tracking: bool = True  # Log the run to MLflow.
     verbose: bool = field(default=False, metadata={"flags": ["--verbose", "-v"]})  # Log each stage.
-    device: str | None = field(default=None, metadata={"help": DEVICE_HELP + " Mortality runs."})  # the device
+    device: str | None = field(default=None, metadata={"help": DEVICE_HELP})  # the device
     COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.cli.options.command_option)
 
     def settings(self) -> dict:

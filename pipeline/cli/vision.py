@@ -102,6 +102,8 @@ def vision_train(
     tracking: bool = typer.Option(True, "--tracking/--no-tracking", help="Log the run to MLflow "
                                                                          "(MLFLOW_TRACKING_URI, default "
                                                                          "sqlite:///mlflow.db)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pt (same settings), written at "
+                                                        "every validation (--eval-every-epochs)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage."),
     settings: Settings | None = None,
 ) -> None:
@@ -115,7 +117,7 @@ def vision_train(
     from pipeline.workflows.vision_run import train_run
 
     cfg = VisionTrainConfig(**settings[VisionTrainConfig], model=settings[VisionConfig])
-    r = train_run(cfg, out_dir=out, tracking=tracking, experiment=experiment, run_name=run_name)
+    r = train_run(cfg, out_dir=out, tracking=tracking, experiment=experiment, run_name=run_name, resume=resume)
     settings.record(r.run_id, r.out_dir)
     res, val = r.result, r.result.val_metrics
     typer.echo(f"{r.label} on {cfg.dataset.value}: steps={res.steps} ({res.seconds:.0f} s) val_nll={val['nll']:.4f} "

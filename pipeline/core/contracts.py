@@ -24,6 +24,7 @@ FEATURE_VERSION = 3  # 3: bag_values (with extract --values); 2: observed_hours 
 VOCAB_FILE = "vocab.json"  # the vocabulary (tokens, context, bins, text items) the splits' ids index
 MANIFEST_FILE = "manifest.json"  # what the extraction did (source, release, settings, splits, accounting)
 BASELINE_FILE = "baseline.npz"  # a classical baseline's model file (named arrays, no pickle), beside torch's best.pt
+TRAIN_CONFIG_FILE = "train_config.json"  # a run's training settings (beside its model_info.json)
 # Monte Carlo samples per mixture component when neither the caller nor the model says (a model
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25

@@ -46,6 +46,7 @@ class Run:
     tags: dict = field(default_factory=dict)  # the run's MLflow tags
     params: dict = field(default_factory=dict)  # the run's MLflow params
     model_info: dict = field(default_factory=dict)  # the run's model_info.json (validation metrics, reliability)
+    uri: str | None = None  # what named it (a run id, a model URI or file: load_run's argument)
 
     @property
     def kind(self) -> str:
@@ -61,6 +62,10 @@ class Run:
         """How the run scores (``Task.scorer``: the one object ``score``, ``evaluate``, the pyfunc and ``serve``
         call), with its task's scoring ``settings``."""
         return self.task.scorer(self, **settings)
+
+    def resolve_features(self, data: Path | str | None) -> Path:
+        """The features directory to use (``resolve_features``): ``data`` or the run's, its vocabulary the run's."""
+        return resolve_features(self, data)
 
     @property
     def train_config(self) -> dict:
@@ -121,6 +126,12 @@ def kind_of_run(uri: str) -> str:
 def load_run(uri: str | Path, workdir: Path | str | None = None, device=None, kind: str | None = None) -> Run:
     """The model and records of a run id / ``runs:/<id>/...`` URI / MLflow model URI / local model directory /
     model file (see the module docstring); a torch model on ``device`` (None: the CPU)."""
+    run = _load_run(uri, workdir, device, kind)
+    run.uri = str(uri)
+    return run
+
+
+def _load_run(uri: str | Path, workdir: Path | str | None, device, kind: str | None) -> Run:
     import mlflow
 
     run_id, local = parse_model_uri(str(uri))

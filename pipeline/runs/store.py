@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from pipeline.core import fileio
-from pipeline.core.contracts import MANIFEST_FILE, VOCAB_FILE
+from pipeline.core.contracts import MANIFEST_FILE, TRAIN_CONFIG_FILE, VOCAB_FILE
 from pipeline.core.errors import PipelineError
 from pipeline.tasks.base import DEFAULT_TASK, TASKS, load_task
 
@@ -37,7 +37,7 @@ MODEL_FILES = f"{MODEL_ARTIFACT}/artifacts"  # the pyfunc's files: the model fil
 VOCAB = VOCAB_FILE  # the training vocabulary (tokens, context, bins, text items)
 MANIFEST = MANIFEST_FILE  # the training features' manifest (redacted copy)
 MODEL_INFO = "model_info.json"  # kind, configs, refer threshold, validation metrics
-TRAIN_CONFIG = "train_config.json"  # the training settings
+TRAIN_CONFIG = TRAIN_CONFIG_FILE  # the training settings
 EXTRACTION = "extraction.json"  # the features' extraction settings (``score --source`` re-extracts with them)
 FEATURES_ARTIFACTS = "features"  # the run's copy of VOCAB and MANIFEST
 CHECKPOINT_ARTIFACTS = "checkpoint"  # the run's copy of its model file (best.pt or baseline.npz)

@@ -2,13 +2,17 @@
 
 A task is what varies between the mortality risk and the image benchmarks: its networks and how a
 checkpoint rebuilds one, its training recipe (``TrainingPlan``: the batches, the optimizer and its
-schedule, the validation), and its likelihood. Everything else (the training loop, the Monte Carlo
-predictor, subnetwork Laplace, writing and reading runs) is written once, against these protocols.
+schedule, the validation, how its run is filed), its likelihood, what its run records after training
+(``Task.finish`` -> ``Finished``), what subnetwork Laplace fits on (``Task.laplace_data`` -> ``LaplaceData``)
+and how a run of it scores (``Task.scorer`` -> a ``Scorer``). Everything else (the training loop and the
+training workflow, the Monte Carlo predictor, subnetwork Laplace, writing and reading runs) is written once,
+against these protocols (docs/architecture.md, "Adding a task").
 
-The engine and ``runs`` know tasks only through this module: a checkpoint records its task's key
-(``task`` in the payload; older payloads by their ``kind``), and ``load_task(key)`` imports the module
-``TASKS[key]`` names, so a fresh process (the MLflow pyfunc's) finds the task of any model by its key
-alone, and no package below the tasks ever imports a concrete one. Torch-free.
+``TASKS`` is the one registry of tasks. The engine and ``runs`` know tasks only through this module: a
+checkpoint records its task's key (``task`` in the payload; older payloads in ``FORMER_KEYS``), a run tags it
+(``run_kind``), and ``load_task(key)`` imports the module ``TASKS[key]`` names, so a fresh process (the MLflow
+pyfunc's) finds the task of any model by its key alone, and no package below the tasks ever imports a
+concrete one. Torch-free.
 """
 
 from __future__ import annotations
@@ -91,6 +95,17 @@ class Task(Protocol):
         """How the run ``run`` (a ``runs.load.Run``: model, info, vocabulary, manifest) scores, with the task's
         scoring ``settings`` (the mortality task's: samples, batch_size, policy)."""
 
+    def finish(self, model, data, settings: FinishSettings) -> Finished:
+        """What a trained model's run records beside it (its validation figures, its policy, its checkpoint's
+        and ``model_info.json``'s entries, what the command prints): after training (``data``: the plan) and
+        after a Laplace fit (``data``: ``LaplaceData.data``)."""
+
+    def laplace_data(self, run, data_dir, cfg) -> LaplaceData:
+        """What subnetwork Laplace on the MAP run ``run`` (a ``runs.load.Run``) fits on: its training batches
+        (the GGN), its validation batches (the prior precision), what ``finish`` reads, and what the Laplace
+        run records besides (``data_dir``: the training data instead of the recorded; ``cfg``: the
+        ``LaplaceConfig``)."""
+
 
 @dataclass
 class Validated:
@@ -100,6 +115,69 @@ class Validated:
     nll: float  # the validation NLL (logged as val_nll)
     metrics: dict = field(default_factory=dict)  # logged as val_<name>
     note: str = ""  # shown on the progress line until the next validation
+
+
+@dataclass
+class RunSpec:
+    """How a training run of a plan is filed and tracked (``TrainingPlan.run_spec``)."""
+
+    folder: str  # runs/<folder>/<run id> holds its files when no output directory is given
+    untracked: str  # that folder's name for an untracked run (<kind>-s<seed>)
+    experiment: str | None  # the MLflow experiment when none is given (None: the default one)
+    run_name: str | None  # the MLflow run name when none is given
+    params: dict  # logged when the run starts (not again on resume)
+    tags: dict  # set when the run starts
+    features_dir: Path | None = None  # the features it trains on: copied, tagged, and its pyfunc logged (None: none)
+
+
+@dataclass
+class FinishSettings:
+    """How a trained model is finished (``Task.finish``): what every task's validation figures read."""
+
+    samples: int  # draws per component of the validation predictive (the run's score_samples)
+    batch_size: int  # examples per forward pass
+    seed: int  # the run's seed (a task's policy fit)
+    draws_seed: int  # the seed of the validation predictive's weight draws
+    model_kind: str  # what was trained (rank1, deterministic ... | laplace): a task may choose by it
+    refer_fraction: float | None = None  # the share of validation examples the refer threshold refers
+    referral: Any = None  # how risks become decisions (``bayes.referral.config.ReferralConfig``; None: defaults)
+
+
+@dataclass
+class Finished:
+    """What ``Task.finish`` made of a trained model: what its run records and says beside the model."""
+
+    checkpoint: dict  # entries added to the model's checkpoint (refer threshold and measure, policy, val_metrics)
+    info: dict  # model_info.json's entries (the validation figures, the policy's summary, score_samples)
+    metrics: dict  # logged at the run's last step (best_val_<metric>, refer_threshold)
+    val_nll: float  # the validation NLL of the finished model
+    val_metrics: dict  # the validation metrics
+    lines: list[str] = field(default_factory=list)  # what the command prints about it (the policy's sentences)
+    refer_threshold: float | None = None  # the refer measure's threshold (None: the task refers nobody)
+    refer_measure: str | None = None  # what refer ranks by (``metrics.Measure`` value)
+    policy: Any = None  # the run's ``bayes.referral.policy.Policy`` (None: none)
+    score_samples: int | None = None  # the draws its scoring defaults to (None: the task's own rule)
+
+
+@dataclass
+class LaplaceData:
+    """What subnetwork Laplace fits on, from a MAP run's task (``Task.laplace_data``)."""
+
+    train: Any  # () -> iterator of training batch dicts (the GGN)
+    val: Any  # () -> iterator of validation batch dicts (the prior precision), or None
+    n_train: int  # the training examples (the GGN is scaled to them)
+    n_used: int  # of which the fit uses (``LaplaceConfig.max_train``)
+    n_val: int  # the validation examples
+    data: Any  # what the task's ``finish`` reads (its validation data)
+    changes: dict  # ``LaplaceConfig`` fields the MAP run fixes (its caps, its L2)
+    train_config: dict  # the Laplace run's training settings (score_samples added by the workflow)
+    params: dict  # logged params besides the Laplace settings
+    tags: dict  # tags besides the label and the parent
+    experiment: str | None  # the MLflow experiment when none is given (None: the default Laplace one)
+    refer_fraction: float | None = None  # the MAP run's refer fraction (a task that refers)
+    features_dir: Path | None = None  # the MAP run's features (copied, tagged, its pyfunc logged; None: none)
+    files: dict = field(default_factory=dict)  # JSON files written beside model_info.json (name -> content)
+    entries: dict = field(default_factory=dict)  # what the Laplace checkpoint and model_info.json record besides
 
 
 @runtime_checkable
@@ -122,6 +200,29 @@ class TrainingPlan(Protocol):
     clip: float  # global gradient-norm clip (0: none)
     keep_best: bool  # keep the best validation's weights as best.pt (False: the last step's model is the one)
     label: str  # the progress line's name
+    progress: bool  # show progress on stderr
+
+    def entries(self) -> dict:
+        """What every checkpoint of the run records beside the weights (its task's key and the format are the
+        workflow's): the model's kind and settings, the training settings, what rebuilding the network needs."""
+
+    def run_spec(self) -> RunSpec:
+        """How its run is filed and tracked: its folder, experiment, run name, params and tags."""
+
+    def seed_stream(self, rank: int, step: int) -> None:
+        """Seed rank ``rank``'s training stream: a fresh run (``step`` 0), or a resumed one whose checkpoint,
+        written by another number of processes, cannot restore it."""
+
+    def check_resume(self, ckpt: dict, path: Path) -> None:
+        """Raise (one line naming the settings) unless the ``last.pt`` payload ``ckpt`` was written by this
+        plan's model and training settings (only the budget and the output settings may change)."""
+
+    def finish_settings(self) -> FinishSettings:
+        """How the trained model is finished (``Task.finish``, with the plan as its data)."""
+
+    def record(self, state) -> tuple[dict, dict]:
+        """(model_info.json's entries of the model and its training, JSON files written beside it) at the end of
+        a run whose loop ended in ``state`` (``engine.loop.LoopState``)."""
 
     def batch(self, step: int, rank: int, world: int) -> dict:
         """The training batch of ``step`` for process ``rank`` of ``world`` (tensors on the CPU)."""

@@ -2,10 +2,11 @@
 
 ``train_vision`` runs the image task's plan (``tasks.vision.task.plan``: the published recipe) through the
 engine's one loop (``engine.loop.run_loop``) and keeps the last step's model (``best.pt`` when ``out_dir``
-is given); ``train_run`` wraps it in an MLflow run as the mortality runs are tracked
-(``runs.tracking.RunTracker``: params redacted; experiment ``vision`` unless named): params
-``train.*`` / ``model.*``, the tags ``run_kind`` = vision (the mortality loaders refuse the run),
-``dataset`` and ``model_label``, the artifacts ``checkpoint/best.pt`` and ``model_info.json``.
+is given); ``train_run`` trains it as a run through the one training workflow of every task
+(``workflows.train.train_plan``: tracked as the mortality runs are, ``last.pt`` at every validation, resumed
+with ``resume``; experiment ``vision`` unless named): params ``train.*`` / ``model.*``, the tags ``run_kind`` =
+vision (the mortality loaders refuse the run), ``dataset`` and ``model_label``, the artifacts
+``checkpoint/best.pt`` and ``model_info.json`` (``tasks.vision.finish``: the validation metrics).
 
 ``evaluate_vision_run`` loads a vision run (an image model, or a Laplace run of one) with ``runs.load.load_run``,
 rebuilds its test split from the run's settings (the same split for its seed), scores it clean and under
@@ -18,7 +19,6 @@ the severity, a line per corruption and their mean) atomically, and logs them to
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import tempfile
 from dataclasses import dataclass, field
@@ -28,11 +28,9 @@ from pipeline.core import fileio
 from pipeline.core.configs import config_dict
 from pipeline.core.progress import Progress
 from pipeline.engine.checkpoints import BEST, CHECKPOINT_FORMAT, save_checkpoint
-from pipeline.runs import record, store
-from pipeline.runs.info import ModelInfo
-from pipeline.runs.load import Run, load_run, model_label
-from pipeline.runs.store import DATASET_TAG, LABEL_TAG, VISION_EXPERIMENT
-from pipeline.runs.tracking import make_tracker
+from pipeline.runs import store
+from pipeline.runs.load import Run, load_run
+from pipeline.runs.store import LABEL_TAG
 from pipeline.tasks.base import TASK_KEY
 from pipeline.tasks.vision import KEY
 from pipeline.tasks.vision.config import VisionEvalConfig, VisionTrainConfig
@@ -82,37 +80,44 @@ class VisionTrainResult:
 def train_vision(cfg: VisionTrainConfig | None = None, *, out_dir: Path | str | None = None, tracker=None,
                  splits=None) -> VisionTrainResult:
     """Train the model of ``cfg`` through the engine's loop and validate it at the end (and every
-    ``eval_every_epochs``).
+    ``eval_every_epochs``), no run written (``train_run`` writes one).
 
     ``splits`` replaces the data ``cfg`` names (tests, benchmarks that load once). With ``out_dir`` the model is
     saved to ``out_dir/best.pt`` (atomically, as every run's model) with its configs and validation metrics.
-    ``tracker``: ``runs.tracking``'s (params, metrics; ``train_run`` writes the run); None logs nothing. Raises
+    ``tracker``: ``runs.tracking``'s (params, metrics); None logs nothing. Raises
     ``engine.loop.TrainingDiverged`` (a ``FloatingPointError``) on a non-finite loss or gradient.
     """
-    import torch
-
-    from pipeline.core.devices import resolve_device
     from pipeline.engine.loop import run_loop
-    from pipeline.tasks.vision.task import plan as vision_plan
-    from pipeline.tasks.vision.train import load_splits
 
-    cfg = cfg or VisionTrainConfig()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    device = resolve_device(cfg.device)
-    data = splits if splits is not None else load_splits(cfg)
-    p = vision_plan(cfg, data, device)
+    p = vision_plan(cfg or VisionTrainConfig(), splits)
     if tracker is not None:
-        tracker.log_params({"train": {k_: v for k_, v in cfg.to_dict().items() if k_ != "model"},
-                            "model": p.model.cfg.to_dict(), "n_train": len(data.train), "n_val": len(data.val),
-                            "distinct_per_step": p.distinct, "steps": p.last_step})
-    state = run_loop(p, tracker=tracker, progress=cfg.progress)
-    result = VisionTrainResult(model=p.model, config=cfg, model_config=p.model.cfg, steps=state.step,
-                               steps_per_epoch=p.steps_per_epoch, seconds=state.seconds, final_train=p.final_train,
-                               val_metrics=p.val_metrics, history=p.history)
+        tracker.log_params({k: v for k, v in p.run_spec().params.items() if k != "model_kind"})
+    state = run_loop(p, tracker=tracker, progress=p.cfg.progress)
+    result = _result(p, state, p.val_metrics)
     if out_dir is not None:
         result.checkpoint = save_vision_checkpoint(Path(out_dir) / BEST, result)
     return result
+
+
+def vision_plan(cfg: VisionTrainConfig, splits=None):
+    """The image task's plan of ``cfg`` (``tasks.vision.task.plan``) on its device, its threads set; ``splits``
+    replaces the data ``cfg`` names."""
+    import torch
+
+    from pipeline.core.devices import resolve_device
+    from pipeline.tasks.vision.task import plan
+    from pipeline.tasks.vision.train import load_splits
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device)
+    return plan(cfg, splits if splits is not None else load_splits(cfg), device)
+
+
+def _result(p, state, val_metrics: dict) -> VisionTrainResult:
+    return VisionTrainResult(model=p.model, config=p.cfg, model_config=p.model.cfg, steps=state.step,
+                             steps_per_epoch=p.steps_per_epoch, seconds=state.seconds,
+                             final_train=getattr(p, "final_train", {}), val_metrics=val_metrics, history=p.history)
 
 
 def image_logits(model, images, samples: int = 1, batch_size: int = 32, seed: int = 0):
@@ -135,56 +140,38 @@ def evaluate_model(model, test, samples: int = 1, **kwargs):
 
 
 def save_vision_checkpoint(path: Path | str, result: VisionTrainResult) -> Path:
-    """The model, its configs and validation metrics as a checkpoint of the image task (kind ``vision``; written
+    """The model, its configs and validation metrics as a checkpoint of the image task (its key ``task``; written
     atomically, tensors on the CPU); ``runs.formats.load_model`` reads it."""
     state = {k: v.detach().cpu() for k, v in result.model.state_dict().items()}
-    payload = {"format": CHECKPOINT_FORMAT, "kind": "vision", TASK_KEY: "vision",
-               "model_config": result.model_config.to_dict(), "train_config": result.config.to_dict(),
-               "model": state, "steps": result.steps,
+    mcfg = result.model_config
+    payload = {"format": CHECKPOINT_FORMAT, TASK_KEY: KEY, "model_kind": mcfg.method.value,
+               "model_config": mcfg.to_dict(), "train_config": result.config.to_dict(), "model": state,
+               "step": result.steps, "steps": result.steps,
                "val_metrics": {m: result.val_metrics[m] for m in ("nll", "accuracy", "ece", "n")}}
     return save_checkpoint(path, payload)
 
 
 def train_run(cfg: VisionTrainConfig, *, out_dir: Path | str | None = None, tracking: bool = True,
-              experiment: str | None = None, run_name: str | None = None) -> VisionRunResult:
-    """Train ``cfg``'s model as a tracked run (see the module docstring)."""
-    mcfg = cfg.model_config()
-    label = model_label(_method_info(mcfg))
-    tracker = make_tracker(tracking, experiment=experiment or VISION_EXPERIMENT,
-                           run_name=run_name or f"{label}-{cfg.dataset.value}-s{cfg.seed}")
-    with tracker:  # the run ends KILLED on Ctrl-C, FAILED on any other exception, else FINISHED
-        out = Path(out_dir) if out_dir else Path("runs") / "vision" / (tracker.run_id or f"{label}-s{cfg.seed}")
-        for key, value in ((store.RUN_KIND_TAG, KEY), (DATASET_TAG, cfg.dataset.value),
-                           (LABEL_TAG, label)):
-            tracker.set_tag(key, value)
-        tracker.log_params({"model_kind": mcfg.method.value})
-        result = train_vision(cfg, out_dir=out, tracker=tracker)
-        info = {"run_kind": KEY, "model_kind": mcfg.method.value, "model_label": label,
-                "model_config": mcfg.to_dict(), "train_config": cfg.to_dict(), "steps": result.steps,
-                "train_seconds": result.seconds, "score_samples": cfg.eval_samples,
-                "val_metrics": {m: result.val_metrics[m] for m in ("nll", "accuracy", "ece", "n")},
-                "final_train": result.final_train}
-        record.write_run(tracker, out, info=info, checkpoint=result.checkpoint, step=result.steps)
-    return VisionRunResult(tracker.run_id, label, result, out)
+              experiment: str | None = None, run_name: str | None = None, resume: bool = False,
+              splits=None) -> VisionRunResult:
+    """Train ``cfg``'s model as a tracked run (see the module docstring): the image task's plan through the one
+    training workflow (``workflows.train.train_plan``), so an interrupted run resumes from its ``last.pt``
+    (``resume``, the same ``out_dir`` and settings). ``splits`` replaces the data ``cfg`` names."""
+    from pipeline.workflows.train import train_plan
+
+    p = vision_plan(cfg, splits)
+    t = train_plan(p, out_dir=out_dir, resume=resume, tracking=tracking, experiment=experiment, run_name=run_name)
+    result = _result(p, t.state, t.finished.val_metrics)
+    result.checkpoint = t.out_dir / BEST
+    return VisionRunResult(t.run_id, p.run_spec().tags[LABEL_TAG], result, t.out_dir)
 
 
 def run_splits(settings: dict, data_dir: Path | str | None = None):
-    """The train / val / test ImageSets a run's VisionTrainConfig (a dict, as recorded) names: its dataset and
-    seed's split (``data_dir`` replaces the CIFAR directory)."""
-    from pipeline.tasks.vision.train import load_splits
+    """The train / val / test ImageSets a run's VisionTrainConfig (a dict, as recorded) names
+    (``tasks.vision.train.run_splits``)."""
+    from pipeline.tasks.vision.train import run_splits as splits_of
 
-    settings = dict(settings)
-    if data_dir is not None:
-        settings["data_dir"] = str(data_dir)
-    known = {f.name for f in dataclasses.fields(VisionTrainConfig)}
-    return load_splits(VisionTrainConfig(**{k: v for k, v in settings.items() if k in known}))
-
-
-def _method_info(mcfg) -> ModelInfo:
-    """The info of a model not trained yet (its label only needs the method and settings)."""
-    return ModelInfo(run_kind="vision", model_kind=mcfg.method.value, model_config=mcfg.to_dict(), train_config={},
-                     step=None, val_nll=None, refer_threshold=None, refer_measure=None, score_samples=None,
-                     max_bags=None, max_tokens=None, model_format="torch")
+    return splits_of(settings, data_dir)
 
 
 def load_test_set(run: Run, data_dir: Path | str | None = None):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from pipeline.core import fileio
 from pipeline.core.contracts import VOCAB_FILE
 from pipeline.core.errors import TrainError
@@ -34,3 +36,13 @@ def load_inputs(fdir: Path, values: bool = False) -> tuple[dict, features.Featur
 
 
 __all__ = ["TrainError", "load_inputs", "vocab_sizes"]
+
+
+def split_validation(val: features.FeatureSet, share: float) -> tuple[features.FeatureSet, features.FeatureSet]:
+    """(selection, calibration) halves of a validation split: the admissions whose pseudonym hashes into ``share``
+    are kept apart for calibration (``features.calibration_mask``: the same admissions for every run of the
+    features), the others choose the checkpoint, the refer measure and the decision threshold."""
+    if share <= 0.0:
+        return val, features.subset(val, np.zeros(0, dtype=np.int64))
+    mask = features.calibration_mask(val.keys, share)
+    return features.subset(val, np.flatnonzero(~mask)), features.subset(val, np.flatnonzero(mask))

@@ -1,4 +1,5 @@
-"""Subnetwork Laplace on the mortality task's features: ``fit_laplace`` (FeatureSets in, the fitted model out).
+"""Subnetwork Laplace on the mortality task's features: ``fit_laplace`` (FeatureSets in, the fitted model out) and
+its batches (``laplace_batches``: what a Laplace run of a mortality model fits on, ``finish.laplace_data``).
 
 The algorithm is the task-free ``pipeline.bayes.laplace.fit.fit_laplace_batches`` (any deterministic network
 of the family, batches, its likelihood); this module feeds it the training split's admissions in batches of
@@ -23,10 +24,18 @@ def fit_laplace(model: nn.Module, train_fs, val_fs, cfg: LaplaceConfig | None = 
                 ) -> tuple[LinearizedLaplaceModel, LaplaceReport]:
     """Fit on the mortality FeatureSets ``train_fs`` (GGN) and ``val_fs`` (prior precision; may be None
     when ``cfg.prior_precision`` is given). ``model`` is left unchanged (the result holds a copy)."""
+    cfg = cfg if cfg is not None else LaplaceConfig()
+    train, val, n_used = laplace_batches(model, train_fs, val_fs, cfg)
+    return fit_laplace_batches(model, train, val, cfg, n_train=len(train_fs), n_train_used=n_used)
+
+
+def laplace_batches(model: nn.Module, train_fs, val_fs, cfg: LaplaceConfig) -> tuple[Batches, Batches | None, int]:
+    """(training batches, validation batches or None, training admissions used) of ``fit_laplace``: a ``max_train``
+    subsample of the training split in batches of similar lengths, the validation split in its length order, on
+    ``model``'s device."""
     from pipeline.core.devices import model_device, to_device
     from pipeline.data import batches
 
-    cfg = cfg if cfg is not None else LaplaceConfig()
     n = len(train_fs)
     if n == 0:
         raise LaplaceError("no training admissions")
@@ -46,9 +55,9 @@ def fit_laplace(model: nn.Module, train_fs, val_fs, cfg: LaplaceConfig | None = 
     if val_fs is not None and len(val_fs):
         val_fs.require_labels()
         val_order = batches.length_order(val_fs, cfg.max_bags)
+
         def val_chunks() -> Iterator[dict]:
             return chunks(val_fs, val_order)
 
         val_batches = val_chunks
-    return fit_laplace_batches(model, lambda: chunks(train_fs, train_order), val_batches, cfg,
-                               n_train=n, n_train_used=len(keep))
+    return (lambda: chunks(train_fs, train_order)), val_batches, len(keep)

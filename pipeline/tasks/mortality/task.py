@@ -29,13 +29,14 @@ import numpy as np
 
 from pipeline.bayes import metrics
 from pipeline.core import fileio
-from pipeline.core.configs import invalid
-from pipeline.core.contracts import BASELINE_FILE, VOCAB_FILE
+from pipeline.core.configs import config_dict, invalid
+from pipeline.core.contracts import BASELINE_FILE, TRAIN_CONFIG_FILE, VOCAB_FILE
 from pipeline.core.errors import TrainError
-from pipeline.core.seeds import EVAL_STREAM, stream_seed
+from pipeline.core.seeds import EVAL_STREAM, TRAIN_STREAM, stream_seed
 from pipeline.data import batches, features
 from pipeline.tasks.base import Validated, method_label
 from pipeline.tasks.mortality import KEY
+from pipeline.tasks.mortality.inputs import split_validation  # noqa: F401  (its home; imported from here too)
 from pipeline.tasks.mortality.train_config import CheckpointMetric, TrainConfig
 
 
@@ -87,6 +88,16 @@ class MortalityTask:
         from pipeline.tasks.mortality.scorer import MortalityScorer
 
         return MortalityScorer(run, **settings)
+
+    def finish(self, model, data, settings):
+        from pipeline.tasks.mortality.finish import finish
+
+        return finish(model, data, settings)
+
+    def laplace_data(self, run, data_dir, cfg):
+        from pipeline.tasks.mortality.finish import laplace_data
+
+        return laplace_data(run, data_dir, cfg)
 
 
 TASK = MortalityTask()
@@ -143,6 +154,8 @@ class MortalityPlan:
     last_step: int  # the budget: max_steps, or the epoch budget's end
     model_config: object  # the network's MortalityConfig (vocabulary sizes from the features)
     vocab_sizes: dict  # {"tokens": n, "context": n} of the features' vocabulary
+    model_kind: str  # what is trained (ModelKind value)
+    features_dir: Path  # the features it trains on
     cal_fs: features.FeatureSet | None = None  # the validation split's calibration half, kept apart from training
     anneal_steps: int = 0  # the KL weight's ramp in steps (anneal_steps, or anneal_epochs' steps)
     warmup_steps: int = 0  # the learning rate's linear warm-up in steps (warmup_epochs'; 0: none)
@@ -150,6 +163,8 @@ class MortalityPlan:
     val_res: object | None = None  # ... of val_fs
     keep_best: bool = True  # best.pt is the best validation's model
     label: str = "train"  # the progress line's name
+    world: int = 1  # the processes training together (DDP)
+    referral: object | None = None  # bayes.referral.config.ReferralConfig: how the run turns risks into decisions
 
     @property
     def task(self) -> MortalityTask:
@@ -158,6 +173,10 @@ class MortalityPlan:
     @property
     def eval_every(self) -> int:
         return self.cfg.eval_every
+
+    @property
+    def progress(self) -> bool:
+        return self.cfg.progress
 
     @property
     def patience(self) -> int | None:
@@ -211,6 +230,45 @@ class MortalityPlan:
 
     def load_extra_state(self, state: dict) -> None:
         pass
+
+    # ------------------------------------------------------------------------ its run (``tasks.mortality.finish``)
+
+    def entries(self) -> dict:
+        return {"model_kind": self.model_kind, "model_config": config_dict(self.model_config),
+                "train_config": self.cfg.to_dict(), "vocab_sizes": self.vocab_sizes}
+
+    def run_spec(self):
+        from pipeline.tasks.mortality.finish import run_spec
+
+        return run_spec(self)
+
+    def seed_stream(self, rank: int, step: int) -> None:
+        import torch
+
+        torch.manual_seed(stream_seed(self.cfg.seed + step, TRAIN_STREAM, rank))
+
+    def check_resume(self, ckpt: dict, path: Path) -> None:
+        from pipeline.tasks.mortality.finish import check_resume
+
+        check_resume(self, ckpt, path)
+
+    def finish_settings(self):
+        from pipeline.tasks.mortality.finish import finish_settings
+
+        return finish_settings(self)
+
+    def finish_data(self):
+        from pipeline.tasks.mortality.finish import MortalityData
+
+        context = fileio.read_json(self.features_dir / VOCAB_FILE)["context"]
+        return MortalityData(self.features_dir, self.val_fs, self.cal_fs, context, self.cfg.max_bags,
+                             self.cfg.max_tokens)
+
+    def record(self, state) -> tuple[dict, dict]:
+        entries = self.entries()
+        files = {TRAIN_CONFIG_FILE: {"model_kind": self.model_kind, **entries["train_config"],
+                                     "model": entries["model_config"]}}
+        return {**entries, "best_step": state.best_step}, files
 
 
 def val_score(model, cfg: TrainConfig, val_nll: float, n_val: int) -> float:
@@ -267,15 +325,6 @@ def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, wo
     return MortalityPlan(model=model, objective=objective, optimizer=optimizer, cfg=cfg, train_fs=train_fs,
                          val_fs=val_fs, sampler=batches.TrainSampler(n, distinct, cfg.seed),
                          augment=augment, last_step=cfg.step_budget(n, distinct), model_config=mcfg,
-                         vocab_sizes=sizes, anneal_steps=cfg.anneal_steps_for(n, distinct),
+                         vocab_sizes=sizes, model_kind=str(getattr(model_kind, "value", model_kind)), features_dir=fdir,
+                         world=world, anneal_steps=cfg.anneal_steps_for(n, distinct),
                          warmup_steps=cfg.epoch_steps(cfg.warmup_epochs, n, distinct), cal_fs=cal_fs, **res)
-
-
-def split_validation(val: features.FeatureSet, share: float) -> tuple[features.FeatureSet, features.FeatureSet]:
-    """(selection, calibration) halves of a validation split: the admissions whose pseudonym hashes into ``share``
-    are kept apart for calibration (``features.calibration_mask``: the same admissions for every run of the
-    features), the others choose the checkpoint, the refer measure and the decision threshold."""
-    if share <= 0.0:
-        return val, features.subset(val, np.zeros(0, dtype=np.int64))
-    mask = features.calibration_mask(val.keys, share)
-    return features.subset(val, np.flatnonzero(~mask)), features.subset(val, np.flatnonzero(mask))

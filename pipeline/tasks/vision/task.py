@@ -65,6 +65,16 @@ class VisionTask:
 
         return VisionScorer(run, **settings)
 
+    def finish(self, model, data, settings):
+        from pipeline.tasks.vision.finish import finish
+
+        return finish(model, data, settings, self.likelihood)
+
+    def laplace_data(self, run, data_dir, cfg):
+        from pipeline.tasks.vision.finish import laplace_data
+
+        return laplace_data(run, data_dir, cfg)
+
 
 TASK = VisionTask()
 
@@ -158,6 +168,52 @@ class VisionPlan:
 
     def load_extra_state(self, state: dict) -> None:
         self.generator.set_state(state["augment_generator"])
+
+    # ------------------------------------------------------------------------ its run (``tasks.vision.finish``)
+
+    @property
+    def progress(self) -> bool:
+        return self.cfg.progress
+
+    @property
+    def method(self) -> str:
+        return self.model.cfg.method.value
+
+    def entries(self) -> dict:
+        return {"model_kind": self.method, "model_config": self.model.cfg.to_dict(),
+                "train_config": self.cfg.to_dict()}
+
+    def run_spec(self):
+        from pipeline.tasks.vision.finish import run_spec
+
+        return run_spec(self)
+
+    def seed_stream(self, rank: int, step: int) -> None:
+        """A fresh run's stream is the one its model was built from (``plan``: ``torch.manual_seed(cfg.seed)``)."""
+        if step:
+            import torch
+
+            from pipeline.core.seeds import TRAIN_STREAM, stream_seed
+
+            torch.manual_seed(stream_seed(self.cfg.seed + step, TRAIN_STREAM, rank))
+
+    def check_resume(self, ckpt: dict, path: Path) -> None:
+        from pipeline.tasks.vision.finish import check_resume
+
+        check_resume(self, ckpt, path)
+
+    def finish_settings(self):
+        from pipeline.tasks.base import FinishSettings
+
+        return FinishSettings(samples=self.cfg.eval_samples, batch_size=self.cfg.eval_batch_size, seed=self.cfg.seed,
+                              draws_seed=self.cfg.seed, model_kind=self.method)
+
+    def record(self, state) -> tuple[dict, dict]:
+        entries = self.entries()
+        return {"run_kind": KEY, "model_kind": self.method, "model_label": TASK.label(self.method,
+                                                                                      entries["model_config"]),
+                "model_config": entries["model_config"], "train_config": entries["train_config"], "steps": state.step,
+                "train_seconds": state.seconds, "final_train": getattr(self, "final_train", {})}, {}
 
 
 def plan(cfg: VisionTrainConfig, data: Splits, device) -> VisionPlan:

@@ -40,6 +40,16 @@ def load_splits(cfg: VisionTrainConfig) -> Splits:
     return cifar_splits(cfg.data_dir, cfg.dataset.value, cfg.val_fraction, cfg.seed)
 
 
+def run_splits(settings: dict, data_dir=None) -> Splits:
+    """The train / val / test ImageSets a run's VisionTrainConfig (a dict, as recorded) names: its dataset and
+    seed's split (``data_dir`` replaces the CIFAR directory)."""
+    settings = dict(settings)
+    if data_dir is not None:
+        settings["data_dir"] = str(data_dir)
+    known = {f.name for f in dataclasses.fields(VisionTrainConfig)}
+    return load_splits(VisionTrainConfig(**{k: v for k, v in settings.items() if k in known}))
+
+
 def learning_rate(step: int, steps_per_epoch: int, cfg: VisionTrainConfig, distinct: int) -> float:
     """Published schedule at a 0-based step: linear warm-up, then piecewise-constant decay."""
     base = cfg.base_lr * distinct / LR_REFERENCE_BATCH
@@ -144,5 +154,5 @@ def with_overrides(cfg: VisionTrainConfig, **overrides) -> VisionTrainConfig:
 
 
 __all__ = ["DATASETS", "VisionTrainConfig", "augment", "batch_indices", "check_bn_rows", "check_data",
-           "learning_rate", "load_splits", "objective", "parameter_groups", "progress_status", "step_autocast",
-           "with_overrides"]
+           "learning_rate", "load_splits", "objective", "parameter_groups", "progress_status", "run_splits",
+           "step_autocast", "with_overrides"]
