@@ -21,6 +21,7 @@ from pipeline.core.errors import ConfigError, naming
 
 ACRONYMS = {"icu": "ICU", "ed": "ED", "ccu": "CCU", "er": "ER"}  # predicate-name words spelled in capitals
 UNITS = {"d": "day", "h": "hour", "m": "minute", "s": "second", "y": "year"}  # ACES duration units
+SPECIAL = {"_ANY_EVENT": "each event", "_RECORD_START": "the record's start", "_RECORD_END": "the record's end"}
 PREPOSITIONS = {"in", "within", "after", "at", "of", "during", "before", "from", "to", "on", "by", "for"}
 
 
@@ -111,7 +112,7 @@ def prediction_time_of(doc: dict) -> str | None:
     if resolved is None:
         return None
     base, offset = resolved
-    what = f"the {words_of_name(trigger)}" if base == "trigger" else f"the {base}"
+    what = (SPECIAL.get(trigger) or f"the {words_of_name(trigger)}") if base == "trigger" else f"the {base}"
     return f"{' '.join(offset)} after {what}" if offset else f"at {what}"
 
 
