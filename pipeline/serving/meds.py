@@ -196,6 +196,11 @@ class MedsDevResult:
             raise naming(MedsError(f"`meds_dev_result`: {manifest} records no MEDS-DEV task (extract the features "
                                    "with --task meds-dev:TASK)"), "meds_dev_result")
         check_names(recorded["dataset"], recorded["task"], model)
+        try:
+            import meds_evaluation  # noqa: F401
+        except ImportError as exc:
+            raise naming(MedsError(f"`meds_dev_result` needs meds-evaluation (the dev extra: pip install -e '.[dev]', "
+                                   f"which make setup does): {exc}"), "meds_dev_result") from None
         return cls(out, recorded["dataset"], recorded["task"], model)
 
     def write(self, predictions: Path | None) -> str:
