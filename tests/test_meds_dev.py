@@ -230,3 +230,8 @@ def test_score_packages_a_meds_dev_result_of_its_run(icu, tmp_path, tracking_sto
     done = subprocess.run([BIN / "meds-dev-validate-result", f"result_fp={tmp_path / 'r' / 'result.json'}"],
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    # the census of the same task by name (its prediction times without the label window): the same rows
+    census = _run("score", "--model", run, "--source", root, "--task", ICU, "--out", tmp_path / "c", "--threads", 1)
+    assert census.exit_code == 0, census.output
+    keys = set(pq.read_table(tmp_path / "c" / "scores.parquet", columns=["key"]).column("key").to_pylist())
+    assert keys == set(pq.read_table(tmp_path / "s" / "scores.parquet", columns=["key"]).column("key").to_pylist())

@@ -90,9 +90,10 @@ def prediction_times(layout: MedsLayout, task: str | Path | None = None,
     else:
         predicates = None
         if medsdev.is_medsdev(task):  # a MEDS-DEV task by name: its config, with the dataset's predicates
-            resolved = medsdev.resolve(task, layout.dataset.get("dataset_name"),
-                                       where=str(layout.root / "metadata" / "dataset.json"))
-            task, predicates = resolved.config, resolved.predicates
+            task = medsdev.resolve(task, layout.dataset.get("dataset_name"),
+                                   where=str(layout.root / "metadata" / "dataset.json"))
+        if isinstance(task, medsdev.MedsDevTask):
+            task, predicates = task.config, task.predicates
         path = Path(task) if task is not None else labels_mod.shipped_task(layout)
         table = labels_mod.run_task(path, layout, census=True, predicates=predicates)
         frame = pd.DataFrame({"subject_id": table.column("subject_id").to_numpy().astype("int64"),
