@@ -233,3 +233,17 @@ def test_meds_devs_in_icu_mortality_on_the_export(round_trip, tmp_path):
                                                                   used["boolean_value"])}
     assert got == _in_icu_by_hand(demo)
     assert (len(got), sum(got.values())) == (74, 9)
+
+
+@pytest.mark.postgres
+def test_an_export_from_postgresql_holds_the_csv_exports_events(pg_demo, tmp_path):
+    """The MIMIC-III demo loaded into PostgreSQL (its staging and the export's SQL run in the server, through the
+    dialect): the same events as the CSV directory's export, the structural ones (ICU discharges, ED visits, dates of
+    death, discharge locations) included."""
+    csv = export_meds(_demo("mimic-iii"), tmp_path / "csv")
+    pg = export_meds(pg_demo.dsn, tmp_path / "pg", schema=pg_demo.schema)
+    assert (pg.manifest["rows"], pg.manifest["subjects"]) == (csv.manifest["rows"], csv.manifest["subjects"])
+    columns = ["subject_id", "time", "code", "numeric_value", "text_value", "hadm_id"]
+    a, b = (pq.read_table(d / "data" / "0.parquet", columns=columns).to_pandas() for d in (tmp_path / "csv",
+                                                                                           tmp_path / "pg"))
+    pd.testing.assert_frame_equal(a, b)

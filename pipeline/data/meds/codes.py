@@ -90,7 +90,7 @@ def _postgres_table(src, name: str, cols: tuple[str, ...]) -> pd.DataFrame | Non
 
 def _describe(row: pd.Series) -> str:
     parts = [row.get("label", "")] + [row.get(c, "") for c in ("fluid", "category")]
-    return " | ".join(p for p in parts if p and p != "nan")
+    return " | ".join(p for p in parts if isinstance(p, str) and p and p != "nan")  # a NULL: NaN (pandas 3)
 
 
 def codes_table(items: pd.DataFrame, structural: list[str], dictionaries: dict[str, pd.DataFrame]) -> pa.Table:
