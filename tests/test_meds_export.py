@@ -199,6 +199,15 @@ def test_the_structural_events_are_mimic_iv_meds(round_trip):
     counts = data["code"].str.split("//").str[0].value_counts().to_dict()
     if release == "mimic-iv":
         assert counts == COMMUNITY
+    # a death known by its date only is known at the end of that day (the extraction of a window ending that day
+    # never uses it); an in-hospital death at its time
+    deaths = pd.concat(pq.read_table(f, columns=["subject_id", "time", "code", "known_time"]).to_pandas()
+                       for f in sorted((base / "meds" / "data").glob("*.parquet"))).query("code == 'MEDS_DEATH'")
+    adm = _table(demo, "admissions")
+    in_hospital = set(adm.loc[adm["deathtime"].notna() | adm["hospital_expire_flag"].eq(1), "subject_id"])
+    by_date = deaths[~deaths["subject_id"].isin(in_hospital)]
+    assert len(by_date) and (by_date["known_time"] == by_date["time"] + pd.Timedelta(days=1)).all()
+    assert deaths.loc[deaths["subject_id"].isin(in_hospital), "known_time"].isna().all()
 
 
 def _in_icu_by_hand(demo: Path) -> dict:

@@ -250,11 +250,12 @@ def _stage_timer():
 
 def _structural(con) -> None:
     """meds_structural: the rows of patients, admissions, deaths, emergency-department visits and ICU stays
-    (sql/meds/54_export_structural.sql), as MEDS columns plus hadm_id, known_time, value_time (NULL)."""
+    (sql/meds/54_export_structural.sql), as MEDS columns plus hadm_id, known_time (a date of death's end of day),
+    value_time (NULL)."""
     rows = strip_comments(queries.render(EXPORT_SQL["structural"]))
     con.execute("CREATE OR REPLACE TABLE meds_structural AS SELECT subject_id, "
                 f"{US.format(x='t')} AS time, code, CAST(NULL AS FLOAT) AS numeric_value, "
-                "CAST(NULL AS VARCHAR) AS text_value, hadm_id, CAST(NULL AS TIMESTAMP) AS known_time, "
+                f"CAST(NULL AS VARCHAR) AS text_value, hadm_id, {US.format(x='known')} AS known_time, "
                 f"CAST(NULL AS TIMESTAMP) AS value_time FROM ({rows})")
 
 
