@@ -78,19 +78,18 @@ def _columns(path: Path, names: list[str]) -> None:
                         "MEDS label files do)")
 
 
-def prediction_times(layout: MedsLayout, task: str | Path | None = None,
-                     times: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def prediction_times(layout: MedsLayout, task: str | Path | None = None, times: str | Path | None = None,
+                     predicates: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(the times to score: subject_id, prediction_time; the others: subject_id, prediction_time, reason; what the
     manifest records of where they came from) of a census (module docstring). ``layout``: validated (its subjects
-    and last event known)."""
+    and last event known); ``predicates``: a predicates file for ``task`` (``labels.run_task``)."""
     if times is not None and task is not None:
         raise MedsError("give the census's prediction times (times) or a task config (task), not both")
     if times is not None:
         frame, info = read_times(times), {"times": str(Path(times).resolve())}
     else:
-        predicates = None
         if medsdev.is_medsdev(task):  # a MEDS-DEV task by name: its config, with the dataset's predicates
-            task = medsdev.resolve(task, layout.dataset.get("dataset_name"),
+            task = medsdev.resolve(task, layout.dataset.get("dataset_name"), predicates,
                                    where=str(layout.root / "metadata" / "dataset.json"))
         if isinstance(task, medsdev.MedsDevTask):
             task, predicates = task.config, task.predicates

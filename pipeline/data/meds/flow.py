@@ -187,12 +187,12 @@ def _labelled(layout: MedsLayout, cfg: MedsConfig, labels, task, said=(None, Non
     return cohort, {"rows": len(frame), "quarantine": quarantine}, task_info
 
 
-def _census(layout: MedsLayout, task, times) -> tuple[pd.DataFrame, dict, dict]:
+def _census(layout: MedsLayout, task, times, predicates=None) -> tuple[pd.DataFrame, dict, dict]:
     """(the census's prediction times to score, split ``cohort``, no label; their accounting; their record)."""
     from pipeline.data.meds import census
 
     with _stage("meds: census times"):
-        cohort, skipped, info = census.prediction_times(layout, task, times)
+        cohort, skipped, info = census.prediction_times(layout, task, times, predicates)
     if cohort.empty:
         raise MedsError(f"{layout.root}: no prediction time to score: {info['rows']} given, none usable "
                         f"({', '.join(f'{k} {v}' for k, v in census.counts(skipped).items() if v) or 'none given'})")
@@ -205,7 +205,7 @@ def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels
          vocab: tokens.Vocab | None = None, times=None, said=(None, None)) -> ExtractResult:
     data = data_relation(layout)
     scoring = vocab is not None
-    cohort, read, task_info = (_census(layout, task, times) if scoring else
+    cohort, read, task_info = (_census(layout, task, times, said[0]) if scoring else
                                _labelled(layout, cfg, labels, task, said))
     key = deid.load_key()
     cohort["key"] = [pseudonym(key, s, t) for s, t in zip(cohort["subject_id"], cohort["prediction_time"])]
