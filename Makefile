@@ -24,6 +24,7 @@ $(STAMP): pyproject.toml
 	  $(PY) -m venv $(VENV); }
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -e '.[postgres,spark,meds-tasks,dev]'
+	$(VPY) -m pip install -q --no-deps $$($(VPY) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["tool"]["mimic-rank1"]["no-deps"])')
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -238,7 +238,7 @@ def test_every_sql_file_is_in_the_build_order():
     from pipeline.data.mimic.extraction import queries
 
     meds = {EVENTS_WINDOW, CONTEXT, EXPORT_SQL["admissions"], *EXPORT_SQL["patients"].values(), EXPORT_SQL["icustays"],
-            EXPORT_SQL["events"]}
+            EXPORT_SQL["events"], EXPORT_SQL["structural"]}
     on_disk = {p.relative_to(queries.SQL_DIR).with_suffix("").as_posix() for p in queries.SQL_DIR.rglob("*.sql")}
     assert on_disk == set(queries.BUILD_ORDER) | meds and not meds & set(queries.BUILD_ORDER)
     assert len(queries.BUILD_ORDER) == len(set(queries.BUILD_ORDER))

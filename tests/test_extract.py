@@ -192,16 +192,19 @@ def test_cli_extract_on_demo(demo_dir, tmp_path):
     assert lines[0] == (f"features written to {tmp_path / 'f'} (link file: {tmp_path / 'f' / '_private' / 'link.csv'})"
                         f"; release {manifest['release']}")
     assert manifest["release"] == "mimic-iii"
+    assert lines[1] == "task: in-hospital death, predicted 24 hours after the hospital admission"  # issue 44
+    assert {k: manifest["task"][k] for k in ("outcome", "outcomes", "source")} == {
+        "outcome": "in-hospital death", "outcomes": "in-hospital deaths", "source": "MIMIC-III"}
     printed = {}
-    for line in lines[1:4]:  # "  train  admissions=    93 positives=   25 label_rate=0.268817"
+    for line in lines[2:5]:  # "  train  admissions=    93 positives=   25 label_rate=0.268817"
         m = re.fullmatch(r"  (\w+) +admissions= *(\d+) positives= *(\d+) label_rate=(\S+)", line)
         assert m, line
         printed[m[1]] = {"admissions": int(m[2]), "positives": int(m[3]), "label_rate": float(m[4])}
     assert printed == {k: {c: v[c] for c in ("admissions", "positives", "label_rate")}
                        for k, v in manifest["splits"].items()}
     assert sorted(printed) == ["test", "train", "val"]
-    assert json.loads(lines[4]) == {"cohort": manifest["cohort"], "vocab": manifest["vocab"]}
-    assert lines[5].startswith("quarantined 3,684 rows of 6 table(s)") and len(lines) == 12  # and a line per table
+    assert json.loads(lines[5]) == {"cohort": manifest["cohort"], "vocab": manifest["vocab"]}
+    assert lines[6].startswith("quarantined 3,684 rows of 6 table(s)") and len(lines) == 13  # and a line per table
     bad = CliRunner().invoke(cli.app, ["extract", "--source", str(tmp_path / "nope"), "--out", str(tmp_path / "g")])
     assert bad.exit_code == 2 and "does not exist" in bad.output
 

@@ -143,3 +143,116 @@ def test_an_export_from_a_stage_holds_the_csv_exports_rows(round_trip, tmp_path)
                  *(f"quarantine/{t}.parquet" for t in exported.manifest["tables"])):
         a, b = (pq.read_table(d / name).to_pandas() for d in (base / "meds", tmp_path / "meds"))
         pd.testing.assert_frame_equal(a, b, obj=name)
+
+
+STRUCTURAL = ("HOSPITAL_ADMISSION", "HOSPITAL_DISCHARGE", "ICU_ADMISSION", "ICU_DISCHARGE", "ED_REGISTRATION",
+              "ED_OUT", "MEDS_DEATH")
+# MIMIC_IV_MEDS on the MIMIC-IV demo (issue 44): MEDS-Extract 0.7.1 run offline with mimic-iv-meds 0.2.0's event
+# configs of hosp/admissions, hosp/patients and icu/icustays, events per code (the part before its first //)
+COMMUNITY = {"HOSPITAL_ADMISSION": 275, "HOSPITAL_DISCHARGE": 275, "ICU_ADMISSION": 140, "ICU_DISCHARGE": 140,
+             "ED_REGISTRATION": 181, "ED_OUT": 181, "MEDS_DEATH": 31}
+
+
+def _table(demo: Path, name: str) -> pd.DataFrame:
+    path = next(p for p in (demo / f"{name.upper()}.csv.gz", demo / "hosp" / f"{name}.csv.gz",
+                            demo / "icu" / f"{name}.csv.gz") if p.exists())
+    frame = pd.read_csv(path)
+    frame.columns = [c.lower() for c in frame.columns]
+    for col in ("intime", "outtime", "deathtime", "dod", "edregtime", "edouttime", "admittime", "dischtime"):
+        if col in frame:
+            frame[col] = pd.to_datetime(frame[col])
+    return frame
+
+
+def _by_hand(demo: Path) -> pd.DataFrame:
+    """The structural events MIMIC_IV_MEDS's configs define, from the demo's CSV files by pandas (subject_id, time,
+    code): its rows without a null time, ED events one per (subject, time), MEDS_DEATH at the earliest DEATHTIME else
+    DOD; the project's HOSPITAL_DISCHARGE//DIED for an admission with a death (DEATHTIME or HOSPITAL_EXPIRE_FLAG)."""
+    adm, pat, icu = (_table(demo, t) for t in ("admissions", "patients", "icustays"))
+    died = adm["deathtime"].notna() | adm["hospital_expire_flag"].eq(1)
+    where = adm["discharge_location"].fillna("UNK").where(~died, "DIED")
+    death = adm.groupby("subject_id")["deathtime"].min().combine_first(pat.set_index("subject_id")["dod"])
+    parts = [
+        adm.assign(code="HOSPITAL_ADMISSION//" + adm["admission_type"].fillna("UNK") + "//"
+                   + adm["admission_location"].fillna("UNK"), time=adm["admittime"]),
+        adm.assign(code="HOSPITAL_DISCHARGE//" + where, time=adm["dischtime"]),
+        adm.assign(code="ED_REGISTRATION", time=adm["edregtime"]).drop_duplicates(["subject_id", "edregtime"]),
+        adm.assign(code="ED_OUT", time=adm["edouttime"]).drop_duplicates(["subject_id", "edouttime"]),
+        death.rename("time").reset_index().assign(code="MEDS_DEATH"),
+        icu.assign(code="ICU_ADMISSION//" + icu["first_careunit"].fillna("UNK"), time=icu["intime"]),
+        icu.assign(code="ICU_DISCHARGE//" + icu["last_careunit"].fillna("UNK"), time=icu["outtime"]),
+    ]
+    rows = pd.concat([p[["subject_id", "time", "code"]] for p in parts]).dropna(subset=["time"])
+    return rows.astype({"time": "datetime64[us]"}).sort_values(["subject_id", "time", "code"]).reset_index(drop=True)
+
+
+def test_the_structural_events_are_mimic_iv_meds(round_trip):
+    """ICU stays, deaths, ED visits, admissions and discharges: every event as MIMIC_IV_MEDS's configs define it
+    (by hand from the CSV files); on the MIMIC-IV demo, the community ETL's counts per code."""
+    release, demo, base, _, exported, _ = round_trip
+    assert all(exported.manifest["tables"][t]["quarantined"] == 0 for t in ("admissions", "patients", "icustays"))
+    data = pd.concat(pq.read_table(f, columns=["subject_id", "time", "code"]).to_pandas()
+                     for f in sorted((base / "meds" / "data").glob("*.parquet")))
+    data = data[data["code"].str.split("//").str[0].isin(STRUCTURAL)].astype({"time": "datetime64[us]"})
+    pd.testing.assert_frame_equal(data.sort_values(["subject_id", "time", "code"]).reset_index(drop=True),
+                                  _by_hand(demo))
+    counts = data["code"].str.split("//").str[0].value_counts().to_dict()
+    if release == "mimic-iv":
+        assert counts == COMMUNITY
+    # a death known by its date only is known at the end of that day (the extraction of a window ending that day
+    # never uses it); an in-hospital death at its time
+    deaths = pd.concat(pq.read_table(f, columns=["subject_id", "time", "code", "known_time"]).to_pandas()
+                       for f in sorted((base / "meds" / "data").glob("*.parquet"))).query("code == 'MEDS_DEATH'")
+    adm = _table(demo, "admissions")
+    in_hospital = set(adm.loc[adm["deathtime"].notna() | adm["hospital_expire_flag"].eq(1), "subject_id"])
+    by_date = deaths[~deaths["subject_id"].isin(in_hospital)]
+    assert len(by_date) and (by_date["known_time"] == by_date["time"] + pd.Timedelta(days=1)).all()
+    assert deaths.loc[deaths["subject_id"].isin(in_hospital), "known_time"].isna().all()
+
+
+def _in_icu_by_hand(demo: Path) -> dict:
+    """MEDS-DEV's in-ICU mortality (mortality/in_icu/first_24h) on the demo's CSV files by pandas: each ICU stay with
+    no other ICU admission, ICU discharge or death in the 48 h after its start, and an ICU discharge or death after
+    them; at 24 h after its start, labelled by whether the first of those is the death."""
+    adm, pat, icu = (_table(demo, t) for t in ("admissions", "patients", "icustays"))
+    death = adm.groupby("subject_id")["deathtime"].min().combine_first(pat.set_index("subject_id")["dod"])
+    labels = {}
+    for s, stays in icu.groupby("subject_id"):
+        starts = list(stays["intime"])
+        ends = list(stays["outtime"].dropna()) + ([death[s]] if pd.notna(death.get(s)) else [])
+        for t in starts:
+            gap = t + pd.Timedelta(hours=48)
+            if any(t < x <= gap for x in starts + ends) or not any(x > gap for x in ends):
+                continue
+            end = min(x for x in ends if x > gap)
+            labels[(int(s), pd.Timestamp(t + pd.Timedelta(hours=24)))] = bool(pd.notna(death.get(s))
+                                                                            and gap < death[s] <= end)
+    return labels
+
+
+def test_meds_devs_in_icu_mortality_on_the_export(round_trip, tmp_path):
+    """MEDS-DEV's task by name on the export: the stays, prediction times and labels by hand; on the MIMIC-IV demo the
+    community ETL's 74 stays and 9 deaths (issue 44)."""
+    release, demo, base, _, _, _ = round_trip
+    if release != "mimic-iv":
+        pytest.skip("MEDS-DEV's predicates are MIMIC-IV's (the MIMIC-III export takes them with --predicates)")
+    extract_meds(base / "meds", tmp_path / "icu", task="meds-dev:mortality/in_icu/first_24h")
+    used = pq.read_table(tmp_path / "icu" / "_private" / "labels" / "labels.parquet").to_pandas()
+    got = {(int(s), pd.Timestamp(t)): bool(y) for s, t, y in zip(used["subject_id"], used["prediction_time"],
+                                                                  used["boolean_value"])}
+    assert got == _in_icu_by_hand(demo)
+    assert (len(got), sum(got.values())) == (74, 9)
+
+
+@pytest.mark.postgres
+def test_an_export_from_postgresql_holds_the_csv_exports_events(pg_demo, tmp_path):
+    """The MIMIC-III demo loaded into PostgreSQL (its staging and the export's SQL run in the server, through the
+    dialect): the same events as the CSV directory's export, the structural ones (ICU discharges, ED visits, dates of
+    death, discharge locations) included."""
+    csv = export_meds(_demo("mimic-iii"), tmp_path / "csv")
+    pg = export_meds(pg_demo.dsn, tmp_path / "pg", schema=pg_demo.schema)
+    assert (pg.manifest["rows"], pg.manifest["subjects"]) == (csv.manifest["rows"], csv.manifest["subjects"])
+    columns = ["subject_id", "time", "code", "numeric_value", "text_value", "hadm_id"]
+    a, b = (pq.read_table(d / "data" / "0.parquet", columns=columns).to_pandas() for d in (tmp_path / "csv",
+                                                                                           tmp_path / "pg"))
+    pd.testing.assert_frame_equal(a, b)

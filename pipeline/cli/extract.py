@@ -31,8 +31,16 @@ def extract(
         None, help="A MEDS --source: MEDS label files of a binary task (a .parquet file or a directory of them: ACES's "
                    "output, MEDS-DEV's)."),
     task: Path | None = typer.Option(
-        None, help="A MEDS --source: an ACES task config (YAML) run by es-aces. Neither --labels nor --task: the "
-                   "shipped config that fits the dataset's metadata/dataset.json."),
+        None, help="A MEDS --source: an ACES task config (YAML) run by es-aces, or meds-dev:TASK, a MEDS-DEV task by "
+                   "name (e.g. meds-dev:mortality/in_icu/first_24h) with the predicates of the dataset that "
+                   "metadata/dataset.json names. Neither --labels nor --task: the shipped config that fits the "
+                   "dataset's metadata/dataset.json."),
+    predicates: Path | None = typer.Option(
+        None, help="With --task: a predicates file (YAML) whose predicates replace the task config's (a MEDS-DEV "
+                   "task: instead of the package's for the dataset)."),
+    outcome: str | None = typer.Option(
+        None, help="A MEDS --source: what a positive label means, in words: NAME (e.g. readmission) or "
+                   "'SINGULAR|PLURAL' (default: the task's own words, else the config's or the labels' file name)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each stage's time."),
     settings: dict = None,
 ) -> None:
@@ -45,12 +53,15 @@ def extract(
         from pipeline.cli import meds
         from pipeline.data.meds.flow import extract_meds
 
-        result = extract_meds(source, out, meds.meds_config(settings[ExtractConfig]), labels=labels, task=task)
+        result = extract_meds(source, out, meds.meds_config(settings[ExtractConfig]), labels=labels, task=task,
+                              predicates=predicates, outcome=outcome)
         meds.report(result)
         return
-    if labels is not None or task is not None:
-        raise ConfigError(f"--{'labels' if labels is not None else 'task'} applies to a MEDS --source (a directory "
-                          f"with data/ and metadata/); {source} is not one")
+    given = [name for name, value in (("labels", labels), ("task", task), ("predicates", predicates),
+                                      ("outcome", outcome)) if value is not None]
+    if given:
+        raise ConfigError(f"--{given[0]} applies to a MEDS --source (a directory with data/ and metadata/); {source} "
+                          "is not one")
     from pipeline.core.progress import LogStatus
     from pipeline.data.mimic.extraction import extract as run_extract
     from pipeline.data.mimic.extraction.summary import quarantine_lines
@@ -60,6 +71,7 @@ def extract(
         result = run_extract(source, out, cfg, schema=schema)
     m = result.manifest
     typer.echo(f"features written to {result.out_dir} (link file: {result.link_file}); release {m['release']}")
+    typer.echo(f"task: {m['task']['outcome']}, predicted {m['task']['prediction_time']}")
     for name, s in m["splits"].items():
         typer.echo(f"  {name:6s} admissions={s['admissions']:6d} positives={s['positives']:5d} "
                    f"label_rate={s['label_rate']}")

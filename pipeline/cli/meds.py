@@ -46,10 +46,17 @@ def report(result, shown_task: bool = True) -> None:
     if shown_task and task.get("shipped"):
         typer.echo(f"task: the shipped ACES config {Path(task['task']).name}, chosen for this dataset by "
                    "metadata/dataset.json (give --task or --labels for another task)")
+    elif "meds_dev" in task:
+        d = task["meds_dev"]
+        whose = f"the predicates {d['predicates']}" if d["predicates_given"] else f"the {d['dataset']} predicates"
+        typer.echo(f"task: MEDS-DEV {d['version']} task {d['task']} ({task['task']}), with {whose}")
     elif "task" in task:
         typer.echo(f"task: the ACES config {task['task']}")
     elif "labels" in task:
         typer.echo(f"task: the label files in {task['labels']} ({task['files']} file(s))")
+    if task.get("outcome"):
+        typer.echo(f"  outcome: {task['outcome']} ({task['outcomes']}), predicted {task['prediction_time']} "
+                   "(--outcome names it otherwise)")
     for name, s in sorted(m["splits"].items(), key=lambda kv: ("train", "val", "test").index(kv[0])):
         typer.echo(f"  {name:6s} labels={s['admissions']:6d} subjects={s['patients']:6d} positives={s['positives']:5d} "
                    f"label_rate={s['label_rate']}")

@@ -44,6 +44,10 @@ class ScoreOptions:
     report: Path | None = None  # Also write a self-contained HTML cohort report (keyed by pseudonym) to this file.
     link: bool = True  # Write the data owner's _private/ files beside --out: link.csv, unscored.csv and the
         # report by HADM_ID (MEDS: link.parquet, unscored.csv and predictions.parquet, meds-evaluation's schema).
+    meds_dev_result: Path | None = None  # With --data of a MEDS-DEV task (extract --task meds-dev:TASK): also
+        # score the prediction file with meds-evaluation (DIR/evaluation.json) and package it as meds-dev-pack-result
+        # does, for meds-dev-validate-result (DIR/result.json).
+    meds_dev_model: str | None = None  # With --meds-dev-result: the model's name in MEDS-DEV (one of its models).
     verbose: bool = field(default=False, metadata={"flags": ["--verbose", "-v"]})  # Log each stage.
     device: str | None = field(default=None, metadata={"help": DEVICE_HELP})  # the torch device
     COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.cli.options.command_option)
@@ -65,5 +69,12 @@ def score(settings: Settings = None) -> None:
     setup_logging(o.verbose)
     from pipeline.serving.score import score as run_score
 
+    package = None
+    if o.meds_dev_result is not None or o.meds_dev_model is not None:  # checked before anything is scored
+        from pipeline.serving.meds import MedsDevResult
+
+        package = MedsDevResult.check(o.meds_dev_result, o.meds_dev_model, o.data, o.link)
     s = run_score(o.model, o.out, cfg=ScoreConfig(**settings[ScoreConfig]), **o.score_kwargs())
     typer.echo(s.summary(o.cross_release))
+    if package is not None:
+        typer.echo(package.write(s.predictions_file))

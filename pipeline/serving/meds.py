@@ -153,3 +153,84 @@ def write_unscored(path: Path, skipped: pd.DataFrame) -> Path:
 def _private(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
+
+
+EVALUATION = "evaluation.json"  # --meds-dev-result DIR: meds-evaluation's output on the prediction file
+RESULT = "result.json"  # --meds-dev-result DIR: the MEDS-DEV result package (meds-dev-pack-result's format)
+
+
+class MedsDevResult:
+    """``score --meds-dev-result DIR`` (docs/meds.md): the run's prediction file on features of a MEDS-DEV task
+    (``extract --task meds-dev:TASK``) scored by meds-evaluation as its command line scores it (4 samples per
+    subject, seed 0; a file without ``predicted_boolean_value``, a run without a decision threshold, is given it
+    null, which meds-evaluation reads as no decision: the probability's metrics alone) into
+    ``DIR/evaluation.json``, then packaged with the dataset, task and model names as
+    ``meds-dev-pack-result`` packages it into ``DIR/result.json`` (``data.meds.medsdev.pack_result``). ``check``
+    says what is wrong before anything is scored."""
+
+    def __init__(self, out: Path, dataset: str, task: str, model: str):
+        self.out, self.dataset, self.task, self.model = Path(out), dataset, task, model
+
+    @classmethod
+    def check(cls, out: Path, model: str | None, data: Path | None, link: bool) -> MedsDevResult:
+        """The package to write for ``score``'s ``data`` (features of a MEDS-DEV task, scored with their labels and
+        ``link``, so that the prediction file is written) under MEDS-DEV's model name ``model``."""
+        from pipeline.core.errors import naming
+        from pipeline.data.meds.medsdev import check_names
+
+        if out is None:
+            raise naming(MedsError("`meds_dev_model` names the model of a MEDS-DEV result (`meds_dev_result` DIR)"),
+                         "meds_dev_model", "meds_dev_result")
+        if not model:
+            raise naming(MedsError("`meds_dev_result` needs the model's MEDS-DEV name (`meds_dev_model` NAME)"),
+                         "meds_dev_result", "meds_dev_model")
+        if data is None or not link:
+            raise naming(MedsError("`meds_dev_result` packages the prediction file of labelled MEDS features: give "
+                                   "them as `data`, and not --no-link"), "meds_dev_result", "data")
+        manifest = Path(data) / "manifest.json" if Path(data).is_dir() else Path(data).parent / "manifest.json"
+        try:
+            recorded = ((fileio.read_json(manifest).get("task") or {}).get("meds_dev")) or {}
+        except (OSError, ValueError):
+            recorded = {}
+        if not recorded:
+            raise naming(MedsError(f"`meds_dev_result`: {manifest} records no MEDS-DEV task (extract the features "
+                                   "with --task meds-dev:TASK)"), "meds_dev_result")
+        check_names(recorded["dataset"], recorded["task"], model)
+        try:
+            import meds_evaluation  # noqa: F401
+        except ImportError as exc:
+            raise naming(MedsError(f"`meds_dev_result` needs meds-evaluation (the dev extra: pip install -e '.[dev]', "
+                                   f"which make setup does): {exc}"), "meds_dev_result") from None
+        return cls(out, recorded["dataset"], recorded["task"], model)
+
+    def write(self, predictions: Path | None) -> str:
+        """``DIR/evaluation.json`` and ``DIR/result.json`` from the prediction file ``predictions``; what was written,
+        in words."""
+        import json
+
+        import polars as pl
+        from meds_evaluation.evaluate import evaluate_binary_classification
+
+        from pipeline.data.meds.medsdev import pack_result
+
+        if predictions is None or "boolean_value" not in pq_names(predictions):
+            raise MedsError("--meds-dev-result: no labelled prediction file was written (MEDS features with their "
+                            "_private/labels beside them are needed)")
+        frame = pl.read_parquet(predictions)
+        if "predicted_boolean_value" not in frame.columns:  # no decision threshold: the probability's metrics alone
+            frame = frame.with_columns(pl.lit(None, dtype=pl.Boolean).alias("predicted_boolean_value"))
+        try:
+            metrics = evaluate_binary_classification(frame, samples_per_subject=4, resampling_seed=0)
+        except (ValueError, pl.exceptions.PolarsError) as exc:  # e.g. a single class: no AUC
+            raise MedsError(f"{predictions}: meds-evaluation cannot score it ({' '.join(str(exc).split())[:200]})"
+                            ) from None
+        evaluation = fileio.write_text(self.out / EVALUATION, json.dumps(metrics, indent=4))
+        result = pack_result(evaluation, self.dataset, self.task, self.model, self.out / RESULT)
+        return (f"MEDS-DEV result: {result} (dataset {self.dataset}, task {self.task}, model {self.model}; "
+                f"meds-evaluation's output {evaluation})")
+
+
+def pq_names(path: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path).names

@@ -114,3 +114,56 @@ def tiny_dataset(root: Path) -> Path:
         labels.append((s, T0 - timedelta(hours=12), False))  # a second label per subject
     splits = {s: "train" for s in range(1, 7)} | {7: "tuning", 8: "held_out", 10: "train"}
     return write_dataset(root, sorted(rows, key=lambda r: (r[0], r[1] is not None, r[1] or T0)), splits, labels)
+
+
+def icu_dataset(root: Path, n: int = 16) -> tuple[Path, dict, dict]:
+    """A MEDS dataset named MIMIC-IV on MIMIC_IV_MEDS's codes (what export-meds writes), for MEDS-DEV's in-ICU
+    mortality and 30-day readmission tasks with MEDS-DEV's MIMIC-IV predicates: (root, the in-ICU labels, the
+    readmission labels), each {(subject_id, prediction_time): label} as the tasks define them (by hand). Every
+    subject: an admission at T0, an ICU stay from T0 + 1 h, labs; by subject_id % 4:
+    0 dies in the ICU at T0 + 72 h (in-ICU: dead; readmission: no data after 30 days, not a label);
+    1 leaves the ICU at T0 + 60 h and the hospital at T0 + 100 h, is readmitted 10 days later for two days, and has
+      data 40 days after that (in-ICU: alive; readmission: the first discharge readmitted, the second not);
+    2 leaves the ICU at T0 + 20 h, within the 48 h gap (in-ICU: not a label), the hospital at T0 + 48 h, a lab 60
+      days later (readmission: not readmitted);
+    3 leaves the ICU at T0 + 70 h, the hospital at T0 + 100 h and dies at home at T0 + 200 h (in-ICU: alive, its
+      death after the ICU stay; readmission: the death within 30 days leaves no data after them, not a label)."""
+    h, d = timedelta(hours=1), timedelta(days=1)
+    rows, icu, readmission = [], {}, {}
+    for s in range(1, n + 1):
+        kind = s % 4
+        rows += [(s, None, "GENDER//F" if s % 2 else "GENDER//M", None, None),
+                 (s, T0 - 60 * 365 * d, "MEDS_BIRTH", None, None),
+                 (s, T0, "HOSPITAL_ADMISSION//EW EMER.//EMERGENCY ROOM", None, None),
+                 (s, T0 + h, "ICU_ADMISSION//Medical Intensive Care Unit (MICU)", None, None),
+                 (s, T0 + 2 * h, "LAB//50912//mg/dL", 1.0 + s % 3, None),
+                 (s, T0 + 10 * h, "LAB//220045//bpm", 80.0 + s, None)]
+        if kind == 0:
+            rows += [(s, T0 + 72 * h, "MEDS_DEATH", None, None),
+                     (s, T0 + 72 * h, "HOSPITAL_DISCHARGE//DIED", None, None)]
+        elif kind == 1:
+            back = T0 + 100 * h + 10 * d
+            rows += [(s, T0 + 60 * h, "ICU_DISCHARGE//Medical Intensive Care Unit (MICU)", None, None),
+                     (s, T0 + 100 * h, "HOSPITAL_DISCHARGE//HOME", None, None),
+                     (s, back, "HOSPITAL_ADMISSION//URGENT//TRANSFER FROM HOSPITAL", None, None),
+                     (s, back + 2 * d, "HOSPITAL_DISCHARGE//HOME", None, None),
+                     (s, back + 42 * d, "LAB//50912//mg/dL", 1.0, None)]
+            readmission[(s, pd.Timestamp(T0 + 100 * h))] = True
+            readmission[(s, pd.Timestamp(back + 2 * d))] = False
+        elif kind == 2:
+            rows += [(s, T0 + 20 * h, "ICU_DISCHARGE//Medical Intensive Care Unit (MICU)", None, None),
+                     (s, T0 + 48 * h, "HOSPITAL_DISCHARGE//HOME", None, None),
+                     (s, T0 + 48 * h + 60 * d, "LAB//50912//mg/dL", 1.0, None)]
+            readmission[(s, pd.Timestamp(T0 + 48 * h))] = False
+        else:
+            rows += [(s, T0 + 70 * h, "ICU_DISCHARGE//Medical Intensive Care Unit (MICU)", None, None),
+                     (s, T0 + 100 * h, "HOSPITAL_DISCHARGE//HOME", None, None),
+                     (s, T0 + 200 * h, "MEDS_DEATH", None, None)]
+        if kind != 2:
+            icu[(s, pd.Timestamp(T0 + 25 * h))] = kind == 0
+    third = n // 4
+    splits = {s: "held_out" if s <= third else "tuning" if s <= 2 * third else "train" for s in range(1, n + 1)}
+    rows.sort(key=lambda r: (r[0], r[1] is not None, r[1] or T0, r[2]))
+    root = write_dataset(root, rows, splits, dataset={"dataset_name": "MIMIC-IV", "etl_name": "MIMIC_IV_MEDS",
+                                                      "meds_version": "0.4.1"})
+    return root, icu, readmission

@@ -4,9 +4,9 @@ trained vocabulary): no label is needed, so a stay still open is scored too.
 - ``times``: a file of prediction times, Parquet (MEDS's label schema: ``subject_id``, ``prediction_time``; a label
   column is ignored) or CSV with those two columns (a header naming them; times as ``YYYY-MM-DD HH:MM[:SS]``). A
   null or unreadable value is an error naming the file and the row (never its value).
-- else an ACES task config (``task``; neither: the shipped config that fits the dataset's ``dataset.json``) run
-  without its label window (``labels.census_config``): the trigger's events whose windows up to the prediction
-  time hold.
+- else an ACES task config (``task``, or a MEDS-DEV task by name, ``meds-dev:<task>``, with the dataset's
+  predicates; neither: the shipped config that fits the dataset's ``dataset.json``) run without its label window
+  (``labels.census_config``): the trigger's events whose windows up to the prediction time hold.
 
 A time that cannot be scored is listed with its reason (``CATEGORIES``), never silently dropped: a subject with no
 row in ``data/``, a prediction time after the dataset's last event (the data cannot show what a model would see
@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from pipeline.data.meds import labels as labels_mod
+from pipeline.data.meds import medsdev
 from pipeline.data.meds.layout import MedsError, MedsLayout
 
 ABSENT = "absent: no such subject_id in data/"
@@ -77,18 +78,23 @@ def _columns(path: Path, names: list[str]) -> None:
                         "MEDS label files do)")
 
 
-def prediction_times(layout: MedsLayout, task: str | Path | None = None,
-                     times: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def prediction_times(layout: MedsLayout, task: str | Path | None = None, times: str | Path | None = None,
+                     predicates: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(the times to score: subject_id, prediction_time; the others: subject_id, prediction_time, reason; what the
     manifest records of where they came from) of a census (module docstring). ``layout``: validated (its subjects
-    and last event known)."""
+    and last event known); ``predicates``: a predicates file for ``task`` (``labels.run_task``)."""
     if times is not None and task is not None:
         raise MedsError("give the census's prediction times (times) or a task config (task), not both")
     if times is not None:
         frame, info = read_times(times), {"times": str(Path(times).resolve())}
     else:
+        if medsdev.is_medsdev(task):  # a MEDS-DEV task by name: its config, with the dataset's predicates
+            task = medsdev.resolve(task, layout.dataset.get("dataset_name"), predicates,
+                                   where=str(layout.root / "metadata" / "dataset.json"))
+        if isinstance(task, medsdev.MedsDevTask):
+            task, predicates = task.config, task.predicates
         path = Path(task) if task is not None else labels_mod.shipped_task(layout)
-        table = labels_mod.run_task(path, layout, census=True)
+        table = labels_mod.run_task(path, layout, census=True, predicates=predicates)
         frame = pd.DataFrame({"subject_id": table.column("subject_id").to_numpy().astype("int64"),
                               "prediction_time": table.column("prediction_time").cast(pa.int64()).to_numpy()})
         info = {"task": str(path.resolve()), "shipped": task is None, "census": "the task without its label window"}

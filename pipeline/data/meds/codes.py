@@ -25,11 +25,16 @@ FIXED = {  # code prefix -> description of the codes the export writes itself
     "HOSPITAL_ADMISSION//": "hospital admission (ADMITTIME): //ADMISSION_TYPE//ADMISSION_LOCATION",
     "HOSPITAL_DISCHARGE//DIED": "hospital discharge (DISCHTIME) of an admission that ended in death (DEATHTIME or "
                                 "HOSPITAL_EXPIRE_FLAG)",
-    "HOSPITAL_DISCHARGE//UNK": "hospital discharge (DISCHTIME) alive; the discharge location is not read",
-    "ICU_ADMISSION//UNK": "ICU stay start (INTIME); the care unit is not read",
+    "HOSPITAL_DISCHARGE//UNK": "hospital discharge (DISCHTIME) alive, without a DISCHARGE_LOCATION",
+    "HOSPITAL_DISCHARGE//": "hospital discharge (DISCHTIME) alive: //DISCHARGE_LOCATION",
+    "ED_REGISTRATION": "emergency department registration (EDREGTIME; one per subject and time)",
+    "ED_OUT": "emergency department exit (EDOUTTIME; one per subject and time)",
+    "ICU_ADMISSION//": "ICU stay start (INTIME): //FIRST_CAREUNIT (UNK: none)",
+    "ICU_DISCHARGE//": "ICU stay end (OUTTIME): //LAST_CAREUNIT (UNK: none)",
     "MEDS_BIRTH": "birth (MIMIC-III: DOB, shifted for patients over 89; MIMIC-IV: 1 January of anchor_year - "
                   "anchor_age)",
-    "MEDS_DEATH": "in-hospital death (the subject's earliest DEATHTIME, or DISCHTIME with HOSPITAL_EXPIRE_FLAG)",
+    "MEDS_DEATH": "death: the subject's earliest in-hospital death (DEATHTIME, or DISCHTIME with "
+                  "HOSPITAL_EXPIRE_FLAG), else its date of death (PATIENTS.DOD, midnight)",
     "GENDER//": "gender (static)",
     "PRESCRIPTION//": "prescription start (FORMULARY_DRUG_CD; the drug name is free text and not read)",
 }
@@ -85,7 +90,7 @@ def _postgres_table(src, name: str, cols: tuple[str, ...]) -> pd.DataFrame | Non
 
 def _describe(row: pd.Series) -> str:
     parts = [row.get("label", "")] + [row.get(c, "") for c in ("fluid", "category")]
-    return " | ".join(p for p in parts if p and p != "nan")
+    return " | ".join(p for p in parts if isinstance(p, str) and p and p != "nan")  # a NULL: NaN (pandas 3)
 
 
 def codes_table(items: pd.DataFrame, structural: list[str], dictionaries: dict[str, pd.DataFrame]) -> pa.Table:

@@ -54,6 +54,7 @@ EXPORT_SQL = {  # sql/meds/ files of the export, in the order it runs them (afte
     "patients": {"mimic3": "meds/mimic3/51_export_patients", "mimic4": "meds/mimic4/51_export_patients"},
     "icustays": "meds/52_export_icustays",
     "events": "meds/53_export_events",
+    "structural": "meds/54_export_structural",
 }
 
 MEDS_SPLITS = {"train": "train", "val": "tuning", "test": "held_out"}
@@ -158,7 +159,7 @@ def _export(src, con, out: Path, cfg: ExportConfig) -> dict:
                   open_admissions="FALSE")
     src.materialize(queries.admissions_classified(rel, release, **params), "admissions_classified", "ADMISSIONS")
     staged = strip_comments(queries.render(queries.STAGED[release], **rel))
-    _local(src, queries.render(EXPORT_SQL["admissions"], staged=staged), "x_admissions", "ADMISSIONS")
+    _local(src, queries.render(EXPORT_SQL["admissions"], staged=staged, **rel), "x_admissions", "ADMISSIONS")
     bad = src.fetch_arrow("SELECT row_id, exclusion FROM admissions_classified WHERE exclusion LIKE 'quarantine:%' "
                           "ORDER BY row_id, exclusion", "ADMISSIONS").to_pylist()
     quarantine["admissions"] = [(r["row_id"], None, r["exclusion"].removeprefix("quarantine:")) for r in bad] + [
@@ -168,8 +169,8 @@ def _export(src, con, out: Path, cfg: ExportConfig) -> dict:
         "SELECT row_id, NULL, reason FROM x_patients WHERE reason IS NOT NULL ORDER BY row_id, reason").fetchall()]
     quarantine["patients"] += [(None, line, why) for line, why in src.scan_rejects("patients")]
     structural = ["admissions", "patients"]
+    _local(src, queries.render(EXPORT_SQL["icustays"], **rel), "x_icustays", "ICUSTAYS")  # none: an empty relation
     if "icustays" in src.tables:
-        _local(src, queries.render(EXPORT_SQL["icustays"], **rel), "x_icustays", "ICUSTAYS")
         quarantine["icustays"] = [(None, None, r) for (r,) in con.sql(
             "SELECT reason FROM x_icustays WHERE reason IS NOT NULL ORDER BY reason").fetchall()]
         structural.append("icustays")
@@ -180,7 +181,7 @@ def _export(src, con, out: Path, cfg: ExportConfig) -> dict:
                          "exported": read - len(quarantine[table])}
     parts = out.parent / "parts"
     stage = _stage_timer()
-    _structural(con, "icustays" in src.tables)
+    _structural(con)
     _shard_map(con, cfg.subjects_per_shard, "icustays" in src.tables)
     _write_parts(con, "SELECT *, CAST(NULL AS VARCHAR) AS reason FROM meds_structural", parts / "structural")
     stage("export: admissions, patients, ICU stays")
@@ -247,28 +248,15 @@ def _stage_timer():
     return lap
 
 
-def _structural(con, icu: bool) -> None:
-    """meds_structural: the rows of patients, admissions, deaths and ICU stays, as MEDS columns plus hadm_id,
-    known_time, value_time (NULL)."""
-    ts = US.format
-    parts = [
-        "SELECT subject_id, CAST(NULL AS TIMESTAMP) AS time, 'GENDER//' || gender AS code, "
-        "CAST(NULL AS BIGINT) AS hadm_id FROM x_patients WHERE reason IS NULL AND gender IS NOT NULL",
-        f"SELECT subject_id, {ts(x='birth_epoch')}, 'MEDS_BIRTH', NULL FROM x_patients "
-        "WHERE reason IS NULL AND birth_epoch IS NOT NULL",
-        f"SELECT subject_id, {ts(x='admit_epoch')}, 'HOSPITAL_ADMISSION//' || coalesce(admission_type, 'UNK') || '//' "
-        "|| coalesce(admission_location, 'UNK'), hadm_id FROM x_admissions",
-        f"SELECT subject_id, {ts(x='disch_epoch')}, CASE WHEN death_epoch IS NOT NULL THEN 'HOSPITAL_DISCHARGE//DIED' "
-        "ELSE 'HOSPITAL_DISCHARGE//UNK' END, hadm_id FROM x_admissions WHERE disch_epoch IS NOT NULL",
-        f"SELECT subject_id, {ts(x='min(death_epoch)')}, 'MEDS_DEATH', NULL FROM x_admissions "
-        "WHERE death_epoch IS NOT NULL GROUP BY subject_id",
-    ]
-    if icu:
-        parts.append(f"SELECT subject_id, {ts(x='intime_epoch')}, 'ICU_ADMISSION//UNK', hadm_id FROM x_icustays "
-                     "WHERE reason IS NULL")
-    con.execute("CREATE OR REPLACE TABLE meds_structural AS SELECT subject_id, time, code, CAST(NULL AS FLOAT) AS "
-                "numeric_value, CAST(NULL AS VARCHAR) AS text_value, hadm_id, CAST(NULL AS TIMESTAMP) AS known_time, "
-                "CAST(NULL AS TIMESTAMP) AS value_time FROM (" + " UNION ALL ".join(parts) + ")")
+def _structural(con) -> None:
+    """meds_structural: the rows of patients, admissions, deaths, emergency-department visits and ICU stays
+    (sql/meds/54_export_structural.sql), as MEDS columns plus hadm_id, known_time (a date of death's end of day),
+    value_time (NULL)."""
+    rows = strip_comments(queries.render(EXPORT_SQL["structural"]))
+    con.execute("CREATE OR REPLACE TABLE meds_structural AS SELECT subject_id, "
+                f"{US.format(x='t')} AS time, code, CAST(NULL AS FLOAT) AS numeric_value, "
+                f"CAST(NULL AS VARCHAR) AS text_value, hadm_id, {US.format(x='known')} AS known_time, "
+                f"CAST(NULL AS TIMESTAMP) AS value_time FROM ({rows})")
 
 
 def _shard_map(con, per_shard: int, icu: bool) -> None:

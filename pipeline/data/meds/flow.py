@@ -32,9 +32,11 @@ import pyarrow as pa
 
 from pipeline.core import fileio
 from pipeline.core.contracts import FEATURE_VERSION, MEDS_FEATURES
+from pipeline.core.errors import naming
 from pipeline.core.privacy import check_private
 from pipeline.data.meds import context as ctx_mod
 from pipeline.data.meds import labels as labels_mod
+from pipeline.data.meds import medsdev
 from pipeline.data.meds.config import MedsConfig, MedsSplit
 from pipeline.data.meds.layout import MedsError, MedsLayout, data_relation, detect, validate
 from pipeline.data.mimic import deid
@@ -49,6 +51,7 @@ from pipeline.data.mimic.extraction.flow import (
     write_parquet,
 )
 from pipeline.data.mimic.sources.tables import Release
+from pipeline.data.task import from_path, parse_outcome
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +70,14 @@ def pseudonym(key: bytes, subject_id: int, prediction_time_us: int) -> str:
 
 def extract_meds(source: str | Path, out_dir: str | Path, config: MedsConfig | None = None, *,
                  labels: str | Path | None = None, task: str | Path | None = None,
-                 vocab: tokens.Vocab | None = None, times: str | Path | None = None) -> ExtractResult:
+                 vocab: tokens.Vocab | None = None, times: str | Path | None = None,
+                 predicates: str | Path | None = None, outcome: str | None = None) -> ExtractResult:
     """Extract the MEDS dataset ``source`` into ``out_dir`` (module docstring); ``labels`` (MEDS label files)
-    or ``task`` (an ACES config), at most one; neither: the shipped config for the dataset's codes.
+    or ``task`` (an ACES config, or ``meds-dev:<task>``: a MEDS-DEV task by name, ``medsdev``), at most one;
+    neither: the shipped config for the dataset's codes. ``predicates``: a predicates file for the task (a MEDS-DEV
+    task's, instead of the package's for the dataset ``dataset.json`` names). ``outcome``: the label's outcome in
+    words, "NAME" or "SINGULAR|PLURAL" (``data.task.parse_outcome``; default: the task's own words, the config's
+    file name). The manifest records the task (``data.task.TaskWords``).
 
     With ``vocab`` (scoring a census with a trained model's vocabulary): nothing is refitted, no label is read, and
     every prediction time goes to one file, ``cohort.parquet``: those of ``times`` (a file) or of ``task`` (else
@@ -82,7 +90,14 @@ def extract_meds(source: str | Path, out_dir: str | Path, config: MedsConfig | N
         raise MedsError("prediction times without labels (times) are a census: give the model's vocabulary (vocab)")
     if vocab is not None and labels is not None:
         raise MedsError("a census (vocab) is scored at prediction times (times) or a task's (task), not labels")
-    layout = detect(source)  # before anything is created
+    words = parse_outcome(outcome)  # before anything is created
+    if predicates is not None and task is None:
+        raise naming(MedsError("`predicates` applies to a task (`task`: an ACES config or meds-dev:TASK)"),
+                     "predicates", "task")
+    layout = detect(source)
+    if medsdev.is_medsdev(task):
+        task = medsdev.resolve(task, layout.dataset.get("dataset_name"), predicates, str(layout.root / "metadata" /
+                                                                                          "dataset.json"))
     out = Path(out_dir)
     check_private(out / "_private", what="the data owner's link file")
     made = [p for p in (out, *out.parents) if not p.exists()]
@@ -94,7 +109,7 @@ def extract_meds(source: str | Path, out_dir: str | Path, config: MedsConfig | N
         con = _connect(cfg, tmp)
         with _stage("meds: validate"):
             rows = validate(layout, con)
-        result = _run(layout, rows, con, out, cfg, labels, task, vocab, times)
+        result = _run(layout, rows, con, out, cfg, labels, task, vocab, times, (predicates, words))
     finally:
         if con is not None:
             con.close()
@@ -104,15 +119,24 @@ def extract_meds(source: str | Path, out_dir: str | Path, config: MedsConfig | N
     return result
 
 
-def _labels(layout: MedsLayout, labels, task) -> tuple[pd.DataFrame, list[str], dict]:
-    """(label rows, their files' names, what the manifest records of the task)."""
+def _labels(layout: MedsLayout, labels, task, predicates=None, words=None) -> tuple[pd.DataFrame, list[str], dict]:
+    """(label rows, their files' names, what the manifest records of the task: its source and its words)."""
+    source = f"{Release.meds.value}:{layout.name}"
     if labels is not None:
         frame, names = labels_mod.read_label_files(labels)
-        return frame, names, {"labels": str(Path(labels).resolve()), "files": len(names)}
-    path = Path(task) if task is not None else labels_mod.shipped_task(layout)
-    table = labels_mod.run_task(path, layout)
+        said = from_path(labels, source, f"MEDS label files in {Path(labels).name}", words)
+        return frame, names, {"labels": str(Path(labels).resolve()), "files": len(names), **said.to_json()}
+    if isinstance(task, medsdev.MedsDevTask):
+        path, predicates, extra = task.config, task.predicates, task.record()
+        said = task.words(source, words)
+    else:
+        path = Path(task) if task is not None else labels_mod.shipped_task(layout)
+        extra = {"predicates": str(Path(predicates).resolve())} if predicates is not None else {}
+        said = from_path(path, source, f"{'the shipped ' if task is None else ''}ACES config {path.name}", words)
+    table = labels_mod.run_task(path, layout, predicates=predicates)
     return (labels_mod.labels_frame(table), [f"{path} (ACES output)"],
-            {"task": str(path.resolve()), "shipped": task is None, "sha256": fileio.sha256_file(path)})
+            {"task": str(path.resolve()), "shipped": task is None, "sha256": fileio.sha256_file(path), **extra,
+             **said.to_json()})
 
 
 def _splits(layout: MedsLayout, cfg: MedsConfig) -> dict[int, str] | None:
@@ -142,10 +166,11 @@ def _assign(cohort: pd.DataFrame, split_of: dict[int, str] | None, cfg: MedsConf
     return cohort["subject_id"].map(lambda s: SPLIT_NAMES.get(split_of[int(s)], "excluded"))
 
 
-def _labelled(layout: MedsLayout, cfg: MedsConfig, labels, task) -> tuple[pd.DataFrame, dict, dict]:
+def _labelled(layout: MedsLayout, cfg: MedsConfig, labels, task, said=(None, None)) -> tuple[pd.DataFrame, dict,
+                                                                                                dict]:
     """(the labels to extract: subject_id, prediction_time, label, split; their accounting; the task's record)."""
     with _stage("meds: labels"):
-        frame, names, task_info = _labels(layout, labels, task)
+        frame, names, task_info = _labels(layout, labels, task, *said)
     split_of = _splits(layout, cfg)
     kept, quarantine = labels_mod.clean(frame, names, set(layout.subjects.tolist()), split_of)
     cohort = kept.rename(columns={"boolean_value": "label"})[["subject_id", "prediction_time", "label", "file", "row"]]
@@ -162,12 +187,12 @@ def _labelled(layout: MedsLayout, cfg: MedsConfig, labels, task) -> tuple[pd.Dat
     return cohort, {"rows": len(frame), "quarantine": quarantine}, task_info
 
 
-def _census(layout: MedsLayout, task, times) -> tuple[pd.DataFrame, dict, dict]:
+def _census(layout: MedsLayout, task, times, predicates=None) -> tuple[pd.DataFrame, dict, dict]:
     """(the census's prediction times to score, split ``cohort``, no label; their accounting; their record)."""
     from pipeline.data.meds import census
 
     with _stage("meds: census times"):
-        cohort, skipped, info = census.prediction_times(layout, task, times)
+        cohort, skipped, info = census.prediction_times(layout, task, times, predicates)
     if cohort.empty:
         raise MedsError(f"{layout.root}: no prediction time to score: {info['rows']} given, none usable "
                         f"({', '.join(f'{k} {v}' for k, v in census.counts(skipped).items() if v) or 'none given'})")
@@ -177,10 +202,11 @@ def _census(layout: MedsLayout, task, times) -> tuple[pd.DataFrame, dict, dict]:
 
 
 def _run(layout: MedsLayout, rows: dict, con, out: Path, cfg: MedsConfig, labels, task,
-         vocab: tokens.Vocab | None = None, times=None) -> ExtractResult:
+         vocab: tokens.Vocab | None = None, times=None, said=(None, None)) -> ExtractResult:
     data = data_relation(layout)
     scoring = vocab is not None
-    cohort, read, task_info = _census(layout, task, times) if scoring else _labelled(layout, cfg, labels, task)
+    cohort, read, task_info = (_census(layout, task, times, said[0]) if scoring else
+                               _labelled(layout, cfg, labels, task, said))
     key = deid.load_key()
     cohort["key"] = [pseudonym(key, s, t) for s, t in zip(cohort["subject_id"], cohort["prediction_time"])]
     cohort = cohort.sort_values("key").reset_index(drop=True)

@@ -89,16 +89,20 @@ def _frame(table: pa.Table, file_index: int) -> pd.DataFrame:
     return frame
 
 
-def run_task(task: str | Path, layout: MedsLayout, census: bool = False) -> pa.Table:
+def run_task(task: str | Path, layout: MedsLayout, census: bool = False, predicates: str | Path | None = None
+             ) -> pa.Table:
     """Run the ACES task config ``task`` on every shard of ``layout``: the labels, in ``meds.LabelSchema``.
     ``census``: the prediction times alone (subject_id, prediction_time), from the config without its label window
-    (``census_config``), so that no outcome is needed and a stay still open is found too.
+    (``census_config``), so that no outcome is needed and a stay still open is found too. ``predicates``: a
+    predicates file whose predicates replace the config's of the same name (es-aces' ``predicates_path``: a
+    MEDS-DEV dataset's).
 
     es-aces reads each shard it is given whole (every column), so each shard is first cut down to what its query
     can tell apart (``aces_input``), with the config's own predicate expressions: the same labels from a file a
     fraction of the shard's size."""
     import tempfile
 
+    overrides = predicates  # the name is es-aces' module's below
     try:
         import polars as pl
         from aces import config as aces_config
@@ -116,7 +120,7 @@ def run_task(task: str | Path, layout: MedsLayout, census: bool = False) -> pa.T
         path = census_config(task, Path(folder)) if census else task
 
         def load():  # read anew for each shard: es-aces 0.7.3's query changes the config it is given
-            return aces_config.TaskExtractorConfig.load(config_path=path)
+            return aces_config.TaskExtractorConfig.load(config_path=path, predicates_path=overrides)
 
         try:
             cfg = load()

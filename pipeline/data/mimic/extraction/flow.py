@@ -39,6 +39,7 @@ from pipeline.data.mimic.extraction.config import ExtractConfig, ExtractResult
 from pipeline.data.mimic.sources import is_dsn, open_source
 from pipeline.data.mimic.sources.base import CrossReleaseError, SourceError, set_memory_limit, short_error
 from pipeline.data.mimic.sources.tables import Release, event_tables_of
+from pipeline.data.task import mimic_mortality
 
 log = logging.getLogger(__name__)
 
@@ -366,6 +367,7 @@ def _manifest(src, cfg, cohort, accounting, files, vocab, excluded_era, filtered
     out = {
         "feature_version": FEATURE_VERSION,
         "release": src.release.value,
+        "task": mimic_mortality(cfg.prediction_hours, src.release.title).to_json(),  # the outcome in words
         "source": {"kind": src.kind, "location": src.description,
                    "tables": {t: i.location for t, i in sorted(src.tables.items())}},
         "config": cfg.to_json(),

@@ -47,6 +47,12 @@ TS = "TIMESTAMP"
 TEXT = "VARCHAR"
 
 
+# Columns only the MEDS export reads (its ED, ICU discharge, discharge location and death events; docs/meds.md):
+# optional, NULL where a source lacks them, so that the extraction never depends on them.
+EXPORT_ONLY = {"patients": ("dod",), "admissions": ("discharge_location", "edregtime", "edouttime"),
+               "icustays": ("outtime", "first_careunit", "last_careunit")}
+
+
 @dataclass(frozen=True)
 class TableSpec:
     name: str  # lowercase table name (PostgreSQL: mimiciii.<name>; CSV: NAME.csv[.gz])
@@ -62,8 +68,9 @@ TABLES: dict[str, TableSpec] = {
     for t in [
         TableSpec(
             "patients",
-            {"row_id": INT, "subject_id": INT, "gender": TEXT, "dob": TS},
+            {"row_id": INT, "subject_id": INT, "gender": TEXT, "dob": TS, "dod": TS},
             required=True,
+            optional_columns=EXPORT_ONLY["patients"],
         ),
         TableSpec(
             "admissions",
@@ -77,13 +84,19 @@ TABLES: dict[str, TableSpec] = {
                 "admission_type": TEXT,
                 "admission_location": TEXT,
                 "hospital_expire_flag": INT,
+                "discharge_location": TEXT,
+                "edregtime": TS,
+                "edouttime": TS,
             },
             required=True,
+            optional_columns=EXPORT_ONLY["admissions"],
         ),
         TableSpec(
             "icustays",
-            {"row_id": INT, "subject_id": INT, "hadm_id": INT, "icustay_id": INT, "dbsource": TEXT, "intime": TS},
+            {"row_id": INT, "subject_id": INT, "hadm_id": INT, "icustay_id": INT, "dbsource": TEXT, "intime": TS,
+             "outtime": TS, "first_careunit": TEXT, "last_careunit": TEXT},
             required=False,
+            optional_columns=EXPORT_ONLY["icustays"],
         ),
         TableSpec(
             "chartevents",
@@ -240,11 +253,15 @@ TABLES_IV: dict[str, TableSpec] = {
     t.name: t
     for t in [
         _iv("patients", "hosp", {"subject_id": INT, "gender": TEXT, "anchor_age": INT, "anchor_year": INT,
-                                 "anchor_year_group": TEXT}, required=True),
+                                 "anchor_year_group": TEXT, "dod": TS}, required=True,
+            optional_columns=EXPORT_ONLY["patients"]),
         _iv("admissions", "hosp", {"subject_id": INT, "hadm_id": INT, "admittime": TS, "dischtime": TS,
                                    "deathtime": TS, "admission_type": TEXT, "admission_location": TEXT,
-                                   "hospital_expire_flag": INT}, required=True),
-        _iv("icustays", "icu", {"subject_id": INT, "hadm_id": INT, "stay_id": INT, "intime": TS}),
+                                   "hospital_expire_flag": INT, "discharge_location": TEXT, "edregtime": TS,
+                                   "edouttime": TS}, required=True, optional_columns=EXPORT_ONLY["admissions"]),
+        _iv("icustays", "icu", {"subject_id": INT, "hadm_id": INT, "stay_id": INT, "intime": TS, "outtime": TS,
+                                "first_careunit": TEXT, "last_careunit": TEXT},
+            optional_columns=EXPORT_ONLY["icustays"]),
         _iv("chartevents", "icu", {"subject_id": INT, "hadm_id": INT, "itemid": INT, "charttime": TS,
                                    "storetime": TS, "value": TEXT, "valuenum": FLOAT}, optional_columns=("storetime",)),
         _iv("labevents", "hosp", {"labevent_id": INT, "subject_id": INT, "hadm_id": INT, "itemid": INT,
