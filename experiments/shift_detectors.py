@@ -2,7 +2,8 @@
 power and false-alarm rate on synthetic shifts (issue 43, item 1's choice; docs/referral.md, "When the patients
 change", reports what this printed).
 
-    python -m experiments.shift_detectors [--reps 100] [--null-reps 200] [--sizes 50 100 250 500 1000] [--json P]
+    python -m experiments.shift_detectors [--reps 100] [--null-reps 200] [--sizes 50 100 250 500 1000]
+        [--settings ...] [--json P]
 
 A reference of ``--reference`` (1,000) admissions and cohorts of each size, per setting:
 
@@ -54,10 +55,10 @@ def draw(setting: str, n: int, shifted: bool, rng: np.random.Generator, rates: n
     return x
 
 
-def run(sizes: list[int], reps: int, null_reps: int, m: int, seed: int) -> dict:
+def run(sizes: list[int], reps: int, null_reps: int, m: int, seed: int, settings=SETTINGS) -> dict:
     out: dict = {}
     rates = np.sort(np.random.default_rng(seed).gamma(0.5, 2.0, D_TOKENS))[::-1]  # frequent tokens first
-    for setting in SETTINGS:
+    for setting in settings:
         r = null_reps if setting.startswith("null") else reps
         out[setting] = {}
         for n in sizes:
@@ -87,12 +88,13 @@ def main() -> None:
     ap.add_argument("--null-reps", type=int, default=200, help="cohorts per null setting and size")
     ap.add_argument("--reference", type=int, default=1000, help="reference admissions")
     ap.add_argument("--seed", type=int, default=0, help="seed")
+    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS, help="settings run")
     ap.add_argument("--json", default=None, help="write the rates here")
     args = ap.parse_args()
     print(f"level {LEVEL}; reference {args.reference}; share of cohorts flagged ± its Monte Carlo se\n")
     print("| setting | cohort | domain classifier | MMD (permutation) | ms per test (classifier / MMD) |\n"
           "|---|---|---|---|---|")
-    res = run(args.sizes, args.reps, args.null_reps, args.reference, args.seed)
+    res = run(args.sizes, args.reps, args.null_reps, args.reference, args.seed, args.settings)
     if args.json:
         fileio.write_json(args.json, {"level": LEVEL, "reference": args.reference, "results": res})
 

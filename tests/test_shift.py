@@ -100,7 +100,11 @@ def test_the_mmd_test_is_a_valid_permutation_test_and_sees_a_scale_change():
     hits = sum(mmd_test(rng.normal(size=(300, 8)), rng.normal(size=(100, 8)), seed=i, permutations=99).p_value
                <= level for i in range(reps))
     assert hits / reps <= level + 2 * np.sqrt(level * (1 - level) / reps), hits
-    assert mmd_test(rng.normal(size=(500, 8)), 1.5 * rng.normal(size=(300, 8))).p_value <= 0.01
+    scaled = mmd_test(rng.normal(size=(500, 8)), 1.5 * rng.normal(size=(300, 8)))
+    assert scaled.p_value <= 0.01 and scaled.auroc > 0.6  # the held-out witness separates them
+    null_auroc = [mmd_test(rng.normal(size=(300, 8)), rng.normal(size=(300, 8)), seed=i, permutations=9).auroc
+                  for i in range(40)]
+    assert abs(np.mean(null_auroc) - 0.5) < 0.02
     coh = sparse.random(200, 30, density=0.1, random_state=1, format="csr")
     assert 0.0 < mmd_test(sparse.random(300, 30, density=0.1, random_state=2), coh, permutations=20).p_value <= 1.0
 
@@ -156,7 +160,7 @@ def test_a_shifted_cohort_is_flagged_with_its_strongest_measure():
     r = check_shift(ref, coh, rng.normal(size=(n, 12)), [f"c{i}" for i in range(12)])
     assert r.verdict is Verdict.SHIFTED and r.strongest == "mi" and r.measures["mi"].auroc > 0.6
     assert r.p_value == pytest.approx(min(1.0, 5 * r.measures["mi"].p_value))
-    assert set(r.measures) == {"risk", "mi", "sd", "decision", "features"}
+    assert set(r.measures) == {"risk", "mi", "sd", "decision", "features"} and r.measures["features"].test == "mmd"
     s = r.sentence("; see `recertify`")
     assert s.startswith("these 800 admissions differ from the calibration admissions (p < 0.001; the posterior's "
                         "mutual information, higher here: AUROC 0.") and s.endswith("see `recertify`")

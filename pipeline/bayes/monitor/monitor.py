@@ -122,7 +122,7 @@ def _flags(x, n: int | None, name: str) -> np.ndarray:
         raise ValueError(f"{name}: not 0/1 values ({a.dtype})") from None
     bad = np.flatnonzero((f != 0.0) & (f != 1.0))
     if bad.size:
-        raise ValueError(f"{name}[{int(bad[0])}] = {a[bad[0]]!r}: must be 0 or 1 ({bad.size} bad rows)")
+        raise ValueError(f"{name}[{int(bad[0])}] = {a[bad[0]].item()!r}: must be 0 or 1 ({bad.size} bad rows)")
     return f == 1.0
 
 

@@ -9,7 +9,7 @@ with probability >= 1 - delta the kept admissions' miss rate or Brier score is <
 or the plug-in and fixed-fraction rules; ``bounds`` its p-values; ``text`` its sentence. ``check``: the
 guarantee's failure rate measured against a known true risk (``check_guarantee``). ``weighted``: the rule
 re-certified for a new population by importance weights, without its outcomes (valid under covariate shift only).
-``recertify``: a run's policy refitted on new labelled admissions (the map and the rule; the flags kept or the
+``recertification``: ``recertify``, a run's policy refitted on new labelled admissions (the map and the rule; the flags kept or the
 threshold refitted).
 
 The calibration admissions of the rule must be apart from whatever chose the decision threshold, fitted
@@ -33,7 +33,7 @@ _HOMES = {
     "ReferralConfig": "config",
     **dict.fromkeys(("MAX_WEIGHT", "WeightedRule", "fit_weighted_refer_rule", "mean_lower_bound", "needed_deaths"),
                     "weighted"),
-    "recertify": "recertify",
+    "recertify": "recertification",
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy(__name__, _HOMES)
