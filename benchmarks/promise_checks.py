@@ -9,9 +9,9 @@ random admissions of the default synthetic benchmark's shape (``benchmarks.score
 policy (``benchmarks.score.fitted_policy``) scores ``--n`` admissions through ``score_files`` (the baseline, best of
 ``--repeat``). The check then compares the risk table's calibrated risk, mutual information, sd and decision
 uncertainty, and the features (the baselines' bag-of-tokens matrix, ``Featurizer``; building it is timed apart and
-added in a second share, since scoring does not build it today), with a reference of ``--reference`` admissions (the 20k world's
-calibration half has 1,054), by the cross-fitted domain classifier, by the MMD test, and without features. Best of
-``--repeat``; the ratio is the check's seconds over the scoring's.
+added in a second share, since scoring does not build it today), with a reference of ``--reference``
+admissions (the 20k world's calibration half has 1,054), by the cross-fitted domain classifier, by the MMD
+test, and without features. Best of ``--repeat``; the ratio is the check's seconds over the scoring's.
 
 (2) **The monitor** (``bayes.monitor.update``; target under 10 s): ``--outcomes`` outcomes at a 10% death rate, in
 one call and in 100 batches through the JSON state; the baseline is the least any monitor does, one pass of

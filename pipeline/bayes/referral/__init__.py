@@ -9,8 +9,8 @@ with probability >= 1 - delta the kept admissions' miss rate or Brier score is <
 or the plug-in and fixed-fraction rules; ``bounds`` its p-values; ``text`` its sentence. ``check``: the
 guarantee's failure rate measured against a known true risk (``check_guarantee``). ``weighted``: the rule
 re-certified for a new population by importance weights, without its outcomes (valid under covariate shift only).
-``recertification``: ``recertify``, a run's policy refitted on new labelled admissions (the map and the rule; the flags kept or the
-threshold refitted).
+``recertification``: ``recertify``, a run's policy refitted on new labelled admissions (the map and the rule;
+the flags kept or the threshold refitted).
 
 The calibration admissions of the rule must be apart from whatever chose the decision threshold, fitted
 the recalibration map or set the candidate cuts: the guarantee is about admissions exchangeable with them.
