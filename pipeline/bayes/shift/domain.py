@@ -19,8 +19,8 @@ sqrt(2): each fold's classifier is fitted on the other fold, so under the null b
 chance alignment (a linear classifier is close to the mean difference d_k of its training fold, and z_1 and z_2
 are both close to <d_1, d_2>): their correlation is high, and the sum over sqrt(2) false-alarmed in 8.5-9.5% of
 null cohorts at level 5% (``experiments.shift_detectors``'s first run, 200 cohorts of 50, 100 and 250). The mean
-of two N(0, 1) has variance (2 + 2 rho) / 4 <= 1 whatever their correlation rho, so its one-sided normal p-value is valid (conservative when
-rho < 1). The effect size is the mean of the folds' held-out AUROC.
+of two N(0, 1) has variance (2 + 2 rho) / 4 <= 1 whatever their correlation rho, so its one-sided normal p-value
+is valid (conservative when rho < 1). The effect size is the mean of the folds' held-out AUROC.
 
 **The weights** (``fit_domain`` -> ``DomainModel.weights``): the likelihood ratio w(x) = p_cohort(x) /
 p_reference(x) of the classifier fitted on all of both samples, for importance weighting
