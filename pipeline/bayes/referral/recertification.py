@@ -6,8 +6,10 @@
 - **The run's flags kept** (default): the decision threshold stays the same *raw* risk t_raw (the parent's
   threshold through its own map: ``raw_threshold``), so the same admissions are flagged high risk as before; it is
   expressed in the new map's units (t' = new map(t_raw)) and its sensitivity and specificity on the new admissions
-  are recorded. The map (method chosen as the run's config says) and the refer rule are fitted on *all* the new
-  labelled admissions, so the rule gets every new death. The flags use no new label, so the miss-rate rule's
+  are recorded (its ``summary`` still names the parent's rule, e.g. the validation sensitivity it was chosen for).
+  With an isotonic or Venn-Abers new map, whose flat steps can hold raw risks on both sides of t_raw, "calibrated
+  >= t'" also flags the admissions below t_raw in t_raw's step. The map (method chosen as the run's config says)
+  and the refer rule are fitted on *all* the new labelled admissions, so the rule gets every new death. The flags use no new label, so the miss-rate rule's
   guarantee is exact as in ``fit_policy`` for strictly increasing maps (for isotonic and Venn-Abers maps, whose flat
   steps the new labels place, approximate, as there).
 - **The threshold refitted** (``refit_threshold``): the new admissions are split in two halves by a seeded
