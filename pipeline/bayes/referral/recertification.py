@@ -9,9 +9,9 @@
   are recorded (its ``summary`` still names the parent's rule, e.g. the validation sensitivity it was chosen for).
   With an isotonic or Venn-Abers new map, whose flat steps can hold raw risks on both sides of t_raw, "calibrated
   >= t'" also flags the admissions below t_raw in t_raw's step. The map (method chosen as the run's config says)
-  and the refer rule are fitted on *all* the new labelled admissions, so the rule gets every new death. The flags use no new label, so the miss-rate rule's
-  guarantee is exact as in ``fit_policy`` for strictly increasing maps (for isotonic and Venn-Abers maps, whose flat
-  steps the new labels place, approximate, as there).
+  and the refer rule are fitted on *all* the new labelled admissions, so the rule gets every new death. The flags
+  use no new label, so the miss-rate rule's guarantee is exact as in ``fit_policy`` for strictly increasing maps
+  (for isotonic and Venn-Abers maps, whose flat steps the new labels place, approximate, as there).
 - **The threshold refitted** (``refit_threshold``): the new admissions are split in two halves by a seeded
   permutation and ``fit_policy`` is called on them as on a run's validation (the selection half sets the
   threshold at the run's sensitivity, the calibration half fits the map and the rule): the run's ``Policy``
