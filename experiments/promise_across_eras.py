@@ -55,6 +55,7 @@ from pipeline.bayes.referral import Policy, Predictive, Risk, fit_weighted_refer
 from pipeline.bayes.referral.check import true_kept_risk
 from pipeline.bayes.referral.rule import Reference
 from pipeline.core import fileio
+from pipeline.core.contracts import DEFAULT_BATCH
 
 SIZES = (50, 100, 250, 500, 1000)  # cohort sizes of (a)
 LABELLED = (100, 250, 500, 1000, 2000)  # new labelled admissions of (b)
@@ -137,13 +138,19 @@ def _predict_era(run_id: str, pool: Pool) -> EraPool:
     val = features.load_split(fdir / "val.parquet", values=True)
     if not np.array_equal(np.asarray(test.keys).astype(str), pool.keys):
         raise SystemExit(f"run {run_id}: the cached test pool holds other admissions than {fdir}/test.parquet")
-    pred = predict.feature_predictions(run.model, test, predict.score_samples(None, run.info), 256, run.info.max_bags,
-                                       run.info.max_tokens, predict.seeded_generator(0))
+    pred = predict.feature_predictions(run.model, test, predict.score_samples(None, run.info), DEFAULT_BATCH,
+                                       run.info.max_bags, run.info.max_tokens, predict.seeded_generator(0))
+    if not np.allclose(policy.calibrator.apply(pred.summary.mean), pool.risk):  # the same draws as pool_of_run's
+        raise SystemExit(f"run {run_id}: the test split's risks differ from the cached pool's")
     share = float(run.train_config.get("calibration_share") or 0.0)
+    mask = features.calibration_mask(val.keys, share)
+    if int(mask.sum()) != len(policy.kept["calibration"]["labels"]):
+        raise SystemExit(f"run {run_id}: calibration_share {share} gives {int(mask.sum())} validation admissions, the "
+                         f"policy kept {len(policy.kept['calibration']['labels'])}")
     featurizer = Featurizer.from_vocab(run.vocab, None, 24.0).fit(val)
     q_val = features_true_risk(fdir, val)
     return EraPool(pool, np.asarray(pred.summary.mean, dtype=np.float64), policy,
-                   featurizer.matrix(val).to_csr(), features.calibration_mask(val.keys, share), np.asarray(q_val),
+                   featurizer.matrix(val).to_csr(), mask, np.asarray(q_val),
                    featurizer.matrix(test).to_csr())
 
 
