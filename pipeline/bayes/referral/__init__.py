@@ -7,7 +7,10 @@ validation by a named rule (``choose_threshold``). ``measures``: what the refer 
 plain words of each (``describe``). ``rule``: ``fit_refer_rule``, Learn-then-Test over the cuts so that
 with probability >= 1 - delta the kept admissions' miss rate or Brier score is <= alpha, per group if asked,
 or the plug-in and fixed-fraction rules; ``bounds`` its p-values; ``text`` its sentence. ``check``: the
-guarantee's failure rate measured against a known true risk (``check_guarantee``).
+guarantee's failure rate measured against a known true risk (``check_guarantee``). ``weighted``: the rule
+re-certified for a new population by importance weights, without its outcomes (valid under covariate shift only).
+``recertification``: ``recertify``, a run's policy refitted on new labelled admissions (the map and the rule;
+the flags kept or the threshold refitted).
 
 The calibration admissions of the rule must be apart from whatever chose the decision threshold, fitted
 the recalibration map or set the candidate cuts: the guarantee is about admissions exchangeable with them.
@@ -28,6 +31,9 @@ _HOMES = {
     **dict.fromkeys(("SENSITIVITY", "DecisionThreshold", "choose_threshold"), "threshold"),
     **dict.fromkeys(("Columns", "Policy", "Predictive", "fit_policy"), "policy"),
     "ReferralConfig": "config",
+    **dict.fromkeys(("MAX_WEIGHT", "WeightedRule", "fit_weighted_refer_rule", "mean_lower_bound", "needed_deaths"),
+                    "weighted"),
+    "recertify": "recertification",
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy(__name__, _HOMES)
