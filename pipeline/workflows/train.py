@@ -62,6 +62,7 @@ class TrainResult:
     refer_measure: str | None = None  # what refer ranks by (metrics.Measure value; rank 0)
     policy: object | None = None  # bayes.referral.policy.Policy: recalibration, decision threshold, refer rule
     notes: list[str] = field(default_factory=list)  # what the run should know (engine.loop.announcements)
+    stopped_by: str = ""  # what ended training: patience | max_epochs | max_steps | max_minutes (engine.loop)
 
     def summary(self) -> str:
         """What ``cli.py train`` prints: the loop's announcements (early stopping, an unfinished KL anneal), steps,
@@ -172,7 +173,8 @@ def _resume(path: Path, p, kind: str, mcfg: dict, cfg: TrainConfig, d: Dist) -> 
     if ckpt["model_kind"] != kind or saved_model != mcfg:
         raise TrainError(f"{path}: checkpoint is a {ckpt['model_kind']} model with other settings; "
                          "resume with the same model settings")
-    free = ("max_steps", "patience", "max_epochs", "progress", "threads")  # the budget and output may change on resume
+    free = ("max_steps", "patience", "max_epochs", "patience_epochs", "max_minutes", "progress",
+            "threads")  # the budget and output may change on resume
     # settings added since then: their defaults, or the former default of one that changed since
     saved = {**TrainConfig().to_dict(), **FORMER_DEFAULTS, **ckpt["train_config"]}
     saved = {k: v for k, v in saved.items() if k not in free}
@@ -182,9 +184,9 @@ def _resume(path: Path, p, kind: str, mcfg: dict, cfg: TrainConfig, d: Dist) -> 
         raise invalid(cfg, f"{path}: training settings differ from the checkpoint's ({', '.join(diff)}); only the "
                            "budget (max_steps, patience, max_epochs) may change", "max_steps", "patience",
                       "max_epochs", *diff, error=TrainError)
-    if ckpt["step"] >= cfg.max_steps:
-        raise invalid(cfg, f"{path}: already at step {ckpt['step']} >= max_steps {cfg.max_steps}", "max_steps",
-                      error=TrainError)
+    if ckpt["step"] >= p.last_step:
+        raise invalid(cfg, f"{path}: already at step {ckpt['step']} >= {p.ceiling}'s last step {p.last_step}",
+                      p.ceiling, error=TrainError)
     return resume_state(ckpt, p, d, lambda step: torch.manual_seed(stream_seed(cfg.seed + step, TRAIN_STREAM,
                                                                                 d.rank)))
 
@@ -195,6 +197,7 @@ def _finish(p, d: Dist, tracker, base: dict, state: LoopState, out: Path, fdir: 
     halves (recalibration, decision threshold, refer rule); artifacts and pyfunc (rank 0)."""
     result = TrainResult(run_id=tracker.run_id, best_val_nll=state.best_val_nll, best_step=state.best_step,
                          final_val_nll=state.val_nll, steps=state.step, refer_threshold=None, out_dir=out,
+                         stopped_by=state.stopped_by,
                          last_checkpoint=out / LAST, best_checkpoint=out / BEST)
     if not d.main:
         return result
