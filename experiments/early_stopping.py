@@ -33,24 +33,36 @@ MARGIN = 0.0005  # eligibility and tie margin, nats
 
 @dataclass(frozen=True)
 class Candidate:
-    """A stopping rule: at most ``cap`` steps and ``epochs`` epochs; stop after ``patience`` validations
-    without a better best (None: never)."""
+    """A stopping rule: at most ``cap`` steps (None: no cap) and ``epochs`` epochs; stop after ``patience``
+    validations without a better best (None: never), or after ``patience_epochs`` epochs' validations where
+    that is more (TrainConfig.patience_validations)."""
 
     patience: int | None
     epochs: float | None
-    cap: int
+    cap: int | None
+    patience_epochs: float | None = None
 
     @property
     def name(self) -> str:
         if self.patience is None and self.epochs is None:
             return f"{self.cap} steps"
         epochs = "" if self.epochs is None else f" E={self.epochs:g}"
-        return f"P={self.patience}{epochs} cap={self.cap}"
+        patience = f"max({self.patience}, {self.patience_epochs:g} ep)" if self.patience_epochs else self.patience
+        return f"P={patience}{epochs} cap={self.cap if self.cap is not None else 'none'}"
 
     def budget(self, steps_per_epoch: float) -> int:
+        cap = math.inf if self.cap is None else self.cap
         if self.epochs is None:
+            if self.cap is None:
+                raise ValueError(f"{self.name}: no cap and no epoch budget never ends")
             return self.cap
-        return max(1, min(self.cap, math.ceil(self.epochs * steps_per_epoch)))
+        return max(1, int(min(cap, math.ceil(self.epochs * steps_per_epoch))))
+
+    def validations(self, steps_per_epoch: float, eval_every: int) -> int | None:
+        """Patience in validations on a run of ``steps_per_epoch``."""
+        if self.patience is None or not self.patience_epochs:
+            return self.patience
+        return max(self.patience, math.ceil(math.ceil(self.patience_epochs * steps_per_epoch) / eval_every))
 
 
 def simulate(curve: list[tuple[int, float]], cand: Candidate, steps_per_epoch: float, eval_every: int) -> dict:
@@ -58,17 +70,19 @@ def simulate(curve: list[tuple[int, float]], cand: Candidate, steps_per_epoch: f
     trained. As the training loop does: a better best is strictly lower; it stops once ``step - best`` is at
     least ``patience x eval_every``."""
     budget = cand.budget(steps_per_epoch)
-    if curve[-1][0] < (budget // eval_every) * eval_every:  # the grid's last validation before the budget
-        raise SystemExit(f"the run's curve ends at step {curve[-1][0]}, before {cand.name}'s budget {budget}")
-    best_step, best, last = 0, math.inf, 0
+    patience = cand.validations(steps_per_epoch, eval_every)
+    best_step, best, last, stopped = 0, math.inf, 0, False
     for step, nll in curve:
         if step > budget:
             break
         last = step
         if nll < best:
             best, best_step = nll, step
-        if cand.patience is not None and step - best_step >= cand.patience * eval_every:
+        if patience is not None and step - best_step >= patience * eval_every:
+            stopped = True
             break
+    if not stopped and curve[-1][0] < (budget // eval_every) * eval_every:  # the grid's last validation before it
+        raise SystemExit(f"the run's curve ends at step {curve[-1][0]}, before {cand.name}'s budget {budget}")
     return {"kept_step": best_step, "val_nll": best, "steps": last}
 
 

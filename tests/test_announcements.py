@@ -38,6 +38,23 @@ def test_early_stopping_and_an_unfinished_anneal_are_announced():
     assert announcements(PLAN, LoopState(step=4390, kl_seen=True)) == []  # finished: nothing to say
 
 
+def test_a_ceiling_that_ends_training_is_announced_and_whether_validation_still_improved():
+    plan = SimpleNamespace(**{**vars(PLAN), "ceiling": "max_epochs"})
+    improving = LoopState(step=4390, best_step=4250, stopped_by="max_epochs")
+    (note,) = announcements(plan, improving)
+    assert note == ("budget: training ended at step 4390 by its ceiling max_epochs (step 4390), while the validation "
+                    "NLL was still improving (best at step 4250, 0 of patience's 8 validations before the end): a "
+                    "longer budget may give a better model (max_epochs, max_steps, max_minutes; resume continues this "
+                    "run)")
+    said = spell(invalid(TrainConfig, note, *NOTE_FIELDS), {})
+    assert "by its ceiling --max-epochs (step 4390)" in said and "(--max-epochs, --max-steps, --max-minutes;" in said
+    (flat,) = announcements(plan, LoopState(step=4390, best_step=1000, stopped_by="max_epochs"))
+    assert flat == ("budget: training ended at step 4390 by its ceiling max_epochs (step 4390); the best validation "
+                    "was step 1000")
+    patience = LoopState(step=2750, best_step=750, stopped_by="patience", stopped_early=True)
+    assert [n[:15] for n in announcements(plan, patience)] == ["early stopping:"]  # the early-stopping line alone
+
+
 def test_the_command_line_names_the_settings_as_options():
     (note,) = announcements(PLAN, LoopState(step=195, kl_seen=True))
     said = spell(invalid(TrainConfig, note, *NOTE_FIELDS), {})

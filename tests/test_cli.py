@@ -427,7 +427,10 @@ def test_benchmark_models_set_keeps_its_spellings_and_takes_the_new_keys(monkeyp
 
 
 @pytest.mark.parametrize("args, message", [
-    (["train", "--data", "d", "--max-steps", "0"], "--max-steps must be >= 1, got 0"),
+    (["train", "--data", "d", "--max-steps", "-2"], "--max-steps must be >= 0 (0: off), got -2"),
+    (["train", "--data", "d", "--max-steps", "0", "--max-epochs", "0"],
+     "--max-steps and --max-epochs are both off: training needs one of them to end"),
+    (["train", "--data", "d", "--set", "max_minutes=-1"], "--set max_minutes must be >= 0 (0: off), got -1.0"),
     (["train", "--data", "d", "--lr", "0"], "--lr must be > 0, got 0.0"),
     (["train", "--data", "d", "--set", "train.refer_fraction=1"], "--set train.refer_fraction must lie in [0, 1)"),
     (["train", "--data", "d", "--set", "max_epochs=-1"], "--set max_epochs must be >= 0 (0: off), got -1.0"),
@@ -476,7 +479,7 @@ def test_a_bad_setting_is_one_line_naming_what_the_user_typed(args, message, tmp
 
 def test_a_bad_settings_file_names_the_file_and_the_key(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cases = {"a.toml": ("[train]\nmax_steps = 0\n", "a.toml: train.max_steps must be >= 1, got 0"),
+    cases = {"a.toml": ("[train]\nmax_steps = -1\n", "a.toml: train.max_steps must be >= 0 (0: off), got -1"),
              "b.toml": ("[train]\nmax_step = 1\n", "b.toml: unknown key 'train.max_step' (did you mean "
                                                     "'train.max_steps'?)"),
              "c.toml": ("[model]\nlstm_hidden = 'big'\n", "c.toml: model.lstm_hidden must be an integer, got 'big'"),

@@ -129,7 +129,9 @@ def _cfg(module: str, name: str):
 
 
 @pytest.mark.parametrize("module, name, kwargs, message, named", [
-    (TRAIN_CONFIG, "TrainConfig", {"max_steps": 0}, "max_steps must be >= 1, got 0", ("max_steps",)),
+    (TRAIN_CONFIG, "TrainConfig", {"max_steps": -1}, "max_steps must be >= 0 (0: off), got -1", ("max_steps",)),
+    (TRAIN_CONFIG, "TrainConfig", {"max_steps": 0, "max_epochs": 0},
+     "max_steps and max_epochs are both off: training needs one of them to end", ("max_steps", "max_epochs")),
     (TRAIN_CONFIG, "TrainConfig", {"threads": 0}, "threads must be >= 1, got 0", ("threads",)),
     (TRAIN_CONFIG, "TrainConfig", {"lr": 0.0}, "lr must be > 0, got 0.0", ("lr",)),
     (TRAIN_CONFIG, "TrainConfig", {"anneal_steps": -1}, "anneal_steps must be >= 0, got -1", ("anneal_steps",)),

@@ -34,6 +34,44 @@ def test_simulate_stops_as_the_training_loop_does(cand, kept, nll, steps):
     assert (res["kept_step"], res["val_nll"], res["steps"]) == (kept, nll, steps)
 
 
+@pytest.mark.parametrize(("cand", "kept", "nll", "steps"), [
+    (Candidate(2, 10.0, None), 750, 0.27, 1250),  # no cap: the epoch budget alone
+    (Candidate(2, 10.0, None, patience_epochs=0.75), 1500, 0.26, 2250),  # 0.75 epochs of 1000 steps: 3 validations
+    (Candidate(2, 10.0, None, patience_epochs=0.25), 750, 0.27, 1250),  # less than 2 validations: 2
+])
+def test_patience_in_epochs_is_the_larger_of_the_two_as_the_training_config_says(cand, kept, nll, steps):
+    from pipeline.tasks.mortality.train_config import TrainConfig
+
+    res = simulate(CURVE, cand, steps_per_epoch=1000.0, eval_every=250)
+    assert (res["kept_step"], res["val_nll"], res["steps"]) == (kept, nll, steps)
+    cfg = TrainConfig(patience=cand.patience, patience_epochs=cand.patience_epochs, eval_every=250)
+    assert cand.validations(1000.0, 250) == cfg.patience_validations(1000, 1)
+
+
+def test_a_curve_that_ended_by_its_own_patience_simulates_any_candidate_that_stops_within_it():
+    stopped = CURVE[:8]  # a run that stopped at 2000 (its own patience 2 after the best at 1500)
+    assert simulate(stopped, Candidate(2, 10.0, None), 250.0, 250)["steps"] == 1250
+    with pytest.raises(SystemExit, match="ends at step 2000"):  # patience 4 would run past the run's stop
+        simulate(stopped, Candidate(4, 10.0, None), 250.0, 250)
+
+
+def test_the_budget_rule_takes_the_fewest_full_scale_steps_among_the_eligible():
+    from experiments import training_budget as tb
+
+    def cell(**short):  # candidate -> (shortfall, steps)
+        return {n: {"shortfall": v, "steps": s, "kept_steps": [], "n": 3} for n, (v, s) in short.items()}
+
+    ok = dict(R=(0.004, 12_000.0), A=(0.0004, 30_000.0), B=(0.0001, 34_000.0), C=(0.0, 40_000.0))
+    summary = {"8k": {"rank1-gaussian": cell(**ok), "deterministic": cell(**ok)},
+               "full": {"rank1-gaussian": cell(**ok), "deterministic": cell(**ok)}}
+    assert tb.decide(summary)["eligible"] == ["A", "B", "C"] and tb.decide(summary)["adopted"] == "A"
+    summary["full"]["deterministic"]["A"]["shortfall"] = 0.002  # A cuts one model short at scale
+    d = tb.decide(summary)
+    assert d["eligible"] == ["B", "C"] and d["adopted"] == "B"
+    summary["full"]["deterministic"]["B"]["shortfall"] = summary["full"]["deterministic"]["C"]["shortfall"] = 0.002
+    assert tb.decide(summary) == {"eligible": [], "adopted": "A", "why": "none eligible"}  # A below R everywhere
+
+
 def test_simulate_refuses_a_budget_past_the_curve():
     with pytest.raises(SystemExit, match="ends at step 2500"):
         simulate(CURVE, Candidate(None, None, 3000), steps_per_epoch=250.0, eval_every=250)

@@ -318,6 +318,38 @@ def test_epoch_budget_ends_training_before_max_steps(feats, tmp_path):
     assert training.train(feats, "deterministic", cfg, out_dir=tmp_path, tracking=False).steps == 3
 
 
+def test_the_ceiling_is_the_setting_that_ends_training_first():
+    cfg = TrainConfig(max_steps=None)  # no step cap: 40 epochs bound at any size
+    assert cfg.ceiling(7_031, 16) == ("max_epochs", 17_578) and cfg.ceiling(46_000, 16) == ("max_epochs", 115_000)
+    assert TrainConfig(max_steps=12_000).ceiling(7_031, 16) == ("max_steps", 12_000)
+    assert TrainConfig(max_steps=4_395).ceiling(7_031, 64) == ("max_steps", 4_395)  # a tie: max_steps
+    assert TrainConfig(max_steps=200, max_epochs=None).ceiling(10, 1) == ("max_steps", 200)
+
+
+def test_patience_in_epochs_is_the_larger_of_the_two():
+    cfg = TrainConfig(patience=8, patience_epochs=1.0, eval_every=250)
+    assert cfg.patience_validations(7_031, 16) == 8  # one epoch: 440 steps, under 8 validations
+    assert cfg.patience_validations(40_000, 16) == 10  # 2,500 steps: 10 validations
+    assert TrainConfig(patience=8).patience_validations(40_000, 16) == 8  # unset: validations alone
+    assert TrainConfig(patience=0, patience_epochs=1.0).patience_validations(40_000, 16) is None  # no early stopping
+
+
+def test_a_run_ended_by_its_epoch_ceiling_records_why(feats, tmp_path):
+    cfg = _cfg(max_steps=None, max_epochs=0.5, batch_size=16, patience=100)  # 96 admissions, 16 a step: 3 steps
+    r = training.train(feats, "deterministic", cfg, out_dir=tmp_path, tracking=False)
+    assert (r.steps, r.stopped_by) == (3, "max_epochs")
+    assert any(n.startswith("budget: training ended at step 3 by its ceiling max_epochs (step 3), while the "
+                            "validation NLL was still improving") for n in r.notes), r.notes
+
+
+def test_a_wall_clock_ceiling_stops_at_the_first_step_past_it_and_checkpoints(feats, tmp_path):
+    r = training.train(feats, "deterministic", _cfg(max_minutes=1e-9, eval_every=4), out_dir=tmp_path,
+                       tracking=False)
+    assert (r.steps, r.stopped_by, r.best_step) == (1, "max_minutes", 1)  # validated at the step it stopped
+    assert (tmp_path / "last.pt").exists()
+    assert any("the wall-clock ceiling (max_minutes" in n for n in r.notes), r.notes
+
+
 @pytest.mark.parametrize("kw, message", [({"patience": -1}, "^patience must be >= 0"),
                                          ({"max_epochs": -1.0}, r"^max_epochs must be >= 0 \(0: off\)")])
 def test_early_stopping_settings_are_checked(kw, message):

@@ -28,7 +28,8 @@ MODEL_HELP = ("A model kind or a variant name as `compare` prints it: " + ", ".j
               "--threads, --refer-fraction).")  # --model's help: the names offered
 BASELINE_SETTINGS = ("seed", "threads", "refer_fraction", "progress", "calibration_share")  # the TrainConfig fields
     # a baseline takes (and every ReferralConfig field)
-NOTE_FIELDS = ("patience", "eval_every", "anneal_steps", "max_steps", "max_epochs")  # what training's notes name
+NOTE_FIELDS = ("patience", "eval_every", "anneal_steps", "max_steps", "max_epochs", "patience_epochs",
+               "max_minutes")  # what training's notes name
 
 
 @dataclass

@@ -12,6 +12,11 @@ batches and validation. The loop owns the order of things, the same for every ta
         keeps the best) and write ``last.pt`` (model, optimizer, step, best-so-far, every rank's RNG state,
         the plan's own state), then stop once ``patience`` validations in a row found no better score.
 
+What ended the run is ``LoopState.stopped_by`` (tagged ``stopped_by`` on the run): ``patience``, the plan's
+``ceiling`` (the setting its last step comes from: ``max_epochs``, ``max_steps`` ...) or ``max_minutes`` (the
+plan's ``max_seconds`` of wall time, validations included, counted across resumes: the loop validates and
+checkpoints at the first step past it). ``announcements`` says so whenever a ceiling, not patience, ended it.
+
 Determinism and resume: a plan's batch of step s is a pure function of (seed, s); ``last.pt`` is
 written atomically at every validation, and ``resume_state`` restores it, so a resumed run ends with
 the same weights and metrics as an uninterrupted one (bit for bit on the same machine and thread count).
@@ -64,6 +69,8 @@ class LoopState:
     stopped_early: bool = False  # patience ran out before the last step
     kl_seen: bool = False  # a step's KL term was above 0 (the model has a posterior that the anneal weighs)
     seconds: float = 0.0  # wall time of the training steps (validation and checkpoints excluded)
+    wall_seconds: float = 0.0  # wall time of the whole loop up to the last checkpoint, validations included
+    stopped_by: str = ""  # what ended the run: patience | the plan's ceiling | max_minutes ("": not ended)
 
     def entries(self) -> dict:
         """Its entries in ``last.pt``."""
@@ -124,6 +131,8 @@ def run_loop(plan: TrainingPlan, *, d: Dist | None = None, tracker=None, base: d
     bar = Progress(plan.label, last, state.step, enabled=progress and d.main)
     last_good = (out / LAST, state.step) if (out is not None and state.step) else None
     objective.train()
+    max_seconds = getattr(plan, "max_seconds", None)
+    wall0, started = state.wall_seconds, time.perf_counter()
     try:
         for step in range(state.step + 1, last + 1):
             start = time.perf_counter()
@@ -143,8 +152,10 @@ def run_loop(plan: TrainingPlan, *, d: Dist | None = None, tracker=None, base: d
             if tracker is not None and metrics:
                 tracker.log_metrics(metrics, step)
             bar.update(step, plan.status(step, numbers))
-            if (plan.eval_every and step % plan.eval_every == 0) or step == last:
+            timed_out = max_seconds is not None and wall0 + time.perf_counter() - started >= max_seconds
+            if (plan.eval_every and step % plan.eval_every == 0) or step == last or timed_out:
                 state.step = step
+                state.wall_seconds = wall0 + time.perf_counter() - started
                 try:
                     state = _checkpoint(plan, d, tracker, base, state, out)
                 except TrainingDiverged as exc:
@@ -154,12 +165,21 @@ def run_loop(plan: TrainingPlan, *, d: Dist | None = None, tracker=None, base: d
                     log.info("early stopping at step %d: no better validation for %d validations (best step %d)",
                              step, plan.patience, state.best_step)
                     state.stopped_early = True
+                    state.stopped_by = "patience"
                     if tracker is not None:
                         tracker.set_tag("stopped_early_at_step", str(step))
                     break
+                if timed_out:
+                    log.info("wall-clock ceiling at step %d: %.1f minutes", step, state.wall_seconds / 60)
+                    state.stopped_by = "max_minutes"
+                    break
                 objective.train()
+        else:
+            state.stopped_by = getattr(plan, "ceiling", "") or "last_step"
     finally:
         bar.close()
+    if tracker is not None and state.stopped_by:
+        tracker.set_tag("stopped_by", state.stopped_by)
     model.eval()
     return state
 
@@ -172,12 +192,33 @@ def announcements(plan: TrainingPlan, state: LoopState) -> list[str]:
         notes.append(f"early stopping: stopped at step {state.step} of {plan.last_step}, after {plan.patience} "
                      f"validations in a row (patience, every eval_every {plan.eval_every} steps) found no better one; "
                      f"the model is the best checkpoint, step {state.best_step}")
+    ceiling = ceiling_note(plan, state)
+    if ceiling:
+        notes.append(ceiling)
     weight = kl_weight(state.step, plan.anneal_steps)
     if state.kl_seen and weight < 1:
         notes.append(f"KL anneal unfinished: training ended at step {state.step}, where the KL weight was "
                      f"{weight:.3g}, short of 1 at step {plan.anneal_steps} (anneal_steps): the posterior was fitted "
                      "under a partial KL penalty; lower anneal_steps or train longer (max_steps, max_epochs)")
     return notes
+
+
+def ceiling_note(plan: TrainingPlan, state: LoopState) -> str:
+    """One line when a ceiling, not early stopping, ended the run ("" otherwise): which setting, at which step,
+    and whether the validation was still improving (its best within the last ``patience`` validations)."""
+    if not state.stopped_by or state.stopped_by == "patience":
+        return ""
+    what = {"max_minutes": f"the wall-clock ceiling (max_minutes; {state.wall_seconds / 60:.1f} minutes)"}.get(
+        state.stopped_by, f"its ceiling {state.stopped_by} (step {plan.last_step})")
+    line = f"budget: training ended at step {state.step} by {what}"
+    if plan.patience is None:
+        return f"{line}; early stopping is off (patience), so a ceiling always ends it"
+    since = state.step - state.best_step
+    if plan.eval_every and since < plan.patience * plan.eval_every:
+        return (f"{line}, while the validation NLL was still improving (best at step {state.best_step}, "
+                f"{since // plan.eval_every} of patience's {plan.patience} validations before the end): a longer "
+                f"budget may give a better model (max_epochs, max_steps, max_minutes; resume continues this run)")
+    return f"{line}; the best validation was step {state.best_step}"
 
 
 def _stalled(state: LoopState, step: int, plan: TrainingPlan, d: Dist) -> bool:

@@ -196,6 +196,8 @@ class TrainingPlan(Protocol):
     last_step: int  # the step training ends at (unless it stops early)
     eval_every: int  # validate every this many steps (0: at the last step only)
     patience: int | None  # stop once this many validations in a row found no better score (None: never)
+    ceiling: str  # the setting ``last_step`` comes from, as the run's settings name it (max_epochs, max_steps ...)
+    max_seconds: float | None  # wall-clock ceiling: validate, checkpoint, stop at the first step past it (None: none)
     anneal_steps: int  # the KL weight ramps to 1 over this many steps
     clip: float  # global gradient-norm clip (0: none)
     keep_best: bool  # keep the best validation's weights as best.pt (False: the last step's model is the one)

@@ -169,6 +169,7 @@ class TrainResult:
     refer_measure: str | None = None  # what refer ranks by (metrics.Measure value; rank 0)
     policy: object | None = None  # bayes.referral.policy.Policy: recalibration, decision threshold, refer rule
     notes: list[str] = field(default_factory=list)  # what the run should know (engine.loop.announcements)
+    stopped_by: str = ""  # what ended training: patience | max_epochs | max_steps | max_minutes (engine.loop)
 
     def summary(self) -> str:
         """What ``cli.py train`` prints: the loop's announcements (early stopping, an unfinished KL anneal), steps,
@@ -218,7 +219,7 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     s, fin = t.state, t.finished
     result = TrainResult(run_id=t.run_id, best_val_nll=s.best_val_nll, best_step=s.best_step, final_val_nll=s.val_nll,
                          steps=s.step, refer_threshold=None, out_dir=t.out_dir, last_checkpoint=t.out_dir / LAST,
-                         best_checkpoint=t.out_dir / BEST, notes=t.notes)
+                         best_checkpoint=t.out_dir / BEST, notes=t.notes, stopped_by=s.stopped_by)
     if fin is not None:
         result.refer_threshold, result.refer_measure = fin.refer_threshold, fin.refer_measure
         result.best_metrics, result.policy = dict(fin.val_metrics), fin.policy

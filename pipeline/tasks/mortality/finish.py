@@ -130,7 +130,8 @@ def check_resume(plan, ckpt: dict, path: Path) -> None:
     if ckpt["model_kind"] != plan.model_kind or saved_model != config_dict(plan.model_config):
         raise TrainError(f"{path}: checkpoint is a {ckpt['model_kind']} model with other settings; "
                          "resume with the same model settings")
-    free = ("max_steps", "patience", "max_epochs", "progress", "threads")  # the budget and output may change on resume
+    free = ("max_steps", "patience", "max_epochs", "patience_epochs", "max_minutes", "progress",
+            "threads")  # the budget and output may change on resume
     # settings added since then: their defaults, or the former default of one that changed since
     saved = {**TrainConfig().to_dict(), **FORMER_DEFAULTS, **ckpt["train_config"]}
     saved = {k: v for k, v in saved.items() if k not in free}
@@ -140,9 +141,10 @@ def check_resume(plan, ckpt: dict, path: Path) -> None:
         raise invalid(cfg, f"{path}: training settings differ from the checkpoint's ({', '.join(diff)}); only the "
                            "budget (max_steps, patience, max_epochs) may change", "max_steps", "patience",
                       "max_epochs", *diff, error=TrainError)
-    if ckpt["step"] >= cfg.max_steps:
-        raise invalid(cfg, f"{path}: already at step {ckpt['step']} >= max_steps {cfg.max_steps}", "max_steps",
-                      error=TrainError)
+    if ckpt["step"] >= plan.last_step:
+        limit = (f"max_steps {plan.last_step}" if plan.ceiling == "max_steps" else
+                 f"{plan.last_step}, the last step of max_epochs {cfg.max_epochs:g}")
+        raise invalid(cfg, f"{path}: already at step {ckpt['step']} >= {limit}", plan.ceiling, error=TrainError)
 
 
 def finish_settings(plan) -> FinishSettings:

@@ -152,6 +152,7 @@ class MortalityPlan:
     sampler: batches.TrainSampler  # the admissions of every step
     augment: object | None  # augment.OovAugment (training-only OOV simulation), None when off
     last_step: int  # the budget: max_steps, or the epoch budget's end
+    ceiling: str  # the setting last_step comes from: max_epochs | max_steps
     model_config: object  # the network's MortalityConfig (vocabulary sizes from the features)
     vocab_sizes: dict  # {"tokens": n, "context": n} of the features' vocabulary
     model_kind: str  # what is trained (ModelKind value)
@@ -161,6 +162,8 @@ class MortalityPlan:
     warmup_steps: int = 0  # the learning rate's linear warm-up in steps (warmup_epochs'; 0: none)
     train_res: object | None = None  # resident.ResidentFeatures of train_fs on the device (None: collate on the CPU)
     val_res: object | None = None  # ... of val_fs
+    patience_validations: int | None = None  # early stopping's patience in validations (patience, or
+        # patience_epochs' validations where more; None: none)
     keep_best: bool = True  # best.pt is the best validation's model
     label: str = "train"  # the progress line's name
     world: int = 1  # the processes training together (DDP)
@@ -180,7 +183,11 @@ class MortalityPlan:
 
     @property
     def patience(self) -> int | None:
-        return self.cfg.patience
+        return self.patience_validations
+
+    @property
+    def max_seconds(self) -> float | None:
+        return None if self.cfg.max_minutes is None else 60.0 * self.cfg.max_minutes
 
     @property
     def clip(self) -> float:
@@ -322,9 +329,11 @@ def plan(features_dir: Path | str, model_kind: str, cfg: TrainConfig, device, wo
         res = {"train_res": ResidentFeatures.of(train_fs, device, cfg.max_bags, cfg.max_tokens),
                "val_res": ResidentFeatures.of(val_fs, device, cfg.max_bags, cfg.max_tokens)}
     n = len(train_fs)
+    ceiling, last = cfg.ceiling(n, distinct)
     return MortalityPlan(model=model, objective=objective, optimizer=optimizer, cfg=cfg, train_fs=train_fs,
                          val_fs=val_fs, sampler=batches.TrainSampler(n, distinct, cfg.seed),
-                         augment=augment, last_step=cfg.step_budget(n, distinct), model_config=mcfg,
+                         augment=augment, last_step=last, ceiling=ceiling, model_config=mcfg,
+                         patience_validations=cfg.patience_validations(n, distinct),
                          vocab_sizes=sizes, model_kind=str(getattr(model_kind, "value", model_kind)), features_dir=fdir,
                          world=world, anneal_steps=cfg.anneal_steps_for(n, distinct),
                          warmup_steps=cfg.epoch_steps(cfg.warmup_epochs, n, distinct), cal_fs=cal_fs, **res)

@@ -78,9 +78,9 @@ class TrainConfig:
     """Training settings; ``model`` holds MortalityConfig overrides (vocab sizes come from vocab.json)."""
 
     seed: int = 0  # seeds initialisation, batch order and weight draws
-    max_steps: int = 12_000  # optimizer steps at most (a resumed run continues up to it); with --max-epochs
-        # and --patience, the budget grows with the data up to this cap (defaults chosen on the 8k benchmark:
-        # docs/experiments/2026-12-03-early-stopping-defaults.md)
+    max_steps: int | None = 12_000  # optimizer steps at most (a resumed run continues up to it); with --max-epochs
+        # and --patience, the budget grows with the data up to this cap (0 or unset: no step cap; defaults chosen on
+        # the 8k benchmark: docs/experiments/2026-12-03-early-stopping-defaults.md)
     batch_size: int = 64  # rows per step after tiling: batch_size // K distinct admissions
     lr: float = 3e-4  # Adam learning rate
     clip: float = 7.3  # global gradient-norm clip (0 disables)
@@ -98,8 +98,12 @@ class TrainConfig:
     eval_every: int = 250  # validate (and checkpoint) every this many steps, and at the end
     patience: int | None = 8  # early stopping: stop after this many validations without a better best checkpoint
         # (0 or unset: never)
+    patience_epochs: float | None = None  # early stopping waits at least this many epochs of distinct training
+        # admissions too: patience is then the larger of the two, in validations (0 or unset: patience alone)
     max_epochs: float | None = 40.0  # step budget in epochs as well: at most ceil(max_epochs x training admissions
         # / distinct per step) steps (0 or unset: max_steps alone)
+    max_minutes: float | None = None  # wall-clock ceiling on training, validations included: the run validates,
+        # checkpoints and stops at the first step past it (a resumed run counts its earlier minutes; 0 or unset: none)
     eval_samples: int = 2  # samples per component in periodic validation (cheap)
     score_samples: int = DEFAULT_SAMPLES  # samples per component for the final validation, refer threshold and pyfunc
     eval_batch_size: int = DEFAULT_BATCH  # admissions per validation forward pass (the draws depend on the batches)
@@ -121,14 +125,21 @@ class TrainConfig:
             self.patience = None
         if self.max_epochs == 0:
             self.max_epochs = None
+        for name in ("max_steps", "patience_epochs", "max_minutes"):  # 0: unset, as for patience and max_epochs
+            if getattr(self, name) == 0:
+                setattr(self, name, None)
         check_choice(self, "nll", NllMode)
         check_choice(self, "checkpoint_metric", CheckpointMetric)
-        check_at_least(self, 1, ("max_steps", "batch_size", "train_samples", "eval_every", "eval_samples",
+        check_at_least(self, 1, ("batch_size", "train_samples", "eval_every", "eval_samples",
                                  "score_samples", "eval_batch_size", "log_every", "threads"))
         if not self.lr > 0:
             raise invalid(self, f"lr must be > 0, got {self.lr}", "lr")
-        if self.max_epochs is not None and not self.max_epochs > 0:
-            raise invalid(self, f"max_epochs must be >= 0 (0: off), got {self.max_epochs}", "max_epochs")
+        for name in ("max_steps", "max_epochs", "patience_epochs", "max_minutes"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise invalid(self, f"{name} must be >= 0 (0: off), got {getattr(self, name)}", name)
+        if self.max_steps is None and self.max_epochs is None:
+            raise invalid(self, "max_steps and max_epochs are both off: training needs one of them to end",
+                          "max_steps", "max_epochs")
         for name in ("anneal_epochs", "warmup_epochs"):
             if getattr(self, name) is not None and not getattr(self, name) >= 0:
                 raise invalid(self, f"{name} must be >= 0, got {getattr(self, name)}", name)
@@ -140,9 +151,25 @@ class TrainConfig:
     def step_budget(self, n_train: int, distinct: int) -> int:
         """The last step: ``max_steps``, or fewer where ``max_epochs`` of ``n_train`` admissions, ``distinct``
         per step, end sooner."""
-        if self.max_epochs is None:
-            return self.max_steps
-        return max(1, min(self.max_steps, math.ceil(self.max_epochs * n_train / max(distinct, 1))))
+        return self.ceiling(n_train, distinct)[1]
+
+    def ceiling(self, n_train: int, distinct: int) -> tuple[str, int]:
+        """(the setting that ends training, its last step): ``max_epochs``' steps of ``n_train`` admissions,
+        ``distinct`` per step, or ``max_steps`` where that comes first (ties: ``max_steps``)."""
+        epochs = None if self.max_epochs is None else max(1, math.ceil(self.max_epochs * n_train / max(distinct, 1)))
+        if epochs is None or (self.max_steps is not None and self.max_steps <= epochs):
+            return "max_steps", self.max_steps
+        return "max_epochs", epochs
+
+    def patience_validations(self, n_train: int, distinct: int) -> int | None:
+        """Early stopping's patience in validations: ``patience``, or more where ``patience_epochs`` of ``n_train``
+        admissions, ``distinct`` per step, span more validations (None: no early stopping)."""
+        if self.patience is None:
+            return None
+        if self.patience_epochs is None:
+            return self.patience
+        steps = self.epoch_steps(self.patience_epochs, n_train, distinct)
+        return max(self.patience, math.ceil(steps / self.eval_every))
 
     @staticmethod
     def epoch_steps(epochs: float, n_train: int, distinct: int) -> int:

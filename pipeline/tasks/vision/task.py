@@ -97,6 +97,8 @@ class VisionPlan:
     do_augment: bool  # crops and flips on (CIFAR) or off (digits)
     keep_best: bool = False  # the last step's model is the run's model (published)
     patience: int | None = None  # no early stopping (published)
+    ceiling: str = "epochs"  # the setting last_step comes from
+    max_seconds: float | None = None  # no wall-clock ceiling
     label: str = "vision train"  # the progress line's name
     history: list = field(default_factory=list)  # logged training and validation points
     val_note: str = ""  # the latest validation, on the progress line
