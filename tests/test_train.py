@@ -303,10 +303,11 @@ def test_early_stopping_stops_after_patience_validations_without_a_better_one(fe
 
 def test_zero_switches_the_budget_rules_off_and_the_defaults_grow_with_the_data():
     assert (_cfg(patience=0, max_epochs=0).patience, _cfg(patience=0, max_epochs=0).max_epochs) == (None, None)
-    cfg = TrainConfig()  # 8 validations' patience, 40 epochs, at most 12,000 steps
-    assert (cfg.patience, cfg.max_epochs, cfg.max_steps) == (8, 40.0, 12_000)
-    assert cfg.step_budget(7_031, 16) == 12_000 and cfg.step_budget(7_031, 64) == 4_395
-    assert cfg.step_budget(1_000, 16) == 2_500  # a small cohort: 40 epochs, not the cap
+    cfg = TrainConfig()  # 16 validations' patience, 40 epochs, no step cap (2026-12-06)
+    assert (cfg.patience, cfg.max_epochs, cfg.max_steps) == (16, 40.0, None)
+    assert cfg.step_budget(7_031, 16) == 17_578 and cfg.step_budget(7_031, 64) == 4_395
+    assert cfg.step_budget(46_000, 16) == 115_000  # full scale: 40 epochs, no cap binds
+    assert TrainConfig(max_steps=12_000).step_budget(7_031, 16) == 12_000  # a cap still binds where asked
     for preset in ("paper", "records-research"):  # the published budgets stay fixed
         p = TrainConfig.from_preset(preset)
         assert (p.patience, p.max_epochs) == (None, None)

@@ -180,6 +180,7 @@ def run_loop(plan: TrainingPlan, *, d: Dist | None = None, tracker=None, base: d
         bar.close()
     if tracker is not None and state.stopped_by:
         tracker.set_tag("stopped_by", state.stopped_by)
+        tracker.set_tag("steps_trained", str(state.step))
     model.eval()
     return state
 

@@ -135,7 +135,7 @@ def _log_to_run(run: Run, report: dict, split: str, files: list[Path]) -> None:
 
     tracker = RunTracker(run_id=run.run_id, reopen=False)  # a finished run: its status stays
     # at the run's last training step: the periodic ``val_nll`` curve then ends with this evaluation
-    step = int(run.train_config.get("max_steps") or run.info.step or 0)
+    step = int(run.tags.get("steps_trained") or run.train_config.get("max_steps") or run.info.step or 0)
     tracker.log_metrics(mlflow_metrics(report, split), step)
     with tempfile.TemporaryDirectory(prefix="eval-log-") as tmp:
         report_file, *plots = files

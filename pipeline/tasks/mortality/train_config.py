@@ -78,9 +78,8 @@ class TrainConfig:
     """Training settings; ``model`` holds MortalityConfig overrides (vocab sizes come from vocab.json)."""
 
     seed: int = 0  # seeds initialisation, batch order and weight draws
-    max_steps: int | None = 12_000  # optimizer steps at most (a resumed run continues up to it); with --max-epochs
-        # and --patience, the budget grows with the data up to this cap (0 or unset: no step cap; defaults chosen on
-        # the 8k benchmark: docs/experiments/2026-12-03-early-stopping-defaults.md)
+    max_steps: int | None = None  # optimizer steps at most (a resumed run continues up to it; 0 or unset: no step
+        # cap, the default since 2026-12-06: patience and max_epochs end training, a budget that follows the data)
     batch_size: int = 64  # rows per step after tiling: batch_size // K distinct admissions
     lr: float = 3e-4  # Adam learning rate
     clip: float = 7.3  # global gradient-norm clip (0 disables)
@@ -96,8 +95,8 @@ class TrainConfig:
     checkpoint_metric: CheckpointMetric = CheckpointMetric.NLL  # best checkpoint by validation nll | loss
     train_samples: int = 1  # Monte Carlo samples per component in a training step
     eval_every: int = 250  # validate (and checkpoint) every this many steps, and at the end
-    patience: int | None = 8  # early stopping: stop after this many validations without a better best checkpoint
-        # (0 or unset: never)
+    patience: int | None = 16  # early stopping: stop after this many validations without a better best checkpoint
+        # (0 or unset: never; 16 since 2026-12-06, 8 before)
     patience_epochs: float | None = None  # early stopping waits at least this many epochs of distinct training
         # admissions too: patience is then the larger of the two, in validations (0 or unset: patience alone)
     max_epochs: float | None = 40.0  # step budget in epochs as well: at most ceil(max_epochs x training admissions
