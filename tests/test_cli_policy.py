@@ -114,7 +114,7 @@ MISTAKES = {
                                               "postgresql://nobody@127.0.0.1:9/none"], ("{out}",)),
     "train: --resume without --out": Mistake(["train", "--data", "{features}", "--resume"], ("--resume", "--out")),
     "train: no features there": Mistake(["train", "--data", "{out}"], ("{out}",), ("{out}",)),
-    "train: --max-steps 0": Mistake(["train", "--data", "{features}", "--max-steps", "0"], ("--max-steps",)),
+    "train: --max-steps -1": Mistake(["train", "--data", "{features}", "--max-steps", "-1"], ("--max-steps",)),
     "evaluate: an unknown run id": Mistake(["evaluate", "--run", NO_RUN], (NO_RUN, "tracking store")),
     "laplace: an unknown run id": Mistake(["laplace", "--run", NO_RUN], (NO_RUN, "tracking store")),
     "compare: an unknown experiment": Mistake(["compare", "--experiment", "no-such-experiment", "--out", "{out}"],
