@@ -125,10 +125,11 @@ def era_pool_of_run(run_id: str, cache: Path | None = None) -> EraPool:
 
 def _predict_era(run_id: str, pool: Pool) -> EraPool:
     from pipeline.data import features
-    from pipeline.engine import predict, risk
+    from pipeline.engine import predict as engine_predict
     from pipeline.runs.load import load_run
-    from pipeline.runs.truth import features_true_risk
+    from pipeline.tasks.mortality import predict, risk
     from pipeline.tasks.mortality.baselines.featurize import Featurizer
+    from pipeline.tasks.mortality.truth import features_true_risk
 
     with tempfile.TemporaryDirectory(prefix="era-") as tmp:
         run = load_run(run_id, tmp)
@@ -138,8 +139,8 @@ def _predict_era(run_id: str, pool: Pool) -> EraPool:
     val = features.load_split(fdir / "val.parquet", values=True)
     if not np.array_equal(np.asarray(test.keys).astype(str), pool.keys):
         raise SystemExit(f"run {run_id}: the cached test pool holds other admissions than {fdir}/test.parquet")
-    pred = predict.feature_predictions(run.model, test, predict.score_samples(None, run.info), DEFAULT_BATCH,
-                                       run.info.max_bags, run.info.max_tokens, predict.seeded_generator(0))
+    pred = predict.feature_predictions(run.model, test, engine_predict.score_samples(None, run.info), DEFAULT_BATCH,
+                                       run.info.max_bags, run.info.max_tokens, engine_predict.seeded_generator(0))
     if not np.allclose(policy.calibrator.apply(pred.summary.mean), pool.risk):  # the same draws as pool_of_run's
         raise SystemExit(f"run {run_id}: the test split's risks differ from the cached pool's")
     share = float(run.train_config.get("calibration_share") or 0.0)
