@@ -23,6 +23,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from pipeline.core.configs import check_at_least, invalid
+from pipeline.core.progress import UserFormatter
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,11 @@ def load(uri: str):
     does not hold, or a run of another kind, is refused first with ``runs.load``'s one line."""
     import mlflow
     from pipeline.runs.info import RunKind
-    from pipeline.runs.load import kind_of_run
-    from pipeline.runs.store import RunError, init_store, tracking_uri
+    from pipeline.runs.load import kind_of_run, parse_model_uri
+    from pipeline.runs.store import RunError, client, tracking_uri
 
-    init_store(tracking_uri())
+    if parse_model_uri(uri) == (None, None):  # models:/...: the store must exist (run ids: kind_of_run says so)
+        client()
     kind = kind_of_run(uri)  # an unknown run id: the line that says which store was asked
     if kind is not RunKind.MORTALITY:
         raise RunError(f"{uri} holds a {kind.value} model; `serve` serves mortality models (features in, risk out)")
@@ -121,7 +123,7 @@ def _log_setup() -> None:
     guard_log = logging.getLogger("pipeline.serving.guard")
     if not any(getattr(h, "serve_log", False) for h in guard_log.handlers):
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(UserFormatter())  # info: ... (no logger name)
         handler.serve_log = True
         guard_log.addHandler(handler)
         guard_log.propagate = False
