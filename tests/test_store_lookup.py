@@ -14,6 +14,7 @@ import sys
 import pytest
 from helpers.paths import ROOT
 
+from pipeline.core import fileio
 from pipeline.runs import store
 
 TINY_TRAIN = ["--max-steps", "4", "--eval-every", "2", "--hidden", "8", "--embed-dim", "8", "--dense", "8",
@@ -74,10 +75,10 @@ def test_a_new_store_is_made_at_the_checkouts_root_not_in_a_subfolder(tmp_path, 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "cli.py").write_text("")
     (tmp_path / "docs" / "experiments").mkdir(parents=True)
-    monkeypatch.setattr(store, "CHECKOUT", tmp_path)
+    monkeypatch.setattr(fileio, "CHECKOUT", tmp_path)
     monkeypatch.chdir(tmp_path / "docs" / "experiments")
     assert store.default_store() == tmp_path / "mlflow.db"
-    assert store.new_store_folder(tmp_path.parent) == tmp_path.parent  # outside the checkout: the working directory
+    assert fileio.new_file_folder(tmp_path.parent) == tmp_path.parent  # outside the checkout: the working directory
     (tmp_path / "docs" / "mlflow.db").write_bytes(b"")  # an existing store nearer than the root wins
     monkeypatch.chdir(tmp_path / "docs" / "experiments")
     assert store.default_store() == tmp_path / "docs" / "mlflow.db"

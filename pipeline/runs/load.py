@@ -200,7 +200,7 @@ def resolve_features(run: Run, data: Path | str | None) -> Path:
         raise naming(RunError(f"run {run.run_id} does not record its features directory; give the features directory "
                               "(`data`)"), "data")
     fdir = Path(data) if data is not None else run.features_dir
-    vocab_file = fdir / store.VOCAB
+    vocab_file = fileio.features_folder(fdir, RunError) / store.VOCAB
     if not vocab_file.exists():
         raise RunError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
     if fileio.read_json(vocab_file) != run.vocab:

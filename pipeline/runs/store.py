@@ -104,22 +104,10 @@ def require_kind(run_id: str | None, tags: dict, expected: RunKind) -> None:
 STORE_FILE = "mlflow.db"  # the default store's file
 
 
-CHECKOUT = Path(__file__).resolve().parents[2]  # the folder of this code's checkout (cli.py beside pipeline/)
-
-
 def default_store() -> Path:
     """The store used when ``MLFLOW_TRACKING_URI`` is unset: the working directory's ``mlflow.db`` or the nearest
-    one above it, else a new one at ``new_store_folder()``."""
-    here = Path.cwd()
-    found = next((f / STORE_FILE for f in (here, *here.parents) if (f / STORE_FILE).is_file()), None)
-    return found or new_store_folder(here) / STORE_FILE
-
-
-def new_store_folder(here: Path) -> Path:
-    """Where a new default store goes: this checkout's root when ``here`` lies inside it (a command run from
-    ``docs/`` makes no ``docs/mlflow.db``), else ``here``."""
-    root = CHECKOUT if (CHECKOUT / "cli.py").is_file() else None
-    return root if root is not None and (here == root or root in here.parents) else here
+    one above it, else a new one at the checkout's root or the working directory (``fileio.project_file``)."""
+    return fileio.project_file(STORE_FILE)
 
 
 def tracking_uri() -> str:
