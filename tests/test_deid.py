@@ -7,7 +7,6 @@ import hashlib
 import hmac
 import os
 import stat
-from pathlib import Path
 
 import pandas as pd
 import pytest
