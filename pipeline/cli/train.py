@@ -91,6 +91,17 @@ def preset_notes() -> dict[tuple[type, str], str]:
             for key, names in out.items()}
 
 
+def ceiling_note(cfg: TrainConfig, steps: int, notes: list[str]) -> str | None:
+    """One line when the epoch ceiling ended training before ``max_steps`` (neither early stopping nor the step
+    cap did): a run asked for 200 steps that stops at 195 says why. Read from the settings and the steps done, so it
+    holds whatever budget the defaults give (``TrainConfig.step_budget`` is the rule)."""
+    if cfg.max_epochs is None or steps >= cfg.max_steps or any(n.startswith("early stopping:") for n in notes):
+        return None
+    return (f"epoch ceiling: training ended at step {steps}, before max_steps {cfg.max_steps}: max_epochs "
+            f"{cfg.max_epochs:g} epochs of the training admissions end there; raise max_epochs (0: off) to train to "
+            "max_steps")
+
+
 def train_config(options: dict, train: dict, model: dict) -> TrainConfig:
     """The ``TrainConfig`` of an LSTM model: ``options``' preset, then the model's (``options["model"]``, a kind or
     variant) settings, then ``train`` and ``model`` (TrainConfig and MortalityConfig fields; ``model`` merged)."""
@@ -156,6 +167,7 @@ def train(settings: Settings | None = None) -> None:
     r = run_train(o.data, kind, cfg, resume=o.resume, device=o.device,
                   referral=ReferralConfig(**settings[ReferralConfig]), **o.run_kwargs())
     typed = get_current_context().meta.get(TYPED, {})
+    r.notes += [n for n in [ceiling_note(cfg, r.steps, r.notes)] if n]
     r.notes = [spell(invalid(TrainConfig, note, *NOTE_FIELDS), typed) for note in r.notes]  # settings as typed
     if r.refer_threshold is not None:  # None: ranks > 0 of a distributed run
         settings.record(r.run_id, r.out_dir)

@@ -138,6 +138,19 @@ class OutputDirError(PipelineError, ValueError):
     """An output folder that cannot be written (or replaced) where it was asked for."""
 
 
+def refuse_inside(out: Path | str, source: Path | str, what: str = "output",
+                  names: tuple[str, str] = ("out_dir", "source")) -> None:
+    """Refuse (one line naming the arguments ``names``) an output folder ``out`` that is or lies inside the input
+    folder ``source``: the ``what`` would mix with the input's files."""
+    out_arg, source_arg = names
+    target, src = Path(out).resolve(), Path(source).resolve()
+    if target == src or src in target.parents:
+        where = "is the source folder" if target == src else "lies inside the source folder"
+        exc = OutputDirError(f"`{out_arg}` {out} {where} (`{source_arg}` {source}): the {what} would mix with the "
+                             "source's files; name a folder outside it")
+        raise naming(exc, out_arg, source_arg)
+
+
 def check_output_dir(out: Path | str, source: Path | str | None = None, *, markers: tuple[str, ...] = (),
                      what: str = "output", names: tuple[str, str] = ("out_dir", "source")) -> None:
     """Refuse, with one line naming the arguments ``names`` (the output folder's and the source's, as the
@@ -148,11 +161,7 @@ def check_output_dir(out: Path | str, source: Path | str | None = None, *, marke
     target = Path(out).resolve()
     if source is not None:
         src = Path(source).resolve()
-        if target == src or src in target.parents:
-            where = "is the source folder" if target == src else "lies inside the source folder"
-            exc = OutputDirError(f"`{out_arg}` {out} {where} (`{source_arg}` {source}): the {what} would mix with "
-                                 "the source's files; name a folder outside it")
-            raise naming(exc, out_arg, source_arg)
+        refuse_inside(out, source, what, names)
         if target in src.parents:
             exc = OutputDirError(f"`{out_arg}` {out} holds the source folder (`{source_arg}` {source}), and a {what} "
                                  "replaces its folder whole; name a folder beside the source instead")

@@ -38,7 +38,8 @@ class ServeConfig:
     model: str  # runs:/<id>/model, a run id, an MLflow model URI or a local model directory
     port: int = 5000  # TCP port on 127.0.0.1
     workers: int = 1  # server processes, each with its own copy of the model (docs/scoring.md: what was measured)
-    threads: int | None = 1  # torch intra-op threads per request (None: torch's default, one per core)
+    threads: int | None = 1  # Torch intra-op threads per request (requests run side by side, each in its own
+        # thread)
     max_rows: int = 2048  # admissions per request; more is a 413 (split the census into requests)
     max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
     timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)

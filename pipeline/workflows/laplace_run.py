@@ -69,7 +69,7 @@ class LaplaceRunResult:
         """What ``cli.py laplace`` prints: the fit in one line, then the run id."""
         r = self.report
         refer = "" if self.refer_threshold != self.refer_threshold else (  # NaN: a vision run refers nobody
-            f"refer_threshold={self.refer_threshold:.6g}, ")
+            f"uncertainty cut {self.refer_threshold:.6g}, ")
         return (f"{self.label}: S={r.subnet_size} of D={r.n_params} weights, prior precision {r.prior_precision:.4g} "
                 f"({r.prior_source}), validation NLL {self.val_metrics['nll']:.4f} (MAP {r.val_nll_map:.4f}), "
                 f"{refer}files in {self.out_dir}\n" + "".join(line + "\n" for line in self._policy())
