@@ -59,6 +59,36 @@ def test_train_prints_both_announcements(demo_features, tracking_store):
             "steps) found no better one; the model is the best checkpoint, step 3") in lines
     assert any(ln.startswith("KL anneal unfinished: training ended at step 6, where the KL weight was 0.006") and
                "lower --anneal-steps" in ln for ln in lines)
+    assert not any(ln.startswith("epoch ceiling") for ln in lines)  # early stopping ended it, not the ceiling
+    assert any(ln.startswith("steps=6 best_step=3 best_val_nll=") and " uncertainty_measure=" in ln and
+               " uncertainty_cut=" in ln and "refer_threshold" not in ln for ln in lines)  # item 2: one "refer"
+
+
+def test_the_epoch_ceiling_says_it_bound():
+    """Issue 46, item 5: `--max-steps 200` that stops at 195 says that the epoch ceiling bound it (one line, the
+    settings as options); early stopping or the step cap say nothing of it."""
+    from pipeline.cli.train import ceiling_note
+
+    cfg = TrainConfig(max_steps=200)
+    note = ceiling_note(cfg, 195, [])
+    assert spell(invalid(TrainConfig, note, *NOTE_FIELDS), {}) == (
+        "epoch ceiling: training ended at step 195, before --max-steps 200: --max-epochs 40 epochs of the training "
+        "admissions end there; raise --max-epochs (0: off) to train to --max-steps")
+    assert ceiling_note(cfg, 200, []) is None  # the step cap bound
+    assert ceiling_note(cfg, 195, ["early stopping: stopped at step 195 of 200, ..."]) is None
+    assert ceiling_note(TrainConfig(max_steps=200, max_epochs=0), 195, []) is None  # no ceiling
+
+
+@pytest.mark.slow
+def test_train_says_when_the_epoch_ceiling_ends_it(demo_features, tracking_store):
+    result = CliRunner().invoke(cli.app, [
+        "train", "--data", str(demo_features.out_dir), "--model", "deterministic", "--max-epochs", "0.5",
+        "--max-steps", "200", "--patience", "0", "--eval-every", "2", "--hidden", "8", "--embed-dim", "8",
+        "--dense", "8", "--score-samples", "1", "--threads", "1", "--no-progress", "--experiment", "announcements"])
+    assert result.exit_code == 0, result.output
+    (line,) = [ln for ln in result.output.splitlines() if ln.startswith("epoch ceiling")]
+    assert line.startswith("epoch ceiling: training ended at step ") and ", before --max-steps 200: --max-epochs 0.5 " \
+        "epochs of the training admissions end there" in line
 
 
 def test_make_clean_resets_the_tracking_store_it_made(tmp_path):
@@ -66,7 +96,7 @@ def test_make_clean_resets_the_tracking_store_it_made(tmp_path):
         pytest.skip("make is not installed")
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     made = ["runs/main/features/train.parquet", "mlflow.db", "mlflow.db.init.lock", "mlruns/1/abc/meta.yaml",
-            ".pytest_cache/v/x"]
+            ".pytest_cache/v/x", ".hypothesis/examples/x"]  # issue 46, item 5: hypothesis' cache too
     for name in made:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
