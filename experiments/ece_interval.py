@@ -5,7 +5,8 @@ docs/experiments/2026-12-06-ece-interval.md, its design and decision rule).
 
 Simulated predictions (logit p ~ N(-2.4, 1)) in three worlds (logit q = a + b logit p: calibrated, the README's
 test split's measured miscalibration, a strong one), test sizes 189 / 1,000 / 5,000, 300 replications each, the
-bootstrap of ``evaluate`` (``metrics.report.bootstrap_replicates``, 1,000 resamples). The population ECE of each world
+bootstrap of ``evaluate`` (``metrics.report.bootstrap_replicates``, 1,000 resamples; its ECE replicates alone,
+``ece_replicates``, checked equal to it once per cell). The population ECE of each world
 is computed here on 2,000,000 draws of p with E[y | p] = q, by its own binning (``np.floor(15 p)``), not by
 ``metrics.ece``."""
 
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-from pipeline.bayes.metrics.calibration import ece
+from pipeline.bayes.metrics.calibration import _bin_onehot, ece
 from pipeline.bayes.metrics.report import bootstrap_indices, bootstrap_replicates
 
 WORLDS = {"calibrated": (0.0, 1.0), "readme": (-0.22, 0.87), "strong": (0.5, 1.3)}  # (a, b) of logit q
@@ -45,6 +46,20 @@ def population_ece(a: float, b: float, n: int = 2_000_000, seed: int = 12345) ->
     return float(np.abs(gap).sum() / n)
 
 
+def ece_replicates(y: np.ndarray, p: np.ndarray, idx: np.ndarray, chunk: int = 200) -> np.ndarray:
+    """The ECE of every resample in ``idx`` (B, N), as ``bootstrap_replicates`` computes it (the same weights and
+    products) without the other metrics; checked equal to it on each cell's first replication."""
+    n = y.shape[0]
+    gap = _bin_onehot(p, BINS) * (y - p)[:, None]  # (N, BINS)
+    out = np.empty(idx.shape[0])
+    for start in range(0, idx.shape[0], chunk):
+        rows = idx[start:start + chunk]
+        b = rows.shape[0]
+        w = np.bincount((rows + np.arange(b)[:, None] * n).ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
+        out[start:start + b] = np.abs(w @ gap).sum(axis=1) / n
+    return out
+
+
 def intervals(theta: float, reps: np.ndarray) -> dict[str, tuple[float, float, float]]:
     """name -> (shown point, lower, upper) of each interval."""
     a = (1 - LEVEL) / 2
@@ -64,11 +79,13 @@ def cell(world: str, n: int, reps: int, boots: int, seed: int) -> dict:
     idx = bootstrap_indices(n, boots, seed)
     rows = {k: [] for k in ("percentile", "bc", "basic")}
     thetas, debiased = [], []
-    for _ in range(reps):
+    for i in range(reps):
         p, q = draw(rng, n, a, b)
         y = (rng.random(n) < q).astype(np.float64)
         theta = ece(y, p, BINS)
-        r = bootstrap_replicates(y, p, np.zeros(n), idx, BINS)["ece"]
+        r = ece_replicates(y, p, idx)
+        if i == 0:  # the same replicates as evaluate's bootstrap
+            np.testing.assert_allclose(r, bootstrap_replicates(y, p, np.zeros(n), idx, BINS)["ece"], rtol=1e-12)
         found = intervals(theta, r)
         thetas.append(theta)
         debiased.append(found["basic"][0])
