@@ -29,9 +29,10 @@ $(VPY):
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 
-## the main job's install: the package and its dependencies, no extra
+## the main job's install: the package and its dependencies, no extra (held already by a test install as new as
+## pyproject.toml)
 $(CORE): pyproject.toml | $(VPY)
-	$(VPY) -m pip install -q -e .
+	if [ ! $(STAMP) -nt pyproject.toml ]; then $(VPY) -m pip install -q -e .; fi
 	touch $(CORE)
 
 ## the test suite's install: the extras above too (it holds the main job's)
