@@ -20,7 +20,8 @@ from pipeline.bayes import metrics
 from pipeline.bayes.referral.text import promise_words, rule_words
 
 CALIBRATED_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "ece_floor", "ece_floor_p95", "ece_p_value",
-                   "calibration_slope", "calibration_intercept")  # the calibrated risk's numbers kept, with _ci
+                   "calibration_slope", "calibration_intercept", "ece_debiased")  # the calibrated risk's numbers
+    # kept, with _ci
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
