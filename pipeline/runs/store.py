@@ -261,6 +261,8 @@ def experiment_exists(name: str) -> bool:
 
 def runs_tagged(tag: str, values: list[str]) -> list[str]:
     """Ids of the finished runs of every experiment whose ``tag`` is one of ``values``, oldest first."""
+    if not values:
+        return []
     c = client()
     experiments = [e.experiment_id for e in c.search_experiments(max_results=50_000)]
     runs = []
