@@ -5,7 +5,12 @@ SHELL   := /bin/bash
 PY      ?= $(shell command -v python3.11 2>/dev/null || echo python3)
 VENV    := .venv
 VPY     := $(VENV)/bin/python
+CORE    := $(VENV)/.installed-core
 STAMP   := $(VENV)/.installed
+# The extras the test suite needs (pyproject.toml): postgres (psycopg), spark (pyspark; its tests skip without Java
+# 17), meds-tasks (ACES), gpu (triton: the fused kernels' tests run them in Triton's interpreter on the CPU), dev
+# (pytest, ruff, the PostgreSQL server binaries, the test oracles). `make main` installs none of them.
+TEST_EXTRAS ?= postgres,spark,meds-tasks,gpu,dev
 OUT     ?= runs/main
 PATIENTS ?= 2000
 DENSITY ?= 1.0
@@ -18,14 +23,23 @@ SYNTH_KEY ?= synthetic-data-only-not-a-secret
 
 .PHONY: setup main test test-fast bench-extract bench-models clean
 
-$(STAMP): pyproject.toml
-	test -x $(VPY) || { $(PY) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
-	  || { echo "make: $(PY) is not Python 3.11 with venv and ensurepip (set PY=python3.11; Debian: apt install python3.11-venv)" >&2; exit 1; }; \
-	  $(PY) -m venv $(VENV); }
+$(VPY):
+	$(PY) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
+	  || { echo "make: $(PY) is not Python 3.11 with venv and ensurepip (set PY=python3.11; Debian: apt install python3.11-venv)" >&2; exit 1; }
+	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[postgres,spark,meds-tasks,dev]'
+
+## the main job's install: the package and its dependencies, no extra (held already by a test install as new as
+## pyproject.toml)
+$(CORE): pyproject.toml | $(VPY)
+	if [ ! $(STAMP) -nt pyproject.toml ]; then $(VPY) -m pip install -q -e .; fi
+	touch $(CORE)
+
+## the test suite's install: the extras above too (it holds the main job's)
+$(STAMP): pyproject.toml | $(VPY)
+	$(VPY) -m pip install -q -e '.[$(TEST_EXTRAS)]'
 	$(VPY) -m pip install -q --no-deps $$($(VPY) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["tool"]["mimic-rank1"]["no-deps"])')
-	touch $(STAMP)
+	touch $(STAMP) $(CORE)
 
 setup: $(STAMP)
 
@@ -33,7 +47,7 @@ setup: $(STAMP)
 ## world in MIMIC-IV's layout):
 ## synth -> extract -> train rank-1 -> evaluate (the model's score_samples) -> metric table
 main: export MIMIC_DEID_KEY = $(SYNTH_KEY)
-main: $(STAMP)
+main: $(CORE)
 	mkdir -p $(OUT)
 	$(VPY) cli.py synth --out $(OUT)/mimic --patients $(PATIENTS) --seed $(SEED) --density $(DENSITY) --layout $(LAYOUT)
 	$(VPY) cli.py extract --source $(OUT)/mimic --out $(OUT)/features
@@ -59,7 +73,7 @@ bench-extract: $(STAMP)
 bench-models: $(STAMP)
 	$(VPY) cli.py benchmark-models --synth runs/bench/mimic --out runs/bench --seeds 0 --seeds 1 --seeds 2 --max-steps 1500 --eval-every 250 --jobs 2
 
-## clean: every output of the targets above: runs/, the test cache, and the tracking store they made (mlflow.db,
-## its lock and mlruns/, so no run outlives its features)
+## clean: every output of the targets above: runs/, the test caches (pytest's, hypothesis'), and the tracking store
+## they made (mlflow.db, its lock and mlruns/, so no run outlives its features)
 clean:
-	rm -rf runs .pytest_cache mlflow.db mlflow.db.init.lock mlruns
+	rm -rf runs .pytest_cache .hypothesis mlflow.db mlflow.db.init.lock mlruns

@@ -42,15 +42,14 @@ def test_a_ceiling_that_ends_training_is_announced_and_whether_validation_still_
     plan = SimpleNamespace(**{**vars(PLAN), "ceiling": "max_epochs"})
     improving = LoopState(step=4390, best_step=4250, stopped_by="max_epochs")
     (note,) = announcements(plan, improving)
-    assert note == ("budget: training ended at step 4390 by its ceiling max_epochs (step 4390), while the validation "
+    assert note == ("budget: training ended at step 4390 by its ceiling max_epochs, while the validation "
                     "NLL was still improving (best at step 4250, 0 of patience's 8 validations before the end): a "
                     "longer budget may give a better model (max_epochs, max_steps, max_minutes; resume continues this "
                     "run)")
     said = spell(invalid(TrainConfig, note, *NOTE_FIELDS), {})
-    assert "by its ceiling --max-epochs (step 4390)" in said and "(--max-epochs, --max-steps, --max-minutes;" in said
+    assert "by its ceiling --max-epochs, while" in said and "(--max-epochs, --max-steps, --max-minutes;" in said
     (flat,) = announcements(plan, LoopState(step=4390, best_step=1000, stopped_by="max_epochs"))
-    assert flat == ("budget: training ended at step 4390 by its ceiling max_epochs (step 4390); the best validation "
-                    "was step 1000")
+    assert flat == "budget: training ended at step 4390 by its ceiling max_epochs; the best validation was step 1000"
     patience = LoopState(step=2750, best_step=750, stopped_by="patience", stopped_early=True)
     assert [n[:15] for n in announcements(plan, patience)] == ["early stopping:"]  # the early-stopping line alone
 
@@ -76,6 +75,33 @@ def test_train_prints_both_announcements(demo_features, tracking_store):
             "steps) found no better one; the model is the best checkpoint, step 3") in lines
     assert any(ln.startswith("KL anneal unfinished: training ended at step 6, where the KL weight was 0.006") and
                "lower --anneal-steps" in ln for ln in lines)
+    assert not any(ln.startswith("budget:") for ln in lines)  # early stopping ended it, not the ceiling
+    assert any(ln.startswith("steps=6 best_step=3 best_val_nll=") and " uncertainty_measure=" in ln and
+               " uncertainty_cut=" in ln and "refer_threshold" not in ln for ln in lines)  # item 2: one "refer"
+
+
+def test_the_epoch_ceiling_says_it_bound():
+    """Issue 46, item 5: `--max-steps 200` that stops at 195 says that the epoch ceiling bound it (one line, the
+    settings as options); early stopping says nothing of it."""
+    plan = SimpleNamespace(**{**vars(PLAN), "ceiling": "max_epochs",
+                              "ceiling_words": "max_epochs 40 (before max_steps 200)"})
+    (note,) = announcements(plan, LoopState(step=195, best_step=194, stopped_by="max_epochs"))
+    assert spell(invalid(TrainConfig, note, *NOTE_FIELDS), {}).startswith(
+        "budget: training ended at step 195 by its ceiling --max-epochs 40 (before --max-steps 200), while the "
+        "validation NLL was still improving")
+    assert announcements(plan, LoopState(step=195, best_step=3, stopped_by="patience", stopped_early=True))[0] \
+        .startswith("early stopping:")
+
+
+@pytest.mark.slow
+def test_train_says_when_the_epoch_ceiling_ends_it(demo_features, tracking_store):
+    result = CliRunner().invoke(cli.app, [
+        "train", "--data", str(demo_features.out_dir), "--model", "deterministic", "--max-epochs", "0.5",
+        "--max-steps", "200", "--patience", "0", "--eval-every", "2", "--hidden", "8", "--embed-dim", "8",
+        "--dense", "8", "--score-samples", "1", "--threads", "1", "--no-progress", "--experiment", "announcements"])
+    assert result.exit_code == 0, result.output
+    (line,) = [ln for ln in result.output.splitlines() if ln.startswith("budget:")]
+    assert " by its ceiling --max-epochs 0.5 (before --max-steps 200); early stopping is off (--patience)" in line
 
 
 def test_make_clean_resets_the_tracking_store_it_made(tmp_path):
@@ -83,7 +109,7 @@ def test_make_clean_resets_the_tracking_store_it_made(tmp_path):
         pytest.skip("make is not installed")
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     made = ["runs/main/features/train.parquet", "mlflow.db", "mlflow.db.init.lock", "mlruns/1/abc/meta.yaml",
-            ".pytest_cache/v/x"]
+            ".pytest_cache/v/x", ".hypothesis/examples/x"]  # issue 46, item 5: hypothesis' cache too
     for name in made:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")

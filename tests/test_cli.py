@@ -160,7 +160,7 @@ def test_a_fresh_tracking_store_is_initialised_once_by_concurrent_commands(tmp_p
     'table _alembic_tmp_latest_metrics already exists'); each gets a working client."""
     db = tmp_path / "mlflow.db"
     code = ("import sys, time; from pipeline.runs import store; t = float(sys.argv[1]); "
-            "time.sleep(max(0.0, t - time.time())); c = store.client(); "
+            "time.sleep(max(0.0, t - time.time())); c = store.client(create=True); "
             "c.create_experiment(f'exp-{sys.argv[2]}'); print('ok', len(c.search_experiments()))")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
     start = time.time() + 8  # after every interpreter has imported mlflow

@@ -114,6 +114,17 @@ MISTAKES = {
                                               "postgresql://nobody@127.0.0.1:9/none"], ("{out}",)),
     "train: --resume without --out": Mistake(["train", "--data", "{features}", "--resume"], ("--resume", "--out")),
     "train: no features there": Mistake(["train", "--data", "{out}"], ("{out}",), ("{out}",)),
+    "train: --data a folder that does not exist": Mistake(["train", "--data", "{out}/nope"], (
+        "--data {out}/nope: no such folder",), ("{out}",)),
+    "train: an unknown --model": Mistake(["train", "--data", "{features}", "--model", "foo"],
+                                         ("'foo'", "logreg", "gbm")),
+    "extract: --memory-limit -1 (no limit)": Mistake(["extract", "--source", "{src}", "--out", "{out}",
+                                                      "--memory-limit=-1"], ("--memory-limit '-1' is no limit",),
+                                                     ("{out}",)),
+    "evaluate: --split vall": Mistake(["evaluate", "--run", NO_RUN, "--split", "vall"],
+                                      ("--split", "'vall' is not one of 'val', 'test'")),
+    "score: --out the --data folder": Mistake(["score", "--model", NO_RUN, "--data", "{features}", "--out",
+                                               "{features}"], ("--out {features} is the source folder (--data",)),
     "train: --max-steps -1": Mistake(["train", "--data", "{features}", "--max-steps", "-1"], ("--max-steps",)),
     "evaluate: an unknown run id": Mistake(["evaluate", "--run", NO_RUN], (NO_RUN, "tracking store")),
     "laplace: an unknown run id": Mistake(["laplace", "--run", NO_RUN], (NO_RUN, "tracking store")),
@@ -357,3 +368,60 @@ def test_mistakes_found_later_in_a_run_name_the_options_too(demo_features, tmp_p
         (line,) = result.output.strip().splitlines()
         assert result.exit_code == 2 and line.startswith("error: --era-groups ['1999 - 2001'] are not"), line
         assert not (tmp_path / "f").exists()
+
+
+# ---------------------------------------------------------------------------- issue 46: sentences that are true
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["evaluate", "--run", NO_RUN, "--split", "vall"],
+     "error: Invalid value for '--split': 'vall' is not one of 'val', 'test' (see cli.py evaluate --help)"),
+    (["train", "--data", "x", "--max-steps", "abc"],
+     "error: Invalid value for '--max-steps': 'abc' is not an integer (see cli.py train --help)"),
+    (["synth", "--out", "x", "--patients", "0"],
+     "error: Invalid value for '--patients': '0' is out of range (it must be at least 1) (see cli.py synth --help)"),
+])
+def test_a_bad_value_says_what_was_typed_and_what_is_accepted(argv, line):
+    """Issue 46, item 3: typer's pydantic check said "Value error, 'vall' ..." and "Input should be a valid integer"
+    without the value typed."""
+    result = CliRunner().invoke(cli.app, argv)
+    assert result.exit_code == 2 and result.output.strip().splitlines() == [line], result.output
+
+
+def test_an_unknown_model_lists_every_name_the_help_lists():
+    """Issue 46, item 3: `--model`'s help lists logreg and gbm; the error for an unknown name lists them too."""
+    from pipeline.cli.train import MODEL_HELP
+
+    result = CliRunner().invoke(cli.app, ["train", "--data", "x", "--model", "foo"])
+    (line,) = result.output.strip().splitlines()
+    helped = re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)*", MODEL_HELP.split("prints it:", 1)[1].split("(settings", 1)[0])
+    names = [w for w in helped if w not in ("or", "a", "classical", "baseline")]
+    assert {"rank1", "deep-ensemble", "logreg", "gbm"} <= set(names)
+    assert line == ("error: unknown model 'foo'; choose a model kind or variant (rank1, deterministic, bayes-emb, "
+                    "bayes-full, batchensemble, rank1-gaussian, rank1-cauchy, rank1-signs, rank1-symmetric, "
+                    "deep-ensemble) or a classical baseline (logreg, gbm)")
+    assert all(n in line for n in names)
+
+
+def test_the_help_names_no_module_and_promises_what_holds():
+    """Issue 46, items 3 and 5: `--models`' help named pipeline.tasks.mortality.variants; serve's `--threads` help said
+    "None: one per core [default: 1]"; `--memory-limit`'s promised a bounded process while -1 (no limit) passed."""
+    def said(*argv: str) -> str:
+        return " ".join(CliRunner().invoke(cli.app, [*argv, "--help"], terminal_width=100).output.split())
+
+    models = said("benchmark-models")
+    assert "pipeline." not in models and "every LSTM variant (deterministic, bayes-emb," in models
+    assert "then the baselines logreg and gbm once per split" in models
+    threads = said("serve").split("--threads", 1)[1].split("--max-rows", 1)[0]
+    assert "None" not in threads and "one per core" not in threads and "[default: 1]" in threads
+    assert "-1 (no limit) is refused" in said("extract")
+
+
+def test_warnings_carry_no_logger_name(caplog):
+    """Issue 46, item 3: a warning line is `warning: ...`, as an error is `error: ...`, without the logger's name."""
+    import logging
+
+    from pipeline.core.progress import UserFormatter
+
+    record = logging.LogRecord("pipeline.runs.store", logging.WARNING, __file__, 1, "tracking store: %s", ("x",), None)
+    assert UserFormatter().format(record) == "warning: tracking store: x"

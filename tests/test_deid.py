@@ -7,7 +7,6 @@ import hashlib
 import hmac
 import os
 import stat
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -58,9 +57,34 @@ def test_default_key_file_is_in_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.delenv(deid.KEY_ENV, raising=False)
     monkeypatch.delenv(deid.KEY_FILE_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    assert deid.key_file_path() == Path(".deid_key")
+    assert deid.key_file_path() == tmp_path / ".deid_key"
     key = deid.load_key()
     assert (tmp_path / ".deid_key").read_bytes().strip() == key and _mode(tmp_path / ".deid_key") == 0o600
+
+
+def test_a_new_key_file_is_announced_and_found_from_a_subfolder(tmp_path, monkeypatch, caplog):
+    """Issue 46, items 1 and 5: the key a later scoring depends on is not made without a word, and a command run
+    from a subfolder of the project uses the project's key (a new one: at the checkout's root), as the store."""
+    from pipeline.core import fileio
+
+    monkeypatch.delenv(deid.KEY_ENV, raising=False)
+    monkeypatch.delenv(deid.KEY_FILE_ENV, raising=False)
+    (tmp_path / "cli.py").write_text("")
+    (tmp_path / "docs" / "experiments").mkdir(parents=True)
+    monkeypatch.setattr(fileio, "CHECKOUT", tmp_path)
+    monkeypatch.chdir(tmp_path / "docs" / "experiments")
+    with caplog.at_level("WARNING", logger=deid.__name__):
+        key = deid.load_key()
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said == (f"created the de-identification key file {tmp_path / '.deid_key'} (a new secret, mode 0600): the "
+                    "pseudonyms follow it, so scoring or re-extracting this data later needs this same key; keep it "
+                    "and never commit it (MIMIC_DEID_KEY gives a key instead)")
+    assert (tmp_path / ".deid_key").read_bytes().strip() == key
+    caplog.clear()
+    monkeypatch.chdir(tmp_path / "docs")
+    with caplog.at_level("WARNING", logger=deid.__name__):
+        assert deid.load_key() == key  # found upward, read, not announced again
+    assert caplog.records == []
 
 
 @pytest.mark.parametrize("mode, refused", [(0o600, False), (0o400, False), (0o640, True), (0o604, True),

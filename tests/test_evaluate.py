@@ -329,7 +329,7 @@ def test_features_from_another_vocabulary_are_refused(demo_run, tmp_path):
 
 
 @pytest.mark.parametrize("uri, message", [
-    ("0123456789abcdef0123456789abcdef", "not found in the tracking store"),
+    ("0123456789abcdef0123456789abcdef", "not found.* tracking store"),  # the store asked, or that there is none
     ("runs:/nothex/model", "'nothex' is not a run id"),
     ("/no/such/model", "neither a run id"),
 ])
@@ -401,6 +401,7 @@ def test_identical_draws_are_counted_once(identical, shown):
 def test_the_run_not_found_error_points_at_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlflow.db").write_bytes(b"")  # a store that exists (one that does not: the test below)
     text = str(store.run_not_found("0" * 32, LookupError("RESOURCE_DOES_NOT_EXIST: Run '000' not found\nmore")))
     assert text == (f"run {'0' * 32} not found in the tracking store sqlite:///{tmp_path / 'mlflow.db'} "
                     f"(MLFLOW_TRACKING_URI is unset, so the store is mlflow.db in the working directory {tmp_path}: "
@@ -414,6 +415,14 @@ def test_the_run_not_found_error_points_at_the_working_directory(tmp_path, monke
 def test_run_not_found_says_the_default_store_follows_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
+    with pytest.raises(errors.PipelineError) as err:  # no store here or above: none is made (issue 46, item 1)
+        load_run("0" * 32)
+    assert str(err.value) == (f"run {'0' * 32} not found: no tracking store: no mlflow.db in the working directory "
+                              f"{tmp_path} or any folder above it (MLFLOW_TRACKING_URI is unset): run the command "
+                              "inside the project where `train` made its mlflow.db, or set MLFLOW_TRACKING_URI to "
+                              "that store")
+    assert not (tmp_path / "mlflow.db").exists()
+    store.client(create=True)  # a store that holds no such run
     with pytest.raises(errors.PipelineError) as err:
         load_run("0" * 32)
     text = str(err.value)
@@ -424,4 +433,5 @@ def test_run_not_found_says_the_default_store_follows_the_working_directory(tmp_
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'other.db'}")
     with pytest.raises(errors.PipelineError) as err:
         load_run("0" * 32)
-    assert "other.db" in str(err.value) and "is unset" not in str(err.value)
+    assert "other.db (MLFLOW_TRACKING_URI) does not exist" in str(err.value) and "is unset" not in str(err.value)
+    assert not (tmp_path / "other.db").exists()

@@ -46,7 +46,7 @@ def store_here(tmp_path, monkeypatch):
     """A tracking store of this test's own."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    return store.client()
+    return store.client(create=True)
 
 
 def _report(nll: float, features_id: str | None, label: str | None = None, truth: float | None = 0.2) -> dict:

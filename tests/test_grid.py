@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
 def _finished_run(features_dir: str) -> str:
-    c = store.client()
+    c = store.client(create=True)  # a writer: makes the store when this test runs first
     experiment = c.get_experiment_by_name("grid-tests") or c.get_experiment(c.create_experiment("grid-tests"))
     run = c.create_run(experiment.experiment_id, tags={store.FEATURES_DIR_TAG: features_dir})
     c.set_terminated(run.info.run_id, "FINISHED")

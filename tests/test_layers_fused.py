@@ -13,7 +13,7 @@ import torch
 from pipeline.bayes.layers import LSTMKernel, LSTMRank1, Rank1Config, set_lstm_kernel, set_sampling
 from pipeline.bayes.layers.recurrence import run_recurrence, step_mask
 
-pytest.importorskip("triton", reason="triton is not installed (the dev extra pins it)")
+pytest.importorskip("triton", reason="triton is the `gpu` extra (make setup installs it): pip install -e '.[gpu]'")
 from pipeline.bayes.layers import triton_lstm as tlm  # noqa: E402 (after the skip)
 
 if tlm.interpreted():

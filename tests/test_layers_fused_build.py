@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MEMORY = 227 * 1024  # bytes a block may have on sm_90
 
-pytest.importorskip("triton", reason="triton is not installed (the dev extra pins it)")
+pytest.importorskip("triton", reason="triton is the `gpu` extra (make setup installs it): pip install -e '.[gpu]'")
 
 
 @pytest.mark.slow

@@ -461,3 +461,29 @@ def test_plots_write_png(tmp_path):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 1000
     assert sorted(f.name for f in tmp_path.rglob("*") if f.is_file()) == ["pr.png", "ref.png", "rel.png",
                                                                         "rel_top.png"]
+
+
+def test_the_ece_row_shows_the_debiased_ece_inside_its_basic_interval():
+    """Issue 46, item 2: `evaluate` printed ECE 0.0262 with the interval [0.0264, 0.0781] (a percentile bootstrap of
+    an upward-biased statistic). The interval is now the basic bootstrap around the debiased ECE
+    (docs/experiments/2026-12-06-ece-interval.md), computed here by hand: each resample's ECE by ``metrics.ece`` on
+    the resampled admissions (not the weights the library sums), then 2 x ECE - mean and 2 x ECE - the percentiles."""
+    from pipeline.bayes.metrics.report import bootstrap_indices, debiased_interval
+
+    rng = np.random.default_rng(8)  # a split where the percentile interval misses the ECE, as in the README
+    n = 189
+    z = rng.normal(-2.4, 1.0, n)
+    p = 1 / (1 + np.exp(-z))
+    y = (rng.random(n) < 1 / (1 + np.exp(-(-0.22 + 0.87 * z)))).astype(float)
+    report = M.evaluate_predictions(np.log(p / (1 - p))[None, None, :], y, n_bootstrap=300, seed=0)
+    idx = bootstrap_indices(n, 300, 0)
+    reps = np.array([M.ece(y[i], p[i]) for i in idx])
+    theta = M.ece(y, p)
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    assert report["ece"] == pytest.approx(theta)
+    assert report["ece_debiased"] == pytest.approx(max(0.0, 2 * theta - reps.mean()))
+    assert report["ece_ci"] == pytest.approx([max(0.0, 2 * theta - hi), max(0.0, 2 * theta - lo)])
+    assert report["ece_ci"][0] <= report["ece_debiased"] <= report["ece_ci"][1]
+    assert lo > theta  # the case of the issue: the percentile interval misses the plug-in ECE it is about
+    assert debiased_interval(0.03, np.full(10, 0.05)) == (pytest.approx(0.01), [pytest.approx(0.01)] * 2)
+    assert debiased_interval(0.01, np.array([0.03, 0.05]))[0] == 0.0  # clipped at 0: an ECE is never negative

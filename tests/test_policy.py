@@ -226,3 +226,31 @@ def test_a_run_whose_validation_halves_lack_a_class_has_no_policy(selection, cal
     got = fit_run_policy(None, _Half(selection), _Half(calibration), samples=1, batch_size=1, max_bags=None,
                          max_tokens=None, seed=0, context_vocab=[])
     assert got is None
+
+
+def test_an_infinite_cross_fitted_nll_is_said_in_words(fitted):
+    """Issue 46, item 2: the recalibration line printed "isotonic inf"; an infinite held-out NLL (isotonic gave a
+    held-out admission risk 0 or 1 against its outcome) is said as what it means."""
+    import dataclasses
+
+    policy, _ = fitted
+    calibration = {**policy.calibration, "nll": {"none": 0.4297, "isotonic": None}, "rule": "one_se", "folds": 5}
+    line = dataclasses.replace(policy, calibration=calibration).calibration_line()
+    assert "isotonic inf," not in line and not line.endswith("isotonic inf)")
+    assert line.endswith("(none 0.4297, isotonic infinite: on a held-out fold it gave an admission a risk of exactly "
+                         "0 or 1 against its outcome, so it cannot be chosen)")
+
+
+def test_the_evaluate_line_says_the_rule_in_words():
+    """Issue 46, item 2: `evaluate` printed `refer rule (risk, too_small)` and `miss_rate <= 0.05`: enum values."""
+    from pipeline.workflows.evaluate_policy import format_lines
+
+    report = {"calibrated": {"ece": 0.0262}, "calibration": {"method": "none"},
+              "decision": {"threshold": 0.0701, "flagged_rate": 0.386, "sensitivity": 0.7333, "specificity": 0.6437},
+              "refer_rule": {"ordering": "risk", "status": "too_small", "referral_rate": 1.0, "miss_rate": 0.0,
+                             "brier_kept": None, "true_kept_risk": 0.0, "risk": "miss_rate", "alpha": 0.05,
+                             "delta": 0.1}}
+    (line,) = [ln for ln in format_lines(report) if ln.startswith("refer rule")]
+    assert line == ("refer rule (ranked by the risk; refers everyone: the calibration data are too few to certify its "
+                    "promise): refers 100.0% here; kept miss rate 0.0000, kept Brier n/a, from the true risk 0.0000 "
+                    "(promised: the model misses at most 5% of deaths, with 90% confidence)")

@@ -4,7 +4,10 @@ The repository's files (tracked, and new ones not ignored) are committed to a fr
 command table, its real-data commands that run here (the stage, the demo), `make main` and `make test` then run
 there one after another, at toy sizes (what a command writes does not depend on the sizes), with no tracking URI
 and no de-identification key set (so the default store and the key file are made there too), and after each one
-`git status --porcelain` must be empty. Only `load-postgres` is left out: it writes into a PostgreSQL server."""
+`git status --porcelain` must be empty. Only `load-postgres` is left out: it writes into a PostgreSQL server.
+Issue 46, item 1: the command table and the real-data commands then run again from a nested subfolder
+(`docs/experiments`, as `python ../../cli.py ...`), reading the runs trained at the root: `git status` stays clean
+there too, and the subfolder holds no tracking store of its own."""
 
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ EXTRA = {  # each command's toy sizes, by its first words
                          "--max-steps", "4", "--eval-every", "2", "--samples", "2", "--jobs", "1"],
 }
 LEFT_OUT = ("load-postgres",)  # writes into a PostgreSQL server, nothing here
+SUBFOLDER = "docs/experiments"  # the second pass's working directory (a tracked folder, two levels down)
 
 
 def readme_commands() -> list[str]:
@@ -85,7 +89,7 @@ def test_git_status_stays_clean_after_every_readme_command(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MIMIC_DEID_KEY", "PYTHONPATH")}
     ran, ids = [], {}
 
-    def run(command: str, background: bool = False) -> str:
+    def run(command: str, background: bool = False, where: str = ".") -> str:
         said = command
         for placeholder in sorted(ids, key=len, reverse=True):  # "<id of a deterministic run>" before "<id>"
             if placeholder.startswith("<") and not (placeholder == "<id>" and " vision evaluate " in command):
@@ -99,8 +103,8 @@ def test_git_status_stays_clean_after_every_readme_command(tmp_path):
         if background:  # serve: until it answers /ping, then Ctrl-C
             port = str(free_port())
             words = [port if w == "5000" else w for w in words]
-            proc = subprocess.Popen([sys.executable, "cli.py", *words], cwd=clone, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen([sys.executable, cli(where), *words], cwd=clone / where, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
             deadline = time.monotonic() + 180
             while time.monotonic() < deadline:
                 try:
@@ -112,14 +116,17 @@ def test_git_status_stays_clean_after_every_readme_command(tmp_path):
             proc.send_signal(signal.SIGINT)
             out = proc.communicate(timeout=60)[0].decode()
         else:
-            done = subprocess.run([sys.executable, "cli.py", *words], cwd=clone, env=env, capture_output=True,
-                                  text=True, timeout=900)
+            done = subprocess.run([sys.executable, cli(where), *words], cwd=clone / where, env=env,
+                                  capture_output=True, text=True, timeout=900)
             assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
             out = done.stdout
         status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True, text=True)
-        assert status.stdout == "", (command, status.stdout)
+        assert status.stdout == "", (where, command, status.stdout)
         ran.append(command)
         return out
+
+    def cli(where: str) -> str:  # cli.py as typed from `where`: python ../../cli.py ...
+        return str(Path(*[".."] * len(Path(where).parts), "cli.py")) if where != "." else "cli.py"
 
     def run_id(out: str) -> str:
         return next(ln.split()[1] for ln in out.splitlines() if ln.startswith("run_id: "))
@@ -135,10 +142,19 @@ def test_git_status_stays_clean_after_every_readme_command(tmp_path):
             ids["<id>"] = run_id(out)
         if "vision train" in command:
             ids["vision"] = run_id(out)
-    for command in real_data_commands():
-        run(command)
-    assert len(ran) == len(readme_commands()) - len(LEFT_OUT) + 1 + len(real_data_commands())
-    make = ["make", "-o", f"{Path(sys.executable).parents[1]}/.installed", f"VENV={Path(sys.executable).parents[1]}"]
+    for command in readme_commands():  # again from a subfolder, the runs trained at the root read from there
+        if not any(f"cli.py {name}" in command for name in LEFT_OUT):  # (before the real-data commands' extraction
+            run(command, background=" serve " in command, where=SUBFOLDER)  # replaces the root's runs/features)
+    for where in (".", SUBFOLDER):
+        for command in real_data_commands():
+            run(command, where=where)
+    assert len(ran) == 2 * (len(readme_commands()) - len(LEFT_OUT) + len(real_data_commands())) + 1
+    sub = clone / SUBFOLDER
+    assert not [p for p in ("mlflow.db", "mlflow.db.init.lock", "mlruns") if (sub / p).exists()]
+    assert (sub / "runs" / "compare" / "compare.md").is_file()  # outputs go where the user is, ignored there
+    venv = Path(sys.executable).parents[1]  # this interpreter's: nothing is installed (both stamps taken as made)
+    make = ["make", "-o", f"{venv}/.installed", "-o", f"{venv}/.installed-core", "-o", f"{venv}/bin/python",
+            f"VENV={venv}"]
     for target in (["main", "PATIENTS=200", "DENSITY=0.05"], ["test", "PYTEST_ARGS=tests/test_fileio.py -q"]):
         done = subprocess.run([*make, *target], cwd=clone, env=env, capture_output=True, text=True, timeout=1800)
         assert done.returncode == 0, (target, done.stdout[-3000:], done.stderr[-3000:])

@@ -3,6 +3,7 @@ vocabulary, cohort files, chunked streaming, no-event admissions and clear input
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -401,6 +402,23 @@ def whole_demo(demo_run, demo_dir, tmp_path_factory):
     """The whole demo source scored (no cohort file): (ScoreSummary, output directory)."""
     out = tmp_path_factory.mktemp("whole")
     return sc.score(demo_run, out / "scores.parquet", source=str(demo_dir), cfg=_cfg()), out
+
+
+def test_a_census_of_the_models_own_training_admissions_is_said_in_sample(demo_run, demo_dir, demo_features,
+                                                                          tmp_path):
+    """Issue 46, item 5: the --data report warned that training admissions are in-sample, a --source report of the
+    same admissions (the demo the model was trained on, extracted with the same key) said nothing."""
+    s = sc.score(demo_run, tmp_path / "scores.parquet", source=str(demo_dir), cfg=_cfg(), report=tmp_path / "c.html",
+                 link=False)
+    train = set(pq.read_table(demo_features.out_dir / "train.parquet", columns=["key"])["key"].to_pylist())
+    scored = pd.read_parquet(s.out)["key"]
+    n_train = int(scored.isin(train).sum())
+    assert 0 < n_train < len(scored)
+    page = html.unescape((tmp_path / "c.html").read_text())
+    assert (f"{n_train:,} of these admissions come from the features' train split, which the model was fitted on: "
+            "their risks are in-sample") in page
+    assert cohort.training_splits(None, scored) is None  # a model whose features are unknown: nothing said
+    assert cohort.training_splits(demo_features.out_dir, ["not-a-key"]) is None  # no admission of its features
 
 
 def _private(path: Path) -> pd.DataFrame:

@@ -397,3 +397,25 @@ def test_a_request_whose_bags_disagree_is_refused(rows, column, value, message):
     frame.at[1, column] = [value] * n if column == "bag_hours" else value
     with pytest.raises(RequestError, match=message):
         read_request(frame, sizes, 24.0, lookback_days=30.0)
+
+
+def _json_block(text: str, after: str) -> str:
+    """The first ```json block of ``text`` after the words ``after``."""
+    return text.split(after, 1)[1].split("```json", 1)[1].split("```", 1)[0]
+
+
+def test_the_served_answer_in_the_docs_is_what_the_server_returns(served):
+    """Issue 46, item 5: docs/scoring.md showed 11 fields of an answer of 18. Its request, posted to `cli.py serve`,
+    is answered with exactly the fields the page shows, in the server's order, and the same values of the fields the
+    request decides (the risks depend on the model trained by the test session)."""
+    text = (ROOT / "docs" / "scoring.md").read_text()
+    request = json.loads(_json_block(text, "A request (`example.json`):"))
+    shown = json.loads(_json_block(text, "answered (the demo model of the tests"))["predictions"]
+    status, body = _post(served[0], json.dumps(request).encode())
+    assert status == 200, body
+    got = json.loads(body, parse_constant=strict)["predictions"]
+    assert [list(p) for p in shown] == [list(p) for p in got] == [list(RISK_COLUMNS)] * 2, json.dumps(got)
+    for name in ("key", "n_events", "no_events", "observed_hours", "before_prediction_time", "has_spread"):
+        assert [p[name] for p in shown] == [p[name] for p in got], name
+    assert all(type(a[k]) is type(b[k]) or {type(a[k]), type(b[k])} <= {int, float}  # the JSON types the page shows
+               for a, b in zip(shown, got) for k in a), json.dumps(got)

@@ -339,7 +339,7 @@ def test_a_run_ended_by_its_epoch_ceiling_records_why(feats, tmp_path):
     cfg = _cfg(max_steps=None, max_epochs=0.5, batch_size=16, patience=100)  # 96 admissions, 16 a step: 3 steps
     r = training.train(feats, "deterministic", cfg, out_dir=tmp_path, tracking=False)
     assert (r.steps, r.stopped_by) == (3, "max_epochs")
-    assert any(n.startswith("budget: training ended at step 3 by its ceiling max_epochs (step 3), while the "
+    assert any(n.startswith("budget: training ended at step 3 by its ceiling max_epochs 0.5, while the "
                             "validation NLL was still improving") for n in r.notes), r.notes
 
 

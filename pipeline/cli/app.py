@@ -35,6 +35,7 @@ import typer
 from pipeline.cli import options
 from pipeline.cli.names import spell
 from pipeline.core.errors import PipelineError
+from pipeline.core.progress import UserFormatter
 
 HELP = "Command line of the MIMIC-III / MIMIC-IV mortality-risk pipeline."  # the app's help line
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
@@ -149,8 +150,9 @@ def unexpected(name: str, exc: BaseException) -> typing.NoReturn:
 
 
 def setup_logging(verbose: bool) -> None:
-    """Log lines on stderr: INFO with ``--verbose``, else WARNING."""
+    """Log lines on stderr (``UserFormatter``): INFO with ``--verbose``, else WARNING."""
     level = logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=level, stream=sys.stderr)
     for handler in logging.getLogger().handlers:
+        handler.setFormatter(UserFormatter())
         handler.setLevel(level)  # a logger lowered for a status line (progress.LogStatus) does not print more

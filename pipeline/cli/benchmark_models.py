@@ -16,8 +16,10 @@ from pipeline.cli.names import DEVICE_HELP, SAMPLES_DEFAULT
 from pipeline.cli.options import SettingsFile, int_or_none, refuse_words, spread, with_config_options
 from pipeline.cli.settings import Settings
 from pipeline.data.mimic.sources.tables import Release
+from pipeline.tasks.mortality.baselines.config import BASELINES
 from pipeline.tasks.mortality.config import MortalityConfig
 from pipeline.tasks.mortality.train_config import Preset, TrainConfig
+from pipeline.tasks.mortality.variants import VARIANTS
 
 BATCH_HELP = ("Training rows per step for every variant (ensembles: distinct admissions = rows / K) "
               f"[default: {TrainConfig.batch_size}, train's].")  # --batch-size's help
@@ -25,6 +27,8 @@ PER_JOB = ("seed", "max_steps", "eval_every", "threads", "progress")  # TrainCon
 SET_HELP = ("A training or model setting for every LSTM variant, KEY=VALUE (repeatable; any field of `train`'s options "
             "but those each job sets, e.g. lstm_hidden=128 or anneal_steps=500, or by the settings file's key: "
             "model.lstm_hidden=128, train.anneal_steps=500); over --config.")  # --set's help
+MODELS_HELP = (f"Variants (repeatable) [default: every LSTM variant ({', '.join(VARIANTS)}), then the baselines "
+               f"{' and '.join(BASELINES)} once per split].")  # --models' help: the names, not a module's
 EXTRA_ARGS = {"allow_extra_args": True}  # bare words after the options reach the command (ctx.args)
 
 
@@ -37,8 +41,7 @@ class GridOptions:
         # in --layout).
     out: Path  # Output directory (features, work dirs, compare.md/csv).
     seeds: tuple[int, ...] = (0, 1, 2)  # Training seeds (repeatable).
-    models: tuple[str, ...] | None = None  # Variants (repeatable) (default: every variant of
-        # pipeline.tasks.mortality.variants, then the baselines logreg and gbm, once per split).
+    models: tuple[str, ...] | None = field(default=None, metadata={"help": MODELS_HELP})  # variants and baselines
     splits: tuple[str, ...] = ("random", "era")  # Feature split modes (repeatable).
     max_steps: int | None = field(default=None, metadata={"min": 1})  # Training steps per run [default: the
         # preset's (records-research 10,000, paper 20,000), else 1000: about 1 minute per run with --jobs 2 on 2

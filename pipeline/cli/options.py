@@ -280,9 +280,34 @@ def _one_line(exc: click.exceptions.UsageError) -> click.exceptions.UsageError:
     """``exc`` as a ``OneLineUsageError`` (the help that no arguments ask for stays as it is)."""
     if isinstance(exc, (OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
         return exc
-    said = OneLineUsageError(exc.format_message(), exc.ctx)
+    said = OneLineUsageError(_plain(exc), exc.ctx)
     said.exit_code = exc.exit_code
     return said
+
+
+def _plain(exc: click.exceptions.UsageError) -> str:
+    """A usage error's message without pydantic's wording of a bad value (typer checks values with pydantic):
+    ``Value error, 'vall' is not one of 'val', 'test'.`` is ``'vall' is not one of 'val', 'test'``, and ``Input
+    should be a valid integer, unable to parse ...`` says what was typed: ``'abc' is not an integer``."""
+    text = exc.format_message()
+    errors = getattr(exc.__cause__, "errors", None)
+    problems = errors() if callable(errors) else []
+    if not isinstance(exc, click.exceptions.BadParameter) or not problems:
+        return text
+    first, typed = problems[0], problems[0].get("input")
+    if first.get("type") == "value_error":
+        why = str(first.get("ctx", {}).get("error", first.get("msg", ""))).rstrip(".")
+    else:
+        kind = {"int_parsing": "an integer", "float_parsing": "a number", "bool_parsing": "true or false"}
+        bound = {"greater_than_equal": ("ge", "at least"), "greater_than": ("gt", "above"),
+                 "less_than_equal": ("le", "at most"), "less_than": ("lt", "below")}.get(first.get("type"))
+        limit = first.get("ctx", {}).get(bound[0]) if bound else None
+        msg = str(first.get("msg", ""))
+        why = (f"{typed!r} is not {kind[first['type']]}" if first.get("type") in kind else
+               f"{typed!r} is out of range (it must be {bound[1]} {limit})" if limit is not None else
+               f"{typed!r}: {msg[:1].lower() + msg[1:]}")
+    head = text.split(":", 1)[0] if text.startswith("Invalid value for") else "Invalid value"
+    return f"{head}: {why}"
 
 
 class WholeWordsGroup(typer.core.TyperGroup):

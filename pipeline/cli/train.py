@@ -21,9 +21,9 @@ from pipeline.core.errors import ConfigError
 from pipeline.tasks.mortality.baselines.config import BASELINES
 from pipeline.tasks.mortality.config import MortalityConfig
 from pipeline.tasks.mortality.train_config import CUDA_PRESET, PRESETS, Preset, TrainConfig
-from pipeline.tasks.mortality.variants import VARIANTS
+from pipeline.tasks.mortality.variants import model_names
 
-MODEL_HELP = ("A model kind or a variant name as `compare` prints it: " + ", ".join(dict.fromkeys(["rank1", *VARIANTS]))
+MODEL_HELP = ("A model kind or a variant name as `compare` prints it: " + ", ".join(model_names())
               + "; or a classical baseline: " + ", ".join(BASELINES) + " (settings chosen on validation; takes --seed, "
               "--threads, --refer-fraction).")  # --model's help: the names offered
 BASELINE_SETTINGS = ("seed", "threads", "refer_fraction", "progress", "calibration_share")  # the TrainConfig fields

@@ -4,6 +4,9 @@ Every file the pipeline writes goes to a temporary name in the same directory an
 renamed into place, so a reader never sees a half-written file. A folder written as a whole (an
 extraction's features, a stage) is written beside its place and swapped in (``staged_dir``): the previous
 folder is replaced whole, so no file of it survives, and an interrupted write leaves the old one as it was.
+The project's own files that a command finds from any folder of the project (the tracking store ``mlflow.db``, the
+de-identification key ``.deid_key``): ``project_file``, the nearest one upward, else a new one at the checkout's
+root (never in a subfolder).
 """
 
 from __future__ import annotations
@@ -135,6 +138,19 @@ class OutputDirError(PipelineError, ValueError):
     """An output folder that cannot be written (or replaced) where it was asked for."""
 
 
+def refuse_inside(out: Path | str, source: Path | str, what: str = "output",
+                  names: tuple[str, str] = ("out_dir", "source")) -> None:
+    """Refuse (one line naming the arguments ``names``) an output folder ``out`` that is or lies inside the input
+    folder ``source``: the ``what`` would mix with the input's files."""
+    out_arg, source_arg = names
+    target, src = Path(out).resolve(), Path(source).resolve()
+    if target == src or src in target.parents:
+        where = "is the source folder" if target == src else "lies inside the source folder"
+        exc = OutputDirError(f"`{out_arg}` {out} {where} (`{source_arg}` {source}): the {what} would mix with the "
+                             "source's files; name a folder outside it")
+        raise naming(exc, out_arg, source_arg)
+
+
 def check_output_dir(out: Path | str, source: Path | str | None = None, *, markers: tuple[str, ...] = (),
                      what: str = "output", names: tuple[str, str] = ("out_dir", "source")) -> None:
     """Refuse, with one line naming the arguments ``names`` (the output folder's and the source's, as the
@@ -145,11 +161,7 @@ def check_output_dir(out: Path | str, source: Path | str | None = None, *, marke
     target = Path(out).resolve()
     if source is not None:
         src = Path(source).resolve()
-        if target == src or src in target.parents:
-            where = "is the source folder" if target == src else "lies inside the source folder"
-            exc = OutputDirError(f"`{out_arg}` {out} {where} (`{source_arg}` {source}): the {what} would mix with "
-                                 "the source's files; name a folder outside it")
-            raise naming(exc, out_arg, source_arg)
+        refuse_inside(out, source, what, names)
         if target in src.parents:
             exc = OutputDirError(f"`{out_arg}` {out} holds the source folder (`{source_arg}` {source}), and a {what} "
                                  "replaces its folder whole; name a folder beside the source instead")
@@ -160,3 +172,32 @@ def check_output_dir(out: Path | str, source: Path | str | None = None, *, marke
         exc = OutputDirError(f"`{out_arg}` {out} holds files that are not a {what} (no {' or '.join(markers)}), and a "
                              f"{what} replaces its folder whole; name a new or empty folder, or a previous {what}")
         raise naming(exc, out_arg)
+
+
+CHECKOUT = Path(__file__).resolve().parents[2]  # the folder of this code's checkout (cli.py beside pipeline/)
+
+
+def project_file(name: str, here: Path | None = None) -> Path:
+    """The file ``name`` of the working directory (``here``) or of the nearest folder above it that has one, else
+    where a new one goes (``new_file_folder``)."""
+    here = Path.cwd() if here is None else here
+    found = next((f / name for f in (here, *here.parents) if (f / name).is_file()), None)
+    return found or new_file_folder(here) / name
+
+
+def new_file_folder(here: Path) -> Path:
+    """Where a new project file goes: this checkout's root when ``here`` lies inside it (a command run from
+    ``docs/`` makes no ``docs/mlflow.db``), else ``here``."""
+    root = CHECKOUT if (CHECKOUT / "cli.py").is_file() else None
+    return root if root is not None and (here == root or root in here.parents) else here
+
+
+def features_folder(fdir: Path | str, error: type[PipelineError] = PipelineError) -> Path:
+    """``fdir`` when it is a folder; else ``error`` naming the library argument ``features_dir`` (the command line's
+    ``--data``): a folder that does not exist is said so, not as the first of its files that is missing."""
+    fdir = Path(fdir)
+    if not fdir.is_dir():
+        what = "is a file, not a folder" if fdir.exists() else "no such folder"
+        raise naming(error(f"`features_dir` {fdir}: {what} (give the features folder that `extract --out` wrote)"),
+                     "features_dir")
+    return fdir

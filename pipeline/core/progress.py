@@ -5,6 +5,7 @@ terminal; when it is not (a log file, ``make main | tee``), it prints a plain li
 another ``1 / lines`` of the total is done (``plain=True``) or nothing (``plain=False``). The
 bar is transient: it leaves no trace in the terminal's scrollback. ``LogStatus`` shows the last
 INFO message of a logger (a stage that finished) as a status line, for stages with no step count.
+``UserFormatter``: a log line as the user reads it (``warning: ...``, no logger name).
 rich is imported only when a terminal shows something.
 """
 
@@ -97,3 +98,11 @@ class LogStatus(logging.Handler):
             self.status.stop()
             self.logger.removeHandler(self)
             self.logger.setLevel(self.level_before)
+
+
+class UserFormatter(logging.Formatter):
+    """A log line as a user reads it: ``warning: ...`` (the level in lower case, as the command line's
+    ``error: ...``) and no logger name, which names a module of the library, not anything the user did."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {super().format(record)}"  # the message (and a traceback logged)

@@ -205,12 +205,13 @@ def announcements(plan: TrainingPlan, state: LoopState) -> list[str]:
 
 
 def ceiling_note(plan: TrainingPlan, state: LoopState) -> str:
-    """One line when a ceiling, not early stopping, ended the run ("" otherwise): which setting, at which step,
-    and whether the validation was still improving (its best within the last ``patience`` validations)."""
+    """One line when a ceiling, not early stopping, ended the run ("" otherwise): which setting (the plan's
+    ``ceiling_words`` where it has them, e.g. "max_epochs 40 (before max_steps 200)"), at which step, and whether the
+    validation was still improving (its best within the last ``patience`` validations)."""
     if not state.stopped_by or state.stopped_by == "patience":
         return ""
     what = {"max_minutes": f"the wall-clock ceiling (max_minutes; {state.wall_seconds / 60:.1f} minutes)"}.get(
-        state.stopped_by, f"its ceiling {state.stopped_by} (step {plan.last_step})")
+        state.stopped_by, f"its ceiling {getattr(plan, 'ceiling_words', '') or state.stopped_by}")
     line = f"budget: training ended at step {state.step} by {what}"
     if plan.patience is None:
         return f"{line}; early stopping is off (patience), so a ceiling always ends it"

@@ -136,7 +136,7 @@ def _load_run(uri: str | Path, workdir: Path | str | None, device, kind: str | N
 
     run_id, local = parse_model_uri(str(uri))
     if run_id is None and local is None:  # another MLflow model URI (registry, remote store): download it
-        store.init_store(store.tracking_uri())
+        store.client()  # the store must exist: a reading command makes none
         try:
             local = Path(mlflow.artifacts.download_artifacts(artifact_uri=str(uri), dst_path=str(
                 workdir or tempfile.mkdtemp(prefix="model-")), tracking_uri=store.tracking_uri()))
@@ -155,10 +155,10 @@ def _load_run(uri: str | Path, workdir: Path | str | None, device, kind: str | N
         manifest = fileio.read_json(extraction) if extraction.exists() else None
         return Run(model, info, None, fileio.read_json(local / "artifacts" / store.VOCAB), manifest,
                    model_info=_read_optional(local / "artifacts" / store.MODEL_INFO))
-    c = store.client()
     try:
+        c = store.client()
         run = c.get_run(run_id)
-    except Exception as exc:  # mlflow raises MlflowException for unknown ids
+    except Exception as exc:  # mlflow raises MlflowException for unknown ids; StoreMissing: no store
         raise store.run_not_found(run_id, exc) from None
     tags, params = dict(run.data.tags), dict(run.data.params)
     if kind is not None:
@@ -170,8 +170,9 @@ def _load_run(uri: str | Path, workdir: Path | str | None, device, kind: str | N
         return Run(model, info, run_id, tags=tags, params=params, model_info=_download_optional(
             c, run_id, store.MODEL_INFO, dst))
     try:  # a mortality model: the logged pyfunc's files (model file, vocabulary, model_info.json)
-        model_dir = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=store.MODEL_FILES,
-                                                             dst_path=str(dst), tracking_uri=store.tracking_uri()))
+        with store.bound():  # MLflow finds the logged model with a client of its own URI
+            model_dir = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=store.MODEL_FILES,
+                                                                 dst_path=str(dst), tracking_uri=store.tracking_uri()))
     except Exception as exc:
         raise RunError(f"run {run_id} has no logged model ({store.MODEL_FILES}): {exc}") from None
     path = model_file(model_dir)
@@ -222,7 +223,7 @@ def resolve_features(run: Run, data: Path | str | None) -> Path:
         raise naming(RunError(f"run {run.run_id} does not record its features directory; give the features directory "
                               "(`data`)"), "data")
     fdir = Path(data) if data is not None else run.features_dir
-    vocab_file = fdir / store.VOCAB
+    vocab_file = fileio.features_folder(fdir, RunError) / store.VOCAB
     if not vocab_file.exists():
         raise RunError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
     if fileio.read_json(vocab_file) != run.vocab:

@@ -2,12 +2,17 @@
 
 The tracking URI is ``MLFLOW_TRACKING_URI``; unset, the ``mlflow.db`` of the working directory or of the nearest
 folder above it that has one (a command run from a subfolder of the project finds the project's store; its runs'
-artifacts go to ``mlruns/`` beside it), else a new ``mlflow.db`` in the working directory; a store other than the
-working directory's, or a new one, is announced once (a WARNING line on stderr) so nobody looks for runs in the
-wrong place. Every
+artifacts are where the store recorded them, ``mlruns/`` beside it), else a new ``mlflow.db`` at the root of this
+checkout when the working directory lies inside it (never in a subfolder), else in the working directory. A store
+other than the working directory's, or a new one, is announced once (a warning line on stderr) so nobody looks for
+runs in the wrong place. Only a command that starts runs makes a store (``client(create=True)``: ``train``,
+``laplace``, ``vision train``, ``benchmark-models``); a command that reads runs (``evaluate``, ``score``, ``compare``,
+``serve``) refuses a store that does not exist (``StoreMissing``) instead of making an empty one. Every
 MLflow client of the library comes from ``client()``, which initialises a SQLite store once per
 process under an exclusive file lock (``<db>.init.lock``): two commands started at once on a
-fresh store would otherwise both run MLflow's table creation and one would die half-way. A run is named by its id,
+fresh store would otherwise both run MLflow's table creation and one would die half-way. MLflow's own code makes
+clients of its process-wide URI (a run's logged model is found through one): ``bound()`` sets it to this store
+while MLflow works. A run is named by its id,
 ``runs:/<id>/model``, another MLflow model URI (``models:/name/version``: downloaded), or a
 local MLflow model directory; ``runs.load.load_run`` turns any of them into a ``Run``.
 mlflow is imported inside the functions.
@@ -15,6 +20,7 @@ mlflow is imported inside the functions.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -99,9 +105,8 @@ STORE_FILE = "mlflow.db"  # the default store's file
 
 def default_store() -> Path:
     """The store used when ``MLFLOW_TRACKING_URI`` is unset: the working directory's ``mlflow.db`` or the nearest
-    one above it, else the working directory's (new)."""
-    here = Path.cwd()
-    return next((f / STORE_FILE for f in (here, *here.parents) if (f / STORE_FILE).is_file()), here / STORE_FILE)
+    one above it, else a new one at the checkout's root or the working directory (``fileio.project_file``)."""
+    return fileio.project_file(STORE_FILE)
 
 
 def tracking_uri() -> str:
@@ -109,9 +114,41 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{default_store()}"
 
 
+class StoreMissing(RunError):
+    """A command that reads runs found no tracking store (it makes none)."""
+
+
+def store_file(uri: str) -> Path | None:
+    """The file of a SQLite tracking URI (None for other stores)."""
+    return Path(uri.removeprefix("sqlite:///").split("?")[0]) if uri.startswith("sqlite:///") else None
+
+
+def missing_store(uri: str) -> str | None:
+    """Why the SQLite store ``uri`` cannot be read (its file does not exist), or None when it can."""
+    db = store_file(uri)
+    if db is None or db.is_file():
+        return None
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return (f"the tracking store {uri} (MLFLOW_TRACKING_URI) does not exist: set MLFLOW_TRACKING_URI to the "
+                "store the runs were written to")
+    return (f"no tracking store: no {STORE_FILE} in the working directory {Path.cwd()} or any folder above it "
+            "(MLFLOW_TRACKING_URI is unset): run the command inside the project where `train` made its mlflow.db, "
+            "or set MLFLOW_TRACKING_URI to that store")
+
+
+def require_store(uri: str) -> None:
+    """Raise ``StoreMissing`` when the SQLite store ``uri`` does not exist (a reading command makes none)."""
+    why = missing_store(uri)
+    if why:
+        raise StoreMissing(why)
+
+
 def run_not_found(run_id: str, exc: BaseException) -> "RunError":
     """The error for an unknown run id, saying which store was asked and, when that store is the
     default one (``./mlflow.db``, which follows the working directory), how to reach another."""
+    missing = missing_store(tracking_uri())
+    if missing:
+        return RunError(f"run {run_id} not found: {missing}")
     hint = ""
     if not os.environ.get("MLFLOW_TRACKING_URI"):
         db = default_store()
@@ -126,15 +163,37 @@ def run_not_found(run_id: str, exc: BaseException) -> "RunError":
 _READY: set[str] = set()  # tracking URIs whose store this process has initialised
 
 
-def client():
+def client(create: bool = False):
     """The MLflow client of the tracking store (the only place one is made); the store initialised
-    once, safely (``init_store``)."""
+    once, safely (``init_store``). ``create``: a SQLite store that does not exist is made (a command that starts
+    runs); else it is refused (``StoreMissing``)."""
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri()
+    if not create:
+        require_store(uri)
     announce(uri)
     init_store(uri)
     return MlflowClient(uri)
+
+
+@contextlib.contextmanager
+def bound():
+    """MLflow's process-wide tracking URI set to ``tracking_uri()`` inside the block and put back after, with
+    ``MLFLOW_TRACKING_URI`` as it was: MLflow makes clients of its own default URI (``./mlflow.db`` of the working
+    directory) while it finds a run's logged model, and from a subfolder those would make and read an empty store."""
+    import mlflow
+
+    previous, env = mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(tracking_uri())
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(previous)  # which also sets MLFLOW_TRACKING_URI: put back what it was, so
+        if env is None:  # the next command of this process finds the store this one used
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = env
 
 
 _ANNOUNCED: set[str] = set()  # stores this process has said
@@ -147,12 +206,12 @@ def announce(uri: str) -> None:
         return
     _ANNOUNCED.add(uri)
     db = default_store()
-    if db.parent != Path.cwd():
-        log.warning("tracking store: %s (the nearest mlflow.db above the working directory; MLFLOW_TRACKING_URI "
-                    "chooses another)", db)
-    elif not db.exists():
+    if not db.exists():
         log.warning("tracking store: %s, new (no mlflow.db in the working directory or above it; run the commands "
                     "from one folder, or set MLFLOW_TRACKING_URI, to keep the runs in one store)", db)
+    elif db.parent != Path.cwd():
+        log.warning("tracking store: %s (the nearest mlflow.db above the working directory; MLFLOW_TRACKING_URI "
+                    "chooses another)", db)
 
 
 def init_store(uri: str) -> None:
@@ -165,7 +224,7 @@ def init_store(uri: str) -> None:
 
     from mlflow.tracking import MlflowClient
 
-    db = Path(uri.removeprefix("sqlite:///").split("?")[0])
+    db = store_file(uri)
     db.parent.mkdir(parents=True, exist_ok=True)
     quiet = [logging.getLogger(n) for n in ("mlflow.store.db.utils", "alembic", "alembic.runtime.migration")]
     levels = [q.level for q in quiet]
@@ -183,8 +242,8 @@ def init_store(uri: str) -> None:
 
 
 def experiment_id(name: str, artifact_location: str | None = None) -> str:
-    """Id of experiment ``name``, created (with ``artifact_location``) when missing."""
-    c = client()
+    """Id of experiment ``name``, created (with ``artifact_location``) when missing (and the store with it)."""
+    c = client(create=True)
     exp = c.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
@@ -201,6 +260,8 @@ def experiment_exists(name: str) -> bool:
 
 def runs_tagged(tag: str, values: list[str]) -> list[str]:
     """Ids of the finished runs of every experiment whose ``tag`` is one of ``values``, oldest first."""
+    if not values:
+        return []
     c = client()
     experiments = [e.experiment_id for e in c.search_experiments(max_results=50_000)]
     runs = []

@@ -69,7 +69,7 @@ class RunTracker(NullTracker):
         """A new run, or ``run_id``'s (``reopen``: marked RUNNING again until ``end``; without it, a
         finished run receives more records, e.g. an evaluation, and keeps its status: leaving a ``with``
         block then ends nothing)."""
-        self.client = store.client()
+        self.client = store.client(create=True)
         run_id = run_id or os.environ.get("MLFLOW_RUN_ID")
         self.owns_status = bool(reopen or not run_id)
         if run_id:
@@ -111,17 +111,8 @@ class RunTracker(NullTracker):
         import mlflow
         from pipeline.runs import pyfunc
 
-        previous, env = mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")
-        mlflow.set_tracking_uri(store.tracking_uri())
-        try:
-            with mlflow.start_run(run_id=self.run_id):
-                pyfunc.log_model(**kwargs)
-        finally:
-            mlflow.set_tracking_uri(previous)  # which also sets MLFLOW_TRACKING_URI: put back what it was, so
-            if env is None:  # the next command of this process finds the store this one used
-                os.environ.pop("MLFLOW_TRACKING_URI", None)
-            else:
-                os.environ["MLFLOW_TRACKING_URI"] = env
+        with store.bound(), mlflow.start_run(run_id=self.run_id):
+            pyfunc.log_model(**kwargs)
         self.client.update_run(self.run_id, status="RUNNING")  # start_run's exit ended the run
 
     def end(self, status: str = "FINISHED") -> None:

@@ -224,3 +224,22 @@ def counts(table) -> dict[str, int]:
     """Admissions per category (``CATEGORIES`` order, zeros kept) of an ``unscored`` table."""
     found = table["category"].value_counts().to_dict() if len(table) else {}
     return {c: int(found.get(c, 0)) for c in (*CATEGORIES, *sorted(set(found) - set(CATEGORIES)))}
+
+
+OTHER = "new"  # the split column's word for a census admission that is none of the model's features' admissions
+
+
+def training_splits(features_dir: Path | str | None, keys) -> dict | None:
+    """pseudonym -> split (train, val, test) of the census admissions ``keys`` that are among the admissions of the
+    features the model was trained on (``features_dir``, the run's tag), the others ``OTHER``: a census of the
+    model's own training admissions is then said to be in-sample, as a features report is. Found by pseudonym, so
+    only when the census was extracted with the training's key; None when no admission is among them (or the
+    training features are gone)."""
+    import pyarrow.parquet as pq
+
+    files = [Path(features_dir) / f"{s}.parquet" for s in ("train", "val", "test")] if features_dir else []
+    if not files or not all(f.is_file() for f in files):
+        return None
+    known = {k: f.stem for f in files for k in pq.read_table(f, columns=["key"]).column("key").to_pylist()}
+    keys = [str(k) for k in keys]
+    return {k: known.get(k, OTHER) for k in keys} if any(k in known for k in keys) else None

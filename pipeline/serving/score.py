@@ -204,6 +204,9 @@ def score(model_uri: str, out: Path | str, *, data: Path | str | None = None, so
     cfg = cfg or ScoreConfig()
     meds_source = meds.check_arguments(source, cohort, as_of, task, times, decision_threshold)
     out = scores_path(out)
+    for folder, name in ((data, "data"), (source, "source")):  # the scores and _private/ not among the inputs' files
+        if folder is not None and Path(folder).is_dir():
+            fileio.refuse_inside(out.parent, folder, "scores and their _private/ files", ("out", name))
     if (data is None) == (source is None):
         raise naming(ScoreError("give exactly one of `data` (features) or `source` (a MIMIC source)"), "data", "source")
     if cohort is not None and source is None:
@@ -318,7 +321,8 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
             refer_measure=risk.refer_measure_of(run.info).value,
             refer_measure_source=run.model_info.get("refer_measure_source"),
             prediction_hours=((run.manifest or {}).get("config") or {}).get("prediction_hours"),
-            splits=splits_of(summary.inputs), scores_file=summary.out.name,
+            splits=splits_of(summary.inputs) or cohort_mod.training_splits(run.features_dir, scores["key"]),
+            scores_file=summary.out.name,
             **policy_report(summary.policy))
         summary.report = report_mod.write_report(report, inp)
         if links is not None:

@@ -23,6 +23,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from pipeline.core.configs import check_at_least, invalid
+from pipeline.core.progress import UserFormatter
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,8 @@ class ServeConfig:
     model: str  # runs:/<id>/model, a run id, an MLflow model URI or a local model directory
     port: int = 5000  # TCP port on 127.0.0.1
     workers: int = 1  # server processes, each with its own copy of the model (docs/scoring.md: what was measured)
-    threads: int | None = 1  # torch intra-op threads per request (None: torch's default, one per core)
+    threads: int | None = 1  # Torch intra-op threads per request (requests run side by side, each in its own
+        # thread)
     max_rows: int = 2048  # admissions per request; more is a 413 (split the census into requests)
     max_body_mb: float = 16.0  # request body size limit in MB; larger is a 413 before the body is read
     timeout_s: int = 60  # MLflow's per-request time limit (a 504 beyond it)
@@ -66,11 +68,12 @@ def load(uri: str):
     """MLflow's PyFuncModel of ``uri`` (read from the tracking store of ``store.tracking_uri``); a run id the store
     does not hold, or a run of another kind, is refused first with ``runs.load``'s one line."""
     import mlflow
-    from pipeline.runs.load import kind_of_run
-    from pipeline.runs.store import RunError, init_store, tracking_uri
+    from pipeline.runs.load import kind_of_run, parse_model_uri
+    from pipeline.runs.store import RunError, client, tracking_uri
     from pipeline.tasks.base import load_task
 
-    init_store(tracking_uri())
+    if parse_model_uri(uri) == (None, None):  # models:/...: the store must exist (run ids: kind_of_run says so)
+        client()
     kind = kind_of_run(uri)  # an unknown run id: the line that says which store was asked
     if not load_task(kind).serves:  # its runs log no pyfunc
         raise RunError(f"{uri} holds a {kind} model; `serve` serves mortality models (features in, risk out)")
@@ -121,7 +124,7 @@ def _log_setup() -> None:
     guard_log = logging.getLogger("pipeline.serving.guard")
     if not any(getattr(h, "serve_log", False) for h in guard_log.handlers):
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(UserFormatter())  # info: ... (no logger name)
         handler.serve_log = True
         guard_log.addHandler(handler)
         guard_log.propagate = False

@@ -58,7 +58,7 @@ class BaselineResult:
                           if k != "val_nll")
         from pipeline.workflows.train import policy_lines
 
-        lines = [f"{self.kind}: {chosen} best_val_nll={self.val_nll:.6f} refer_threshold={self.refer_threshold:.6g} "
+        lines = [f"{self.kind}: {chosen} best_val_nll={self.val_nll:.6f} uncertainty_cut={self.refer_threshold:.6g} "
                  f"checkpoint={self.model_file}", *policy_lines(self.policy)]
         return "\n".join(lines) + "\n" + run_id_line(self.run_id)
 

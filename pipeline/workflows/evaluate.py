@@ -227,6 +227,9 @@ def plot_retention(report: dict, path: Path, split: str) -> Path:
                                       f"{report['selective']['risk']} risk)")
 
 
+DEBIASED = "ece_debiased"  # the ECE row's point: the debiased ECE of its interval (metrics.report.debiased_interval)
+
+
 def format_table(report: dict) -> str:
     """A small text table: metric, model (95% CI), true risk and gap when known."""
     ref = report.get("true_risk") or {}
@@ -241,10 +244,15 @@ def format_table(report: dict) -> str:
     for m in metrics.METRICS:
         lo, hi = report.get(f"{m}_ci") or (None, None)
         ci = "not judged" if few and lo is not None else f"[{_num(lo)}, {_num(hi)}]" if lo is not None else ""
-        row = f"{m:8s} {_num(report[m]):>9s} {ci:>19s}" + (f" {_num(cal.get(m)):>10s}" if cal else "")
+        k, m = (DEBIASED, "ece-deb") if m == "ece" and DEBIASED in report else (m, m)  # the ECE's interval's point
+        row = f"{m:8s} {_num(report[k]):>9s} {ci:>19s}" + (f" {_num(cal.get(k)):>10s}" if cal else "")
         if ref:
-            row += f" {_num(ref.get(m)):>10s} {_num(report.get(f'{m}_gap')):>9s}"
+            row += f" {_num(ref.get(k)):>10s} {_num(report.get(f'{k}_gap')):>9s}"
         lines.append(row)
+    if DEBIASED in report:
+        lines.append(f"ece-deb: the ECE debiased (2 x measured - the bootstrap's mean) with its basic bootstrap "
+                     f"interval; the ECE as measured ({report.get('n_bins', 15)} bins) is {_num(report['ece'])}, "
+                     "biased upward at this size")
     if report.get("ece_floor") is not None:
         lines.append(f"ece of a calibrated predictor with these predictions: mean {_num(report['ece_floor'])}, "
                      f"95th percentile {_num(report.get('ece_floor_p95'))}; P(>= observed) = "

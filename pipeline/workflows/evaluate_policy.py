@@ -17,9 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.bayes import metrics
+from pipeline.bayes.referral.text import promise_words, rule_words
 
 CALIBRATED_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "ece_floor", "ece_floor_p95", "ece_p_value",
-                   "calibration_slope", "calibration_intercept")  # the calibrated risk's numbers kept, with _ci
+                   "calibration_slope", "calibration_intercept", "ece_debiased")  # the calibrated risk's numbers
+    # kept, with _ci
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -144,9 +146,9 @@ def format_lines(report: dict) -> list[str]:
                      f"{num(d.get('sensitivity'))}, specificity {num(d.get('specificity'))}")
         r = report["refer_rule"]
         true = f", from the true risk {num(r['true_kept_risk'])}" if r.get("true_kept_risk") is not None else ""
-        lines.append(f"refer rule ({r['ordering']}, {r['status']}): refers {r['referral_rate']:.1%} here; kept "
-                     f"miss rate {num(r.get('miss_rate'))}, kept Brier {num(r.get('brier_kept'))}{true} (promised: "
-                     f"{r['risk']} <= {r['alpha']:g} with confidence {1 - r['delta']:.0%})")
+        lines.append(f"refer rule ({rule_words(r['ordering'], r['status'])}): refers {r['referral_rate']:.1%} "
+                     f"here; kept miss rate {num(r.get('miss_rate'))}, kept Brier {num(r.get('brier_kept'))}{true} "
+                     f"(promised: {promise_words(r['risk'], r['alpha'], r['delta'])})")
     sel = report.get("selective")
     if sel:
         for loss in ("brier", "zero_one"):

@@ -63,7 +63,7 @@ class LaplaceRunResult:
     def summary(self) -> str:
         """What ``cli.py laplace`` prints: the fit in one line, then the run id."""
         r = self.report
-        refer = "" if self.refer_threshold is None else f"refer_threshold={self.refer_threshold:.6g}, "
+        refer = "" if self.refer_threshold is None else f"uncertainty cut {self.refer_threshold:.6g}, "
         return (f"{self.label}: S={r.subnet_size} of D={r.n_params} weights, prior precision {r.prior_precision:.4g} "
                 f"({r.prior_source}), validation NLL {self.val_metrics['nll']:.4f} (MAP {r.val_nll_map:.4f}), "
                 f"{refer}files in {self.out_dir}\n" + "".join(line + "\n" for line in self.lines or [])

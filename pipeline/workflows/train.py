@@ -176,8 +176,9 @@ class TrainResult:
         the best checkpoint and its refer threshold, the policy (how the risk is recalibrated, the decision
         threshold, the refer rule's promise), the run id."""
         lines = [*self.notes,
-                 f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} refer_threshold="
-                 f"{self.refer_threshold:.6g} refer_measure={self.refer_measure} checkpoint={self.best_checkpoint}"]
+                 f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} "
+                 f"uncertainty_measure={self.refer_measure} uncertainty_cut={self.refer_threshold:.6g} "
+                 f"checkpoint={self.best_checkpoint}"]
         lines += policy_lines(self.policy)
         return "\n".join(lines) + "\n" + run_id_line(self.run_id)
 

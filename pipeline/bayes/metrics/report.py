@@ -111,6 +111,20 @@ def percentile_interval(values: np.ndarray, level: float = 0.95) -> tuple[float,
     return float(lo), float(hi)
 
 
+def debiased_interval(value: float, replicates: np.ndarray, level: float = 0.95) -> tuple[float, list[float]]:
+    """The bootstrap-debiased estimate of a statistic biased upward (the binned ECE) and its basic bootstrap
+    interval: ``max(0, 2 value - mean(replicates))`` and ``[2 value - q_hi, 2 value - q_lo]`` clipped at 0. The
+    replicates of a plug-in ECE repeat its upward bias (resampling adds every bin's noise again), so their percentile
+    interval sits above the estimate; reflected around it, the interval covers the population ECE far more often
+    and always holds the debiased estimate (docs/experiments/2026-12-06-ece-interval.md)."""
+    v = np.asarray(replicates, dtype=np.float64)
+    v = v[~np.isnan(v)]
+    if v.size == 0 or value != value:
+        return float("nan"), [float("nan"), float("nan")]
+    lo, hi = percentile_interval(v, level)
+    return max(0.0, 2.0 * value - float(v.mean())), [max(0.0, 2.0 * value - hi), max(0.0, 2.0 * value - lo)]
+
+
 # ---------------------------------------------------------------------------- referral
 
 
@@ -193,7 +207,8 @@ def evaluate_predictions(
     ``logits``: (S, K, N), or (D, N) split into K = ``components`` (default 1) as D = S*K.
     Point metrics use the predictive mean over all draws and the mixture NLL. ``*_ci`` are
     percentile bootstrap intervals (``level``) over ``n_bootstrap`` resamples of admissions
-    drawn with ``default_rng(seed)`` (0 disables them). ``member_*`` are per component (mean
+    drawn with ``default_rng(seed)`` (0 disables them), but the ECE's: ``ece_debiased`` and its basic bootstrap
+    interval ``ece_ci`` (``debiased_interval``; ``ece`` stays the plug-in). ``member_*`` are per component (mean
     over its S samples). With ``true_risk`` (N,) probabilities, the same metrics for it go under
     ``"true_risk"`` and ``<metric>_gap`` = model - true risk, with a paired bootstrap interval.
     """
@@ -227,6 +242,8 @@ def evaluate_predictions(
     reps = bootstrap_replicates(y, p, nll, idx, n_bins, mode) if idx is not None else None
     for m in METRICS:
         out[f"{m}_ci"] = list(percentile_interval(reps[m], level)) if reps else [None, None]
+    if reps:
+        out["ece_debiased"], out["ece_ci"] = debiased_interval(out["ece"], reps["ece"], level)
     if true_risk is not None:
         r = check_probs(true_risk, n, "true_risk")
         r_nll = nll_from_probs(y, r)
@@ -241,6 +258,9 @@ def evaluate_predictions(
             out[f"{m}_gap"] = out[m] - ref[m]
             gap = list(percentile_interval(reps[m] - r_reps[m], level)) if reps else [None, None]
             out[f"{m}_gap_ci"] = gap
+        if r_reps:
+            ref["ece_debiased"], ref["ece_ci"] = debiased_interval(ref["ece"], r_reps["ece"], level)
+            out["ece_debiased_gap"] = out["ece_debiased"] - ref["ece_debiased"]
         out["true_risk"] = ref
     return _jsonable(out)
 

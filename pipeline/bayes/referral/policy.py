@@ -62,6 +62,9 @@ from pipeline.bayes.referral.settings import CalibrationTooSmall, ReferralError,
 from pipeline.bayes.referral.threshold import DecisionThreshold, choose_threshold
 from pipeline.core.configs import invalid
 
+INFINITE = ("infinite: on a held-out fold it gave an admission a risk of exactly 0 or 1 against its outcome, so it "
+            "cannot be chosen")  # a map's cross-fitted NLL that is inf (isotonic on few deaths), in words
+
 
 @dataclass
 class Predictive:
@@ -179,7 +182,7 @@ class Policy:
         if c.get("method") == Method.NONE.value and c.get("why"):
             return f"risks not recalibrated: {c['why']}"
         nll = c.get("nll") or {}
-        shown = ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} inf" for k, v in nll.items())
+        shown = ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} {INFINITE}" for k, v in nll.items())
         rule = ("the simplest within one standard error of the lowest " if c.get("rule") == "one_se" else
                 "the lowest ")
         how = f"{rule}{c.get('folds')}-fold cross-fitted NLL ({shown})" if nll else "as asked"

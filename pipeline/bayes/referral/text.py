@@ -5,6 +5,29 @@ from __future__ import annotations
 from pipeline.bayes.referral.settings import Risk, RuleMethod, Status
 
 ASSUMES = "it assumes the scored patients resemble those"
+STATUS_WORDS = {  # what a fitted rule's status means, in words (the console's `evaluate` line)
+    Status.CERTIFIED: "certified",
+    Status.REFER_ALL: "refers everyone: no cut could be certified on the calibration data",
+    Status.TOO_SMALL: "refers everyone: the calibration data are too few to certify its promise",
+    Status.UNCERTIFIED: "no guarantee",
+}
+RANKED_BY = {  # what a rule ranks admissions by (options.Ordering's values), in words
+    "risk": "the risk", "entropy": "the predictive entropy", "mi": "the mutual information",
+    "sd": "the risk's posterior sd", "band": "the width of the risk's 5-95% band",
+    "decision": "the chance that the risk lies across the decision threshold",
+    "va_decision": "the Venn-Abers interval across the decision threshold",
+    "va_width": "the Venn-Abers interval's width",
+}
+
+
+def rule_words(ordering: str, status: str) -> str:
+    """``ranked by the risk; refers everyone: ...``: a rule's ordering and status in words, not as enum values."""
+    return f"ranked by {RANKED_BY.get(ordering, ordering)}; {STATUS_WORDS.get(Status(status), status)}"
+
+
+def promise_words(risk: str, alpha: float, delta: float) -> str:
+    """``the model misses at most 5% of deaths, with 90% confidence``: a rule's promise in words."""
+    return f"{_promise(Risk(risk), alpha)}, with {percent(1.0 - delta)} confidence"
 
 
 def percent(x: float) -> str:

@@ -2,8 +2,10 @@
 
 The admission key in every output is HMAC-SHA256(secret, HADM_ID) (hex, truncated to
 128 bits). The secret comes from the environment variable ``MIMIC_DEID_KEY`` or from a key
-file (``MIMIC_DEID_KEY_FILE``, default ``.deid_key`` in the working directory) created
-with mode 0600 on first use. The secret is never logged or written anywhere else.
+file (``MIMIC_DEID_KEY_FILE``, default ``.deid_key`` in the working directory or the nearest folder above it, as the
+tracking store is found: ``core.fileio.project_file``) created with mode 0600 on first use, at the checkout's root
+when the command runs inside it, and announced (a warning line: later scoring of the same data needs the same key).
+The secret is never logged or written anywhere else.
 The link file (pseudonym -> HADM_ID, mode 0600) lets the data owner re-identify.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import stat
@@ -33,8 +36,14 @@ class DeidError(PipelineError, RuntimeError):
     pass
 
 
+log = logging.getLogger(__name__)
+
+
 def key_file_path() -> Path:
-    return Path(os.environ.get(KEY_FILE_ENV, DEFAULT_KEY_FILE))
+    """``MIMIC_DEID_KEY_FILE``, else the nearest ``.deid_key`` upward (a new one: at the checkout's root when the
+    working directory lies inside it, else in the working directory)."""
+    chosen = os.environ.get(KEY_FILE_ENV)
+    return Path(chosen) if chosen else fileio.project_file(DEFAULT_KEY_FILE)
 
 
 def load_key(create: bool = True) -> bytes:
@@ -56,6 +65,9 @@ def load_key(create: bool = True) -> bytes:
     check_private(path, folder=False, what="the de-identification key file")
     key = secrets.token_hex(32).encode("ascii")
     fileio.write_bytes(path, key + b"\n", mode=0o600)
+    log.warning("created the de-identification key file %s (a new secret, mode 0600): the pseudonyms follow it, so "
+                "scoring or re-extracting this data later needs this same key; keep it and never commit it (%s "
+                "gives a key instead)", path, KEY_ENV)
     return key
 
 

@@ -16,7 +16,7 @@ from pipeline.data import features
 
 def vocab_sizes(fdir: Path) -> dict:
     """Token and context vocabulary sizes of a features directory (its vocab.json)."""
-    vocab_file = fdir / VOCAB_FILE
+    vocab_file = fileio.features_folder(fdir, TrainError) / VOCAB_FILE
     if not vocab_file.exists():
         raise TrainError(f"{vocab_file}: not found; is {fdir} a features directory written by the extraction?")
     vocab = fileio.read_json(vocab_file)

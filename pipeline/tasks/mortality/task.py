@@ -186,6 +186,14 @@ class MortalityPlan:
         return self.patience_validations
 
     @property
+    def ceiling_words(self) -> str:
+        """The ceiling that ends training, as the run's settings name it (``engine.loop.ceiling_note``)."""
+        if self.ceiling == "max_epochs":
+            before = f" (before max_steps {self.cfg.max_steps})" if self.cfg.max_steps else ""
+            return f"max_epochs {self.cfg.max_epochs:g}{before}"
+        return f"max_steps {self.cfg.max_steps}"
+
+    @property
     def max_seconds(self) -> float | None:
         return None if self.cfg.max_minutes is None else 60.0 * self.cfg.max_minutes
 

@@ -69,6 +69,14 @@ def variant_label(kind: str | None, model_config: dict, defaults: dict[str, str]
     return model_label(kind, model_config.get("prior"))
 
 
+def model_names() -> list[str]:
+    """Every LSTM model ``train --model`` takes, as its help lists them: rank1, then the variants, then any kind
+    that is no variant's name."""
+    from pipeline.tasks.mortality.config import ModelKind
+
+    return list(dict.fromkeys(["rank1", *VARIANTS, *(k.value for k in ModelKind)]))
+
+
 def resolve(name: str) -> tuple[str, dict]:
     """(model kind, MortalityConfig settings) of a variant name or a plain model kind."""
     from pipeline.tasks.mortality.config import ModelKind
@@ -79,6 +87,7 @@ def resolve(name: str) -> tuple[str, dict]:
     if name in {k.value for k in ModelKind}:
         return name, {}
     from pipeline.core.errors import ConfigError
+    from pipeline.tasks.mortality.baselines.config import BASELINES
 
-    raise ConfigError(f"unknown model {name!r}; choose a kind {[k.value for k in ModelKind]} or a variant "
-                      f"{list(VARIANT_SPECS)}")
+    raise ConfigError(f"unknown model {name!r}; choose a model kind or variant ({', '.join(model_names())}) or a "
+                      f"classical baseline ({', '.join(BASELINES)})")

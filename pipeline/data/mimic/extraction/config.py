@@ -31,7 +31,8 @@ class ExtractConfig:
         # the last is test (unset: all present)
     train_fraction: float = 0.8  # fraction of patients in train (random split)
     val_fraction: float = 0.1  # fraction of patients in val (random split)
-    memory_limit: str = "2GB"  # DuckDB memory limit (spills to disk beyond it; the process stays under ~3 GB)
+    memory_limit: str = "2GB"  # DuckDB memory limit, a size: 2GB, 512MB, 80% (spills to disk beyond it; at 2GB the
+        # process stays under ~3 GB); -1 (no limit) is refused
     threads: int | None = None  # DuckDB threads (unset: all cores)
     verify_counts: bool = False  # also count each event table with a second scan and check the two agree
     scan_workers: int = 2  # event tables scanned at once (CSV sources; 1: one after another)

@@ -70,15 +70,34 @@ MEMORY_HINT = ("(over DuckDB's memory limit: give it more with --memory-limit, o
 
 def set_memory_limit(con, cfg) -> None:
     """``SET memory_limit`` on a DuckDB connection from config ``cfg``'s ``memory_limit``; a value DuckDB does not
-    read as a size is a config error naming the field (the command line: ``--memory-limit``)."""
+    read as a size, or reads as no limit at all (``-1``, ``none``, a negative size: the process would no longer stay
+    bounded, as the option's help promises), is a config error naming the field (the command line:
+    ``--memory-limit``)."""
     import duckdb
 
     from pipeline.core.configs import invalid
 
     value = str(cfg.memory_limit)
+    sizes = "give a size such as 2GB, 512MB, 1.5GiB or 80% (of the machine's memory)"
     try:
         con.execute(f"SET memory_limit = '{value.replace(chr(39), '')}'")
     except duckdb.Error as exc:
         said = (str(exc).strip().splitlines() or [""])[0].split(": ", 1)[-1][:200]
-        raise invalid(cfg, f"memory_limit {value!r} is refused by DuckDB ({said}); give a size such as 2GB, 512MB, "
-                           "1.5GiB or 80%", "memory_limit") from None
+        raise invalid(cfg, f"memory_limit {value!r} is refused by DuckDB ({said}); {sizes}", "memory_limit") from None
+    if _setting(con) == _unlimited():
+        con.execute("RESET memory_limit")
+        raise invalid(cfg, f"memory_limit {value!r} is no limit to DuckDB, and the process would no longer stay "
+                           f"bounded; {sizes}", "memory_limit")
+
+
+def _setting(con) -> str:
+    return str(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+
+
+def _unlimited() -> str:
+    """How DuckDB states no memory limit (``SET memory_limit = '-1'`` read back)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute("SET memory_limit = '-1'")
+        return _setting(con)
