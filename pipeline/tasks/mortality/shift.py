@@ -64,7 +64,8 @@ def feature_matrix(fs, n_tokens: int, n_context: int) -> sparse.csr_matrix:
     cols = np.concatenate([tokens[real], n_tokens + ctx[ctx != 0]])
     width = n_tokens + n_context + len(DENSE)
     m = sparse.csr_matrix((np.ones(rows.shape[0]), (rows, cols)), shape=(n, width))  # duplicates summed
-    m.data[m.indices < n_tokens] = np.log1p(m.data[m.indices < n_tokens])  # token counts -> log1p; context 1
+    token = m.indices < n_tokens
+    m.data = np.where(token, np.log1p(m.data), 1.0)  # token counts -> log1p; the context one-hot stays 1
     dense = sparse.csr_matrix(np.stack([np.log1p(fs.n_events.astype(np.float64)),
                                         np.log1p(fs.n_bags.astype(np.float64))], 1))  # (N, 2)
     out = sparse.hstack([m[:, : n_tokens + n_context], dense], format="csr")

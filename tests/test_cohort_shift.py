@@ -1,0 +1,143 @@
+"""The shift check of a mortality cohort (tasks.mortality.shift, issue 43 item 1): the feature matrix, the reference
+a run keeps, a cohort gathered chunk by chunk and checked, and what it says when it cannot check."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers.features import write_features
+
+from pipeline.bayes.referral.config import ReferralConfig
+from pipeline.bayes.referral.policy import Predictive, fit_policy
+from pipeline.bayes.shift import ShiftReference, Verdict
+from pipeline.core import fileio
+from pipeline.data import features
+from pipeline.tasks.mortality import shift
+
+
+@pytest.fixture(scope="module")
+def feats(tmp_path_factory) -> Path:
+    return write_features(tmp_path_factory.mktemp("shift") / "f", n_train=8, n_val=300, n_test=200, seed=3)
+
+
+def _policy(n: int = 300, seed: int = 0):
+    """A policy fitted on two synthetic halves of ``n`` admissions (draws of a posterior model)."""
+    rng = np.random.default_rng(seed)
+
+    def half(k):
+        z = rng.normal(-1.5, 1.2, n)
+        y = (rng.random(n) < 1 / (1 + np.exp(-z))).astype(float)
+        d = 1 / (1 + np.exp(-(z + 0.5 * rng.normal(size=(20, n)))))
+        return Predictive(d.mean(axis=0), draws=d), y
+
+    (s, ys), (c, yc) = half(0), half(1)
+    return fit_policy(s, ys, c, yc, ReferralConfig(alpha=0.3), seed=seed), c
+
+
+def test_the_matrix_counts_each_tokens_bags_as_the_baselines_window_block_does(feats):
+    """An independent count: the classical baselines' Featurizer (its window block, its context one-hot)."""
+    from pipeline.tasks.mortality.baselines.featurize import Featurizer
+
+    vocab = fileio.read_json(feats / "vocab.json")
+    fs = features.load_split(feats / "val.parquet")
+    v, c = len(vocab["tokens"]), len(vocab["context"])
+    x = shift.feature_matrix(fs, v, c)
+    ref = Featurizer.from_vocab(vocab, None, 24.0).fit(fs).matrix(fs).to_csr().toarray()
+    assert x.shape == (len(fs), v + c + 2) and len(shift.columns_of(vocab)) == x.shape[1]
+    np.testing.assert_allclose(x[:, :v].toarray(), ref[:, :v])  # log1p(bags holding the token)
+    np.testing.assert_allclose(x[:, v:v + c].toarray(), ref[:, 2 * v:2 * v + c])  # the context one-hot
+    np.testing.assert_allclose(x[:, -2].toarray().ravel(), np.log1p(fs.n_events))
+    np.testing.assert_allclose(x[:, -1].toarray().ravel(), np.log1p(fs.n_bags))
+    assert x[:, 0].nnz == 0 and x[:, v].nnz == 0  # padding ids never counted
+
+
+def test_a_large_cohort_is_sampled_uniformly_with_its_rows_aligned():
+    from scipy import sparse
+
+    sample = shift.CohortSample(max_rows=500, seed=1)
+    seen = 0
+    for n in (300, 0, 400, 250):
+        ids = np.arange(seen, seen + n, dtype=np.float64)
+        sample.add(n, {"risk": ids}, sparse.csr_matrix(ids[:, None] + 1.0))
+        seen += n
+    assert sample.total == 950 and sample.measures["risk"].shape == (500,)
+    np.testing.assert_array_equal(sample.matrix.toarray().ravel() - 1.0, sample.measures["risk"])
+    assert np.all(np.diff(sample.measures["risk"]) > 0)  # stream order kept, each row once
+    small = shift.CohortSample(max_rows=500)
+    small.add(3, {"risk": np.array([0.1, 0.2, 0.3])})
+    assert small.total == 3 and small.measures["risk"].tolist() == [0.1, 0.2, 0.3]
+
+
+def test_a_run_keeps_measures_and_a_feature_sample_no_key(feats, tmp_path):
+    policy, _ = _policy()
+    vocab = fileio.read_json(feats / "vocab.json")
+    cal = features.load_split(feats / "val.parquet")
+    ref = shift.reference_of(policy, cal, vocab)
+    assert sorted(ref.measures) == sorted(shift.MEASURES) and ref.columns == shift.columns_of(vocab)
+    assert ref.features.shape[0] == len(cal) and ref.n == len(cal)
+    back = ShiftReference.load(ref.save(tmp_path / "ref.npz"))
+    assert np.array_equal(back.features.toarray(), ref.features.toarray()) and back.columns == ref.columns
+    raw = (tmp_path / "ref.npz").read_bytes()
+    keys = [k.encode() for k in cal.keys]
+    assert not any(k in raw for k in keys)  # no pseudonym in the file (compressed or not, none written)
+    assert not re.search(rb"\d{4}-\d{2}-\d{2}", raw)  # no date
+    assert shift.reference_of(None, cal, vocab) is None
+
+
+def _sample(measures: dict, matrix=None) -> shift.CohortSample:
+    s = shift.CohortSample()
+    n = next(iter(measures.values())).shape[0]
+    s.add(n, measures, matrix)
+    return s
+
+
+def test_a_shifted_cohort_is_named_by_its_strongest_measure_and_points_to_recertify(feats):
+    policy, cal = _policy()
+    ref = shift.outputs_reference(policy)
+    cal_risk = policy.kept["calibration"]["measures"]
+    same = {k: np.asarray(cal_risk[k]) for k in shift.MEASURES}
+    higher = {**same, "mi": same["mi"] * 3.0 + 0.01}
+    report = shift.check_cohort(ref, policy, _sample(higher))
+    assert report.shifted and report.report.strongest == "mi"
+    assert report.sentence().startswith("these 300 admissions differ from the calibration admissions (p < 0.001; "
+                                        "the posterior's mutual information, higher here: AUROC")
+    assert report.sentence().endswith("the promise assumes they do not; see `recertify`")
+    assert report.to_dict()["verdict"] == "shifted" and report.to_dict()["measures"]["mi"]["differs"]
+    calm = shift.check_cohort(ref, policy, _sample(same))
+    assert calm.report.verdict is Verdict.NOT_DETECTED and "do not differ detectably" in calm.sentence()
+
+
+def test_what_the_check_says_when_it_cannot_check():
+    policy, _ = _policy()
+    few = {k: np.full(10, 0.1) for k in shift.MEASURES}
+    small = shift.check_cohort(shift.outputs_reference(policy), policy, _sample(few))
+    assert small.report.verdict is Verdict.TOO_SMALL
+    assert re.fullmatch(r"10 admissions are too few to compare with the calibration admissions: the check needs at "
+                        r"least \d+, and about [\d,]+ to detect an AUROC of 0.6 with 80% power", small.sentence())
+    older = shift.check_cohort(None, policy, _sample(few))  # a run whose file predates the reference
+    assert older.sentence().endswith("(on the model's outputs alone: this run keeps no feature reference (trained "
+                                     "before the check))") and not older.features
+    none = shift.check_cohort(None, None, _sample(few))
+    assert none.report is None and none.sentence().startswith("no shift check: this run keeps no calibration")
+    assert none.to_dict()["verdict"] is None and none.admissions == 10
+
+
+def test_the_posterior_measures_are_left_out_at_other_draws_and_another_vocabulary_is_refused(feats):
+    from pipeline.tasks.mortality.shift import ShiftError
+
+    policy, _ = _policy()
+    vocab = fileio.read_json(feats / "vocab.json")
+    fs = features.load_split(feats / "val.parquet")
+    ref = shift.reference_of(policy, fs, vocab)
+    m = policy.kept["calibration"]["measures"]
+    x = shift.feature_matrix(fs, len(vocab["tokens"]), len(vocab["context"]))
+    out = shift.check_cohort(ref, policy, _sample({k: np.asarray(m[k]) for k in shift.MEASURES}, x),
+                             shift.columns_of(vocab), posterior=False)
+    assert sorted(out.report.measures) == ["features", "risk"] and out.features
+    assert "the posterior's measures left out" in out.sentence()
+    other = {**vocab, "tokens": vocab["tokens"][:-1] + ["lab:new"]}
+    with pytest.raises(ShiftError, match="column .* is 'token:lab:new'.*not the run's vocabulary"):
+        shift.check_cohort(ref, policy, _sample({"risk": np.asarray(m["risk"])}, x), shift.columns_of(other))
