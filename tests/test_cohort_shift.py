@@ -141,3 +141,43 @@ def test_the_posterior_measures_are_left_out_at_other_draws_and_another_vocabula
     other = {**vocab, "tokens": vocab["tokens"][:-1] + ["lab:new"]}
     with pytest.raises(ShiftError, match="column .* is 'token:lab:new'.*not the run's vocabulary"):
         shift.check_cohort(ref, policy, _sample({"risk": np.asarray(m["risk"])}, x), shift.columns_of(other))
+
+
+# ---------------------------------------------------------------------------- a trained run (slow: promise_run)
+
+
+@pytest.mark.usefixtures("tracking_store")
+def test_a_trained_run_keeps_its_reference_and_score_and_evaluate_check_against_it(promise_run, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from helpers.features import FEATURE_SCHEMA
+
+    from pipeline.runs import store
+    from pipeline.runs.load import load_run
+    from pipeline.serving.score import ScoreConfig, score_files
+    from pipeline.workflows.evaluate import EvalConfig, evaluate_run
+
+    run_id, feats = promise_run
+    assert "shift_reference.npz" in {a.path for a in store.client().list_artifacts(run_id)}
+    rm = load_run(run_id, tmp_path / "m")  # from the pyfunc's artifacts
+    ref = rm.shift_reference
+    assert ref is not None and ref.columns == shift.columns_of(rm.vocab)
+    cal = rm.info.policy["calibration"]
+    assert ref.n == cal["n"] and sorted(ref.measures) == sorted(shift.MEASURES)
+    cfg = ScoreConfig(threads=1)
+    few = tmp_path / "few.parquet"
+    pq.write_table(pa.Table.from_pandas(pq.read_table(feats / "test.parquet").to_pandas().head(10),
+                                        schema=FEATURE_SCHEMA, preserve_index=False), few)
+    small = score_files(rm, [few], tmp_path / "s.parquet", cfg).shift
+    assert small.report.verdict is Verdict.TOO_SMALL and small.sentence().startswith(
+        "10 admissions are too few to compare with the calibration admissions: the check needs at least ")
+    other = score_files(rm, [feats / "test.parquet"], tmp_path / "s.parquet", ScoreConfig(threads=1, samples=2))
+    assert "the posterior's measures left out" in other.shift.sentence()
+    assert sorted(other.shift.report.measures) == ["features", "risk"]
+    rm.shift_reference = None  # a run trained before the reference existed
+    older = score_files(rm, [feats / "test.parquet"], tmp_path / "s.parquet", cfg).shift
+    assert not older.features and "on the model's outputs alone" in older.sentence()
+    assert sorted(older.report.measures) == sorted(shift.MEASURES)
+    ev = evaluate_run(run_id, "test", EvalConfig(n_bootstrap=0, threads=1, log_to_run=False), out_dir=tmp_path / "e")
+    assert ev.report["shift"]["admissions"] == 600 and ev.report["shift"]["features"]
+    assert f"shift check: {ev.report['shift']['sentence']}" in ev.summary()

@@ -188,12 +188,12 @@ def _read_state(path: Path, run_id: str, scores: Path, digest: str, n: int, prom
     return state, seen
 
 
-def monitor(run_id: str, scores: Path | str, outcomes: Path | str, state: Path | str | None = None) -> MonitorResult:
-    """One call of the monitor (module docstring): ``run_id`` the run that scored ``scores``; ``outcomes`` this
-    call's outcomes file; ``state`` the state file (default beside the scores)."""
+def monitor(run: str, scores: Path | str, outcomes: Path | str, state: Path | str | None = None) -> MonitorResult:
+    """One call of the monitor (module docstring): ``run`` the run (its id) that scored ``scores``; ``outcomes``
+    this call's outcomes file; ``state`` the state file (default beside the scores)."""
     from pipeline.bayes import monitor as bm
 
-    run_id = _run_id(run_id)
+    run_id = _run_id(run)
     scores = Path(scores)
     keys, refer, high, promise = _scores(scores, run_id)
     path = state_path(scores, state)
