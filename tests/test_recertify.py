@@ -185,3 +185,14 @@ def test_bad_input_is_one_line_naming_the_file_and_nothing_is_recorded(promise_r
     assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.output
     assert said in lines[0], lines[0]
     assert runs_in("promise-tests") == n  # no run recorded
+
+
+def test_a_mimic_source_is_extracted_with_the_runs_vocabulary_and_its_outcomes(demo_run, demo_dir, tmp_path):
+    """--source as score --source extracts it: the whole demo, its outcomes from the extraction."""
+    result = run("recertify", "--run", demo_run, "--source", demo_dir, "--alpha", "0.3", "--delta", "0.2",
+                 "--threads", "1", "--samples", "2", "--experiment", "recertify-source")
+    assert result.exit_code == 0, result.output
+    head = result.output.splitlines()[0]
+    assert head.startswith(f"re-certified run {demo_run} on ") and " labelled admissions of the new period (" in head
+    child = child_of(result.output)
+    assert store.client().get_run(child).data.tags["mlflow.parentRunId"] == demo_run

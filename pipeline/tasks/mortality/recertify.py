@@ -155,8 +155,10 @@ def with_policy(src, dst, policy) -> None:
         model.meta = {**model.meta, "policy": policy.to_dict()}
         model.save(dst)
         return
-    from pipeline.engine.checkpoints import read_checkpoint, save_checkpoint
+    import torch
 
-    payload = read_checkpoint(src)
+    from pipeline.engine.checkpoints import save_checkpoint
+
+    payload = torch.load(src, map_location="cpu", weights_only=True)  # a training or a Laplace checkpoint
     payload["policy"] = policy.to_dict()
     save_checkpoint(dst, payload)
