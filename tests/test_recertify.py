@@ -80,7 +80,7 @@ def test_a_shifted_period_is_said_recertified_as_a_child_run_and_scored_with_its
     child = child_of(result.output)
     deaths = int(era.iloc[:300]["label"].sum())
     assert result.output.startswith(f"re-certified run {parent} on 300 labelled admissions of the new period "
-                                    f"({deaths} deaths): new run {child}")
+                                    f"({deaths} in-hospital deaths): new run {child}")  # the manifest's words
     assert "  before: these 300 admissions differ from the calibration admissions" in result.output
     tags = store.client().get_run(child).data.tags
     assert tags["mlflow.parentRunId"] == parent and tags["recertified_from"] == parent
@@ -143,8 +143,8 @@ def test_outcomes_from_a_labels_file_and_those_left_out(promise_run, tmp_path):
     test.iloc[:250][["key", "label"]].to_csv(labels, index=False)
     result = run("recertify", "--run", parent, "--data", data, "--labels", labels, "--alpha", "0.3", "--threads", "1")
     assert result.exit_code == 0, result.output
-    assert (f"on 250 labelled admissions of the new period ({int(test.iloc[:250]['label'].sum())} deaths); 50 "
-            "without an outcome left out") in result.output
+    assert (f"on 250 labelled admissions of the new period ({int(test.iloc[:250]['label'].sum())} in-hospital "
+            "deaths); 50 without an outcome left out") in result.output
 
 
 @pytest.mark.parametrize("case", ["another vocabulary", "no labels", "unknown key", "repeated key", "no label column",

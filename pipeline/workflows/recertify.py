@@ -84,10 +84,11 @@ class RecertifyResult:
     out: Path  # the new run's files
     shift: object | None = None  # the new admissions against the parent's calibration half (shift.CohortCheck)
     notes: list[str] = field(default_factory=list)  # what else the command says
+    outcomes: str = "deaths"  # the outcome's plural, in words (the run's features manifest: data.task)
 
     def summary(self) -> str:
         """What ``cli.py recertify`` prints."""
-        what = (f"{self.used:,} labelled admissions of the new period ({self.deaths:,} deaths)"
+        what = (f"{self.used:,} labelled admissions of the new period ({self.deaths:,} {self.outcomes})"
                 if self.mode != "weighted" else f"{self.used:,} admissions of the new period, without outcomes "
                                                "(the run's calibration half re-weighted towards them)")
         left = f"; {self.left_out:,} without an outcome left out" if self.left_out else ""
@@ -169,8 +170,10 @@ def recertify_run(run: str, *, data: Path | str | None = None, source: str | Non
                   "settings": {k: v for k, v in vars(cfg).items() if k not in ("threads",)},
                   "sentence": new.sentence()}
         run_id, out = _record(rm, new, ref, record, Path(tmp), out_dir, experiment)
+    from pipeline.data.task import of_manifest
+
     return RecertifyResult(run_id, rm.run_id, new, mode, n, int(rows.size), deaths, record["left_out"], out,
-                           before.result(), notes)
+                           before.result(), notes, of_manifest(rm.manifest).outcomes)
 
 
 def _decided(policy, pred):
