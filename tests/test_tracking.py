@@ -221,13 +221,18 @@ def test_logged_artifacts_pass_privacy_scan(cli_run, demo_dir, tmp_path):
     run_dir = Path(mlflow.artifacts.download_artifacts(run_id=run_id, dst_path=str(tmp_path / "run")))
     names = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file())
     for expected in ("checkpoint/best.pt", "features/manifest.json", "features/vocab.json", "model_info.json",
-                     "train_config.json"):
+                     "train_config.json", "shift_reference.npz"):
         assert expected in names
     model_dir = Path(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/model", dst_path=str(tmp_path / "model")))
     assert (model_dir / "code" / "pipeline" / "tasks" / "mortality" / "network.py").exists()
     assert not list(model_dir.rglob("__pycache__"))
     assert {p.name for p in (model_dir / "artifacts").iterdir()} == {"best.pt", "vocab.json", "model_info.json",
-                                                                     "extraction.json"}
+                                                                     "extraction.json", "shift_reference.npz"}
+    from pipeline.bayes.shift import ShiftReference  # the shift check's reference (binary: its strings scanned here)
+
+    ref = ShiftReference.load(model_dir / "artifacts" / "shift_reference.npz")
+    ids = raw_ids_of(demo_dir)
+    assert ref.columns and not [c for c in [*ref.columns, ref.source] if privacy.check_string(c, ids)]
     extraction = json.loads((model_dir / "artifacts" / "extraction.json").read_text())
     assert set(extraction) <= {"config", "feature_version"}  # settings only: no counts, sources or paths
     findings = privacy.scan([run_dir, model_dir], raw_ids_of(demo_dir))
