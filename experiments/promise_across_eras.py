@@ -139,9 +139,13 @@ def _predict_era(run_id: str, pool: Pool) -> EraPool:
     val = features.load_split(fdir / "val.parquet", values=True)
     if not np.array_equal(np.asarray(test.keys).astype(str), pool.keys):
         raise SystemExit(f"run {run_id}: the cached test pool holds other admissions than {fdir}/test.parquet")
-    pred = predict.feature_predictions(run.model, test, engine_predict.score_samples(None, run.info), DEFAULT_BATCH,
-                                       run.info.max_bags, run.info.max_tokens, engine_predict.seeded_generator(0))
-    if not np.allclose(policy.calibrator.apply(pred.summary.mean), pool.risk):  # the same draws as pool_of_run's
+    raw = pool.raw
+    if raw is None:  # a pool cached before it kept the raw risk: predicted again, with the same draws
+        pred = predict.feature_predictions(run.model, test, engine_predict.score_samples(None, run.info),
+                                           DEFAULT_BATCH, run.info.max_bags, run.info.max_tokens,
+                                           engine_predict.seeded_generator(0))
+        raw = np.asarray(pred.summary.mean, dtype=np.float64)
+    if not np.allclose(policy.calibrator.apply(raw), pool.risk):  # the same draws as pool_of_run's
         raise SystemExit(f"run {run_id}: the test split's risks differ from the cached pool's")
     share = float(run.train_config.get("calibration_share") or 0.0)
     mask = features.calibration_mask(val.keys, share)
@@ -150,7 +154,7 @@ def _predict_era(run_id: str, pool: Pool) -> EraPool:
                          f"policy kept {len(policy.kept['calibration']['labels'])}")
     widths = len(run.vocab["tokens"]), len(run.vocab["context"])  # the matrix score's shift check ships
     q_val = features_true_risk(fdir, val)
-    return EraPool(pool, np.asarray(pred.summary.mean, dtype=np.float64), policy,
+    return EraPool(pool, raw, policy,
                    feature_matrix(val, *widths), mask, np.asarray(q_val), feature_matrix(test, *widths))
 
 
