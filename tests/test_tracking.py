@@ -140,6 +140,8 @@ def test_run_logs_params_metrics_and_checkpoint_dir(cli_run):
     assert run.info.status == "FINISHED" and run.info.run_name == "demo"
     p = run.data.params
     assert p["model_kind"] == "rank1" and p["model.lstm_hidden"] == "16" and p["train.max_steps"] == "20"
+    # the distinct admissions a step (what experiments.early_stopping and training_budget count epochs by): B // K
+    assert int(p["distinct_per_step"]) == int(p["train.batch_size"]) // int(p["model.components"]) < 64
     assert p["features"] == Path(str(p["features"])).name  # a directory name, never a full path
     client = MlflowClient(uri)
     loss = client.get_metric_history(run_id, "train_loss")
