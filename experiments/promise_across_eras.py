@@ -56,6 +56,7 @@ from pipeline.bayes.referral.check import true_kept_risk
 from pipeline.bayes.referral.rule import Reference
 from pipeline.core import fileio
 from pipeline.core.contracts import DEFAULT_BATCH
+from pipeline.core.errors import PipelineError
 
 SIZES = (50, 100, 250, 500, 1000)  # cohort sizes of (a)
 LABELLED = (100, 250, 500, 1000, 2000)  # new labelled admissions of (b)
@@ -232,18 +233,25 @@ def promise(ep: EraPool, labelled=LABELLED, draws: int = DRAWS, seed: int = 0) -
         if k >= m:
             continue
         for refit in (False, True):
-            rec = {"miss": [], "kept": [], "refer_all": 0}
+            rec = {"miss": [], "kept": [], "refer_all": 0, "refused": 0}
             for _ in range(draws):
                 idx = rng.permutation(m)
                 cal, rest = idx[:k], idx[k:]
                 y = (rng.random(k) < q[cal]).astype(np.float64)
-                if y.sum() < 2 or y.sum() > k - 2:
+                sub = int(rng.integers(1 << 31))
+                try:
+                    if y.sum() < 2 or y.sum() > k - 2:
+                        raise PipelineError("fewer than 2 deaths or survivors")
+                    new = recertify(pol, Predictive(ep.raw[cal]), y, reference=Predictive(ep.raw[rest]),
+                                    refit_threshold=refit, seed=sub)
+                except PipelineError:
+                    # recertify refuses the set (no death in a half, one class for the map): no new promise, so
+                    # the new era is referred whole (counted: refused and refer_all)
                     rec["miss"].append(0.0)
                     rec["kept"].append(0.0)
                     rec["refer_all"] += 1
+                    rec["refused"] += 1
                     continue
-                new = recertify(pol, Predictive(ep.raw[cal]), y, reference=Predictive(ep.raw[rest]),
-                                refit_threshold=refit, seed=int(rng.integers(1 << 31)))
                 c = new.apply(Predictive(ep.raw[rest]))
                 mr, kr = _outcome(q[rest], c.risk_calibrated, c.refer, c.high_risk)
                 rec["miss"].append(mr)
@@ -352,7 +360,9 @@ def decide(results: dict, draws: int, level: float = LEVEL) -> dict:
         above = float((misses > alpha).mean())
         table[name] = {"above": above, "se": _se(above, misses.size), "valid": above <= delta + 2 * _se(above,
                                                                                                         misses.size),
-                       "kept": float(kept.mean()), "n": int(misses.size)}
+                       "kept": float(kept.mean()), "n": int(misses.size),
+                       "refer_all": int(sum(c[name].get("refer_all", 0) for c in cells if name in c)),
+                       "refused": int(sum(c[name].get("refused", 0) for c in cells if name in c))}
     oracle = float(np.mean([c["oracle"] for c in cells])) if cells else float("nan")
     modes = {}
     sizes = sorted({int(k.split()[1]) for k in table if k.startswith("recertified ")})
@@ -379,11 +389,11 @@ def print_decision(d: dict) -> None:
         print(f"  {k}: mean power at {' and '.join(POWER_SIZES)} admissions {v:.3f}")
     print(f"  -> default detector: {det['default']} ({'kept' if det['keep'] else 'changed'})")
     print(f"\n### (b) the promise on the new era (oracle kept-unflagged share {d['oracle']:.3f})")
-    print("| setting | share of draws above alpha ± se | valid | mean kept and unflagged | draws |\n"
-          "|---|---|---|---|---|")
+    print("| setting | share of draws above alpha ± se | valid | mean kept and unflagged | draws | referred all "
+          "(refused) |\n|---|---|---|---|---|---|")
     for k, v in d["promise"].items():
         print(f"| {k} | {v['above']:.3f} ± {v['se']:.3f} | {'yes' if v['valid'] else 'no'} | {v['kept']:.3f} "
-              f"| {v['n']} |")
+              f"| {v['n']} | {v.get('refer_all', 0)} ({v.get('refused', 0)}) |")
     for m, v in d["recertify"].items():
         print(f"  recertify, {m}: smallest labelled size within {MARGIN:.0%} of the oracle: {v['smallest_k']}")
     print(f"  -> recertify's default: {d['recertify_mode']}; weighted rule recommended: {d['weighted_recommended']}")

@@ -104,3 +104,16 @@ def test_the_decision_rule_on_recertification():
     assert d["recertify"]["flags kept"]["smallest_k"] == 1000 and d["recertify_mode"] == "flags kept"
     assert d["recertify"]["threshold refitted"]["smallest_k"] is None and d["weighted_recommended"]
     pe.print_decision(d)  # the report's lines print
+
+
+def test_a_labelled_set_that_recertify_refuses_is_counted_and_referred_whole(eras):
+    """12 labelled admissions at about 10% risk: the refitted threshold's half of 6 mostly holds no death, which
+    recertify refuses; the study counts those draws (refused, referred all) and goes on."""
+    p = pe.promise(eras["era"]["rank1-gaussian"][0], labelled=(12,), draws=8, seed=0)
+    for name in ("recertified 12", "recertified 12 (threshold refitted)"):
+        rec = p[name]
+        assert len(rec["miss"]) == len(rec["kept"]) == 8 and rec["refused"] >= 1
+        assert rec["refer_all"] >= rec["refused"]
+    assert p["recertified 12 (threshold refitted)"]["refused"] >= p["recertified 12"]["refused"]
+    d = pe.decide({"era": {"rank1-gaussian": {"0": {"promise": p}}}}, draws=8)
+    assert d["promise"]["recertified 12"]["refused"] == p["recertified 12"]["refused"]
