@@ -37,10 +37,11 @@ class ScoreSummary:
     policy: object | None = None  # the bayes.referral.policy.Policy scored with (None: a run without calibration)
     predictions_file: Path | None = None  # MEDS: _private/predictions.parquet, meds-evaluation's schema (serving.meds)
     predictions_note: str = ""  # what the prediction file holds (probability, decision threshold), in words
+    no_policy: str | None = None  # why the run has no policy, in words (decisions.no_policy; None: it has one)
 
     def policy_lines(self) -> list[str]:
         """How the risks became decisions (``decisions.policy_lines``)."""
-        return policy_lines(self.policy, self.high_risk)
+        return policy_lines(self.policy, self.high_risk, self.no_policy)
 
     def summary(self, cross_release: bool = False) -> str:
         """What ``cli.py score`` prints: the counts, the policy, what was not scored and why, the files written."""
