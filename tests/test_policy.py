@@ -358,3 +358,19 @@ def test_score_says_why_a_run_has_no_policy(recorded, train_config, expected):
                                           "measure above its validation threshold, with no promise"]
     assert train_lines(None, why) == [f"no calibration: {why}; the run has no recalibration, decision threshold or "
                                       "refer rule and scores with no promise"]
+
+
+def test_only_the_merged_venn_abers_map_is_promised_inside_the_interval():
+    """The promise docs/referral.md states (issue 46, item 2), on every row of a census of 5,000 admissions: the
+    interval is the Venn-Abers pair of the raw risk, p0 <= p1; the calibrated risk lies inside it when the map is
+    venn_abers (p1 / (1 - p0 + p1)); another map's value need not (here the raw risk, too flat a risk, leaves many
+    outside)."""
+    sel, ys = _world(1500, 21)
+    cal, yc = _world(1500, 22)
+    census, _ = _world(5000, 23)
+    outside = {}
+    for method in ("venn_abers", "none"):
+        c = fit_policy(sel, ys, cal, yc, ReferralConfig(calibration=method)).apply(census)
+        assert (c.va_low <= c.va_high).all() and np.isfinite(c.va_low).all()
+        outside[method] = int(((c.risk_calibrated < c.va_low - 1e-12) | (c.risk_calibrated > c.va_high + 1e-12)).sum())
+    assert outside["venn_abers"] == 0 and outside["none"] > 0, outside
