@@ -306,6 +306,14 @@ def test_too_few_outcomes_for_the_cross_fitted_choice_are_said_in_words():
      "selection half) held no {one}; the decision threshold's sensitivity rule needs both outcomes "
      "(--decision-threshold fixes one)"),
     ([0, 0, 0], [0, 1, 0], 0.3, 0.2, None),  # a fixed threshold needs no outcome in the selection half
+    ([0, 1, 0], [], 0.5, None, "none of the 3 validation admissions fell in the calibration half "
+     "(--calibration-share 0.5 keeps each apart by a hash of its pseudonym); a recalibration map and a refer rule need "
+     "both outcomes"),
+    ([], [1, 0], 0.5, None, "none of the 2 validation admissions fell in the selection half, which chooses the "
+     "decision threshold (all were kept apart for calibration, --calibration-share 0.5); the decision threshold's "
+     "sensitivity rule needs both outcomes (--decision-threshold fixes one)"),
+    ([0], [0, 1], 0.5, None, "the 1 validation admission that chooses the decision threshold (the selection half) held "
+     "no {one}; the decision threshold's sensitivity rule needs both outcomes (--decision-threshold fixes one)"),
     ([0, 0], [0, 0, 0, 0], 0.5, None, "the 6 validation admissions held no {one}, in both halves (4 kept apart for "
      "calibration, --calibration-share 0.5; 2 that choose the decision threshold); a recalibration map and a refer "
      "rule need both outcomes, and the decision threshold's sensitivity rule needs both outcomes "

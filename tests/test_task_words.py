@@ -92,3 +92,36 @@ def test_no_outcome_but_the_tasks_own_is_named(chain):
     own = re.compile("|".join(re.escape(w) for w in (outcomes, outcome, task.removeprefix("meds-dev:"))), re.I)
     found = {what: DEATH.findall(own.sub("", text)) for what, text in said.items()}
     assert not any(found.values()), found
+
+
+def test_train_score_and_the_report_say_why_a_run_has_no_policy(tmp_path):
+    """Issue 46, item 2, through the command line: a toy in-ICU task whose validation halves hold a single outcome
+    (24 subjects: the calibration half one admission, dead in the ICU). `train` says which half held what, with
+    --calibration-share as typed; the run records it (model_info.json's no_policy); `score` and the report say the
+    same reason, never "trained before risks were recalibrated"."""
+    import html
+
+    from pipeline.bayes.referral.config import ReferralConfig
+    from pipeline.data import features
+    from pipeline.data.task import describe
+    from pipeline.tasks.mortality.inputs import split_validation
+    from pipeline.tasks.mortality.validation import no_policy
+
+    root = icu_dataset(tmp_path / "meds", n=24)[0]
+    _run("extract", "--source", root, "--out", tmp_path / "f", "--task", TASKS["icu"][0], "--min-patients", 1)
+    sel, cal = split_validation(features.load_split(tmp_path / "f" / "val.parquet"), 0.5)
+    why = no_policy(sel, cal, ReferralConfig(), 0.5, describe(tmp_path / "f"))
+    assert why is not None and "--calibration-share 0.5" in why and "death in the ICU" in why.replace("deaths", "death")
+    trained = _run("train", "--data", tmp_path / "f", "--max-steps", 10, "--eval-every", 5, "--eval-samples", 2,
+                   "--score-samples", 4, "--hidden", 8, "--embed-dim", 4, "--dense", 8, "--components", 2,
+                   "--threads", 1, "--experiment", "words-no-policy")
+    assert (f"no calibration: {why}; the run has no recalibration, decision threshold or refer rule and scores with no "
+            "promise") in trained
+    run = re.search(r"run_id: (\w+)", trained).group(1)
+    assert json.loads(Path(f"runs/train/{run}/model_info.json").read_text())["no_policy"] == why
+    scored = _run("score", "--model", run, "--data", tmp_path / "f" / "test.parquet", "--out", tmp_path / "s",
+                  "--report", tmp_path / "s" / "report.html", "--threads", 1)
+    assert f"  no calibration: {why}; risk_calibrated is empty" in scored
+    page = html.unescape((tmp_path / "s" / "report.html").read_text())
+    assert f"No calibration: {why}; the risks are the model" in page
+    assert "trained before" not in scored + page + trained

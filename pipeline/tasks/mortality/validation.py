@@ -137,29 +137,38 @@ def no_policy(selection, calibration, config=None, share: float | None = None, w
     from pipeline.data.task import MORTALITY
 
     w = words or MORTALITY
-    n = 0 if calibration is None else len(calibration)
+    n, m = (0 if calibration is None else len(calibration)), len(selection)
+    shared = "" if share is None else f", --calibration-share {share:g}"
     if not n:
-        return ("the run kept no validation admissions apart for calibration (--calibration-share "
-                f"{0 if share is None else share:g})")
+        if not share:
+            return ("the run kept no validation admissions apart for calibration (--calibration-share "
+                    f"{0 if share is None else share:g})")
+        return (f"none of the {_admissions(m)} fell in the calibration half (--calibration-share {share:g} keeps "
+                "each apart by a hash of its pseudonym); a recalibration map and a refer rule need both outcomes")
     fixed = config is not None and config.decision_threshold is not None
 
     def lacks(labels) -> str | None:
         present = {int(v) for v in np.asarray(labels).tolist()}
         return None if len(present) > 1 else f"no {w.event}" if 1 not in present else f"only {w.events}"
 
-    shared = "" if share is None else f", --calibration-share {share:g}"
-    cal, sel = lacks(calibration.label), None if fixed else lacks(selection.label)
+    cal, sel = lacks(calibration.label), None if fixed or not m else lacks(selection.label)
     need_cal = "a recalibration map and a refer rule need both outcomes"
     need_sel = "the decision threshold's sensitivity rule needs both outcomes (--decision-threshold fixes one)"
-    cal_half = f"the {n:,} validation admissions kept apart for calibration (the calibration half{shared})"
-    sel_half = f"the {len(selection):,} validation admissions that choose the decision threshold (the selection half)"
+    if not m and not fixed:
+        return (f"none of the {_admissions(n)} fell in the selection half, which chooses the decision threshold "
+                f"(all were kept apart for calibration{shared}); {need_sel}")
+    cal_half = f"the {_admissions(n)} kept apart for calibration (the calibration half{shared})"
+    sel_half = f"the {_admissions(m)} that choose{'s' if m == 1 else ''} the decision threshold (the selection half)"
     if cal is not None and cal == sel:
-        return (f"the {n + len(selection):,} validation admissions held {cal}, in both halves ({n:,} kept apart for "
-                f"calibration{shared}; {len(selection):,} that choose the decision threshold); {need_cal}, and "
-                f"{need_sel}")
+        return (f"the {_admissions(n + m)} held {cal}, in both halves ({n:,} kept apart for calibration{shared}; "
+                f"{m:,} that choose the decision threshold); {need_cal}, and {need_sel}")
     said = [f"{half} held {missing}; {need}" for half, missing, need in ((cal_half, cal, need_cal),
                                                                        (sel_half, sel, need_sel)) if missing]
     return "; and ".join(said) or None
+
+
+def _admissions(k: int) -> str:
+    return f"{k:,} validation admission{'' if k == 1 else 's'}"
 
 
 def older_no_policy(share: float | None) -> str:
