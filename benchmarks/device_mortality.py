@@ -274,7 +274,6 @@ def main() -> None:
     import torch
 
     from benchmarks.device_training import fullscale_part, recipe_rows, shaped_features
-    from pipeline.core import fileio
     from pipeline.core.devices import resolve_device
 
     device = resolve_device(args.device)
@@ -287,21 +286,29 @@ def main() -> None:
               "device": str(device), "device_name": name, "cpus": os.cpu_count(),
               "config": {k: getattr(args, k) for k in CONFIG}}
     with tempfile.TemporaryDirectory() as tmp:
-        if "layer" in parts:
-            result["layer"] = _part("1. LSTM layer, forward + backward", layer_rows, args, device)
-        if "train" in parts:
-            tdir = shaped_features(Path(tmp) / "train", args.train_n, max(1, args.train_n // 8))
-            result["train"] = _part("2. training step", recipe_rows, args, device, tdir)
-        if "score" in parts:
-            start = time.perf_counter()
-            sdir = shaped_features(Path(tmp) / "score", args.score_n)
-            print(f"  ({args.score_n} random admissions written in {time.perf_counter() - start:.0f} s)", flush=True)
-            result["score"] = _part("3. scoring", score_part, args, device, sdir, fileio.read_json(sdir / "vocab.json"))
-        if "vision" in parts:
-            result["vision"] = _part("4. image models, fp32 and bf16", vision_rows, args, device)
-        if "fullscale" in parts:
-            result["fullscale"] = _part("5. full-scale training", fullscale_part, args, device, Path(tmp))
+        run = {  # each part, run in PARTS' order where --parts names it (its inputs written outside its error capture)
+            "layer": lambda: _part("1. LSTM layer, forward + backward", layer_rows, args, device),
+            "train": lambda: _part("2. training step", recipe_rows, args, device,
+                                   shaped_features(Path(tmp) / "train", args.train_n, max(1, args.train_n // 8))),
+            "score": lambda: _score(args, device, Path(tmp) / "score"),
+            "vision": lambda: _part("4. image models, fp32 and bf16", vision_rows, args, device),
+            "fullscale": lambda: _part("5. full-scale training", fullscale_part, args, device, Path(tmp)),
+        }
+        for key in PARTS:
+            if key in parts:
+                result[key] = run[key]()
     report.write_results("device_mortality", result, args.json)
+
+
+def _score(args, device, folder: Path) -> dict:
+    """Part 3 on ``args.score_n`` random admissions, written to ``folder`` first (timed)."""
+    from benchmarks.device_training import shaped_features
+    from pipeline.core import fileio
+
+    start = time.perf_counter()
+    sdir = shaped_features(folder, args.score_n)
+    print(f"  ({args.score_n} random admissions written in {time.perf_counter() - start:.0f} s)", flush=True)
+    return _part("3. scoring", score_part, args, device, sdir, fileio.read_json(sdir / "vocab.json"))
 
 
 def _triton_version() -> str | None:

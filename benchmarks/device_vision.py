@@ -78,6 +78,8 @@ def vision_rows(args, device) -> list[dict]:
     """Part 4: per method (and the deterministic network on K·B images) the step in each variant."""
     import torch
 
+    from pipeline.tasks.vision import Method
+
     k, b = args.components, args.vision_images
     runs = [(m, b) for m in METHODS] + [("deterministic", k * b)]
     per_block = max(1, args.vision_steps // 4)
@@ -86,7 +88,7 @@ def vision_rows(args, device) -> list[dict]:
         if device.type == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
-        tiled = images * (k if method in ("batchensemble", "rank1") else 1)
+        tiled = images * (k if Method(method).tiled else 1)
         try:
             steps = {name: step_closure(method, images, prec, cl, args, device)
                      for name, (prec, cl) in VARIANTS.items()}

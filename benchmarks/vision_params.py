@@ -23,7 +23,7 @@ def main() -> None:
 
     import torch
 
-    from pipeline.tasks.vision import VisionConfig, parameter_report
+    from pipeline.tasks.vision import Method, VisionConfig, parameter_report
 
     prov = report.provenance()
 
@@ -48,24 +48,28 @@ def main() -> None:
         print(f"| {r['arch']} | {r['method']} | {r['components']} | {r['member_batchnorm_option']} | "
               f"{r['deterministic']:,} | {r['extra']:,} | {r['extra_pct']:.2f} | {r['factors']:,} | "
               f"{r['member_biases']:,} | {r['member_batchnorm']:,} |")
-    rn = next(r for r in rows if r["arch"] == "resnet50" and r["method"] == "rank1")
+    rn = next(r for r in rows if r["arch"] == "resnet50" and Method(r["method"]).stochastic)  # mean and scale
     print(f"\nResNet-50: {rn['factor_entries'] // rn['components']:,} factor entries per component; one component's "
           f"mean and scale = {rn['one_component_mean_and_scale']:,} parameters = {rn['one_component_pct']:.3f}%")
 
 
 def render(r: dict) -> str:
-    """docs/vision.md's figures:vision_params section, from the results JSON."""
+    """docs/vision.md's figures:vision_params section, from the results JSON: rank-1 (the method with a posterior
+    scale, ``Method.stochastic``) before BatchEnsemble."""
+    from pipeline.tasks.vision import Method
+
     rows = r["rows"]
     shared = [x for x in rows if not x["member_batchnorm_option"]]
     per_member = {(x["arch"], x["method"], x["components"]): x for x in rows if x["member_batchnorm_option"]}
     names = {"resnet50": "ResNet-50", "wrn": "WRN-28-10"}
+    methods = {"rank1": "rank-1", "batchensemble": "BatchEnsemble"}  # the methods' names in the table
     table = []
-    for x in sorted(shared, key=lambda x: (x["arch"], x["method"] != "rank1", x["components"])):
+    for x in sorted(shared, key=lambda x: (x["arch"], not Method(x["method"]).stochastic, x["components"])):
         pm = per_member.get((x["arch"], x["method"], x["components"]))
-        table.append([names.get(x["arch"], x["arch"]), "rank-1" if x["method"] == "rank1" else "BatchEnsemble",
+        table.append([names.get(x["arch"], x["arch"]), methods.get(x["method"], x["method"]),
                       str(x["components"]), f"{x['deterministic']:,}", f"{x['extra']:,}", f"{x['extra_pct']:.2f}",
                       f"{x['factors']:,}", f"{x['member_biases']:,}", f"{pm['extra_pct']:.2f}" if pm else "n/a"])
-    rn = next(x for x in rows if x["arch"] == "resnet50" and x["method"] == "rank1")
+    rn = next(x for x in rows if x["arch"] == "resnet50" and Method(x["method"]).stochastic)
     return (report.table(["network", "method", "K", "deterministic", "extra parameters", "extra %", "of which factors",
                     "head biases", "with per-member BN: extra %"], table)
             + f"\n\nResNet-50: {rn['factor_entries'] // rn['components']:,} factor entries per component; one "

@@ -47,9 +47,9 @@ def _setup(method: str, args, bn_rows: int | None = 64) -> tuple:
     from pipeline.tasks.vision.train import objective
 
     torch.manual_seed(0)
-    k = args.k if method != "deterministic" else 1
     cfg = VisionConfig(arch="wrn", depth=args.depth, width=args.width, method=method, ensemble_size=args.k,
                        num_classes=10, in_channels=3, bn_rows=bn_rows)
+    k = cfg.components  # 1 for the deterministic network
     model = build_vision_model(cfg)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True)
@@ -77,7 +77,7 @@ def _eval_setup(method: str, args, rows_like_rank1: bool = False):
                        num_classes=10, in_channels=3)
     model = build_vision_model(cfg).eval()
     set_sampling(model, Sampling.PER_MEMBER)
-    samples = args.samples if method == "rank1" else 1
+    samples = args.samples if cfg.method.stochastic else 1  # a point model's draws are copies: one
     batch = args.eval_batch * (args.samples * args.k if rows_like_rank1 else 1)  # images per forward pass
     images = torch.rand(args.eval_images * (batch // args.eval_batch), 3, args.size, args.size)
 

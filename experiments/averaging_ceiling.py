@@ -1,7 +1,7 @@
 """How much of a benchmark's NLL gap to the true risk does averaging over trained runs remove?
 
     .venv/bin/python -m experiments.averaging_ceiling --bench runs/bench [--modes random --modes era]
-        [--splits test] [--samples S] [--batch-size 128] [--threads 1] [--cache DIR]
+        [--splits test] [--samples S] [--batch-size 128] [--threads 1] [--cache DIR] [--reference deterministic]
 
 A Bayesian posterior (rank-1 mixture, deep ensemble) improves on a point estimate by averaging
 predictions over plausible weights. Averaging whole trained runs (independent initialisations,
@@ -10,9 +10,9 @@ to run, and so can be averaged away, on this training set. For each split mode a
 prints, on the same admissions: each variant's mean single-run NLL and the NLL of its seed
 ensemble (its runs' predictive probabilities averaged), the equal-weight pool of every run (weak
 variants weigh as much as strong ones, so it is no upper bound), the true risk's NLL, and the
-share of the mean deterministic run's gap to the true risk that the best seed ensemble removes,
-and each variant's mean calibration slope over its single runs (``metrics.recalibration``; > 1:
-risks too close to the base rate).
+share of the mean ``--reference`` run's gap to the true risk (by default the deterministic variant's)
+that the best seed ensemble removes, and each variant's mean calibration slope over its single runs
+(``metrics.recalibration``; > 1: risks too close to the base rate).
 A small share means the models' errors are mostly shared (features, architecture, this training
 set), so averaging, Bayesian or not, cannot beat the point estimate by much there. Logits come
 from ``paired_compare.run_logits`` (same settings and cache).
@@ -45,6 +45,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="admissions per draw block (the grid's)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--cache", type=Path, default=None, help="logit cache directory [BENCH/paired-cache]")
+    ap.add_argument("--reference", default="deterministic",
+                    help="the variant whose mean single run's gap to the true risk the best seed ensemble is "
+                         "measured against [deterministic]")
     args = ap.parse_args()
     import torch
 
@@ -81,10 +84,10 @@ def main() -> None:
                   f"{metrics.ece(y, np.mean(every, axis=0)):.4f} (floor {floor.mean:.4f})")
             best = min(probs, key=lambda m: pooled_nll(y, probs[m]))
             best_nll = pooled_nll(y, probs[best])
-            if true is not None and "deterministic" in singles:
-                det = float(np.mean(singles["deterministic"]))
+            if true is not None and args.reference in singles:
+                det = float(np.mean(singles[args.reference]))
                 print(f"best seed ensemble: {best} {best_nll:.4f}; it removes {(det - best_nll) / (det - true):.1%} "
-                      f"of the mean deterministic run's gap to the true risk ({det - true:.4f}); "
+                      f"of the mean {args.reference} run's gap to the true risk ({det - true:.4f}); "
                       f"{best_nll - true:.4f} remains")
 
 

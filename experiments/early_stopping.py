@@ -115,9 +115,7 @@ def study(bench: Path, round_: int = 1) -> dict:
             import pyarrow.parquet as pq
 
             n_train[mode] = pq.ParquetFile(bench / f"features-{mode}" / "train.parquet").metadata.num_rows
-        k = int(params.get("model.components", 1)) if variant != "deterministic" else 1
-        distinct = int(params["train.batch_size"]) // k
-        spe = n_train[mode] / distinct
+        spe = n_train[mode] / int(params["distinct_per_step"])  # the run's distinct admissions a step: batch_size // K
         eval_every = int(params["train.eval_every"])
         rec = {"run_id": run_id, "steps_per_epoch": spe, "curve_end": curve[-1][0],
                "reference": simulate(curve, ref, spe, eval_every),

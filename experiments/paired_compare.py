@@ -69,8 +69,8 @@ def find_runs(bench: Path, extra: list[Path] | tuple[Path, ...] = ()) -> list[di
         d = info_file.parent
         info = fileio.read_json(info_file)
         manifest = fileio.read_json(d / "manifest.json") if (d / "manifest.json").exists() else {}
-        label = (info["model_label"] if info.get("model_kind") == "laplace"
-                 else variant_label(info["model_kind"], info["model_config"]))
+        # the label the model records (a Laplace model's, ModelInfo.model_label), else its variant's
+        label = info.get("model_label") or variant_label(info["model_kind"], info["model_config"])
         runs.append({"dir": d, "run_id": d.name, "seed": int(info["train_config"]["seed"]), "model": label,
                      "split_mode": str((manifest.get("config") or {}).get("split") or "unknown")})
     return runs

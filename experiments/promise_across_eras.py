@@ -11,7 +11,7 @@ era split and the random split of a 20,000-patient synthetic world.
 Per run (``era_pool_of_run``, cached as .npz beside ``referral_guarantee.pool_of_run``'s test pool, which it reuses):
 the test split as the refer rule sees it (``Pool``: outcomes, true risk, calibrated risk, every ordering's measure,
 the decision threshold), its raw risk, the run's ``Policy`` (its calibration half's measures and outcomes kept in it),
-the validation split's feature matrix (the classical baselines' bag-of-tokens ``Featurizer``, fitted on validation)
+the validation split's feature matrix (``tasks.mortality.shift.feature_matrix``, the one ``score``'s shift check uses)
 with its calibration mask and true risk, and the test split's matrix. On the era split the test split is the new
 (MetaVision) era; on the random split it is the same era as the calibration half.
 
@@ -128,7 +128,7 @@ def _predict_era(run_id: str, pool: Pool) -> EraPool:
     from pipeline.engine import predict as engine_predict
     from pipeline.runs.load import load_run
     from pipeline.tasks.mortality import predict, risk
-    from pipeline.tasks.mortality.baselines.featurize import Featurizer
+    from pipeline.tasks.mortality.shift import feature_matrix
     from pipeline.tasks.mortality.truth import features_true_risk
 
     with tempfile.TemporaryDirectory(prefix="era-") as tmp:
@@ -139,20 +139,23 @@ def _predict_era(run_id: str, pool: Pool) -> EraPool:
     val = features.load_split(fdir / "val.parquet", values=True)
     if not np.array_equal(np.asarray(test.keys).astype(str), pool.keys):
         raise SystemExit(f"run {run_id}: the cached test pool holds other admissions than {fdir}/test.parquet")
-    pred = predict.feature_predictions(run.model, test, engine_predict.score_samples(None, run.info), DEFAULT_BATCH,
-                                       run.info.max_bags, run.info.max_tokens, engine_predict.seeded_generator(0))
-    if not np.allclose(policy.calibrator.apply(pred.summary.mean), pool.risk):  # the same draws as pool_of_run's
+    raw = pool.raw
+    if raw is None:  # a pool cached before it kept the raw risk: predicted again, with the same draws
+        pred = predict.feature_predictions(run.model, test, engine_predict.score_samples(None, run.info),
+                                           DEFAULT_BATCH, run.info.max_bags, run.info.max_tokens,
+                                           engine_predict.seeded_generator(0))
+        raw = np.asarray(pred.summary.mean, dtype=np.float64)
+    if not np.allclose(policy.calibrator.apply(raw), pool.risk):  # the same draws as pool_of_run's
         raise SystemExit(f"run {run_id}: the test split's risks differ from the cached pool's")
     share = float(run.train_config.get("calibration_share") or 0.0)
     mask = features.calibration_mask(val.keys, share)
     if int(mask.sum()) != len(policy.kept["calibration"]["labels"]):
         raise SystemExit(f"run {run_id}: calibration_share {share} gives {int(mask.sum())} validation admissions, the "
                          f"policy kept {len(policy.kept['calibration']['labels'])}")
-    featurizer = Featurizer.from_vocab(run.vocab, None, 24.0).fit(val)
+    widths = len(run.vocab["tokens"]), len(run.vocab["context"])  # the matrix score's shift check ships
     q_val = features_true_risk(fdir, val)
-    return EraPool(pool, np.asarray(pred.summary.mean, dtype=np.float64), policy,
-                   featurizer.matrix(val).to_csr(), mask, np.asarray(q_val),
-                   featurizer.matrix(test).to_csr())
+    return EraPool(pool, raw, policy,
+                   feature_matrix(val, *widths), mask, np.asarray(q_val), feature_matrix(test, *widths))
 
 
 # ---------------------------------------------------------------------------- (a) the detectors

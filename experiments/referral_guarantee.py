@@ -69,6 +69,7 @@ class Pool:
     n_calibration: int  # the run's calibration half: admissions
     deaths_calibration: int  # and deaths
     policy: dict  # the run's policy summary (``Policy.to_dict(arrays=False)``)
+    raw: np.ndarray | None = None  # (M,) the raw (uncalibrated) risk (None: a pool cached before it was kept)
 
 
 def pool_of_run(run_id: str, cache: Path | None = None, features_dir: Path | None = None) -> Pool:
@@ -82,11 +83,12 @@ def pool_of_run(run_id: str, cache: Path | None = None, features_dir: Path | Non
         groups = {k.removeprefix("group_"): z[k] for k in z.files if k.startswith("group_")}
         return Pool(run_id, z["keys"], z["labels"], z["true_risk"], z["risk"], meta["threshold"], measures, groups,
                     meta["spread"], meta["ordering"], meta["n_calibration"], meta["deaths_calibration"],
-                    meta["policy"])
+                    meta["policy"], z["raw"] if "raw" in z.files else None)
     pool = _predict_pool(run_id, features_dir)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(path, keys=pool.keys, labels=pool.labels, true_risk=pool.true_risk, risk=pool.risk,
+                            **({} if pool.raw is None else {"raw": pool.raw}),
                             **{f"measure_{k}": v for k, v in pool.measures.items()},
                             **{f"group_{k}": v for k, v in pool.groups.items()})
         fileio.write_json(path.with_suffix(".json"), {
@@ -120,7 +122,8 @@ def _predict_pool(run_id: str, features_dir: Path | None) -> Pool:
     measures = policy.measures(pv, cal, policy.threshold.flag(cal))
     return Pool(run_id, np.asarray(fs.keys).astype(str), np.asarray(fs.label, dtype=np.float64), q, cal,
                 float(policy.threshold.threshold), measures, groups, bool(pv.spread), policy.ordering.value,
-                int(policy.rule.overall.n), int(policy.rule.overall.deaths), policy.to_dict(arrays=False))
+                int(policy.rule.overall.n), int(policy.rule.overall.deaths), policy.to_dict(arrays=False),
+                np.asarray(pv.mean, dtype=np.float64))
 
 
 @dataclass

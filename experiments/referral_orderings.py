@@ -13,8 +13,9 @@
 
 The grid's flags reproduce ``train``'s budget (at most 12,000 steps, early stopping with patience 8, at most
 40 epochs). ``extras`` adds, per split mode and seed, the default Laplace on the deterministic run
-(``cli.py laplace --run``) and ``gbm`` (``cli.py train --model gbm --seed S`` on the grid's features), each a
-child process, their run ids recorded in ``BENCH/referral-extra-runs.json`` (beside the grid's ``runs.json``).
+(``cli.py laplace --run``; ``--laplace-map`` names another grid variant to fit it on) and ``gbm``
+(``cli.py train --model gbm --seed S`` on the grid's features), each a child process, their run ids recorded
+in ``BENCH/referral-extra-runs.json`` (beside the grid's ``runs.json``).
 
 ``table`` takes every run's test split (``referral_guarantee.pool_of_run``: predicted at the run's
 ``score_samples`` with seed 0, its calibrated risk, decision threshold and every ordering's measure from its
@@ -103,22 +104,22 @@ def _child(argv: list[str]) -> str:
     return found[-1]
 
 
-def extras(bench: Path, seeds: list[int], modes: list[str], threads: int) -> None:
-    """Laplace on each deterministic grid run and gbm per split and seed, recorded in ``EXTRA_FILE``
-    (already recorded ones are skipped)."""
+def extras(bench: Path, seeds: list[int], modes: list[str], threads: int, laplace_map: str = "deterministic") -> None:
+    """Laplace on each ``laplace_map`` grid run (a variant's name) and gbm per split and seed, recorded in
+    ``EXTRA_FILE`` under those names (already recorded ones are skipped)."""
     path = bench / EXTRA_FILE
     done = fileio.read_json(path) if path.exists() else []
     have = {(r["variant"], r["split_mode"], r["seed"]) for r in done}
     grid = fileio.read_json(bench / "runs.json")
-    det = {(r["split_mode"], r["seed"]): r["run_id"] for r in grid if r["variant"] == "deterministic"}
+    maps = {(r["split_mode"], r["seed"]): r["run_id"] for r in grid if r["variant"] == laplace_map}
     for mode in modes:
         for seed in seeds:
-            jobs = []
-            if ("laplace", mode, seed) not in have and (mode, seed) in det:
-                jobs.append(("laplace", ["laplace", "--run", det[(mode, seed)]]))
-            if ("gbm", mode, seed) not in have:
-                jobs.append(("gbm", ["train", "--data", str(bench / f"features-{mode}"), "--model", "gbm", "--seed",
-                                     str(seed), "--threads", str(threads), "--no-progress"]))
+            argvs = {  # each extra row's command (None: no MAP run to fit Laplace on)
+                "laplace": ["laplace", "--run", maps[(mode, seed)]] if (mode, seed) in maps else None,
+                "gbm": ["train", "--data", str(bench / f"features-{mode}"), "--model", "gbm", "--seed", str(seed),
+                        "--threads", str(threads), "--no-progress"]}
+            jobs = [(variant, argv) for variant, argv in argvs.items()
+                    if argv is not None and (variant, mode, seed) not in have]
             for variant, argv in jobs:
                 run_id = _child(argv)
                 done.append({"run_id": run_id, "variant": variant, "split_mode": mode, "seed": seed})
@@ -436,6 +437,7 @@ def main() -> None:
     ex.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds")
     ex.add_argument("--modes", nargs="+", default=["random", "era"], help="split modes")
     ex.add_argument("--threads", type=int, default=1, help="gbm's threads")
+    ex.add_argument("--laplace-map", default="deterministic", help="the grid variant whose runs Laplace is fitted on")
     tb = sub.add_parser("table", help="the coverage tables, paired differences and the decision rule")
     tb.add_argument("--bench", type=Path, required=True, help="benchmark-models --out directory")
     tb.add_argument("--modes", nargs="+", default=None, help="split modes (default: every one the runs have)")
@@ -455,7 +457,7 @@ def main() -> None:
     rd.add_argument("--cache", type=Path, default=None, help="cache of the runs' test pools (.npz)")
     args = ap.parse_args()
     if args.command == "extras":
-        extras(args.bench, args.seeds, args.modes, args.threads)
+        extras(args.bench, args.seeds, args.modes, args.threads, args.laplace_map)
     elif args.command == "redraw":
         redraw_command(args)
     else:

@@ -48,8 +48,7 @@ def run_rows(bench: Path, modes: tuple[str, ...]) -> list[dict]:
             continue
         curve, params = run_curve(run_id)
         n_train = pq.ParquetFile(bench / f"features-{mode}" / "train.parquet").metadata.num_rows
-        k = int(params.get("model.components", 1)) if variant != "deterministic" else 1
-        spe = n_train / (int(params["train.batch_size"]) // k)
+        spe = n_train / int(params["distinct_per_step"])  # the run's distinct admissions a step: batch_size // K
         rows.append({"variant": variant, "mode": mode, "seed": seed, "run_id": run_id, "curve": curve,
                      "steps_per_epoch": spe, "eval_every": int(params["train.eval_every"])})
     return rows

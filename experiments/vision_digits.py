@@ -44,6 +44,14 @@ DEFAULT_METHODS = ["deterministic", "batchensemble", "rank1-gaussian", "rank1-ca
 TABLES = (("nll", "NLL"), ("accuracy", "Accuracy"), ("ece", "ECE (top-label, 15 bins)"))
 
 
+def members(method: str, k: int) -> int:
+    """K of ``method``'s model (a ``METHODS`` name) at ensemble size ``k``: ``VisionConfig.components``, 1 for the
+    deterministic network."""
+    from pipeline.tasks.vision import VisionConfig
+
+    return VisionConfig(**{"ensemble_size": k, **METHODS[method]}).components
+
+
 def run_one(job: tuple[str, int, dict]) -> dict:
     """Train and evaluate one (method, seed); everything JSON-able."""
     import torch
@@ -94,7 +102,7 @@ def main() -> None:
     commit, dirty = code_version()  # before the pool imports the code: the runs use this version
     settings = {k: getattr(args, k) for k in ("epochs", "batch", "depth", "width", "k", "size", "samples")}
     jobs = [(m, s, settings) for m in args.methods for s in args.seeds]
-    jobs.sort(key=lambda j: j[0] == "deterministic")  # the long K-member runs first
+    jobs.sort(key=lambda j: members(j[0], args.k) == 1)  # the long K-member runs first
     start = time.perf_counter()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         runs = []

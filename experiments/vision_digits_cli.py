@@ -27,7 +27,7 @@ from pathlib import Path
 
 from benchmarks import report
 from benchmarks.harness import ROOT
-from experiments.vision_digits import severity_tables
+from experiments.vision_digits import members, severity_tables
 
 EXPERIMENT = "vision-digits"
 SETTINGS = ["--dataset", "digits", "--image-size", "16", "--arch", "wrn", "--depth", "10", "--width", "1",
@@ -123,7 +123,8 @@ def main() -> None:
         prov = report.provenance()
         have = done_runs(env)
         todo = [(m, s, env) for m in args.methods for s in args.seeds if (m, s) not in have]
-        todo.sort(key=lambda j: j[0] == "deterministic")  # the long K-member runs first
+        k = int(SETTINGS[SETTINGS.index("--ensemble-size") + 1])
+        todo.sort(key=lambda j: members(j[0], k) == 1)  # the long K-member runs first
         print(f"{len(have)} evaluated runs in the store; {len(todo)} to run with {args.jobs} processes", flush=True)
         start, load = time.perf_counter(), os.getloadavg()
         with mp.get_context("spawn").Pool(args.jobs) as pool:

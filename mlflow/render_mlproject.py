@@ -51,10 +51,15 @@ PAPER = """\
 """
 
 
+OFF_AT_ZERO = ("max_steps", "patience_epochs", "max_minutes")  # TrainConfig fields unset by default whose 0 means unset
+
+
 def parameters() -> list[tuple[str, str, str]]:
     """(MLproject parameter, its type and default as YAML, the option) for the train entry point."""
     out = []
     for _, name, annotation, default, _ in cli.config_options(TrainConfig, MortalityConfig):
+        if default is None and name in OFF_AT_ZERO:  # unset by default, and 0 says unset: the parameter's default 0
+            default = 0
         if default is None or isinstance(default, bool):
             continue
         param = cli.ALIASES.get(name, name)

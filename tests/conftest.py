@@ -17,6 +17,7 @@ from helpers.paths import ROOT, demo_path
 # The PostgreSQL fixtures (one throwaway server per session, the demo loaded into it) are defined
 # in tests/helpers/postgres.py and offered to every module from here.
 from helpers.postgres import pg_demo, pg_dsn, pg_server  # noqa: F401
+from helpers.runs import promise_run as _promise_run
 from helpers.runs import trained_run
 
 # Tests never touch a real key file: a fixed test key (never a production secret).
@@ -80,6 +81,13 @@ def demo_run(tracking_store, tmp_path_factory, demo_features):
     return trained_run(tmp_path_factory, demo_features.out_dir)
 
 
+@pytest.fixture(scope="module")
+def promise_run(tracking_store, tmp_path_factory):
+    """(run id, features directory) of a tiny run whose calibration half certifies a promise at alpha 0.2
+    (helpers.runs.promise_run; once per session): re-certification and the outcome monitor."""
+    return _promise_run(tmp_path_factory)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """The test models are tiny: one intra-op thread avoids OpenMP sync stalls on a small shared CPU."""
@@ -96,7 +104,8 @@ SLOW_FIXTURES = frozenset({
     "pg_server", "pg_dsn", "pg_demo", "pg_features",  # PostgreSQL
     "served",  # cli.py serve
     "synth_features", "synth_dir", "small_synth", "worlds", "iv_demo", "iv_features", "whole_demo",  # worlds
-    "demo_run", "cli_run", "baseline_runs", "det_run", "rank1_run", "iv_run", "map_run", "laplace_run",  # runs
+    "demo_run", "promise_run", "cli_run", "baseline_runs", "det_run", "rank1_run", "iv_run", "map_run",  # runs
+    "laplace_run",
     "census", "evaluated", "after", "feats", "small",  # a scored census, evaluated runs, training data
 })
 SPAWNS = re.compile(r"\bsubprocess\b|\bPopen\b|\bmlflow_serve\b")  # a test body that starts a process

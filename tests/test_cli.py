@@ -51,6 +51,21 @@ def test_compare_help_says_run_ids_may_be_arguments():
     assert " compare [OPTIONS] [RUN_ID]..." in text.splitlines()[0] and "RUN_ID...: run ids to compare" in text
 
 
+def test_recertify_and_monitor_help_say_what_they_promise_and_assume():
+    """Issue 43: the new commands' help names their inputs, the weighted rule's assumption, the child run and the
+    alarm."""
+    text = " ".join(_help("recertify").split())
+    for said in ("--run", "--data", "--source", "--labels", "--weighted", "--refit-threshold", "--alpha", "--delta",
+                 "valid under covariate shift only", "mlflow.parentRunId", "recertified_from", "size it needs"):
+        assert said in text, said
+    text = " ".join(_help("monitor").split())
+    for said in ("--run", "--scores", "--outcomes", "--state", "--json", "key,label", "MEDS label files",
+                 "anytime-valid", "since admission N of this stream", "nothing is written"):
+        assert said in text, said
+    listed = _help()
+    assert "recertify" in listed and "monitor" in listed
+
+
 def test_train_accepts_every_name_compare_prints():
     """compare labels runs by variant_label, which falls back to model_label: every such name resolves,
     and train --help lists them."""

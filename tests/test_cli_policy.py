@@ -49,6 +49,7 @@ def internal_names() -> set[str]:
     from pipeline.data.mimic.synth import SynthConfig, generate
     from pipeline.reports.compare_vision import compare_all
     from pipeline.serving.config import ScoreConfig
+    from pipeline.serving.monitor import monitor
     from pipeline.serving.score import score
     from pipeline.serving.server import ServeConfig, serve
     from pipeline.tasks.mortality.config import MortalityConfig
@@ -57,16 +58,17 @@ def internal_names() -> set[str]:
     from pipeline.workflows.evaluate import EvalConfig, evaluate_run
     from pipeline.workflows.grid import GridConfig, run_grid
     from pipeline.workflows.laplace_run import fit_laplace_run
+    from pipeline.workflows.recertify import RecertifyConfig, recertify_run
     from pipeline.workflows.train import train
     from pipeline.workflows.vision_run import evaluate_vision_run, train_run
 
     functions = (extract, stage_csv, generate, compare_all, score, serve, evaluate_run, run_grid, fit_laplace_run,
-                 train, evaluate_vision_run, train_run, export_meds, extract_meds)
+                 train, evaluate_vision_run, train_run, export_meds, extract_meds, recertify_run, monitor)
     own = [c for m in COMMANDS for c in vars(importlib.import_module(f"pipeline.cli.{m}")).values()
            if isinstance(c, type) and getattr(c, "COMMAND_OPTIONS", False)]  # each command's own options
     configs = (ExtractConfig, StageConfig, SynthConfig, ScoreConfig, ServeConfig, TrainConfig, MortalityConfig,
                EvalConfig, GridConfig, LaplaceConfig, VisionTrainConfig, VisionEvalConfig, ExportConfig,
-               MedsConfig, *own)
+               MedsConfig, RecertifyConfig, *own)
     names = {p for f in functions for p in inspect.signature(f).parameters}
     names |= {f.name for c in configs if is_dataclass(c) for f in fields(c)}
     return {n for n in names if "_" in n}
@@ -145,6 +147,16 @@ MISTAKES = {
                                              "{out}"], ("runs:/nope/model", "'nope' is not a run id"), ("{out}",)),
     "score: an unknown run id": Mistake(["score", "--model", NO_RUN, "--data", "{features}", "--out", "{out}"],
                                         (NO_RUN, "tracking store"), ("{out}",)),
+    "recertify: an unknown run id": Mistake(["recertify", "--run", NO_RUN, "--data", "{features}"],
+                                            (NO_RUN, "tracking store")),
+    "recertify: neither --data nor --source": Mistake(["recertify", "--run", NO_RUN], ("--data", "--source")),
+    "recertify: --weighted with --refit-threshold": Mistake(
+        ["recertify", "--run", NO_RUN, "--data", "{features}", "--weighted", "--refit-threshold"],
+        ("--weighted", "--refit-threshold")),
+    "monitor: an unknown run id": Mistake(["monitor", "--run", NO_RUN, "--scores", "{out}/s.parquet", "--outcomes",
+                                           "{out}/o.csv"], (NO_RUN, "tracking store"), ("{out}",)),
+    "monitor: no run id at all": Mistake(["monitor", "--run", "yesterday", "--scores", "{out}/s.parquet", "--outcomes",
+                                          "{out}/o.csv"], ("'yesterday' is not a run id",), ("{out}",)),
     "serve: an unknown run id": Mistake(["serve", "--model", NO_RUN], (NO_RUN, "tracking store")),
     "serve: runs:/ with no run id": Mistake(["serve", "--model", "runs:/nope/model"], ("'nope' is not a run id",)),
     "serve: a taken port": Mistake(["serve", "--model", NO_RUN, "--port", "{port}"], ("--port {port}", "taken")),

@@ -103,3 +103,28 @@ def test_redraw_separates_the_one_realization_from_the_truth():
         g = res[name]
         assert g["repeats"] == 60 and 0.0 <= g["above"] <= ro.DELTA + 2 * max(g["se"], 0.04)
         assert 0.0 < g["referral"] < 1.0
+
+
+@pytest.mark.parametrize("laplace_map", ["deterministic", "rank1-gaussian"])
+def test_extras_fit_laplace_on_the_named_variant_and_gbm_per_split_and_seed(tmp_path, monkeypatch, laplace_map):
+    """``extras``: Laplace on the ``--laplace-map`` variant's run and gbm for every (split, seed), none twice; a
+    (split, seed) without that variant's run gets gbm alone."""
+    from pipeline.core import fileio
+
+    grid = [{"variant": v, "split_mode": m, "seed": s, "run_id": f"{v}-{m}-{s}"}
+            for v in ("deterministic", "rank1-gaussian") for m in ("random", "era") for s in (0, 1)
+            if (v, m, s) != (laplace_map, "era", 1)]
+    fileio.write_json(tmp_path / "runs.json", grid)
+    fileio.write_json(tmp_path / ro.EXTRA_FILE, [{"run_id": "x", "variant": "gbm", "split_mode": "random", "seed": 1}])
+    calls = []
+    monkeypatch.setattr(ro, "_child", lambda argv: calls.append(argv) or f"{len(calls):032x}")
+    ro.extras(tmp_path, [0, 1], ["random", "era"], 3, laplace_map)
+    recorded = [(r["variant"], r["split_mode"], r["seed"]) for r in fileio.read_json(tmp_path / ro.EXTRA_FILE)]
+    assert recorded == [("gbm", "random", 1), ("laplace", "random", 0), ("gbm", "random", 0),
+                        ("laplace", "random", 1), ("laplace", "era", 0), ("gbm", "era", 0), ("gbm", "era", 1)]
+    assert [c[2] for c in calls if c[0] == "laplace"] == [f"{laplace_map}-random-0", f"{laplace_map}-random-1",
+                                                          f"{laplace_map}-era-0"]
+    assert calls[1] == ["train", "--data", str(tmp_path / "features-random"), "--model", "gbm", "--seed", "0",
+                        "--threads", "3", "--no-progress"]
+    ro.extras(tmp_path, [0, 1], ["random", "era"], 3, laplace_map)  # everything recorded: nothing runs again
+    assert len(calls) == 6

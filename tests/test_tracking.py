@@ -140,6 +140,8 @@ def test_run_logs_params_metrics_and_checkpoint_dir(cli_run):
     assert run.info.status == "FINISHED" and run.info.run_name == "demo"
     p = run.data.params
     assert p["model_kind"] == "rank1" and p["model.lstm_hidden"] == "16" and p["train.max_steps"] == "20"
+    # the distinct admissions a step (what experiments.early_stopping and training_budget count epochs by): B // K
+    assert int(p["distinct_per_step"]) == int(p["train.batch_size"]) // int(p["model.components"]) < 64
     assert p["features"] == Path(str(p["features"])).name  # a directory name, never a full path
     client = MlflowClient(uri)
     loss = client.get_metric_history(run_id, "train_loss")
@@ -221,13 +223,18 @@ def test_logged_artifacts_pass_privacy_scan(cli_run, demo_dir, tmp_path):
     run_dir = Path(mlflow.artifacts.download_artifacts(run_id=run_id, dst_path=str(tmp_path / "run")))
     names = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file())
     for expected in ("checkpoint/best.pt", "features/manifest.json", "features/vocab.json", "model_info.json",
-                     "train_config.json"):
+                     "train_config.json", "shift_reference.npz"):
         assert expected in names
     model_dir = Path(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/model", dst_path=str(tmp_path / "model")))
     assert (model_dir / "code" / "pipeline" / "tasks" / "mortality" / "network.py").exists()
     assert not list(model_dir.rglob("__pycache__"))
     assert {p.name for p in (model_dir / "artifacts").iterdir()} == {"best.pt", "vocab.json", "model_info.json",
-                                                                     "extraction.json"}
+                                                                     "extraction.json", "shift_reference.npz"}
+    from pipeline.bayes.shift import ShiftReference  # the shift check's reference (binary: its strings scanned here)
+
+    ref = ShiftReference.load(model_dir / "artifacts" / "shift_reference.npz")
+    ids = raw_ids_of(demo_dir)
+    assert ref.columns and not [c for c in [*ref.columns, ref.source] if privacy.check_string(c, ids)]
     extraction = json.loads((model_dir / "artifacts" / "extraction.json").read_text())
     assert set(extraction) <= {"config", "feature_version"}  # settings only: no counts, sources or paths
     findings = privacy.scan([run_dir, model_dir], raw_ids_of(demo_dir))

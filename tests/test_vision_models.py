@@ -23,6 +23,7 @@ from pipeline.bayes.layers import (
 from pipeline.tasks.vision import (
     BatchNorm2d,
     MemberBatchNorm2d,
+    Method,
     VisionConfig,
     VisionNet,
     build_vision_model,
@@ -120,6 +121,23 @@ def test_output_layout_member_axis_first(method, samples):
         assert torch.equal(view, view[:1].expand_as(view))
     if k > 1:
         assert not torch.allclose(view[0, 0], view[0, 1])  # members differ
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_method_says_whether_its_draws_differ_and_whether_it_tiles_the_images(method):
+    """``Method.stochastic`` and ``Method.tiled`` (what benchmarks and studies ask instead of a method's name)
+    against what its model does: two draws that differ, and the rows its first convolution sees for B images."""
+    model = build_vision_model(tiny(method=method, dropout_rate=0.2)).eval()
+    set_sampling(model, Sampling.PER_MEMBER)
+    rows = []
+    first = next(m for m in model.modules() if isinstance(m, (Conv2dDeterministic, Conv2dRank1)))
+    first.register_forward_hook(lambda module, inputs, output: rows.append(inputs[0].shape[0]))
+    images = torch.rand(4, 1, 8, 8)
+    with torch.no_grad():
+        model(images)
+        view = model(images, samples=2).view(2, model.components, 4, 5)
+    assert Method(method).stochastic == (not torch.equal(view[0], view[1]))
+    assert rows[0] == (4 * model.components if Method(method).tiled else 4)
 
 
 def test_rank1_samples_differ_and_follow_the_sampling_mode():

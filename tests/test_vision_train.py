@@ -47,6 +47,9 @@ class RecordingTracker:
     def log_artifact(self, path, artifact_path=None):
         self.artifacts.append((str(path), artifact_path))
 
+    def set_tag(self, key, value):
+        self.params[f"tag:{key}"] = value
+
 
 @pytest.mark.parametrize("method", ["deterministic", "batchensemble", "rank1", "deep-ensemble"])
 def test_train_every_method_is_reproducible_and_saves(method, small, tmp_path):

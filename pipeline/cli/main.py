@@ -12,7 +12,7 @@ __all__ = ["ALIASES", "COMMANDS", "LOG_DIR_ENV", "app", "config_options", "main"
 
 # The command modules of pipeline/cli/, in the order `cli.py --help` lists their commands (the stages' order).
 COMMANDS = ("synth", "extract", "stage", "export_meds", "load_postgres", "train", "evaluate", "laplace", "compare",
-            "score", "serve", "benchmark_models", "vision")
+            "score", "recertify", "monitor", "serve", "benchmark_models", "vision")
 for _name in COMMANDS:
     importlib.import_module(f"pipeline.cli.{_name}")  # registers its commands on the app
 

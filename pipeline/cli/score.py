@@ -42,6 +42,9 @@ class ScoreOptions:
         # file: the risk at or above which predicted_boolean_value is true (default: the run's decision threshold;
         # a run without one: no predicted_boolean_value).
     report: Path | None = None  # Also write a self-contained HTML cohort report (keyed by pseudonym) to this file.
+    json_path: Path | None = field(default=None, metadata={"flags": ["--json"]})  # Also write the summary as JSON to
+        # this file: the counts, the promise, the shift check of the cohort against the run's calibration admissions
+        # (key shift: verdict, p_value, measures and their AUROCs, sentence).
     link: bool = True  # Write the data owner's _private/ files beside --out: link.csv, unscored.csv and the
         # report by HADM_ID (MEDS: link.parquet, unscored.csv and predictions.parquet, meds-evaluation's schema).
     meds_dev_result: Path | None = None  # With --data of a MEDS-DEV task (extract --task meds-dev:TASK): also
@@ -75,6 +78,10 @@ def score(settings: Settings = None) -> None:
 
         package = MedsDevResult.check(o.meds_dev_result, o.meds_dev_model, o.data, o.link)
     s = run_score(o.model, o.out, cfg=ScoreConfig(**settings[ScoreConfig]), **o.score_kwargs())
+    if o.json_path is not None:
+        from pipeline.core import fileio
+
+        fileio.write_json(o.json_path, s.to_dict())
     typer.echo(s.summary(o.cross_release))
     if package is not None:
         typer.echo(package.write(s.predictions_file))

@@ -25,6 +25,8 @@ VOCAB_FILE = "vocab.json"  # the vocabulary (tokens, context, bins, text items) 
 MANIFEST_FILE = "manifest.json"  # what the extraction did (source, release, settings, splits, accounting)
 BASELINE_FILE = "baseline.npz"  # a classical baseline's model file (named arrays, no pickle), beside torch's best.pt
 TRAIN_CONFIG_FILE = "train_config.json"  # a run's training settings (beside its model_info.json)
+SHIFT_REFERENCE_FILE = "shift_reference.npz"  # what a run's shift check compares a scored cohort with (beside its
+    # model_info.json: bayes.shift's ShiftReference, the calibration half's outputs and a feature sample)
 # Monte Carlo samples per mixture component when neither the caller nor the model says (a model
 # stores the number its refer threshold was chosen with as ``score_samples``; see predict.score_samples)
 DEFAULT_SAMPLES = 25

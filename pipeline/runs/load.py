@@ -48,6 +48,8 @@ class Run:
     params: dict = field(default_factory=dict)  # the run's MLflow params
     model_info: dict = field(default_factory=dict)  # the run's model_info.json (validation metrics, reliability)
     uri: str | None = None  # what named it (a run id, a model URI or file: load_run's argument)
+    shift_reference: object | None = None  # bayes.shift.ShiftReference the run keeps (store.SHIFT_REFERENCE; None:
+        # a run trained before the shift check, or without a calibration half)
 
     @property
     def kind(self) -> str:
@@ -141,6 +143,19 @@ def load_run(uri: str | Path, workdir: Path | str | None = None, device=None, ki
     return run
 
 
+def read_shift_reference(folder: Path):
+    """The ``bayes.shift.ShiftReference`` a run keeps in ``folder`` (its model files' folder), or None."""
+    path = Path(folder) / store.SHIFT_REFERENCE
+    if not path.exists():
+        return None
+    from pipeline.bayes.shift import ShiftReference
+
+    try:
+        return ShiftReference.load(path)
+    except (ValueError, OSError, KeyError) as exc:
+        raise RunError(f"{path}: not a readable shift reference ({exc})") from None
+
+
 def _load_run(uri: str | Path, workdir: Path | str | None, device, kind: str | None) -> Run:
     import mlflow
 
@@ -157,14 +172,15 @@ def _load_run(uri: str | Path, workdir: Path | str | None, device, kind: str | N
     if local is not None and local.is_file():  # a model file: an untracked run's
         model, info = load_model(local, device)
         _check_kind(info, kind, str(local))
-        return Run(model, info, None)
+        return Run(model, info, None, shift_reference=read_shift_reference(local.parent))
     if local is not None:
         model, info = load_model(model_file(local / "artifacts"), device)
         _check_kind(info, kind, str(local))
         extraction = local / "artifacts" / store.EXTRACTION  # settings for a census extraction (pyfunc.log_model)
         manifest = fileio.read_json(extraction) if extraction.exists() else None
         return Run(model, info, None, fileio.read_json(local / "artifacts" / store.VOCAB), manifest,
-                   model_info=_read_optional(local / "artifacts" / store.MODEL_INFO))
+                   model_info=_read_optional(local / "artifacts" / store.MODEL_INFO),
+                   shift_reference=read_shift_reference(local / "artifacts"))
     try:
         c = store.client()
         run = c.get_run(run_id)
@@ -193,7 +209,7 @@ def _load_run(uri: str | Path, workdir: Path | str | None, device, kind: str | N
     manifest = _download_optional(c, run_id, f"{store.FEATURES_ARTIFACTS}/{store.MANIFEST}", dst) or None
     fdir = Path(tags[store.FEATURES_DIR_TAG]) if tags.get(store.FEATURES_DIR_TAG) else None
     return Run(model, info, run_id, fileio.read_json(model_dir / store.VOCAB), manifest, fdir, tags, params,
-               _read_optional(model_dir / store.MODEL_INFO))
+               _read_optional(model_dir / store.MODEL_INFO), shift_reference=read_shift_reference(model_dir))
 
 
 def _check_kind(info: ModelInfo, kind: str | None, what: str) -> None:

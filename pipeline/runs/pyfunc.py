@@ -2,7 +2,8 @@
 
 ``log_model`` stores the best checkpoint, ``vocab.json``, ``model_info.json`` and, when the
 features' ``manifest.json`` sits next to ``vocab.json``, ``extraction.json`` (the extraction settings
-only: no counts, no identifiers; ``score --source`` re-extracts a census with them) as
+only: no counts, no identifiers; ``score --source`` re-extracts a census with them) and, where the run keeps
+one beside ``model_info.json``, its shift check's reference (``SHIFT_REFERENCE``, read by ``runs.load``) as
 artifacts, a copy of the ``pipeline`` package's sources as ``code_paths`` (so the model loads
 where the repository is absent) and a signature: input = the features table columns,
 output = the risk table (``contracts.RISK``), params = ``samples``, ``batch_size`` and ``seed``.
@@ -34,7 +35,7 @@ import mlflow.pyfunc
 import pandas as pd
 
 from pipeline.core.contracts import DEFAULT_BATCH, FEATURES, PYFUNC_OPTIONAL, Use
-from pipeline.runs.store import EXTRACTION, MANIFEST, MODEL_ARTIFACT
+from pipeline.runs.store import EXTRACTION, MANIFEST, MODEL_ARTIFACT, SHIFT_REFERENCE
 from pipeline.tasks.base import RequestError  # noqa: F401  (its home; imported from here too)
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,8 @@ def log_model(checkpoint: Path | str, vocab: Path | str, model_info: Path | str,
         warnings.simplefilter("ignore", UserWarning)
         code = code_copy(Path(tmp))
         artifacts = {"checkpoint": str(checkpoint), "vocab": str(vocab), "model_info": str(model_info)}
+        if (Path(model_info).parent / SHIFT_REFERENCE).exists():  # the shift check's reference travels with it
+            artifacts["shift_reference"] = str(Path(model_info).parent / SHIFT_REFERENCE)
         manifest = Path(vocab).parent / MANIFEST
         if manifest.exists():
             from pipeline.core import fileio

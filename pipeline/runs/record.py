@@ -28,7 +28,7 @@ from pipeline.runs.identity import (
     source_of,
 )
 
-__all__ = ["copy_inputs", "features_id", "tag_features", "write_run"]
+__all__ = ["copy_inputs", "features_id", "tag_features", "write_artifacts", "write_run"]
 
 
 def copy_inputs(fdir: Path, out: Path, replace: bool = True) -> None:
@@ -54,6 +54,16 @@ def tag_features(tracker, fdir: Path) -> None:
     tracker.set_tag(store.FEATURES_DIR_TAG, str(Path(fdir).resolve()))
     tracker.set_tag(store.SPLIT_MODE_TAG, store.features_split_mode(fdir))
     tracker.set_tag(store.RELEASE_TAG, store.features_dir_release(fdir))
+
+
+def write_artifacts(out: Path, artifacts: dict) -> tuple[Path, ...]:
+    """A task's own files of a run (``Finished.artifacts``: name -> a function writing the file at a path), written
+    into ``out``; their paths, for ``write_run``'s ``artifacts``."""
+    paths = []
+    for name, write in artifacts.items():
+        write(Path(out) / name)
+        paths.append(Path(out) / name)
+    return tuple(paths)
 
 
 def write_run(tracker, out: Path, *, info: dict, checkpoint: Path, step: int, fdir: Path | None = None,

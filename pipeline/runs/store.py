@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from pipeline.core import fileio
-from pipeline.core.contracts import MANIFEST_FILE, TRAIN_CONFIG_FILE, VOCAB_FILE
+from pipeline.core.contracts import MANIFEST_FILE, SHIFT_REFERENCE_FILE, TRAIN_CONFIG_FILE, VOCAB_FILE
 from pipeline.core.errors import PipelineError
 from pipeline.tasks.base import DEFAULT_TASK, TASKS, load_task
 
@@ -48,6 +48,7 @@ EXTRACTION = "extraction.json"  # the features' extraction settings (``score --s
 FEATURES_ARTIFACTS = "features"  # the run's copy of VOCAB and MANIFEST
 CHECKPOINT_ARTIFACTS = "checkpoint"  # the run's copy of its model file (best.pt or baseline.npz)
 METRICS = "metrics.json"  # an evaluation report
+SHIFT_REFERENCE = SHIFT_REFERENCE_FILE  # the shift check's reference, beside model_info.json and in MODEL_FILES
 
 
 def eval_artifacts(split: str) -> str:

@@ -65,6 +65,7 @@ class ReportInput:
     policy_lines: list[str] = field(default_factory=list)  # how the risk was recalibrated; the decision threshold
     retention: dict | None = None  # the calibration admissions' retention curve (selective.RetentionCurve.to_dict,
         # with "ordering" and "n"): AUC-PR and NLL of the kept against the share referred
+    shift: dict | None = None  # the shift check (tasks.mortality.shift.CohortCheck.to_dict): its sentence, a banner
     task: object | None = None  # what the run predicts, in words (data.task.TaskWords; None: in-hospital mortality)
     no_policy: str | None = None  # why the run has no policy, in words (serving.decisions.no_policy)
 
@@ -134,6 +135,15 @@ def warnings_of(inp: "ReportInput", splits: dict) -> list[str]:
         out.append(f"{splits['train']:,} of these admissions come from the features' train split, which the model was "
                    "fitted on: their risks are in-sample and look better than the model is. Judge it on test.")
     return out
+
+
+def shift_banner(shift: dict | None) -> str:
+    """The shift check's sentence at the top: a warning when the cohort differs from the calibration admissions."""
+    if not shift or not shift.get("sentence"):
+        return ""
+    kind = "warn shift" if shift.get("verdict") == "shifted" else "note shift"
+    text = shift["sentence"]
+    return f'<div class="{kind}">{html.escape(text[:1].upper() + text[1:])}.</div>\n'
 
 
 def _pct(p: float, digits: int = 1) -> str:
@@ -384,7 +394,7 @@ def render(inp: ReportInput) -> str:
 spread of the model's draws. An admission marked REFER is one to review rather than rely on the number; HIGH RISK
 marks a calibrated risk at or above the run's decision threshold.
 PARTIAL: the data ended before the prediction time, so the risk rests on the hours observed.</div>
-{promise}
+{shift_banner(inp.shift)}{promise}
 {warn}
 <h2>Summary</h2>
 <div class="summary">{fact_table(facts)}{fact_table(model)}{rel}</div>

@@ -41,9 +41,9 @@ from pipeline.serving import release
 from pipeline.serving.cohort import read_cohort
 from pipeline.serving.config import ScoreConfig  # noqa: F401  (its home; imported from here too)
 from pipeline.serving.decisions import no_policy, policy_report, run_policy
-from pipeline.serving.summary import ScoreError, ScoreSummary  # noqa: F401  (their home; imported from here too)
+from pipeline.serving.summary import ScoreError, ScoreSummary, scores_schema  # noqa: F401  (their home)
 from pipeline.tasks.mortality import KEY as MORTALITY
-from pipeline.tasks.mortality import risk
+from pipeline.tasks.mortality import risk, shift
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +134,14 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
     total = referred = empty = early = high = 0
     out = Path(out)
     gen = scorer.generator(cfg.seed)  # one stream for the whole run, chunk after chunk
+    check = shift.checker(run, scorer, cfg.seed)  # the cohort against the run's calibration half (issue 43)
     with fileio.atomic_path(out) as tmp:
-        with pq.ParquetWriter(tmp, RISK.arrow_schema(), compression="zstd") as writer:
+        with pq.ParquetWriter(tmp, scores_schema(run, policy, samples), compression="zstd") as writer:
             for f in files:
                 for fs in _chunks(f, cfg.chunk_rows, values, window):
                     fs.check_vocab(*sizes)
-                    table = scorer.table(fs, gen)
+                    table, measures = scorer.scored(fs, gen)
+                    check.add(fs, measures)
                     writer.write_table(pa.Table.from_pandas(table, schema=RISK.arrow_schema(), preserve_index=False))
                     total += len(table)
                     referred += int(table["refer"].sum())
@@ -147,7 +149,7 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
                     early += int(table["before_prediction_time"].sum())
                     high += int(table["high_risk"].sum())
     return ScoreSummary(out, total, referred, empty, samples, run.model.components, list(files),
-                        before_prediction_time=early, high_risk=high, policy=policy,
+                        before_prediction_time=early, high_risk=high, policy=policy, shift=check.result(),
                         no_policy=None if policy is not None else no_policy(run))
 
 
@@ -323,7 +325,8 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
             refer_measure_source=run.model_info.get("refer_measure_source"),
             prediction_hours=((run.manifest or {}).get("config") or {}).get("prediction_hours"),
             splits=splits_of(summary.inputs) or cohort_mod.training_splits(run.features_dir, scores["key"]),
-            scores_file=summary.out.name, task=run.words, no_policy=summary.no_policy,
+            scores_file=summary.out.name, shift=summary.shift and summary.shift.to_dict(), task=run.words,
+            no_policy=summary.no_policy,
             **policy_report(summary.policy))
         summary.report = report_mod.write_report(report, inp)
         if links is not None:

@@ -157,6 +157,8 @@ class Finished:
     refer_measure: str | None = None  # what refer ranks by (``metrics.Measure`` value)
     policy: Any = None  # the run's ``bayes.referral.policy.Policy`` (None: none)
     score_samples: int | None = None  # the draws its scoring defaults to (None: the task's own rule)
+    artifacts: dict = field(default_factory=dict)  # file name -> a function writing it at the path it is given (a
+        # mortality run's shift reference): written beside model_info.json, logged, and carried by the pyfunc
 
 
 @dataclass

@@ -30,6 +30,7 @@ from pipeline.tasks.mortality.baselines.config import BaselineConfig, BaselineKi
 from pipeline.tasks.mortality.baselines.featurize import Featurizer
 from pipeline.tasks.mortality.baselines.fit import fit_gbm, fit_logreg
 from pipeline.tasks.mortality.baselines.model import BaselineModel
+from pipeline.tasks.mortality.finish import shift_artifacts
 from pipeline.tasks.mortality.inputs import load_inputs
 from pipeline.tasks.mortality.task import split_validation
 from pipeline.tasks.mortality.train_config import TrainConfig
@@ -128,8 +129,9 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
                             "referral": (referral or ReferralConfig()).to_dict(), "n_train": len(train_fs),
                             "n_val": len(val_fs), "features": record.features_id(fdir)})
         tracker.set_tag(FORMAT_TAG, ModelFormat.BASELINE.value)
+        extra = record.write_artifacts(out, shift_artifacts(policy, cal_fs, fdir, cfg.seed))
         record.write_run(tracker, out, fdir=fdir, info=info, validation=val, checkpoint=out / BASELINE_FILE,
-                         score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG,),
+                         score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG, *extra),
                          metrics={"featurize_seconds": seconds["featurize"], "fit_seconds": seconds["fit"]})
     return BaselineResult(tracker.run_id, kind.value, float(val.metrics["nll"]), settings, val.refer_threshold, out,
                           out / BASELINE_FILE, dict(val.metrics), seconds, policy, said["no_policy"])

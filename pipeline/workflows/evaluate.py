@@ -128,6 +128,8 @@ def mlflow_metrics(report: dict, split: str) -> dict[str, float]:
                     if report.get(f"{k}_gap") is not None})
     for m, v in ((report.get("uncertainty_vs_truth") or {}).get("measures") or {}).items():
         out.update({f"{split}_{k}_{m}": v[k] for k in ("referral_gain", "spearman") if v.get(k) is not None})
+    if (report.get("shift") or {}).get("p_value") is not None:  # the split against the calibration half
+        out[f"{split}_shift_p_value"] = report["shift"]["p_value"]
     return out
 
 
@@ -186,6 +188,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     logits, measure = pred.logits, scorer.refer_measure  # (S, K, N)
     report = report_of(logits, fs.label, true_risk, cfg.n_bootstrap, cfg.seed, summary=pred.summary, measure=measure)
     report.update(decisions(scorer, rm, pred, fs, true_risk, cfg, split))
+    report["shift"] = shift_section(scorer, rm, pred, fs, cfg.seed)
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(identical_draws=bool(samples > 1 and (logits == logits[:1]).all()))  # a deterministic model
     identity = features_identity(manifest)  # what compare groups by: the features' content, not their folder
@@ -220,6 +223,20 @@ def decisions(scorer, rm: Run, pred, fs, true_risk, cfg: EvalConfig, split: Spli
     return policy_section(policy, pred, fs.label, true_risk, scorer.groups(fs), cfg, in_cal)
 
 
+def shift_section(scorer, rm: Run, pred, fs, seed: int) -> dict:
+    """The split against the run's calibration half (``tasks.mortality.shift``; the val split holds that half
+    itself): the shift check's JSON, ``shift``."""
+    from pipeline.tasks.mortality import risk, shift
+
+    check, policy, measures = shift.checker(rm, scorer, seed), scorer.policy, {}
+    if policy is not None:
+        view = risk.predictive(pred, scorer.groups(fs))
+        cal = policy.calibrator.apply(view.mean)
+        measures = policy.measures(view, cal, policy.threshold.flag(cal))
+    check.add(fs, measures)
+    return check.result().to_dict()
+
+
 def plot_retention(report: dict, path: Path, split: str) -> Path:
     """retention.png: AUC-PR and NLL of the kept (with bootstrap bands) and, on synthetic data, their KL from the
     truth, against the share referred by the refer flag's ordering."""
@@ -242,6 +259,8 @@ def format_table(report: dict) -> str:
     few = report["positives"] < MIN_DEATHS  # intervals and calibration cannot be judged
     words = words_of(report)
     lines = [f"{report['split']}: n={report['n']} positives={report['positives']} draws={draws_label(report)}", head]
+    if (report.get("shift") or {}).get("sentence"):
+        lines.insert(1, f"shift check: {report['shift']['sentence']}")
     if few:
         lines.insert(1, f"caution: {report['positives']} {words.events} in this split (fewer than {MIN_DEATHS}): the "
                         "95% intervals, the ECE and the calibration slope cannot be judged")

@@ -153,8 +153,9 @@ def _write_run(model, report: LaplaceReport, cfg: LaplaceConfig, samples: int | 
             tracker.set_tag(PARENT_TAG, rm.run_id)
         for name, content in ld.files.items():
             fileio.write_json(out / name, content)
+        extra = record.write_artifacts(out, fin.artifacts)  # the task's own files (a shift reference)
         record.write_run(tracker, out, fdir=ld.features_dir, info=model_info, checkpoint=out / BEST,
-                         score_samples=fin.score_samples, step=0, artifacts=(out / REPORT,),
+                         score_samples=fin.score_samples, step=0, artifacts=(out / REPORT, *extra),
                          metrics={"laplace_prior_precision": report.prior_precision,
                                   "laplace_subnet_prior_precision": report.subnet_prior_precision, **fin.metrics},
                          pyfunc=ld.features_dir is not None and rm.task.serves)

@@ -143,9 +143,11 @@ def _finish(plan: TrainingPlan, tracker, base: dict, state: LoopState, out: Path
     info, files = plan.record(state)
     for name, content in files.items():
         fileio.write_json(out / name, content)
+    extra = record.write_artifacts(out, fin.artifacts)  # the task's own files (a mortality run's shift reference)
     record.write_run(tracker, out, fdir=fdir, info={**info, **fin.info}, checkpoint=out / BEST,
                      score_samples=fin.score_samples, metrics=fin.metrics, step=state.step,
-                     artifacts=tuple(out / name for name in files), pyfunc=fdir is not None and plan.task.serves)
+                     artifacts=(*(out / name for name in files), *extra),
+                     pyfunc=fdir is not None and plan.task.serves)
     return fin
 
 

@@ -82,22 +82,23 @@ class MonitorState:
         return (lower_bound(self.flagged, f, self.delta, SENSITIVITY_B),
                 upper_bound(self.flagged, f, self.delta, SENSITIVITY_B))
 
-    def report(self) -> dict:
-        """The state with its bounds and the sentence (JSON)."""
+    def report(self, outcomes: str = "deaths") -> dict:
+        """The state with its bounds and the sentence (JSON; ``outcomes``: the outcome's plural, in words)."""
         lo, hi = self.miss_rate_bounds()
         slo, shi = self.sensitivity_bounds()
         return {**self.to_dict(), "alarm": self.alarm, "miss_rate": self.misses / self.deaths if self.deaths else None,
                 "miss_rate_bounds": [lo, hi], "sensitivity": self.flagged / self.deaths if self.deaths else None,
-                "sensitivity_bounds": [slo, shi], "confidence": 1.0 - self.delta, "sentence": self.sentence()}
+                "sensitivity_bounds": [slo, shi], "confidence": 1.0 - self.delta, "sentence": self.sentence(outcomes)}
 
-    def sentence(self) -> str:
+    def sentence(self, outcomes: str = "deaths") -> str:
+        """The state in one sentence (``outcomes``: the outcome's plural, "deaths" unless the task says otherwise)."""
         conf = _percent(1.0 - self.delta)
         if self.alarm:
             return (f"since admission {self.alarm_at:,} of this stream the model misses more than "
-                    f"{_percent(self.alpha)} of deaths on the kept admissions, with {conf} confidence "
-                    f"({self.alarm_misses:,} of {self.alarm_deaths:,} deaths missed by then)")
+                    f"{_percent(self.alpha)} of {outcomes} on the kept admissions, with {conf} confidence "
+                    f"({self.alarm_misses:,} of {self.alarm_deaths:,} {outcomes} missed by then)")
         lo, hi = self.miss_rate_bounds()
-        return (f"the promise holds so far: {self.misses:,} of {self.deaths:,} deaths among {self.admissions:,} "
+        return (f"the promise holds so far: {self.misses:,} of {self.deaths:,} {outcomes} among {self.admissions:,} "
                 f"admissions were kept and not flagged (the miss rate lies in [{_percent(lo)}, {_percent(hi)}], "
                 f"each bound with {conf} confidence; the promise: at most {_percent(self.alpha)})")
 

@@ -101,6 +101,7 @@ class Columns:
     high_risk: np.ndarray  # calibrated risk >= the decision threshold
     decision_uncertainty: np.ndarray  # the posterior's share across the decision threshold
     refer: np.ndarray  # the refer rule's flag
+    measures: dict = field(default_factory=dict, repr=False)  # every ordering's measure (``Policy.measures``)
 
 
 def entropy(p: np.ndarray) -> np.ndarray:
@@ -165,12 +166,17 @@ class Policy:
             low = up = np.full(len(pred), np.nan)
         groups = None if self.config.group is None else pred.groups.get(self.config.group)
         refer = self.rule.refer(m[self.ordering.value], groups)
-        return Columns(cal, low, up, high, m[Ordering.DECISION.value], refer)
+        return Columns(cal, low, up, high, m[Ordering.DECISION.value], refer, m)
 
     # ------------------------------------------------------------------ text
 
     def sentence(self) -> str:
-        """The refer rule in one plain sentence."""
+        """The refer rule in one plain sentence (an importance-weighted rule's says what it assumes)."""
+        weighted = self.calibration.get("weighted")
+        if weighted:
+            from pipeline.bayes.referral.weighted import WeightedRule
+
+            return WeightedRule.from_dict({**weighted, "rule": self.rule.to_dict()}).sentence(self.words)
         return self.rule.sentence(self.words)
 
     def reason(self) -> str:
@@ -191,8 +197,11 @@ class Policy:
         rule = ("the simplest within one standard error of the lowest " if c.get("rule") == "one_se" else
                 "the lowest ")
         how = f"{rule}{c.get('folds')}-fold cross-fitted NLL ({shown})" if nll else "as asked"
+        again = c.get("recertified") or {}
+        when = (f"; re-certified on {again['n']:,} admissions of a new period ({again['deaths']:,} "
+                f"{self.words.many}), {again.get('threshold', '')}" if again.get("n") else "")
         return (f"risks recalibrated by {c.get('method')} on {c.get('n'):,} calibration admissions "
-                f"({c.get('deaths'):,} {self.words.many}), {how}")
+                f"({c.get('deaths'):,} {self.words.many}), {how}{when}")
 
     def lines(self, high_risk: int | None = None) -> list[str]:
         """How the risks become decisions, as train and score print it: the recalibration, the decision threshold
@@ -211,6 +220,9 @@ class Policy:
         if not self.kept:
             raise ReferralError("this run's policy keeps no calibration scores (its model_info summary only): the "
                                 "refer rule cannot be re-derived; score with the run's model file")
+        if self.calibration.get("weighted"):
+            raise ReferralError("this run's refer rule is importance-weighted for a new population (recertify "
+                                "--weighted): re-derive it by re-certifying the parent run with the settings asked")
         cfg = dataclasses.replace(self.config, **changes)
         return dataclasses.replace(self, config=cfg, **_rule(cfg, self.kept, self.threshold.threshold, strict,
                                                              self.words))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline.core.contracts import VOCAB_FILE
+from pipeline.core.contracts import SHIFT_REFERENCE_FILE, VOCAB_FILE
 from pipeline.data.task import MORTALITY
 from pipeline.tasks.base import Finished, FinishSettings, LaplaceData, RunSpec
 from pipeline.tasks.mortality import validation
@@ -55,12 +55,25 @@ def finish(model, data, s: FinishSettings) -> Finished:
     val = validation.validation_summary(pred.logits, data.val.label, s.refer_fraction, summary=pred.summary,
                                         true_risk=features_true_risk(data.features_dir, data.val),
                                         model_kind=s.model_kind)
-    return Finished(checkpoint={**val.checkpoint_entries(), "policy": policy and policy.to_dict(), **said},
+    return Finished(artifacts=shift_artifacts(policy, data.cal, data.features_dir, s.seed),
+                    checkpoint={**val.checkpoint_entries(), "policy": policy and policy.to_dict(), **said},
                     info={"policy": policy and policy.to_dict(arrays=False), **val.info(), **said}, metrics=val.scalars,
                     val_nll=val.metrics["nll"], val_metrics=dict(val.metrics),
                     lines=policy_lines(policy, said["no_policy"]),
                     refer_threshold=val.refer_threshold, refer_measure=val.refer_measure.value, policy=policy,
                     score_samples=s.samples)
+
+
+def shift_artifacts(policy, cal, features_dir, seed: int) -> dict:
+    """The run's shift reference (``shift.reference_of``: its calibration half's outputs and a feature sample) as
+    a ``Finished.artifacts`` entry ({} without a policy)."""
+    from pipeline.core import fileio
+    from pipeline.tasks.mortality.shift import reference_of
+
+    if policy is None:
+        return {}
+    ref = reference_of(policy, cal, fileio.read_json(Path(features_dir) / VOCAB_FILE), seed)
+    return {} if ref is None else {SHIFT_REFERENCE_FILE: ref.save}
 
 
 def policy_lines(policy, why: str | None = None) -> list[str]:

@@ -119,13 +119,25 @@ def score_features(model: RiskModel, fs, samples: int, refer: float | None, batc
     rule reads each admission's group from its context tokens, ``context_vocab``); without one, ``refer`` is the
     threshold of ``refer_measure``. ``resident``: the batches gathered on the model's device (None: on a CUDA
     device; ``predict.feature_batches``), the same batches."""
+    return scored_features(model, fs, samples, refer, batch_size, max_bags, max_tokens, generator, refer_measure,
+                           policy, context_vocab, resident)[0]
+
+
+def scored_features(model: RiskModel, fs, samples: int, refer: float | None, batch_size: int = DEFAULT_BATCH,
+                    max_bags: int | None = None, max_tokens: int | None = None, generator=None,
+                    refer_measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION, policy=None,
+                    context_vocab: list[str] | None = None, resident: bool | None = None
+                    ) -> tuple[pd.DataFrame, dict]:
+    """(``score_features``' table, the policy's measures of the admissions: ``Policy.measures``, every ordering's,
+    {} without a policy): what the shift check compares (``tasks.mortality.shift``)."""
     pred = feature_predictions(model, fs, samples, batch_size, max_bags, max_tokens, generator, resident)
     if pred.summary is None:
-        return RISK.arrow_schema().empty_table().to_pandas()
+        return RISK.arrow_schema().empty_table().to_pandas(), {}
     cols = None if policy is None else policy.apply(predictive(pred, policy_groups(policy, fs, context_vocab)))
-    return risk_table(pred.summary, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags,
-                      observed_hours=fs.observed_hours, before_prediction_time=fs.before_prediction_time,
-                      refer_measure=refer_measure, policy_columns=cols)
+    table = risk_table(pred.summary, fs.keys, refer, n_events=fs.n_events, n_bags=fs.n_bags,
+                       observed_hours=fs.observed_hours, before_prediction_time=fs.before_prediction_time,
+                       refer_measure=refer_measure, policy_columns=cols)
+    return table, ({} if cols is None else cols.measures)
 
 
 def refer_measure_of(info) -> metrics.Measure:

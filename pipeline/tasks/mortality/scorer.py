@@ -70,9 +70,13 @@ class MortalityScorer:
     def table(self, fs, generator=None):
         """The risk table of a FeatureSet (``contracts.RISK``; ``risk.score_features``), its draws from
         ``generator`` (None: torch's global stream)."""
-        return risk.score_features(self.model, fs, self.samples, self.refer_threshold, self.batch_size,
-                                   self.info.max_bags, self.info.max_tokens, generator, self.refer_measure,
-                                   self.policy, self.context_vocab)
+        return self.scored(fs, generator)[0]
+
+    def scored(self, fs, generator=None):
+        """(the risk table, the policy's measures of its admissions: ``risk.scored_features``) of a FeatureSet."""
+        return risk.scored_features(self.model, fs, self.samples, self.refer_threshold, self.batch_size,
+                                    self.info.max_bags, self.info.max_tokens, generator, self.refer_measure,
+                                    self.policy, self.context_vocab)
 
     # ------------------------------------------------------------------------ requests (the pyfunc, serve)
 

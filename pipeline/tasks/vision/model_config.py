@@ -26,6 +26,18 @@ class Method(str, Enum):
     RANK1 = "rank1"  # shared W, K-component mixture posterior over the rank-1 factors
     DEEP_ENSEMBLE = "deep-ensemble"  # K independently initialised deterministic networks
 
+    @property
+    def stochastic(self) -> bool:
+        """Whether its weights are drawn per sample (rank-1's mixture posterior); the other methods' S draws are
+        copies of one pass."""
+        return self is Method.RANK1
+
+    @property
+    def tiled(self) -> bool:
+        """Whether its K members share one network that sees each image K times (BatchEnsemble, rank-1: K·B rows
+        for B images); the deterministic network and each of the deep ensemble's K networks see it once."""
+        return self in (Method.BATCHENSEMBLE, Method.RANK1)
+
 
 class Arch(str, Enum):
     """Network families."""

@@ -40,7 +40,7 @@ class VisionNet(nn.Module):
             raise ValueError("use VisionDeepEnsemble (build_vision_model) for deep ensembles")
         self.cfg, self.method, self.components = cfg, cfg.method, cfg.components
         self.kind = cfg.method  # the method, as the mortality models' ``kind`` (messages, Laplace checkpoints)
-        self.stochastic = cfg.method == Method.RANK1  # weights drawn per sample (otherwise one pass, copied)
+        self.stochastic = cfg.method.stochastic  # weights drawn per sample (otherwise one pass, copied)
         body = {Arch.WRN: WideResNet, Arch.RESNET50: ResNet50}[cfg.arch]
         self.body = body(cfg, LayerFactory(cfg))
         self.register_buffer("pixel_mean", torch.zeros(cfg.in_channels))
