@@ -123,7 +123,8 @@ def test_what_the_check_says_when_it_cannot_check():
     assert older.sentence().endswith("(on the model's outputs alone: this run keeps no feature reference (trained "
                                      "before the check))") and not older.features
     none = shift.check_cohort(None, None, _sample(few))
-    assert none.report is None and none.sentence().startswith("no shift check: this run keeps no calibration")
+    assert none.report is None and none.sentence().startswith("no shift check: this run has no policy, so no "
+                                                              "calibration")
     assert none.to_dict()["verdict"] is None and none.admissions == 10
 
 

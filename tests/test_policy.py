@@ -13,6 +13,7 @@ from pipeline.bayes.referral.config import ReferralConfig
 from pipeline.bayes.referral.measures import Ordering
 from pipeline.bayes.referral.policy import Policy, Predictive, fit_policy
 from pipeline.bayes.referral.settings import CalibrationTooSmall, ReferralError, Status
+from pipeline.bayes.referral.text import DEATHS, Outcome
 from pipeline.core.errors import ConfigError
 
 
@@ -254,3 +255,130 @@ def test_the_evaluate_line_says_the_rule_in_words():
     assert line == ("refer rule (ranked by the risk; refers everyone: the calibration data are too few to certify its "
                     "promise): refers 100.0% here; kept miss rate 0.0000, kept Brier n/a, from the true risk 0.0000 "
                     "(promised: the model misses at most 5% of deaths, with 90% confidence)")
+
+
+READMISSION = Outcome("readmission", "readmissions", "admissions without a readmission")
+
+
+def test_a_policy_speaks_its_outcome_and_keeps_its_words(fitted):
+    """Issue 44, item 2: the policy's sentences count the outcome it was fitted with (the run's task's); its JSON keeps
+    the words, so a run read back says them; a policy recorded before them says the caller's, else the deaths."""
+    import re
+
+    _, (sel, ys, cal, yc) = fitted
+    policy = fit_policy(sel, ys, cal, yc, ReferralConfig(ordering="decision"), seed=0, words=READMISSION)
+    text = " ".join(policy.lines()) + policy.sentence()
+    assert "misses at most 5% of readmissions, with 90% confidence" in policy.sentence()
+    assert f"({int(yc.sum()):,} readmissions)" in policy.calibration_line()
+    assert not re.search(r"death|surviv", text, re.I)
+    back = Policy.from_dict(json.loads(json.dumps(policy.to_dict())))
+    assert back.words == READMISSION and back.sentence() == policy.sentence()
+    assert back.rederive(alpha=0.1).sentence().startswith("refer ") and "of readmissions" in back.rederive(
+        alpha=0.1).sentence()
+    older = {k: v for k, v in policy.to_dict().items() if k != "outcome"}  # a policy recorded before its words
+    assert Policy.from_dict(older).words == DEATHS and "of deaths" in Policy.from_dict(older).sentence()
+    assert Policy.from_dict(older, READMISSION).words == READMISSION
+    small = fit_policy(sel, ys, Predictive(cal.mean[:60]), yc[:60], ReferralConfig(), words=READMISSION)
+    with pytest.raises(CalibrationTooSmall, match="calibration readmissions"):
+        small.rederive(strict=True, alpha=0.001, delta=0.001)
+
+
+def test_too_few_outcomes_for_the_cross_fitted_choice_are_said_in_words():
+    """The line said "select_method: 5 folds need at least 2 folds and as many deaths and survivors" (an internal name,
+    a mortality word for every task): it says the counts in the outcome's words."""
+    sel, ys = _world(400, 11)
+    cal, _ = _world(40, 12)
+    yc = np.zeros(40)
+    yc[:3] = 1.0
+    line = fit_policy(sel, ys, cal, yc, words=READMISSION).calibration_line()
+    assert line == ("risks not recalibrated: the calibration data hold 3 readmissions and 37 admissions without a "
+                    "readmission; choosing a map by 5-fold cross-fitted NLL needs at least 5 of each")
+    assert "3 deaths and 37 survivors" in fit_policy(sel, ys, cal, yc).calibration_line()
+
+
+@pytest.mark.parametrize("selection, calibration, share, fixed, expected", [
+    ([0, 1], [], 0.0, None, "the run kept no validation admissions apart for calibration (--calibration-share 0)"),
+    ([0, 1, 0], [0, 0, 0], 0.5, None, "the 3 validation admissions kept apart for calibration (the calibration "
+     "half, --calibration-share 0.5) held no {one}; a recalibration map and a refer rule need both outcomes"),
+    ([0, 1], [1, 1], 0.5, None, "the 2 validation admissions kept apart for calibration (the calibration half, "
+     "--calibration-share 0.5) held only {many}; a recalibration map and a refer rule need both outcomes"),
+    ([0, 0, 0], [0, 1, 0], 0.3, None, "the 3 validation admissions that choose the decision threshold (the "
+     "selection half) held no {one}; the decision threshold's sensitivity rule needs both outcomes "
+     "(--decision-threshold fixes one)"),
+    ([0, 0, 0], [0, 1, 0], 0.3, 0.2, None),  # a fixed threshold needs no outcome in the selection half
+    ([0, 1, 0], [], 0.5, None, "none of the 3 validation admissions fell in the calibration half "
+     "(--calibration-share 0.5 keeps each apart by a hash of its pseudonym); a recalibration map and a refer rule need "
+     "both outcomes"),
+    ([], [1, 0], 0.5, None, "none of the 2 validation admissions fell in the selection half, which chooses the "
+     "decision threshold (all were kept apart for calibration, --calibration-share 0.5); the decision threshold's "
+     "sensitivity rule needs both outcomes (--decision-threshold fixes one)"),
+    ([0], [0, 1], 0.5, None, "the 1 validation admission that chooses the decision threshold (the selection half) held "
+     "no {one}; the decision threshold's sensitivity rule needs both outcomes (--decision-threshold fixes one)"),
+    ([0, 0], [0, 0, 0, 0], 0.5, None, "the 6 validation admissions held no {one}, in both halves (4 kept apart for "
+     "calibration, --calibration-share 0.5; 2 that choose the decision threshold); a recalibration map and a refer "
+     "rule need both outcomes, and the decision threshold's sensitivity rule needs both outcomes "
+     "(--decision-threshold fixes one)"),
+    ([1, 1], [0, 0], 0.5, None, "the 2 validation admissions kept apart for calibration (the calibration half, "
+     "--calibration-share 0.5) held no {one}; a recalibration map and a refer rule need both outcomes; and the 2 "
+     "validation admissions that choose the decision threshold (the selection half) held only {many}; the decision "
+     "threshold's sensitivity rule needs both outcomes (--decision-threshold fixes one)"),
+])
+@pytest.mark.parametrize("task", ["mortality", "readmission"])
+def test_a_run_without_a_policy_says_which_condition_held(selection, calibration, share, fixed, expected, task):
+    """Issue 46, item 2: `train` said "the run kept no validation admissions apart (calibration_share 0), or a
+    validation half holds no death ..." (which one? and an internal name): the reason names the half, what it held
+    (in the task's words) and the option as typed; fit_run_policy fits a policy exactly when there is none."""
+    from pipeline.data.task import MORTALITY, TaskWords
+    from pipeline.tasks.mortality.validation import fit_run_policy, no_policy
+
+    words = None if task == "mortality" else TaskWords("r", "readmission", "readmissions", "at discharge", "meds:X")
+    config = ReferralConfig(decision_threshold=fixed)
+    said = no_policy(_Half(selection), _Half(calibration), config, share, words)
+    w = words or MORTALITY
+    assert said == (None if expected is None else expected.format(one=w.event, many=w.events))
+    if said is not None:
+        assert "calibration_share" not in said and "or a validation half" not in said
+        assert fit_run_policy(None, _Half(selection), _Half(calibration), samples=1, batch_size=1, max_bags=None,
+                              max_tokens=None, seed=0, context_vocab=[], config=config) is None
+
+
+@pytest.mark.parametrize("recorded, train_config, expected", [
+    ("the 20 validation admissions kept apart for calibration (the calibration half, --calibration-share 0.5) held no "
+     "death; a recalibration map and a refer rule need both outcomes", {"calibration_share": 0.5}, None),
+    (None, {}, "this run was trained before risks were recalibrated"),
+    (None, {"calibration_share": 0.0}, "the run kept no validation admissions apart for calibration "
+     "(--calibration-share 0)"),
+    (None, {"calibration_share": 0.5}, "a validation half of the run (--calibration-share 0.5) held a single outcome "
+     "(the run, trained before the reason was recorded, does not say which half)"),
+])
+def test_score_says_why_a_run_has_no_policy(recorded, train_config, expected):
+    """Issue 46, item 2: `score` and the report said "this run was trained before risks were recalibrated" of a run
+    trained minutes earlier: they say the reason the run recorded, else what its settings tell."""
+    from types import SimpleNamespace
+
+    from pipeline.serving.decisions import policy_lines
+    from pipeline.tasks.mortality.finish import policy_lines as train_lines
+    from pipeline.tasks.mortality.validation import said_no_policy
+
+    why = said_no_policy(SimpleNamespace(no_policy=recorded, train_config=train_config))
+    assert why == (expected or recorded)
+    assert policy_lines(None, 0, why) == [f"no calibration: {why}; risk_calibrated is empty and refer is its refer "
+                                          "measure above its validation threshold, with no promise"]
+    assert train_lines(None, why) == [f"no calibration: {why}; the run has no recalibration, decision threshold or "
+                                      "refer rule and scores with no promise"]
+
+
+def test_only_the_merged_venn_abers_map_is_promised_inside_the_interval():
+    """The promise docs/referral.md states (issue 46, item 2), on every row of a census of 5,000 admissions: the
+    interval is the Venn-Abers pair of the raw risk, p0 <= p1; the calibrated risk lies inside it when the map is
+    venn_abers (p1 / (1 - p0 + p1)); another map's value need not (here the raw risk, too flat a risk, leaves many
+    outside)."""
+    sel, ys = _world(1500, 21)
+    cal, yc = _world(1500, 22)
+    census, _ = _world(5000, 23)
+    outside = {}
+    for method in ("venn_abers", "none"):
+        c = fit_policy(sel, ys, cal, yc, ReferralConfig(calibration=method)).apply(census)
+        assert (c.va_low <= c.va_high).all() and np.isfinite(c.va_low).all()
+        outside[method] = int(((c.risk_calibrated < c.va_low - 1e-12) | (c.risk_calibrated > c.va_high + 1e-12)).sum())
+    assert outside["venn_abers"] == 0 and outside["none"] > 0, outside

@@ -5,6 +5,7 @@ validation reliability diagram; rendered by headless Chromium to a PNG that is n
 from __future__ import annotations
 
 import html.parser
+import re
 import shutil
 import subprocess
 
@@ -205,9 +206,14 @@ def test_the_promise_is_at_the_top_and_the_retention_curves_are_drawn():
     assert "<th>Calibrated</th>" in text and text.count('class="flag high"') == high
 
 
-def test_a_run_without_calibration_says_so_and_promises_nothing():
-    text, words = _page(_scores(30), promise=None, reason=None, policy_lines=[], retention=None)
-    assert "No calibration: this model was trained before risks were recalibrated" in words
+@pytest.mark.parametrize("why", [None, "the 6 validation admissions kept apart for calibration (the calibration half, "
+                                        "--calibration-share 0.5) held no death"])
+def test_a_run_without_calibration_says_so_and_promises_nothing(why):
+    """Issue 46, item 2: the page said "trained before risks were recalibrated" of every run without a policy; it
+    says the reason the run recorded."""
+    text, words = _page(_scores(30), promise=None, reason=None, policy_lines=[], retention=None, no_policy=why)
+    assert "trained before risks were recalibrated" not in words
+    assert f"No calibration: {why or 'this model records no policy'}; the risks are the model" in words
     assert "with no promise about the admissions not referred" in words
     assert '<div class="promise">' not in text and "What referring buys" not in words
     assert "Referred for review (refer measure above its validation threshold; no promise)" in words
@@ -220,12 +226,18 @@ def test_a_run_without_calibration_says_so_and_promises_nothing():
     ({"n": 2000, "positives": 12, "auc_roc": 0.58}, ["showed no discrimination: AUC-ROC 0.580 (95% interval"]),
     ({"n": 2000, "positives": 200, "auc_roc": 0.58}, []),  # 200 deaths: 0.58 is reliably above chance
     (None, ["No validation metrics were recorded with this model"]),
+    ({"n": 13, "positives": 0, "auc_roc": float("nan")},  # issue 46: "AUC-ROC n/a is no better than chance"
+     ["On its 13 validation admissions (0 deaths) the model's discrimination could not be measured: AUC-ROC is "
+      "undefined without both outcomes", "Validation had 0 deaths (fewer than 10)"]),
+    ({"n": 13, "positives": 13, "auc_roc": None}, ["discrimination could not be measured"]),
+    ({"n": 2000, "positives": 200, "auc_roc": 0.2}, ["ranked the wrong way round: AUC-ROC 0.200 (95% interval"]),
 ])
 def test_weak_validation_gets_a_plain_warning(val, cautions):
     text, words = _page(_scores(40), val_metrics=val)
     assert text.count('<div class="warn">') == len(cautions)
     for c in cautions:
         assert c in words
+    assert "n/a is no better than chance" not in words
 
 
 def test_auc_roc_interval_follows_hanley_and_mcneil():
@@ -251,3 +263,29 @@ def test_scoring_a_features_directory_says_each_admissions_split(demo_run, demo_
             "fitted on: their risks are in-sample") in words
     assert "<th>Split</th>" in text and text.count("<td>train</td>") == counts["train"]
     assert "Prediction time 24 h after admission" in words
+
+
+READMISSION = dict(name="readmission/general_hospital/30d", outcome="hospital readmission within 30 days",
+                   outcomes="hospital readmissions within 30 days", prediction_time="at the hospital discharge",
+                   source="meds:MIMIC-IV")
+
+
+def test_the_page_speaks_in_the_words_of_the_runs_task():
+    """Issue 44, item 2: the title, the opening sentence, the prediction time, the counts and the reliability axis
+    say the run's outcome; a run of another task than mortality never reads as a death."""
+    from pipeline.data.task import TaskWords
+
+    val = {**GOOD_VAL, "positives": 5}
+    text, words = _page(_scores(30), task=TaskWords(**READMISSION), val_metrics=val, promise=None, reason=None,
+                        policy_lines=[], retention=None, prediction_hours=0.0)
+    assert "<h1>Risk of hospital readmission within 30 days: cohort report</h1>" in text
+    assert ("Predicted probability of hospital readmission within 30 days after the prediction time (at the "
+            "hospital discharge)") in words
+    assert "Prediction time at the hospital discharge" in words
+    assert "Validation had 5 hospital readmissions within 30 days (fewer than 10)" in words
+    assert "1,000 (5 hospital readmissions within 30 days)" in words
+    assert "observed rate of hospital readmissions within 30 days" in text
+    assert not re.search(r"death|died|mortality", text, re.I)
+    mimic, mimic_words = _page(_scores(30))  # a mortality run reads as it always has
+    assert "<h1>Mortality risk: cohort report</h1>" in mimic and "observed death rate" in mimic
+    assert "Predicted probability of in-hospital death after the prediction time (24 h after admission)" in mimic_words

@@ -37,7 +37,8 @@ from pipeline.cli.names import spell
 from pipeline.core.errors import PipelineError
 from pipeline.core.progress import UserFormatter
 
-HELP = "Command line of the MIMIC-III / MIMIC-IV mortality-risk pipeline."  # the app's help line
+HELP = ("Command line of the clinical risk pipeline: MIMIC-III / MIMIC-IV in-hospital mortality, or any binary task of "
+        "a MEDS dataset.")  # the app's help line
 LOG_DIR_ENV = "PIPELINE_LOG_DIR"  # where an unexpected error's traceback goes (default runs/logs)
 CONTEXT = {"max_content_width": 100}
 

@@ -134,7 +134,8 @@ def baseline_config(kind: str, settings: Settings):
     keys={(TrainOptions, "model"): "model.name"},
     baseline=baseline, beneath="--preset", example="model.lstm_hidden=128 or train.max_steps=4000"))
 def train(settings: Settings | None = None) -> None:
-    """Train a mortality model (torchrun-ready), log it to MLflow and print its run id."""
+    """Train a risk model of the features' task (in-hospital mortality, or a MEDS task: extract names it;
+    torchrun-ready), log it to MLflow and print its run id."""
     o = TrainOptions(**settings[TrainOptions])
     setup_logging(o.verbose)
     if o.model in BASELINES:

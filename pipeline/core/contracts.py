@@ -139,7 +139,8 @@ MEDS_FEATURES = Table("MEDS features", (
 
 RISK = Table("risk", (
     Column("key", "string", Use.REQUIRED, "the admission's pseudonym"),
-    Column("risk_mean", "float64", Use.REQUIRED, "predictive probability of death (mean over the draws)"),
+    Column("risk_mean", "float64", Use.REQUIRED, "predictive probability of the outcome (the task's label: in-hospital "
+           "death for the MIMIC cohorts), mean over the draws"),
     Column("risk_sd", "float64", Use.REQUIRED,
            "standard deviation of the probability under the weight posterior (the draws, or a Laplace model's Gaussian "
            "logit)"),
@@ -152,11 +153,13 @@ RISK = Table("risk", (
            "posterior reaches it (a point model, or a Laplace admission on no subnetwork weight), not certainty"),
     Column("risk_calibrated", "float64", Use.REQUIRED,
            "risk_mean through the run's recalibration map (fitted on validation admissions kept apart from early "
-           "stopping); what the decision and the refer rule use. NaN: the run has no calibration (trained before it)"),
+           "stopping); what the decision and the refer rule use. NaN: the run has no calibration (trained before it, "
+           "or its validation halves could not fit one: `score` says why)"),
     Column("risk_va_low", "float64", Use.REQUIRED,
-           "low end of the Venn-Abers interval of the calibrated risk (one of the two ends is a calibrated "
-           "probability; the width says how far the calibration data pin the risk down). NaN: none"),
-    Column("risk_va_high", "float64", Use.REQUIRED, "high end of the Venn-Abers interval (NaN: none)"),
+           "p0, low end of the Venn-Abers pair of risk_mean from the run's calibration half (one of the two ends is a "
+           "calibrated probability; the width says how far the calibration data pin the risk down). It contains "
+           "risk_calibrated when the map is venn_abers, not necessarily otherwise. NaN: none"),
+    Column("risk_va_high", "float64", Use.REQUIRED, "p1, high end of the Venn-Abers pair, >= risk_va_low (NaN: none)"),
     Column("high_risk", "bool", Use.REQUIRED,
            "risk_calibrated at or above the run's decision threshold (false: the run has no decision threshold)"),
     Column("decision_uncertainty", "float64", Use.REQUIRED,

@@ -8,6 +8,11 @@ was recorded are the MIMIC extraction's in-hospital mortality (``MORTALITY``, at
 for a MEDS extraction, the words its recorded task config or label files give (``from_path``). The words of an
 ACES config come from its ``metadata`` (``outcome``, ``outcomes``, ``prediction_time``: this project's keys, which
 es-aces ignores), else its file name, and its index window (``prediction_time_of``). No torch (PyYAML reads a config).
+
+A run records the words of the features it was trained on (``task_words`` in its model file and ``model_info.json``,
+read back by ``of_record``; ``runs.load.Run.words``), so that scoring, the pyfunc, ``evaluate`` and the cohort report
+say the outcome without the features folder. Sentences count the outcome as ``event`` / ``events`` and the others as
+``others`` ("death" / "deaths" / "survivors" for in-hospital mortality, as they always have).
 """
 
 from __future__ import annotations
@@ -37,8 +42,41 @@ class TaskWords:
     def to_json(self) -> dict:
         return asdict(self)
 
+    @property
+    def mortality(self) -> bool:
+        """The MIMIC cohorts' in-hospital death, whose sentences have always said "death" and "deaths" (the report's
+        opening sentence says where)."""
+        return self.outcome == MORTALITY_OUTCOME
 
-MORTALITY = TaskWords("in_hospital_mortality", "in-hospital death", "in-hospital deaths",
+    @property
+    def event(self) -> str:
+        """The outcome as a count names it, singular: "death" (in-hospital mortality), else ``outcome``."""
+        return "death" if self.mortality else self.outcome
+
+    @property
+    def events(self) -> str:
+        """The same, plural: "deaths" (in-hospital mortality), else ``outcomes``."""
+        return "deaths" if self.mortality else self.outcomes
+
+    @property
+    def others(self) -> str:
+        """The admissions without the outcome: "survivors" (in-hospital mortality), else "admissions without a
+        readmission"."""
+        return "survivors" if self.mortality else f"admissions without {article(self.outcome)} {self.outcome}"
+
+    @property
+    def title(self) -> str:
+        """The risk in a title: "Mortality risk" (in-hospital mortality), else "Risk of readmission"."""
+        return "Mortality risk" if self.mortality else f"Risk of {self.outcome}"
+
+    @property
+    def rate(self) -> str:
+        """The observed share of the outcome, as an axis names it: "death rate", else "rate of readmissions"."""
+        return "death rate" if self.mortality else f"rate of {self.outcomes}"
+
+
+MORTALITY_OUTCOME = "in-hospital death"  # the MIMIC extraction's outcome (MORTALITY's)
+MORTALITY = TaskWords("in_hospital_mortality", MORTALITY_OUTCOME, "in-hospital deaths",
                       "24 hours after the hospital admission", "MIMIC",
                       "the MIMIC extraction's cohort: adult admissions alive and in hospital at the prediction time")
 WORD_KEYS = ("name", "outcome", "outcomes", "prediction_time", "source")  # what a manifest's task must hold
@@ -48,6 +86,11 @@ def mimic_mortality(prediction_hours: float, source: str) -> TaskWords:
     """The MIMIC extraction's task: in-hospital death after ``prediction_hours`` hours of an admission."""
     return replace(MORTALITY, prediction_time=f"{_number(prediction_hours)} {_unit('hour', prediction_hours)} after "
                                               "the hospital admission", source=source)
+
+
+def article(phrase: str) -> str:
+    """The indefinite article of ``phrase``: "an" before a vowel ("an ICU admission"), else "a"."""
+    return "an" if phrase[:1].lower() in "aeiou" else "a"
 
 
 def plural(phrase: str) -> str:
@@ -189,8 +232,9 @@ def of_manifest(manifest: dict | None) -> TaskWords:
     """The task a features manifest records (module docstring), with the defaults for one that records no words."""
     m = manifest or {}
     task = m.get("task") if isinstance(m.get("task"), dict) else {}
-    if all(isinstance(task.get(k), str) and task[k] for k in WORD_KEYS):
-        return TaskWords(**{k: task[k] for k in (*WORD_KEYS, "definition") if k in task})
+    recorded = of_record(task)
+    if recorded is not None:
+        return recorded
     release = str(m.get("release") or "mimic-iii")
     if release.startswith("meds:"):
         where = task.get("task") or task.get("labels")
@@ -201,10 +245,20 @@ def of_manifest(manifest: dict | None) -> TaskWords:
     return mimic_mortality(float(hours if hours is not None else 24.0), release.upper())
 
 
-def describe(features: str | Path) -> TaskWords:
-    """The task of the features directory ``features`` (or of its ``manifest.json`` given directly)."""
+def of_record(recorded: dict | None) -> TaskWords | None:
+    """The words a run recorded (``TaskWords.to_json``), or None where it recorded none (a run trained before)."""
+    if not isinstance(recorded, dict) or not all(isinstance(recorded.get(k), str) and recorded[k] for k in WORD_KEYS):
+        return None
+    return TaskWords(**{k: recorded[k] for k in (*WORD_KEYS, "definition") if k in recorded})
+
+
+def describe(features: str | Path, missing_ok: bool = False) -> TaskWords:
+    """The task of the features directory ``features`` (or of its ``manifest.json`` given directly);
+    ``missing_ok``: features without a manifest are the MIMIC extraction's (``of_manifest({})``)."""
     path = Path(features)
     path = path / "manifest.json" if path.is_dir() else path
+    if missing_ok and not path.exists():
+        return of_manifest({})
     try:
         manifest = fileio.read_json(path)
     except (OSError, ValueError) as exc:
@@ -212,5 +266,5 @@ def describe(features: str | Path) -> TaskWords:
     return of_manifest(manifest)
 
 
-__all__ = ["MORTALITY", "TaskWords", "describe", "from_aces", "from_path", "mimic_mortality", "of_manifest",
-           "parse_outcome", "plural", "prediction_time_of"]
+__all__ = ["MORTALITY", "MORTALITY_OUTCOME", "TaskWords", "article", "describe", "from_aces", "from_path",
+           "mimic_mortality", "of_manifest", "of_record", "parse_outcome", "plural", "prediction_time_of"]

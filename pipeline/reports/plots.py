@@ -33,8 +33,10 @@ def save(fig, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def plot_reliability(rel: Reliability, path: str | os.PathLike, title: str = "Reliability diagram") -> Path:
-    """Observed rate per bin against the diagonal, with bin counts underneath."""
+def plot_reliability(rel: Reliability, path: str | os.PathLike, title: str = "Reliability diagram",
+                     outcome: tuple[str, str] = ("death", "death rate")) -> Path:
+    """Observed rate per bin against the diagonal, with bin counts underneath (``outcome``: the outcome and its
+    observed rate, in words)."""
     fig = figure(5.0, 5.5)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     left, width = rel.edges[:-1], np.diff(rel.edges)  # (n_bins,)
@@ -44,10 +46,10 @@ def plot_reliability(rel: Reliability, path: str | os.PathLike, title: str = "Re
     top.plot(rel.mean_score[filled], rel.mean_score[filled], "o", color="C3", ms=3, label="mean predicted")
     top.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
     top.set(xlim=(0, 1), ylim=(0, 1), title=title)
-    top.set_ylabel("observed death rate" if rel.mode is EceMode.POSITIVE else "accuracy")
+    top.set_ylabel(f"observed {outcome[1]}" if rel.mode is EceMode.POSITIVE else "accuracy")
     top.legend(loc="upper left", fontsize=8)
     bottom.bar(left, rel.counts, width=width, align="edge", edgecolor="k", color="C7")
-    bottom.set_xlabel("predicted probability of death" if rel.mode is EceMode.POSITIVE else "confidence")
+    bottom.set_xlabel(f"predicted probability of {outcome[0]}" if rel.mode is EceMode.POSITIVE else "confidence")
     bottom.set_ylabel("admissions")
     fig.tight_layout()
     return save(fig, path)

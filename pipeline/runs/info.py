@@ -46,6 +46,9 @@ class ModelInfo:
     val_metrics: dict | None = None  # an image model's validation metrics (nll, accuracy, ece, n)
     policy: dict | None = None  # the run's recalibration, decision threshold and refer rule
         # (bayes.referral.policy.Policy.to_dict; None: trained before it, or no calibration half)
+    task_words: dict | None = None  # what the run predicts, in words (data.task.TaskWords.to_json of its features';
+        # None: recorded before them, in-hospital mortality)
+    no_policy: str | None = None  # why the run has no policy, in words (None: it has one, or did not record why)
 
     def to_dict(self) -> dict:
         """Every field, and the other names its task gives a field (``Task.info_aliases``: an image model's
@@ -77,4 +80,4 @@ class ModelInfo:
                    refer_threshold=ckpt.get("refer_threshold"), refer_measure=ckpt.get("refer_measure"),
                    score_samples=tc.get("score_samples"), max_bags=tc.get("max_bags"), max_tokens=tc.get("max_tokens"),
                    model_format=ModelFormat.TORCH.value, model_label=label, map_kind=ckpt.get("map_kind"),
-                   policy=ckpt.get("policy"))
+                   policy=ckpt.get("policy"), task_words=ckpt.get("task_words"), no_policy=ckpt.get("no_policy"))

@@ -6,7 +6,8 @@ another MLflow model URI (``models:/name/1``: downloaded), a local MLflow model 
 (an untracked run's ``best.pt``), and returns a typed ``Run``: the model in evaluation mode on ``device``
 (``formats.load_model``, whatever its task or format), its ``ModelInfo``, and, where the run holds them,
 the training vocabulary and features manifest, the features directory, the tags and params and
-``model_info.json``; ``Run.scorer`` asks the run's task how it scores (``Task.scorer``). ``kind`` (a task's key)
+``model_info.json``; ``Run.scorer`` asks the run's task how it scores (``Task.scorer``), ``Run.words`` what it
+predicts, in words. ``kind`` (a task's key)
 refuses a run of another task with one line before anything is downloaded.
 mlflow is imported inside the functions.
 """
@@ -59,6 +60,15 @@ class Run:
     def task(self):
         """The run's task (``pipeline.tasks.base.Task``), from the registry by its key."""
         return load_task(self.kind)
+
+    @property
+    def words(self):
+        """What the run predicts, in words (``data.task.TaskWords``): recorded with its model at training
+        (``task_words``), else its features' manifest's (logged with the run), else in-hospital mortality's."""
+        from pipeline.data.task import of_manifest, of_record
+
+        recorded = of_record(self.info.task_words) or of_record(self.model_info.get("task_words"))
+        return recorded or of_manifest(self.manifest or {})
 
     def scorer(self, **settings):
         """How the run scores (``Task.scorer``: the one object ``score``, ``evaluate``, the pyfunc and ``serve``

@@ -17,19 +17,26 @@ def run_policy(run, cfg: ScoreConfig):
     changes = cfg.referral_changes()
     if changes and not run.info.policy:
         names = [{"group": "refer_group"}.get(k, k) for k in changes]
-        raise invalid(ScoreConfig, f"{', '.join(names)}: this run has no refer rule to re-derive (it was trained "
-                      "before calibration, or kept no calibration half)", *names)
-    return risk.policy_of(run.info, strict=True, **changes)
+        raise invalid(ScoreConfig, f"{', '.join(names)}: this run has no refer rule to re-derive "
+                      f"({no_policy(run)})", *names)
+    return risk.policy_of(run.info, strict=True, words=run.words, **changes)
 
 
-def policy_lines(policy, high_risk: int) -> list[str]:
+def no_policy(run) -> str:
+    """Why ``run`` has no policy, in words: the reason it recorded at training, else what its settings tell
+    (``tasks.mortality.validation.said_no_policy``)."""
+    from pipeline.tasks.mortality.validation import said_no_policy
+
+    return said_no_policy(run.info)
+
+
+def policy_lines(policy, high_risk: int, why: str | None = None) -> list[str]:
     """How the risks became decisions: the recalibration, the decision threshold (``high_risk``: the census's
     count above it), the refer rule's sentence and what the flag ranks by; for a run without a policy, that it
-    has none."""
+    has none and why (``why``: ``no_policy``'s words)."""
     if policy is None:
-        return ["no calibration: this run was trained before risks were recalibrated (or kept no calibration "
-                "half); risk_calibrated is empty and refer is its refer measure above its validation threshold, "
-                "with no promise"]
+        return [f"no calibration: {why or 'this run records no policy'}; risk_calibrated is empty and refer is its "
+                "refer measure above its validation threshold, with no promise"]
     return policy.lines(high_risk)
 
 

@@ -100,7 +100,8 @@ def write_predictions(scores: Path, link: Path, labels: Path | None, private: Pa
     probability = CALIBRATED if calibrated else "risk_mean"  # a run without calibration leaves the column null
     threshold, said = decision_threshold(run, given)
     _private(private)
-    path = write(scores, link, labels, private / PREDICTIONS, threshold=threshold, probability=probability)
+    path = write(scores, link, labels, private / PREDICTIONS, threshold=threshold, probability=probability,
+                 metadata=prediction_metadata(run, probability, threshold, said))
     if (private / "link.parquet").resolve() != Path(link).resolve():  # never shrink the extraction's own link
         keys = set(pq.read_table(scores, columns=["key"]).column("key").to_pylist())
         table = pq.read_table(link)
@@ -109,6 +110,20 @@ def write_predictions(scores: Path, link: Path, labels: Path | None, private: Pa
             pq.write_table(table, tmp)
     at = f"decision threshold {threshold:g} ({said})" if threshold is not None else f"decision threshold {said}"
     return path, f"probability {probability}, {at}" + ("" if labels is not None else ", no labels (a census)")
+
+
+def prediction_metadata(run, probability: str, threshold: float | None, said: str) -> dict:
+    """What the prediction file predicts, in the words of the run's task (``runs.load.Run.words``): the task, and
+    each column's meaning (the file's metadata: ``data.meds.predictions.write_predictions``)."""
+    words = run.words
+    decided = (f"{probability} at or above {threshold:g} ({said}): {words.outcome} predicted" if threshold is not None
+               else "absent: no decision threshold")
+    return {"task": words.to_json(), "run_id": getattr(run, "run_id", None),
+            "columns": {"boolean_value": f"the label: whether {words.outcome} followed the prediction time "
+                                         f"({words.prediction_time})",
+                        "predicted_boolean_probability": f"the predicted probability of {words.outcome} "
+                                                         f"({probability})",
+                        "predicted_boolean_value": decided}}
 
 
 def feature_predictions(summary, files: list[Path], run, link: bool, threshold: float | None):

@@ -1,7 +1,9 @@
 """The cohort report of a scoring run: one self-contained HTML page a clinical team reads.
 
-``render`` returns the page: plain-language warnings first (validation showed no discrimination:
-its AUC-ROC 95% interval covers 0.5; fewer than 10 validation deaths: calibration cannot be judged;
+``render`` returns the page, in the words of the run's task (``task``: ``data.task.TaskWords``; the title, the
+opening sentence, the counts of the outcome): plain-language warnings first (validation showed no discrimination:
+its AUC-ROC 95% interval covers 0.5, or it could not be measured; fewer than 10 validation deaths (or readmissions,
+...): calibration cannot be judged;
 admissions of the features' train split, which the model was fitted on), a summary (the prediction
 time, when the report was made, admissions scored, not scored by reason, the split each came from
 when a features directory was scored, referred, scored before their prediction time, mean risk,
@@ -29,6 +31,8 @@ from pathlib import Path
 
 from pipeline.core import fileio
 from pipeline.core.contracts import MIN_DEATHS
+from pipeline.data.task import MORTALITY
+from pipeline.serving.style import CSS as _CSS
 
 SCALES = (0.05, 0.1, 0.2, 0.25, 0.5, 1.0)  # the bars' risk axis ends at the first of these above every p95
 BAR_W, BAR_H = 240, 16  # px of one admission's risk bar
@@ -62,6 +66,20 @@ class ReportInput:
     retention: dict | None = None  # the calibration admissions' retention curve (selective.RetentionCurve.to_dict,
         # with "ordering" and "n"): AUC-PR and NLL of the kept against the share referred
     shift: dict | None = None  # the shift check (tasks.mortality.shift.CohortCheck.to_dict): its sentence, a banner
+    task: object | None = None  # what the run predicts, in words (data.task.TaskWords; None: in-hospital mortality)
+    no_policy: str | None = None  # why the run has no policy, in words (serving.decisions.no_policy)
+
+    @property
+    def words(self):
+        """The run's task in words (``task``, else in-hospital mortality's)."""
+        return self.task or MORTALITY
+
+    @property
+    def when(self) -> str:
+        """The prediction time in words: hours after admission (MIMIC features), the task's own words (MEDS)."""
+        if self.task is not None and str(self.task.source).startswith("meds:"):
+            return self.task.prediction_time
+        return "not recorded" if self.prediction_hours is None else f"{self.prediction_hours:g} h after admission"
 
 
 MEASURE_NAMES = {"mi": "mutual information", "sd": "risk standard deviation", "entropy": "predictive entropy",
@@ -91,17 +109,25 @@ def warnings_of(inp: "ReportInput", splits: dict) -> list[str]:
     """The plain-language cautions the page opens with (see the module docstring)."""
     out = []
     vm = inp.val_metrics or {}
-    n, deaths = int(vm.get("n") or 0), int(vm.get("positives") or 0)
+    w = inp.words
+    n, positives = int(vm.get("n") or 0), int(vm.get("positives") or 0)
     if vm:
-        ci = vm.get("auc_roc_ci") or auc_roc_interval(vm.get("auc_roc"), deaths, n - deaths)
-        if ci is None or ci[0] <= 0.5 <= ci[1]:
-            shown = "" if ci is None else f" (95% interval {_num(ci[0])} to {_num(ci[1])})"
-            out.append(f"On its validation admissions the model showed no discrimination: AUC-ROC "
-                       f"{_num(vm.get('auc_roc'))}{shown} is no better than chance (0.5). Do not rank patients by "
+        auc = vm.get("auc_roc")
+        ci = vm.get("auc_roc_ci") or auc_roc_interval(auc, positives, n - positives)
+        if auc is None or auc != auc:  # undefined: a validation split of one outcome (or none recorded)
+            out.append(f"On its {n:,} validation admissions ({positives:,} {w.events}) the model's discrimination "
+                       "could not be measured: AUC-ROC is undefined without both outcomes. Do not rank patients by "
                        "these risks.")
-        if deaths < MIN_DEATHS:
-            out.append(f"Validation had {deaths} deaths (fewer than {MIN_DEATHS}): whether the risks are calibrated "
-                       "(the reliability diagram, the ECE) cannot be judged.")
+        elif ci is None or ci[0] <= 0.5:
+            shown = "" if ci is None else f" (95% interval {_num(ci[0])} to {_num(ci[1])})"
+            worse = ci is not None and ci[1] < 0.5
+            out.append("On its validation admissions the model "
+                       + (f"ranked the wrong way round: AUC-ROC {_num(auc)}{shown} is worse than chance (0.5). "
+                          if worse else f"showed no discrimination: AUC-ROC {_num(auc)}{shown} is no better than "
+                                        "chance (0.5). ") + "Do not rank patients by these risks.")
+        if positives < MIN_DEATHS:
+            out.append(f"Validation had {positives} {w.events} (fewer than {MIN_DEATHS}): whether the risks are "
+                       "calibrated (the reliability diagram, the ECE) cannot be judged.")
     else:
         out.append("No validation metrics were recorded with this model: how well it discriminates and whether "
                    "its risks are calibrated are unknown.")
@@ -147,9 +173,9 @@ def risk_bar(mean: float, lo: float, hi: float, scale: float, refer: bool) -> st
             f'<rect x="{x(mean) - 1.5}" y="0" width="3" height="{BAR_H}" fill="#111111"/></svg>')
 
 
-def reliability_svg(rel: dict, size: int = 320) -> str:
-    """Inline SVG of a reliability diagram: observed death rate against mean predicted risk per bin
-    (dot area by admissions), the diagonal of perfect calibration."""
+def reliability_svg(rel: dict, size: int = 320, rate: str = "death rate") -> str:
+    """Inline SVG of a reliability diagram: the observed ``rate`` (of the outcome) against mean predicted risk per
+    bin (dot area by admissions), the diagonal of perfect calibration."""
     pad, inner = 44, size - 58
     counts = [int(c or 0) for c in rel.get("counts") or []]
     pts = [(m, o, c) for m, o, c in zip(rel.get("mean_p") or [], rel.get("observed") or [], counts)
@@ -173,7 +199,7 @@ def reliability_svg(rel: dict, size: int = 320) -> str:
     parts.append(f'<text x="{px(top / 2)}" y="{size - 6}" text-anchor="middle" font-size="12">predicted risk '
                  '(bin mean)</text>')
     parts.append(f'<text x="12" y="{py(top / 2)}" text-anchor="middle" font-size="12" '
-                 f'transform="rotate(-90 12 {py(top / 2)})">observed death rate</text>')
+                 f'transform="rotate(-90 12 {py(top / 2)})">observed {html.escape(rate)}</text>')
     biggest = max([c for _, _, c in pts] or [1])
     for m, o, c in pts:
         r = round(3 + 7 * math.sqrt(c / biggest), 1)
@@ -234,36 +260,6 @@ def _retention_block(inp: ReportInput) -> str:
             f'finds the admissions the model gets wrong.</div>\n<div class="summary">{figs}</div>')
 
 
-_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; font-size: 17px;
-       color: #111; background: #fff; margin: 24px; line-height: 1.35; }
-h1 { font-size: 26px; margin: 0 0 4px 0; } h2 { font-size: 20px; margin: 28px 0 8px 0; }
-.note { color: #444; font-size: 15px; max-width: 60em; }
-.summary { display: flex; flex-wrap: wrap; gap: 32px; align-items: flex-start; }
-table.facts td { padding: 3px 14px 3px 0; vertical-align: top; } table.facts td:first-child { color: #444; }
-table.facts td.n { font-weight: 600; text-align: right; font-variant-numeric: tabular-nums; }
-table.adm { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
-table.adm th { text-align: left; border-bottom: 2px solid #333; padding: 6px 8px; font-size: 15px; }
-table.adm td { border-bottom: 1px solid #ddd; padding: 5px 8px; vertical-align: middle; }
-table.adm td.num { text-align: right; } table.adm tr.refer { background: #fff3e6; }
-.key { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 14px; }
-.flag { display: inline-block; padding: 1px 7px; border-radius: 4px; font-size: 14px; font-weight: 600; }
-.flag.refer { background: #d9822b; color: #fff; } .flag.partial { background: #6b4fa1; color: #fff; }
-.flag.empty { background: #777; color: #fff; } .flag.high { background: #b3261e; color: #fff; }
-.promise { border-left: 6px solid #2f6db5; background: #eef4fb; padding: 8px 12px; margin: 10px 0; max-width: 60em;
-           font-weight: 600; }
-.legend svg { vertical-align: middle; }
-.warn { border-left: 6px solid #b3261e; background: #fdecea; padding: 8px 12px; margin: 10px 0; max-width: 60em;
-        font-weight: 600; }
-table.bins { border-collapse: collapse; font-size: 14px; font-variant-numeric: tabular-nums; margin-top: 6px; }
-table.bins th, table.bins td { padding: 2px 10px; border-bottom: 1px solid #ddd; } \
-table.bins td.num { text-align: right; }
-@media print {
-  body { margin: 10mm; font-size: 12pt; } h2 { break-after: avoid; }
-  table.adm thead { display: table-header-group; } table.adm tr { break-inside: avoid; }
-  table.adm tr.refer, .flag { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
-}
-"""
 
 
 def _bins_table(rel: dict) -> str:
@@ -336,7 +332,7 @@ def render(inp: ReportInput) -> str:
     if inp.splits is not None:
         for k in s["key"]:
             split_counts[inp.splits.get(k, "?")] = split_counts.get(inp.splits.get(k, "?"), 0) + 1
-    when = "not recorded" if inp.prediction_hours is None else f"{inp.prediction_hours:g} h after admission"
+    words, when = inp.words, html.escape(inp.when)
     facts = [("Prediction time", when), ("Report made", html.escape(inp.generated)), ("Admissions scored", f"{n:,}")]
     facts += [(f"&nbsp;&nbsp;from the {html.escape(name)} split", f"{count:,}") for name, count in split_counts.items()]
     if ns is None:
@@ -362,7 +358,8 @@ def render(inp: ReportInput) -> str:
               _num(inp.refer_threshold, 4))] if inp.promise is None else []
     vm = inp.val_metrics or {}
     if vm:
-        model += [("Validation admissions", f"{int(vm.get('n') or 0):,} ({int(vm.get('positives') or 0):,} deaths)"),
+        model += [("Validation admissions", f"{int(vm.get('n') or 0):,} ({int(vm.get('positives') or 0):,} "
+                                            f"{html.escape(words.events)})"),
                   ("Validation NLL / Brier", f"{_num(vm.get('nll'))} / {_num(vm.get('brier'))}"),
                   ("Validation AUC-ROC / AUC-PR", f"{_num(vm.get('auc_roc'))} / {_num(vm.get('auc_pr'))}"),
                   ("Validation ECE", _num(vm.get("ece")))]
@@ -372,7 +369,8 @@ def render(inp: ReportInput) -> str:
             + "</table>"
 
     rel = (f'<div><div class="note">Validation reliability: dots on the dashed line are calibrated.</div>'
-           f'{reliability_svg(inp.reliability)}{_bins_table(inp.reliability)}</div>') if inp.reliability else \
+           f'{reliability_svg(inp.reliability, rate=words.rate)}{_bins_table(inp.reliability)}</div>') \
+        if inp.reliability else \
         '<div class="note">No validation reliability was recorded with this model.</div>'
     scale = scale_of(s)
     cautions = warnings_of(inp, split_counts)
@@ -382,16 +380,17 @@ def render(inp: ReportInput) -> str:
                    + "".join(f'<div class="note">{html.escape(line)}.</div>' for line in
                              [f"The flag: {inp.reason}", *inp.policy_lines] if line))
     else:
-        promise = ('<div class="warn nocal">No calibration: this model was trained before risks were recalibrated; the '
-                   "risks are the model&rsquo;s own and REFER marks its refer measure above a validation threshold, "
-                   "with no promise about the admissions not referred.</div>")
+        why = html.escape(inp.no_policy or "this model records no policy")
+        promise = (f'<div class="warn nocal">No calibration: {why}; the risks are the model&rsquo;s own and REFER '
+                   "marks its refer measure above a validation threshold, with no promise about the admissions not "
+                   "referred.</div>")
     legend = risk_bar(scale * 0.4, scale * 0.25, scale * 0.6, scale, False)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Mortality risk: cohort report</title><style>{_CSS}</style></head>
+<title>{html.escape(words.title)}: cohort report</title><style>{_CSS}</style></head>
 <body>
-<h1>Mortality risk: cohort report</h1>
-<div class="note">Predicted probability of in-hospital death after the prediction time ({when}), with the
+<h1>{html.escape(words.title)}: cohort report</h1>
+<div class="note">Predicted probability of {html.escape(words.outcome)} after the prediction time ({when}), with the
 spread of the model's draws. An admission marked REFER is one to review rather than rely on the number; HIGH RISK
 marks a calibrated risk at or above the run's decision threshold.
 PARTIAL: the data ended before the prediction time, so the risk rests on the hours observed.</div>

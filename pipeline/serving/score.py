@@ -40,7 +40,7 @@ from pipeline.serving import cohort as cohort_mod
 from pipeline.serving import release
 from pipeline.serving.cohort import read_cohort
 from pipeline.serving.config import ScoreConfig  # noqa: F401  (its home; imported from here too)
-from pipeline.serving.decisions import policy_report, run_policy
+from pipeline.serving.decisions import no_policy, policy_report, run_policy
 from pipeline.serving.summary import ScoreError, ScoreSummary, scores_schema  # noqa: F401  (their home)
 from pipeline.tasks.mortality import KEY as MORTALITY
 from pipeline.tasks.mortality import risk, shift
@@ -149,7 +149,8 @@ def score_files(run, files: list[Path], out: Path | str, cfg: ScoreConfig) -> Sc
                     early += int(table["before_prediction_time"].sum())
                     high += int(table["high_risk"].sum())
     return ScoreSummary(out, total, referred, empty, samples, run.model.components, list(files),
-                        before_prediction_time=early, high_risk=high, policy=policy, shift=check.result())
+                        before_prediction_time=early, high_risk=high, policy=policy, shift=check.result(),
+                        no_policy=None if policy is not None else no_policy(run))
 
 
 def _chunks(path: Path, chunk_rows: int, values: bool = False, window: float | None = None):
@@ -324,7 +325,8 @@ def _finish(run, summary: ScoreSummary, links: dict | None, report: Path | str |
             refer_measure_source=run.model_info.get("refer_measure_source"),
             prediction_hours=((run.manifest or {}).get("config") or {}).get("prediction_hours"),
             splits=splits_of(summary.inputs) or cohort_mod.training_splits(run.features_dir, scores["key"]),
-            scores_file=summary.out.name, shift=summary.shift and summary.shift.to_dict(),
+            scores_file=summary.out.name, shift=summary.shift and summary.shift.to_dict(), task=run.words,
+            no_policy=summary.no_policy,
             **policy_report(summary.policy))
         summary.report = report_mod.write_report(report, inp)
         if links is not None:

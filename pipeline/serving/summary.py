@@ -63,10 +63,11 @@ class ScoreSummary:
     predictions_file: Path | None = None  # MEDS: _private/predictions.parquet, meds-evaluation's schema (serving.meds)
     predictions_note: str = ""  # what the prediction file holds (probability, decision threshold), in words
     shift: object | None = None  # the shift check of the cohort (tasks.mortality.shift.CohortCheck; None: not run)
+    no_policy: str | None = None  # why the run has no policy, in words (decisions.no_policy; None: it has one)
 
     def policy_lines(self) -> list[str]:
         """How the risks became decisions (``decisions.policy_lines``)."""
-        return policy_lines(self.policy, self.high_risk)
+        return policy_lines(self.policy, self.high_risk, self.no_policy)
 
     def summary(self, cross_release: bool = False) -> str:
         """What ``cli.py score`` prints: the counts, the policy, what was not scored and why, the files written."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from pipeline.bayes.referral.config import ReferralConfig
 from pipeline.core import fileio
 from pipeline.core.contracts import DEFAULT_BATCH
+from pipeline.data.task import describe
 from pipeline.engine.checkpoints import check_fresh
 from pipeline.runs import record, store
 from pipeline.runs.formats import BASELINE_FILE, FORMAT_TAG, ModelFormat
@@ -52,6 +53,7 @@ class BaselineResult:
     val_metrics: dict = field(default_factory=dict)  # validation metrics of the chosen model
     seconds: dict = field(default_factory=dict)  # wall time of featurizing and fitting
     policy: object | None = None  # bayes.referral.policy.Policy (None: no calibration half)
+    no_policy: str | None = None  # why it has none, in words (tasks.mortality.validation.no_policy)
 
     def summary(self) -> str:
         """What ``cli.py train`` prints for a baseline: the settings chosen, the fit, the run id."""
@@ -60,7 +62,7 @@ class BaselineResult:
         from pipeline.workflows.train import policy_lines
 
         lines = [f"{self.kind}: {chosen} best_val_nll={self.val_nll:.6f} uncertainty_cut={self.refer_threshold:.6g} "
-                 f"checkpoint={self.model_file}", *policy_lines(self.policy)]
+                 f"checkpoint={self.model_file}", *policy_lines(self.policy, self.no_policy)]
         return "\n".join(lines) + "\n" + run_id_line(self.run_id)
 
 
@@ -101,12 +103,16 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
     val = validation.validation_summary(logits, val_fs.label, refer_fraction,
                                         true_risk=features_true_risk(fdir, val_fs), model_kind=kind.value)
     settings = {k: v for k, v in chosen.items() if k != "search"}
+    config = replace(referral or ReferralConfig(), fraction=refer_fraction)
+    words = describe(fdir, missing_ok=True)
     policy = validation.fit_run_policy(model, val_fs, cal_fs, samples=1, batch_size=DEFAULT_BATCH, max_bags=None,
-                                   max_tokens=None, seed=cfg.seed, context_vocab=vocab["context"],
-                                   config=replace(referral or ReferralConfig(), fraction=refer_fraction))
+                                       max_tokens=None, seed=cfg.seed, context_vocab=vocab["context"], config=config,
+                                       words=words)
+    said = {"task_words": words.to_json(),
+            "no_policy": None if policy else validation.no_policy(val_fs, cal_fs, config, calibration_share, words)}
     model.meta = {"model_config": settings, "train_config": cfg.to_dict(), "val_nll": float(val.metrics["nll"]),
                   **val.checkpoint_entries(), "rounds": settings.get("rounds"),
-                  "policy": policy and policy.to_dict(), "calibration_share": calibration_share}
+                  "policy": policy and policy.to_dict(), "calibration_share": calibration_share, **said}
     tracker = make_tracker(tracking, experiment=experiment, run_name=run_name, artifact_location=artifact_location)
     with tracker:  # the run ends KILLED on Ctrl-C, FAILED on any other exception, else FINISHED
         out = Path(out_dir) if out_dir is not None else Path("runs") / "train" / (tracker.run_id or
@@ -117,7 +123,7 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
         seconds = {"featurize": t1 - t0, "fit": t2 - t1}
         info = {"model_kind": kind.value, FORMAT_TAG: ModelFormat.BASELINE.value, "model_config": settings,
                 "train_config": cfg.to_dict(), "vocab_sizes": vocab_sizes, "search": chosen.get("search", []),
-                "seconds": seconds, "policy": policy and policy.to_dict(arrays=False)}
+                "seconds": seconds, "policy": policy and policy.to_dict(arrays=False), **said}
         fileio.write_json(out / store.TRAIN_CONFIG, {"model_kind": kind.value, **cfg.to_dict()})
         tracker.log_params({"model_kind": kind.value, "baseline": cfg.to_dict(), "chosen": settings,
                             "referral": (referral or ReferralConfig()).to_dict(), "n_train": len(train_fs),
@@ -128,7 +134,7 @@ def train_baseline(features_dir: Path | str, kind: BaselineKind | str, cfg: Base
                          score_samples=1, step=0, artifacts=(out / store.TRAIN_CONFIG, *extra),
                          metrics={"featurize_seconds": seconds["featurize"], "fit_seconds": seconds["fit"]})
     return BaselineResult(tracker.run_id, kind.value, float(val.metrics["nll"]), settings, val.refer_threshold, out,
-                          out / BASELINE_FILE, dict(val.metrics), seconds, policy)
+                          out / BASELINE_FILE, dict(val.metrics), seconds, policy, said["no_policy"])
 
 
 def is_baseline(model: str) -> bool:

@@ -101,8 +101,9 @@ def referral_of(logits, labels, summary: metrics.Summary, measure) -> metrics.Re
 
 
 def write_plots(logits, labels, true_risk, out_dir: Path, split: str, summary: metrics.Summary | None = None,
-                measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION) -> list[Path]:
-    """Reliability diagram, PR curve (with the true risk when known) and referral curve as PNG."""
+                measure: metrics.Measure | str = metrics.Measure.MUTUAL_INFORMATION, words=None) -> list[Path]:
+    """Reliability diagram, PR curve (with the true risk when known) and referral curve as PNG (``words``: the run's
+    task, ``data.task.TaskWords``; None: in-hospital mortality)."""
     from pipeline.reports import plots
 
     p = metrics.predictive(logits)  # (N,)
@@ -110,7 +111,8 @@ def write_plots(logits, labels, true_risk, out_dir: Path, split: str, summary: m
     curve = referral_of(logits, labels, summary if summary is not None else metrics.Summary.from_draws(logits),
                         measure)
     return [
-        plots.plot_reliability(rel, out_dir / PLOTS[0], title=f"Reliability ({split})"),
+        plots.plot_reliability(rel, out_dir / PLOTS[0], title=f"Reliability ({split})",
+                               **({} if words is None else {"outcome": (words.event, words.rate)})),
         plots.plot_pr_curve(labels, p, out_dir / PLOTS[1], true_risk=true_risk, title=f"Precision-recall ({split})"),
         plots.plot_referral(curve, out_dir / PLOTS[2], title=plots.referral_title(curve, split)),
     ]
@@ -190,6 +192,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     manifest = fileio.read_json(fdir / store.MANIFEST) if (fdir / store.MANIFEST).exists() else rm.manifest
     report.update(identical_draws=bool(samples > 1 and (logits == logits[:1]).all()))  # a deterministic model
     identity = features_identity(manifest)  # what compare groups by: the features' content, not their folder
+    report.update(task=rm.words.to_json())  # what the run predicts, in words (the lines' counts say its outcome)
     report.update(split=split.value, split_mode=split_mode(manifest), model_kind=rm.info.model_kind,
                   model_label=rm.info.model_label,
                   prior=(rm.info.model_config or {}).get("prior"), run_id=rm.run_id,
@@ -199,7 +202,7 @@ def evaluate_run(run: str, split: Split | str = Split.TEST, cfg: EvalConfig | No
     out = Path(out_dir) if out_dir else Path("runs") / "eval" / (rm.run_id or "local") / split.value
     jp = Path(json_path) if json_path else out / store.METRICS
     fileio.write_json(jp, report)
-    files = write_plots(logits, fs.label, true_risk, out, split.value, pred.summary, measure)
+    files = write_plots(logits, fs.label, true_risk, out, split.value, pred.summary, measure, rm.words)
     files.append(plot_retention(report, out / PLOTS[3], split.value))
     if cfg.log_to_run and rm.run_id:
         _log_to_run(rm, report, split.value, [jp, *files])
@@ -254,12 +257,13 @@ def format_table(report: dict) -> str:
     head = (f"{'metric':8s} {'model':>9s} {'95% CI':>19s}" + (f" {'calibrated':>10s}" if cal else "")
             + (f" {'true risk':>10s} {'gap':>9s}" if ref else ""))
     few = report["positives"] < MIN_DEATHS  # intervals and calibration cannot be judged
+    words = words_of(report)
     lines = [f"{report['split']}: n={report['n']} positives={report['positives']} draws={draws_label(report)}", head]
     if (report.get("shift") or {}).get("sentence"):
         lines.insert(1, f"shift check: {report['shift']['sentence']}")
     if few:
-        lines.insert(1, f"caution: {report['positives']} deaths in this split (fewer than {MIN_DEATHS}): the 95% "
-                        "intervals, the ECE and the calibration slope cannot be judged")
+        lines.insert(1, f"caution: {report['positives']} {words.events} in this split (fewer than {MIN_DEATHS}): the "
+                        "95% intervals, the ECE and the calibration slope cannot be judged")
     for m in metrics.METRICS:
         lo, hi = report.get(f"{m}_ci") or (None, None)
         ci = "not judged" if few and lo is not None else f"[{_num(lo)}, {_num(hi)}]" if lo is not None else ""
@@ -277,10 +281,11 @@ def format_table(report: dict) -> str:
                      f"95th percentile {_num(report.get('ece_floor_p95'))}; P(>= observed) = "
                      f"{_num(report.get('ece_p_value'))}")
     if report.get("calibration_slope") is not None and few:
-        lines.append(f"calibration slope not judged ({report['positives']} deaths; {MIN_DEATHS} or more needed)")
+        lines.append(f"calibration slope not judged ({report['positives']} {words.events}; {MIN_DEATHS} or more "
+                     "needed)")
     elif report.get("calibration_slope") is not None:
         slope = report["calibration_slope"]
-        lines.append(f"calibration slope {_num(slope)} ({slope_note(slope)}), "
+        lines.append(f"calibration slope {_num(slope)} ({slope_note(slope, words.events)}), "
                      f"intercept {_num(report.get('calibration_intercept'))} (> 0: risks too low, < 0: too high)")
     lines.append(f"members: nll=[{', '.join(_num(v) for v in report['member_nll'])}] "
                  f"disagreement/(1-acc)={_num(report.get('disagreement_normalized'))} "
@@ -304,12 +309,21 @@ def draws_label(report: dict) -> str:
     return f"{report['samples']}x{report['components']}"
 
 
-def slope_note(slope: float) -> str:
-    """What a calibration slope (logistic fit of the outcome on the logit of the risk) says."""
+def words_of(report: dict):
+    """What the evaluated run predicts (``data.task.TaskWords``): the report's ``task``, else in-hospital mortality
+    (a report written before it was recorded)."""
+    from pipeline.data.task import MORTALITY, of_record
+
+    return of_record(report.get("task")) or MORTALITY
+
+
+def slope_note(slope: float, events: str = "deaths") -> str:
+    """What a calibration slope (logistic fit of the outcome on the logit of the risk) says (``events``: the outcome,
+    plural)."""
     if slope != slope:
         return "not estimable"
     if slope < 0:
-        return "negative: higher predicted risks went with fewer deaths, the ranking is reversed"
+        return f"negative: higher predicted risks went with fewer {events}, the ranking is reversed"
     if slope < 0.9:
         return "< 1: risks spread too far from the base rate (overconfident)"
     if slope > 1.1:

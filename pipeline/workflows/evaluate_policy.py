@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.bayes import metrics
-from pipeline.bayes.referral.text import promise_words, rule_words
+from pipeline.bayes.referral.text import Outcome, promise_words, rule_words
 
 CALIBRATED_KEYS = ("nll", "auc_pr", "auc_roc", "ece", "brier", "ece_floor", "ece_floor_p95", "ece_p_value",
                    "calibration_slope", "calibration_intercept", "ece_debiased")  # the calibrated risk's numbers
@@ -87,6 +87,7 @@ def policy_section(policy, pred, labels, true_risk, groups: dict, cfg, in_calibr
             "status": policy.rule.overall.status.value, "calibration_n": policy.rule.overall.n,
             "calibration_deaths": policy.rule.overall.deaths, "referral_rate": float(cols.refer.mean()),
             "miss_rate": float(((y == 1) & kept & ~cols.high_risk).sum() / deaths) if deaths else None,
+            "outcome": policy.words.to_dict(),
             "brier_kept": float(((cal - y) ** 2)[kept].mean()) if kept.any() else None}
     if true_risk is not None:
         q = np.asarray(true_risk, dtype=np.float64)
@@ -146,9 +147,10 @@ def format_lines(report: dict) -> list[str]:
                      f"{num(d.get('sensitivity'))}, specificity {num(d.get('specificity'))}")
         r = report["refer_rule"]
         true = f", from the true risk {num(r['true_kept_risk'])}" if r.get("true_kept_risk") is not None else ""
+        promised = promise_words(r['risk'], r['alpha'], r['delta'], Outcome.from_dict(r.get("outcome")))
         lines.append(f"refer rule ({rule_words(r['ordering'], r['status'])}): refers {r['referral_rate']:.1%} "
                      f"here; kept miss rate {num(r.get('miss_rate'))}, kept Brier {num(r.get('brier_kept'))}{true} "
-                     f"(promised: {promise_words(r['risk'], r['alpha'], r['delta'])})")
+                     f"(promised: {promised})")
     sel = report.get("selective")
     if sel:
         for loss in ("brier", "zero_one"):

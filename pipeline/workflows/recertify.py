@@ -132,8 +132,10 @@ def recertify_run(run: str, *, data: Path | str | None = None, source: str | Non
                                         "run (its id)"), "run")
         policy = risk.policy_of(rm.info)
         if policy is None:
-            raise RecertifyError(f"run {rm.run_id} has no policy (trained before calibration, or without a "
-                                 "calibration half): it made no promise to re-certify; train it again")
+            from pipeline.tasks.mortality.validation import said_no_policy
+
+            raise RecertifyError(f"run {rm.run_id} has no policy ({said_no_policy(rm.info)}): it made no promise "
+                                 "to re-certify; train it again")
         files = _inputs(rm, data, source, Path(tmp), cohort, schema, as_of, times, task)
         sets = [_read(f, rm) for f in files]
         n = sum(len(fs) for fs in sets)

@@ -172,6 +172,7 @@ class TrainResult:
     policy: object | None = None  # bayes.referral.policy.Policy: recalibration, decision threshold, refer rule
     notes: list[str] = field(default_factory=list)  # what the run should know (engine.loop.announcements)
     stopped_by: str = ""  # what ended training: patience | max_epochs | max_steps | max_minutes (engine.loop)
+    no_policy: str | None = None  # why the run has no policy, in words (tasks.mortality.validation.no_policy)
 
     def summary(self) -> str:
         """What ``cli.py train`` prints: the loop's announcements (early stopping, an unfinished KL anneal), steps,
@@ -181,7 +182,7 @@ class TrainResult:
                  f"steps={self.steps} best_step={self.best_step} best_val_nll={self.best_val_nll:.6f} "
                  f"uncertainty_measure={self.refer_measure} uncertainty_cut={self.refer_threshold:.6g} "
                  f"checkpoint={self.best_checkpoint}"]
-        lines += policy_lines(self.policy)
+        lines += policy_lines(self.policy, self.no_policy)
         return "\n".join(lines) + "\n" + run_id_line(self.run_id)
 
 
@@ -226,4 +227,5 @@ def train(features_dir: Path | str, model_kind: str, cfg: TrainConfig | None = N
     if fin is not None:
         result.refer_threshold, result.refer_measure = fin.refer_threshold, fin.refer_measure
         result.best_metrics, result.policy = dict(fin.val_metrics), fin.policy
+        result.no_policy = fin.info.get("no_policy")
     return result

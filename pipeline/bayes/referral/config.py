@@ -24,11 +24,13 @@ class ReferralConfig:
         # temperature | platt | isotonic | venn_abers
     threshold_rule: ThresholdRule = ThresholdRule.SENSITIVITY  # the decision threshold: sensitivity | fixed (set by
         # decision_threshold alone)
-    sensitivity: float = 0.8  # threshold rule sensitivity: the share of validation deaths flagged high risk
+    sensitivity: float = 0.8  # threshold rule sensitivity: the share of validation positives (the task's outcome:
+        # deaths, readmissions ...) flagged high risk
     decision_threshold: float | None = None  # threshold rule fixed: the calibrated risk that counts as high risk
     alpha: float = 0.05  # the refer rule's promise: the kept admissions' risk is at most alpha
     delta: float = 0.1  # with probability at least 1 - delta over the calibration data
-    risk: Risk = Risk.MISS  # the risk promised: miss_rate (deaths kept and not flagged, over all deaths) | brier
+    risk: Risk = Risk.MISS  # the risk promised: miss_rate (positives kept and not flagged, over all positives: the
+        # task's outcome) | brier
     ordering: str = AUTO  # what the refer flag ranks by: auto (the calibrated risk) | risk | entropy | mi | sd |
         # band | decision | va_decision | va_width
     group: str | None = None  # a context family the promise holds within: age | gender | admission_type |

@@ -27,7 +27,9 @@ posteriors leave most admissions' draws on one side of the threshold), and so di
 
 ``Policy.apply`` gives a census's columns; ``Policy.rederive`` refits the rule from the arrays the run keeps
 (other alpha, delta, risk, ordering or group: ``score --alpha ...``); ``to_dict`` / ``from_dict`` are plain
-JSON (the arrays are per-admission risks, measures, labels and context groups: no identifier).
+JSON (the arrays are per-admission risks, measures, labels and context groups: no identifier). Its sentences count
+the outcome in the words it was fitted with (``words``: the run's task's, given by the caller; in-hospital
+mortality's by default, and for a policy recorded before them).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.bayes.calibration import (
+    FOLDS,
     CalibrationError,
     CalibrationMap,
     Identity,
@@ -59,6 +62,7 @@ from pipeline.bayes.referral.measures import (
 )
 from pipeline.bayes.referral.rule import Reference, ReferRule, fit_refer_rule
 from pipeline.bayes.referral.settings import CalibrationTooSmall, ReferralError, Risk
+from pipeline.bayes.referral.text import DEATHS, Outcome
 from pipeline.bayes.referral.threshold import DecisionThreshold, choose_threshold
 from pipeline.core.configs import invalid
 
@@ -123,6 +127,7 @@ class Policy:
     ordering: Ordering  # what the refer flag ranks by (``auto`` resolved)
     rule: ReferRule  # the refer rule
     kept: dict = field(repr=False, default_factory=dict)  # the halves' arrays (``rederive``)
+    words: Outcome = DEATHS  # the outcome its sentences count (the run's task's)
 
     # ------------------------------------------------------------------ applying
 
@@ -171,8 +176,8 @@ class Policy:
         if weighted:
             from pipeline.bayes.referral.weighted import WeightedRule
 
-            return WeightedRule.from_dict({**weighted, "rule": self.rule.to_dict()}).sentence()
-        return self.rule.sentence()
+            return WeightedRule.from_dict({**weighted, "rule": self.rule.to_dict()}).sentence(self.words)
+        return self.rule.sentence(self.words)
 
     def reason(self) -> str:
         """What the flag ranks by, in plain words (``referred because ...``)."""
@@ -193,10 +198,10 @@ class Policy:
                 "the lowest ")
         how = f"{rule}{c.get('folds')}-fold cross-fitted NLL ({shown})" if nll else "as asked"
         again = c.get("recertified") or {}
-        when = (f"; re-certified on {again['n']:,} admissions of a new period ({again['deaths']:,} deaths), "
-                f"{again.get('threshold', '')}" if again.get("n") else "")
+        when = (f"; re-certified on {again['n']:,} admissions of a new period ({again['deaths']:,} "
+                f"{self.words.many}), {again.get('threshold', '')}" if again.get("n") else "")
         return (f"risks recalibrated by {c.get('method')} on {c.get('n'):,} calibration admissions "
-                f"({c.get('deaths'):,} deaths), {how}{when}")
+                f"({c.get('deaths'):,} {self.words.many}), {how}{when}")
 
     def lines(self, high_risk: int | None = None) -> list[str]:
         """How the risks become decisions, as train and score print it: the recalibration, the decision threshold
@@ -219,7 +224,8 @@ class Policy:
             raise ReferralError("this run's refer rule is importance-weighted for a new population (recertify "
                                 "--weighted): re-derive it by re-certifying the parent run with the settings asked")
         cfg = dataclasses.replace(self.config, **changes)
-        return dataclasses.replace(self, config=cfg, **_rule(cfg, self.kept, self.threshold.threshold, strict))
+        return dataclasses.replace(self, config=cfg, **_rule(cfg, self.kept, self.threshold.threshold, strict,
+                                                             self.words))
 
     @property
     def spread(self) -> bool:
@@ -232,7 +238,8 @@ class Policy:
         the Venn-Abers table (``from_dict`` refuses it: the model file holds the policy itself)."""
         out = {"config": self.config.to_dict(), "calibrator": self.calibrator.to_dict(),
                "calibration": self.calibration, "threshold": self.threshold.to_dict(), "ordering": self.ordering.value,
-               "rule": self.rule.to_dict(), "sentence": self.sentence(), "reason": self.reason()}
+               "rule": self.rule.to_dict(), "sentence": self.sentence(), "reason": self.reason(),
+               "outcome": self.words.to_dict()}
         if arrays:
             out["venn_abers"] = None if self.venn_abers is None else self.venn_abers.to_dict()
             out["kept"] = _plain(self.kept)
@@ -242,13 +249,16 @@ class Policy:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict) -> Policy:
+    def from_dict(cls, d: dict, words: Outcome | None = None) -> Policy:
+        """The policy ``to_dict`` wrote; its sentences in the words it records, else ``words`` (a policy recorded
+        before its words: the caller's, the run's task's), else in-hospital mortality's."""
         if d.get("summary"):
             raise ReferralError("a policy summary (model_info.json) cannot be applied: load the run's model file")
         va = d.get("venn_abers")
         return cls(ReferralConfig.from_dict(d["config"]), map_from_dict(d["calibrator"]), d["calibration"],
                    None if va is None else VennAbers.from_dict(va), DecisionThreshold.from_dict(d["threshold"]),
-                   Ordering(d["ordering"]), ReferRule.from_dict(d["rule"]), _arrays(d.get("kept") or {}))
+                   Ordering(d["ordering"]), ReferRule.from_dict(d["rule"]), _arrays(d.get("kept") or {}),
+                   Outcome.from_dict(d["outcome"]) if d.get("outcome") else (words or DEATHS))
 
 
 def _plain(x):
@@ -272,9 +282,14 @@ def _arrays(x):
 # ---------------------------------------------------------------------------- fitting
 
 
-def _calibrate(cfg: ReferralConfig, p: np.ndarray, y: np.ndarray, seed: int) -> tuple[CalibrationMap, dict, np.ndarray]:
+def _calibrate(cfg: ReferralConfig, p: np.ndarray, y: np.ndarray, seed: int, words: Outcome = DEATHS
+               ) -> tuple[CalibrationMap, dict, np.ndarray]:
     """(map, its record, cross-fitted calibrated risks of the fit admissions) on the calibration half."""
     deaths, n = int(y.sum()), int(y.shape[0])
+    if cfg.calibration == AUTO and min(deaths, n - deaths) < FOLDS:  # no choice by cross-fitting: said in words
+        return Identity(), {"method": Method.NONE.value, "n": n, "deaths": deaths, "why": (
+            f"the calibration data hold {deaths:,} {words.many} and {n - deaths:,} {words.others}; choosing a map by "
+            f"{FOLDS}-fold cross-fitted NLL needs at least {FOLDS} of each")}, p.copy()
     try:
         if cfg.calibration == AUTO:
             sel = select_method(p, y, seed=seed)
@@ -308,13 +323,13 @@ def _resolve(ordering: str) -> Ordering:
     return Ordering.RISK if ordering == AUTO else Ordering(ordering)
 
 
-def _rule(cfg: ReferralConfig, kept: dict, t: float, strict: bool = False) -> dict:
+def _rule(cfg: ReferralConfig, kept: dict, t: float, strict: bool = False, words: Outcome = DEATHS) -> dict:
     """The refer rule (and its resolved ordering) of ``cfg`` on the kept halves."""
     cal, sel = kept["calibration"], kept["selection"]
     order = _resolve(cfg.ordering)
     if order.value not in cal["measures"]:
         raise invalid(cfg, f"ordering {order.value} needs a Venn-Abers interval, which the calibration data could "
-                      "not fit (too few deaths)", "ordering")
+                      f"not fit (too few {words.many})", "ordering")
     groups_c = groups_s = None
     if cfg.group is not None:
         groups_c, groups_s = (cal.get("groups") or {}).get(cfg.group), (sel.get("groups") or {}).get(cfg.group)
@@ -325,7 +340,7 @@ def _rule(cfg: ReferralConfig, kept: dict, t: float, strict: bool = False) -> di
     ref = Reference(sel["measures"][order.value], sel["risk"], groups_s)
     try:
         rule = fit_refer_rule(cal["measures"][order.value], risk, cal["labels"], t, cfg.settings(), order, groups_c,
-                              ref, strict=strict)
+                              ref, strict=strict, words=words)
     except CalibrationTooSmall as exc:
         exc.config = ReferralConfig  # alpha and delta, as the command line spells them
         raise
@@ -333,17 +348,18 @@ def _rule(cfg: ReferralConfig, kept: dict, t: float, strict: bool = False) -> di
 
 
 def fit_policy(selection: Predictive, y_selection, calibration: Predictive, y_calibration,
-               cfg: ReferralConfig | None = None, seed: int = 0) -> Policy:
+               cfg: ReferralConfig | None = None, seed: int = 0, words: Outcome = DEATHS) -> Policy:
     """The policy of a run from its validation halves (see the module docstring): ``selection`` chose the
-    checkpoint and sets the threshold and the cuts, ``calibration`` is kept apart for the map and the rule."""
+    checkpoint and sets the threshold and the cuts, ``calibration`` is kept apart for the map and the rule;
+    ``words``: the outcome its sentences count."""
     cfg = cfg or ReferralConfig()
     ys = np.asarray(y_selection, dtype=np.float64)
     yc = np.asarray(y_calibration, dtype=np.float64)
-    cmap, record, oof = _calibrate(cfg, calibration.mean, yc, seed)
+    cmap, record, oof = _calibrate(cfg, calibration.mean, yc, seed, words)
     va = _venn_abers(calibration.mean, yc)
     cal_s = cmap.apply(selection.mean)
-    threshold = choose_threshold(cal_s, ys, cfg.threshold_rule, cfg.sensitivity, cfg.decision_threshold)
-    draft = Policy(cfg, cmap, record, va, threshold, Ordering.RISK, None)  # measures need no rule
+    threshold = choose_threshold(cal_s, ys, cfg.threshold_rule, cfg.sensitivity, cfg.decision_threshold, words)
+    draft = Policy(cfg, cmap, record, va, threshold, Ordering.RISK, None, words=words)  # measures need no rule
     cal_c = cmap.apply(calibration.mean)
     kept = {"spread": selection.spread or calibration.spread,
             "calibration": {"labels": yc, "risk": cal_c, "risk_oof": oof,
@@ -351,4 +367,4 @@ def fit_policy(selection: Predictive, y_selection, calibration: Predictive, y_ca
                             "groups": calibration.groups},
             "selection": {"risk": cal_s, "measures": draft.measures(selection, cal_s, threshold.flag(cal_s)),
                           "groups": selection.groups}}
-    return dataclasses.replace(draft, kept=kept, **_rule(cfg, kept, threshold.threshold))
+    return dataclasses.replace(draft, kept=kept, **_rule(cfg, kept, threshold.threshold, words=words))

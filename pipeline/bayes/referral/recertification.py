@@ -61,13 +61,14 @@ def recertify(policy: Policy, new: Predictive, labels, reference: Predictive | N
     if refit_threshold:
         half = np.random.default_rng(seed).permutation(y.shape[0])
         sel, cal = half[: y.shape[0] // 2], half[y.shape[0] // 2:]
-        out = fit_policy(_subset(new, sel), y[sel], _subset(new, cal), y[cal], cfg, seed)
+        out = fit_policy(_subset(new, sel), y[sel], _subset(new, cal), y[cal], cfg, seed, policy.words)
         out.calibration["recertified"] = {**info, "threshold": "refitted on half the new admissions"}
         return out
     if y.sum() < 1 or y.sum() == y.shape[0]:
-        raise ReferralError(f"labels: the new admissions hold {int(y.sum())} deaths of {y.shape[0]}: re-certification "
-                            "needs deaths and survivors")
-    cmap, record, oof = _calibrate(cfg, new.mean, y, seed)
+        w = policy.words
+        raise ReferralError(f"labels: the new admissions hold {int(y.sum())} {w.many} of {y.shape[0]}: "
+                            f"re-certification needs {w.many} and {w.others}")
+    cmap, record, oof = _calibrate(cfg, new.mean, y, seed, policy.words)
     va = _venn_abers(new.mean, y)
     t_raw = policy.calibrator.raw_threshold(policy.threshold.threshold)
     t_new = float(cmap.apply(np.array([min(t_raw, 1.0)]))[0]) if t_raw <= 1.0 else 1.0 + 1e-12
@@ -75,7 +76,7 @@ def recertify(policy: Policy, new: Predictive, labels, reference: Predictive | N
     threshold = _described(t_new, policy.threshold, cal_new, y)
     record = {**record, "recertified": {**info, "threshold": "the parent run's flags kept (raw risk >= "
                                         f"{t_raw:.6g})"}}
-    draft = Policy(cfg, cmap, record, va, threshold, Ordering.RISK, None)
+    draft = Policy(cfg, cmap, record, va, threshold, Ordering.RISK, None, words=policy.words)
     ref = new if reference is None else reference
     cal_ref = cmap.apply(ref.mean)
     kept = {"spread": new.spread or ref.spread,
@@ -83,4 +84,4 @@ def recertify(policy: Policy, new: Predictive, labels, reference: Predictive | N
                             "measures": draft.measures(new, cal_new, threshold.flag(cal_new)), "groups": new.groups},
             "selection": {"risk": cal_ref, "measures": draft.measures(ref, cal_ref, threshold.flag(cal_ref)),
                           "groups": ref.groups}}
-    return dataclasses.replace(draft, kept=kept, **_rule(cfg, kept, threshold.threshold, strict))
+    return dataclasses.replace(draft, kept=kept, **_rule(cfg, kept, threshold.threshold, strict, policy.words))

@@ -64,7 +64,7 @@ from pipeline.bayes.referral.settings import (
     RuleMethod,
     Status,
 )
-from pipeline.bayes.referral.text import sentence
+from pipeline.bayes.referral.text import DEATHS, Outcome, sentence
 from pipeline.core.errors import ConfigError
 
 
@@ -142,9 +142,9 @@ class ReferRule:
         return cls(ReferSettings.from_dict(d["settings"]), d["ordering"], float(d["decision_threshold"]),
                    GroupRule.from_dict(d["overall"]), groups)
 
-    def sentence(self) -> str:
-        """The rule in one plain sentence (``text.sentence``)."""
-        return sentence(self)
+    def sentence(self, words: Outcome = DEATHS) -> str:
+        """The rule in one plain sentence (``text.sentence``; the outcome in ``words``)."""
+        return sentence(self, words)
 
 
 # ---------------------------------------------------------------------------- the risks along the grid
@@ -196,7 +196,8 @@ def _empirical(loss: float, units: float, risk: Risk) -> float:
 
 
 def fit_group(u: np.ndarray, r: np.ndarray, y: np.ndarray, threshold: float, s: ReferSettings, delta: float,
-              ref_u: np.ndarray, ref_r: np.ndarray, strict: bool, where: str = "") -> GroupRule:
+              ref_u: np.ndarray, ref_r: np.ndarray, strict: bool, where: str = "", words: Outcome = DEATHS
+              ) -> GroupRule:
     """The ``GroupRule`` of one set of calibration admissions (see the module docstring)."""
     n, deaths = int(u.shape[0]), int(y.sum())
     needed = required_size(s.alpha, delta)
@@ -216,7 +217,7 @@ def fit_group(u: np.ndarray, r: np.ndarray, y: np.ndarray, threshold: float, s: 
         status = Status.UNCERTIFIED
         p_chosen = None
     elif have < needed:
-        unit = "deaths" if s.risk is Risk.MISS else "admissions"
+        unit = words.many if s.risk is Risk.MISS else "admissions"
         if strict:
             exc = CalibrationTooSmall(
                 f"delta {s.delta:g} at alpha {s.alpha:g} needs at least {needed:,} "
@@ -257,13 +258,14 @@ def _check_inputs(measure, risk, labels) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def fit_refer_rule(measure, risk, labels, decision_threshold, settings: ReferSettings | None = None,
                    ordering: Ordering | str = Ordering.RISK, groups=None, reference: Reference | None = None,
-                   strict: bool = True) -> ReferRule:
+                   strict: bool = True, words: Outcome = DEATHS) -> ReferRule:
     """Fit the refer rule on calibration admissions: ``measure``, ``risk`` (the published, calibrated risk) and
     ``labels`` (N,); ``decision_threshold`` a float or a ``DecisionThreshold``.
 
     ``groups`` (N,): per-group rules (every group of ``reference.groups`` must have calibration admissions).
     ``strict``: a calibration set too small for the asked alpha and delta raises ``CalibrationTooSmall``
-    (naming the size needed); otherwise the rule says so (``Status.TOO_SMALL``) and refers everyone.
+    (naming the size needed, the outcome in ``words``); otherwise the rule says so (``Status.TOO_SMALL``) and refers
+    everyone.
     """
     s = settings or ReferSettings()
     t = float(getattr(decision_threshold, "threshold", decision_threshold))
@@ -274,7 +276,7 @@ def fit_refer_rule(measure, risk, labels, decision_threshold, settings: ReferSet
     ref_r = r if reference is None else check_probs(reference.risk, ref_u.shape[0], "reference risk")
     order = Ordering(ordering).value
     if groups is None:
-        rule = fit_group(u, r, y, t, s, s.delta, ref_u, ref_r, strict)
+        rule = fit_group(u, r, y, t, s, s.delta, ref_u, ref_r, strict, words=words)
         return ReferRule(s, order, t, rule)
     g = np.asarray(groups).astype(str)
     if g.shape != y.shape:
@@ -293,7 +295,7 @@ def fit_refer_rule(measure, risk, labels, decision_threshold, settings: ReferSet
         cal = g == name
         ref = ref_g == name if ref_g is not None else (cal if reference is None else np.ones(ref_u.shape, bool))
         rules[name] = fit_group(u[cal], r[cal], y[cal], t, s, delta, ref_u[ref], ref_r[ref], strict,
-                                f" in {column} {name!r}")
+                                f" in {column} {name!r}", words)
     referred = np.zeros(u.shape, dtype=bool)
     for name, rule in rules.items():
         referred[g == name] = u[g == name] > rule.cut

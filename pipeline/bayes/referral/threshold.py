@@ -20,6 +20,7 @@ import numpy as np
 
 from pipeline.bayes.metrics import check_labels, check_probs
 from pipeline.bayes.referral.options import ThresholdRule
+from pipeline.bayes.referral.text import DEATHS, Outcome
 from pipeline.core.errors import ConfigError
 
 SENSITIVITY = 0.8  # the default sensitivity the threshold must reach on validation
@@ -64,8 +65,10 @@ class DecisionThreshold:
 
 
 def choose_threshold(risk, labels, rule: ThresholdRule | str = ThresholdRule.SENSITIVITY,
-                     sensitivity: float = SENSITIVITY, threshold: float | None = None) -> DecisionThreshold:
-    """The ``DecisionThreshold`` of ``rule`` on risks (N,) and labels (N,) (see the module docstring)."""
+                     sensitivity: float = SENSITIVITY, threshold: float | None = None,
+                     words: Outcome = DEATHS) -> DecisionThreshold:
+    """The ``DecisionThreshold`` of ``rule`` on risks (N,) and labels (N,) (see the module docstring; an error
+    names the outcome in ``words``)."""
     y = check_labels(labels)
     r = check_probs(risk, y.shape[0], "risk")
     try:
@@ -77,8 +80,8 @@ def choose_threshold(risk, labels, rule: ThresholdRule | str = ThresholdRule.SEN
         if not 0.0 < sensitivity <= 1.0:
             raise ConfigError(f"--sensitivity must lie in (0, 1], got {sensitivity}")
         if deaths == 0:
-            raise ConfigError("--threshold-rule sensitivity: the admissions hold no death, so no sensitivity can "
-                              "be reached; give --decision-threshold instead")
+            raise ConfigError(f"--threshold-rule sensitivity: the admissions hold no {words.one}, so no sensitivity "
+                              "can be reached; give --decision-threshold instead")
         need = math.ceil(sensitivity * deaths - 1e-9)  # deaths to flag; the tolerance keeps 0.8 * 10 at 8
         t = float(np.sort(r[y == 1.0])[::-1][need - 1])
         target = float(sensitivity)

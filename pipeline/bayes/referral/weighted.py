@@ -48,7 +48,7 @@ from scipy.optimize import brentq
 from pipeline.bayes.referral.bounds import cut_grid, hb_p_value
 from pipeline.bayes.referral.rule import GroupRule, Reference, ReferRule, _check_inputs, fixed_sequence
 from pipeline.bayes.referral.settings import CalibrationTooSmall, ReferralError, ReferSettings, Risk, Status
-from pipeline.bayes.referral.text import percent
+from pipeline.bayes.referral.text import DEATHS, Outcome, percent
 
 MAX_WEIGHT = 5.0  # the cap W on the weights (the calibration admissions' mean weight is 1)
 
@@ -77,22 +77,23 @@ class WeightedRule:
         return cls(ReferRule.from_dict(d["rule"]), float(d["max_weight"]), float(d["clipped"]),
                    float(d["mean_weight_deaths"]), float(d["lower_mean"]), float(d["ess_deaths"]))
 
-    def sentence(self) -> str:
-        s, g = self.rule.settings, self.rule.overall
+    def sentence(self, words: Outcome = DEATHS) -> str:
+        """The rule in one plain sentence, the outcome in ``words``."""
+        s, g, many = self.rule.settings, self.rule.overall, words.many
         conf = percent(1.0 - s.delta)
         assumes = ("it assumes these patients differ from the calibration ones only in their features (covariate "
                    "shift), by importance weights capped at " f"{self.max_weight:g}")
         if g.status is Status.CERTIFIED:
             return (f"refer {percent(g.referral_rate)} of admissions: on the others the model misses at most "
-                    f"{percent(s.alpha)} of deaths, with {conf} confidence (re-weighted calibration: {g.n:,} "
-                    f"admissions, {g.deaths:,} deaths, worth {self.ess_deaths:,.0f}); {assumes}")
+                    f"{percent(s.alpha)} of {many}, with {conf} confidence (re-weighted calibration: {g.n:,} "
+                    f"admissions, {g.deaths:,} {many}, worth {self.ess_deaths:,.0f}); {assumes}")
         if g.status is Status.TOO_SMALL:
             return (f"refer every admission: re-weighted for these patients, promising that the model misses at most "
-                    f"{percent(s.alpha)} of deaths with {conf} confidence needs at least {g.needed:,} calibration "
-                    f"deaths even with no error; the calibration data hold {g.deaths:,}")
+                    f"{percent(s.alpha)} of {many} with {conf} confidence needs at least {g.needed:,} calibration "
+                    f"{many} even with no error; the calibration data hold {g.deaths:,}")
         return (f"refer every admission: re-weighted for these patients, no refer threshold could be certified to keep "
-                f"the deaths missed at most {percent(s.alpha)} of deaths, with {conf} confidence ({g.n:,} "
-                f"calibration admissions, {g.deaths:,} deaths)")
+                f"the {many} missed at most {percent(s.alpha)} of {many}, with {conf} confidence ({g.n:,} "
+                f"calibration admissions, {g.deaths:,} {many})")
 
 
 def mean_lower_bound(x: np.ndarray, delta: float) -> float:

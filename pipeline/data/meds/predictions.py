@@ -9,6 +9,9 @@ The rows carry subject ids and prediction times, so the file is the data owner's
 (``_private/link.parquet``, key -> subject_id, prediction_time) and the labels through its
 ``_private/labels/labels.parquet`` (or any MEDS label files). A scored key missing from the link is an error;
 a scored row without a label is written with a null ``boolean_value`` only when ``require_labels`` is off.
+
+``metadata`` (what the file predicts, in words: the task, each column's meaning) is stored as the Parquet file's
+key-value metadata under ``METADATA_KEY`` (JSON; ``read_metadata`` reads it back), beside meds-evaluation's columns.
 """
 
 from __future__ import annotations
@@ -22,17 +25,18 @@ import pyarrow.parquet as pq
 from pipeline.core import fileio
 from pipeline.data.meds.layout import MedsError
 
+METADATA_KEY = b"mimic_risk.predictions"  # the file's metadata: its task and its columns in words (JSON)
 SCHEMA = pa.schema([("subject_id", pa.int64()), ("prediction_time", pa.timestamp("us")), ("boolean_value", pa.bool_()),
                     ("predicted_boolean_value", pa.bool_()), ("predicted_boolean_probability", pa.float32())])
 
 
 def write_predictions(risk: pd.DataFrame | str | Path, link: str | Path, labels: str | Path | None, out: str | Path,
                       threshold: float | None = 0.5, probability: str = "risk_mean",
-                      require_labels: bool = True) -> Path:
+                      require_labels: bool = True, metadata: dict | None = None) -> Path:
     """Write ``out`` (module docstring). ``risk``: the risk table (a frame, or the scores Parquet file);
     ``link``: the extraction's ``_private/link.parquet``; ``labels``: MEDS label files (a file or directory; None:
     a census, no ``boolean_value``); ``threshold``: the decision threshold on ``probability`` (None: no
-    ``predicted_boolean_value``)."""
+    ``predicted_boolean_value``); ``metadata``: JSON stored with the file (module docstring)."""
     if isinstance(risk, (str, Path)):
         risk = pq.read_table(risk).to_pandas()
     for col in ("key", probability):
@@ -66,6 +70,10 @@ def write_predictions(risk: pd.DataFrame | str | Path, link: str | Path, labels:
         "predicted_boolean_probability": pa.array(p, pa.float32()),
     }
     schema = pa.schema([f for f in SCHEMA if columns[f.name] is not None])
+    if metadata is not None:
+        import json
+
+        schema = schema.with_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()})
     out_table = pa.table([columns[n] for n in schema.names], schema=schema).sort_by(
         [("subject_id", "ascending"), ("prediction_time", "ascending")])
     _validate(out_table)
@@ -74,6 +82,14 @@ def write_predictions(risk: pd.DataFrame | str | Path, link: str | Path, labels:
     with fileio.atomic_path(out, mode=0o600) as tmp:
         pq.write_table(out_table, tmp)
     return out
+
+
+def read_metadata(path: str | Path) -> dict | None:
+    """What a prediction file says of itself (``metadata`` of ``write_predictions``), or None (a file without it)."""
+    import json
+
+    raw = (pq.read_schema(path).metadata or {}).get(METADATA_KEY)
+    return None if raw is None else json.loads(raw)
 
 
 def _validate(table: pa.Table) -> None:

@@ -6,9 +6,10 @@ the run's ``score_samples`` draws, or a Gaussian-logit model's moments), chooses
 threshold and summarises the validation (``validation.validation_summary``: by the true risk where the source is
 synthetic), and fits the run's policy on both halves (``validation.fit_run_policy``): the checkpoint's refer
 threshold, measure and policy, ``model_info.json``'s validation figures, the metrics logged, and what the command
-prints (``policy_lines``). ``laplace_data`` reads the MAP run's training features (the GGN, a ``max_train``
-subsample in batches of similar lengths: ``laplace.laplace_batches``) and its validation halves (the prior
-precision on the selection half; the calibration half stays apart for the policy).
+prints (``policy_lines``); both files record the features' task in words (``task_words``: ``data.task``) and, for a
+run without a policy, why (``no_policy``: ``validation.no_policy``). ``laplace_data`` reads the MAP run's training
+features (the GGN, a ``max_train`` subsample in batches of similar lengths: ``laplace.laplace_batches``) and its
+validation halves (the prior precision on the selection half; the calibration half stays apart for the policy).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.core.contracts import SHIFT_REFERENCE_FILE, VOCAB_FILE
+from pipeline.data.task import MORTALITY
 from pipeline.tasks.base import Finished, FinishSettings, LaplaceData, RunSpec
 from pipeline.tasks.mortality import validation
 
@@ -31,6 +33,8 @@ class MortalityData:
     context_vocab: list[str]  # the run's context vocabulary (a per-group refer rule reads its groups from it)
     max_bags: int | None  # the run's cap on the bags read per admission
     max_tokens: int | None  # ... on the tokens per bag
+    words: object = None  # what the features predict (data.task.TaskWords; None: in-hospital mortality)
+    share: float | None = None  # the run's calibration_share (what the reason for no policy names)
 
 
 def finish(model, data, s: FinishSettings) -> Finished:
@@ -42,17 +46,20 @@ def finish(model, data, s: FinishSettings) -> Finished:
     data = data.finish_data() if hasattr(data, "finish_data") else data
     pred = predict.feature_predictions(model, data.val, s.samples, s.batch_size, data.max_bags, data.max_tokens,
                                        predict.seeded_generator(s.draws_seed))  # (S, K, N), its summary
+    config = replace(s.referral or ReferralConfig(), fraction=s.refer_fraction)
     policy = validation.fit_run_policy(model, data.val, data.cal, samples=s.samples, batch_size=s.batch_size,
                                        max_bags=data.max_bags, max_tokens=data.max_tokens, seed=s.seed,
-                                       context_vocab=data.context_vocab,
-                                       config=replace(s.referral or ReferralConfig(), fraction=s.refer_fraction))
+                                       context_vocab=data.context_vocab, config=config, words=data.words)
+    said = {"task_words": (data.words or MORTALITY).to_json(),
+            "no_policy": None if policy else validation.no_policy(data.val, data.cal, config, data.share, data.words)}
     val = validation.validation_summary(pred.logits, data.val.label, s.refer_fraction, summary=pred.summary,
                                         true_risk=features_true_risk(data.features_dir, data.val),
                                         model_kind=s.model_kind)
     return Finished(artifacts=shift_artifacts(policy, data.cal, data.features_dir, s.seed),
-                    checkpoint={**val.checkpoint_entries(), "policy": policy and policy.to_dict()},
-                    info={"policy": policy and policy.to_dict(arrays=False), **val.info()}, metrics=val.scalars,
-                    val_nll=val.metrics["nll"], val_metrics=dict(val.metrics), lines=policy_lines(policy),
+                    checkpoint={**val.checkpoint_entries(), "policy": policy and policy.to_dict(), **said},
+                    info={"policy": policy and policy.to_dict(arrays=False), **val.info(), **said}, metrics=val.scalars,
+                    val_nll=val.metrics["nll"], val_metrics=dict(val.metrics),
+                    lines=policy_lines(policy, said["no_policy"]),
                     refer_threshold=val.refer_threshold, refer_measure=val.refer_measure.value, policy=policy,
                     score_samples=s.samples)
 
@@ -69,12 +76,12 @@ def shift_artifacts(policy, cal, features_dir, seed: int) -> dict:
     return {} if ref is None else {SHIFT_REFERENCE_FILE: ref.save}
 
 
-def policy_lines(policy) -> list[str]:
-    """How a run turns its risks into decisions, in a few lines (none without a policy: calibration_share 0)."""
+def policy_lines(policy, why: str | None = None) -> list[str]:
+    """How a run turns its risks into decisions, in a few lines; without a policy, why (``why``:
+    ``validation.no_policy``'s words; None: not known)."""
     if policy is None:
-        return ["no calibration: the run kept no validation admissions apart (calibration_share 0), or a validation "
-                "half holds no death or no survivor (too few validation admissions for a decision threshold and a "
-                "refer rule); it scores with no promise"]
+        return [f"no calibration: {why or 'the validation halves could not fit a policy'}; the run has no "
+                "recalibration, decision threshold or refer rule and scores with no promise"]
     return policy.lines()
 
 
@@ -102,7 +109,7 @@ def laplace_data(run, data_dir, cfg) -> LaplaceData:
     refer_fraction = map_train.get("refer_fraction", TrainConfig.refer_fraction)  # the MAP run's
     seed = (run.params or {}).get("train.seed", map_train.get("seed"))
     vocab_sizes = {"tokens": len(run.vocab["tokens"]), "context": len(run.vocab["context"])}
-    data = MortalityData(fdir, val_fs, cal_fs, run.vocab["context"], **caps)
+    data = MortalityData(fdir, val_fs, cal_fs, run.vocab["context"], **caps, words=run.words, share=share)
     return LaplaceData(
         train=train, val=val, n_train=len(train_fs), n_used=n_used, n_val=len(val_fs), data=data,
         changes={**caps, "swag_l2": float(map_train.get("l2", cfg.swag_l2))},  # the MAP run's penalty

@@ -43,8 +43,8 @@ def risk_table(predictions, keys, refer_threshold: float | None, n_events=None, 
                policy_columns=None) -> pd.DataFrame:
     """Per-admission risk summary from (S, K, N) (or (D, N)) logits or a ``metrics.Summary``.
 
-    Columns (``contracts.RISK`` states each one's meaning): ``key``; ``risk_mean`` (predictive probability of
-    death), ``risk_sd``, ``risk_p05``/``risk_p95`` (5th/95th percentile of p under the posterior),
+    Columns (``contracts.RISK`` states each one's meaning): ``key``; ``risk_mean`` (predictive probability of the
+    outcome), ``risk_sd``, ``risk_p05``/``risk_p95`` (5th/95th percentile of p under the posterior),
     ``mutual_info`` (nats), ``entropy`` (predictive entropy, nats), ``has_spread`` (the weight posterior moves
     the admission's logit; False: the zeros of risk_sd, mutual_info and the band mean no posterior reaches it,
     not certainty); with ``policy_columns`` (``Policy.apply``'s) the calibrated risk, its Venn-Abers interval,
@@ -146,16 +146,25 @@ def refer_measure_of(info) -> metrics.Measure:
     return metrics.Measure(getattr(info, "refer_measure", None) or metrics.Measure.MUTUAL_INFORMATION.value)
 
 
-def policy_of(info, strict: bool = True, **changes):
+def outcome_words(words=None):
+    """The outcome a policy's sentences count (``bayes.referral.text.Outcome``) of a task's words
+    (``data.task.TaskWords``; None: in-hospital mortality's, "death", "deaths", "survivors")."""
+    from pipeline.bayes.referral.text import DEATHS, Outcome
+
+    return DEATHS if words is None else Outcome(words.event, words.events, words.others)
+
+
+def policy_of(info, strict: bool = True, words=None, **changes):
     """The run's ``bayes.referral.policy.Policy`` (``ModelInfo.policy``; None: a run made before calibration, or
     without a calibration half), its refer rule re-derived under ``changes`` (alpha, delta, risk, ordering,
-    group) when given; ``strict``: settings its calibration half cannot certify raise, naming them."""
+    group) when given; ``strict``: settings its calibration half cannot certify raise, naming them. ``words``: the
+    run's task (``data.task.TaskWords``), for a policy recorded before its own words."""
     d = getattr(info, "policy", None)
     if not d:
         return None
     from pipeline.bayes.referral.policy import Policy
 
-    policy = Policy.from_dict(d)
+    policy = Policy.from_dict(d, outcome_words(words))
     changes = {k: v for k, v in changes.items() if v is not None}
     return policy.rederive(strict=strict, **changes) if changes else policy
 

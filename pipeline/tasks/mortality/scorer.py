@@ -3,7 +3,8 @@ call (``Task.scorer``, ``pipeline.tasks.base.Scorer``).
 
 It holds the run's model and what its scoring reads, resolved once: the Monte Carlo samples (the request's, else
 the model's ``score_samples``: ``engine.predict.score_samples``), the refer threshold and measure, the run's
-``Policy`` (recalibration, decision threshold, refer rule; or one re-derived by the caller), the context
+``Policy`` (recalibration, decision threshold, refer rule; or one re-derived by the caller; its sentences in the
+words of the run's task, ``words``), the context
 vocabulary a per-group rule reads its groups from, the caps on bags and tokens, the prediction window and
 lookback of the extraction. ``table(fs, generator)`` is the risk table of a FeatureSet
 (``risk.score_features``), ``predictions`` its draws (``predict.feature_predictions``); a request (a features
@@ -36,7 +37,8 @@ class MortalityScorer:
         self.batch_size = int(batch_size)
         self.refer_threshold = run.info.refer_threshold
         self.refer_measure = risk.refer_measure_of(run.info)
-        self.policy = risk.policy_of(run.info) if policy is RUN_POLICY else policy
+        self.words = run.words  # what the run predicts, in words (data.task.TaskWords)
+        self.policy = risk.policy_of(run.info, words=self.words) if policy is RUN_POLICY else policy
         vocab = run.vocab or {}
         self.context_vocab = vocab.get("context")
         sizes = (getattr(run, "model_info", None) or {}).get("vocab_sizes")

@@ -201,9 +201,9 @@ def check_cohort(reference: ShiftReference | None, policy, sample: CohortSample,
     if reference is None:
         reference = outputs_reference(policy)
         if reference is None:
-            return CohortCheck(None, sample.total, 0, False, "no shift check: this run keeps no calibration "
-                               "admissions to compare with (trained before calibration, or without a calibration "
-                               "half)")
+            return CohortCheck(None, sample.total, 0, False, "no shift check: this run has no policy, so no "
+                               "calibration admissions to compare with (the run's reason is said where it has no "
+                               "calibration)")
         notes.append("on the model's outputs alone: this run keeps no feature reference (trained before the check)")
     if not posterior:
         skipped = [k for k in POSTERIOR if k in reference.measures]

@@ -68,7 +68,8 @@ class MortalityTask:
                     train_config=tc, step=ckpt.get("step"), val_nll=ckpt.get("val_nll"),
                     refer_threshold=ckpt.get("refer_threshold"), refer_measure=ckpt.get("refer_measure"),
                     score_samples=tc["score_samples"], max_bags=tc["max_bags"], max_tokens=tc["max_tokens"],
-                    model_format="torch", policy=ckpt.get("policy"))
+                    model_format="torch", policy=ckpt.get("policy"), task_words=ckpt.get("task_words"),
+                    no_policy=ckpt.get("no_policy"))
 
     def load_file(self, path: Path):
         """A classical baseline's ``baseline.npz`` (``meta``: its recorded settings): a point model, one draw."""
@@ -105,10 +106,15 @@ TASK = MortalityTask()
 
 def baseline_info_fields(kind: str, meta: dict) -> dict:
     """A classical baseline's info fields (``meta``: its recorded settings): a point model, one draw."""
+    from pipeline.tasks.mortality.validation import older_no_policy
+
     return dict(run_kind=TASK.key, model_kind=kind, model_config=meta.get("model_config") or {},
                 train_config=meta.get("train_config") or {}, step=meta.get("rounds"), val_nll=meta.get("val_nll"),
                 refer_threshold=meta.get("refer_threshold"), refer_measure=meta.get("refer_measure"),
-                score_samples=1, max_bags=None, max_tokens=None, model_format="baseline", policy=meta.get("policy"))
+                score_samples=1, max_bags=None, max_tokens=None, model_format="baseline", policy=meta.get("policy"),
+                task_words=meta.get("task_words"), no_policy=meta.get("no_policy") or (
+                    None if meta.get("policy") or "calibration_share" not in meta else
+                    older_no_policy(float(meta["calibration_share"]))))
 
 
 # ---------------------------------------------------------------------------- the training plan
@@ -273,11 +279,13 @@ class MortalityPlan:
         return finish_settings(self)
 
     def finish_data(self):
+        from pipeline.data.task import describe
         from pipeline.tasks.mortality.finish import MortalityData
 
         context = fileio.read_json(self.features_dir / VOCAB_FILE)["context"]
         return MortalityData(self.features_dir, self.val_fs, self.cal_fs, context, self.cfg.max_bags,
-                             self.cfg.max_tokens)
+                             self.cfg.max_tokens, describe(self.features_dir, missing_ok=True),
+                             self.cfg.calibration_share)
 
     def record(self, state) -> tuple[dict, dict]:
         entries = self.entries()

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from pipeline.bayes import metrics
 from pipeline.tasks.mortality import risk
 
@@ -102,22 +104,21 @@ def validation_summary(logits, labels, refer_fraction: float, *, summary: metric
 
 
 def fit_run_policy(model, selection, calibration, *, samples: int, batch_size: int, max_bags: int | None,
-                   max_tokens: int | None, seed: int, context_vocab: list[str], config=None):
+                   max_tokens: int | None, seed: int, context_vocab: list[str], config=None, words=None):
     """A run's ``Policy`` (``bayes.referral.policy``: its recalibration map, decision threshold and refer rule)
     from the validation halves ``selection`` and ``calibration`` (FeatureSets): both predicted as scoring
-    predicts (``score_samples`` draws, the evaluation stream's seed), with each admission's context groups.
-    None when the run kept no calibration half (``calibration_share`` 0), when it holds no death or no survivor, or
-    when the selection half does (a toy world's few validation admissions): the threshold rule then has no
-    sensitivity to reach, unless the decision threshold is fixed (``config.decision_threshold``)."""
+    predicts (``score_samples`` draws, the evaluation stream's seed), with each admission's context groups;
+    ``words``: the run's task (``data.task.TaskWords``; None: in-hospital mortality), whose outcome its sentences
+    count. None when the run kept no calibration half (``calibration_share`` 0), when it holds no positive or no
+    negative, or when the selection half does (a toy world's few validation admissions): the threshold rule then has
+    no sensitivity to reach, unless the decision threshold is fixed (``config.decision_threshold``); ``no_policy``
+    says which."""
     from pipeline.bayes.referral.policy import GROUP_FAMILIES, ReferralConfig, fit_policy
     from pipeline.core.seeds import EVAL_STREAM, stream_seed
     from pipeline.data.features import context_groups
     from pipeline.tasks.mortality import predict
 
-    if calibration is None or not len(calibration) or len(set(calibration.label.tolist())) < 2:
-        return None
-    fixed = config is not None and config.decision_threshold is not None
-    if not fixed and len(set(selection.label.tolist())) < 2:
+    if no_policy(selection, calibration, config) is not None:
         return None
     halves = []
     for fs in (selection, calibration):
@@ -125,4 +126,66 @@ def fit_run_policy(model, selection, calibration, *, samples: int, batch_size: i
         pred = predict.feature_predictions(model, fs, samples, batch_size, max_bags, max_tokens, gen)
         groups = {f: context_groups(fs, context_vocab, f) for f in GROUP_FAMILIES}
         halves.append(risk.predictive(pred, groups))
-    return fit_policy(halves[0], selection.label, halves[1], calibration.label, config or ReferralConfig(), seed)
+    return fit_policy(halves[0], selection.label, halves[1], calibration.label, config or ReferralConfig(), seed,
+                      risk.outcome_words(words))
+
+
+def no_policy(selection, calibration, config=None, share: float | None = None, words=None) -> str | None:
+    """Why the validation halves ``selection`` and ``calibration`` fit no policy, in words naming the condition that
+    held and the option as typed (``share``: the run's ``calibration_share``; ``words``: its task's, None:
+    in-hospital mortality); None when they can fit one (``fit_run_policy``)."""
+    from pipeline.data.task import MORTALITY
+
+    w = words or MORTALITY
+    n, m = (0 if calibration is None else len(calibration)), len(selection)
+    shared = "" if share is None else f", --calibration-share {share:g}"
+    if not n:
+        if not share:
+            return ("the run kept no validation admissions apart for calibration (--calibration-share "
+                    f"{0 if share is None else share:g})")
+        return (f"none of the {_admissions(m)} fell in the calibration half (--calibration-share {share:g} keeps "
+                "each apart by a hash of its pseudonym); a recalibration map and a refer rule need both outcomes")
+    fixed = config is not None and config.decision_threshold is not None
+
+    def lacks(labels) -> str | None:
+        present = {int(v) for v in np.asarray(labels).tolist()}
+        return None if len(present) > 1 else f"no {w.event}" if 1 not in present else f"only {w.events}"
+
+    cal, sel = lacks(calibration.label), None if fixed or not m else lacks(selection.label)
+    need_cal = "a recalibration map and a refer rule need both outcomes"
+    need_sel = "the decision threshold's sensitivity rule needs both outcomes (--decision-threshold fixes one)"
+    if not m and not fixed:
+        return (f"none of the {_admissions(n)} fell in the selection half, which chooses the decision threshold "
+                f"(all were kept apart for calibration{shared}); {need_sel}")
+    cal_half = f"the {_admissions(n)} kept apart for calibration (the calibration half{shared})"
+    sel_half = f"the {_admissions(m)} that choose{'s' if m == 1 else ''} the decision threshold (the selection half)"
+    if cal is not None and cal == sel:
+        return (f"the {_admissions(n + m)} held {cal}, in both halves ({n:,} kept apart for calibration{shared}; "
+                f"{m:,} that choose the decision threshold); {need_cal}, and {need_sel}")
+    said = [f"{half} held {missing}; {need}" for half, missing, need in ((cal_half, cal, need_cal),
+                                                                       (sel_half, sel, need_sel)) if missing]
+    return "; and ".join(said) or None
+
+
+def _admissions(k: int) -> str:
+    return f"{k:,} validation admission{'' if k == 1 else 's'}"
+
+
+def older_no_policy(share: float | None) -> str:
+    """Why a run that recorded no reason has no policy, from its ``calibration_share`` (None: not recorded, a run
+    trained before risks were recalibrated)."""
+    if share is None:
+        return "this run was trained before risks were recalibrated"
+    if not share:
+        return "the run kept no validation admissions apart for calibration (--calibration-share 0)"
+    return (f"a validation half of the run (--calibration-share {share:g}) held a single outcome (the run, trained "
+            "before the reason was recorded, does not say which half)")
+
+
+def said_no_policy(info) -> str:
+    """Why the run of ``info`` (``runs.info.ModelInfo``) has no policy: the reason it recorded at training
+    (``no_policy``), else what its settings tell."""
+    if getattr(info, "no_policy", None):
+        return str(info.no_policy)
+    tc = getattr(info, "train_config", None) or {}
+    return older_no_policy(float(tc["calibration_share"]) if tc.get("calibration_share") is not None else None)
