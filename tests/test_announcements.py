@@ -48,6 +48,12 @@ def test_a_ceiling_that_ends_training_is_announced_and_whether_validation_still_
                     "run)")
     said = spell(invalid(TrainConfig, note, *NOTE_FIELDS), {})
     assert "by its ceiling --max-epochs, while" in said and "(--max-epochs, --max-steps, --max-minutes;" in said
+    (undecided,) = announcements(plan, LoopState(step=4390, best_step=3250, stopped_by="max_epochs"))
+    assert undecided == ("budget: training ended at step 4390 by its ceiling max_epochs, before early stopping could "
+                         "decide: the validation NLL had not improved for 4 validations (best at step 3250; patience "
+                         "waits 8); a longer budget would let it decide (max_epochs, max_steps, max_minutes; resume "
+                         "continues this run)")
+    assert "still improving" not in undecided  # make main's run: best at step 1,250 of 4,390 is no improvement
     (flat,) = announcements(plan, LoopState(step=4390, best_step=1000, stopped_by="max_epochs"))
     assert flat == "budget: training ended at step 4390 by its ceiling max_epochs; the best validation was step 1000"
     patience = LoopState(step=2750, best_step=750, stopped_by="patience", stopped_early=True)

@@ -206,8 +206,9 @@ def announcements(plan: TrainingPlan, state: LoopState) -> list[str]:
 
 def ceiling_note(plan: TrainingPlan, state: LoopState) -> str:
     """One line when a ceiling, not early stopping, ended the run ("" otherwise): which setting (the plan's
-    ``ceiling_words`` where it has them, e.g. "max_epochs 40 (before max_steps 200)"), at which step, and whether the
-    validation was still improving (its best within the last ``patience`` validations)."""
+    ``ceiling_words`` where it has them, e.g. "max_epochs 40 (before max_steps 200)"), at which step, and where
+    the validation stood: still improving (the best at the last validation), or not improved for fewer validations
+    than patience waits (early stopping had not decided), or patience off."""
     if not state.stopped_by or state.stopped_by == "patience":
         return ""
     what = {"max_minutes": f"the wall-clock ceiling (max_minutes; {state.wall_seconds / 60:.1f} minutes)"}.get(
@@ -217,9 +218,15 @@ def ceiling_note(plan: TrainingPlan, state: LoopState) -> str:
         return f"{line}; early stopping is off (patience), so a ceiling always ends it"
     since = state.step - state.best_step
     if plan.eval_every and since < plan.patience * plan.eval_every:
-        return (f"{line}, while the validation NLL was still improving (best at step {state.best_step}, "
-                f"{since // plan.eval_every} of patience's {plan.patience} validations before the end): a longer "
-                f"budget may give a better model (max_epochs, max_steps, max_minutes; resume continues this run)")
+        stale = since // plan.eval_every  # validations since the best one, fewer than patience's
+        longer = "(max_epochs, max_steps, max_minutes; resume continues this run)"
+        if stale == 0:
+            return (f"{line}, while the validation NLL was still improving (best at step {state.best_step}, "
+                    f"0 of patience's {plan.patience} validations before the end): a longer budget may give a "
+                    f"better model {longer}")
+        return (f"{line}, before early stopping could decide: the validation NLL had not improved for "
+                f"{stale} validation{'s' if stale > 1 else ''} (best at step {state.best_step}; patience waits "
+                f"{plan.patience}); a longer budget would let it decide {longer}")
     return f"{line}; the best validation was step {state.best_step}"
 
 
