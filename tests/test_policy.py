@@ -131,6 +131,20 @@ def test_settings_the_calibration_half_cannot_certify(fitted):
     assert "needs at least" in lax.sentence() and lax.apply(_world(50, 3)[0]).refer.all()
 
 
+def test_the_refer_flag_line_is_true_of_the_rule(fitted):
+    """A certified rule's flag line says what it ranks by; a rule that refers everyone says so, not that each
+    admission is referred because its risk is high (make main's run printed that of 2,165 referred admissions)."""
+    _, (sel, ys, cal, yc) = fitted
+    certified = fit_policy(sel, ys, cal, yc, seed=0)
+    assert not certified.refers_all() and certified.lines()[-1] == "the refer flag: referred because the risk is high"
+    everyone = certified.rederive(alpha=0.001, delta=1e-5)
+    assert everyone.refers_all() and everyone.apply(cal).refer.all()
+    assert everyone.lines()[-1] == ("the refer flag: every admission, by the rule above (a certified rule would rank "
+                                    "them: referred because the risk is high)")
+    grouped = fit_policy(sel, ys, cal, yc, ReferralConfig(group="gender"), seed=0)
+    assert grouped.rule.groups and grouped.refers_all() is all(g.cut == -np.inf for g in grouped.rule.groups.values())
+
+
 def test_a_small_calibration_half_says_what_it_would_need():
     sel, ys = _world(300, 4)
     cal, yc = _world(120, 5)

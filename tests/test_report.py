@@ -198,7 +198,7 @@ def test_the_promise_is_at_the_top_and_the_retention_curves_are_drawn():
     body = text.split("</style>")[1]
     assert body.index('<div class="promise">') < body.index("<h2>Summary</h2>")
     assert PROMISE[:1].upper() + PROMISE[1:] + "." in words
-    assert "The flag: referred because the model cannot tell which side of the decision threshold" in words
+    assert "The refer flag: referred because the model cannot tell which side of the decision threshold" in words
     assert "risks recalibrated by temperature on 1,204 calibration admissions" in words
     assert "What referring buys" in words and body.count('aria-label="retention curve') == 2
     high = int(_scores(60)["high_risk"].sum())

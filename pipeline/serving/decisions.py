@@ -53,5 +53,5 @@ def policy_report(policy) -> dict:
     if measure is not None and len(cal.get("labels", [])) > 1:
         curve = retention_curve(cal["labels"], cal["risk"], measure, n_bootstrap=0)
         retention = {**curve.to_dict(), "ordering": policy.ordering.value, "n": int(len(cal["labels"]))}
-    return {"promise": policy.sentence(), "reason": policy.reason(),
+    return {"promise": policy.sentence(), "reason": policy.flag_words(),
             "policy_lines": [policy.calibration_line(), policy.threshold.summary()], "retention": retention}

@@ -61,7 +61,7 @@ class ReportInput:
     scores_file: str | None = None  # name of the Parquet file with every row (said when the page is capped)
     max_rows: int = MAX_ROWS  # admissions per table (see the module docstring)
     promise: str | None = None  # the refer rule in one plain sentence (None: the run has no policy)
-    reason: str | None = None  # what the refer flag ranks by, in plain words ("referred because ...")
+    reason: str | None = None  # why an admission is referred, in plain words ("referred because ...", or every one)
     policy_lines: list[str] = field(default_factory=list)  # how the risk was recalibrated; the decision threshold
     retention: dict | None = None  # the calibration admissions' retention curve (selective.RetentionCurve.to_dict,
         # with "ordering" and "n"): AUC-PR and NLL of the kept against the share referred
@@ -378,7 +378,7 @@ def render(inp: ReportInput) -> str:
     if inp.promise is not None:
         promise = (f'<div class="promise">{html.escape(inp.promise[:1].upper() + inp.promise[1:])}.</div>'
                    + "".join(f'<div class="note">{html.escape(line)}.</div>' for line in
-                             [f"The flag: {inp.reason}", *inp.policy_lines] if line))
+                             [f"The refer flag: {inp.reason}", *inp.policy_lines] if line))
     else:
         why = html.escape(inp.no_policy or "this model records no policy")
         promise = (f'<div class="warn nocal">No calibration: {why}; the risks are the model&rsquo;s own and REFER '

@@ -208,7 +208,19 @@ class Policy:
         (``high_risk``: a census's count at or above it, when given), the rule's sentence, what the flag ranks by."""
         here = "" if high_risk is None else f"; here {high_risk} high risk"
         return [self.calibration_line(), self.threshold.summary() + here, f"refer rule: {self.sentence()}",
-                f"the flag: {self.reason()}"]
+                f"the refer flag: {self.flag_words()}"]
+
+    def refers_all(self) -> bool:
+        """Whether the rule refers every admission (no cut certified, in any group)."""
+        cuts = [g.cut for g in (self.rule.groups or {}).values()] or [self.rule.overall.cut]
+        return all(c == -np.inf for c in cuts)
+
+    def flag_words(self) -> str:
+        """Why an admission is referred, true of this rule: the ordering's words (``reason``), or, for a rule that
+        refers everyone, that every admission is (and what a certified rule would rank by)."""
+        if self.refers_all():
+            return f"every admission, by the rule above (a certified rule would rank them: {self.reason()})"
+        return self.reason()
 
     # ------------------------------------------------------------------ new rules from the kept arrays
 
