@@ -41,6 +41,7 @@ It prints per split, kind and setting the pooled shares with their Monte Carlo e
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -425,18 +426,38 @@ def print_monitor(results: dict) -> None:
 
 
 def study(eras: dict, sizes=SIZES, labelled=LABELLED, draws: int = DRAWS, streams: int = STREAMS,
-          seed: int = 0) -> dict:
-    """(a), (b) and (c) on ``eras`` (mode -> kind -> seed -> EraPool): (b) on the era split only."""
+          seed: int = 0, saved=None) -> dict:
+    """(a), (b) and (c) on ``eras`` (mode -> kind -> seed -> EraPool): (b) on the era split only. ``saved(mode,
+    kind, seed)``: the path of one run's results (None: not kept), read when it exists, written when computed,
+    so a study cut short resumes where it stopped with the same numbers (every run's draws start at ``seed``)."""
     results: dict = {}
     for mode, kinds in eras.items():
         for kind, seeds in kinds.items():
             for s, ep in seeds.items():
-                r = {"detectors": detectors(ep, sizes, draws, seed), "monitor": monitor_streams(ep, streams, seed)}
-                if mode == "era":
-                    r["promise"] = promise(ep, labelled, draws, seed)
+                path = None if saved is None else saved(mode, kind, s)
+                if path is not None and path.exists():
+                    r, how = fileio.read_json(path), "read"
+                else:
+                    r = {"detectors": detectors(ep, sizes, draws, seed), "monitor": monitor_streams(ep, streams,
+                                                                                                    seed)}
+                    if mode == "era":
+                        r["promise"] = promise(ep, labelled, draws, seed)
+                    r, how = json.loads(json.dumps(_plain(r))), "done"  # as a saved run reads back
+                    if path is not None:
+                        fileio.write_json(path, r)
                 results.setdefault(mode, {}).setdefault(kind, {})[str(s)] = r
-                print(f"{mode} {kind} seed {s}: done", flush=True)
+                print(f"{mode} {kind} seed {s}: {how}", flush=True)
     return results
+
+
+def saved_in(cache: Path | None, ids: dict, sizes, labelled, draws: int, streams: int, seed: int):
+    """``study``'s ``saved``: one JSON per run under ``cache``, named by the run id and every setting that changes
+    its numbers (None without a cache)."""
+    if cache is None:
+        return None
+    tag = (f"d{draws}-s{streams}-seed{seed}-sizes{'_'.join(map(str, sizes))}-"
+           f"labelled{'_'.join(map(str, labelled))}")
+    return lambda mode, kind, s: Path(cache) / f"{ids[(mode, kind, s)]}-study-{tag}.json"
 
 
 def _plain(x):
@@ -461,13 +482,17 @@ def main() -> None:
     rn.add_argument("--streams", type=int, default=STREAMS, help="monitor streams per run and kind of stream")
     rn.add_argument("--seed", type=int, default=0, help="seed of every draw")
     rn.add_argument("--json", type=Path, default=None, help="write the results here")
+    rn.add_argument("--modes", nargs="+", default=None, help="only these split modes (default: every one)")
     args = ap.parse_args()
     eras: dict = {}
+    ids: dict = {}
     for run in runs_of(args.bench):
-        if run["variant"] in KINDS:
+        if run["variant"] in KINDS and (args.modes is None or run["split_mode"] in args.modes):
+            ids[(run["split_mode"], run["variant"], int(run["seed"]))] = run["run_id"]
             eras.setdefault(run["split_mode"], {}).setdefault(run["variant"], {})[int(run["seed"])] = \
                 era_pool_of_run(run["run_id"], args.cache)
-    results = study(eras, args.sizes, args.labelled, args.draws, args.streams, args.seed)
+    saved = saved_in(args.cache, ids, args.sizes, args.labelled, args.draws, args.streams, args.seed)
+    results = study(eras, args.sizes, args.labelled, args.draws, args.streams, args.seed, saved)
     print_detectors(results)
     print_monitor(results)
     decision = decide(results, args.draws)

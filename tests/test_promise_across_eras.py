@@ -117,3 +117,19 @@ def test_a_labelled_set_that_recertify_refuses_is_counted_and_referred_whole(era
     assert p["recertified 12 (threshold refitted)"]["refused"] >= p["recertified 12"]["refused"]
     d = pe.decide({"era": {"rank1-gaussian": {"0": {"promise": p}}}}, draws=8)
     assert d["promise"]["recertified 12"]["refused"] == p["recertified 12"]["refused"]
+
+
+def test_a_study_cut_short_resumes_from_the_runs_it_saved(eras, tmp_path, capsys):
+    ids = {("era", "rank1-gaussian", 0): "runA", ("random", "rank1-gaussian", 0): "runB"}
+    saved = pe.saved_in(tmp_path, ids, (50,), (400,), 3, 4, 0)
+    first = pe.study(eras, sizes=(50,), labelled=(400,), draws=3, streams=4, seed=0, saved=saved)
+    assert sorted(p.name.split("-study-")[0] for p in tmp_path.glob("*.json")) == ["runA", "runB"]
+    (tmp_path / next(p.name for p in tmp_path.glob("runB-*"))).unlink()  # cut before the second run was saved
+    capsys.readouterr()
+    again = pe.study(eras, sizes=(50,), labelled=(400,), draws=3, streams=4, seed=0, saved=saved)
+    assert capsys.readouterr().out.splitlines() == ["era rank1-gaussian seed 0: read",
+                                                    "random rank1-gaussian seed 0: done"]
+    assert again == first  # the same numbers, read or recomputed
+    assert pe.saved_in(None, ids, (50,), (400,), 3, 4, 0) is None
+    assert saved("era", "rank1-gaussian", 0) != pe.saved_in(tmp_path, ids, (50,), (400,), 4, 4, 0)(
+        "era", "rank1-gaussian", 0)  # another number of draws is another file
