@@ -426,10 +426,11 @@ def print_monitor(results: dict) -> None:
 
 
 def study(eras: dict, sizes=SIZES, labelled=LABELLED, draws: int = DRAWS, streams: int = STREAMS,
-          seed: int = 0, saved=None) -> dict:
+          seed: int = 0, saved=None, saved_only: bool = False) -> dict:
     """(a), (b) and (c) on ``eras`` (mode -> kind -> seed -> EraPool): (b) on the era split only. ``saved(mode,
     kind, seed)``: the path of one run's results (None: not kept), read when it exists, written when computed,
-    so a study cut short resumes where it stopped with the same numbers (every run's draws start at ``seed``)."""
+    so a study cut short resumes where it stopped with the same numbers (every run's draws start at ``seed``).
+    ``saved_only``: the runs not saved yet are left out (and said), nothing computed: an interim look."""
     results: dict = {}
     for mode, kinds in eras.items():
         for kind, seeds in kinds.items():
@@ -437,6 +438,9 @@ def study(eras: dict, sizes=SIZES, labelled=LABELLED, draws: int = DRAWS, stream
                 path = None if saved is None else saved(mode, kind, s)
                 if path is not None and path.exists():
                     r, how = fileio.read_json(path), "read"
+                elif saved_only:
+                    print(f"{mode} {kind} seed {s}: not saved yet, left out", flush=True)
+                    continue
                 else:
                     r = {"detectors": detectors(ep, sizes, draws, seed), "monitor": monitor_streams(ep, streams,
                                                                                                     seed)}
@@ -483,6 +487,8 @@ def main() -> None:
     rn.add_argument("--seed", type=int, default=0, help="seed of every draw")
     rn.add_argument("--json", type=Path, default=None, help="write the results here")
     rn.add_argument("--modes", nargs="+", default=None, help="only these split modes (default: every one)")
+    rn.add_argument("--saved-only", action="store_true", help="an interim look: the runs whose results --cache "
+                    "holds, nothing computed")
     args = ap.parse_args()
     eras: dict = {}
     ids: dict = {}
@@ -492,7 +498,7 @@ def main() -> None:
             eras.setdefault(run["split_mode"], {}).setdefault(run["variant"], {})[int(run["seed"])] = \
                 era_pool_of_run(run["run_id"], args.cache)
     saved = saved_in(args.cache, ids, args.sizes, args.labelled, args.draws, args.streams, args.seed)
-    results = study(eras, args.sizes, args.labelled, args.draws, args.streams, args.seed, saved)
+    results = study(eras, args.sizes, args.labelled, args.draws, args.streams, args.seed, saved, args.saved_only)
     print_detectors(results)
     print_monitor(results)
     decision = decide(results, args.draws)

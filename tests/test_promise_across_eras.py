@@ -130,6 +130,11 @@ def test_a_study_cut_short_resumes_from_the_runs_it_saved(eras, tmp_path, capsys
     assert capsys.readouterr().out.splitlines() == ["era rank1-gaussian seed 0: read",
                                                     "random rank1-gaussian seed 0: done"]
     assert again == first  # the same numbers, read or recomputed
+    (tmp_path / next(p.name for p in tmp_path.glob("runB-*"))).unlink()
+    capsys.readouterr()
+    interim = pe.study(eras, sizes=(50,), labelled=(400,), draws=3, streams=4, seed=0, saved=saved, saved_only=True)
+    assert interim == {"era": first["era"]} and "random rank1-gaussian seed 0: not saved yet, left out" in \
+        capsys.readouterr().out
     assert pe.saved_in(None, ids, (50,), (400,), 3, 4, 0) is None
     assert saved("era", "rank1-gaussian", 0) != pe.saved_in(tmp_path, ids, (50,), (400,), 4, 4, 0)(
         "era", "rank1-gaussian", 0)  # another number of draws is another file
