@@ -487,13 +487,15 @@ def main() -> None:
     rn.add_argument("--seed", type=int, default=0, help="seed of every draw")
     rn.add_argument("--json", type=Path, default=None, help="write the results here")
     rn.add_argument("--modes", nargs="+", default=None, help="only these split modes (default: every one)")
+    rn.add_argument("--kinds", nargs="+", default=None, choices=KINDS, help="only these model kinds (default: every one; two "
+                    "processes on disjoint kinds share one --cache)")
     rn.add_argument("--saved-only", action="store_true", help="an interim look: the runs whose results --cache "
                     "holds, nothing computed")
     args = ap.parse_args()
     eras: dict = {}
     ids: dict = {}
     for run in runs_of(args.bench):
-        if run["variant"] in KINDS and (args.modes is None or run["split_mode"] in args.modes):
+        if run["variant"] in (args.kinds or KINDS) and (args.modes is None or run["split_mode"] in args.modes):
             ids[(run["split_mode"], run["variant"], int(run["seed"]))] = run["run_id"]
             eras.setdefault(run["split_mode"], {}).setdefault(run["variant"], {})[int(run["seed"])] = \
                 era_pool_of_run(run["run_id"], args.cache)
