@@ -487,8 +487,8 @@ def main() -> None:
     rn.add_argument("--seed", type=int, default=0, help="seed of every draw")
     rn.add_argument("--json", type=Path, default=None, help="write the results here")
     rn.add_argument("--modes", nargs="+", default=None, help="only these split modes (default: every one)")
-    rn.add_argument("--kinds", nargs="+", default=None, choices=KINDS, help="only these model kinds (default: every one; two "
-                    "processes on disjoint kinds share one --cache)")
+    rn.add_argument("--kinds", nargs="+", default=None, choices=KINDS,
+                    help="only these model kinds (default: every one; processes on disjoint kinds share one --cache)")
     rn.add_argument("--saved-only", action="store_true", help="an interim look: the runs whose results --cache "
                     "holds, nothing computed")
     args = ap.parse_args()
