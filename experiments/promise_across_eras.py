@@ -379,7 +379,31 @@ def decide(results: dict, draws: int, level: float = LEVEL) -> dict:
     mode = max(valid_modes, key=lambda m: valid_modes[m]["kept"]) if valid_modes else None
     w, a = table.get("weighted"), table.get("as_is")
     return {"detector": detector, "promise": table, "oracle": oracle, "recertify": modes, "recertify_mode": mode,
-            "weighted_recommended": bool(w and a and w["valid"] and w["kept"] > a["kept"])}
+            "weighted_recommended": bool(w and a and w["valid"] and w["kept"] > a["kept"]),
+            "monitor": decide_monitor(results)}
+
+
+def decide_monitor(results: dict, delta: float = 0.1) -> dict:
+    """Rule 3: the stationary streams alarm in at most delta + 2 Monte Carlo standard errors of them, the broken
+    ones in at least 1 - delta (pooled over splits, kinds and seeds; per split as context)."""
+    counts: dict = {}
+    for mode, kinds in results.items():
+        for seeds in kinds.values():
+            for r in seeds.values():
+                for name, v in r.get("monitor", {}).items():
+                    for key in ("pooled", mode):
+                        c = counts.setdefault(key, {}).setdefault(name, [0, 0])
+                        c[0], c[1] = c[0] + int(v["alarms"]), c[1] + int(v["streams"])
+    out = {}
+    for key, by in counts.items():
+        st, br = by.get("stationary", [0, 0]), by.get("broken", [0, 0])
+        false = st[0] / st[1] if st[1] else float("nan")
+        caught = br[0] / br[1] if br[1] else float("nan")
+        out[key] = {"false_alarms": false, "false_alarms_se": _se(false, st[1]) if st[1] else float("nan"),
+                    "caught": caught, "streams": st[1],
+                    "passes": bool(st[1] and br[1] and false <= delta + 2 * _se(false, st[1])
+                                   and caught >= 1 - delta)}
+    return out
 
 
 def print_decision(d: dict) -> None:
@@ -398,6 +422,10 @@ def print_decision(d: dict) -> None:
     for m, v in d["recertify"].items():
         print(f"  recertify, {m}: smallest labelled size within {MARGIN:.0%} of the oracle: {v['smallest_k']}")
     print(f"  -> recertify's default: {d['recertify_mode']}; weighted rule recommended: {d['weighted_recommended']}")
+    print("\n### (c) the monitor, rule 3 (stationary streams alarmed; broken streams alarmed)")
+    for key, v in d.get("monitor", {}).items():
+        print(f"  {key}: false alarms {v['false_alarms']:.3f} ± {v['false_alarms_se']:.3f} of {v['streams']:,} "
+              f"streams, broken streams caught {v['caught']:.3f} -> {'passes' if v['passes'] else 'fails'}")
 
 
 def print_detectors(results: dict) -> None:

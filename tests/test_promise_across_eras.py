@@ -138,3 +138,18 @@ def test_a_study_cut_short_resumes_from_the_runs_it_saved(eras, tmp_path, capsys
     assert pe.saved_in(None, ids, (50,), (400,), 3, 4, 0) is None
     assert saved("era", "rank1-gaussian", 0) != pe.saved_in(tmp_path, ids, (50,), (400,), 4, 4, 0)(
         "era", "rank1-gaussian", 0)  # another number of draws is another file
+
+
+def test_rule_3_on_the_monitor_pools_the_streams_and_needs_both_halves():
+    def run(st, br, n=200):
+        return {"monitor": {"stationary": {"alarms": st, "streams": n}, "broken": {"alarms": br, "streams": n}}}
+
+    good = {"era": {"k": {"0": run(11, 200)}}, "random": {"k": {"0": run(12, 190)}}}
+    d = pe.decide_monitor(good)
+    assert d["pooled"]["false_alarms"] == 23 / 400 and d["pooled"]["caught"] == 390 / 400 and d["pooled"]["passes"]
+    assert d["random"]["caught"] == 0.95 and d["era"]["passes"]
+    slow = {"era": {"k": {"0": run(11, 200)}}, "random": {"k": {"0": run(12, 161), "1": run(10, 164)}}}
+    d = pe.decide_monitor(slow)
+    assert not d["random"]["passes"] and d["era"]["passes"] and not d["pooled"]["passes"]  # 525 / 600 < 0.9
+    noisy = {"era": {"k": {"0": run(40, 200)}}}
+    assert not pe.decide_monitor(noisy)["era"]["passes"]  # 20% false alarms
