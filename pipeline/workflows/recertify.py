@@ -115,6 +115,7 @@ def recertify_run(run: str, *, data: Path | str | None = None, source: str | Non
     from pipeline.tasks.mortality import KEY as MORTALITY
     from pipeline.tasks.mortality import recertify as rc
     from pipeline.tasks.mortality import risk, shift
+    from pipeline.tasks.mortality.validation import said_no_policy
 
     cfg = cfg or RecertifyConfig()
     if (data is None) == (source is None):
@@ -132,8 +133,6 @@ def recertify_run(run: str, *, data: Path | str | None = None, source: str | Non
                                         "run (its id)"), "run")
         policy = risk.policy_of(rm.info)
         if policy is None:
-            from pipeline.tasks.mortality.validation import said_no_policy
-
             raise RecertifyError(f"run {rm.run_id} has no policy ({said_no_policy(rm.info)}): it made no promise "
                                  "to re-certify; train it again")
         files = _inputs(rm, data, source, Path(tmp), cohort, schema, as_of, times, task)
