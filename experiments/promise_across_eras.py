@@ -28,7 +28,9 @@ evaluated on the rest, ``--draws`` times; and the importance-weighted rule (``re
 calibration half, its weights from a domain classifier fitted on the selection half's features against the test
 split's, the calibration outcomes redrawn from their true risk ``--draws`` times, evaluated on the whole test split.
 The oracle: the model's own ranking cut on the test split at the largest kept share whose true miss rate is at most
-alpha (``oracle_kept``).
+alpha (``oracle_kept``). The exact test's floor (``floor_of``, added after the interim look, outside the decision
+rule): what a rule certified on k labelled admissions keeps in expectation, computed from the truth without drawing
+(``referral.power``), and the labelled set whose rule comes within the margin of the oracle.
 
 (c) ``monitor``: ``--streams`` streams of the test split in random order, outcomes drawn from the true risk, kept and
 flagged by the ranking cut whose true miss rate is alpha (the worst stream that keeps the promise: false alarms) and
@@ -52,7 +54,7 @@ from scipy import sparse
 from experiments.referral_guarantee import Pool, pool_of_run
 from experiments.referral_orderings import runs_of
 from pipeline.bayes import monitor, shift
-from pipeline.bayes.referral import Policy, Predictive, Risk, fit_weighted_refer_rule, recertify
+from pipeline.bayes.referral import Policy, Predictive, Risk, fit_weighted_refer_rule, power, recertify
 from pipeline.bayes.referral.check import true_kept_risk
 from pipeline.bayes.referral.rule import Reference
 from pipeline.core import fileio
@@ -204,12 +206,19 @@ def detectors(ep: EraPool, sizes=SIZES, draws: int = DRAWS, seed: int = 0, level
 
 def oracle_kept(q: np.ndarray, r: np.ndarray, threshold: float, alpha: float) -> float:
     """The largest share kept and unflagged by the model's own ranking (lowest risk first) whose true miss rate is at
-    most alpha: the best any cut of this ranking can do on this population."""
-    low = np.flatnonzero(r < threshold)
-    order = low[np.argsort(r[low], kind="stable")]
-    miss = np.cumsum(q[order]) / q.sum()
-    k = int(np.searchsorted(miss, alpha, side="right"))
-    return k / len(r)
+    most alpha: the best any cut of this ranking can do on this population (``referral.power.oracle_share``)."""
+    return power.oracle_share(q, r, threshold, alpha)
+
+
+def floor_of(ep: EraPool, labelled=LABELLED, margin: float = MARGIN) -> dict:
+    """The exact test's floor on the new era (``referral.power``, from the truth, no draw): the kept-unflagged share
+    a rule with the run's flags, certified on k labelled admissions, keeps in expectation, and the labelled set that
+    comes within ``margin`` of the oracle. Derived from the run's arrays in seconds, so never cached."""
+    pol, q = ep.policy, ep.pool.true_risk
+    alpha, delta = pol.config.alpha, pol.config.delta
+    t = min(pol.calibrator.raw_threshold(pol.threshold.threshold), 2.0)
+    return {"expected": {str(k): power.expected_share(q, ep.raw, t, alpha, delta, k) for k in labelled},
+            "needed": power.labelled_needed(q, ep.raw, t, alpha, delta, margin), "mortality": float(q.mean())}
 
 
 def _outcome(q: np.ndarray, r_cal: np.ndarray, referred: np.ndarray, high: np.ndarray) -> tuple[float, float]:
@@ -364,6 +373,16 @@ def decide(results: dict, draws: int, level: float = LEVEL) -> dict:
                        "kept": float(kept.mean()), "n": int(misses.size),
                        "refer_all": int(sum(c[name].get("refer_all", 0) for c in cells if name in c)),
                        "refused": int(sum(c[name].get("refused", 0) for c in cells if name in c))}
+    floors = [r["floor"] for r in (x for kinds in results.get("era", {}).values() for x in kinds.values())
+              if "floor" in r]
+    for name, row in table.items():
+        if name.startswith("recertified ") and "(" not in name:
+            have = [f["expected"][name.split()[1]] for f in floors if name.split()[1] in f["expected"]]
+            row["floor"] = float(np.mean(have)) if have else None
+    needed = [f["needed"] for f in floors]
+    floor = {"needed": needed, "needed_median": float(np.median([n for n in needed if n is not None]))
+             if any(n is not None for n in needed) else None,
+             "mortality": float(np.mean([f["mortality"] for f in floors])) if floors else None}
     oracle = float(np.mean([c["oracle"] for c in cells])) if cells else float("nan")
     modes = {}
     sizes = sorted({int(k.split()[1]) for k in table if k.startswith("recertified ")})
@@ -378,7 +397,8 @@ def decide(results: dict, draws: int, level: float = LEVEL) -> dict:
     valid_modes = {m: v for m, v in modes.items() if v["kept"] is not None}
     mode = max(valid_modes, key=lambda m: valid_modes[m]["kept"]) if valid_modes else None
     w, a = table.get("weighted"), table.get("as_is")
-    return {"detector": detector, "promise": table, "oracle": oracle, "recertify": modes, "recertify_mode": mode,
+    return {"detector": detector, "promise": table, "oracle": oracle, "floor": floor, "recertify": modes,
+            "recertify_mode": mode,
             "weighted_recommended": bool(w and a and w["valid"] and w["kept"] > a["kept"]),
             "monitor": decide_monitor(results)}
 
@@ -414,11 +434,20 @@ def print_decision(d: dict) -> None:
         print(f"  {k}: mean power at {' and '.join(POWER_SIZES)} admissions {v:.3f}")
     print(f"  -> default detector: {det['default']} ({'kept' if det['keep'] else 'changed'})")
     print(f"\n### (b) the promise on the new era (oracle kept-unflagged share {d['oracle']:.3f})")
-    print("| setting | share of draws above alpha ± se | valid | mean kept and unflagged | draws | referred all "
-          "(refused) |\n|---|---|---|---|---|---|")
+    print("| setting | share of draws above alpha ± se | valid | mean kept and unflagged | the exact test's floor "
+          "| draws | referred all (refused) |\n|---|---|---|---|---|---|---|")
     for k, v in d["promise"].items():
+        fl = "-" if v.get("floor") is None else f"{v['floor']:.3f}"
         print(f"| {k} | {v['above']:.3f} ± {v['se']:.3f} | {'yes' if v['valid'] else 'no'} | {v['kept']:.3f} "
-              f"| {v['n']} | {v.get('refer_all', 0)} ({v.get('refused', 0)}) |")
+              f"| {fl} | {v['n']} | {v.get('refer_all', 0)} ({v.get('refused', 0)}) |")
+    fl = d.get("floor") or {}
+    if fl.get("needed"):
+        got = [n for n in fl["needed"] if n is not None]
+        span = f" (runs: {min(got):,} to {max(got):,})" if got else ""
+        print(f"  the exact test's floor (expected, from the truth): within {MARGIN:.0%} of the oracle from "
+              + (f"about {fl['needed_median']:,.0f} labelled admissions, median over {len(got)} runs{span}"
+                 if got else "no labelled set up to the search's limit")
+              + f"; mortality {fl['mortality']:.3f}")
     for m, v in d["recertify"].items():
         print(f"  recertify, {m}: smallest labelled size within {MARGIN:.0%} of the oracle: {v['smallest_k']}")
     print(f"  -> recertify's default: {d['recertify_mode']}; weighted rule recommended: {d['weighted_recommended']}")
@@ -477,6 +506,8 @@ def study(eras: dict, sizes=SIZES, labelled=LABELLED, draws: int = DRAWS, stream
                     r, how = json.loads(json.dumps(_plain(r))), "done"  # as a saved run reads back
                     if path is not None:
                         fileio.write_json(path, r)
+                if mode == "era":
+                    r = {**r, "floor": floor_of(ep, labelled)}
                 results.setdefault(mode, {}).setdefault(kind, {})[str(s)] = r
                 print(f"{mode} {kind} seed {s}: {how}", flush=True)
     return results

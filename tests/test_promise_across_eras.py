@@ -64,6 +64,9 @@ def test_the_study_at_toy_size_and_its_decision(eras):
     assert set(p) >= {"as_is", "oracle", "recertified 400", "recertified 400 (threshold refitted)", "weighted"}
     assert 0.0 <= p["oracle"] <= 1.0 and len(p["recertified 400"]["miss"]) == 4 and len(p["weighted"]["miss"]) == 4
     assert all(0.0 <= v <= 1.0 for v in p["recertified 400"]["kept"])
+    floor = era["floor"]  # the exact test's floor, from the truth: below the oracle, and not in the same-era runs
+    assert 0.0 <= floor["expected"]["400"] <= p["oracle"] and "floor" not in same
+    assert floor["needed"] is None or floor["needed"] > 400 or floor["expected"]["400"] >= p["oracle"] - pe.MARGIN
     m = same["monitor"]
     assert m["stationary"]["true_miss"] <= 0.1 < m["broken"]["true_miss"] <= 0.2 + 1e-9
     assert m["broken"]["alarms"] >= 5  # 2 alpha over 4,000 admissions: raised
@@ -72,6 +75,10 @@ def test_the_study_at_toy_size_and_its_decision(eras):
     d = pe.decide(results, draws=4)
     assert d["detector"]["default"] in pe.DETECTORS and set(d["promise"]) >= {"as_is", "weighted"}
     assert d["recertify"]["flags kept"]["compared_at"] == 400
+    assert d["promise"]["recertified 400"]["floor"] == pytest.approx(floor["expected"]["400"])
+    assert d["promise"]["recertified 400 (threshold refitted)"].get("floor") is None
+    assert d["floor"]["needed"] == [floor["needed"]]
+    pe.print_decision(d)
     assert d["recertify_mode"] in ("flags kept", "threshold refitted", None)  # None: neither valid at 4 draws
 
 

@@ -10,7 +10,8 @@ or the plug-in and fixed-fraction rules; ``bounds`` its p-values; ``text`` its s
 guarantee's failure rate measured against a known true risk (``check_guarantee``). ``weighted``: the rule
 re-certified for a new population by importance weights, without its outcomes (valid under covariate shift only).
 ``recertification``: ``recertify``, a run's policy refitted on new labelled admissions (the map and the rule;
-the flags kept or the threshold refitted).
+the flags kept or the threshold refitted). ``power``: what a certified rule can keep on n labelled admissions
+(the exact test's floor, from known or trusted risks) and the labelled set that comes within a margin of the oracle.
 
 The calibration admissions of the rule must be apart from whatever chose the decision threshold, fitted
 the recalibration map or set the candidate cuts: the guarantee is about admissions exchangeable with them.
@@ -34,6 +35,7 @@ _HOMES = {
     **dict.fromkeys(("MAX_WEIGHT", "WeightedRule", "fit_weighted_refer_rule", "mean_lower_bound", "needed_deaths"),
                     "weighted"),
     "recertify": "recertification",
+    **dict.fromkeys(("certifiable_misses", "expected_share", "labelled_needed", "oracle_share"), "power"),
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy(__name__, _HOMES)
