@@ -82,3 +82,55 @@ def test_bad_input_says_what():
         power.oracle_share(np.ones(3), np.ones(4), 0.5, 0.05)
     with pytest.raises(ReferralError, match="sum to 0"):
         power.expected_share(np.zeros(3), np.ones(3), 0.5, 0.05, 0.1, 100)
+
+
+def _policy_and_new_period(seed: int = 3):
+    from pipeline.bayes.referral import Predictive, ReferralConfig, fit_policy, recertify
+
+    rng = np.random.default_rng(seed)
+
+    def admissions(n, era):
+        z = rng.normal(-2.3 + 0.4 * era, 1.2, n)
+        draws = 1 / (1 + np.exp(-(z / 1.3 + 0.3 * rng.normal(size=(6, n)))))
+        return (rng.random(n) < 1 / (1 + np.exp(-z))).astype(float), Predictive(draws.mean(0), draws=draws)
+
+    ys, ps = admissions(2000, 0.0)
+    yc, pc = admissions(2000, 0.0)
+    policy = fit_policy(ps, ys, pc, yc, ReferralConfig(), seed=0)
+    y_new, p_new = admissions(6000, 1.0)
+    new = recertify(policy, Predictive(p_new.mean[:1500], draws=p_new.draws[:, :1500]), y_new[:1500],
+                    reference=p_new)
+    return new, p_new
+
+
+def test_more_outcomes_of_a_recertified_policy_is_the_floor_on_its_own_risks():
+    from pipeline.tasks.mortality.recertify import more_outcomes, more_outcomes_line
+
+    new, pred = _policy_and_new_period()
+    m = more_outcomes(new, pred, 1500)
+    cols = new.apply(pred)
+    q, t = cols.risk_calibrated, new.threshold.threshold
+    assert m["kept"] == pytest.approx(float((~cols.refer & ~cols.high_risk).mean()))
+    assert m["oracle"] == pytest.approx(power.oracle_share(q, q, t, 0.05)) and m["admissions"] == 6000
+    if m["needed"] is not None:
+        assert power.expected_share(q, q, t, 0.05, 0.1, m["needed"]) >= m["oracle"] - 0.05
+    line = more_outcomes_line(m)
+    assert line.startswith("what more outcomes would buy (if the recalibrated risks are right): the rule keeps ")
+    assert f"would keep {m['oracle']:.1%}" in line
+    # a per-group rule is not what the floor describes
+    import dataclasses
+
+    assert more_outcomes(dataclasses.replace(new, config=dataclasses.replace(new.config, group="age")), pred, 1) is None
+
+
+@pytest.mark.parametrize("m,says", [
+    ({"kept": 0.169, "oracle": 0.289, "needed": 4613, "labelled": 1000},
+     "from about 4,700 labelled admissions (these were 1,000)"),
+    ({"kept": 0.25, "oracle": 0.289, "needed": None, "labelled": 1000}, "already within 5% of it"),
+    ({"kept": 0.1, "oracle": 0.289, "needed": None, "labelled": 1000},
+     "no labelled set up to 1,000,000 admissions comes within 5% of it")])
+def test_more_outcomes_line_says_each_case(m, says):
+    from pipeline.tasks.mortality.recertify import more_outcomes_line
+
+    line = more_outcomes_line({**m, "margin": 0.05, "admissions": 7334})
+    assert line.endswith(says) and f"the rule keeps {m['kept']:.1%} of these 7,334 admissions unflagged" in line

@@ -82,6 +82,7 @@ def test_a_shifted_period_is_said_recertified_as_a_child_run_and_scored_with_its
     assert result.output.startswith(f"re-certified run {parent} on 300 labelled admissions of the new period "
                                     f"({deaths} in-hospital deaths): new run {child}")  # the manifest's words
     assert "  before: these 300 admissions differ from the calibration admissions" in result.output
+    assert "  what more outcomes would buy (if the recalibrated risks are right): the rule keeps " in result.output
     tags = store.client().get_run(child).data.tags
     assert tags["mlflow.parentRunId"] == parent and tags["recertified_from"] == parent
     assert tags["features_dir"] == store.client().get_run(parent).data.tags["features_dir"]

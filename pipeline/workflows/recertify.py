@@ -147,7 +147,8 @@ def recertify_run(run: str, *, data: Path | str | None = None, source: str | Non
         before.sample.add(n, {k: v for k, v in policy.measures(pred, *_decided(policy, pred)).items()
                               if k in shift.MEASURES}, matrix if before.matrix else None)
         asked = rc.with_settings(policy, cfg.alpha, cfg.delta)
-        notes = []
+        notes: list[str] = []
+        more = None  # what more outcomes would buy (labelled mode)
         if cfg.weighted:
             if not np.isnan(y).all():
                 notes.append("the outcomes of these admissions were not used (weighted)")
@@ -165,8 +166,12 @@ def recertify_run(run: str, *, data: Path | str | None = None, source: str | Non
             new = rc.labelled(asked, sub, y[rows], reference=pred if rows.size < n else None,
                               refit_threshold=cfg.refit_threshold, seed=cfg.seed)
             mode, deaths = ("refit_threshold" if cfg.refit_threshold else "labelled"), int(y[rows].sum())
+            more = None if cfg.refit_threshold else rc.more_outcomes(new, pred, rows.size)
+            if more is not None:
+                notes.append(rc.more_outcomes_line(more))
         ref = rc.reference(new, rc.subset(pred, rows), matrix[rows], rm.vocab, cfg.seed)
         record = {"mode": mode, "parent_run_id": rm.run_id, "admissions": n, "used": int(rows.size),
+                  "more_outcomes": more,
                   "deaths": deaths, "left_out": 0 if cfg.weighted else int(n - rows.size), "samples": scorer.samples,
                   "settings": {k: v for k, v in vars(cfg).items() if k not in ("threads",)},
                   "sentence": new.sentence()}

@@ -12,7 +12,9 @@ each admission's context groups), several FeatureSets joined. Two ways to a new 
   shift check's feature matrix (``shift.feature_matrix``); valid under covariate shift only, which its sentence says.
 
 Both refuse a set too small for the asked alpha and delta, naming the size needed (``refuse_too_small``; the rule's
-own ``CalibrationTooSmall``, which the command line says as ``--delta`` and ``--alpha``). ``reference`` is the new
+own ``CalibrationTooSmall``, which the command line says as ``--delta`` and ``--alpha``). ``more_outcomes``: what a
+larger labelled set would buy a certified rule (the exact test's floor, ``bayes.referral.power``, on the new map's
+risks taken as true). ``reference`` is the new
 run's shift reference (the admissions the new promise was certified for) and ``with_policy`` writes the run's
 model file with the new policy in it (a torch checkpoint's ``policy`` entry, a baseline file's meta).
 """
@@ -23,8 +25,10 @@ import dataclasses
 
 import numpy as np
 
+from pipeline.bayes.referral import power
 from pipeline.bayes.referral.config import GROUP_FAMILIES
-from pipeline.bayes.referral.settings import CalibrationTooSmall, ReferralError, Status
+from pipeline.bayes.referral.options import Ordering
+from pipeline.bayes.referral.settings import CalibrationTooSmall, ReferralError, Risk, RuleMethod, Status
 from pipeline.tasks.mortality import risk
 from pipeline.tasks.mortality.shift import columns_of, feature_matrix
 
@@ -93,6 +97,49 @@ def labelled(policy, pred, labels: np.ndarray, reference=None, refit_threshold: 
     refuse_too_small(new, "the new admissions (half of them with --refit-threshold)" if refit_threshold else
                      "the new admissions")
     return new
+
+
+MARGIN = 0.05  # more_outcomes: "within 5 points" of the oracle's kept-unflagged share
+
+
+def more_outcomes(policy, pred, labelled: int, margin: float = MARGIN) -> dict | None:
+    """What more labelled admissions would buy a policy re-certified on ``labelled`` of the admissions ``pred``: the
+    share of them it keeps unflagged, the share a perfect cut of its ranking keeps at the same alpha, and the labelled
+    set whose rule comes within ``margin`` of that in expectation (``bayes.referral.power``). The new map's risks are
+    taken as the true ones: a plug-in estimate that assumes them calibrated, which the line says. None for rules the
+    floor does not describe (per group, not the miss rate, not certified by LTT, not ranked by the risk)."""
+    cfg = policy.config
+    if (cfg.group is not None or Risk(cfg.risk) is not Risk.MISS or RuleMethod(cfg.rule) is not RuleMethod.LTT
+            or policy.ordering is not Ordering.RISK or policy.calibration.get("weighted")):
+        return None
+    cols = policy.apply(pred)
+    q, t = cols.risk_calibrated, policy.threshold.threshold
+    if not q.sum() > 0.0:
+        return None
+    kept = float((~cols.refer & ~cols.high_risk).mean())
+    oracle = power.oracle_share(q, q, t, cfg.alpha)
+    needed = None if kept >= oracle - margin else power.labelled_needed(q, q, t, cfg.alpha, cfg.delta, margin)
+    return {"kept": kept, "oracle": oracle, "needed": needed, "labelled": int(labelled), "margin": margin,
+            "admissions": len(q), "risks": "the recalibrated risks, taken as true"}
+
+
+def more_outcomes_line(m: dict) -> str:
+    """``more_outcomes`` in one line, as ``cli.py recertify`` prints it."""
+    head = (f"what more outcomes would buy (if the recalibrated risks are right): the rule keeps {m['kept']:.1%} of "
+            f"these {m['admissions']:,} admissions unflagged; a perfect cut of its ranking at the same promise would "
+            f"keep {m['oracle']:.1%}")
+    if m["kept"] >= m["oracle"] - m["margin"]:
+        return f"{head}: already within {m['margin']:.0%} of it"
+    if m["needed"] is None:
+        return f"{head}: no labelled set up to {power.N_MAX:,} admissions comes within {m['margin']:.0%} of it"
+    return (f"{head}: the exact test comes within {m['margin']:.0%} of it, in expectation, from about "
+            f"{_round(m['needed']):,} labelled admissions (these were {m['labelled']:,})")
+
+
+def _round(n: int) -> int:
+    """``n`` to two significant figures, up (the search is to 1% and the risks are an estimate)."""
+    scale = 10 ** max(len(str(int(n))) - 2, 0)
+    return int(-(-int(n) // scale) * scale)
 
 
 def weighted_policy(policy, calibration_matrix, selection_matrix, new_pred, new_matrix, max_weight: float,
