@@ -107,30 +107,49 @@ def test_more_outcomes_of_a_recertified_policy_is_the_floor_on_its_own_risks():
     from pipeline.tasks.mortality.recertify import more_outcomes, more_outcomes_line
 
     new, pred = _policy_and_new_period()
-    m = more_outcomes(new, pred, 1500)
+    m = more_outcomes(new, pred, 1500, 160)
     cols = new.apply(pred)
     q, t = cols.risk_calibrated, new.threshold.threshold
+    assert m["misses_allowed"] == int(power.certifiable_misses(160, 0.05, 0.1)[0])
     assert m["kept"] == pytest.approx(float((~cols.refer & ~cols.high_risk).mean()))
     assert m["oracle"] == pytest.approx(power.oracle_share(q, q, t, 0.05)) and m["admissions"] == 6000
     if m["needed"] is not None:
         assert power.expected_share(q, q, t, 0.05, 0.1, m["needed"]) >= m["oracle"] - 0.05
     line = more_outcomes_line(m)
-    assert line.startswith("what more outcomes would buy (if the recalibrated risks are right): the rule keeps ")
-    assert f"would keep {m['oracle']:.1%}" in line
+    assert line.startswith(f"what more outcomes would buy: 160 deaths let the exact test pass a cut only if it "
+                           f"misses at most {m['misses_allowed']} of them (")
     # a per-group rule is not what the floor describes
     import dataclasses
 
-    assert more_outcomes(dataclasses.replace(new, config=dataclasses.replace(new.config, group="age")), pred, 1) is None
+    grouped = dataclasses.replace(new, config=dataclasses.replace(new.config, group="age"))
+    assert more_outcomes(grouped, pred, 1, 1) is None
+
+
+HEAD = ("what more outcomes would buy: 112 deaths let the exact test pass a cut only if it misses at most 2 of them "
+        "(1.8%, ")
 
 
 @pytest.mark.parametrize("m,says", [
-    ({"kept": 0.169, "oracle": 0.289, "needed": 4613, "labelled": 1000},
-     "from about 4,700 labelled admissions (these were 1,000)"),
-    ({"kept": 0.25, "oracle": 0.289, "needed": None, "labelled": 1000}, "already within 5% of it"),
-    ({"kept": 0.1, "oracle": 0.289, "needed": None, "labelled": 1000},
-     "no labelled set up to 1,000,000 admissions comes within 5% of it")])
+    ({"kept": 0.169, "oracle": 0.289, "needed": 4613},
+     "would keep 28.9% of these 7,334 admissions unflagged, the rule keeps 16.9%: about 4,700 labelled admissions "
+     "would come within 5% of it, in expectation (these were 1,000)"),
+    ({"kept": 0.25, "oracle": 0.289, "needed": None}, "the rule keeps 25.0%: within 5% of it already"),
+    ({"kept": 0.263, "oracle": 0.237, "needed": None},
+     "would put a perfect cut of the rule's ranking at 23.7% of these 7,334 admissions, below the 26.3% the rule keeps: they are not right enough at the low risks to say more"),
+    ({"kept": 0.1, "oracle": 0.289, "needed": None},
+     "no labelled set up to 1,000,000 admissions comes within 5% of it"),
+    ({"kept": 0.1, "oracle": None, "needed": None}, "to promise 5%)")])
 def test_more_outcomes_line_says_each_case(m, says):
     from pipeline.tasks.mortality.recertify import more_outcomes_line
 
-    line = more_outcomes_line({**m, "margin": 0.05, "admissions": 7334})
-    assert line.endswith(says) and f"the rule keeps {m['kept']:.1%} of these 7,334 admissions unflagged" in line
+    line = more_outcomes_line({**m, "margin": 0.05, "admissions": 7334, "labelled": 1000, "deaths": 112,
+                               "misses_allowed": 2, "alpha": 0.05})
+    assert line.startswith(HEAD) and line.endswith(says), line
+
+
+def test_more_outcomes_line_when_no_cut_can_pass():
+    from pipeline.tasks.mortality.recertify import more_outcomes_line
+
+    line = more_outcomes_line({"kept": 0.0, "oracle": None, "needed": None, "margin": 0.05, "admissions": 10,
+                               "labelled": 10, "deaths": 3, "misses_allowed": -1, "alpha": 0.05})
+    assert line == "what more outcomes would buy: 3 deaths let the exact test pass no cut at 5%"

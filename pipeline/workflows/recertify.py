@@ -166,7 +166,7 @@ def recertify_run(run: str, *, data: Path | str | None = None, source: str | Non
             new = rc.labelled(asked, sub, y[rows], reference=pred if rows.size < n else None,
                               refit_threshold=cfg.refit_threshold, seed=cfg.seed)
             mode, deaths = ("refit_threshold" if cfg.refit_threshold else "labelled"), int(y[rows].sum())
-            more = None if cfg.refit_threshold else rc.more_outcomes(new, pred, rows.size)
+            more = None if cfg.refit_threshold else rc.more_outcomes(new, pred, rows.size, deaths)
             if more is not None:
                 notes.append(rc.more_outcomes_line(more))
         ref = rc.reference(new, rc.subset(pred, rows), matrix[rows], rm.vocab, cfg.seed)

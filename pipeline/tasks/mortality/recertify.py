@@ -102,38 +102,53 @@ def labelled(policy, pred, labels: np.ndarray, reference=None, refit_threshold: 
 MARGIN = 0.05  # more_outcomes: "within 5 points" of the oracle's kept-unflagged share
 
 
-def more_outcomes(policy, pred, labelled: int, margin: float = MARGIN) -> dict | None:
-    """What more labelled admissions would buy a policy re-certified on ``labelled`` of the admissions ``pred``: the
-    share of them it keeps unflagged, the share a perfect cut of its ranking keeps at the same alpha, and the labelled
-    set whose rule comes within ``margin`` of that in expectation (``bayes.referral.power``). The new map's risks are
-    taken as the true ones: a plug-in estimate that assumes them calibrated, which the line says. None for rules the
-    floor does not describe (per group, not the miss rate, not certified by LTT, not ranked by the risk)."""
+def more_outcomes(policy, pred, labelled: int, deaths: int, margin: float = MARGIN) -> dict | None:
+    """What more labelled admissions would buy a policy re-certified on ``labelled`` of the admissions ``pred``
+    (``deaths`` among them; ``bayes.referral.power``). Exact, assuming nothing: the most misses among those deaths
+    that the exact test lets a cut have (k*). An estimate, taking the new map's risks as the true ones (a plug-in
+    that assumes them calibrated, which the line says): the share a perfect cut of the rule's ranking keeps unflagged
+    at the same alpha, against the share the rule keeps, and the labelled set whose rule comes within ``margin`` of
+    it in expectation. None for rules the floor does not describe (per group, not the miss rate, not certified by
+    LTT, not ranked by the risk, re-weighted)."""
     cfg = policy.config
     if (cfg.group is not None or Risk(cfg.risk) is not Risk.MISS or RuleMethod(cfg.rule) is not RuleMethod.LTT
             or policy.ordering is not Ordering.RISK or policy.calibration.get("weighted")):
         return None
     cols = policy.apply(pred)
     q, t = cols.risk_calibrated, policy.threshold.threshold
-    if not q.sum() > 0.0:
-        return None
     kept = float((~cols.refer & ~cols.high_risk).mean())
-    oracle = power.oracle_share(q, q, t, cfg.alpha)
-    needed = None if kept >= oracle - margin else power.labelled_needed(q, q, t, cfg.alpha, cfg.delta, margin)
-    return {"kept": kept, "oracle": oracle, "needed": needed, "labelled": int(labelled), "margin": margin,
-            "admissions": len(q), "risks": "the recalibrated risks, taken as true"}
+    out = {"labelled": int(labelled), "deaths": int(deaths), "alpha": cfg.alpha,
+           "misses_allowed": int(power.certifiable_misses(deaths, cfg.alpha, cfg.delta)[0]), "kept": kept,
+           "admissions": len(q), "margin": margin, "oracle": None, "needed": None,
+           "risks": "the recalibrated risks, taken as true"}
+    if q.sum() > 0.0:
+        out["oracle"] = power.oracle_share(q, q, t, cfg.alpha)
+        if kept < out["oracle"] - margin:
+            out["needed"] = power.labelled_needed(q, q, t, cfg.alpha, cfg.delta, margin)
+    return out
 
 
 def more_outcomes_line(m: dict) -> str:
     """``more_outcomes`` in one line, as ``cli.py recertify`` prints it."""
-    head = (f"what more outcomes would buy (if the recalibrated risks are right): the rule keeps {m['kept']:.1%} of "
-            f"these {m['admissions']:,} admissions unflagged; a perfect cut of its ranking at the same promise would "
-            f"keep {m['oracle']:.1%}")
-    if m["kept"] >= m["oracle"] - m["margin"]:
-        return f"{head}: already within {m['margin']:.0%} of it"
+    k, d = m["misses_allowed"], m["deaths"]
+    head = ("what more outcomes would buy: " + (
+        f"{d:,} deaths let the exact test pass a cut only if it misses at most {k:,} of them ({k / d:.1%}, to promise "
+        f"{m['alpha']:.0%})" if k >= 0 else f"{d:,} deaths let the exact test pass no cut at {m['alpha']:.0%}"))
+    o, kept, margin = m["oracle"], m["kept"], m["margin"]
+    if o is None:
+        return head
+    est = (f"; by the recalibrated risks (if they are right), a perfect cut of the rule's ranking would keep "
+           f"{o:.1%} of these {m['admissions']:,} admissions unflagged, the rule keeps {kept:.1%}")
+    if kept > o:
+        return (f"{head}; the recalibrated risks would put a perfect cut of the rule's ranking at {o:.1%} of these "
+                f"{m['admissions']:,} admissions, below the {kept:.1%} the rule keeps: they are not right enough at "
+                "the low risks to say more")
+    if kept >= o - margin:
+        return f"{head}{est}: within {margin:.0%} of it already"
     if m["needed"] is None:
-        return f"{head}: no labelled set up to {power.N_MAX:,} admissions comes within {m['margin']:.0%} of it"
-    return (f"{head}: the exact test comes within {m['margin']:.0%} of it, in expectation, from about "
-            f"{_round(m['needed']):,} labelled admissions (these were {m['labelled']:,})")
+        return f"{head}{est}: no labelled set up to {power.N_MAX:,} admissions comes within {margin:.0%} of it"
+    return (f"{head}{est}: about {_round(m['needed']):,} labelled admissions would come within {margin:.0%} of it, "
+            f"in expectation (these were {m['labelled']:,})")
 
 
 def _round(n: int) -> int:
