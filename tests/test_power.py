@@ -135,7 +135,8 @@ HEAD = ("what more outcomes would buy: 112 deaths let the exact test pass a cut 
      "would come within 5% of it, in expectation (these were 1,000)"),
     ({"kept": 0.25, "oracle": 0.289, "needed": None}, "the rule keeps 25.0%: within 5% of it already"),
     ({"kept": 0.263, "oracle": 0.237, "needed": None},
-     "would put a perfect cut of the rule's ranking at 23.7% of these 7,334 admissions, below the 26.3% the rule keeps: they are not right enough at the low risks to say more"),
+     "would put a perfect cut of the rule's ranking at 23.7% of these 7,334 admissions, below the 26.3% the rule "
+     "keeps: they are not right enough at the low risks to say more"),
     ({"kept": 0.1, "oracle": 0.289, "needed": None},
      "no labelled set up to 1,000,000 admissions comes within 5% of it"),
     ({"kept": 0.1, "oracle": None, "needed": None}, "to promise 5%)")])
