@@ -91,7 +91,8 @@ class RecertifyResult:
         what = (f"{self.used:,} labelled admissions of the new period ({self.deaths:,} {self.outcomes})"
                 if self.mode != "weighted" else f"{self.used:,} admissions of the new period, without outcomes "
                                                "(the run's calibration half re-weighted towards them)")
-        left = f"; {self.left_out:,} without an outcome left out" if self.left_out else ""
+        left = (f"; {self.left_out:,} without an outcome left out of it (the rule's candidate cuts come from all "
+                f"{self.admissions:,})" if self.left_out else "")
         lines = [f"re-certified run {self.parent} on {what}{left}: new run {self.run_id}"]
         if self.shift is not None:
             lines.append(f"  before: {self.shift.sentence()}")
