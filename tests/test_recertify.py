@@ -3,6 +3,7 @@ for a new period as a child run that ``score`` applies, with and without outcome
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -91,6 +92,11 @@ def test_a_shifted_period_is_said_recertified_as_a_child_run_and_scored_with_its
     assert tags["features_dir"] == store.client().get_run(parent).data.tags["features_dir"]
     files = {a.path for a in store.client().list_artifacts(child)}
     assert {"shift_reference.npz", "recertification.json", "model_info.json", "checkpoint", "features"} <= files
+    record = json.loads(Path(store.client().download_artifacts(child, "recertification.json", str(tmp_path))
+                             ).read_text())
+    more = record["more_outcomes"]
+    assert more["deaths"] == deaths and more["misses_allowed"] == allowed and more["labelled"] == 300
+    assert 0.0 <= more["kept"] <= 1.0 and more["risks"] == "the recalibrated risks, taken as true"
     after = run("score", "--model", child, "--data", rest, "--out", tmp_path / "s2.parquet", "--threads", "1")
     assert after.exit_code == 0, after.output
     assert f"(calibrated on 300 admissions, {deaths} deaths)" in after.output or "refer every admission" in after.output
