@@ -154,7 +154,8 @@ def test_outcomes_from_a_labels_file_and_those_left_out(promise_run, tmp_path):
     result = run("recertify", "--run", parent, "--data", data, "--labels", labels, "--alpha", "0.3", "--threads", "1")
     assert result.exit_code == 0, result.output
     assert (f"on 250 labelled admissions of the new period ({int(test.iloc[:250]['label'].sum())} in-hospital "
-            "deaths); 50 without an outcome left out of it (the rule's candidate cuts come from all 300)") in result.output
+            "deaths); 50 without an outcome left out of it (the rule's candidate cuts come from all 300)"
+            ) in result.output
 
 
 @pytest.mark.parametrize("case", ["another vocabulary", "no labels", "unknown key", "repeated key", "no label column",
