@@ -85,6 +85,21 @@ def test_a_broken_promise_raises_the_alarm_in_words_and_json(scored, tmp_path):
     assert result.output.startswith(f"ALARM: since admission {at:,} of this stream the model misses more than 20% "
                                     "of in-hospital deaths on the kept admissions, with 90% confidence")
     assert report["sentence"] in result.output
+    # --fail-on-alarm: the same call continued exits 3 once the alarm is up (the state and JSON written first); a
+    # stream without an alarm exits 0 with it
+    (tmp_path / "none.csv").write_text("key,label\n")
+    again = run("monitor", "--run", run_id, "--scores", scores, "--outcomes", tmp_path / "none.csv", "--json",
+                tmp_path / "m2.json", "--fail-on-alarm")
+    assert again.exit_code == 3 and again.output.startswith("ALARM: "), again.output
+    assert json.loads((tmp_path / "m2.json").read_text())["alarm_at"] == at
+
+
+def test_fail_on_alarm_exits_0_while_the_promise_holds(scored, tmp_path):
+    run_id, scores, truth = scored
+    scores = copy_scores(scores, tmp_path)
+    truth.iloc[:20].to_csv(tmp_path / "o.csv", index=False)
+    result = run("monitor", "--run", run_id, "--scores", scores, "--outcomes", tmp_path / "o.csv", "--fail-on-alarm")
+    assert result.exit_code == 0 and not result.output.startswith("ALARM"), result.output
 
 
 def test_meds_label_files_give_the_keys_as_the_meds_extraction_forms_them(scored, promise_run, tmp_path):

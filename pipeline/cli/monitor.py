@@ -13,6 +13,8 @@ from pipeline.cli.app import command, setup_logging
 from pipeline.cli.options import with_config_options
 from pipeline.cli.settings import Settings
 
+ALARM_EXIT = 3  # --fail-on-alarm's exit status while the alarm is raised (bad input exits 2)
+
 
 @dataclass
 class MonitorOptions:
@@ -26,6 +28,8 @@ class MonitorOptions:
         # SCORES.monitor.json).
     json_path: Path | None = field(default=None, metadata={"flags": ["--json"]})  # Also write the report as JSON
         # (the counts, the bounds, alarm, alarm_at, the sentence) to this file.
+    fail_on_alarm: bool = False  # Exit with status 3 while the alarm is raised (after the state and the JSON are
+        # written), so that a scheduled job fails; default 0 (bad input: 2).
     verbose: bool = field(default=False, metadata={"flags": ["--verbose", "-v"]})  # Log each stage.
     COMMAND_OPTIONS: ClassVar[bool] = True  # offered as declared (pipeline.cli.options.command_option)
 
@@ -52,3 +56,5 @@ def monitor(settings: Settings = None) -> None:
 
         fileio.write_json(o.json_path, result.report)
     typer.echo(result.summary())
+    if o.fail_on_alarm and result.alarm:
+        raise typer.Exit(ALARM_EXIT)
