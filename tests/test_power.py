@@ -152,5 +152,7 @@ def test_more_outcomes_line_when_no_cut_can_pass():
     from pipeline.tasks.mortality.recertify import more_outcomes_line
 
     line = more_outcomes_line({"kept": 0.0, "oracle": None, "needed": None, "margin": 0.05, "admissions": 10,
-                               "labelled": 10, "deaths": 3, "misses_allowed": -1, "alpha": 0.05})
-    assert line == "what more outcomes would buy: 3 deaths let the exact test pass no cut at 5%"
+                               "labelled": 10, "deaths": 3, "misses_allowed": -1, "alpha": 0.05,
+                               "outcomes": "hospital readmissions within 30 days"})
+    assert line == ("what more outcomes would buy: 3 hospital readmissions within 30 days let the exact test pass no "
+                    "cut at 5%")

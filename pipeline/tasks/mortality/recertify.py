@@ -117,7 +117,7 @@ def more_outcomes(policy, pred, labelled: int, deaths: int, margin: float = MARG
     cols = policy.apply(pred)
     q, t = cols.risk_calibrated, policy.threshold.threshold
     kept = float((~cols.refer & ~cols.high_risk).mean())
-    out = {"labelled": int(labelled), "deaths": int(deaths), "alpha": cfg.alpha,
+    out = {"labelled": int(labelled), "deaths": int(deaths), "outcomes": policy.words.many, "alpha": cfg.alpha,
            "misses_allowed": int(power.certifiable_misses(deaths, cfg.alpha, cfg.delta)[0]), "kept": kept,
            "admissions": len(q), "margin": margin, "oracle": None, "needed": None,
            "risks": "the recalibrated risks, taken as true"}
@@ -130,10 +130,10 @@ def more_outcomes(policy, pred, labelled: int, deaths: int, margin: float = MARG
 
 def more_outcomes_line(m: dict) -> str:
     """``more_outcomes`` in one line, as ``cli.py recertify`` prints it."""
-    k, d = m["misses_allowed"], m["deaths"]
+    k, d, w = m["misses_allowed"], m["deaths"], m.get("outcomes", "deaths")
     head = ("what more outcomes would buy: " + (
-        f"{d:,} deaths let the exact test pass a cut only if it misses at most {k:,} of them ({k / d:.1%}, to promise "
-        f"{m['alpha']:.0%})" if k >= 0 else f"{d:,} deaths let the exact test pass no cut at {m['alpha']:.0%}"))
+        f"{d:,} {w} let the exact test pass a cut only if it misses at most {k:,} of them ({k / d:.1%}, to promise "
+        f"{m['alpha']:.0%})" if k >= 0 else f"{d:,} {w} let the exact test pass no cut at {m['alpha']:.0%}"))
     o, kept, margin = m["oracle"], m["kept"], m["margin"]
     if o is None:
         return head
