@@ -361,7 +361,7 @@ def decide(results: dict, draws: int, level: float = LEVEL) -> dict:
                 "default": DEFAULT_DETECTOR if keep else best, "keep": keep}
     cells = [r["promise"] for r in (x for kinds in results.get("era", {}).values() for x in kinds.values())
              if "promise" in r]
-    settings = sorted({k for c in cells for k in c if isinstance(c[k], dict)})
+    settings = sorted({k for c in cells for k in c if isinstance(c[k], dict)}, key=_setting_order)
     table = {}
     for name in settings:
         misses = np.concatenate([np.asarray(c[name]["miss"]) for c in cells if name in c])
@@ -401,6 +401,13 @@ def decide(results: dict, draws: int, level: float = LEVEL) -> dict:
             "recertify_mode": mode,
             "weighted_recommended": bool(w and a and w["valid"] and w["kept"] > a["kept"]),
             "monitor": decide_monitor(results)}
+
+
+def _setting_order(name: str) -> tuple:
+    """(b)'s rows in reading order: as is, re-certified by labelled size (flags kept, then refitted), weighted."""
+    if name.startswith("recertified "):
+        return 1, int(name.split()[1]), "(" in name
+    return (0,) if name == "as_is" else (2, name)
 
 
 def decide_monitor(results: dict, delta: float = 0.1) -> dict:
