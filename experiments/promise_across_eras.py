@@ -366,11 +366,13 @@ def decide(results: dict, draws: int, level: float = LEVEL) -> dict:
     for name in settings:
         misses = np.concatenate([np.asarray(c[name]["miss"]) for c in cells if name in c])
         kept = np.concatenate([np.asarray(c[name]["kept"]) for c in cells if name in c])
+        near = np.concatenate([np.asarray(c[name]["kept"]) >= c["oracle"] - MARGIN for c in cells if name in c])
         alpha, delta = cells[0]["alpha"], cells[0]["delta"]
         above = float((misses > alpha).mean())
         table[name] = {"above": above, "se": _se(above, misses.size), "valid": above <= delta + 2 * _se(above,
                                                                                                         misses.size),
                        "kept": float(kept.mean()), "n": int(misses.size),
+                       "near": float((near & (misses <= alpha)).mean()),  # one draw within the margin and alpha
                        "refer_all": int(sum(c[name].get("refer_all", 0) for c in cells if name in c)),
                        "refused": int(sum(c[name].get("refused", 0) for c in cells if name in c))}
     floors = [r["floor"] for r in (x for kinds in results.get("era", {}).values() for x in kinds.values())
@@ -442,11 +444,13 @@ def print_decision(d: dict) -> None:
     print(f"  -> default detector: {det['default']} ({'kept' if det['keep'] else 'changed'})")
     print(f"\n### (b) the promise on the new era (oracle kept-unflagged share {d['oracle']:.3f})")
     print("| setting | share of draws above alpha ± se | valid | mean kept and unflagged | the exact test's floor "
-          "| draws | referred all (refused) |\n|---|---|---|---|---|---|---|")
+          f"| draws within {MARGIN:.0%} of the oracle and alpha | draws | referred all (refused) |\n"
+          "|---|---|---|---|---|---|---|---|")
     for k, v in d["promise"].items():
         fl = "-" if v.get("floor") is None else f"{v['floor']:.3f}"
         print(f"| {k} | {v['above']:.3f} ± {v['se']:.3f} | {'yes' if v['valid'] else 'no'} | {v['kept']:.3f} "
-              f"| {fl} | {v['n']} | {v.get('refer_all', 0)} ({v.get('refused', 0)}) |")
+              f"| {fl} | {v.get('near', float('nan')):.3f} | {v['n']} | {v.get('refer_all', 0)} "
+              f"({v.get('refused', 0)}) |")
     fl = d.get("floor") or {}
     if fl.get("needed"):
         got = [n for n in fl["needed"] if n is not None]

@@ -109,6 +109,9 @@ def test_the_decision_rule_on_recertification():
     d = pe.decide({"era": {"k": {"0": {"promise": promise}}}}, draws=100)
     assert d["promise"]["recertified 250 (threshold refitted)"]["valid"] is False
     assert d["recertify"]["flags kept"]["smallest_k"] == 1000 and d["recertify_mode"] == "flags kept"
+    # one draw within the margin of the oracle (0.3 - 0.05) and alpha: every draw at 1,000, none at 250
+    assert d["promise"]["recertified 1000"]["near"] == 1.0 and d["promise"]["recertified 250"]["near"] == 0.0
+    assert d["promise"]["recertified 250 (threshold refitted)"]["near"] == 0.0  # near the oracle, above alpha
     assert d["recertify"]["threshold refitted"]["smallest_k"] is None and d["weighted_recommended"]
     pe.print_decision(d)  # the report's lines print
 
