@@ -217,8 +217,9 @@ def floor_of(ep: EraPool, labelled=LABELLED, margin: float = MARGIN) -> dict:
     pol, q = ep.policy, ep.pool.true_risk
     alpha, delta = pol.config.alpha, pol.config.delta
     t = min(pol.calibrator.raw_threshold(pol.threshold.threshold), 2.0)
-    return {"expected": {str(k): power.expected_share(q, ep.raw, t, alpha, delta, k) for k in labelled},
-            "needed": power.labelled_needed(q, ep.raw, t, alpha, delta, margin), "mortality": float(q.mean())}
+    curve = power.MissCurve.of(q, ep.raw, t)
+    return {"expected": {str(k): curve.expected(alpha, delta, k) for k in labelled},
+            "needed": curve.needed(alpha, delta, margin), "mortality": curve.p_death}
 
 
 def _outcome(q: np.ndarray, r_cal: np.ndarray, referred: np.ndarray, high: np.ndarray) -> tuple[float, float]:

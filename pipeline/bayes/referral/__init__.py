@@ -35,7 +35,7 @@ _HOMES = {
     **dict.fromkeys(("MAX_WEIGHT", "WeightedRule", "fit_weighted_refer_rule", "mean_lower_bound", "needed_deaths"),
                     "weighted"),
     "recertify": "recertification",
-    **dict.fromkeys(("certifiable_misses", "expected_share", "labelled_needed", "oracle_share"), "power"),
+    **dict.fromkeys(("MissCurve", "certifiable_misses", "expected_share", "labelled_needed", "oracle_share"), "power"),
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy(__name__, _HOMES)

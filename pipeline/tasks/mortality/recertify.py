@@ -122,9 +122,10 @@ def more_outcomes(policy, pred, labelled: int, deaths: int, margin: float = MARG
            "admissions": len(q), "margin": margin, "oracle": None, "needed": None,
            "risks": "the recalibrated risks, taken as true"}
     if q.sum() > 0.0:
-        out["oracle"] = power.oracle_share(q, q, t, cfg.alpha)
+        curve = power.MissCurve.of(q, q, t)
+        out["oracle"] = curve.oracle(cfg.alpha)
         if kept < out["oracle"] - margin:
-            out["needed"] = power.labelled_needed(q, q, t, cfg.alpha, cfg.delta, margin)
+            out["needed"] = curve.needed(cfg.alpha, cfg.delta, margin)
     return out
 
 
