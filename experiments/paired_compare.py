@@ -17,7 +17,8 @@ labels must be the same sets). It draws the per-admission logits of every run
 Runs in the directories ``--runs-dir`` names (``<dir>/<run id>``: the model file, best.pt or baseline.npz,
 model_info.json, manifest.json, e.g. Laplace runs fitted on the grid's runs: ``--a laplace-wasserstein-2000``)
 join them (A's and B's). For each split mode, split and seed it prints A's and
-B's mixture NLL, ECE and AUC-PR, the paired difference A - B with a percentile bootstrap 95% interval
+B's mixture NLL, ECE and AUC-PR (and, where the true risk is known, the mean KL(true || predicted) of the
+predictive risk: ``kl``), the paired difference A - B with a percentile bootstrap 95% interval
 over admissions (one resample of admissions shared by A and B), and the references: the true
 risk's NLL (synthetic data) and the NLL of a constant prediction at the training label rate.
 ``pooled`` averages the per-seed differences, each bootstrap replicate resampling the same
@@ -46,6 +47,7 @@ from pipeline.data import features
 from pipeline.tasks.mortality.variants import variant_label
 
 PAIRED = ("nll", "ece", "auc_pr")  # metrics compared
+KL = "kl"  # mean KL(true || predicted), compared as well where the true risk is known (synthetic data)
 HIGHER_BETTER = ("auc_pr",)  # A is better where its value is higher (the others: lower)
 TRUTH = "truth"  # label of the true risk as a pseudo-model (synthetic data): --b truth gives each model's gap
 
@@ -122,32 +124,43 @@ def run_logits(run: dict, fs: features.FeatureSet, split: str, samples: int | No
     return logits
 
 
-def replicates(labels: np.ndarray, logits: np.ndarray, idx: np.ndarray) -> dict[str, np.ndarray]:
-    """Point NLL / ECE and their bootstrap replicates (B,) over the resamples ``idx`` (B, N)."""
+def replicates(labels: np.ndarray, logits: np.ndarray, idx: np.ndarray, true_risk=None) -> dict[str, np.ndarray]:
+    """Point NLL / ECE / AUC-PR and their bootstrap replicates (B,) over the resamples ``idx`` (B, N); with
+    ``true_risk`` (N,) the mean KL(true || predicted) and its replicates as well."""
     p, nll = metrics.predictive(logits), metrics.mixture_nll_per_example(logits, labels)  # (N,), (N,)
     reps = metrics.bootstrap_replicates(labels, p, nll, idx)
     floor = metrics.ece_floor(labels, p)
-    return {"nll": float(nll.mean()), "ece": metrics.ece(labels, p), "nll_reps": reps["nll"], "ece_reps": reps["ece"],
-            "auc_pr": metrics.average_precision(labels, p), "auc_pr_reps": reps["auc_pr"],
-            "ece_floor": floor.mean, "ece_p_value": floor.p_value, "slope": metrics.recalibration(labels, p).slope}
+    out = {"nll": float(nll.mean()), "ece": metrics.ece(labels, p), "nll_reps": reps["nll"], "ece_reps": reps["ece"],
+           "auc_pr": metrics.average_precision(labels, p), "auc_pr_reps": reps["auc_pr"],
+           "ece_floor": floor.mean, "ece_p_value": floor.p_value, "slope": metrics.recalibration(labels, p).slope}
+    if true_risk is not None:
+        kl = metrics.kl_to_truth(true_risk, p)  # (N,)
+        out.update({KL: float(kl.mean()), f"{KL}_reps": kl[idx].mean(axis=1)})  # (B, N) -> (B,)
+    return out
 
 
-def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed: int = 0) -> dict:
+def compared(result: dict) -> tuple[str, ...]:
+    """The metrics a ``paired`` result compares: NLL, ECE, AUC-PR, and KL where the true risk was given."""
+    return PAIRED + ((KL,) if f"{KL}_a" in result else ())
+
+
+def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed: int = 0, true_risk=None) -> dict:
     """A - B per metric: mean over the paired seeds of the point difference and its 95% bootstrap interval.
 
     ``logits_a[i]`` and ``logits_b[i]`` are the (S, K, N) (or (D, N)) logits of pair i on the same
     N admissions; every pair uses the same admission resamples, so the interval of the mean over
-    pairs reflects admission sampling only.
+    pairs reflects admission sampling only. With ``true_risk`` (N,), the mean KL(true || predicted)
+    (lower is better) is compared the same way (``compared``).
     """
     y = metrics.check_labels(labels)
     if not logits_a or len(logits_a) != len(logits_b):
         raise ValueError(f"paired: need the same number (>= 1) of A and B runs, got {len(logits_a)} and "
                          f"{len(logits_b)}")
     idx = metrics.bootstrap_indices(y.shape[0], n_bootstrap, seed)  # (B, N)
-    ra = [replicates(y, x, idx) for x in logits_a]
-    rb = [replicates(y, x, idx) for x in logits_b]
+    ra = [replicates(y, x, idx, true_risk) for x in logits_a]
+    rb = [replicates(y, x, idx, true_risk) for x in logits_b]
     out = {"pairs": len(ra), "n": int(y.shape[0]), "positives": int(y.sum())}
-    for m in PAIRED:
+    for m in PAIRED + ((KL,) if true_risk is not None else ()):
         a, b = np.mean([r[m] for r in ra]), np.mean([r[m] for r in rb])
         diff_reps = np.mean([x[f"{m}_reps"] - z[f"{m}_reps"] for x, z in zip(ra, rb)], axis=0)  # (B,)
         lo, hi = metrics.percentile_interval(diff_reps)
@@ -257,18 +270,20 @@ def main() -> None:
             ref = references(fs.label, risk, rate)
             print(f"\n[{mode} / {split}] n={len(fs)} deaths={int(fs.label.sum())} true-risk "
                   f"nll={_fmt(ref['true_nll'])} constant nll={_fmt(ref['const_nll'])} (train rate {rate:.4f})")
+            shown = PAIRED + ((KL,) if risk is not None else ())
             print(f"{'seed':>6s} " + "   ".join(f"{m + ' A':>7s} {m + ' B':>7s} {'diff':>8s} {'95% CI':>19s} "
-                                                  f"{'P(A better)':>6s}" for m in PAIRED)
+                                                  f"{'P(A better)':>6s}" for m in shown)
                   + f"   {'floor A':>7s} {'floor B':>7s}   {'slope A':>7s} {'slope B':>7s}")
             la = {s: _logits(args.a, ra.get(s), fs, risk, split, args, cache) for s in seeds}
             lb = {s: _logits(args.b, rb.get(s), fs_b, risk, split, args, cache_b) for s in seeds}
             if order is not None and args.b != TRUTH:
                 lb = {s: x[..., order] for s, x in lb.items()}  # (S, K, N_B) -> (S, K, N) in A's order
-            rows = [(str(s), paired(fs.label, [la[s]], [lb[s]], args.bootstrap)) for s in seeds]
-            rows.append(("pooled", paired(fs.label, [la[s] for s in seeds], [lb[s] for s in seeds], args.bootstrap)))
+            rows = [(str(s), paired(fs.label, [la[s]], [lb[s]], args.bootstrap, true_risk=risk)) for s in seeds]
+            rows.append(("pooled", paired(fs.label, [la[s] for s in seeds], [lb[s] for s in seeds], args.bootstrap,
+                                          true_risk=risk)))
             for name, r in rows:
                 cells = []
-                for m in PAIRED:
+                for m in compared(r):
                     lo, hi = r[f"{m}_diff_ci"]
                     cells.append(f"{r[f'{m}_a']:7.4f} {r[f'{m}_b']:7.4f} {r[f'{m}_diff']:+8.4f} "
                                  f"[{lo:+.4f}, {hi:+.4f}] {r[f'{m}_p_a_better']:6.3f}")

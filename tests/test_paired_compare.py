@@ -70,6 +70,25 @@ def test_pooled_is_the_mean_of_the_pairs():
         pc.paired(y, a, b[:1])
 
 
+def test_kl_to_the_true_risk_is_compared_where_the_truth_is_given():
+    y, risk = _cohort(600, seed=5)
+    rng = np.random.default_rng(6)
+    near = _logit(risk)[None, :] + rng.normal(0, 0.2, (4, 600))  # (D, N): close to the truth
+    far = _logit(risk)[None, :] + rng.normal(0.5, 0.8, (4, 600))  # biased and noisy
+    assert pc.KL not in pc.compared(pc.paired(y, [near], [far], n_bootstrap=50))  # no truth: not compared
+    r = pc.paired(y, [near], [far], n_bootstrap=300, true_risk=risk)
+    assert pc.compared(r) == pc.PAIRED + (pc.KL,)
+    # independently of metrics.kl_to_truth: the Bernoulli KL written out, of the mixture's mean probability
+    for x, side in ((near, "a"), (far, "b")):
+        q = (1 / (1 + np.exp(-x))).mean(0)  # (N,)
+        kl = risk * np.log(risk / q) + (1 - risk) * np.log((1 - risk) / (1 - q))
+        assert r[f"kl_{side}"] == pytest.approx(kl.mean(), rel=1e-9)
+    lo, hi = r["kl_diff_ci"]
+    assert lo <= r["kl_diff"] <= hi < 0 and r["kl_p_a_better"] == 1.0  # lower KL is better: A's
+    truth = _logit(risk)[None, :]  # (1, N): the truth itself has KL 0
+    assert pc.paired(y, [truth], [far], n_bootstrap=20, true_risk=risk)["kl_a"] == pytest.approx(0.0, abs=1e-9)
+
+
 def test_references_constant_and_truth():
     y = np.array([0, 0, 0, 1], dtype=np.float32)
     ref = pc.references(y, np.array([0.1, 0.2, 0.1, 0.5]), train_rate=0.25)
