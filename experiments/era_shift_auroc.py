@@ -27,6 +27,7 @@ import numpy as np
 
 from experiments.paired_compare import find_runs, run_logits
 from pipeline.bayes import metrics
+from pipeline.bayes.shift.ranks import u_test
 from pipeline.core import fileio
 from pipeline.core.contracts import DEFAULT_BATCH
 from pipeline.data import features
@@ -41,16 +42,9 @@ def measures_of(logits: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def shift_auroc(reference: np.ndarray, target: np.ndarray) -> float:
-    """AUROC of a measure for target membership: P(target value > reference value) + half the ties."""
-    x = np.concatenate([np.asarray(reference, dtype=np.float64), np.asarray(target, dtype=np.float64)])
-    y = np.concatenate([np.zeros(len(reference)), np.ones(len(target))])
-    return metrics.roc_auc(y, _unit(x))
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    """An increasing map of ``x`` into [0, 1] (roc_auc takes probabilities; the ranks, ties included, are kept)."""
-    lo, hi = float(x.min()), float(x.max())
-    return np.zeros_like(x) if hi == lo else (x - lo) / (hi - lo)
+    """AUROC of a measure for target membership: P(target value > reference value) + half the ties (the shift
+    check's effect size, ``shift.ranks.u_test``)."""
+    return u_test(target, reference).auroc
 
 
 def resamples(n_ref: int, n_target: int, n_bootstrap: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

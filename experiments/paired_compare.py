@@ -139,9 +139,14 @@ def replicates(labels: np.ndarray, logits: np.ndarray, idx: np.ndarray, true_ris
     return out
 
 
+def _with_truth(known: bool) -> tuple[str, ...]:
+    """The metrics compared: NLL, ECE, AUC-PR, and KL where the true risk is ``known``."""
+    return PAIRED + ((KL,) if known else ())
+
+
 def compared(result: dict) -> tuple[str, ...]:
     """The metrics a ``paired`` result compares: NLL, ECE, AUC-PR, and KL where the true risk was given."""
-    return PAIRED + ((KL,) if f"{KL}_a" in result else ())
+    return _with_truth(f"{KL}_a" in result)
 
 
 def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed: int = 0, true_risk=None) -> dict:
@@ -160,7 +165,7 @@ def paired(labels, logits_a: list, logits_b: list, n_bootstrap: int = 2000, seed
     ra = [replicates(y, x, idx, true_risk) for x in logits_a]
     rb = [replicates(y, x, idx, true_risk) for x in logits_b]
     out = {"pairs": len(ra), "n": int(y.shape[0]), "positives": int(y.sum())}
-    for m in PAIRED + ((KL,) if true_risk is not None else ()):
+    for m in _with_truth(true_risk is not None):
         a, b = np.mean([r[m] for r in ra]), np.mean([r[m] for r in rb])
         diff_reps = np.mean([x[f"{m}_reps"] - z[f"{m}_reps"] for x, z in zip(ra, rb)], axis=0)  # (B,)
         lo, hi = metrics.percentile_interval(diff_reps)
@@ -270,9 +275,8 @@ def main() -> None:
             ref = references(fs.label, risk, rate)
             print(f"\n[{mode} / {split}] n={len(fs)} deaths={int(fs.label.sum())} true-risk "
                   f"nll={_fmt(ref['true_nll'])} constant nll={_fmt(ref['const_nll'])} (train rate {rate:.4f})")
-            shown = PAIRED + ((KL,) if risk is not None else ())
             print(f"{'seed':>6s} " + "   ".join(f"{m + ' A':>7s} {m + ' B':>7s} {'diff':>8s} {'95% CI':>19s} "
-                                                  f"{'P(A better)':>6s}" for m in shown)
+                                                  f"{'P(A better)':>6s}" for m in _with_truth(risk is not None))
                   + f"   {'floor A':>7s} {'floor B':>7s}   {'slope A':>7s} {'slope B':>7s}")
             la = {s: _logits(args.a, ra.get(s), fs, risk, split, args, cache) for s in seeds}
             lb = {s: _logits(args.b, rb.get(s), fs_b, risk, split, args, cache_b) for s in seeds}
